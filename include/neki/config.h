@@ -1,0 +1,330 @@
+/*
+ * neki/config.h - the parsed neki.ini (a pgbouncer.ini) and its settings table.
+ *
+ * cfg_load() parses a file (with %include), validates every setting against the
+ * one settings table (src/config/settings.c) and returns a new, refcounted
+ * struct cfg. A reload parses into a new struct and swaps it in only when all of
+ * it is valid. Readers use cfg_current(). Nothing else in neki reads the ini.
+ *
+ * Sections: [pgbouncer] (also [neki]), [databases], [users], [peers], [shards].
+ */
+#ifndef NEKI_CONFIG_H
+#define NEKI_CONFIG_H
+
+#include "neki/base.h"
+#include "neki/error.h"
+
+enum cfg_pool_mode {
+	CFG_POOL_SESSION = 0,
+	CFG_POOL_TRANSACTION = 1,
+	CFG_POOL_STATEMENT = 2,
+	CFG_POOL_UNSET = 3,	/* per-db / per-user override absent */
+};
+
+enum cfg_auth_type {
+	CFG_AUTH_ANY = 0,
+	CFG_AUTH_TRUST = 1,
+	CFG_AUTH_PLAIN = 2,
+	CFG_AUTH_MD5 = 3,
+	CFG_AUTH_SCRAM = 4,	/* "scram-sha-256" */
+	CFG_AUTH_CERT = 5,
+	CFG_AUTH_HBA = 6,
+	CFG_AUTH_PEER = 7,	/* hba only */
+	CFG_AUTH_REJECT = 8,	/* hba only */
+};
+
+enum cfg_sslmode {
+	CFG_SSL_DISABLE = 0,
+	CFG_SSL_ALLOW = 1,
+	CFG_SSL_PREFER = 2,
+	CFG_SSL_REQUIRE = 3,
+	CFG_SSL_VERIFY_CA = 4,
+	CFG_SSL_VERIFY_FULL = 5,
+};
+
+/* One [databases] entry. Strings are owned by the struct cfg (NULL = unset). */
+struct cfg_database {
+	char *name;		/* the client-side name; "*" for the auto-database */
+	char *dbname;		/* server-side name; NULL = same as name */
+	char *host;		/* host, comma list, unix dir (starts with '/'), or NULL */
+	int port;		/* default 5432 */
+	char *user;		/* forced user or NULL */
+	char *password;
+	char *auth_user;
+	char *auth_query;
+	char *auth_dbname;
+	int pool_size;		/* -1 = unset (use default_pool_size) */
+	int min_pool_size;	/* -1 = unset */
+	int reserve_pool_size;	/* -1 = unset; alias key reserve_pool */
+	int max_db_connections;	/* -1 = unset (use global) */
+	int max_db_client_connections; /* -1 = unset */
+	enum cfg_pool_mode pool_mode; /* CFG_POOL_UNSET = global */
+	double server_lifetime;	/* seconds; -1 = unset */
+	double query_wait_timeout; /* seconds; -1 = unset */
+	bool load_balance_hosts; /* true = round-robin (default), false = disable */
+	char *connect_query;
+	char *client_encoding;
+	char *datestyle;
+	char *timezone;
+	char *application_name;
+	bool topology;		/* topology=yes: a sharded logical database (neki key) */
+	char *source;		/* "file:line" where the entry was defined */
+};
+
+/* One [users] entry. */
+struct cfg_user {
+	char *name;
+	enum cfg_pool_mode pool_mode;	/* CFG_POOL_UNSET = not set */
+	int pool_size;			/* -1 = unset */
+	int reserve_pool_size;		/* -1 = unset */
+	int max_user_connections;	/* -1 = unset */
+	int max_user_client_connections; /* -1 = unset */
+	double query_timeout;		/* seconds; -1 = unset */
+	double query_wait_timeout;	/* -1 = unset */
+	double idle_transaction_timeout; /* -1 = unset */
+	double transaction_timeout;	/* -1 = unset */
+	double client_idle_timeout;	/* -1 = unset */
+};
+
+/* One [peers] entry. */
+struct cfg_peer {
+	int peer_id;		/* 1..65535 */
+	char *host;		/* required */
+	int port;		/* default 6432 */
+	int pool_size;		/* -1 = unset (default_pool_size) */
+};
+
+/* One [shards] entry: shard_uid = libpq connection string. */
+struct cfg_shard {
+	char *uid;		/* the shard uid named by topology key ranges */
+	char *conninfo;		/* the libpq connection string as written */
+	char *host;		/* parsed from conninfo; NULL = default */
+	int port;		/* parsed; default 5432 */
+	char *dbname;		/* parsed; NULL = use the client's database name */
+	char *user;		/* parsed; NULL = the client's user */
+	char *password;		/* parsed; NULL */
+	char *sslmode;		/* parsed; NULL */
+};
+
+/*
+ * Every [pgbouncer]/[neki] setting. Times are seconds (double), as pgbouncer reads
+ * them; sizes are bytes; booleans are 0/1 in the ini. Strings are owned (NULL or ""
+ * when unset, as the table's default says).
+ */
+struct cfg {
+	int refcount;		/* cfg_ref / cfg_unref */
+	char *path;		/* the file given on the command line (conffile) */
+
+	/* process, listening, files */
+	char *logfile;
+	char *pidfile;
+	char *listen_addr;
+	int listen_port;
+	char *unix_socket_dir;
+	int unix_socket_mode;
+	char *unix_socket_group;
+	char *user;
+	char *conffile;
+	char *service_name;
+	char *job_name;
+	bool so_reuseport;
+	int peer_id;
+	int listen_backlog;
+	char *resolv_conf;
+	bool disable_pqexec;
+
+	/* pooling and limits */
+	enum cfg_pool_mode pool_mode;
+	int max_client_conn;
+	int default_pool_size;
+	int min_pool_size;
+	int reserve_pool_size;
+	double reserve_pool_timeout;
+	int max_db_connections;
+	int max_db_client_connections;
+	int max_user_connections;
+	int max_user_client_connections;
+	bool server_round_robin;
+	char *track_extra_parameters;
+	char *ignore_startup_parameters;
+	int max_prepared_statements;
+	double autodb_idle_timeout;
+	double pool_idle_timeout;
+	bool application_name_add_host;
+	double stats_period;
+	int scram_iterations;
+
+	/* authentication and console access */
+	enum cfg_auth_type auth_type;
+	char *auth_file;
+	char *auth_hba_file;
+	char *auth_ident_file;
+	char *auth_user;
+	char *auth_query;
+	char *auth_dbname;
+	char *auth_ldap_options;
+	char *admin_users;
+	char *stats_users;
+	char *login_notify_message;
+
+	/* server connection lifecycle */
+	char *server_reset_query;
+	bool server_reset_query_always;
+	double server_check_delay;
+	char *server_check_query;
+	bool server_fast_close;
+	double server_lifetime;
+	double server_idle_timeout;
+	double server_connect_timeout;
+	double server_login_retry;
+
+	/* client-side timeouts */
+	double client_login_timeout;
+	double client_idle_timeout;
+	double query_timeout;
+	double query_wait_timeout;
+	double query_wait_notify;
+	double cancel_wait_timeout;
+	double idle_transaction_timeout;
+	double transaction_timeout;
+	double suspend_timeout;
+
+	/* logging */
+	bool syslog;
+	char *syslog_ident;
+	char *syslog_facility;
+	bool log_connections;
+	bool log_disconnections;
+	bool log_pooler_errors;
+	bool log_stats;
+	int verbose;
+
+	/* DNS */
+	double dns_max_ttl;
+	double dns_nxdomain_ttl;
+	double dns_zone_check_period;
+
+	/* low-level network */
+	int pkt_buf;
+	int max_packet_size;
+	int sbuf_loopcnt;
+	bool tcp_defer_accept;
+	int tcp_socket_buffer;
+	bool tcp_keepalive;
+	int tcp_keepcnt;
+	int tcp_keepidle;
+	int tcp_keepintvl;
+	int tcp_user_timeout;
+
+	/* TLS */
+	enum cfg_sslmode client_tls_sslmode;
+	char *client_tls_key_file;
+	char *client_tls_cert_file;
+	char *client_tls_ca_file;
+	char *client_tls_protocols;
+	char *client_tls_ciphers;
+	char *client_tls13_ciphers;
+	char *client_tls_ecdhcurve;
+	char *client_tls_dheparams;
+	enum cfg_sslmode server_tls_sslmode;
+	char *server_tls_ca_file;
+	char *server_tls_key_file;
+	char *server_tls_cert_file;
+	char *server_tls_protocols;
+	char *server_tls_ciphers;
+	char *server_tls13_ciphers;
+
+	/* neki's own */
+	int workers;		/* default: number of online cores */
+	char *admin_listen_addr; /* default 127.0.0.1 */
+	int admin_listen_port;	/* default 6433; 0 = no admin port */
+	char *metrics_listen_addr;
+	int metrics_listen_port; /* 0 = off */
+	char *topology_file;
+	int64_t shm_size;	/* bytes */
+	int sequence_batch;
+
+	/* the other sections, in file order */
+	struct cfg_database *databases;	/* owned array */
+	size_t n_databases;
+	struct cfg_user *users;		/* owned array */
+	size_t n_users;
+	struct cfg_peer *peers;		/* owned array */
+	size_t n_peers;
+	struct cfg_shard *shards;	/* owned array */
+	size_t n_shards;
+};
+
+/* Setting value types, as the settings table knows them. */
+enum cfg_type {
+	CFG_T_INT = 0,
+	CFG_T_INT64 = 1,	/* sizes such as shm_size */
+	CFG_T_BOOL = 2,
+	CFG_T_TIME = 3,		/* seconds, float */
+	CFG_T_STRING = 4,
+	CFG_T_ENUM = 5,		/* pool_mode, auth_type, sslmodes */
+	CFG_T_MODE = 6,		/* octal int such as unix_socket_mode */
+};
+
+/* One row of the settings table. */
+struct cfg_setting {
+	const char *name;
+	enum cfg_type type;
+	size_t offset;		/* offsetof(struct cfg, field) */
+	const char *default_value; /* as written in the ini ("" = unset) */
+	double min, max;	/* numeric bounds (inclusive) */
+	bool reloadable;	/* false: only read at startup (pgbouncer's CF_NO_RELOAD) */
+	bool neki_only;		/* neki's own setting (not in pgbouncer) */
+	const char *const *enum_values; /* CFG_T_ENUM: NULL-terminated accepted names */
+	const char *description; /* one line */
+};
+
+/*
+ * Parse and validate <path>. On success returns a new struct cfg (refcount 1).
+ * On failure returns NULL and fills <err> (SQLSTATE F0000, message naming
+ * file:line, the key and what is accepted; `where` = "file:line").
+ */
+struct cfg *cfg_load(const char *path, struct nk_error *err);
+
+/* Parse from a string (tests); <name> is used as the file name in errors. */
+struct cfg *cfg_load_string(const char *name, const char *text, struct nk_error *err);
+
+/* A struct cfg with every default (no sections). */
+struct cfg *cfg_new_defaults(void);
+
+void cfg_ref(struct cfg *c);
+void cfg_unref(struct cfg *c);
+
+/* The configuration in force in this process (borrowed; NULL before the first set). */
+const struct cfg *cfg_current(void);
+
+/* Make <c> current (takes a reference; drops the previous one). */
+void cfg_set_current(struct cfg *c);
+
+/* The settings table, sorted by name, and its length. */
+const struct cfg_setting *cfg_settings(size_t *n);
+
+/* Find a setting by name (case-sensitive, as pgbouncer); NULL when unknown. */
+const struct cfg_setting *cfg_setting_find(const char *name);
+
+/*
+ * Set one setting on <c> from its ini text (used by the parser and the console's
+ * SET). Returns false and fills <err> when the value is not accepted.
+ */
+NK_MUSTCHECK bool cfg_setting_apply(struct cfg *c, const struct cfg_setting *s,
+				    const char *value, struct nk_error *err);
+
+/* Format the current value of <s> in <c> as the ini would write it. */
+void cfg_setting_format(const struct cfg *c, const struct cfg_setting *s, char *buf, size_t len);
+
+/* Lookups in the sections (NULL when absent; the "*" entry is not returned by name). */
+const struct cfg_database *cfg_database_find(const struct cfg *c, const char *name);
+const struct cfg_user *cfg_user_find(const struct cfg *c, const char *name);
+const struct cfg_shard *cfg_shard_find(const struct cfg *c, const char *uid);
+
+/* Names of the enum values (for SHOW CONFIG and logs). */
+const char *cfg_pool_mode_str(enum cfg_pool_mode m);
+const char *cfg_auth_type_str(enum cfg_auth_type t);
+const char *cfg_sslmode_str(enum cfg_sslmode m);
+
+#endif /* NEKI_CONFIG_H */

@@ -1,0 +1,1 @@
+# admin module files

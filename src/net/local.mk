@@ -1,0 +1,1 @@
+# net module files

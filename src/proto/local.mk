@@ -1,0 +1,1 @@
+# proto module files

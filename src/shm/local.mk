@@ -1,0 +1,1 @@
+# shm module files

@@ -1,0 +1,1 @@
+# topology module files
