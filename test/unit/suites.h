@@ -8,7 +8,8 @@
 #include <check.h>
 
 #define NK_UNIT_SUITES(X) \
-	X(common)
+	X(common) \
+	X(proto)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)
