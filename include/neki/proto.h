@@ -87,7 +87,7 @@ struct proto_frame {
 
 /*
  * Look at the next message in <buf> (<avail> bytes). <startup> selects the
- * startup-phase layout (no type byte, 8 <= len <= PROTO_MAX_STARTUP_LEN); otherwise
+ * startup-phase layout (no type byte, 8 <= len <= PROTO_MAX_STARTUP_LEN + 4); otherwise
  * 4 <= len <= <max_len> ("invalid message length" / "invalid length of startup
  * packet" otherwise). On PARTIAL with have_header the caller may stream the
  * message instead of buffering it (COPY data bigger than the buffer).

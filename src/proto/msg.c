@@ -149,7 +149,7 @@ proto_frame_next(const uint8_t *buf, size_t avail, bool startup, uint32_t max_le
 		return PROTO_FRAME_PARTIAL;
 	f->type = startup ? 0 : (char)buf[0];
 	f->len = be32(buf + hdr - 4);
-	if (startup && (f->len < 8 || f->len > PROTO_MAX_STARTUP_LEN)) {
+	if (startup && (f->len < 8 || f->len - 4 > PROTO_MAX_STARTUP_LEN)) {
 		nk_error_set(err, PROTO_SQLSTATE_VIOLATION, "invalid length of startup packet");
 		return PROTO_FRAME_BAD;
 	}

@@ -6,6 +6,7 @@
 #include "neki/base.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "neki/pktbuf.h"
@@ -301,7 +302,7 @@ START_TEST(test_frame_next)
 	const uint8_t bad[] = "Q\0\0\0\x03";
 	const uint8_t big[] = "d\0\x10\0\0";
 	const uint8_t st_short[] = "\0\0\0\x07\0\x03\0\0";
-	const uint8_t st_big[] = "\0\0\x27\x11";
+	const uint8_t st_big[] = "\0\0\x27\x15";
 
 	ck_assert_int_eq(proto_frame_next(two, 4, false, 1000, &f, &err), PROTO_FRAME_PARTIAL);
 	ck_assert(!f.have_header);
@@ -348,6 +349,494 @@ START_TEST(test_frontend_types)
 }
 END_TEST
 
+
+/* ---- startup ---- */
+
+/* Build a startup packet body (version + params) into <pb> and return its body. */
+static const uint8_t *
+startup_body(struct pktbuf *pb, uint32_t version, const char *params, size_t plen, size_t *len)
+{
+	pktbuf_reset(pb);
+	pktbuf_put_int32(pb, (int32_t)version);
+	pktbuf_put_bytes(pb, params, plen);
+	*len = pb->len;
+	return pb->buf;
+}
+
+#define STARTUP(pb, v, lit, lenp) startup_body((pb), (v), (lit), sizeof(lit) - 1, (lenp))
+
+START_TEST(test_startup_message)
+{
+	struct pktbuf pb;
+	struct proto_startup st;
+	struct proto_param p;
+	struct nk_error err;
+	const uint8_t *b;
+	size_t len, pos = 0;
+
+	pktbuf_init(&pb, 0);
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0options\0-c a=b\0application_name\0psql\0\0", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_int_eq(st.kind, PROTO_STARTUP_MESSAGE);
+	ck_assert_uint_eq(st.nparams, 3);
+	ck_assert_str_eq(st.user, "bob");
+	ck_assert_str_eq(st.database, "bob");	/* defaults to the user */
+	ck_assert_str_eq(st.options, "-c a=b");
+	ck_assert_str_eq(st.application_name, "psql");
+	ck_assert_int_eq(st.replication, PROTO_REPL_NONE);
+	ck_assert(!proto_startup_needs_negotiation(&st));
+	ck_assert(proto_startup_next_param(&st, &pos, &p));
+	ck_assert_str_eq(p.name, "user");
+	ck_assert_str_eq(p.value, "bob");
+	ck_assert(proto_startup_next_param(&st, &pos, &p));
+	ck_assert(proto_startup_next_param(&st, &pos, &p));
+	ck_assert_str_eq(p.value, "psql");
+	ck_assert(!proto_startup_next_param(&st, &pos, &p));
+
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0database\0\0replication\0database\0\0", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(st.database, "bob");
+	ck_assert_int_eq(st.replication, PROTO_REPL_LOGICAL);
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0replication\0ON\0\0", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_int_eq(st.replication, PROTO_REPL_PHYSICAL);
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0replication\0f\0\0", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_int_eq(st.replication, PROTO_REPL_NONE);
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0replication\0maybe\0\0", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(err.sqlstate, "22023");
+	ck_assert_str_eq(err.message, "invalid value for parameter \"replication\": \"maybe\"");
+	pktbuf_cleanup(&pb);
+}
+END_TEST
+
+START_TEST(test_startup_errors)
+{
+	struct pktbuf pb;
+	struct proto_startup st;
+	struct nk_error err;
+	const uint8_t *b;
+	size_t len;
+
+	pktbuf_init(&pb, 0);
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0", &len);	/* no terminator */
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	ck_assert_str_eq(err.message,
+			 "invalid startup packet layout: expected terminator as last byte");
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob", &len);	/* unterminated value */
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	b = STARTUP(&pb, PROTO_V3_0, "user", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0\0extra", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	b = STARTUP(&pb, PROTO_V3_0, "", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	b = STARTUP(&pb, PROTO_V3_0, "database\0db\0\0", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(err.sqlstate, "28000");
+	ck_assert_str_eq(err.message, "no PostgreSQL user name specified in startup packet");
+	b = STARTUP(&pb, PROTO_VERSION(2, 0), "user\0bob\0\0", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(err.sqlstate, "0A000");
+	ck_assert_str_eq(err.message, "unsupported frontend protocol 2.0: server supports 3.0 to 3.0");
+	b = STARTUP(&pb, PROTO_VERSION(4, 0), "user\0bob\0\0", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(err.message, "unsupported frontend protocol 4.0: server supports 3.0 to 3.0");
+	ck_assert(!proto_startup_parse(b, 3, &st, &err));
+	ck_assert_str_eq(err.message, "invalid length of startup packet");
+	pktbuf_cleanup(&pb);
+}
+END_TEST
+
+START_TEST(test_startup_requests)
+{
+	struct pktbuf pb;
+	struct proto_startup st;
+	struct nk_error err;
+	const uint8_t *b;
+	size_t len;
+
+	pktbuf_init(&pb, 0);
+	b = STARTUP(&pb, 80877103, "", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_int_eq(st.kind, PROTO_STARTUP_SSL);
+	b = STARTUP(&pb, 80877104, "", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_int_eq(st.kind, PROTO_STARTUP_GSSENC);
+	b = STARTUP(&pb, 80877102, "\0\0\0\x05\xde\xad\xbe\xef", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_int_eq(st.kind, PROTO_STARTUP_CANCEL);
+	ck_assert_uint_eq(st.cancel_pid, 5);
+	ck_assert_uint_eq(st.cancel_key, 0xdeadbeef);
+	b = STARTUP(&pb, 80877102, "\0\0\0\x05", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	/* the builder's own packets parse back */
+	pktbuf_reset(&pb);
+	pktbuf_write_cancel_request(&pb, 9, 10);
+	ck_assert(proto_startup_parse(pb.buf + 4, pb.len - 4, &st, &err));
+	ck_assert_int_eq(st.kind, PROTO_STARTUP_CANCEL);
+	ck_assert_uint_eq(st.cancel_key, 10);
+	pktbuf_cleanup(&pb);
+}
+END_TEST
+
+START_TEST(test_startup_negotiation)
+{
+	struct pktbuf pb, out;
+	struct proto_startup st;
+	struct nk_error err;
+	const uint8_t *b;
+	size_t len;
+
+	pktbuf_init(&pb, 0);
+	pktbuf_init(&out, 0);
+	b = STARTUP(&pb, PROTO_VERSION(3, 2), "user\0bob\0\0", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_uint_eq(st.minor, 2);
+	ck_assert(proto_startup_needs_negotiation(&st));
+	proto_startup_write_negotiation(&out, &st);
+	EXPECT_BYTES(&out, "v\0\0\0\x0c\0\0\0\0\0\0\0\0");
+	b = STARTUP(&pb, PROTO_V3_0, "_pq_.a\0x\0user\0bob\0_pq_.b\0y\0\0", &len);
+	ck_assert(proto_startup_parse(b, len, &st, &err));
+	ck_assert_uint_eq(st.npq_options, 2);
+	ck_assert(proto_startup_needs_negotiation(&st));
+	proto_startup_write_negotiation(&out, &st);
+	EXPECT_BYTES(&out, "v\0\0\0\x1a\0\0\0\0\0\0\0\x02_pq_.a\0_pq_.b\0");
+	pktbuf_cleanup(&out);
+	pktbuf_cleanup(&pb);
+}
+END_TEST
+
+/* ---- options ---- */
+
+struct opt_collect {
+	char buf[512];		/* "name=value;" per item */
+	const char *refuse;	/* name to refuse, or NULL */
+};
+
+static bool
+opt_cb(void *arg, const char *name, const char *value, struct nk_error *err)
+{
+	struct opt_collect *c = arg;
+	size_t n = strlen(c->buf);
+
+	if (c->refuse && strcmp(name, c->refuse) == 0)
+		return proto_options_unsupported(err, name);
+	snprintf(c->buf + n, sizeof(c->buf) - n, "%s=%s;", name, value);
+	return true;
+}
+
+static const char *
+opts(const char *in, struct nk_error *err, bool *ok)
+{
+	static struct opt_collect c;
+
+	memset(&c, 0, sizeof(c));
+	c.refuse = "enable_seqscan";
+	*ok = proto_options_parse(in, opt_cb, &c, err);
+	return c.buf;
+}
+
+START_TEST(test_options_forms)
+{
+	struct nk_error err;
+	bool ok;
+
+	ck_assert_str_eq(opts("-c timezone=Europe/Lisbon", &err, &ok), "timezone=Europe/Lisbon;");
+	ck_assert(ok);
+	ck_assert_str_eq(opts("-ctimezone=Europe/Lisbon  -cdatestyle=German,\\ YMD", &err, &ok),
+			 "timezone=Europe/Lisbon;datestyle=German, YMD;");
+	ck_assert(ok);
+	ck_assert_str_eq(opts("--timezone=UTC  --datestyle=ISO", &err, &ok),
+			 "timezone=UTC;datestyle=ISO;");
+	ck_assert(ok);
+	ck_assert_str_eq(opts("-c t\\imezone=\\E\\u\\r\\o\\pe/Lisbon  -c    dat\\estyle\\=\\Ge\\rman,\\ YMD",
+			      &err, &ok),
+			 "timezone=Europe/Lisbon;datestyle=German, YMD;");
+	ck_assert(ok);
+	ck_assert_str_eq(opts("  -c a=b=c", &err, &ok), "a=b=c;");
+	ck_assert(ok);
+	ck_assert_str_eq(opts("", &err, &ok), "");
+	ck_assert(ok);
+}
+END_TEST
+
+START_TEST(test_options_errors)
+{
+	static const char *const bad[] = { "-d", "-c timezone", "-c", "timezone=UTC", "-c a=b ",
+					   "-c a=b -x" };
+	const char *msg = "unsupported options startup parameter: only '-c config=val' and "
+			  "'--config=val' are allowed";
+	struct nk_error err;
+	bool ok;
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(bad); i++) {
+		(void)opts(bad[i], &err, &ok);
+		ck_assert_msg(!ok, "accepted %s", bad[i]);
+		ck_assert_str_eq(err.sqlstate, "08P01");
+		ck_assert_str_eq(err.message, msg);
+	}
+	ck_assert_str_eq(opts("-c a=1 -c enable_seqscan=false", &err, &ok), "a=1;");
+	ck_assert(!ok);
+	ck_assert_str_eq(err.message, "unsupported startup parameter in options: enable_seqscan");
+}
+END_TEST
+
+/* ---- client message parsers ---- */
+
+START_TEST(test_parse_client_messages)
+{
+	struct nk_error err;
+	struct proto_parse_msg pm;
+	struct proto_target_msg tm;
+	struct proto_execute_msg em;
+	struct proto_sasl_initial_msg sm;
+	const char *s;
+
+	ck_assert(proto_parse_query((const uint8_t *)"SELECT 1", 9, &s, &err));
+	ck_assert_str_eq(s, "SELECT 1");
+	ck_assert(!proto_parse_query((const uint8_t *)"SELECT 1", 8, &s, &err));
+	ck_assert_str_eq(err.message, "invalid string in message");
+	ck_assert(!proto_parse_query((const uint8_t *)"a\0b", 4, &s, &err));
+	ck_assert_str_eq(err.message, "invalid message format");
+
+	ck_assert(proto_parse_parse((const uint8_t *)"s\0SELECT $1\0\0\x02\0\0\0\x17\0\0\0\x19", 22,
+				    &pm, &err));
+	ck_assert_str_eq(pm.name, "s");
+	ck_assert_str_eq(pm.query, "SELECT $1");
+	ck_assert_uint_eq(pm.nparams, 2);
+	ck_assert_uint_eq(proto_parse_param_oid(&pm, 1), 25);
+	ck_assert(!proto_parse_parse((const uint8_t *)"s\0SELECT $1\0\0\x02\0\0\0\x17", 18, &pm,
+				     &err));
+	ck_assert_str_eq(err.message, "insufficient data left in message");
+
+	ck_assert(proto_parse_describe((const uint8_t *)"Sstmt", 6, &tm, &err));
+	ck_assert_int_eq(tm.kind, 'S');
+	ck_assert_str_eq(tm.name, "stmt");
+	ck_assert(!proto_parse_describe((const uint8_t *)"X", 2, &tm, &err));
+	ck_assert_str_eq(err.message, "invalid DESCRIBE message subtype 88");
+	ck_assert(proto_parse_close((const uint8_t *)"P", 2, &tm, &err));
+	ck_assert(!proto_parse_close((const uint8_t *)"Q", 2, &tm, &err));
+	ck_assert_str_eq(err.message, "invalid CLOSE message subtype 81");
+
+	ck_assert(proto_parse_execute((const uint8_t *)"\0\0\0\0\x0a", 5, &em, &err));
+	ck_assert_int_eq(em.max_rows, 10);
+	ck_assert(proto_parse_empty('S', 0, &err));
+	ck_assert(!proto_parse_empty('S', 1, &err));
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	ck_assert(proto_parse_copy_fail((const uint8_t *)"oops", 5, &s, &err));
+	ck_assert_str_eq(s, "oops");
+	ck_assert(proto_parse_password((const uint8_t *)"md5x", 5, &s, &err));
+	ck_assert_str_eq(s, "md5x");
+
+	ck_assert(proto_parse_sasl_initial((const uint8_t *)"SCRAM-SHA-256\0\0\0\0\x03n,,", 21,
+					   &sm, &err));
+	ck_assert_str_eq(sm.mechanism, "SCRAM-SHA-256");
+	ck_assert_uint_eq(sm.len, 3);
+	ck_assert(memcmp(sm.data, "n,,", 3) == 0);
+	ck_assert(proto_parse_sasl_initial((const uint8_t *)"M\0\xff\xff\xff\xff", 6, &sm, &err));
+	ck_assert_ptr_null(sm.data);
+	ck_assert(!proto_parse_sasl_initial((const uint8_t *)"M\0\0\0\0\x09n,,", 9, &sm, &err));
+	ck_assert(!proto_parse_sasl_initial((const uint8_t *)"M\0\xff\xff\xff\xfe", 6, &sm, &err));
+	ck_assert(!proto_function_call_refuse(&err));
+	ck_assert_str_eq(err.sqlstate, "0A000");
+}
+END_TEST
+
+START_TEST(test_parse_bind)
+{
+	struct pktbuf pb;
+	struct nk_error err;
+	struct proto_bind_msg m;
+	struct proto_value v[4];
+	const int16_t pfmt[] = { 1 };
+	const int16_t rfmt[] = { 0, 1 };
+	const struct proto_value params[] = { { (const uint8_t *)"ab", 2 }, { NULL, 0 },
+					      { (const uint8_t *)"", 0 } };
+	struct proto_bind_spec b = { "p", "s", pfmt, 1, params, 3, rfmt, 2 };
+
+	pktbuf_init(&pb, 0);
+	pktbuf_write_bind(&pb, &b);
+	ck_assert(proto_parse_bind(pb.buf + 5, pb.len - 5, &m, &err));
+	ck_assert_str_eq(m.portal, "p");
+	ck_assert_str_eq(m.stmt, "s");
+	ck_assert_uint_eq(m.nparams, 3);
+	ck_assert_uint_eq(proto_bind_params(&m, v, 4), 3);
+	ck_assert_uint_eq(v[0].len, 2);
+	ck_assert(memcmp(v[0].p, "ab", 2) == 0);
+	ck_assert_ptr_null(v[1].p);
+	ck_assert_ptr_nonnull(v[2].p);
+	ck_assert_uint_eq(v[2].len, 0);
+	ck_assert_int_eq(proto_bind_param_format(&m, 2), 1);	/* one code applies to all */
+	ck_assert_int_eq(proto_bind_result_format(&m, 0), 0);
+	ck_assert_int_eq(proto_bind_result_format(&m, 1), 1);
+	/* every truncation of the message is refused */
+	for (size_t cut = 0; cut < pb.len - 5; cut++)
+		ck_assert_msg(!proto_parse_bind(pb.buf + 5, cut, &m, &err), "cut %zu", cut);
+	/* negative length other than -1 */
+	ck_assert(!proto_parse_bind((const uint8_t *)"\0\0\0\0\0\x01\xff\xff\xff\xfe\0\0", 12, &m,
+				    &err));
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	/* 2 formats for 1 parameter */
+	ck_assert(!proto_parse_bind((const uint8_t *)"\0\0\0\x02\0\0\0\0\0\x01\xff\xff\xff\xff\0\0",
+				    16, &m, &err));
+	ck_assert_str_eq(err.message, "bind message has 2 parameter formats but 1 parameters");
+	pktbuf_cleanup(&pb);
+}
+END_TEST
+
+/* ---- server message parsers ---- */
+
+START_TEST(test_parse_server_messages)
+{
+	struct pktbuf pb;
+	struct nk_error err, nk;
+	struct proto_auth_msg am;
+	struct proto_param p;
+	struct proto_server_error se;
+	uint32_t pid, key;
+	char st;
+	const char *tag;
+	const char *mechs[] = { "SCRAM-SHA-256-PLUS", "SCRAM-SHA-256" };
+	const uint8_t salt[4] = { 9, 8, 7, 6 };
+	const struct proto_err_field extra[] = { { 'P', "8" }, { 'R', "parser" }, { 'x', "?" } };
+
+	pktbuf_init(&pb, 0);
+	pktbuf_write_auth_sasl(&pb, mechs, 2);
+	ck_assert(proto_parse_auth(pb.buf + 5, pb.len - 5, &am, &err));
+	ck_assert_int_eq(am.code, PROTO_AUTH_SASL);
+	ck_assert(proto_auth_sasl_has(&am, "SCRAM-SHA-256"));
+	ck_assert(!proto_auth_sasl_has(&am, "SCRAM"));
+	ck_assert(!proto_parse_auth(pb.buf + 5, pb.len - 6, &am, &err));
+	pktbuf_reset(&pb);
+	pktbuf_write_auth_md5(&pb, salt);
+	ck_assert(proto_parse_auth(pb.buf + 5, pb.len - 5, &am, &err));
+	ck_assert_int_eq(am.code, PROTO_AUTH_MD5);
+	ck_assert_uint_eq(am.len, 4);
+	ck_assert_int_eq(am.data[0], 9);
+	ck_assert(!proto_parse_auth(pb.buf + 5, pb.len - 6, &am, &err));
+	ck_assert(!proto_parse_auth((const uint8_t *)"\0\0\0\0x", 5, &am, &err));
+
+	ck_assert(proto_parse_parameter_status((const uint8_t *)"a\0b", 4, &p, &err));
+	ck_assert_str_eq(p.value, "b");
+	ck_assert(proto_parse_backend_key((const uint8_t *)"\0\0\0\x01\0\0\0\x02", 8, &pid, &key,
+					  &err));
+	ck_assert_uint_eq(key, 2);
+	ck_assert(!proto_parse_backend_key((const uint8_t *)"\0\0\0\x01\0\0\0", 7, &pid, &key,
+					   &err));
+	ck_assert(proto_parse_ready_for_query((const uint8_t *)"T", 1, &st, &err));
+	ck_assert_int_eq(st, 'T');
+	ck_assert(!proto_parse_ready_for_query((const uint8_t *)"Q", 1, &st, &err));
+	ck_assert(proto_parse_command_complete((const uint8_t *)"INSERT 0 1", 11, &tag, &err));
+	ck_assert_str_eq(tag, "INSERT 0 1");
+
+	pktbuf_reset(&pb);
+	nk_error_set(&nk, "42P01", "relation \"t\" does not exist");
+	pktbuf_write_error_ex(&pb, 'E', &nk, extra, 3);
+	ck_assert(proto_parse_server_error(pb.buf + 5, pb.len - 5, &se, &err));
+	ck_assert_str_eq(se.severity, "ERROR");
+	ck_assert_str_eq(se.sqlstate, "42P01");
+	ck_assert_str_eq(se.position, "8");
+	ck_assert_str_eq(se.routine, "parser");
+	ck_assert_ptr_null(se.detail);
+	proto_server_error_to_nk(&se, &nk);
+	ck_assert_str_eq(nk.message, "relation \"t\" does not exist");
+	ck_assert_int_eq(nk.severity, NK_SEV_ERROR);
+	ck_assert(!proto_parse_server_error(pb.buf + 5, pb.len - 6, &se, &err));
+	ck_assert(proto_parse_server_error((const uint8_t *)"VFATAL\0", 8, &se, &err));
+	proto_server_error_to_nk(&se, &nk);
+	ck_assert_int_eq(nk.severity, NK_SEV_FATAL);
+	pktbuf_cleanup(&pb);
+}
+END_TEST
+
+START_TEST(test_parse_rows)
+{
+	struct pktbuf pb;
+	struct nk_error err;
+	struct proto_rowdesc_msg rd;
+	struct proto_datarow_msg dr;
+	struct proto_column c[2];
+	struct proto_value v[3];
+	const struct proto_column cols[] = { { "a", 1, 2, 23, 4, -1, 0 },
+					     { "b", 0, 0, 25, -1, -1, 1 } };
+	const char *vals[] = { "x", NULL, "" };
+
+	pktbuf_init(&pb, 0);
+	pktbuf_write_row_description(&pb, cols, 2);
+	ck_assert(proto_parse_row_description(pb.buf + 5, pb.len - 5, &rd, &err));
+	ck_assert_uint_eq(proto_rowdesc_columns(&rd, c, 2), 2);
+	ck_assert_str_eq(c[1].name, "b");
+	ck_assert_uint_eq(c[0].type_oid, 23);
+	ck_assert_int_eq(c[1].typlen, -1);
+	ck_assert_int_eq(c[1].format, 1);
+	ck_assert_uint_eq(c[0].table_oid, 1);
+	for (size_t cut = 0; cut < pb.len - 5; cut++)
+		ck_assert(!proto_parse_row_description(pb.buf + 5, cut, &rd, &err));
+	pktbuf_reset(&pb);
+	pktbuf_write_data_row_text(&pb, vals, 3);
+	ck_assert(proto_parse_data_row(pb.buf + 5, pb.len - 5, &dr, &err));
+	ck_assert_uint_eq(proto_datarow_values(&dr, v, 3), 3);
+	ck_assert_uint_eq(v[0].len, 1);
+	ck_assert_ptr_null(v[1].p);
+	ck_assert_ptr_nonnull(v[2].p);
+	for (size_t cut = 0; cut < pb.len - 5; cut++)
+		ck_assert(!proto_parse_data_row(pb.buf + 5, cut, &dr, &err));
+	pktbuf_cleanup(&pb);
+}
+END_TEST
+
+/* Garbage must never crash a parser: feed pseudo-random bodies to all of them. */
+START_TEST(test_parsers_garbage)
+{
+	uint8_t buf[64];
+	uint32_t seed = 12345;
+	struct nk_error err;
+	union {
+		struct proto_parse_msg pm;
+		struct proto_bind_msg bm;
+		struct proto_target_msg tm;
+		struct proto_execute_msg em;
+		struct proto_sasl_initial_msg sm;
+		struct proto_auth_msg am;
+		struct proto_server_error se;
+		struct proto_rowdesc_msg rd;
+		struct proto_datarow_msg dr;
+		struct proto_startup st;
+	} u;
+	const char *s;
+	int nok = 0;
+
+	for (int iter = 0; iter < 20000; iter++) {
+		size_t len = (size_t)(seed % sizeof(buf));
+
+		for (size_t i = 0; i < sizeof(buf); i++) {
+			seed = seed * 1103515245u + 12345u;
+			buf[i] = (uint8_t)(seed >> 16);
+			if ((seed >> 8) % 4 == 0)
+				buf[i] = 0;
+		}
+		nok += proto_parse_query(buf, len, &s, &err);
+		nok += proto_parse_parse(buf, len, &u.pm, &err);
+		nok += proto_parse_bind(buf, len, &u.bm, &err);
+		nok += proto_parse_describe(buf, len, &u.tm, &err);
+		nok += proto_parse_execute(buf, len, &u.em, &err);
+		nok += proto_parse_sasl_initial(buf, len, &u.sm, &err);
+		nok += proto_parse_auth(buf, len, &u.am, &err);
+		nok += proto_parse_server_error(buf, len, &u.se, &err);
+		nok += proto_parse_row_description(buf, len, &u.rd, &err);
+		nok += proto_parse_data_row(buf, len, &u.dr, &err);
+		nok += proto_startup_parse(buf, len, &u.st, &err);
+	}
+	/* most garbage is refused, but some (e.g. a Query "x\0") is fine */
+	ck_assert_int_lt(nok, 20000 * 11);
+}
+END_TEST
+
 Suite *
 proto_suite(void)
 {
@@ -369,6 +858,20 @@ proto_suite(void)
 	tcase_add_test(tc, test_reader_bounds);
 	tcase_add_test(tc, test_frame_next);
 	tcase_add_test(tc, test_frontend_types);
+	tcase_add_test(tc, test_parse_client_messages);
+	tcase_add_test(tc, test_parse_bind);
+	tcase_add_test(tc, test_parse_server_messages);
+	tcase_add_test(tc, test_parse_rows);
+	tcase_add_test(tc, test_parsers_garbage);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("startup");
+	tcase_add_test(tc, test_startup_message);
+	tcase_add_test(tc, test_startup_errors);
+	tcase_add_test(tc, test_startup_requests);
+	tcase_add_test(tc, test_startup_negotiation);
+	tcase_add_test(tc, test_options_forms);
+	tcase_add_test(tc, test_options_errors);
 	suite_add_tcase(s, tc);
 	return s;
 }
