@@ -10,7 +10,8 @@
 #define NK_UNIT_SUITES(X) \
 	X(common) \
 	X(proto) \
-	X(keyspace)
+	X(keyspace) \
+	X(sbuf)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)
