@@ -14,6 +14,8 @@
 #include "neki/base.h"
 #include "neki/error.h"
 
+#include <stdio.h>
+
 enum cfg_pool_mode {
 	CFG_POOL_SESSION = 0,
 	CFG_POOL_TRANSACTION = 1,
@@ -108,8 +110,9 @@ struct cfg_shard {
 
 /*
  * Every [pgbouncer]/[neki] setting. Times are seconds (double), as pgbouncer reads
- * them; sizes are bytes; booleans are 0/1 in the ini. Strings are owned (NULL or ""
- * when unset, as the table's default says).
+ * them; sizes are bytes; booleans are 0/1 in the ini. Setting strings are owned and
+ * never NULL once loaded ("" = unset). `workers` is never 0 once loaded (0 in the ini
+ * means "the number of online CPUs"). `conffile` defaults to the loaded path.
  */
 struct cfg {
 	int refcount;		/* cfg_ref / cfg_unref */
@@ -266,6 +269,21 @@ enum cfg_type {
 	CFG_T_MODE = 6,		/* octal int such as unix_socket_mode */
 };
 
+/* Groups of settings, in the order neki.ini.sample and neki.ini(5) present them. */
+enum cfg_group {
+	CFG_G_PROCESS = 0,	/* process, listening, files */
+	CFG_G_POOL = 1,		/* pooling and limits */
+	CFG_G_AUTH = 2,		/* authentication and console access */
+	CFG_G_SERVER = 3,	/* server connection lifecycle */
+	CFG_G_CLIENT = 4,	/* client-side timeouts */
+	CFG_G_LOG = 5,		/* logging */
+	CFG_G_DNS = 6,		/* DNS */
+	CFG_G_NET = 7,		/* low-level network */
+	CFG_G_TLS = 8,		/* TLS */
+	CFG_G_NEKI = 9,		/* neki's own settings */
+	CFG_G_COUNT = 10,
+};
+
 /* One row of the settings table. */
 struct cfg_setting {
 	const char *name;
@@ -277,6 +295,9 @@ struct cfg_setting {
 	bool neki_only;		/* neki's own setting (not in pgbouncer) */
 	const char *const *enum_values; /* CFG_T_ENUM: NULL-terminated accepted names */
 	const char *description; /* one line */
+	const char *unit;	/* "s", "ms", "bytes" or "" (for docs and SHOW CONFIG) */
+	enum cfg_group group;	/* where the docs and the sample list it */
+	void (*assign)(struct cfg *c); /* NULL, or run after a value is stored (workers: 0 = CPUs) */
 };
 
 /*
@@ -321,6 +342,38 @@ void cfg_setting_format(const struct cfg *c, const struct cfg_setting *s, char *
 const struct cfg_database *cfg_database_find(const struct cfg *c, const char *name);
 const struct cfg_user *cfg_user_find(const struct cfg *c, const char *name);
 const struct cfg_shard *cfg_shard_find(const struct cfg *c, const char *uid);
+
+/* The "*" auto-database entry, or NULL when [databases] has none. */
+const struct cfg_database *cfg_database_auto(const struct cfg *c);
+
+/* The [peers] entry with <peer_id>, or NULL. */
+const struct cfg_peer *cfg_peer_find(const struct cfg *c, int peer_id);
+
+/*
+ * Reload support. A reload loads the file into a new struct cfg (cfg_load) and, when
+ * that succeeded, calls cfg_keep_not_reloadable(next, old) before cfg_set_current(next).
+ */
+
+/* True when setting <s> has a different value in <a> and <b>. */
+bool cfg_setting_changed(const struct cfg *a, const struct cfg *b, const struct cfg_setting *s);
+
+/*
+ * For each setting that is not reloadable and differs between <old> and <next>: log
+ * "parameter X is not reloadable; restart needed (keeping Y)" at WARNING and copy the
+ * old value into <next>. Stores up to <max> such settings in <changed> (may be NULL)
+ * and their total count in <*n_changed>. Returns false (with <next> partly updated)
+ * only when out of memory.
+ */
+NK_MUSTCHECK bool cfg_keep_not_reloadable(struct cfg *next, const struct cfg *old,
+					  const struct cfg_setting **changed, size_t max,
+					  size_t *n_changed);
+
+/*
+ * True when a [databases] entry changed in a way that makes its server connections
+ * stale (pgbouncer: dbname, host, port, forced user, connect_query, auth_dbname,
+ * auth_query or load_balance_hosts): they must be closed when released.
+ */
+bool cfg_database_needs_reconnect(const struct cfg_database *old, const struct cfg_database *next);
 
 /* Names of the enum values (for SHOW CONFIG and logs). */
 const char *cfg_pool_mode_str(enum cfg_pool_mode m);

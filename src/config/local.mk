@@ -1,1 +1,4 @@
-# config module files
+# config: the ini parser, the settings table, the sections, load/reload
+libneki_a_SOURCES += src/config/ini.c src/config/settings.c src/config/sections.c \
+	src/config/shards.c src/config/cfg.c
+noinst_HEADERS += src/config/config_int.h

@@ -1,6 +1,7 @@
 # Check unit suites: one check_<module>.c per module, run by check_main.c
 unit_sources += test/unit/check_main.c test/unit/check_common.c
 unit_sources += test/unit/check_proto.c
+unit_sources += test/unit/check_config.c
 noinst_HEADERS += test/unit/suites.h
 unit_sources += test/unit/check_keyspace.c
 unit_sources += test/unit/check_sbuf.c

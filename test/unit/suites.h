@@ -11,7 +11,8 @@
 	X(common) \
 	X(proto) \
 	X(keyspace) \
-	X(sbuf)
+	X(sbuf) \
+	X(config)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)

@@ -1,0 +1,254 @@
+/*
+ * shards.c - the [shards] section: "shard_uid = <libpq connection string>".
+ *
+ * The string is libpq's key=value form: blanks around '=' allowed, a value bare (up
+ * to the next blank) or single-quoted, a backslash escaping the next character in
+ * both. Only libpq's keywords are accepted. host, port, dbname, user, password and
+ * sslmode are copied out (port and host may be comma lists for several hosts; the
+ * first port is kept in cfg_shard.port); the string itself is kept as written and
+ * is what the backend connector hands to libpq. URIs (postgresql://) are refused
+ * with a hint. Entry point: sections_shard_add().
+ */
+#include "neki/base.h"
+
+#include "config_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* libpq's connection keywords (Postgres 15 to 17). */
+static const char *const shard_libpq_keys[] = {
+	"host", "hostaddr", "port", "dbname", "user", "password", "passfile",
+	"channel_binding", "connect_timeout", "client_encoding", "options",
+	"application_name", "fallback_application_name", "keepalives", "keepalives_idle",
+	"keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication",
+	"gssencmode", "sslmode", "sslnegotiation", "requiressl", "sslcompression", "sslcert",
+	"sslkey", "sslpassword", "sslcertmode", "sslrootcert", "sslcrl", "sslcrldir", "sslsni",
+	"requirepeer", "require_auth", "ssl_min_protocol_version", "ssl_max_protocol_version",
+	"krbsrvname", "gsslib", "gssdelegation", "service", "target_session_attrs",
+	"load_balance_hosts", NULL
+};
+
+static const char *const shard_sslmodes[] = {
+	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
+};
+
+/* True when <key> is a libpq keyword (case-sensitive, as libpq). */
+static bool
+shard_is_libpq_key(const char *key)
+{
+	for (int i = 0; shard_libpq_keys[i]; i++) {
+		if (strcmp(shard_libpq_keys[i], key) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Fill <err>: the connection string of shard <uid> is malformed because <why>. */
+static bool
+shard_error(struct nk_error *err, const char *uid, const char *why)
+{
+	nk_error_set(err, CFG_SQLSTATE, "invalid connection string for shard \"%s\": %s",
+		     uid, why);
+	nk_error_hint(err, "write a libpq key=value connection string such as "
+		      "host=10.0.0.5 port=5432 dbname=app user=neki");
+	return false;
+}
+
+static const char *
+shard_skip_blank(const char *p)
+{
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	return p;
+}
+
+static bool
+shard_is_blank(char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+/*
+ * Read a value at <*pp> (libpq rules) into a new string. Returns NULL with <*bad>
+ * true on an unterminated quote, or with <*bad> false when out of memory.
+ */
+static char *
+shard_read_value(const char **pp, bool *bad)
+{
+	const char *p = *pp;
+	bool quoted = *p == '\'';
+	char *out = malloc(strlen(p) + 1), *o = out;
+
+	*bad = false;
+	if (!out)
+		return NULL;
+	if (quoted)
+		p++;
+	while (*p && (quoted ? *p != '\'' : !shard_is_blank(*p))) {
+		if (*p == '\\' && p[1])
+			p++;
+		*o++ = *p++;
+	}
+	if (quoted && *p != '\'') {
+		free(out);
+		*bad = true;
+		return NULL;
+	}
+	*o = '\0';
+	*pp = quoted ? p + 1 : p;
+	return out;
+}
+
+/* Check a comma list of ports; store the first into <*first>. */
+static bool
+shard_parse_ports(const char *val, int *first)
+{
+	char *copy = strdup(val), *save = NULL;
+	bool ok = copy != NULL;
+	int64_t n;
+
+	*first = 0;
+	for (char *t = ok ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save)) {
+		if (!settings_parse_int(t, 1, 65535, &n)) {
+			ok = false;
+			break;
+		}
+		if (*first == 0)
+			*first = (int)n;
+	}
+	free(copy);
+	return ok && *first != 0;
+}
+
+/* Keep the value of a key neki reads (<val> is consumed). */
+static bool
+shard_take(struct cfg_shard *s, const char *key, char *val, struct nk_error *err)
+{
+	char **dst = NULL;
+
+	if (strcmp(key, "port") == 0) {
+		bool ok = shard_parse_ports(val, &s->port);
+
+		free(val);
+		return ok || shard_error(err, s->uid, "port must be a number from 1 to 65535 "
+					 "(or a comma list of them)");
+	}
+	if (strcmp(key, "sslmode") == 0 && settings_enum_index(shard_sslmodes, val) < 0) {
+		free(val);
+		return shard_error(err, s->uid, "sslmode must be disable, allow, prefer, "
+				   "require, verify-ca or verify-full");
+	}
+	if (strcmp(key, "host") == 0)
+		dst = &s->host;
+	else if (strcmp(key, "dbname") == 0)
+		dst = &s->dbname;
+	else if (strcmp(key, "user") == 0)
+		dst = &s->user;
+	else if (strcmp(key, "password") == 0)
+		dst = &s->password;
+	else if (strcmp(key, "sslmode") == 0)
+		dst = &s->sslmode;
+	if (!dst) {
+		free(val);
+		return true;
+	}
+	free(*dst);
+	*dst = val;
+	return true;
+}
+
+/* Read one "key = value" at <*pp> into <s>. */
+static bool
+shard_parse_pair(struct cfg_shard *s, const char **pp, struct nk_error *err)
+{
+	const char *p = *pp, *k = p;
+	char key[64], *val;
+	bool bad;
+
+	while (*p && *p != '=' && !shard_is_blank(*p))
+		p++;
+	if ((size_t)(p - k) >= sizeof(key))
+		return shard_error(err, s->uid, "a keyword is too long");
+	memcpy(key, k, (size_t)(p - k));
+	key[p - k] = '\0';
+	p = shard_skip_blank(p);
+	if (*p != '=' || key[0] == '\0')
+		return shard_error(err, s->uid, "expected \"=\" after a keyword");
+	if (!shard_is_libpq_key(key)) {
+		nk_error_set(err, CFG_SQLSTATE, "unrecognized connection parameter: %s", key);
+		nk_error_detail(err, "shard \"%s\" takes a libpq connection string; host, port, "
+				"dbname, user, password, sslmode and the other libpq keywords "
+				"are accepted", s->uid);
+		return false;
+	}
+	p = shard_skip_blank(p + 1);
+	val = shard_read_value(&p, &bad);
+	if (!val)
+		return bad ? shard_error(err, s->uid, "unterminated quoted string")
+			   : nk_error_set(err, CFG_SQLSTATE, "out of memory");
+	*pp = shard_skip_blank(p);
+	return shard_take(s, key, val, err);
+}
+
+static void
+shard_clear(struct cfg_shard *s)
+{
+	free(s->uid);
+	free(s->conninfo);
+	free(s->host);
+	free(s->dbname);
+	free(s->user);
+	free(s->password);
+	free(s->sslmode);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Parse <conninfo> into <s> (whose uid is set). */
+static bool
+shard_parse(struct cfg_shard *s, const char *conninfo, struct nk_error *err)
+{
+	const char *p = shard_skip_blank(conninfo);
+
+	if (*p == '\0')
+		return shard_error(err, s->uid, "the connection string is empty");
+	if (strncmp(p, "postgresql://", 13) == 0 || strncmp(p, "postgres://", 11) == 0)
+		return shard_error(err, s->uid, "connection URIs are not accepted here");
+	while (*p) {
+		if (!shard_parse_pair(s, &p, err))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Add the [shards] entry <uid> = <conninfo>. Returns false with <err> set on a
+ * malformed string, an unknown keyword, a bad port or sslmode, or a uid declared twice.
+ */
+bool
+sections_shard_add(struct cfg *c, const char *uid, const char *conninfo, struct nk_error *err)
+{
+	struct cfg_shard s = { .port = 5432 }, *slot;
+
+	if (cfg_shard_find(c, uid))
+		return nk_error_set(err, CFG_SQLSTATE, "shard \"%s\" is declared twice", uid);
+	s.uid = strdup(uid);
+	s.conninfo = strdup(conninfo);
+	if (!s.uid || !s.conninfo) {
+		shard_clear(&s);
+		return nk_error_set(err, CFG_SQLSTATE, "out of memory");
+	}
+	if (!shard_parse(&s, conninfo, err)) {
+		shard_clear(&s);
+		return false;
+	}
+	slot = realloc(c->shards, (c->n_shards + 1) * sizeof(s));
+	if (!slot) {
+		shard_clear(&s);
+		return nk_error_set(err, CFG_SQLSTATE, "out of memory");
+	}
+	c->shards = slot;
+	c->shards[c->n_shards++] = s;
+	return true;
+}
