@@ -375,6 +375,13 @@ NK_MUSTCHECK bool cfg_keep_not_reloadable(struct cfg *next, const struct cfg *ol
  */
 bool cfg_database_needs_reconnect(const struct cfg_database *old, const struct cfg_database *next);
 
+/*
+ * Write the generated documentation: neki.ini.sample (<sample> true) or the
+ * neki.ini(5) markdown page, both from the settings and section tables. Returns
+ * false on a write error. The unit tests compare the committed files with it.
+ */
+NK_MUSTCHECK bool cfg_write_doc(FILE *out, bool sample);
+
 /* Names of the enum values (for SHOW CONFIG and logs). */
 const char *cfg_pool_mode_str(enum cfg_pool_mode m);
 const char *cfg_auth_type_str(enum cfg_auth_type t);

@@ -44,7 +44,6 @@ struct cfg_loader {
 	struct cfg *c;			/* being filled (owned by the caller) */
 	enum cfg_section sect;
 	char sect_name[32];		/* as written ("pgbouncer" or "neki") for messages */
-	bool conffile_set;		/* conffile appeared in the file */
 };
 
 /* The configuration in force in this process (owned reference), or NULL. */
@@ -148,8 +147,6 @@ cfg_loader_setting(struct cfg_loader *ld, const char *key, const char *value,
 			nk_error_hint(err, "the accepted settings are listed in neki.ini(5)");
 		return false;
 	}
-	if (strcmp(s->name, "conffile") == 0)
-		ld->conffile_set = true;
 	return cfg_setting_apply(ld->c, s, value, err);
 }
 
@@ -209,7 +206,8 @@ cfg_finish(struct cfg_loader *ld, const char *path, bool parsed, struct nk_error
 	c->path = strdup(path);
 	if (!c->path)
 		goto oom;
-	if (!ld->conffile_set && !cfg_setting_apply(c, conffile, path, err))
+	/* conffile unset or empty: the next RELOAD reads the file loaded now */
+	if (c->conffile[0] == '\0' && !cfg_setting_apply(c, conffile, path, err))
 		goto fail;
 	return c;
 oom:

@@ -74,7 +74,31 @@ int settings_enum_index(const char *const *names, const char *value);
 /* A pool mode by name (session, transaction, statement; any case), or -1. */
 int settings_pool_mode_parse(const char *value);
 
-/* sections.c: add one entry of the named section from its ini line. */
+/* sections.c */
+
+/* What a connection-string key of [databases]/[users]/[peers] holds. */
+enum sections_kind {
+	SECTIONS_K_STR = 0,		/* char *, owned */
+	SECTIONS_K_PORT = 1,		/* int 1..65535 */
+	SECTIONS_K_COUNT = 2,		/* int 0..INT_MAX */
+	SECTIONS_K_POOL_MODE = 3,	/* enum cfg_pool_mode by name */
+	SECTIONS_K_TIME = 4,		/* double seconds >= 0 */
+	SECTIONS_K_LOAD_BALANCE = 5,	/* bool: round-robin (true) / disable (false) */
+	SECTIONS_K_BOOL = 6,		/* bool: yes/no */
+};
+
+/* One accepted key of a section's connection strings. */
+struct sections_key {
+	const char *name;
+	enum sections_kind kind;
+	size_t offset;			/* into the entry struct */
+	const char *description;	/* one line, for the docs */
+};
+
+/* The NULL-terminated keys of "databases", "users" or "peers"; NULL for another name. */
+const struct sections_key *sections_keys(const char *section);
+
+/* Add one entry of the named section from its ini line. */
 NK_MUSTCHECK bool sections_database_add(struct cfg *c, const char *name, const char *value,
 					const char *where, struct nk_error *err);
 NK_MUSTCHECK bool sections_user_add(struct cfg *c, const char *name, const char *value,

@@ -21,85 +21,125 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What a connection-string key holds and how its value is parsed. */
-enum sect_kind {
-	SECT_K_STR = 0,		/* char *, owned */
-	SECT_K_PORT = 1,	/* int 1..65535 */
-	SECT_K_COUNT = 2,	/* int 0..INT_MAX */
-	SECT_K_POOL_MODE = 3,	/* enum cfg_pool_mode */
-	SECT_K_TIME = 4,	/* double seconds >= 0 */
-	SECT_K_LOAD_BALANCE = 5, /* bool: round-robin (true) / disable (false) */
-	SECT_K_BOOL = 6,	/* bool */
-};
-
-struct sect_key {
-	const char *name;
-	enum sect_kind kind;
-	size_t offset;		/* into the entry struct */
-};
-
 #define DB(f) offsetof(struct cfg_database, f)
 #define USR(f) offsetof(struct cfg_user, f)
 #define PEER(f) offsetof(struct cfg_peer, f)
 
 /* pgbouncer's 22 [databases] keys, the reserve_pool alias and neki's topology. */
-static const struct sect_key sect_db_keys[] = {
-	{ "dbname", SECT_K_STR, DB(dbname) },
-	{ "host", SECT_K_STR, DB(host) },
-	{ "port", SECT_K_PORT, DB(port) },
-	{ "user", SECT_K_STR, DB(user) },
-	{ "password", SECT_K_STR, DB(password) },
-	{ "auth_user", SECT_K_STR, DB(auth_user) },
-	{ "auth_query", SECT_K_STR, DB(auth_query) },
-	{ "auth_dbname", SECT_K_STR, DB(auth_dbname) },
-	{ "pool_size", SECT_K_COUNT, DB(pool_size) },
-	{ "min_pool_size", SECT_K_COUNT, DB(min_pool_size) },
-	{ "reserve_pool_size", SECT_K_COUNT, DB(reserve_pool_size) },
-	{ "reserve_pool", SECT_K_COUNT, DB(reserve_pool_size) },
-	{ "max_db_connections", SECT_K_COUNT, DB(max_db_connections) },
-	{ "max_db_client_connections", SECT_K_COUNT, DB(max_db_client_connections) },
-	{ "pool_mode", SECT_K_POOL_MODE, DB(pool_mode) },
-	{ "server_lifetime", SECT_K_TIME, DB(server_lifetime) },
-	{ "query_wait_timeout", SECT_K_TIME, DB(query_wait_timeout) },
-	{ "load_balance_hosts", SECT_K_LOAD_BALANCE, DB(load_balance_hosts) },
-	{ "connect_query", SECT_K_STR, DB(connect_query) },
-	{ "client_encoding", SECT_K_STR, DB(client_encoding) },
-	{ "datestyle", SECT_K_STR, DB(datestyle) },
-	{ "timezone", SECT_K_STR, DB(timezone) },
-	{ "application_name", SECT_K_STR, DB(application_name) },
-	{ "topology", SECT_K_BOOL, DB(topology) },
-	{ NULL, SECT_K_STR, 0 },
+static const struct sections_key sect_db_keys[] = {
+	{ "dbname", SECTIONS_K_STR, DB(dbname),
+	  "server-side database name (default: the entry name; for \"*\", the name the "
+	  "client asked for)" },
+	{ "host", SECTIONS_K_STR, DB(host),
+	  "server host name or IP address, a Unix socket directory (starting with /), an "
+	  "@abstract socket, or a comma list of them (default: the Unix socket in "
+	  "unix_socket_dir)" },
+	{ "port", SECTIONS_K_PORT, DB(port),
+	  "server port (default 5432)" },
+	{ "user", SECTIONS_K_STR, DB(user),
+	  "forced user: every client of this database logs in to the server as this user, "
+	  "one pool per database" },
+	{ "password", SECTIONS_K_STR, DB(password),
+	  "password of the forced user (default: the one in auth_file)" },
+	{ "auth_user", SECTIONS_K_STR, DB(auth_user),
+	  "user that runs auth_query for this database (overrides auth_user)" },
+	{ "auth_query", SECTIONS_K_STR, DB(auth_query),
+	  "query that loads passwords for this database (overrides auth_query)" },
+	{ "auth_dbname", SECTIONS_K_STR, DB(auth_dbname),
+	  "database in which auth_query runs for this database (overrides auth_dbname)" },
+	{ "pool_size", SECTIONS_K_COUNT, DB(pool_size),
+	  "server connections per pool of this database (overrides default_pool_size)" },
+	{ "min_pool_size", SECTIONS_K_COUNT, DB(min_pool_size),
+	  "overrides min_pool_size for this database" },
+	{ "reserve_pool_size", SECTIONS_K_COUNT, DB(reserve_pool_size),
+	  "overrides reserve_pool_size for this database" },
+	{ "reserve_pool", SECTIONS_K_COUNT, DB(reserve_pool_size),
+	  "alias of reserve_pool_size" },
+	{ "max_db_connections", SECTIONS_K_COUNT, DB(max_db_connections),
+	  "overrides max_db_connections for this database" },
+	{ "max_db_client_connections", SECTIONS_K_COUNT, DB(max_db_client_connections),
+	  "overrides max_db_client_connections for this database" },
+	{ "pool_mode", SECTIONS_K_POOL_MODE, DB(pool_mode),
+	  "overrides pool_mode (session, transaction, statement); a [users] pool_mode wins" },
+	{ "server_lifetime", SECTIONS_K_TIME, DB(server_lifetime),
+	  "overrides server_lifetime (seconds)" },
+	{ "query_wait_timeout", SECTIONS_K_TIME, DB(query_wait_timeout),
+	  "overrides query_wait_timeout (seconds)" },
+	{ "load_balance_hosts", SECTIONS_K_LOAD_BALANCE, DB(load_balance_hosts),
+	  "round-robin (default): use the hosts of a comma list in turn; disable: try them "
+	  "in order" },
+	{ "connect_query", SECTIONS_K_STR, DB(connect_query),
+	  "query run once on every new server connection" },
+	{ "client_encoding", SECTIONS_K_STR, DB(client_encoding),
+	  "client_encoding sent to the server at connect time" },
+	{ "datestyle", SECTIONS_K_STR, DB(datestyle),
+	  "DateStyle sent to the server at connect time" },
+	{ "timezone", SECTIONS_K_STR, DB(timezone),
+	  "TimeZone sent to the server at connect time" },
+	{ "application_name", SECTIONS_K_STR, DB(application_name),
+	  "application_name sent to the server at connect time" },
+	{ "topology", SECTIONS_K_BOOL, DB(topology),
+	  "yes: a sharded logical database routed by the data topology (neki); no "
+	  "(default): a plain pooled database" },
+	{ NULL, SECTIONS_K_STR, 0, NULL },
 };
 
 /* pgbouncer's 10 [users] keys. */
-static const struct sect_key sect_user_keys[] = {
-	{ "pool_mode", SECT_K_POOL_MODE, USR(pool_mode) },
-	{ "pool_size", SECT_K_COUNT, USR(pool_size) },
-	{ "reserve_pool_size", SECT_K_COUNT, USR(reserve_pool_size) },
-	{ "max_user_connections", SECT_K_COUNT, USR(max_user_connections) },
-	{ "max_user_client_connections", SECT_K_COUNT, USR(max_user_client_connections) },
-	{ "query_timeout", SECT_K_TIME, USR(query_timeout) },
-	{ "query_wait_timeout", SECT_K_TIME, USR(query_wait_timeout) },
-	{ "idle_transaction_timeout", SECT_K_TIME, USR(idle_transaction_timeout) },
-	{ "transaction_timeout", SECT_K_TIME, USR(transaction_timeout) },
-	{ "client_idle_timeout", SECT_K_TIME, USR(client_idle_timeout) },
-	{ NULL, SECT_K_STR, 0 },
+static const struct sections_key sect_user_keys[] = {
+	{ "pool_mode", SECTIONS_K_POOL_MODE, USR(pool_mode),
+	  "pool mode of this user's pools (wins over the database and the global setting)" },
+	{ "pool_size", SECTIONS_K_COUNT, USR(pool_size),
+	  "server connections per pool of this user (wins over the database and "
+	  "default_pool_size)" },
+	{ "reserve_pool_size", SECTIONS_K_COUNT, USR(reserve_pool_size),
+	  "overrides reserve_pool_size for this user" },
+	{ "max_user_connections", SECTIONS_K_COUNT, USR(max_user_connections),
+	  "overrides max_user_connections for this user" },
+	{ "max_user_client_connections", SECTIONS_K_COUNT, USR(max_user_client_connections),
+	  "overrides max_user_client_connections for this user" },
+	{ "query_timeout", SECTIONS_K_TIME, USR(query_timeout),
+	  "overrides query_timeout (seconds)" },
+	{ "query_wait_timeout", SECTIONS_K_TIME, USR(query_wait_timeout),
+	  "overrides query_wait_timeout (seconds)" },
+	{ "idle_transaction_timeout", SECTIONS_K_TIME, USR(idle_transaction_timeout),
+	  "overrides idle_transaction_timeout (seconds)" },
+	{ "transaction_timeout", SECTIONS_K_TIME, USR(transaction_timeout),
+	  "overrides transaction_timeout (seconds)" },
+	{ "client_idle_timeout", SECTIONS_K_TIME, USR(client_idle_timeout),
+	  "overrides client_idle_timeout (seconds)" },
+	{ NULL, SECTIONS_K_STR, 0, NULL },
 };
 
 /* pgbouncer's 3 [peers] keys. */
-static const struct sect_key sect_peer_keys[] = {
-	{ "host", SECT_K_STR, PEER(host) },
-	{ "port", SECT_K_PORT, PEER(port) },
-	{ "pool_size", SECT_K_COUNT, PEER(pool_size) },
-	{ NULL, SECT_K_STR, 0 },
+static const struct sections_key sect_peer_keys[] = {
+	{ "host", SECTIONS_K_STR, PEER(host),
+	  "host name, IP address or Unix socket directory of the peer (required)" },
+	{ "port", SECTIONS_K_PORT, PEER(port),
+	  "port of the peer (default 6432)" },
+	{ "pool_size", SECTIONS_K_COUNT, PEER(pool_size),
+	  "maximum cancel requests forwarded to the peer at once (default: "
+	  "default_pool_size)" },
+	{ NULL, SECTIONS_K_STR, 0, NULL },
 };
+
+const struct sections_key *
+sections_keys(const char *section)
+{
+	if (strcmp(section, "databases") == 0)
+		return sect_db_keys;
+	if (strcmp(section, "users") == 0)
+		return sect_user_keys;
+	if (strcmp(section, "peers") == 0)
+		return sect_peer_keys;
+	return NULL;
+}
 
 /* One section's parsing context, for messages. */
 struct sect_ctx {
 	const char *what;		/* "database", "user", "peer" */
 	const char *name;		/* the entry name */
 	const char *unknown;		/* message prefix for an unknown key */
-	const struct sect_key *keys;
+	const struct sections_key *keys;
 	void *entry;			/* the entry being filled */
 };
 
@@ -203,7 +243,7 @@ sections_next_pair(const struct sect_ctx *ctx, const char **pp, char **key, char
 
 /* Write the accepted key names of <keys> into <buf>. */
 static void
-sections_key_list(const struct sect_key *keys, char *buf, size_t len)
+sections_key_list(const struct sections_key *keys, char *buf, size_t len)
 {
 	size_t used = 0;
 
@@ -225,7 +265,7 @@ sections_bad_value(const struct sect_ctx *ctx, const char *key, const char *valu
 
 /* Parse a numeric / enum kind of <k> into the entry field. */
 static bool
-sections_set_number(const struct sect_ctx *ctx, const struct sect_key *k, const char *val,
+sections_set_number(const struct sect_ctx *ctx, const struct sections_key *k, const char *val,
 		    struct nk_error *err)
 {
 	char *field = (char *)ctx->entry + k->offset;
@@ -233,19 +273,19 @@ sections_set_number(const struct sect_ctx *ctx, const struct sect_key *k, const 
 	int mode;
 
 	switch (k->kind) {
-	case SECT_K_PORT:
+	case SECTIONS_K_PORT:
 		if (!settings_parse_int(val, 1, 65535, &n))
 			return sections_bad_value(ctx, k->name, val,
 						  "expected a port number from 1 to 65535", err);
 		*(int *)field = (int)n;
 		return true;
-	case SECT_K_COUNT:
+	case SECTIONS_K_COUNT:
 		if (!settings_parse_int(val, 0, 2147483647.0, &n))
 			return sections_bad_value(ctx, k->name, val,
 						  "expected an integer from 0 to 2147483647", err);
 		*(int *)field = (int)n;
 		return true;
-	case SECT_K_POOL_MODE:
+	case SECTIONS_K_POOL_MODE:
 		mode = settings_pool_mode_parse(val);
 		if (mode < 0)
 			return sections_bad_value(ctx, k->name, val, "accepted values: session, "
@@ -261,24 +301,24 @@ sections_set_number(const struct sect_ctx *ctx, const struct sect_key *k, const 
 
 /* Store <val> (owned, consumed) for key <k> into the entry of <ctx>. */
 static bool
-sections_set(const struct sect_ctx *ctx, const struct sect_key *k, char *val,
+sections_set(const struct sect_ctx *ctx, const struct sections_key *k, char *val,
 	     struct nk_error *err)
 {
 	char *field = (char *)ctx->entry + k->offset;
 	bool ok = true, b;
 
 	switch (k->kind) {
-	case SECT_K_STR:
+	case SECTIONS_K_STR:
 		free(*(char **)field);
 		*(char **)field = val;
 		return true;
-	case SECT_K_TIME:
+	case SECTIONS_K_TIME:
 		ok = settings_parse_time(val, (double *)field);
 		if (!ok)
 			sections_bad_value(ctx, k->name, val, "expected a number of seconds "
 					   "(fractions allowed, not negative)", err);
 		break;
-	case SECT_K_LOAD_BALANCE:
+	case SECTIONS_K_LOAD_BALANCE:
 		ok = strcmp(val, "round-robin") == 0 || strcmp(val, "disable") == 0;
 		if (ok)
 			*(bool *)field = strcmp(val, "round-robin") == 0;
@@ -286,7 +326,7 @@ sections_set(const struct sect_ctx *ctx, const struct sect_key *k, char *val,
 			sections_bad_value(ctx, k->name, val, "accepted values: round-robin, "
 					   "disable", err);
 		break;
-	case SECT_K_BOOL:
+	case SECTIONS_K_BOOL:
 		ok = settings_parse_bool(val, &b);
 		if (ok)
 			*(bool *)field = b;
@@ -311,7 +351,7 @@ sections_parse_connstr(const struct sect_ctx *ctx, const char *value, struct nk_
 	int r;
 
 	while ((r = sections_next_pair(ctx, &p, &key, &val, err)) == 1) {
-		const struct sect_key *k = ctx->keys;
+		const struct sections_key *k = ctx->keys;
 
 		while (k->name && strcmp(k->name, key) != 0)
 			k++;

@@ -54,8 +54,8 @@ static void settings_assign_workers(struct cfg *c);
 static const struct cfg_setting cfg_table[] = {
 	{ "admin_listen_addr", CFG_T_STRING, O(admin_listen_addr), "127.0.0.1",
 	  0, 0, false, true, NULL,
-	  "address of neki's admin console listener (SHOW, PAUSE, RELOAD and the __neki.* "
-	  "topology API); comma list, * = all",
+	  "addresses of neki's admin console listener (SHOW, PAUSE, RELOAD and the "
+	  "topology functions); comma list, * = all",
 	  "", CFG_G_NEKI, NULL },
 	{ "admin_listen_port", CFG_T_INT, O(admin_listen_port), "6433",
 	  0, 65535, false, true, NULL,
@@ -198,7 +198,7 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_PROCESS, NULL },
 	{ "listen_backlog", CFG_T_INT, O(listen_backlog), "128",
 	  0, CFG_INT_MAX, false, false, NULL,
-	  "listen() backlog of the client listeners",
+	  "backlog of listen() on the client listeners",
 	  "", CFG_G_PROCESS, NULL },
 	{ "listen_port", CFG_T_INT, O(listen_port), "6432",
 	  1, 65535, false, false, NULL,

@@ -484,6 +484,615 @@ START_TEST(test_refcount_and_current)
 }
 END_TEST
 
+/* [databases]: every key, the alias, the defaults of an entry. */
+START_TEST(test_databases_keys)
+{
+	struct cfg *c = load_ok(
+		"[databases]\n"
+		"full = dbname=real host=h1,h2 port=6000 user=u password='p w' auth_user=au "
+		"auth_query='SELECT 1' auth_dbname=adb pool_size=5 min_pool_size=1 "
+		"reserve_pool_size=2 max_db_connections=9 max_db_client_connections=90 "
+		"pool_mode=statement server_lifetime=1.5 query_wait_timeout=7 "
+		"load_balance_hosts=disable connect_query='SET x = 1' client_encoding=UTF8 "
+		"datestyle=ISO timezone=UTC application_name=app topology=yes\n"
+		"alias = reserve_pool=3\n"
+		"bare =\n"
+		"* = host=auto\n");
+	const struct cfg_database *d = cfg_database_find(c, "full");
+
+	ck_assert_ptr_nonnull(d);
+	ck_assert_str_eq(d->dbname, "real");
+	ck_assert_str_eq(d->host, "h1,h2");
+	ck_assert_int_eq(d->port, 6000);
+	ck_assert_str_eq(d->user, "u");
+	ck_assert_str_eq(d->password, "p w");
+	ck_assert_str_eq(d->auth_user, "au");
+	ck_assert_str_eq(d->auth_query, "SELECT 1");
+	ck_assert_str_eq(d->auth_dbname, "adb");
+	ck_assert_int_eq(d->pool_size, 5);
+	ck_assert_int_eq(d->min_pool_size, 1);
+	ck_assert_int_eq(d->reserve_pool_size, 2);
+	ck_assert_int_eq(d->max_db_connections, 9);
+	ck_assert_int_eq(d->max_db_client_connections, 90);
+	ck_assert_int_eq(d->pool_mode, CFG_POOL_STATEMENT);
+	ck_assert(fabs(d->server_lifetime - 1.5) < 1e-9);
+	ck_assert(fabs(d->query_wait_timeout - 7) < 1e-9);
+	ck_assert(!d->load_balance_hosts);
+	ck_assert_str_eq(d->connect_query, "SET x = 1");
+	ck_assert_str_eq(d->client_encoding, "UTF8");
+	ck_assert_str_eq(d->datestyle, "ISO");
+	ck_assert_str_eq(d->timezone, "UTC");
+	ck_assert_str_eq(d->application_name, "app");
+	ck_assert(d->topology);
+	ck_assert_int_eq(cfg_database_find(c, "alias")->reserve_pool_size, 3);
+
+	d = cfg_database_find(c, "bare");
+	ck_assert_ptr_null(d->dbname);
+	ck_assert_ptr_null(d->host);
+	ck_assert_int_eq(d->port, 5432);
+	ck_assert_int_eq(d->pool_size, -1);
+	ck_assert_int_eq(d->min_pool_size, -1);
+	ck_assert_int_eq(d->reserve_pool_size, -1);
+	ck_assert_int_eq(d->max_db_connections, -1);
+	ck_assert_int_eq(d->max_db_client_connections, -1);
+	ck_assert_int_eq(d->pool_mode, CFG_POOL_UNSET);
+	ck_assert(d->server_lifetime < 0 && d->query_wait_timeout < 0);
+	ck_assert(d->load_balance_hosts);
+	ck_assert(!d->topology);
+
+	ck_assert_ptr_null(cfg_database_find(c, "*"));
+	ck_assert_str_eq(cfg_database_auto(c)->host, "auto");
+	ck_assert_ptr_null(cfg_database_find(c, "nope"));
+	cfg_unref(c);
+}
+END_TEST
+
+/* Every [databases] key accepted by a one-key entry (the 22 + alias + topology). */
+START_TEST(test_databases_each_key)
+{
+	static const char *const keys[] = {
+		"dbname=x", "host=x", "port=1", "user=x", "password=x", "auth_user=x",
+		"auth_query=x", "auth_dbname=x", "pool_size=1", "min_pool_size=1",
+		"reserve_pool_size=1", "reserve_pool=1", "max_db_connections=1",
+		"max_db_client_connections=1", "pool_mode=session", "server_lifetime=1",
+		"query_wait_timeout=1", "load_balance_hosts=round-robin", "connect_query=x",
+		"client_encoding=x", "datestyle=x", "timezone=x", "application_name=x",
+		"topology=no",
+	};
+	char text[256];
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(keys); i++) {
+		struct cfg *c;
+
+		snprintf(text, sizeof(text), "[databases]\ndb = %s\n", keys[i]);
+		c = load_ok(text);
+		ck_assert_uint_eq(c->n_databases, 1);
+		cfg_unref(c);
+	}
+}
+END_TEST
+
+/* Section entry errors: (ini text, message part, detail part). */
+START_TEST(test_section_errors)
+{
+	static const struct { const char *text, *msg, *detail; } cases[] = {
+		{ "[databases]\ndb = host=x bogus=1\n",
+		  "unrecognized connection parameter: bogus in configuration (t.ini:2)",
+		  "dbname, host, port" },
+		{ "[databases]\ndb = Host=x\n", "unrecognized connection parameter: Host", "" },
+		{ "[databases]\ndb = host=\n", "syntax error in connection string of database "
+		  "\"db\"", "connection parameter \"host\" has an empty value" },
+		{ "[databases]\ndb = host=''\n", "syntax error", "has an empty value" },
+		{ "[databases]\ndb = host='x\n", "syntax error", "has no closing quote" },
+		{ "[databases]\ndb = host\n", "syntax error", "expected \"=\" after \"host\"" },
+		{ "[databases]\ndb = =x\n", "syntax error", "expected \"=\"" },
+		{ "[databases]\ndb = port=0\n", "invalid value \"0\" for parameter port of "
+		  "database \"db\"", "from 1 to 65535" },
+		{ "[databases]\ndb = port=abc\n", "invalid value \"abc\"", "from 1 to 65535" },
+		{ "[databases]\ndb = pool_size=-1\n", "invalid value \"-1\" for parameter "
+		  "pool_size", "from 0 to 2147483647" },
+		{ "[databases]\ndb = pool_mode=fast\n", "invalid value \"fast\" for parameter "
+		  "pool_mode", "session, transaction, statement" },
+		{ "[databases]\ndb = server_lifetime=-5\n", "invalid value \"-5\"",
+		  "number of seconds" },
+		{ "[databases]\ndb = load_balance_hosts=random\n", "invalid value \"random\"",
+		  "round-robin, disable" },
+		{ "[databases]\ndb = topology=maybe\n", "invalid value \"maybe\"",
+		  "expected yes or no" },
+		{ "[databases]\npgbouncer = host=x\n", "database name \"pgbouncer\" is reserved",
+		  "" },
+		{ "[databases]\nneki = host=x\n", "database name \"neki\" is reserved", "" },
+		{ "[users]\nbob = pool_size=1 max_db_connections=1\n",
+		  "unrecognized user parameter: max_db_connections", "pool_mode, pool_size" },
+		{ "[users]\nbob = pool_mode=none\n", "invalid value \"none\" for parameter "
+		  "pool_mode of user \"bob\"", "" },
+		{ "[users]\nbob = query_timeout=x\n", "invalid value \"x\"", "seconds" },
+		{ "[peers]\n1 = port=6432\n", "host was not provided for peer 1", "" },
+		{ "[peers]\n0 = host=x\n", "invalid peer id \"0\"", "from 1 to 65535" },
+		{ "[peers]\n65536 = host=x\n", "invalid peer id \"65536\"", "" },
+		{ "[peers]\nabc = host=x\n", "invalid peer id \"abc\"", "" },
+		{ "[peers]\n1 = host=x dbname=y\n", "unrecognized connection parameter: dbname",
+		  "host, port, pool_size" },
+		{ "[peers]\n1 = host=x port=99999\n", "invalid value \"99999\"", "" },
+		{ "[shards]\ns1 =\n", "invalid connection string for shard \"s1\": the "
+		  "connection string is empty", "" },
+		{ "[shards]\ns1 = postgresql://h/db\n", "connection URIs are not accepted", "" },
+		{ "[shards]\ns1 = host=h bogus=1\n", "unrecognized connection parameter: bogus",
+		  "libpq" },
+		{ "[shards]\ns1 = host=h port=x\n", "port must be a number from 1 to 65535", "" },
+		{ "[shards]\ns1 = host=h port=5432,0\n", "port must be a number", "" },
+		{ "[shards]\ns1 = host=h sslmode=maybe\n", "sslmode must be disable", "" },
+		{ "[shards]\ns1 = host='h\n", "unterminated quoted string", "" },
+		{ "[shards]\ns1 = host\n", "expected \"=\" after a keyword", "" },
+		{ "[shards]\ns1 = host=a\ns1 = host=b\n", "shard \"s1\" is declared twice "
+		  "in configuration (t.ini:3)", "" },
+	};
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++) {
+		struct nk_error err;
+		struct cfg *c = load(cases[i].text, &err);
+
+		ck_assert_msg(c == NULL, "case %zu loaded", i);
+		ck_assert_msg(strstr(err.message, cases[i].msg) != NULL, "case %zu: got \"%s\"",
+			      i, err.message);
+		ck_assert_msg(strstr(err.detail, cases[i].detail) != NULL,
+			      "case %zu: detail \"%s\"", i, err.detail);
+		ck_assert_msg(strstr(err.where, "t.ini:") == err.where, "case %zu: where", i);
+	}
+}
+END_TEST
+
+START_TEST(test_users_and_peers)
+{
+	struct cfg *c = load_ok(
+		"[users]\n"
+		"alice = pool_mode=transaction pool_size=3 reserve_pool_size=1 "
+		"max_user_connections=4 max_user_client_connections=40 query_timeout=1.5 "
+		"query_wait_timeout=2 idle_transaction_timeout=3 transaction_timeout=4 "
+		"client_idle_timeout=5\n"
+		"bob =\n"
+		"[peers]\n"
+		"1 = host=/tmp/p1\n"
+		"65535 = host=10.0.0.2 port=7000 pool_size=8\n");
+	const struct cfg_user *u = cfg_user_find(c, "alice");
+	const struct cfg_peer *p;
+
+	ck_assert_int_eq(u->pool_mode, CFG_POOL_TRANSACTION);
+	ck_assert_int_eq(u->pool_size, 3);
+	ck_assert_int_eq(u->reserve_pool_size, 1);
+	ck_assert_int_eq(u->max_user_connections, 4);
+	ck_assert_int_eq(u->max_user_client_connections, 40);
+	ck_assert(fabs(u->query_timeout - 1.5) < 1e-9);
+	ck_assert(u->query_wait_timeout == 2 && u->idle_transaction_timeout == 3);
+	ck_assert(u->transaction_timeout == 4 && u->client_idle_timeout == 5);
+	u = cfg_user_find(c, "bob");
+	ck_assert_int_eq(u->pool_mode, CFG_POOL_UNSET);
+	ck_assert(u->pool_size == -1 && u->reserve_pool_size == -1);
+	ck_assert(u->max_user_connections == -1 && u->max_user_client_connections == -1);
+	ck_assert(u->query_timeout < 0 && u->query_wait_timeout < 0);
+	ck_assert(u->idle_transaction_timeout < 0 && u->transaction_timeout < 0);
+	ck_assert(u->client_idle_timeout < 0);
+	ck_assert_ptr_null(cfg_user_find(c, "carol"));
+
+	p = cfg_peer_find(c, 1);
+	ck_assert_str_eq(p->host, "/tmp/p1");
+	ck_assert_int_eq(p->port, 6432);
+	ck_assert_int_eq(p->pool_size, -1);
+	p = cfg_peer_find(c, 65535);
+	ck_assert_str_eq(p->host, "10.0.0.2");
+	ck_assert_int_eq(p->port, 7000);
+	ck_assert_int_eq(p->pool_size, 8);
+	ck_assert_ptr_null(cfg_peer_find(c, 2));
+	cfg_unref(c);
+}
+END_TEST
+
+START_TEST(test_shards)
+{
+	struct cfg *c = load_ok(
+		"[shards]\n"
+		"s1 = host=10.0.0.1 port=5433 dbname=shop user=neki password=secret "
+		"sslmode=require\n"
+		"s2 = host = 'my host' password='it\\'s' connect_timeout=5 application_name=x\n"
+		"s3 = host=a,b port=5432,5433 options='-c geqo=off'\n"
+		"s4 = dbname=d\\ x\n");
+	const struct cfg_shard *s = cfg_shard_find(c, "s1");
+
+	ck_assert_uint_eq(c->n_shards, 4);
+	ck_assert_str_eq(s->uid, "s1");
+	ck_assert_str_eq(s->conninfo, "host=10.0.0.1 port=5433 dbname=shop user=neki "
+			 "password=secret sslmode=require");
+	ck_assert_str_eq(s->host, "10.0.0.1");
+	ck_assert_int_eq(s->port, 5433);
+	ck_assert_str_eq(s->dbname, "shop");
+	ck_assert_str_eq(s->user, "neki");
+	ck_assert_str_eq(s->password, "secret");
+	ck_assert_str_eq(s->sslmode, "require");
+	s = cfg_shard_find(c, "s2");
+	ck_assert_str_eq(s->host, "my host");
+	ck_assert_str_eq(s->password, "it's");
+	ck_assert_int_eq(s->port, 5432);
+	ck_assert_ptr_null(s->dbname);
+	ck_assert_ptr_null(s->user);
+	ck_assert_ptr_null(s->sslmode);
+	s = cfg_shard_find(c, "s3");
+	ck_assert_str_eq(s->host, "a,b");
+	ck_assert_int_eq(s->port, 5432);
+	ck_assert_str_eq(cfg_shard_find(c, "s4")->dbname, "d x");
+	ck_assert_ptr_null(cfg_shard_find(c, "s5"));
+	cfg_unref(c);
+}
+END_TEST
+
+/* A private temporary directory for %include files. */
+static char tmpdir[256];
+
+static void
+tmpdir_setup(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/neki-check-config-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void
+tmpdir_teardown(void)
+{
+	char cmd[PATH_MAX + 16];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Write <text> to <tmpdir>/<name>; returns the full path (static buffer rotation). */
+static const char *
+write_tmp(const char *name, const char *text)
+{
+	static char paths[4][PATH_MAX];
+
+	ck_assert_uint_lt(strlen(tmpdir) + strlen(name) + 2, PATH_MAX);
+	static int next;
+	char *path = paths[next++ % 4];
+	FILE *f;
+
+	strcpy(path, tmpdir);
+	strcat(path, "/");
+	strcat(path, name);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+	return path;
+}
+
+START_TEST(test_include)
+{
+	char text[PATH_MAX * 2];
+	const char *top;
+	struct cfg *c;
+	struct nk_error err;
+
+	write_tmp("inner.ini", "max_client_conn = 77\n[databases]\nfrom_inner = host=i\n");
+	snprintf(text, sizeof(text), "listen_port = 7100\n%%include %s/inner.ini\n", tmpdir);
+	write_tmp("middle.ini", text);
+	snprintf(text, sizeof(text), "[pgbouncer]\n%%include %s/middle.ini  \n"
+		 "[pgbouncer]\nmax_client_conn = 88\n", tmpdir);
+	top = write_tmp("top.ini", text);
+	c = cfg_load(top, &err);
+	ck_assert_msg(c != NULL, "%s", err.message);
+	ck_assert_int_eq(c->listen_port, 7100);
+	ck_assert_int_eq(c->max_client_conn, 88);
+	ck_assert_ptr_nonnull(cfg_database_find(c, "from_inner"));
+	ck_assert_str_eq(c->path, top);
+	ck_assert_str_eq(c->conffile, top);
+	cfg_unref(c);
+}
+END_TEST
+
+START_TEST(test_include_relative_to_cwd)
+{
+	char old[PATH_MAX];
+	struct cfg *c;
+
+	write_tmp("rel.ini", "[pgbouncer]\nlisten_port = 7200\n");
+	ck_assert_ptr_nonnull(getcwd(old, sizeof(old)));
+	ck_assert_int_eq(chdir(tmpdir), 0);
+	c = load_ok("%include rel.ini\n");
+	ck_assert_int_eq(chdir(old), 0);
+	ck_assert_int_eq(c->listen_port, 7200);
+	cfg_unref(c);
+}
+END_TEST
+
+START_TEST(test_include_errors)
+{
+	char text[PATH_MAX * 2], expect[PATH_MAX * 2];
+	const char *path;
+	struct nk_error err;
+
+	/* an error inside an included file names that file and line */
+	path = write_tmp("bad.ini", "; first\nbogus = 1\n");
+	snprintf(text, sizeof(text), "[pgbouncer]\n%%include %s\n", path);
+	ck_assert_ptr_null(load(text, &err));
+	snprintf(expect, sizeof(expect), "unknown parameter: pgbouncer/bogus in "
+		 "configuration (%s:2)", path);
+	ck_assert_str_eq(err.message, expect);
+
+	/* a file including itself */
+	snprintf(text, sizeof(text), "%%include %s/self.ini\n", tmpdir);
+	path = write_tmp("self.ini", text);
+	ck_assert_ptr_null(cfg_load(path, &err));
+	ck_assert_msg(strstr(err.message, "%include loop") != NULL, "%s", err.message);
+	snprintf(expect, sizeof(expect), "%s:1", path);
+	ck_assert_str_eq(err.where, expect);
+
+	/* a loop through two files */
+	snprintf(text, sizeof(text), "%%include %s/b.ini\n", tmpdir);
+	path = write_tmp("a.ini", text);
+	snprintf(text, sizeof(text), "[pgbouncer]\n%%include %s/a.ini\n", tmpdir);
+	write_tmp("b.ini", text);
+	ck_assert_ptr_null(cfg_load(path, &err));
+	ck_assert_msg(strstr(err.message, "%include loop") != NULL, "%s", err.message);
+
+	/* the same file twice in a row is not a loop */
+	path = write_tmp("leaf.ini", "[pgbouncer]\nlisten_port = 7300\n");
+	snprintf(text, sizeof(text), "%%include %s\n%%include %s\n", path, path);
+	cfg_unref(load_ok(text));
+
+	/* a missing top file */
+	ck_assert_ptr_null(cfg_load("/nonexistent/neki.ini", &err));
+	ck_assert_str_eq(err.message, "could not open configuration file "
+			 "\"/nonexistent/neki.ini\": No such file or directory");
+}
+END_TEST
+
+START_TEST(test_include_depth)
+{
+	char name[32], text[PATH_MAX + 64];
+	struct nk_error err;
+	struct cfg *c;
+
+	/* d0 includes d1 ... d10 (depth 10 is accepted), d11 would be too deep */
+	for (int i = 0; i <= 11; i++) {
+		snprintf(name, sizeof(name), "d%d.ini", i);
+		if (i < 11)
+			snprintf(text, sizeof(text), "%%include %s/d%d.ini\n", tmpdir, i + 1);
+		else
+			snprintf(text, sizeof(text), "[pgbouncer]\nlisten_port = 7400\n");
+		write_tmp(name, text);
+	}
+	snprintf(text, sizeof(text), "%s/d1.ini", tmpdir);
+	c = cfg_load(text, &err);
+	ck_assert_msg(c != NULL, "%s", err.message);
+	ck_assert_int_eq(c->listen_port, 7400);
+	cfg_unref(c);
+	snprintf(text, sizeof(text), "%s/d0.ini", tmpdir);
+	ck_assert_ptr_null(cfg_load(text, &err));
+	ck_assert_msg(strstr(err.message, "%include nesting is too deep (more than 10 "
+			     "levels)") != NULL, "%s", err.message);
+}
+END_TEST
+
+START_TEST(test_reload_helpers)
+{
+	struct cfg *old = load_ok("[pgbouncer]\nlisten_port = 7000\nmax_client_conn = 10\n"
+				  "unix_socket_dir = /a\n");
+	struct cfg *next = load_ok("[pgbouncer]\nlisten_port = 7001\nmax_client_conn = 20\n"
+				   "unix_socket_dir = /b\n");
+	const struct cfg_setting *changed[4];
+	size_t n = 99;
+
+	ck_assert(cfg_setting_changed(old, next, cfg_setting_find("listen_port")));
+	ck_assert(cfg_setting_changed(old, next, cfg_setting_find("unix_socket_dir")));
+	ck_assert(!cfg_setting_changed(old, next, cfg_setting_find("pool_mode")));
+	ck_assert(cfg_keep_not_reloadable(next, old, changed, 4, &n));
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(changed[0]->name, "listen_port");
+	ck_assert_str_eq(changed[1]->name, "unix_socket_dir");
+	ck_assert_int_eq(next->listen_port, 7000);
+	ck_assert_str_eq(next->unix_socket_dir, "/a");
+	ck_assert_int_eq(next->max_client_conn, 20);
+	ck_assert(cfg_keep_not_reloadable(next, old, NULL, 0, &n));
+	ck_assert_uint_eq(n, 0);
+	cfg_unref(old);
+	cfg_unref(next);
+}
+END_TEST
+
+START_TEST(test_database_reconnect)
+{
+	static const struct { const char *next; bool reconnect; } cases[] = {
+		{ "host=h port=1 dbname=d", false },
+		{ "host=h port=1 dbname=d pool_size=9 pool_mode=transaction", false },
+		{ "host=h2 port=1 dbname=d", true },
+		{ "host=h port=2 dbname=d", true },
+		{ "host=h port=1 dbname=e", true },
+		{ "host=h port=1 dbname=d user=u", true },
+		{ "host=h port=1 dbname=d connect_query=x", true },
+		{ "host=h port=1 dbname=d auth_dbname=x", true },
+		{ "host=h port=1 dbname=d auth_query=x", true },
+		{ "host=h port=1 dbname=d load_balance_hosts=disable", true },
+	};
+	struct cfg *old = load_ok("[databases]\ndb = host=h port=1 dbname=d\n");
+	char text[256];
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++) {
+		struct cfg *next;
+
+		snprintf(text, sizeof(text), "[databases]\ndb = %s\n", cases[i].next);
+		next = load_ok(text);
+		ck_assert_msg(cfg_database_needs_reconnect(cfg_database_find(old, "db"),
+							   cfg_database_find(next, "db")) ==
+			      cases[i].reconnect, "case %zu", i);
+		cfg_unref(next);
+	}
+	cfg_unref(old);
+}
+END_TEST
+
+START_TEST(test_workers_auto_and_enums)
+{
+	struct cfg *c = load_ok("[neki]\nworkers = 0\n");
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	ck_assert_int_eq(c->workers, ncpu < 1 ? 1 : (ncpu > 1024 ? 1024 : ncpu));
+	cfg_unref(c);
+	ck_assert_str_eq(cfg_pool_mode_str(CFG_POOL_TRANSACTION), "transaction");
+	ck_assert_str_eq(cfg_pool_mode_str(CFG_POOL_UNSET), "unset");
+	ck_assert_str_eq(cfg_auth_type_str(CFG_AUTH_SCRAM), "scram-sha-256");
+	ck_assert_str_eq(cfg_auth_type_str(CFG_AUTH_PEER), "peer");
+	ck_assert_str_eq(cfg_auth_type_str(CFG_AUTH_REJECT), "reject");
+	ck_assert_str_eq(cfg_sslmode_str(CFG_SSL_VERIFY_FULL), "verify-full");
+}
+END_TEST
+
+/* The source directory (env NK_SRCDIR wins over the build's). */
+static const char *
+srcdir(void)
+{
+	const char *env = getenv("NK_SRCDIR");
+
+	return env && env[0] ? env : NK_SRCDIR;
+}
+
+/* Read <path> entirely into a new string. */
+static char *
+read_all(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long len;
+
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)len + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Compare the committed <rel> with the generated text; NK_REGEN_DOCS=1 rewrites it. */
+static void
+check_generated(const char *rel, bool sample)
+{
+	char path[PATH_MAX], *gen = NULL, *have;
+	size_t len = 0;
+	FILE *mem = open_memstream(&gen, &len);
+
+	ck_assert_ptr_nonnull(mem);
+	ck_assert(cfg_write_doc(mem, sample));
+	ck_assert_int_eq(fclose(mem), 0);
+	snprintf(path, sizeof(path), "%s/%s", srcdir(), rel);
+	if (getenv("NK_REGEN_DOCS")) {
+		FILE *f = fopen(path, "w");
+
+		ck_assert_ptr_nonnull(f);
+		fputs(gen, f);
+		ck_assert_int_eq(fclose(f), 0);
+	}
+	have = read_all(path);
+	ck_assert_msg(strcmp(have, gen) == 0, "%s is not what the settings table generates; "
+		      "run NK_REGEN_DOCS=1 test/unit/check_neki config", rel);
+	free(have);
+	free(gen);
+}
+
+START_TEST(test_docs_generated)
+{
+	check_generated("neki.ini.sample", true);
+	check_generated("doc/neki.ini.5.md", false);
+}
+END_TEST
+
+/* Every setting and every section key is documented in both files. */
+START_TEST(test_docs_mention_everything)
+{
+	char path[PATH_MAX], needle[128];
+	char *sample, *man;
+	size_t n;
+	const struct cfg_setting *tab = cfg_settings(&n);
+	static const char *const sect_keys[] = {
+		"dbname", "host", "port", "user", "password", "auth_user", "auth_query",
+		"auth_dbname", "pool_size", "min_pool_size", "reserve_pool_size", "reserve_pool",
+		"max_db_connections", "max_db_client_connections", "pool_mode",
+		"server_lifetime", "query_wait_timeout", "load_balance_hosts", "connect_query",
+		"client_encoding", "datestyle", "timezone", "application_name", "topology",
+		"max_user_connections", "max_user_client_connections", "query_timeout",
+		"idle_transaction_timeout", "transaction_timeout", "client_idle_timeout",
+	};
+
+	snprintf(path, sizeof(path), "%s/neki.ini.sample", srcdir());
+	sample = read_all(path);
+	snprintf(path, sizeof(path), "%s/doc/neki.ini.5.md", srcdir());
+	man = read_all(path);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(needle, sizeof(needle), "\n;%s =", tab[i].name);
+		ck_assert_msg(strstr(sample, needle) != NULL, "%s not in the sample", tab[i].name);
+		snprintf(needle, sizeof(needle), "\n### %s\n", tab[i].name);
+		ck_assert_msg(strstr(man, needle) != NULL, "%s not in the man page", tab[i].name);
+	}
+	for (size_t i = 0; i < NK_ARRAY_LEN(sect_keys); i++) {
+		snprintf(needle, sizeof(needle), "| `%s` |", sect_keys[i]);
+		ck_assert_msg(strstr(man, needle) != NULL, "key %s not in the man page",
+			      sect_keys[i]);
+	}
+	ck_assert_ptr_nonnull(strstr(man, "# SECTION [shards]"));
+	free(sample);
+	free(man);
+}
+END_TEST
+
+/* The sample loads as shipped, and with every example line uncommented. */
+START_TEST(test_sample_loads)
+{
+	char path[PATH_MAX];
+	struct nk_error err;
+	struct cfg *c, *d = cfg_new_defaults();
+	char *text, *out, *o;
+	size_t n;
+	const struct cfg_setting *tab = cfg_settings(&n);
+
+	snprintf(path, sizeof(path), "%s/neki.ini.sample", srcdir());
+	c = cfg_load(path, &err);
+	ck_assert_msg(c != NULL, "%s", err.message);
+	ck_assert_uint_eq(c->n_databases + c->n_users + c->n_peers + c->n_shards, 0);
+	cfg_unref(c);
+
+	/* drop the ";" of every line that starts with exactly one */
+	text = read_all(path);
+	out = o = malloc(strlen(text) + 1);
+	ck_assert_ptr_nonnull(out);
+	for (const char *p = text; *p; p++) {
+		bool bol = p == text || p[-1] == '\n';
+
+		if (bol && p[0] == ';' && p[1] != ';')
+			continue;
+		*o++ = *p;
+	}
+	*o = '\0';
+	c = load(out, &err);
+	ck_assert_msg(c != NULL, "uncommented sample: %s", err.message);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(tab[i].name, "conffile") != 0)
+			ck_assert_msg(!cfg_setting_changed(c, d, &tab[i]),
+				      "uncommented %s is not its default", tab[i].name);
+	}
+	ck_assert_str_eq(c->conffile, "t.ini");
+	ck_assert_uint_ge(c->n_databases, 4);
+	ck_assert_ptr_nonnull(cfg_database_auto(c));
+	ck_assert_uint_ge(c->n_users, 1);
+	ck_assert_uint_ge(c->n_peers, 2);
+	ck_assert_uint_ge(c->n_shards, 2);
+	cfg_unref(c);
+	cfg_unref(d);
+	free(text);
+	free(out);
+}
+END_TEST
+
 Suite *
 config_suite(void)
 {
@@ -504,6 +1113,25 @@ config_suite(void)
 	tcase_add_test(tc, test_quoted_keys_and_values);
 	tcase_add_test(tc, test_later_value_wins);
 	tcase_add_test(tc, test_refcount_and_current);
+	tcase_add_test(tc, test_databases_keys);
+	tcase_add_test(tc, test_databases_each_key);
+	tcase_add_test(tc, test_section_errors);
+	tcase_add_test(tc, test_users_and_peers);
+	tcase_add_test(tc, test_shards);
+	tcase_add_test(tc, test_reload_helpers);
+	tcase_add_test(tc, test_database_reconnect);
+	tcase_add_test(tc, test_workers_auto_and_enums);
+	tcase_add_test(tc, test_docs_generated);
+	tcase_add_test(tc, test_docs_mention_everything);
+	tcase_add_test(tc, test_sample_loads);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("include");
+	tcase_add_checked_fixture(tc, tmpdir_setup, tmpdir_teardown);
+	tcase_add_test(tc, test_include);
+	tcase_add_test(tc, test_include_relative_to_cwd);
+	tcase_add_test(tc, test_include_errors);
+	tcase_add_test(tc, test_include_depth);
 	suite_add_tcase(s, tc);
 	return s;
 }

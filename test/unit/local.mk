@@ -5,3 +5,5 @@ unit_sources += test/unit/check_config.c
 noinst_HEADERS += test/unit/suites.h
 unit_sources += test/unit/check_keyspace.c
 unit_sources += test/unit/check_sbuf.c
+# check_config.c finds neki.ini.sample and doc/neki.ini.5.md through NK_SRCDIR
+AM_CPPFLAGS += -DNK_SRCDIR='"$(abs_top_srcdir)"'
