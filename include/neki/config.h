@@ -297,7 +297,9 @@ struct cfg_setting {
 	const char *description; /* one line */
 	const char *unit;	/* "s", "ms", "bytes" or "" (for docs and SHOW CONFIG) */
 	enum cfg_group group;	/* where the docs and the sample list it */
-	void (*assign)(struct cfg *c); /* NULL, or run after a value is stored (workers: 0 = CPUs) */
+	/* NULL, or run after a value is stored; false = out of memory (workers: 0 = CPUs;
+	 * job_name and service_name: aliases kept equal, as in pgbouncer) */
+	bool (*assign)(struct cfg *c);
 };
 
 /*
@@ -353,6 +355,14 @@ const struct cfg_peer *cfg_peer_find(const struct cfg *c, int peer_id);
  * Reload support. A reload loads the file into a new struct cfg (cfg_load) and, when
  * that succeeded, calls cfg_keep_not_reloadable(next, old) before cfg_set_current(next).
  */
+
+/*
+ * The whole reload: load <old>->conffile into a new config, then keep <old>'s value
+ * of every non-reloadable setting that changed (logged, see below). Returns the new
+ * config (refcount 1; the caller makes it current), or NULL with <err> set: the
+ * caller keeps <old> and logs the error ("config file loading failed").
+ */
+struct cfg *cfg_reload(const struct cfg *old, struct nk_error *err);
 
 /* True when setting <s> has a different value in <a> and <b>. */
 bool cfg_setting_changed(const struct cfg *a, const struct cfg *b, const struct cfg_setting *s);

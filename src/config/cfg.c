@@ -7,7 +7,7 @@
  * [users], [peers], [shards]: sections.c / shards.c), then checks the whole (cross-
  * setting rules). Any error leaves nothing behind: the caller keeps its old config.
  * Entry points: cfg_load(), cfg_load_string(), cfg_new_defaults(), cfg_ref/unref(),
- * cfg_current(), cfg_set_current(), cfg_keep_not_reloadable().
+ * cfg_current(), cfg_set_current(), cfg_reload(), cfg_keep_not_reloadable().
  */
 #include "neki/base.h"
 
@@ -77,6 +77,7 @@ cfg_new_defaults(void)
 	return c;
 }
 
+/* Take a reference to <c>. */
 void
 cfg_ref(struct cfg *c)
 {
@@ -95,12 +96,14 @@ cfg_unref(struct cfg *c)
 		cfg_free(c);
 }
 
+/* The configuration in force in this process (borrowed), or NULL before the first. */
 const struct cfg *
 cfg_current(void)
 {
 	return cfg_current_ptr;
 }
 
+/* Make <c> current: takes a reference, drops the previous current one. */
 void
 cfg_set_current(struct cfg *c)
 {
@@ -285,4 +288,21 @@ cfg_keep_not_reloadable(struct cfg *next, const struct cfg *old,
 	}
 	*n_changed = count;
 	return true;
+}
+
+/* Load <old>->conffile and keep <old>'s non-reloadable values. See config.h. */
+struct cfg *
+cfg_reload(const struct cfg *old, struct nk_error *err)
+{
+	struct cfg *next = cfg_load(old->conffile, err);
+	size_t n;
+
+	if (!next)
+		return NULL;
+	if (!cfg_keep_not_reloadable(next, old, NULL, 0, &n)) {
+		cfg_unref(next);
+		nk_error_set(err, CFG_SQLSTATE, "out of memory");
+		return NULL;
+	}
+	return next;
 }

@@ -141,6 +141,7 @@ doc_sample_setting(FILE *out, const struct cfg_setting *s)
 		s->default_value);
 }
 
+/* The whole sample: header, section examples, then every setting by group. */
 static void
 doc_write_sample(FILE *out)
 {
@@ -332,6 +333,7 @@ static const char doc_man_tail[] =
 	"# SEE ALSO\n\n"
 	"neki(1), pgbouncer(5): <https://www.pgbouncer.org/config.html>\n";
 
+/* The whole man page: syntax, every setting by group, then the sections. */
 static void
 doc_write_man(FILE *out)
 {

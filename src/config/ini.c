@@ -42,6 +42,7 @@ struct ini_line {
 static bool ini_parse_text(struct ini_ctx *ctx, const char *file, const char *text,
 			   struct nk_error *err);
 
+/* Append " in configuration (<file>:<line>)" to err's message and set err->where. */
 void
 ini_error_locate(struct nk_error *err, const char *file, int line)
 {
@@ -65,12 +66,14 @@ ini_syntax_error(struct nk_error *err, const struct ini_line *ln, const char *de
 	return false;
 }
 
+/* A character of a bare key: [A-Za-z0-9_.*-]. */
 static bool
 ini_is_key_char(int ch)
 {
 	return isalnum(ch) || ch == '_' || ch == '.' || ch == '*' || ch == '-';
 }
 
+/* Skip spaces and tabs. */
 static char *
 ini_skip_blank(char *p)
 {

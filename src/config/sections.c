@@ -122,6 +122,7 @@ static const struct sections_key sect_peer_keys[] = {
 	{ NULL, SECTIONS_K_STR, 0, NULL },
 };
 
+/* The key table of <section> ("databases", "users", "peers"), or NULL. */
 const struct sections_key *
 sections_keys(const char *section)
 {
@@ -143,6 +144,7 @@ struct sect_ctx {
 	void *entry;			/* the entry being filled */
 };
 
+/* Skip spaces and tabs. */
 static const char *
 sections_skip_blank(const char *p)
 {
@@ -614,6 +616,7 @@ cfg_shard_find(const struct cfg *c, const char *uid)
 	return NULL;
 }
 
+/* strcmp() equality with NULL equal to "". */
 static bool
 sections_str_eq(const char *a, const char *b)
 {

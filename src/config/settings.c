@@ -45,7 +45,9 @@ static const char *const cfg_sslmode_names[] = {
 	"disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL
 };
 
-static void settings_assign_workers(struct cfg *c);
+static bool settings_assign_workers(struct cfg *c);
+static bool settings_assign_job_name(struct cfg *c);
+static bool settings_assign_service_name(struct cfg *c);
 
 /*
  * The table. Columns: name, type, offset, default (ini text), min, max, reloadable,
@@ -191,7 +193,7 @@ static const struct cfg_setting cfg_table[] = {
 	{ "job_name", CFG_T_STRING, O(job_name), "pgbouncer",
 	  0, 0, false, false, NULL,
 	  "name of the service (Windows); alias service_name",
-	  "", CFG_G_PROCESS, NULL },
+	  "", CFG_G_PROCESS, settings_assign_job_name },
 	{ "listen_addr", CFG_T_STRING, O(listen_addr), "",
 	  0, 0, false, false, NULL,
 	  "comma-separated addresses to listen on for TCP, * = all; empty = Unix socket only",
@@ -401,7 +403,7 @@ static const struct cfg_setting cfg_table[] = {
 	{ "service_name", CFG_T_STRING, O(service_name), "pgbouncer",
 	  0, 0, false, false, NULL,
 	  "alias of job_name (Windows service name)",
-	  "", CFG_G_PROCESS, NULL },
+	  "", CFG_G_PROCESS, settings_assign_service_name },
 	{ "shm_size", CFG_T_INT64, O(shm_size), "64MB",
 	  1048576, 1099511627776, false, true, NULL,
 	  "size of the shared memory segment (bytes, or with a kB, MB, GB or TB suffix)",
@@ -502,15 +504,45 @@ static const struct cfg_setting cfg_table[] = {
 };
 
 /* workers = 0 means one worker per online CPU. */
-static void
+static bool
 settings_assign_workers(struct cfg *c)
 {
 	long n;
 
 	if (c->workers != 0)
-		return;
+		return true;
 	n = sysconf(_SC_NPROCESSORS_ONLN);
 	c->workers = n < 1 ? 1 : (n > 1024 ? 1024 : (int)n);
+	return true;
+}
+
+/* Make *<dst> a copy of <src> (both owned strings of a struct cfg). */
+static bool
+settings_mirror(char **dst, const char *src)
+{
+	char *copy;
+
+	if (*dst && strcmp(*dst, src) == 0)
+		return true;
+	copy = strdup(src);
+	if (!copy)
+		return false;
+	free(*dst);
+	*dst = copy;
+	return true;
+}
+
+/* service_name is pgbouncer's other name for job_name: setting one sets both. */
+static bool
+settings_assign_job_name(struct cfg *c)
+{
+	return settings_mirror(&c->service_name, c->job_name);
+}
+
+static bool
+settings_assign_service_name(struct cfg *c)
+{
+	return settings_mirror(&c->job_name, c->service_name);
 }
 
 /* The settings table, sorted by name; its length in <*n> (n may be NULL). */
@@ -522,6 +554,7 @@ cfg_settings(size_t *n)
 	return cfg_table;
 }
 
+/* bsearch comparator: a name against a table row. */
 static int
 settings_cmp(const void *key, const void *elem)
 {
@@ -587,6 +620,7 @@ settings_nearest(const char *name)
 	return best;
 }
 
+/* Index of <value> in the NULL-terminated <names>, ignoring case (as pgbouncer), or -1. */
 int
 settings_enum_index(const char *const *names, const char *value)
 {
@@ -597,6 +631,7 @@ settings_enum_index(const char *const *names, const char *value)
 	return -1;
 }
 
+/* enum cfg_pool_mode of <value> (session, transaction, statement), or -1. */
 int
 settings_pool_mode_parse(const char *value)
 {
@@ -830,8 +865,8 @@ cfg_setting_apply(struct cfg *c, const struct cfg_setting *s, const char *value,
 			return nk_error_set(err, CFG_SQLSTATE, "out of memory");
 	}
 	settings_store(c, s, num, time, str);
-	if (s->assign)
-		s->assign(c);
+	if (s->assign && !s->assign(c))
+		return nk_error_set(err, CFG_SQLSTATE, "out of memory");
 	return true;
 }
 
@@ -861,10 +896,8 @@ cfg_setting_format(const struct cfg *c, const struct cfg_setting *s, char *buf, 
 
 	switch (s->type) {
 	case CFG_T_INT:
+	case CFG_T_MODE:	/* decimal, as pgbouncer's SHOW CONFIG (0777 shows 511) */
 		snprintf(buf, len, "%d", *(const int *)field);
-		break;
-	case CFG_T_MODE:
-		snprintf(buf, len, "0%o", (unsigned)*(const int *)field);
 		break;
 	case CFG_T_INT64:
 		settings_format_size(*(const int64_t *)field, buf, len);
@@ -932,6 +965,7 @@ settings_field_size(enum cfg_type t)
 	return sizeof(int);
 }
 
+/* Copy the value of <s> from <src> to <dst> (strings duplicated). False when out of memory. */
 bool
 settings_copy_value(struct cfg *dst, const struct cfg *src, const struct cfg_setting *s)
 {
@@ -949,6 +983,7 @@ settings_copy_value(struct cfg *dst, const struct cfg *src, const struct cfg_set
 	return true;
 }
 
+/* Apply the default of every row to <c> (allocating the strings). */
 bool
 settings_apply_defaults(struct cfg *c, struct nk_error *err)
 {
@@ -959,6 +994,7 @@ settings_apply_defaults(struct cfg *c, struct nk_error *err)
 	return true;
 }
 
+/* Free the string settings of <c> and set them to NULL. */
 void
 settings_free_strings(struct cfg *c)
 {
@@ -973,6 +1009,7 @@ settings_free_strings(struct cfg *c)
 	}
 }
 
+/* The ini name of <m> ("unset" for CFG_POOL_UNSET). */
 const char *
 cfg_pool_mode_str(enum cfg_pool_mode m)
 {
@@ -981,6 +1018,7 @@ cfg_pool_mode_str(enum cfg_pool_mode m)
 	return "unset";
 }
 
+/* The ini / HBA name of <t>. */
 const char *
 cfg_auth_type_str(enum cfg_auth_type t)
 {
@@ -993,6 +1031,7 @@ cfg_auth_type_str(enum cfg_auth_type t)
 	return "unknown";
 }
 
+/* The ini name of <m> (libpq's sslmode names). */
 const char *
 cfg_sslmode_str(enum cfg_sslmode m)
 {

@@ -56,6 +56,7 @@ shard_error(struct nk_error *err, const char *uid, const char *why)
 	return false;
 }
 
+/* Skip whitespace (libpq treats any as a separator). */
 static const char *
 shard_skip_blank(const char *p)
 {
@@ -192,6 +193,7 @@ shard_parse_pair(struct cfg_shard *s, const char **pp, struct nk_error *err)
 	return shard_take(s, key, val, err);
 }
 
+/* Free the strings of <s> and zero it. */
 static void
 shard_clear(struct cfg_shard *s)
 {

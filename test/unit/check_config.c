@@ -203,7 +203,8 @@ START_TEST(test_pgbouncer_defaults)
 {
 	static const struct { const char *name, *value; } cases[] = {
 		{ "listen_port", "6432" }, { "unix_socket_dir", "/tmp" },
-		{ "unix_socket_mode", "0777" }, { "pool_mode", "session" },
+		{ "unix_socket_mode", "511" }, /* 0777 in decimal, as pgbouncer shows it */
+		{ "pool_mode", "session" },
 		{ "max_client_conn", "100" }, { "default_pool_size", "20" },
 		{ "reserve_pool_timeout", "5" }, { "track_extra_parameters", "IntervalStyle" },
 		{ "max_prepared_statements", "200" }, { "autodb_idle_timeout", "3600" },
@@ -245,9 +246,11 @@ START_TEST(test_values_accepted)
 		{ "max_client_conn", "0x10", "16" },
 		{ "max_client_conn", "010", "8" },
 		{ "max_client_conn", "2147483647", "2147483647" },
-		{ "unix_socket_mode", "0777", "0777" },
-		{ "unix_socket_mode", "0600", "0600" },
-		{ "unix_socket_mode", "384", "0600" },
+		{ "unix_socket_mode", "0777", "511" },
+		{ "unix_socket_mode", "0600", "384" },
+		{ "unix_socket_mode", "384", "384" },
+		{ "job_name", "svc", "svc" },
+		{ "service_name", "svc", "svc" },
 		{ "server_lifetime", "1.5", "1.5" },
 		{ "server_lifetime", "0", "0" },
 		{ "server_lifetime", "1e3", "1000" },
@@ -845,6 +848,40 @@ START_TEST(test_include_errors)
 }
 END_TEST
 
+START_TEST(test_reload_from_conffile)
+{
+	const char *path, *other;
+	char text[PATH_MAX + 64];
+	struct nk_error err;
+	struct cfg *old, *next;
+
+	other = write_tmp("other.ini", "[pgbouncer]\nlisten_port = 8001\nmax_client_conn = 3\n");
+	snprintf(text, sizeof(text), "[pgbouncer]\nlisten_port = 8000\nconffile = %s\n", other);
+	path = write_tmp("first.ini", text);
+	old = cfg_load(path, &err);
+	ck_assert_msg(old != NULL, "%s", err.message);
+	ck_assert_str_eq(old->conffile, other);
+
+	/* the reload reads conffile, keeps listen_port (not reloadable) */
+	next = cfg_reload(old, &err);
+	ck_assert_msg(next != NULL, "%s", err.message);
+	ck_assert_int_eq(next->listen_port, 8000);
+	ck_assert_int_eq(next->max_client_conn, 3);
+	ck_assert_str_eq(next->conffile, other);
+
+	/* a broken file: NULL, the error names the line, the old config is untouched */
+	write_tmp("other.ini", "[pgbouncer]\nmax_client_conn = 4\nbogus = 1\n");
+	cfg_unref(old);
+	old = next;
+	next = cfg_reload(old, &err);
+	ck_assert_ptr_null(next);
+	snprintf(text, sizeof(text), "%s:3", other);
+	ck_assert_str_eq(err.where, text);
+	ck_assert_int_eq(old->max_client_conn, 3);
+	cfg_unref(old);
+}
+END_TEST
+
 START_TEST(test_include_depth)
 {
 	char name[32], text[PATH_MAX + 64];
@@ -926,6 +963,21 @@ START_TEST(test_database_reconnect)
 		cfg_unref(next);
 	}
 	cfg_unref(old);
+}
+END_TEST
+
+/* service_name and job_name are one setting under two names, as in pgbouncer. */
+START_TEST(test_job_name_alias)
+{
+	struct cfg *c = load_ok("[pgbouncer]\nservice_name = one\n");
+
+	ck_assert_str_eq(c->job_name, "one");
+	ck_assert_str_eq(c->service_name, "one");
+	cfg_unref(c);
+	c = load_ok("[pgbouncer]\nservice_name = one\njob_name = two\n");
+	ck_assert_str_eq(c->job_name, "two");
+	ck_assert_str_eq(c->service_name, "two");
+	cfg_unref(c);
 }
 END_TEST
 
@@ -1121,6 +1173,7 @@ config_suite(void)
 	tcase_add_test(tc, test_reload_helpers);
 	tcase_add_test(tc, test_database_reconnect);
 	tcase_add_test(tc, test_workers_auto_and_enums);
+	tcase_add_test(tc, test_job_name_alias);
 	tcase_add_test(tc, test_docs_generated);
 	tcase_add_test(tc, test_docs_mention_everything);
 	tcase_add_test(tc, test_sample_loads);
@@ -1132,6 +1185,7 @@ config_suite(void)
 	tcase_add_test(tc, test_include_relative_to_cwd);
 	tcase_add_test(tc, test_include_errors);
 	tcase_add_test(tc, test_include_depth);
+	tcase_add_test(tc, test_reload_from_conffile);
 	suite_add_tcase(s, tc);
 	return s;
 }
