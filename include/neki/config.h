@@ -315,6 +315,12 @@ struct cfg *cfg_load_string(const char *name, const char *text, struct nk_error 
 /* A struct cfg with every default (no sections). */
 struct cfg *cfg_new_defaults(void);
 
+/*
+ * A deep copy of <c> (refcount 1), or NULL when out of memory. Configs are shared
+ * immutable snapshots: a console SET applies to a copy that then becomes current.
+ */
+struct cfg *cfg_dup(const struct cfg *c);
+
 void cfg_ref(struct cfg *c);
 void cfg_unref(struct cfg *c);
 

@@ -77,6 +77,30 @@ cfg_new_defaults(void)
 	return c;
 }
 
+/* A deep copy of <c> with refcount 1, or NULL when out of memory. */
+struct cfg *
+cfg_dup(const struct cfg *c)
+{
+	struct cfg *d = calloc(1, sizeof(*d));
+	size_t n;
+	const struct cfg_setting *tab = cfg_settings(&n);
+
+	if (!d)
+		return NULL;
+	d->refcount = 1;
+	for (size_t i = 0; i < n; i++) {
+		if (!settings_copy_value(d, c, &tab[i]))
+			goto fail;
+	}
+	d->path = c->path ? strdup(c->path) : NULL;
+	if ((c->path && !d->path) || !sections_copy(d, c))
+		goto fail;
+	return d;
+fail:
+	cfg_free(d);
+	return NULL;
+}
+
 /* Take a reference to <c>. */
 void
 cfg_ref(struct cfg *c)

@@ -111,4 +111,7 @@ NK_MUSTCHECK bool sections_shard_add(struct cfg *c, const char *name, const char
 /* Free every section entry of <c>. */
 void sections_free(struct cfg *c);
 
+/* Deep-copy the section entries of <src> into <dst> (which has none). False: no memory. */
+NK_MUSTCHECK bool sections_copy(struct cfg *dst, const struct cfg *src);
+
 #endif /* NEKI_SRC_CONFIG_CONFIG_INT_H */

@@ -567,6 +567,93 @@ sections_free(struct cfg *c)
 	c->n_databases = c->n_users = c->n_peers = c->n_shards = 0;
 }
 
+/* *<dst> = a copy of <src> (NULL stays NULL); false when out of memory. */
+static bool
+sections_strdup(char **dst, const char *src)
+{
+	*dst = src ? strdup(src) : NULL;
+	return !src || *dst;
+}
+
+/* Copy <src> into <dst>, duplicating its strings. */
+static bool
+sections_database_copy(struct cfg_database *dst, const struct cfg_database *src)
+{
+	*dst = *src;
+	return sections_strdup(&dst->name, src->name) &&
+	       sections_strdup(&dst->dbname, src->dbname) &&
+	       sections_strdup(&dst->host, src->host) &&
+	       sections_strdup(&dst->user, src->user) &&
+	       sections_strdup(&dst->password, src->password) &&
+	       sections_strdup(&dst->auth_user, src->auth_user) &&
+	       sections_strdup(&dst->auth_query, src->auth_query) &&
+	       sections_strdup(&dst->auth_dbname, src->auth_dbname) &&
+	       sections_strdup(&dst->connect_query, src->connect_query) &&
+	       sections_strdup(&dst->client_encoding, src->client_encoding) &&
+	       sections_strdup(&dst->datestyle, src->datestyle) &&
+	       sections_strdup(&dst->timezone, src->timezone) &&
+	       sections_strdup(&dst->application_name, src->application_name) &&
+	       sections_strdup(&dst->source, src->source);
+}
+
+static bool
+sections_shard_copy(struct cfg_shard *dst, const struct cfg_shard *src)
+{
+	*dst = *src;
+	return sections_strdup(&dst->uid, src->uid) &&
+	       sections_strdup(&dst->conninfo, src->conninfo) &&
+	       sections_strdup(&dst->host, src->host) &&
+	       sections_strdup(&dst->dbname, src->dbname) &&
+	       sections_strdup(&dst->user, src->user) &&
+	       sections_strdup(&dst->password, src->password) &&
+	       sections_strdup(&dst->sslmode, src->sslmode);
+}
+
+/*
+ * Allocate zeroed arrays in <dst> for the entries of <src>, so that sections_free()
+ * works at any point of a partial copy (the counts say how many are filled).
+ */
+static bool
+sections_copy_alloc(struct cfg *dst, const struct cfg *src)
+{
+	dst->databases = calloc(src->n_databases + 1, sizeof(*dst->databases));
+	dst->users = calloc(src->n_users + 1, sizeof(*dst->users));
+	dst->peers = calloc(src->n_peers + 1, sizeof(*dst->peers));
+	dst->shards = calloc(src->n_shards + 1, sizeof(*dst->shards));
+	return dst->databases && dst->users && dst->peers && dst->shards;
+}
+
+bool
+sections_copy(struct cfg *dst, const struct cfg *src)
+{
+	if (!sections_copy_alloc(dst, src))
+		return false;
+	for (; dst->n_databases < src->n_databases; dst->n_databases++) {
+		if (!sections_database_copy(&dst->databases[dst->n_databases],
+					    &src->databases[dst->n_databases])) {
+			dst->n_databases++;
+			return false;
+		}
+	}
+	for (; dst->n_users < src->n_users; dst->n_users++) {
+		dst->users[dst->n_users] = src->users[dst->n_users];
+		if (!sections_strdup(&dst->users[dst->n_users].name, src->users[dst->n_users].name))
+			return false;
+	}
+	for (; dst->n_peers < src->n_peers; dst->n_peers++) {
+		dst->peers[dst->n_peers] = src->peers[dst->n_peers];
+		if (!sections_strdup(&dst->peers[dst->n_peers].host, src->peers[dst->n_peers].host))
+			return false;
+	}
+	for (; dst->n_shards < src->n_shards; dst->n_shards++) {
+		if (!sections_shard_copy(&dst->shards[dst->n_shards], &src->shards[dst->n_shards])) {
+			dst->n_shards++;
+			return false;
+		}
+	}
+	return true;
+}
+
 /* The [databases] entry <name> ("*" is not returned), or NULL. */
 const struct cfg_database *
 cfg_database_find(const struct cfg *c, const char *name)

@@ -463,6 +463,44 @@ START_TEST(test_later_value_wins)
 }
 END_TEST
 
+/* cfg_dup: an equal, independent deep copy. */
+START_TEST(test_dup)
+{
+	struct cfg *c = load_ok(
+		"[pgbouncer]\nlisten_port = 7777\nadmin_users = root\n"
+		"[databases]\na = host=h dbname=d password=p\n* = host=auto\n"
+		"[users]\nu = pool_size=4\n[peers]\n3 = host=p3\n"
+		"[shards]\ns1 = host=sh port=6000 dbname=x user=y password=z sslmode=disable\n");
+	struct cfg *d = cfg_dup(c);
+	size_t n;
+	const struct cfg_setting *tab = cfg_settings(&n);
+	struct nk_error err;
+
+	ck_assert_ptr_nonnull(d);
+	ck_assert_int_eq(d->refcount, 1);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(!cfg_setting_changed(c, d, &tab[i]), "%s differs", tab[i].name);
+	ck_assert_str_eq(d->path, c->path);
+	ck_assert_ptr_ne(d->admin_users, c->admin_users);
+	ck_assert_str_eq(cfg_database_find(d, "a")->password, "p");
+	ck_assert_ptr_ne(cfg_database_find(d, "a")->host, cfg_database_find(c, "a")->host);
+	ck_assert_str_eq(cfg_database_auto(d)->host, "auto");
+	ck_assert_int_eq(cfg_user_find(d, "u")->pool_size, 4);
+	ck_assert_str_eq(cfg_peer_find(d, 3)->host, "p3");
+	ck_assert_str_eq(cfg_shard_find(d, "s1")->conninfo, cfg_shard_find(c, "s1")->conninfo);
+	ck_assert_int_eq(cfg_shard_find(d, "s1")->port, 6000);
+	ck_assert_str_eq(cfg_shard_find(d, "s1")->sslmode, "disable");
+
+	/* a SET on the copy leaves the original alone */
+	ck_assert(cfg_setting_apply(d, cfg_setting_find("admin_users"), "alice", &err));
+	ck_assert_str_eq(c->admin_users, "root");
+	ck_assert_str_eq(d->admin_users, "alice");
+	cfg_unref(c);
+	ck_assert_str_eq(cfg_database_find(d, "a")->dbname, "d");
+	cfg_unref(d);
+}
+END_TEST
+
 START_TEST(test_refcount_and_current)
 {
 	struct cfg *a = load_ok("[pgbouncer]\nlisten_port = 1111\n");
@@ -1165,6 +1203,7 @@ config_suite(void)
 	tcase_add_test(tc, test_quoted_keys_and_values);
 	tcase_add_test(tc, test_later_value_wins);
 	tcase_add_test(tc, test_refcount_and_current);
+	tcase_add_test(tc, test_dup);
 	tcase_add_test(tc, test_databases_keys);
 	tcase_add_test(tc, test_databases_each_key);
 	tcase_add_test(tc, test_section_errors);
