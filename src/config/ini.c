@@ -151,6 +151,8 @@ ini_keyval_line(struct ini_ctx *ctx, struct ini_line *ln, struct nk_error *err)
 		key = ini_unquote_key(ln);
 		if (!key)
 			return ini_syntax_error(err, ln, "a quoted key needs its closing quote");
+		if (*key == '\0')
+			return ini_syntax_error(err, ln, "a quoted key cannot be empty");
 		key_end = NULL;
 	} else {
 		while (ini_is_key_char((unsigned char)*ln->p))

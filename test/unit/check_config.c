@@ -83,6 +83,56 @@ START_TEST(test_basic_file)
 }
 END_TEST
 
+/* Comment forms: indented, after a section header, '#' and ';' inside values. */
+START_TEST(test_comments)
+{
+	struct cfg *c = load_ok(
+		"   ; indented comment\n"
+		"\t# indented hash comment\n"
+		"[pgbouncer] ; comment after the header\n"
+		"[pgbouncer]\t# hash comment after the header\n"
+		";listen_port = 1\n"
+		"#listen_port = 2\n"
+		"logfile = /var/log/neki#1.log\n"
+		"stats_users = a;b\n");
+
+	ck_assert_int_eq(c->listen_port, 6432);
+	ck_assert_str_eq(c->logfile, "/var/log/neki#1.log");
+	ck_assert_str_eq(c->stats_users, "a;b");
+	cfg_unref(c);
+}
+END_TEST
+
+/* Every numeric row accepts its bounds and refuses one step outside them. */
+START_TEST(test_bounds_every_row)
+{
+	size_t n;
+	const struct cfg_setting *tab = cfg_settings(&n);
+	struct cfg *c = cfg_new_defaults();
+	struct nk_error err;
+	char v[64];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct cfg_setting *s = &tab[i];
+		double lo = s->min, hi = s->max;
+
+		if (s->type == CFG_T_STRING || s->type == CFG_T_ENUM || s->type == CFG_T_BOOL)
+			continue;
+		snprintf(v, sizeof(v), s->type == CFG_T_TIME ? "%g" : "%.0f", lo);
+		ck_assert_msg(cfg_setting_apply(c, s, v, &err), "%s = %s (min)", s->name, v);
+		snprintf(v, sizeof(v), s->type == CFG_T_TIME ? "%.1f" : "%.0f", hi);
+		ck_assert_msg(cfg_setting_apply(c, s, v, &err), "%s = %s (max)", s->name, v);
+		snprintf(v, sizeof(v), s->type == CFG_T_TIME ? "%.1f" : "%.0f", hi + 1);
+		ck_assert_msg(!cfg_setting_apply(c, s, v, &err), "%s = %s accepted", s->name, v);
+		snprintf(v, sizeof(v), s->type == CFG_T_TIME ? "%g" : "%.0f",
+			 s->type == CFG_T_TIME && lo == 0 ? -0.5 : lo - 1);
+		ck_assert_msg(!cfg_setting_apply(c, s, v, &err), "%s = %s accepted", s->name, v);
+		ck_assert_msg(strstr(err.message, s->name) != NULL, "%s", err.message);
+	}
+	cfg_unref(c);
+}
+END_TEST
+
 START_TEST(test_neki_section_alias)
 {
 	struct cfg *c = load_ok("[neki]\nworkers = 3\nshm_size = 128MB\n"
@@ -386,6 +436,8 @@ START_TEST(test_file_errors)
 		{ "[pgbouncer\n", "syntax error in configuration (t.ini:1)", "t.ini:1" },
 		{ "[pgbouncer] junk\n", "syntax error", "t.ini:1" },
 		{ "[pgbouncer]\n'listen_port = 1\n", "syntax error", "t.ini:2" },
+		{ "[pgbouncer]\n'' = 1\n", "syntax error", "t.ini:2" },
+		{ "[pgbouncer]\n'a' b = 1\n", "syntax error", "t.ini:2" },
 		{ "[pgbouncer]\nlisten/port = 1\n", "syntax error", "t.ini:2" },
 		{ "[pgbouncer]\n%include\n", "syntax error", "t.ini:2" },
 		{ "[pgbouncer]\nlisten_port = 6432\nmax_client_conn = lots\n",
@@ -1190,6 +1242,8 @@ config_suite(void)
 	TCase *tc = tcase_create("config");
 
 	tcase_add_test(tc, test_basic_file);
+	tcase_add_test(tc, test_comments);
+	tcase_add_test(tc, test_bounds_every_row);
 	tcase_add_test(tc, test_neki_section_alias);
 	tcase_add_test(tc, test_empty_file_is_defaults);
 	tcase_add_test(tc, test_defaults_round_trip);
