@@ -2,6 +2,7 @@
 unit_sources += test/unit/check_main.c test/unit/check_common.c
 unit_sources += test/unit/check_proto.c
 unit_sources += test/unit/check_config.c
+unit_sources += test/unit/check_shm.c
 noinst_HEADERS += test/unit/suites.h
 unit_sources += test/unit/check_keyspace.c
 unit_sources += test/unit/check_sbuf.c

@@ -12,7 +12,8 @@
 	X(proto) \
 	X(keyspace) \
 	X(sbuf) \
-	X(config)
+	X(config) \
+	X(shm)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)

@@ -1,0 +1,255 @@
+/*
+ * neki/shm.h - the shared memory segment every neki process maps (DESIGN.md §2).
+ *
+ * The master creates one segment (memfd + mmap, shm_size bytes) before forking; the
+ * children inherit the mapping. It holds, in this order:
+ *   - a header: magic, layout version, the published topology (slot + revision, one
+ *     atomic word) and the catalog version;
+ *   - one slot per child process (workers, then the admin): pid, kind, state,
+ *     heartbeat, the topology revision it has switched to, client/link gauges, a stats
+ *     block and a command mailbox woken by an eventfd;
+ *   - the global pool counters (limits that are global across workers) and each
+ *     process's share of them, so a dead child's share can be given back;
+ *   - the topology image slots: raw byte areas written by the admin and published with
+ *     one atomic store; a slot is reused only when nobody pins it.
+ * Everything shared is a C11 atomic; no locks. Entry points: shm_create(),
+ * shm_attach_self(), shm_proc(), shm_mbox_*, shm_counter_*, shm_topo_*.
+ */
+#ifndef NEKI_SHM_H
+#define NEKI_SHM_H
+
+#include "neki/base.h"
+
+#include <stdatomic.h>
+
+#define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
+#define SHM_LAYOUT_VERSION 1
+#define SHM_CACHE_LINE 64
+#define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
+#define SHM_TOPO_SLOTS 4
+#define SHM_N_COUNTERS 1024		/* global pool counters, ids 0..1023 */
+#define SHM_MBOX_DEPTH 64		/* messages per mailbox (a power of two) */
+#define SHM_MSG_KEY_MAX 32		/* cancel key bytes carried by a message */
+#define SHM_MSG_NAME_MAX 64		/* database name carried by a message */
+
+/* What a process slot belongs to. */
+enum shm_proc_kind {
+	SHM_PROC_NONE = 0,
+	SHM_PROC_WORKER = 1,
+	SHM_PROC_ADMIN = 2,
+};
+
+/* A child's life cycle, as it reports it in its slot. */
+enum shm_proc_state {
+	SHM_PST_EMPTY = 0,	/* never started or reaped by the master */
+	SHM_PST_STARTING = 1,	/* forked, setting up its loop */
+	SHM_PST_RUNNING = 2,	/* accepting and serving */
+	SHM_PST_PAUSED = 3,	/* got PAUSE (SIGUSR1); RESUME goes back to RUNNING */
+	SHM_PST_STOPPING = 4,	/* got a shutdown command: no longer accepting */
+};
+
+/* Mailbox commands (fixed-size messages). */
+enum shm_cmd {
+	SHM_CMD_NONE = 0,
+	SHM_CMD_RELOAD = 1,		/* re-read the configuration */
+	SHM_CMD_PAUSE = 2,		/* PAUSE [db] (name empty = all) */
+	SHM_CMD_RESUME = 3,		/* RESUME [db] */
+	SHM_CMD_RECONNECT = 4,		/* RECONNECT [db] */
+	SHM_CMD_KILL = 5,		/* KILL [db] */
+	SHM_CMD_SHUTDOWN_NOW = 6,	/* exit at once */
+	SHM_CMD_SHUTDOWN_CLIENTS = 7,	/* stop listening, exit when no client is left */
+	SHM_CMD_SHUTDOWN_SERVERS = 8,	/* stop listening, exit when no server link is left */
+	SHM_CMD_CANCEL = 9,		/* forward a CancelRequest: key[] names the session */
+};
+
+/* One mailbox message. */
+struct shm_msg {
+	uint32_t cmd;			/* enum shm_cmd */
+	uint32_t key_len;		/* bytes used in key[] */
+	uint64_t seq;			/* set by shm_mbox_post(); acked by the receiver */
+	uint8_t key[SHM_MSG_KEY_MAX];	/* SHM_CMD_CANCEL: the BackendKeyData bytes */
+	char name[SHM_MSG_NAME_MAX];	/* database name for PAUSE/RESUME/KILL/RECONNECT */
+};
+
+/*
+ * pgbouncer's SHOW STATS totals. Each process keeps a plain copy and publishes it
+ * into its slot (shm_stats_publish) about once a second; readers add the slots up.
+ */
+#define SHM_STATS_FIELDS(X)				\
+	X(server_assignment_count)			\
+	X(xact_count)					\
+	X(query_count)					\
+	X(received)					\
+	X(sent)						\
+	X(xact_time)					\
+	X(query_time)					\
+	X(wait_time)					\
+	X(client_parse_count)				\
+	X(server_parse_count)				\
+	X(bind_count)
+
+struct shm_stats {
+#define SHM_STATS_DECLARE(name) uint64_t total_##name;
+	SHM_STATS_FIELDS(SHM_STATS_DECLARE)
+#undef SHM_STATS_DECLARE
+};
+
+#define SHM_STATS_WORDS (sizeof(struct shm_stats) / sizeof(uint64_t))
+
+/* One mailbox cell (Vyukov bounded queue: seq tells whose turn the cell is). */
+struct shm_mbox_cell {
+	_Atomic uint64_t turn;
+	struct shm_msg msg;
+};
+
+/* A command mailbox: many senders, one receiver (the slot's process). */
+struct shm_mbox {
+	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t head;	/* next position to take */
+	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t tail;	/* next position to fill */
+	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t acked;	/* last seq the receiver acted on */
+	struct shm_mbox_cell cells[SHM_MBOX_DEPTH];
+};
+
+/* One child process's slot. Written by its owner except where noted. */
+struct shm_proc {
+	_Alignas(SHM_CACHE_LINE) _Atomic int32_t pid;	/* 0 when no process */
+	_Atomic uint32_t kind;			/* enum shm_proc_kind (set by the master) */
+	_Atomic uint32_t state;			/* enum shm_proc_state */
+	_Atomic uint32_t generation;		/* bumped by the master at each (re)start */
+	_Atomic uint64_t heartbeat_ms;		/* CLOCK_MONOTONIC ms of the last tick */
+	_Atomic uint64_t revision_seen;		/* topology revision this process serves */
+	_Atomic int64_t clients;		/* connected clients (gauge) */
+	_Atomic int64_t links;			/* server links (gauge) */
+	_Atomic uint32_t stats_seq;		/* seqlock: odd while stats are written */
+	_Atomic uint64_t stats[SHM_STATS_WORDS]; /* struct shm_stats, word by word */
+	int eventfd;				/* wakes the owner; created by the master */
+	_Alignas(SHM_CACHE_LINE) struct shm_mbox mbox;
+};
+
+/* One topology image slot. The image bytes live elsewhere (shm_topo_data). */
+struct shm_topo_slot {
+	_Atomic uint32_t pins;			/* readers holding it; SHM_TOPO_WRITER while written */
+	_Atomic uint64_t revision;		/* the revision it holds (0 = none) */
+	_Atomic uint64_t len;			/* bytes of image */
+};
+
+#define SHM_TOPO_WRITER UINT32_C(0x80000000)
+
+/* The segment header. */
+struct shm_header {
+	uint64_t magic;				/* SHM_MAGIC */
+	uint32_t layout_version;		/* SHM_LAYOUT_VERSION */
+	uint32_t n_procs;			/* process slots */
+	uint64_t size;				/* bytes mapped */
+	uint64_t topo_area;			/* bytes per topology image slot */
+	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t topo_current; /* rev << 8 | (slot + 1); 0 = none */
+	_Atomic uint64_t catalog_version;	/* bumped when the admin reloads the catalog */
+	struct shm_topo_slot topo[SHM_TOPO_SLOTS];
+};
+
+/* A pinned topology image (see shm_topo_pin). */
+struct shm_topo_ref {
+	unsigned slot;				/* slot index */
+	uint64_t revision;
+	const void *data;			/* borrowed; valid until shm_topo_unpin */
+	size_t len;
+};
+
+/*
+ * Create and map the segment: <size> bytes (rounded up to pages), <n_procs> process
+ * slots, an eventfd per slot. Fails (false, <err_buf> filled) when <size> cannot hold
+ * the fixed parts plus a minimal topology area, or a syscall fails. Call once, in the
+ * master, before forking.
+ */
+NK_MUSTCHECK bool shm_create(size_t size, unsigned n_procs, char *err_buf, size_t err_len);
+
+/* Unmap the segment and close the eventfds (master at exit; tests). */
+void shm_destroy(void);
+
+/* The smallest segment size that holds <n_procs> slots and a usable topology area. */
+size_t shm_min_size(unsigned n_procs);
+
+/* The header (NULL before shm_create). */
+struct shm_header *shm_header(void);
+
+/* Number of process slots. */
+unsigned shm_n_procs(void);
+
+/* Process slot <i> (0 <= i < shm_n_procs()). */
+struct shm_proc *shm_proc(unsigned i);
+
+/* Declare that this process owns slot <i> (-1 = the master). Used by counters. */
+void shm_attach_self(int i);
+
+/* The slot this process owns, or -1 (master). */
+int shm_self(void);
+
+/* Monotonic clock in milliseconds (what heartbeat_ms holds). */
+uint64_t shm_now_ms(void);
+
+/* Owner side of a slot: set state / beat / gauges. */
+void shm_proc_set_state(struct shm_proc *p, enum shm_proc_state st);
+void shm_proc_beat(struct shm_proc *p);
+const char *shm_proc_state_str(enum shm_proc_state st);
+const char *shm_proc_kind_str(enum shm_proc_kind k);
+
+/* Master side: prepare slot <i> for a new child of <kind> (clears state, gauges, mailbox turn). */
+void shm_proc_reset(unsigned i, enum shm_proc_kind kind);
+
+/* Publish <s> into <p> (owner) / read a consistent copy (anyone). */
+void shm_stats_publish(struct shm_proc *p, const struct shm_stats *s);
+void shm_stats_read(const struct shm_proc *p, struct shm_stats *out);
+
+/*
+ * Post <msg> to slot <i>'s mailbox and wake it. Returns the message's sequence
+ * number (> 0; wait with shm_mbox_acked() >= seq), or 0 when the mailbox is full.
+ */
+NK_MUSTCHECK uint64_t shm_mbox_post(unsigned i, const struct shm_msg *msg);
+
+/*
+ * Receiver: take the next message of this process's mailbox <p> into <out>. Returns
+ * false when empty. Messages come out in sequence order.
+ */
+NK_MUSTCHECK bool shm_mbox_take(struct shm_proc *p, struct shm_msg *out);
+
+/* Receiver: mark every message up to <seq> as acted on. */
+void shm_mbox_ack(struct shm_proc *p, uint64_t seq);
+
+/* The last sequence number slot <i>'s owner acted on. */
+uint64_t shm_mbox_acked(unsigned i);
+
+/* Receiver: clear the eventfd's count (call before draining the mailbox). */
+void shm_mbox_drain_eventfd(struct shm_proc *p);
+
+/*
+ * Global counter <idx>: take one unit unless that would exceed <limit> (limit <= 0
+ * means no limit). The calling process's share is recorded in its slot.
+ */
+NK_MUSTCHECK bool shm_counter_try_acquire(unsigned idx, int64_t limit);
+
+/* Give back one unit of counter <idx> taken by this process. */
+void shm_counter_release(unsigned idx);
+
+/* Current value of counter <idx>. */
+int64_t shm_counter_get(unsigned idx);
+
+/* Master: give back every unit slot <i>'s (dead) process still held. */
+void shm_counter_reclaim(unsigned i);
+
+/*
+ * Topology images. The writer claims a free slot, writes up to shm_topo_capacity()
+ * bytes into shm_topo_data(), then publishes it (one atomic store). Readers pin the
+ * current image, use it, and unpin.
+ */
+NK_MUSTCHECK bool shm_topo_claim(unsigned *slot);
+void *shm_topo_data(unsigned slot);
+size_t shm_topo_capacity(void);
+void shm_topo_publish(unsigned slot, uint64_t revision, size_t len);
+void shm_topo_abandon(unsigned slot);
+NK_MUSTCHECK bool shm_topo_pin(struct shm_topo_ref *ref);
+void shm_topo_unpin(const struct shm_topo_ref *ref);
+
+/* The published topology revision (0 = none): one atomic load. */
+uint64_t shm_topo_revision(void);
+
+#endif /* NEKI_SHM_H */

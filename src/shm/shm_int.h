@@ -1,0 +1,39 @@
+/*
+ * shm_int.h - private to src/shm: where the parts of the segment lie.
+ *
+ * shm.c maps the segment and fills struct shm_layout once; shm_mbox.c, shm_counter.c
+ * and shm_topo.c find their parts through shm_layout_get(). Nothing outside src/shm
+ * includes this file.
+ */
+#ifndef NEKI_SRC_SHM_SHM_INT_H
+#define NEKI_SRC_SHM_SHM_INT_H
+
+#include "neki/base.h"
+
+#include <stdatomic.h>
+
+#include "neki/shm.h"
+
+/* Offsets are from the start of the mapping. */
+struct shm_layout {
+	char *base;			/* the mapping (owned by shm.c) */
+	size_t size;			/* bytes mapped */
+	unsigned n_procs;		/* process slots */
+	size_t procs_off;		/* struct shm_proc[n_procs] */
+	size_t counters_off;		/* _Atomic int64_t[SHM_N_COUNTERS] */
+	size_t shares_off;		/* _Atomic int32_t[n_procs][SHM_N_COUNTERS] */
+	size_t topo_off;		/* SHM_TOPO_SLOTS areas of topo_area bytes */
+	size_t topo_area;		/* bytes per topology image slot */
+};
+
+/* The layout of the mapped segment (NK_ASSERTs that it is mapped). */
+const struct shm_layout *shm_layout_get(void);
+
+/* Set up an empty mailbox (shm_create, for every slot). */
+void shm_mbox_init(struct shm_mbox *mb);
+
+/* Global counter <idx> and slot <proc>'s share of it. */
+_Atomic int64_t *shm_counter_cell(unsigned idx);
+_Atomic int32_t *shm_counter_share(unsigned proc, unsigned idx);
+
+#endif /* NEKI_SRC_SHM_SHM_INT_H */
