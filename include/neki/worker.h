@@ -1,0 +1,74 @@
+/*
+ * neki/worker.h - the child processes' runtime and the worker process.
+ *
+ * Every child of the master (the workers and the admin) runs child_run(): its own
+ * libevent loop that accepts on the inherited listening sockets of its kind, beats
+ * a heartbeat into its shm slot, publishes its stats, acts on the commands in its
+ * shm mailbox (reload, pause, resume, shutdown modes, cancel forwarding) and exits
+ * when told to or when the master is gone. What a process does with an accepted
+ * connection is its child_accept_fn.
+ *
+ * Connection handlers report to the runtime with child_client_opened()/_closed(),
+ * which keep the client gauge in shm (what SIGTERM's "wait for clients" watches).
+ */
+#ifndef NEKI_WORKER_H
+#define NEKI_WORKER_H
+
+#include "neki/base.h"
+#include "neki/net.h"
+#include "neki/shm.h"
+
+struct event_base;
+
+/* Called for each accepted, non-blocking connection <fd> that arrived on <l>. */
+typedef void (*child_accept_fn)(int fd, const struct listener *l);
+
+/* What one child process is. */
+struct child_spec {
+	unsigned slot;			/* its shm process slot */
+	enum shm_proc_kind kind;	/* worker or admin */
+	enum listen_kind listens;	/* which listeners it accepts on */
+	child_accept_fn on_accept;	/* takes ownership of the accepted fd */
+};
+
+/* Run the child's loop until it is told to exit; never returns. */
+NK_NORETURN void child_run(const struct child_spec *spec);
+
+/* The child's event base (borrowed; valid inside child_run). */
+struct event_base *child_base(void);
+
+/* Connection handlers: one more / one fewer client on this process. */
+void child_client_opened(void);
+void child_client_closed(void);
+
+/* This process's stats totals (published into its shm slot once a second). */
+struct shm_stats *child_stats(void);
+
+/* True once a shutdown command arrived (handlers should not start new work). */
+bool child_is_stopping(void);
+
+/*
+ * The pre-login responder: takes an accepted connection <fd> from <l>, reads its
+ * startup packet, refuses SSL/GSSENC with 'N' and answers a StartupMessage with a
+ * FATAL ErrorResponse (the session layer replaces it). Owns <fd> from here on.
+ */
+void prelogin_accept(int fd, const struct listener *l);
+
+/* A worker process: child_run() with the main listeners and the pre-login responder. */
+NK_NORETURN void worker_main(unsigned slot);
+
+/*
+ * Re-read the configuration file of the configuration in force and make it current,
+ * reopening the log. Settings that cannot change at run time keep their old values
+ * (logged when <log_changes>). Returns false (old config kept, error logged) when the
+ * file is invalid. Used by the master on SIGHUP and by children on SHM_CMD_RELOAD.
+ */
+NK_MUSTCHECK bool reload_config(bool log_changes);
+
+/*
+ * Configure logging from <c> plus the command line's <quiet> and <verbose> (which
+ * reload_config keeps using). Returns false when the logfile cannot be opened.
+ */
+NK_MUSTCHECK bool reload_configure_log(const struct cfg *c, bool quiet, int verbose);
+
+#endif /* NEKI_WORKER_H */

@@ -1,0 +1,259 @@
+/*
+ * child.c - the runtime every child process (worker or admin) runs.
+ *
+ * One libevent loop per process with three kinds of events:
+ *   - a read event per inherited listening socket of the child's kind: accept until
+ *     EAGAIN (several processes share a socket, so losing the race is normal) and hand
+ *     each connection to the child's accept function;
+ *   - the shm mailbox eventfd: take every pending command, act, acknowledge;
+ *   - a one-second tick: heartbeat and stats into the shm slot, and exit if the master
+ *     is gone (PR_SET_PDEATHSIG does that too; the tick covers the fork window).
+ * Shutdown modes: SHUTDOWN_NOW exits at once; SHUTDOWN_CLIENTS stops listening and
+ * exits when the client gauge reaches zero; SHUTDOWN_SERVERS stops listening and exits
+ * once no server link is left. Entry point: child_run().
+ */
+#include "neki/base.h"
+
+#include "neki/worker.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "neki/log.h"
+
+enum child_exit_mode {
+	CHILD_RUN = 0,			/* serving */
+	CHILD_WAIT_CLIENTS = 1,		/* SIGTERM: exit when no client is left */
+	CHILD_WAIT_SERVERS = 2,		/* SIGINT: exit when no server link is left */
+};
+
+static struct child_spec spec;		/* what this process is */
+static struct shm_proc *slot;		/* its shm slot (borrowed from the segment) */
+static struct event_base *base;		/* owned; freed at exit */
+static struct event *listen_ev[LISTEN_MAX]; /* owned; NULL when not listening */
+static struct event *mbox_ev;		/* owned */
+static struct event *tick_ev;		/* owned */
+static enum child_exit_mode exit_mode;
+static pid_t master_pid;		/* getppid() at start; a change means it died */
+static struct shm_stats stats;		/* this process's totals; published each tick */
+
+struct event_base *
+child_base(void)
+{
+	return base;
+}
+
+bool
+child_is_stopping(void)
+{
+	return exit_mode != CHILD_RUN;
+}
+
+struct shm_stats *
+child_stats(void)
+{
+	return &stats;
+}
+
+/* Publish the final stats and end the process (open connections close with it). */
+static NK_NORETURN void
+child_exit(int status)
+{
+	shm_stats_publish(slot, &stats);
+	log_debug("%s %u exiting", shm_proc_kind_str(spec.kind), spec.slot);
+	exit(status);
+}
+
+/* Exit when the current shutdown mode's condition holds. */
+static void
+check_exit(void)
+{
+	if (exit_mode == CHILD_WAIT_CLIENTS && atomic_load(&slot->clients) == 0)
+		child_exit(0);
+	else if (exit_mode == CHILD_WAIT_SERVERS && atomic_load(&slot->links) == 0)
+		child_exit(0);
+}
+
+void
+child_client_opened(void)
+{
+	atomic_fetch_add(&slot->clients, 1);
+}
+
+void
+child_client_closed(void)
+{
+	int64_t prev = atomic_fetch_sub(&slot->clients, 1);
+
+	NK_ASSERT(prev > 0);
+	check_exit();
+}
+
+/* Accept every pending connection on the listener <arg>. */
+static void
+accept_cb(evutil_socket_t fd, short what, void *arg)
+{
+	const struct listener *l = arg;
+
+	for (int i = 0; i < 64 && exit_mode == CHILD_RUN; i++) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (cfd == -1) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+			    errno == ECONNABORTED)
+				return;
+			log_warn("accept on %s failed: %s", l->name, strerror(errno));
+			return;
+		}
+		spec.on_accept(cfd, l);
+	}
+}
+
+/* Stop accepting and close this process's copies of every listening socket. */
+static void
+stop_listening(void)
+{
+	for (size_t i = 0; i < LISTEN_MAX; i++) {
+		if (listen_ev[i] != NULL)
+			event_free(listen_ev[i]);
+		listen_ev[i] = NULL;
+	}
+	listen_close_all();
+}
+
+/* Watch the listeners of our kind; close the others (another process serves them). */
+static void
+start_listening(void)
+{
+	for (size_t i = 0; i < listen_count(); i++) {
+		const struct listener *l = listen_at(i);
+
+		if (l->fd == -1)
+			continue;
+		if (l->kind != spec.listens) {
+			close(l->fd);
+			continue;
+		}
+		listen_ev[i] = event_new(base, l->fd, EV_READ | EV_PERSIST, accept_cb,
+					 (void *)(uintptr_t)l);
+		if (listen_ev[i] == NULL || event_add(listen_ev[i], NULL) == -1)
+			fatal("could not watch listener %s", l->name);
+	}
+}
+
+/* Enter shutdown mode <mode>: stop listening, then exit when its condition holds. */
+static void
+begin_shutdown(enum child_exit_mode mode)
+{
+	if (exit_mode == CHILD_RUN)
+		stop_listening();
+	exit_mode = mode;
+	shm_proc_set_state(slot, SHM_PST_STOPPING);
+	check_exit();
+}
+
+/* Act on one mailbox command. */
+static void
+handle_command(const struct shm_msg *m)
+{
+	enum shm_proc_state st = atomic_load(&slot->state);
+
+	switch ((enum shm_cmd)m->cmd) {
+	case SHM_CMD_RELOAD:
+		if (!reload_config(false))
+			log_warn("keeping the previous configuration");
+		break;
+	case SHM_CMD_PAUSE:
+		if (st == SHM_PST_RUNNING)
+			shm_proc_set_state(slot, SHM_PST_PAUSED);
+		break;
+	case SHM_CMD_RESUME:
+		if (st == SHM_PST_PAUSED)
+			shm_proc_set_state(slot, SHM_PST_RUNNING);
+		break;
+	case SHM_CMD_SHUTDOWN_NOW:
+		shm_mbox_ack(slot, m->seq);
+		child_exit(0);
+	case SHM_CMD_SHUTDOWN_CLIENTS:
+		begin_shutdown(CHILD_WAIT_CLIENTS);
+		break;
+	case SHM_CMD_SHUTDOWN_SERVERS:
+		begin_shutdown(CHILD_WAIT_SERVERS);
+		break;
+	case SHM_CMD_RECONNECT:
+	case SHM_CMD_KILL:
+	case SHM_CMD_CANCEL:
+		/* these concern server links and sessions; a process without any has none to act on */
+		break;
+	case SHM_CMD_NONE:
+		break;
+	}
+}
+
+/* The mailbox eventfd fired (or start-up): act on and acknowledge every command. */
+static void
+mbox_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct shm_msg m;
+
+	shm_mbox_drain_eventfd(slot);
+	while (shm_mbox_take(slot, &m)) {
+		log_debug("%s: got command %u (seq %llu)", shm_proc_kind_str(spec.kind), m.cmd,
+			  (unsigned long long)m.seq);
+		handle_command(&m);
+		shm_mbox_ack(slot, m.seq);
+	}
+}
+
+/* Once a second: heartbeat, stats, and exit when the master is gone. */
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	shm_proc_beat(slot);
+	shm_stats_publish(slot, &stats);
+	atomic_store(&slot->revision_seen, shm_topo_revision());
+	if (getppid() != master_pid) {
+		log_warn("%s: the master process is gone, exiting", shm_proc_kind_str(spec.kind));
+		child_exit(1);
+	}
+}
+
+/* Create the loop and its events. */
+static void
+setup_events(void)
+{
+	struct timeval one_sec = { 1, 0 };
+
+	base = event_base_new();
+	if (base == NULL)
+		fatal("could not create the event loop");
+	start_listening();
+	mbox_ev = event_new(base, slot->eventfd, EV_READ | EV_PERSIST, mbox_cb, NULL);
+	tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
+	if (mbox_ev == NULL || tick_ev == NULL || event_add(mbox_ev, NULL) == -1 ||
+	    event_add(tick_ev, &one_sec) == -1)
+		fatal("could not set up the event loop");
+}
+
+void
+child_run(const struct child_spec *s)
+{
+	spec = *s;
+	master_pid = getppid();
+	shm_attach_self((int)spec.slot);
+	slot = shm_proc(spec.slot);
+	atomic_store(&slot->pid, (int32_t)getpid());
+	shm_proc_set_state(slot, SHM_PST_STARTING);
+	shm_stats_read(slot, &stats);	/* totals survive a restart of this slot */
+	setup_events();
+	shm_proc_beat(slot);
+	shm_proc_set_state(slot, SHM_PST_RUNNING);
+	mbox_cb(-1, 0, NULL);		/* commands posted before we were up */
+	event_base_dispatch(base);
+	child_exit(0);
+}
