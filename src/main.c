@@ -408,7 +408,7 @@ on_sighup(void)
 {
 	log_info("got SIGHUP, re-reading config");
 	sdnotify_reloading();
-	if (reload_config(true)) {
+	if (reload_config()) {
 		post_all(SHM_CMD_RELOAD);
 		log_info("configuration reloaded");
 	} else {

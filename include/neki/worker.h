@@ -60,10 +60,10 @@ NK_NORETURN void worker_main(unsigned slot);
 /*
  * Re-read the configuration file of the configuration in force and make it current,
  * reopening the log. Settings that cannot change at run time keep their old values
- * (logged when <log_changes>). Returns false (old config kept, error logged) when the
- * file is invalid. Used by the master on SIGHUP and by children on SHM_CMD_RELOAD.
+ * (with a warning). Returns false (old config kept, error logged) when the file is
+ * invalid. Used by the master on SIGHUP and by children on SHM_CMD_RELOAD.
  */
-NK_MUSTCHECK bool reload_config(bool log_changes);
+NK_MUSTCHECK bool reload_config(void);
 
 /*
  * Configure logging from <c> plus the command line's <quiet> and <verbose> (which

@@ -165,7 +165,7 @@ handle_command(const struct shm_msg *m)
 
 	switch ((enum shm_cmd)m->cmd) {
 	case SHM_CMD_RELOAD:
-		if (!reload_config(false))
+		if (!reload_config())
 			log_warn("keeping the previous configuration");
 		break;
 	case SHM_CMD_PAUSE:
