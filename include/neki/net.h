@@ -47,6 +47,9 @@ NK_MUSTCHECK bool listen_open_all(const struct cfg *c, struct nk_error *err);
 size_t listen_count(void);
 const struct listener *listen_at(size_t i);
 
+/* Close this process's copy of listener <i> (a child that does not serve it). */
+void listen_close(size_t i);
+
 /* Close every listener in this process (children on shutdown; the master at exit). */
 void listen_close_all(void);
 

@@ -409,13 +409,19 @@ fail:
 }
 
 void
+listen_close(size_t i)
+{
+	NK_ASSERT(i < n_listeners);
+	if (listeners[i].fd != -1)
+		close(listeners[i].fd);
+	listeners[i].fd = -1;
+}
+
+void
 listen_close_all(void)
 {
-	for (size_t i = 0; i < n_listeners; i++) {
-		if (listeners[i].fd != -1)
-			close(listeners[i].fd);
-		listeners[i].fd = -1;
-	}
+	for (size_t i = 0; i < n_listeners; i++)
+		listen_close(i);
 }
 
 void

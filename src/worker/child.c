@@ -136,7 +136,7 @@ start_listening(void)
 		if (l->fd == -1)
 			continue;
 		if (l->kind != spec.listens) {
-			close(l->fd);
+			listen_close(i);
 			continue;
 		}
 		listen_ev[i] = event_new(base, l->fd, EV_READ | EV_PERSIST, accept_cb,
