@@ -37,23 +37,14 @@ reload_configure_log(const struct cfg *c, bool quiet, int verbose)
 bool
 reload_config(void)
 {
-	const struct cfg *cur = cfg_current();
-	const char *path;
 	struct nk_error err;
 	struct cfg *nc;
-	size_t n_changed;
 
-	NK_ASSERT(cur != NULL);
-	path = cur->conffile && cur->conffile[0] ? cur->conffile : cur->path;
-	nc = cfg_load(path, &err);
+	NK_ASSERT(cfg_current() != NULL);
+	nc = cfg_reload(cfg_current(), &err);
 	if (nc == NULL) {
 		log_error("could not reload configuration: %s%s%s", err.where,
 			  err.where[0] ? ": " : "", err.message);
-		return false;
-	}
-	if (!cfg_keep_not_reloadable(nc, cur, NULL, 0, &n_changed)) {
-		log_error("could not reload configuration: out of memory");
-		cfg_unref(nc);
 		return false;
 	}
 	cfg_set_current(nc);
