@@ -1235,6 +1235,60 @@ START_TEST(test_sample_loads)
 }
 END_TEST
 
+/*
+ * Mutated inputs (a fixed pseudo-random sequence over the uncommented sample and
+ * over short byte soups) never crash the parser: each either loads or fails with a
+ * message and SQLSTATE F0000. Run under ASan by `make check`.
+ */
+START_TEST(test_mutations_never_crash)
+{
+	static const char alphabet[] = "[]=;#%' \"\n\t\\abcdefghijklmnop_*-.,0123456789";
+	char path[PATH_MAX], *base, *buf;
+	size_t len;
+	uint32_t seed = 12345;
+
+	snprintf(path, sizeof(path), "%s/neki.ini.sample", srcdir());
+	base = read_all(path);
+	len = strlen(base);
+	buf = malloc(len + 1);
+	ck_assert_ptr_nonnull(buf);
+	for (int round = 0; round < 400; round++) {
+		struct nk_error err;
+		struct cfg *c;
+
+		memcpy(buf, base, len + 1);
+		for (int k = 0; k < 1 + round % 8; k++) {
+			seed = seed * 1103515245u + 12345u;
+			buf[(seed >> 8) % len] = alphabet[(seed >> 20) % (sizeof(alphabet) - 1)];
+		}
+		c = load(buf, &err);
+		if (c)
+			cfg_unref(c);
+		else
+			ck_assert_str_eq(err.sqlstate, "F0000");
+	}
+	for (int round = 0; round < 2000; round++) {
+		char soup[64];
+		struct nk_error err;
+		struct cfg *c;
+		size_t n = round % (sizeof(soup) - 1);
+
+		for (size_t k = 0; k < n; k++) {
+			seed = seed * 1103515245u + 12345u;
+			soup[k] = alphabet[(seed >> 16) % (sizeof(alphabet) - 1)];
+		}
+		soup[n] = '\0';
+		c = load(soup, &err);
+		if (c)
+			cfg_unref(c);
+		else
+			ck_assert_msg(err.message[0] != '\0', "no message for \"%s\"", soup);
+	}
+	free(buf);
+	free(base);
+}
+END_TEST
+
 Suite *
 config_suite(void)
 {
@@ -1270,6 +1324,7 @@ config_suite(void)
 	tcase_add_test(tc, test_docs_generated);
 	tcase_add_test(tc, test_docs_mention_everything);
 	tcase_add_test(tc, test_sample_loads);
+	tcase_add_test(tc, test_mutations_never_crash);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("include");
