@@ -312,6 +312,13 @@ struct cfg *cfg_load(const char *path, struct nk_error *err);
 /* Parse from a string (tests); <name> is used as the file name in errors. */
 struct cfg *cfg_load_string(const char *name, const char *text, struct nk_error *err);
 
+/*
+ * One log line for a configuration error: "<message>: <detail>; <hint>" (the parts
+ * that are set), e.g. `invalid value "x" for parameter listen_port in configuration
+ * (neki.ini:3): expected an integer from 1 to 65535`. Returns <buf>.
+ */
+const char *cfg_error_text(const struct nk_error *err, char *buf, size_t len);
+
 /* A struct cfg with every default (no sections). */
 struct cfg *cfg_new_defaults(void);
 

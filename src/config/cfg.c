@@ -13,6 +13,7 @@
 
 #include "config_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,15 @@ cfg_free(struct cfg *c)
 	sections_free(c);
 	free(c->path);
 	free(c);
+}
+
+/* "<message>: <detail>; <hint>" for logs. See config.h. */
+const char *
+cfg_error_text(const struct nk_error *err, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s%s%s", err->message, err->detail[0] ? ": " : "", err->detail,
+		 err->hint[0] ? "; " : "", err->hint);
+	return buf;
 }
 
 /* A new struct cfg with every default applied (refcount 1), or NULL when out of memory. */

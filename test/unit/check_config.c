@@ -470,6 +470,7 @@ END_TEST
 START_TEST(test_unknown_parameter_hint)
 {
 	struct nk_error err;
+	char buf[1024];
 
 	ck_assert_ptr_null(load("[pgbouncer]\nmax_client_con = 10\n", &err));
 	ck_assert_str_eq(err.hint, "did you mean \"max_client_conn\"? The accepted settings "
@@ -478,6 +479,15 @@ START_TEST(test_unknown_parameter_hint)
 	ck_assert_str_eq(err.hint, "the accepted settings are listed in neki.ini(5)");
 	ck_assert_ptr_null(load("[pgbouncer]\npool_mode = sesion\n", &err));
 	ck_assert_str_eq(err.detail, "accepted values: session, transaction, statement");
+	ck_assert_str_eq(cfg_error_text(&err, buf, sizeof(buf)), "invalid value \"sesion\" for "
+			 "parameter pool_mode in configuration (t.ini:2): accepted values: "
+			 "session, transaction, statement");
+	ck_assert_ptr_null(load("[pgbouncer]\nmax_client_con = 10\n", &err));
+	ck_assert_str_eq(cfg_error_text(&err, buf, sizeof(buf)), "unknown parameter: "
+			 "pgbouncer/max_client_con in configuration (t.ini:2); did you mean "
+			 "\"max_client_conn\"? The accepted settings are listed in neki.ini(5)");
+	ck_assert_ptr_null(load("[foo]\n", &err));
+	ck_assert_str_eq(cfg_error_text(&err, buf, 40), "invalid section \"foo\" in configuration ");
 }
 END_TEST
 
