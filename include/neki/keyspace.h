@@ -138,4 +138,72 @@ bool ks_bound_parse_decimal(const char *s, uint64_t *out) NK_MUSTCHECK;
  */
 size_t ks_range_find(const uint64_t *starts, size_t n, uint64_t value);
 
+/* ---- shard-key expressions ---- */
+
+#define KS_EXPR_MAX_NODES 32
+#define KS_EXPR_MAX_COLUMNS 4
+#define KS_NAME_MAX 64		/* Postgres NAMEDATALEN */
+
+/* Operations of a compiled shard-key expression. */
+enum ks_expr_op {
+	KS_OP_COLUMN = 0,	/* base column number ival */
+	KS_OP_CONST_INT,	/* integer constant ival (int4, or int8 when it does not fit) */
+	KS_OP_LOWER,		/* lower(a) */
+	KS_OP_UPPER,		/* upper(a) */
+	KS_OP_LEFT,		/* left(a, b): b an integer constant */
+	KS_OP_ADD,		/* a + b, integers */
+	KS_OP_SUB,		/* a - b */
+	KS_OP_MUL,		/* a * b */
+	KS_OP_DIV,		/* a / b, truncating */
+	KS_OP_CAST_INT2,	/* a::int2 */
+	KS_OP_CAST_INT4,	/* a::int4 */
+	KS_OP_CAST_INT8,	/* a::int8 */
+	KS_OP_CAST_TEXT,	/* a::text (also varchar) */
+	KS_OP_COUNT
+};
+
+/* One node; children are earlier nodes (a, b are node numbers, -1 when unused). */
+struct ks_expr_node {
+	uint32_t op;		/* enum ks_expr_op */
+	int32_t a, b;
+	uint32_t pad;
+	int64_t ival;
+};
+
+/*
+ * A compiled shard-key expression: pointer-free and fixed-size, so it can be copied into the
+ * shared-memory image as is. The root is nodes[nnodes - 1]. A bare column is one COLUMN node.
+ */
+struct ks_expr {
+	uint32_t nnodes;
+	uint32_t ncolumns;	/* distinct base columns; > 1: stored but not routable (V3) */
+	char columns[KS_EXPR_MAX_COLUMNS][KS_NAME_MAX];	/* base column names */
+	struct ks_expr_node nodes[KS_EXPR_MAX_NODES];
+};
+
+/*
+ * Compile the `columns` entry <text> (a column name or an expression over unqualified
+ * columns) with the Postgres parser. Unsupported constructs fill <err> (22023, the message
+ * names the construct) and return false.
+ */
+bool ks_expr_parse(const char *text, struct ks_expr *out, struct nk_error *err) NK_MUSTCHECK;
+
+/* True when <e> is a bare column. */
+bool ks_expr_is_column(const struct ks_expr *e);
+
+/*
+ * Type of <e>'s result given the types of its base columns <coltypes>; false (with <err>,
+ * 42883) when an operation does not apply to those types.
+ */
+bool ks_expr_result_type(const struct ks_expr *e, const enum ks_type *coltypes,
+			 enum ks_type *out, struct nk_error *err) NK_MUSTCHECK;
+
+/*
+ * Evaluate <e> over the base column values <cols> (one per column, in e->columns order) into
+ * <out> (which may borrow from <cols>; ks_value_cleanup it). Errors as Postgres would raise
+ * them (22003 out of range, 22012 division by zero, 42883 wrong argument type).
+ */
+bool ks_expr_eval(const struct ks_expr *e, const struct ks_value *cols, struct ks_value *out,
+		  struct nk_error *err) NK_MUSTCHECK;
+
 #endif /* NEKI_KEYSPACE_H */

@@ -13,7 +13,8 @@
 	X(keyspace) \
 	X(sbuf) \
 	X(config) \
-	X(shm)
+	X(shm) \
+	X(topology)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)
