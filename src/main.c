@@ -261,13 +261,15 @@ child_ended(unsigned i, int status)
 	struct child *ch = &children[i];
 	uint64_t now = shm_now_ms(), delay = 0;
 	char what[96];
+	pid_t pid;
 
 	format_status(status, what, sizeof(what));
+	pid = ch->pid;
 	ch->pid = 0;
 	shm_counter_reclaim(i);
 	atomic_store(&shm_proc(i)->pid, 0);
 	if (state != MASTER_RUNNING) {
-		log_info("%s %u %s", shm_proc_kind_str(ch->kind), i, what);
+		log_info("%s %u (pid %d) %s", shm_proc_kind_str(ch->kind), i, (int)pid, what);
 		return;
 	}
 	if (now - ch->started_ms >= CHILD_STABLE_MS) {
@@ -278,8 +280,8 @@ child_ended(unsigned i, int status)
 		delay = delay > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay;
 	}
 	ch->restart_at_ms = now + delay;
-	log_warn("%s %u %s; restarting in %.1f s", shm_proc_kind_str(ch->kind), i, what,
-		 (double)delay / 1000.0);
+	log_warn("%s %u (pid %d) %s; restarting in %.1f s", shm_proc_kind_str(ch->kind), i,
+		 (int)pid, what, (double)delay / 1000.0);
 }
 
 /* waitpid() every ended child. */

@@ -110,6 +110,7 @@ accept_cb(evutil_socket_t fd, short what, void *arg)
 			log_warn("accept on %s failed: %s", l->name, strerror(errno));
 			return;
 		}
+		log_debug("accepted a connection on %s (fd %d)", l->name, cfd);
 		spec.on_accept(cfd, l);
 	}
 }
@@ -216,7 +217,6 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	shm_proc_beat(slot);
 	shm_stats_publish(slot, &stats);
-	atomic_store(&slot->revision_seen, shm_topo_revision());
 	if (getppid() != master_pid) {
 		log_warn("%s: the master process is gone, exiting", shm_proc_kind_str(spec.kind));
 		child_exit(1);

@@ -175,7 +175,8 @@ def test_killed_worker_is_replaced_others_stay(neki):
         set(inst.children())), 2, what="the killed worker to be replaced")
     assert time.monotonic() - t0 < 2
     assert others <= after, "the other processes must keep running"
-    inst.wait_log(rf"worker {victim_slot} killed by signal 9 \(Killed\); restarting in")
+    inst.wait_log(rf"worker {victim_slot} \(pid {victim}\) killed by signal 9 \(Killed\); "
+                  r"restarting in")
     inst.wait_log(rf"worker {victim_slot} started \(pid {(after - others).pop()}\)")
     # the replacement serves clients
     for _ in range(4):
@@ -206,8 +207,8 @@ def test_crash_loop_backs_off(neki):
         os.kill(worker, signal.SIGKILL)
         wait_until(lambda: worker not in inst.children() and
                    len(inst.children()) == 2, 5, what="restart")
-    delays = [float(d) for d in re.findall(r"worker 0 killed by signal 9 \(Killed\); "
-                                           r"restarting in ([\d.]+) s", inst.log())]
+    delays = [float(d) for d in re.findall(r"worker 0 \(pid \d+\) killed by signal 9 "
+                                           r"\(Killed\); restarting in ([\d.]+) s", inst.log())]
     assert len(delays) == 3
     assert delays[0] < delays[1] < delays[2]
 
@@ -595,3 +596,25 @@ def test_socket_activation(neki):
     s = socket.create_connection(("127.0.0.1", port), timeout=5)
     assert read_error_response(s)["M"] == ERROR_TEXT
     s.close()
+
+
+def test_abstract_unix_socket(neki):
+    name = f"@neki-test-{os.getpid()}-{time.monotonic_ns()}"
+    inst = neki(settings={"workers": 1, "listen_addr": None, "unix_socket_dir": name},
+                wait=False)
+    inst.wait_log(rf"listening on unix:{re.escape(name)}/\.s\.PGSQL\.{inst.port}")
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("\0" + name[1:] + f"/.s.PGSQL.{inst.port}")
+    assert read_error_response(s)["M"] == ERROR_TEXT
+    s.close()
+
+
+def test_quiet_and_verbose_flags(neki):
+    quiet = neki(settings={"workers": 1}, args=("-q",))
+    quiet.wait_log(r"process up: neki")
+    assert "process up" not in quiet.output()
+    loud = neki(settings={"workers": 1}, args=("-v",))
+    s, _ = ssl_probe(loud.port)
+    s.close()
+    loud.wait_log(r"DEBUG accepted a connection on 127\.0\.0\.1:")
+    assert "process up: neki" in loud.output()
