@@ -43,8 +43,7 @@ reload_config(void)
 	NK_ASSERT(cfg_current() != NULL);
 	nc = cfg_reload(cfg_current(), &err);
 	if (nc == NULL) {
-		log_error("could not reload configuration: %s%s%s", err.where,
-			  err.where[0] ? ": " : "", err.message);
+		log_error("could not reload configuration: %s", err.message);
 		return false;
 	}
 	cfg_set_current(nc);
