@@ -42,6 +42,7 @@
 #define CHILD_STABLE_MS 10000		/* a child that ran this long restarts at once */
 #define STATUS_EVERY_MS 5000		/* progress line while waiting to shut down */
 #define KILL_GRACE_MS 2000		/* SIGTERM to SIGKILL on immediate exit */
+#define RELOAD_WAIT_MS 5000		/* how long READY=1 waits for the children's reload acks */
 
 /* The command line. */
 struct opts {
@@ -77,6 +78,8 @@ static bool paused;			/* SIGUSR1 seen, no SIGUSR2 since */
 static bool ready_sent;			/* READY=1 sent after start-up */
 static pid_t master_pid;
 static sigset_t orig_mask;		/* the mask to give back to children */
+static uint64_t reload_seqs[SHM_MAX_PROCS]; /* RELOAD sequence numbers to wait on */
+static uint64_t reload_deadline_ms;	/* 0 = no reload in progress */
 
 static void
 usage(FILE *out)
@@ -184,17 +187,20 @@ slot_kind(unsigned i)
 	return i + 1 == n_children ? SHM_PROC_ADMIN : SHM_PROC_WORKER;
 }
 
-/* Post <cmd> to every child slot (also to ones being restarted: they take it at start). */
+/*
+ * Post <cmd> to every child slot (a slot being restarted takes it at start); <seqs>
+ * receives the sequence numbers to wait on (may be NULL).
+ */
 static void
-post_all(enum shm_cmd cmd)
+post_all(enum shm_cmd cmd, uint64_t *seqs)
 {
+	static uint64_t scratch[SHM_MAX_PROCS];
 	struct shm_msg m = { .cmd = (uint32_t)cmd };
+	unsigned n = shm_mbox_broadcast(SHM_PROC_NONE, &m, seqs ? seqs : scratch);
 
-	for (unsigned i = 0; i < n_children; i++) {
-		if (shm_mbox_post(i, &m) == 0)
-			log_warn("mailbox of %s %u is full, command %u dropped",
-				 shm_proc_kind_str(children[i].kind), i, (unsigned)cmd);
-	}
+	if (n < n_children)
+		log_warn("%u child mailboxes are full, command %u not delivered there",
+			 n_children - n, (unsigned)cmd);
 }
 
 /* In a freshly forked child: die with the master, restore signals, run the child. */
@@ -402,7 +408,8 @@ begin_shutdown(enum master_state mode, const char *what)
 	sdnotify_stopping(what);
 	state = mode;
 	listen_close_all();
-	post_all(mode == MASTER_WAIT_CLIENTS ? SHM_CMD_SHUTDOWN_CLIENTS : SHM_CMD_SHUTDOWN_SERVERS);
+	post_all(mode == MASTER_WAIT_CLIENTS ? SHM_CMD_SHUTDOWN_CLIENTS : SHM_CMD_SHUTDOWN_SERVERS,
+		 NULL);
 }
 
 static void
@@ -410,13 +417,30 @@ on_sighup(void)
 {
 	log_info("got SIGHUP, re-reading config");
 	sdnotify_reloading();
-	if (reload_config()) {
-		post_all(SHM_CMD_RELOAD);
-		log_info("configuration reloaded");
-	} else {
+	if (!reload_config()) {
 		log_warn("keeping the previous configuration");
+		sdnotify_ready("reload failed, running with the previous configuration");
+		return;
 	}
-	sdnotify_ready("reload done");
+	post_all(SHM_CMD_RELOAD, reload_seqs);
+	reload_deadline_ms = shm_now_ms() + RELOAD_WAIT_MS;
+}
+
+/* After a reload: READY=1 once every child has acted on it (or the wait timed out). */
+static void
+check_reload_done(void)
+{
+	if (reload_deadline_ms == 0)
+		return;
+	if (shm_mbox_broadcast_done(reload_seqs)) {
+		log_info("configuration reloaded in every process");
+	} else if (shm_now_ms() >= reload_deadline_ms) {
+		log_warn("not every process acknowledged the reload within %d s", RELOAD_WAIT_MS / 1000);
+	} else {
+		return;
+	}
+	reload_deadline_ms = 0;
+	sdnotify_ready("configuration reloaded");
 }
 
 /* Act on one signal taken by sigtimedwait. */
@@ -444,7 +468,7 @@ handle_signal(int sig)
 	case SIGUSR1:
 		log_info("got SIGUSR1, pausing all activity");
 		paused = true;
-		post_all(SHM_CMD_PAUSE);
+		post_all(SHM_CMD_PAUSE, NULL);
 		break;
 	case SIGUSR2:
 		if (state != MASTER_RUNNING) {
@@ -453,7 +477,7 @@ handle_signal(int sig)
 		}
 		log_info("got SIGUSR2, continuing from PAUSE");
 		paused = false;
-		post_all(SHM_CMD_RESUME);
+		post_all(SHM_CMD_RESUME, NULL);
 		break;
 	default:
 		break;		/* SIGCHLD: reaping happens every round */
@@ -506,7 +530,8 @@ supervise(const sigset_t *sigs)
 
 	for (;;) {
 		int64_t next = restart_due();
-		int64_t wait_ms = !ready_sent ? 20 : (next >= 0 && next < 1000 ? next : 1000);
+		int64_t wait_ms = !ready_sent || reload_deadline_ms ? 10
+				  : (next >= 0 && next < 1000 ? next : 1000);
 		struct timespec ts = { wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L };
 		int sig = sigtimedwait(sigs, NULL, &ts);
 
@@ -514,6 +539,7 @@ supervise(const sigset_t *sigs)
 			handle_signal(sig);
 		reap_children();
 		check_ready();
+		check_reload_done();
 		check_shutdown(&last_status);
 	}
 }

@@ -218,6 +218,19 @@ void shm_mbox_ack(struct shm_proc *p, uint64_t seq);
 /* The last sequence number slot <i>'s owner acted on. */
 uint64_t shm_mbox_acked(unsigned i);
 
+/*
+ * Post <msg> to every slot whose kind is <kind> (SHM_PROC_NONE: every slot). seqs[i]
+ * (shm_n_procs() entries) receives slot i's sequence number, 0 when the slot was not
+ * addressed or its mailbox was full. Returns the number of slots posted to.
+ */
+unsigned shm_mbox_broadcast(enum shm_proc_kind kind, const struct shm_msg *msg, uint64_t *seqs);
+
+/*
+ * True when every slot i with seqs[i] != 0 has acted on it, or has no process (a
+ * replacement started later takes the command from the mailbox when it starts).
+ */
+bool shm_mbox_broadcast_done(const uint64_t *seqs);
+
 /* Receiver: clear the eventfd's count (call before draining the mailbox). */
 void shm_mbox_drain_eventfd(struct shm_proc *p);
 

@@ -112,6 +112,31 @@ shm_mbox_acked(unsigned i)
 	return atomic_load(&shm_proc(i)->mbox.acked);
 }
 
+unsigned
+shm_mbox_broadcast(enum shm_proc_kind kind, const struct shm_msg *msg, uint64_t *seqs)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		seqs[i] = 0;
+		if (kind != SHM_PROC_NONE && atomic_load(&shm_proc(i)->kind) != (uint32_t)kind)
+			continue;
+		seqs[i] = shm_mbox_post(i, msg);
+		n += seqs[i] != 0;
+	}
+	return n;
+}
+
+bool
+shm_mbox_broadcast_done(const uint64_t *seqs)
+{
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		if (seqs[i] != 0 && atomic_load(&shm_proc(i)->pid) != 0 && shm_mbox_acked(i) < seqs[i])
+			return false;
+	}
+	return true;
+}
+
 void
 shm_mbox_drain_eventfd(struct shm_proc *p)
 {

@@ -365,7 +365,7 @@ def test_sighup_with_good_ini_reloads_every_process(neki):
     inst.update({"client_login_timeout": 1, "listen_port": free_port()})
     inst.reload()
     inst.wait_log(r"got SIGHUP, re-reading config")
-    inst.wait_log(r"configuration reloaded")
+    inst.wait_log(r"configuration reloaded in every process")
     inst.wait_log(r"listen_port.*not reloadable")
     old_port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", inst.log()).group(1))
     assert sorted(inst.children()) == kids

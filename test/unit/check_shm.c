@@ -172,6 +172,41 @@ START_TEST(test_mbox_full_and_wrap)
 }
 END_TEST
 
+START_TEST(test_mbox_broadcast_and_acks)
+{
+	uint64_t seqs[TEST_PROCS];
+	struct shm_msg m = { .cmd = SHM_CMD_RELOAD }, out;
+
+	for (unsigned i = 0; i < TEST_PROCS; i++)
+		shm_proc_reset(i, i == TEST_PROCS - 1 ? SHM_PROC_ADMIN : SHM_PROC_WORKER);
+	ck_assert_uint_eq(shm_mbox_broadcast(SHM_PROC_ADMIN, &m, seqs), 1);
+	ck_assert_uint_eq(seqs[0], 0);
+	ck_assert_uint_eq(seqs[TEST_PROCS - 1], 1);
+	ck_assert(shm_mbox_take(shm_proc(TEST_PROCS - 1), &out));
+	shm_mbox_ack(shm_proc(TEST_PROCS - 1), out.seq);
+
+	ck_assert_uint_eq(shm_mbox_broadcast(SHM_PROC_NONE, &m, seqs), TEST_PROCS);
+	/* slots without a process do not hold the broadcast up */
+	ck_assert(shm_mbox_broadcast_done(seqs));
+	for (unsigned i = 0; i < TEST_PROCS; i++)
+		atomic_store(&shm_proc(i)->pid, 1000 + (int)i);
+	ck_assert(!shm_mbox_broadcast_done(seqs));
+	for (unsigned i = 0; i < TEST_PROCS; i++) {
+		ck_assert(!shm_mbox_broadcast_done(seqs));
+		ck_assert(shm_mbox_take(shm_proc(i), &out));
+		ck_assert_uint_eq(out.seq, seqs[i]);
+		shm_mbox_ack(shm_proc(i), out.seq);
+	}
+	ck_assert(shm_mbox_broadcast_done(seqs));
+	/* a process that dies before acting no longer holds it up either */
+	ck_assert_uint_eq(shm_mbox_broadcast(SHM_PROC_WORKER, &m, seqs), TEST_PROCS - 1);
+	ck_assert(!shm_mbox_broadcast_done(seqs));
+	for (unsigned i = 0; i < TEST_PROCS - 1; i++)
+		atomic_store(&shm_proc(i)->pid, 0);
+	ck_assert(shm_mbox_broadcast_done(seqs));
+}
+END_TEST
+
 #define SENDERS 3
 #define PER_SENDER 2000
 
@@ -384,6 +419,7 @@ shm_suite(void)
 	tcase_add_test(tc, test_stats_publish_read);
 	tcase_add_test(tc, test_mbox_post_take_ack);
 	tcase_add_test(tc, test_mbox_full_and_wrap);
+	tcase_add_test(tc, test_mbox_broadcast_and_acks);
 	tcase_add_test(tc, test_mbox_many_senders_fork);
 	tcase_add_test(tc, test_counter_limit_release_reclaim);
 	tcase_add_test(tc, test_counter_fork_race);
