@@ -122,7 +122,9 @@ static const char doc_sample_sections[] =
 	";; shard uid = libpq connection string. Key ranges of the data topology name\n"
 	";; these uids. A shard without dbname uses the client's database name.\n\n"
 	";s1 = host=10.0.0.11 port=5432 user=neki password=secret\n"
-	";s2 = host=10.0.0.12 port=5432 user=neki sslmode=require\n\n"
+	";s2 = host=10.0.0.12 port=5432 user=neki sslmode=require\n"
+	";; the URI form works too\n"
+	";s3 = postgresql://neki@10.0.0.13:5432/shop?sslmode=verify-full\n\n"
 	"[pgbouncer]\n\n"
 	";; This section may also be called [neki].\n\n";
 
@@ -312,13 +314,15 @@ static const char doc_man_peers[] =
 
 static const char doc_man_tail[] =
 	"# SECTION [shards]\n\n"
-	"neki only. Each line is `shard_uid = libpq connection string` in libpq's "
+	"neki only. Each line is `shard_uid = libpq connection string`, in libpq's "
 	"key=value form (blanks around `=` allowed, values bare or single-quoted, a "
 	"backslash escaping the next character), for example `s1 = host=10.0.0.11 "
-	"port=5432 user=neki password=secret sslmode=require`. Every libpq keyword is "
-	"accepted; another keyword is an error, as are an empty string, a connection URI, "
-	"a bad port (a comma list of ports is allowed with a comma list of hosts) and a "
-	"bad sslmode. The key ranges of the data topology name these uids, so a range may "
+	"port=5432 user=neki password=secret sslmode=require`, or as a URI, "
+	"`postgresql://[user[:password]@][host[:port],...][/dbname][?key=value&...]` "
+	"with `%XX` escapes. Every libpq keyword is accepted; another keyword is an "
+	"error, as are an empty string, a bad port (a comma list of ports goes with a "
+	"comma list of hosts) and a bad sslmode. neki reads host, port, dbname, user, "
+	"password and sslmode from it and hands the string as written to libpq. The key ranges of the data topology name these uids, so a range may "
 	"only use a declared shard. A shard whose string names a dbname always uses that "
 	"database; otherwise the client's database name is used on the shard. A "
 	"`[databases]` entry with `topology=yes` is a sharded logical database; it points "

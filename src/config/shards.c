@@ -6,8 +6,9 @@
  * both. Only libpq's keywords are accepted. host, port, dbname, user, password and
  * sslmode are copied out (port and host may be comma lists for several hosts; the
  * first port is kept in cfg_shard.port); the string itself is kept as written and
- * is what the backend connector hands to libpq. URIs (postgresql://) are refused
- * with a hint. Entry point: sections_shard_add().
+ * is what the backend connector hands to libpq. The URI form
+ * postgresql://[user[:password]@][host[:port],...][/dbname][?key=value&...] is read
+ * too (%XX escapes decoded). Entry point: sections_shard_add().
  */
 #include "neki/base.h"
 
@@ -207,6 +208,189 @@ shard_clear(struct cfg_shard *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* The value of one hex digit, or -1. */
+static int
+shard_hex(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Decode the <len> bytes at <p> (URI %XX escapes) into a new string. Returns NULL
+ * with <*oom> false on a bad escape, or with <*oom> true when out of memory.
+ */
+static char *
+shard_pct_decode(const char *p, size_t len, bool *oom)
+{
+	char *out = malloc(len + 1), *o = out;
+
+	*oom = out == NULL;
+	for (size_t i = 0; out && i < len; i++) {
+		if (p[i] != '%') {
+			*o++ = p[i];
+			continue;
+		}
+		if (i + 2 >= len || shard_hex(p[i + 1]) < 0 || shard_hex(p[i + 2]) < 0) {
+			free(out);
+			return NULL;
+		}
+		*o++ = (char)(shard_hex(p[i + 1]) * 16 + shard_hex(p[i + 2]));
+		i += 2;
+	}
+	if (out)
+		*o = '\0';
+	return out;
+}
+
+/* Decode <len> bytes at <p> and hand them to shard_take() as <key>. */
+static bool
+shard_take_decoded(struct cfg_shard *s, const char *key, const char *p, size_t len,
+		   struct nk_error *err)
+{
+	bool oom;
+	char *val = shard_pct_decode(p, len, &oom);
+
+	if (!val)
+		return oom ? nk_error_set(err, CFG_SQLSTATE, "out of memory")
+			   : shard_error(err, s->uid, "bad %-escape in the URI");
+	return shard_take(s, key, val, err);
+}
+
+/* "user[:password]" of a URI. */
+static bool
+shard_uri_userinfo(struct cfg_shard *s, const char *p, size_t len, struct nk_error *err)
+{
+	const char *colon = memchr(p, ':', len);
+	size_t ulen = colon ? (size_t)(colon - p) : len;
+
+	if (ulen > 0 && !shard_take_decoded(s, "user", p, ulen, err))
+		return false;
+	if (colon && !shard_take_decoded(s, "password", colon + 1, len - ulen - 1, err))
+		return false;
+	return true;
+}
+
+/*
+ * Split one "host[:port]" or "[v6][:port]" item of a URI's host list: the host
+ * (without brackets) is <*host>/<*hlen>, the port <*port>/<*plen> (NULL/0 if none).
+ */
+static bool
+shard_uri_host_item(const char *p, size_t len, const char **host, size_t *hlen,
+		    const char **port, size_t *plen)
+{
+	const char *end = p + len, *colon;
+
+	*host = p;
+	*port = NULL;
+	*plen = 0;
+	if (len > 0 && *p == '[') {
+		const char *close = memchr(p, ']', len);
+
+		if (!close || (close + 1 < end && close[1] != ':'))
+			return false;
+		*host = p + 1;
+		*hlen = (size_t)(close - p - 1);
+		colon = close + 1 < end ? close + 1 : NULL;
+	} else {
+		colon = memchr(p, ':', len);
+		*hlen = colon ? (size_t)(colon - p) : len;
+	}
+	if (colon) {
+		*port = colon + 1;
+		*plen = (size_t)(end - *port);
+	}
+	return true;
+}
+
+/* The comma list of hosts (with optional ports) of a URI; hosts joined by ",". */
+static bool
+shard_uri_hosts(struct cfg_shard *s, const char *p, size_t len, struct nk_error *err)
+{
+	char hosts[1024] = "", ports[256] = "";
+	const char *end = p + len;
+
+	while (p < end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p)), *host, *port;
+		size_t ilen = comma ? (size_t)(comma - p) : (size_t)(end - p), hlen, plen;
+
+		if (!shard_uri_host_item(p, ilen, &host, &hlen, &port, &plen))
+			return shard_error(err, s->uid, "bad host in the URI");
+		if (strlen(hosts) + hlen + 2 > sizeof(hosts) || strlen(ports) + plen + 2 > sizeof(ports))
+			return shard_error(err, s->uid, "the URI's host list is too long");
+		snprintf(hosts + strlen(hosts), sizeof(hosts) - strlen(hosts), "%s%.*s",
+			 hosts[0] ? "," : "", (int)hlen, host);
+		if (plen > 0)
+			snprintf(ports + strlen(ports), sizeof(ports) - strlen(ports), "%s%.*s",
+				 ports[0] ? "," : "", (int)plen, port);
+		p += ilen + (comma ? 1 : 0);
+	}
+	if (hosts[0] && !shard_take_decoded(s, "host", hosts, strlen(hosts), err))
+		return false;
+	return !ports[0] || shard_take_decoded(s, "port", ports, strlen(ports), err);
+}
+
+/* "key=value&..." after the "?" of a URI; keys must be libpq keywords. */
+static bool
+shard_uri_params(struct cfg_shard *s, const char *p, struct nk_error *err)
+{
+	while (*p) {
+		size_t len = strcspn(p, "&");
+		const char *eq = memchr(p, '=', len);
+		char key[64];
+
+		if (!eq || eq == p || (size_t)(eq - p) >= sizeof(key))
+			return shard_error(err, s->uid, "a URI parameter is not key=value");
+		memcpy(key, p, (size_t)(eq - p));
+		key[eq - p] = '\0';
+		if (!shard_is_libpq_key(key)) {
+			nk_error_set(err, CFG_SQLSTATE, "unrecognized connection parameter: %s", key);
+			nk_error_detail(err, "shard \"%s\" takes a libpq connection string", s->uid);
+			return false;
+		}
+		if (!shard_take_decoded(s, key, eq + 1, len - (size_t)(eq + 1 - p), err))
+			return false;
+		p += len + (p[len] == '&' ? 1 : 0);
+	}
+	return true;
+}
+
+/* A libpq connection URI: postgresql://[user[:password]@][hosts][/dbname][?params]. */
+static bool
+shard_parse_uri(struct cfg_shard *s, const char *uri, struct nk_error *err)
+{
+	const char *p = strstr(uri, "://") + 3;
+	size_t netlen = strcspn(p, "/?");
+	const char *at = NULL;
+
+	for (size_t i = 0; i < netlen; i++) {
+		if (p[i] == '@')
+			at = p + i;
+	}
+	if (at) {
+		if (!shard_uri_userinfo(s, p, (size_t)(at - p), err))
+			return false;
+		netlen -= (size_t)(at + 1 - p);
+		p = at + 1;
+	}
+	if (!shard_uri_hosts(s, p, netlen, err))
+		return false;
+	p += netlen;
+	if (*p == '/') {
+		size_t dlen = strcspn(++p, "?");
+
+		if (dlen > 0 && !shard_take_decoded(s, "dbname", p, dlen, err))
+			return false;
+		p += dlen;
+	}
+	return *p != '?' || shard_uri_params(s, p + 1, err);
+}
+
 /* Parse <conninfo> into <s> (whose uid is set). */
 static bool
 shard_parse(struct cfg_shard *s, const char *conninfo, struct nk_error *err)
@@ -216,7 +400,7 @@ shard_parse(struct cfg_shard *s, const char *conninfo, struct nk_error *err)
 	if (*p == '\0')
 		return shard_error(err, s->uid, "the connection string is empty");
 	if (strncmp(p, "postgresql://", 13) == 0 || strncmp(p, "postgres://", 11) == 0)
-		return shard_error(err, s->uid, "connection URIs are not accepted here");
+		return shard_parse_uri(s, p, err);
 	while (*p) {
 		if (!shard_parse_pair(s, &p, err))
 			return false;

@@ -719,7 +719,13 @@ START_TEST(test_section_errors)
 		{ "[peers]\n1 = host=x port=99999\n", "invalid value \"99999\"", "" },
 		{ "[shards]\ns1 =\n", "invalid connection string for shard \"s1\": the "
 		  "connection string is empty", "" },
-		{ "[shards]\ns1 = postgresql://h/db\n", "connection URIs are not accepted", "" },
+		{ "[shards]\ns1 = postgresql://h/db?bogus=1\n", "unrecognized connection "
+		  "parameter: bogus", "libpq" },
+		{ "[shards]\ns1 = postgresql://h:99999/db\n", "port must be a number", "" },
+		{ "[shards]\ns1 = postgresql://h/db?sslmode=x\n", "sslmode must be", "" },
+		{ "[shards]\ns1 = postgresql://h/d%4\n", "bad %-escape in the URI", "" },
+		{ "[shards]\ns1 = postgresql://h/d?x\n", "not key=value", "" },
+		{ "[shards]\ns1 = postgresql://[::1/d\n", "bad host in the URI", "" },
 		{ "[shards]\ns1 = host=h bogus=1\n", "unrecognized connection parameter: bogus",
 		  "libpq" },
 		{ "[shards]\ns1 = host=h port=x\n", "port must be a number from 1 to 65535", "" },
@@ -822,7 +828,38 @@ START_TEST(test_shards)
 	ck_assert_str_eq(s->host, "a,b");
 	ck_assert_int_eq(s->port, 5432);
 	ck_assert_str_eq(cfg_shard_find(c, "s4")->dbname, "d x");
-	ck_assert_ptr_null(cfg_shard_find(c, "s5"));
+	ck_assert_ptr_null(cfg_shard_find(c, "s9"));
+	cfg_unref(c);
+
+	/* the URI form */
+	c = load_ok("[shards]\n"
+		    "u1 = postgresql://neki:p%40ss@10.0.0.1:5433/shop?sslmode=require&"
+		    "application_name=x\n"
+		    "u2 = postgres://h1:6001,h2:6002\n"
+		    "u3 = postgresql://[::1]:7000/db\n"
+		    "u4 = postgresql:///only_db\n"
+		    "u5 = postgresql://user@host\n");
+	s = cfg_shard_find(c, "u1");
+	ck_assert_str_eq(s->user, "neki");
+	ck_assert_str_eq(s->password, "p@ss");
+	ck_assert_str_eq(s->host, "10.0.0.1");
+	ck_assert_int_eq(s->port, 5433);
+	ck_assert_str_eq(s->dbname, "shop");
+	ck_assert_str_eq(s->sslmode, "require");
+	s = cfg_shard_find(c, "u2");
+	ck_assert_str_eq(s->host, "h1,h2");
+	ck_assert_int_eq(s->port, 6001);
+	ck_assert_ptr_null(s->dbname);
+	s = cfg_shard_find(c, "u3");
+	ck_assert_str_eq(s->host, "::1");
+	ck_assert_int_eq(s->port, 7000);
+	s = cfg_shard_find(c, "u4");
+	ck_assert_ptr_null(s->host);
+	ck_assert_str_eq(s->dbname, "only_db");
+	s = cfg_shard_find(c, "u5");
+	ck_assert_str_eq(s->user, "user");
+	ck_assert_ptr_null(s->password);
+	ck_assert_str_eq(s->host, "host");
 	cfg_unref(c);
 }
 END_TEST
