@@ -10,6 +10,7 @@
 #define NK_UNIT_SUITES(X) \
 	X(common) \
 	X(proto) \
+	X(auth) \
 	X(keyspace) \
 	X(sbuf) \
 	X(config) \
