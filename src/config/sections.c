@@ -457,12 +457,12 @@ sections_database_add(struct cfg *c, const char *name, const char *value, const 
 	}
 	d.name = strdup(name);
 	d.source = strdup(where);
-	slot = sections_database_slot(c, name);
-	if (!slot)
-		slot = sections_append((void **)&c->databases, &c->n_databases, sizeof(d));
-	else
+	slot = d.name && d.source ? sections_database_slot(c, name) : NULL;
+	if (slot)
 		sections_database_clear(slot);
-	if (!d.name || !d.source || !slot) {
+	else if (d.name && d.source)
+		slot = sections_append((void **)&c->databases, &c->n_databases, sizeof(d));
+	if (!slot) {
 		sections_database_clear(&d);
 		return nk_error_set(err, CFG_SQLSTATE, "out of memory");
 	}
@@ -487,9 +487,9 @@ sections_user_add(struct cfg *c, const char *name, const char *value, struct nk_
 	if (!sections_parse_connstr(&ctx, value, err))
 		return false;
 	u.name = strdup(name);
-	if (!slot)
+	if (u.name && !slot)
 		slot = sections_append((void **)&c->users, &c->n_users, sizeof(u));
-	else
+	else if (u.name)
 		free(slot->name);
 	if (!u.name || !slot) {
 		free(u.name);
