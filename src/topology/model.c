@@ -100,23 +100,31 @@ cmp_name(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* qsort by name; qsort must not see a NULL base, even for zero elements. */
+static void
+sort_named(void *base, size_t n, size_t size)
+{
+	if (n > 1)
+		qsort(base, n, size, cmp_name);
+}
+
 /* topo_model_sort: see topo_int.h. */
 void
 topo_model_sort(struct topo_model *m)
 {
-	qsort(m->dbs, m->ndbs, sizeof(*m->dbs), cmp_name);
-	qsort(m->indexes, m->nindexes, sizeof(*m->indexes), cmp_name);
+	sort_named(m->dbs, m->ndbs, sizeof(*m->dbs));
+	sort_named(m->indexes, m->nindexes, sizeof(*m->indexes));
 	for (size_t d = 0; d < m->ndbs; d++) {
 		struct topo_database *db = &m->dbs[d];
 
-		qsort(db->schemas, db->nschemas, sizeof(*db->schemas), cmp_name);
-		qsort(db->gsis, db->ngsis, sizeof(*db->gsis), cmp_name);
+		sort_named(db->schemas, db->nschemas, sizeof(*db->schemas));
+		sort_named(db->gsis, db->ngsis, sizeof(*db->gsis));
 		for (size_t s = 0; s < db->nschemas; s++) {
 			struct topo_schema *sc = &db->schemas[s];
 
-			qsort(sc->tables, sc->ntables, sizeof(*sc->tables), cmp_name);
-			qsort(sc->refs, sc->nrefs, sizeof(*sc->refs), cmp_name);
-			qsort(sc->seqs, sc->nseqs, sizeof(*sc->seqs), cmp_name);
+			sort_named(sc->tables, sc->ntables, sizeof(*sc->tables));
+			sort_named(sc->refs, sc->nrefs, sizeof(*sc->refs));
+			sort_named(sc->seqs, sc->nseqs, sizeof(*sc->seqs));
 		}
 	}
 }

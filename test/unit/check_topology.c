@@ -418,6 +418,7 @@ topology_suite(void)
 	Suite *s = suite_create("topology");
 	TCase *tc = tcase_create("validation");
 	TCase *tr = tcase_create("resolution");
+	TCase *ti = tcase_create("image");
 
 	tcase_add_loop_test(tc, test_rule, 0, NK_ARRAY_LEN(rule_cases));
 	tcase_add_test(tc, test_authority_cannot_move);
@@ -429,5 +430,7 @@ topology_suite(void)
 	suite_add_tcase(s, tc);
 	topology_add_resolution_tests(tr);
 	suite_add_tcase(s, tr);
+	topology_add_image_tests(ti);
+	suite_add_tcase(s, ti);
 	return s;
 }

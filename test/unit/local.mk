@@ -9,5 +9,5 @@ unit_sources += test/unit/check_sbuf.c
 # check_config.c finds neki.ini.sample and doc/neki.ini.5.md through NK_SRCDIR
 AM_CPPFLAGS += -DNK_SRCDIR='"$(abs_top_srcdir)"'
 unit_sources += test/unit/check_topology.c test/unit/check_topology_resolve.c \
-	test/unit/topo_fixtures.c
+	test/unit/topo_fixtures.c test/unit/check_topoimage.c
 noinst_HEADERS += test/unit/topo_fixtures.h

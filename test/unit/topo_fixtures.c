@@ -90,6 +90,10 @@ fx_read_file(const char *rel)
 	char path[1024];
 	char *text;
 
+#ifdef NK_SRCDIR
+	if (!srcdir)
+		srcdir = NK_SRCDIR;
+#endif
 	if (srcdir) {
 		snprintf(path, sizeof(path), "%s/%s", srcdir, rel);
 		if ((text = slurp(path)))

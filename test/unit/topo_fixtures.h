@@ -33,4 +33,7 @@ struct topo_model *fx_storefront(void);
 /* Resolution and expression tests (check_topology_resolve.c). */
 void topology_add_resolution_tests(TCase *tc);
 
+/* Image tests (check_topoimage.c). */
+void topology_add_image_tests(TCase *tc);
+
 #endif
