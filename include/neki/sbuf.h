@@ -201,7 +201,8 @@ NK_MUSTCHECK bool sbuf_send(struct sbuf *sb, const void *data, size_t len);
 
 /*
  * Forget the forward target of <sb> (after its packets went to a client that is now unlinked),
- * so that the old target's queue no longer holds back reading. Flushes pending forwards first.
+ * so that the old target's queue no longer holds back reading. Flushes pending forwards first;
+ * the unread rest of a packet being forwarded is dropped.
  */
 void sbuf_detach(struct sbuf *sb);
 

@@ -563,11 +563,12 @@ sbuf_hold(struct sbuf *sb, uint32_t pkt_len)
 	return true;
 }
 
-/* Forget the forward target (flushing what is pending for it). */
+/* Forget the forward target (flushing what is pending; the rest of a packet is dropped). */
 void
 sbuf_detach(struct sbuf *sb)
 {
-	NK_ASSERT(sb->act != SBUF_ACT_FORWARD);
+	if (sb->act == SBUF_ACT_FORWARD)
+		sb->act = SBUF_ACT_SKIP;
 	sbuf_flush_batch(sb);
 	sbuf_unlink_dst(sb);
 	if (sb->waiting) {

@@ -1,0 +1,143 @@
+/*
+ * neki/pool.h - a pool of backend links per (database, user) inside one worker.
+ *
+ * The client session asks for a link with pool_acquire(): it gets an idle link at once, or
+ * is queued (FIFO) and called back through its struct pool_waiter when one is free, or is
+ * refused at once (server_login_retry fast fail). It gives the link back with pool_release().
+ * Idle links are reused LIFO (FIFO with server_round_robin). Connection limits are GLOBAL
+ * across workers (pool_size + reserve_pool_size, max_db_connections, max_user_connections):
+ * every new link first takes a slot through struct pool_limits_ops (shared-memory counters in
+ * the daemon, pool_limits_local_*() in a single process). A janitor timer per pool enforces
+ * server_lifetime, server_idle_timeout, server_check_delay, query_wait_timeout, min_pool_size,
+ * reserve_pool_timeout and server_login_retry.
+ *
+ * Callbacks into the session (pool_ready_fn) always come from the event loop, never from
+ * inside pool_acquire() / pool_release().
+ */
+#ifndef NEKI_POOL_H
+#define NEKI_POOL_H
+
+#include "neki/base.h"
+
+#include "neki/config.h"
+#include "neki/error.h"
+#include "neki/link.h"
+#include "neki/list.h"
+
+struct event_base;
+struct pool;
+struct pool_waiter;
+
+/*
+ * Global connection accounting. try_acquire counts one more server connection for the pool
+ * (<db>, <user>) only if afterwards the pool has at most <pool_max>, the database at most
+ * <db_max> (0 = no limit) and the user at most <user_max> (0 = no limit); atomically across
+ * workers. release undoes one. count returns the pool's global count.
+ */
+struct pool_limits_ops {
+	bool (*try_acquire)(void *ctx, const char *db, const char *user, int pool_max,
+			    int db_max, int user_max);
+	void (*release)(void *ctx, const char *db, const char *user);
+	int (*count)(void *ctx, const char *db, const char *user);
+};
+
+/* Process-local limits (tests, single-process use). */
+struct pool_limits_local;
+struct pool_limits_local *pool_limits_local_new(void);
+void pool_limits_local_free(struct pool_limits_local *pl);
+const struct pool_limits_ops *pool_limits_local_ops(void);
+/* Connections counted for database <db> (all users) / user <user> (all databases). */
+int pool_limits_local_db_count(struct pool_limits_local *pl, const char *db);
+int pool_limits_local_user_count(struct pool_limits_local *pl, const char *user);
+
+/* What a pool is for. Everything is borrowed for the call, except as noted. */
+struct pool_conf {
+	const struct cfg *cfg;		/* borrowed until pool_reconfigure() / pool_free() */
+	const struct cfg_database *db;	/* borrowed likewise */
+	const struct cfg_user *user;	/* borrowed likewise; NULL when no [users] entry */
+	const char *db_name;		/* client-side database name (copied) */
+	const char *user_name;		/* server login user (copied) */
+	const char *password;		/* server password or md5/SCRAM secret (copied); NULL */
+	const struct pool_limits_ops *limits; /* borrowed, static */
+	void *limits_ctx;		/* borrowed */
+};
+
+/* The session is told that a queued acquire ended: <l> is its link, or NULL with <err>. */
+typedef void (*pool_ready_fn)(struct pool_waiter *w, struct link *l, const struct nk_error *err);
+
+/* A client waiting for a link. Embedded in the session; init once with pool_waiter_init(). */
+struct pool_waiter {
+	struct list_node node;	/* on pool->waiters while queued */
+	struct pool *pool;	/* weak: the pool it waits on, NULL when not queued */
+	uint64_t since_us;	/* monotonic microseconds when it started waiting */
+	pool_ready_fn ready;	/* called when the wait ends */
+	link_cb_fn link_cb;	/* installed on the link it gets */
+	void *ctx;		/* borrowed: the session */
+};
+
+enum pool_acquire_result {
+	POOL_GOT = 0,		/* *out is an ACTIVE link, link_cb installed */
+	POOL_QUEUED = 1,	/* w->ready will be called later */
+	POOL_FAILED = 2,	/* <err> is filled: send it to the client */
+};
+
+/* Create a pool on <base>. NULL with <err> set (bad host, no memory). */
+struct pool *pool_new(struct event_base *base, const struct pool_conf *pc, struct nk_error *err);
+
+/* Close every link (Terminate), fail queued waiters with "pooler is shutting down", free. */
+void pool_free(struct pool *p);
+
+/* Replace the configuration pointers after a reload (links keep running). */
+void pool_reconfigure(struct pool *p, const struct cfg *cfg, const struct cfg_database *db,
+		      const struct cfg_user *user);
+
+void pool_waiter_init(struct pool_waiter *w, pool_ready_fn ready, link_cb_fn link_cb, void *ctx);
+
+/*
+ * Get a link for <w>'s session: see enum pool_acquire_result. A queued waiter must be
+ * cancelled with pool_cancel_wait() if the session goes away first.
+ */
+enum pool_acquire_result pool_acquire(struct pool *p, struct pool_waiter *w, struct link **out,
+				      struct nk_error *err);
+
+/* Stop waiting (session closed). No-op when <w> is not queued. */
+void pool_cancel_wait(struct pool_waiter *w);
+
+static inline bool
+pool_waiter_is_queued(const struct pool_waiter *w)
+{
+	return w->pool != NULL;
+}
+
+/*
+ * Give <l> back. <dirty_reason> NULL: the server is at a clean ReadyForQuery boundary and the
+ * link may be reused (after server_reset_query when configured). Otherwise the link is
+ * closed with that reason (e.g. "client disconnect while server was not ready"). A clean
+ * release of a link that is not at 'I' with nothing pending is treated as dirty.
+ */
+void pool_release(struct link *l, const char *dirty_reason);
+
+/* Clients using the pool (min_pool_size applies while > 0, or with a forced user). */
+void pool_client_attach(struct pool *p);
+void pool_client_detach(struct pool *p);
+
+/* Mark every link close_needed (RECONNECT): idle ones close now, others at release. */
+void pool_reconnect(struct pool *p);
+
+/* Links in state <st> in this worker, and queued waiters. */
+size_t pool_count(const struct pool *p, enum link_state st);
+size_t pool_waiting(const struct pool *p);
+
+/* Effective settings (user, then database, then [pgbouncer] default). */
+int pool_size_limit(const struct pool *p);
+enum cfg_pool_mode pool_mode(const struct pool *p);
+
+/* ParameterStatus values of the first login (the welcome message); false before one. */
+bool pool_welcome_ready(const struct pool *p);
+size_t pool_param_count(const struct pool *p);
+void pool_param_at(const struct pool *p, size_t i, const char **name, const char **value);
+
+const char *pool_db_name(const struct pool *p);
+const char *pool_user_name(const struct pool *p);
+
+#endif /* NEKI_POOL_H */

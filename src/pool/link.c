@@ -1,0 +1,685 @@
+/*
+ * link.c - one backend link (server connection): connect, login, per-state packet handling,
+ * close. The pool (pool.c) decides what a link is used for; this file only drives it.
+ *
+ * Handlers per state (link_on_pkt): login (startup, auth, parameters, key, connect_query),
+ * idle/used (only asynchronous messages are expected), tested (check/reset query), active
+ * (track ReadyForQuery and ParameterStatus, pass every packet to the client's callback).
+ * Transport events (EOF, errors, connect result) arrive in link_sbuf_cb().
+ * Entry points: link_new, link_set_state, link_start_test, link_activate/deactivate,
+ * link_close, link_free, plus the accessors of neki/link.h.
+ */
+#include "neki/base.h"
+#include "neki/link.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <event2/event.h>
+
+#include "neki/config.h"
+#include "neki/log.h"
+#include "neki/pktbuf.h"
+#include "neki/proto.h"
+#include "pool_int.h"
+
+static const char *const link_state_names[LINK_ST_COUNT] = {
+	[LINK_ST_LOGIN] = "login",
+	[LINK_ST_IDLE] = "idle",
+	[LINK_ST_USED] = "used",
+	[LINK_ST_TESTED] = "tested",
+	[LINK_ST_ACTIVE] = "active",
+	[LINK_ST_CLOSING] = "closing",
+};
+
+static void link_close_err(struct link *l, bool send_term, const char *reason,
+			   const struct nk_error *err);
+
+/* ---- accessors ---- */
+
+/* Name of <st> as SHOW SERVERS would print it. */
+const char *
+link_state_str(enum link_state st)
+{
+	return (unsigned)st < LINK_ST_COUNT ? link_state_names[st] : "?";
+}
+
+enum link_state
+link_state(const struct link *l)
+{
+	return l->state;
+}
+
+struct sbuf *
+link_sbuf(struct link *l)
+{
+	return &l->sb;
+}
+
+char
+link_tx_status(const struct link *l)
+{
+	return l->tx_status;
+}
+
+uint32_t
+link_backend_pid(const struct link *l)
+{
+	return l->be_pid;
+}
+
+uint32_t
+link_backend_key(const struct link *l)
+{
+	return l->be_key;
+}
+
+const char *
+link_addr(const struct link *l)
+{
+	return l->pool->addr_str;
+}
+
+/* Seconds since the connect started. */
+double
+link_age(const struct link *l)
+{
+	return (double)(pool_now_us() - l->connect_us) / 1e6;
+}
+
+const char *
+link_param(const struct link *l, const char *name)
+{
+	for (size_t i = 0; i < l->nparams; i++) {
+		if (strcmp(l->params[i].name, name) == 0)
+			return l->params[i].value;
+	}
+	return NULL;
+}
+
+size_t
+link_param_count(const struct link *l)
+{
+	return l->nparams;
+}
+
+void
+link_param_at(const struct link *l, size_t i, const char **name, const char **value)
+{
+	NK_ASSERT(i < l->nparams);
+	*name = l->params[i].name;
+	*value = l->params[i].value;
+}
+
+void
+link_set_close_needed(struct link *l)
+{
+	l->close_needed = true;
+}
+
+bool
+link_close_needed(const struct link *l)
+{
+	return l->close_needed;
+}
+
+/* Queue bytes for the server (see sbuf_send). */
+bool
+link_send(struct link *l, const void *data, size_t len)
+{
+	if (l->state == LINK_ST_CLOSING)
+		return false;
+	return sbuf_send(&l->sb, data, len);
+}
+
+/* Log with pgbouncer's server prefix: "S-0x...: db/user@addr msg". */
+void
+link_log(const struct link *l, int lvl, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (!log_enabled((enum log_level)lvl))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_msg((enum log_level)lvl, "S-%p: %s/%s@%s %s", (const void *)l, l->pool->db_name,
+		l->pool->user_name, l->pool->addr_str, msg);
+}
+
+/* ---- state ---- */
+
+/* The only writer of l->state: moves <l> from its list to the list of <st>. */
+void
+link_set_state(struct link *l, enum link_state st)
+{
+	struct pool *p = l->pool;
+
+	NK_ASSERT((unsigned)st < LINK_ST_COUNT);
+	NK_ASSERT(l->state != LINK_ST_CLOSING || st == LINK_ST_CLOSING);
+	if (list_node_linked(&l->node))
+		list_remove(&p->lists[l->state], &l->node);
+	log_noise("S-%p: %s -> %s", (void *)l, link_state_str(l->state), link_state_str(st));
+	l->state = st;
+	if (st == LINK_ST_IDLE)
+		l->idle_since_us = pool_now_us();
+	list_push_front(&p->lists[st], &l->node);
+}
+
+/* Record ParameterStatus <name> = <value> (replacing an earlier value). */
+static bool
+link_param_set(struct link *l, const char *name, const char *value)
+{
+	struct link_param *np;
+	char *v = strdup(value);
+
+	if (v == NULL)
+		return false;
+	for (size_t i = 0; i < l->nparams; i++) {
+		if (strcmp(l->params[i].name, name) == 0) {
+			free(l->params[i].value);
+			l->params[i].value = v;
+			return true;
+		}
+	}
+	np = realloc(l->params, (l->nparams + 1) * sizeof(*np));
+	if (np == NULL || (np[l->nparams].name = strdup(name)) == NULL) {
+		if (np != NULL)
+			l->params = np;
+		free(v);
+		return false;
+	}
+	np[l->nparams].value = v;
+	l->params = np;
+	l->nparams++;
+	return true;
+}
+
+/* Send a message built in <pb>, then free it. */
+static bool
+link_send_pb(struct link *l, struct pktbuf *pb)
+{
+	bool ok = !pktbuf_failed(pb) && sbuf_send(&l->sb, pb->buf, pb->len);
+
+	pktbuf_cleanup(pb);
+	return ok;
+}
+
+/* ---- login ---- */
+
+/* StartupMessage: user, database and the [databases] entry's startup parameters. */
+static bool
+link_send_startup(struct link *l)
+{
+	const struct pool *p = l->pool;
+	const struct cfg_database *db = p->db;
+	struct proto_param params[6];
+	struct pktbuf pb;
+	size_t n = 0;
+
+	params[n++] = (struct proto_param){ "user", p->user_name };
+	params[n++] = (struct proto_param){ "database",
+					    db->dbname != NULL ? db->dbname : p->db_name };
+	if (db->client_encoding != NULL && db->client_encoding[0] != '\0')
+		params[n++] = (struct proto_param){ "client_encoding", db->client_encoding };
+	if (db->datestyle != NULL && db->datestyle[0] != '\0')
+		params[n++] = (struct proto_param){ "DateStyle", db->datestyle };
+	if (db->timezone != NULL && db->timezone[0] != '\0')
+		params[n++] = (struct proto_param){ "TimeZone", db->timezone };
+	if (db->application_name != NULL && db->application_name[0] != '\0')
+		params[n++] = (struct proto_param){ "application_name", db->application_name };
+	pktbuf_init(&pb, 256);
+	pktbuf_write_startup(&pb, params, n);
+	return link_send_pb(l, &pb);
+}
+
+/* "ip:port" of our end of the socket, for "new connection to server (from ...)". */
+static void
+link_local_addr(const struct link *l, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN];
+
+	snprintf(buf, len, "unix:%d", l->pool->db->port);
+	if (l->sb.is_unix || getsockname(l->sb.fd, (struct sockaddr *)&ss, &sl) == -1)
+		return;
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%d", ip, ntohs(sin->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%d", ip, ntohs(sin6->sin6_port));
+	}
+}
+
+static void
+link_on_connected(struct link *l)
+{
+	char local[128];
+
+	if (l->pool->cfg->log_connections) {
+		link_local_addr(l, local, sizeof(local));
+		link_log(l, LOG_LVL_INFO, "new connection to server (from %s)", local);
+	}
+	if (!link_send_startup(l))
+		link_close(l, false, "failed to send startup packet");
+}
+
+/* The server refused the login with ErrorResponse <body>. */
+static void
+link_on_login_error(struct link *l, const uint8_t *body, size_t len)
+{
+	struct proto_server_error se;
+	struct nk_error err;
+
+	if (!proto_parse_server_error(body, len, &se, &err)) {
+		link_close_err(l, false, "bad error packet from server", &err);
+		return;
+	}
+	proto_server_error_to_nk(&se, &err);
+	log_warn("server login failed: %s %s", se.severity != NULL ? se.severity : "ERROR",
+		 err.message);
+	link_close_err(l, true, err.message, &err);
+}
+
+/* ReadyForQuery during login: run connect_query first if the database has one. */
+static void
+link_on_login_ready(struct link *l)
+{
+	const char *cq = l->pool->db->connect_query;
+	struct pktbuf pb;
+
+	if (!l->exec_connect_query && cq != NULL && cq[0] != '\0') {
+		l->exec_connect_query = true;
+		link_log(l, LOG_LVL_DEBUG, "server connect ok, send exec_on_connect");
+		pktbuf_init(&pb, 64);
+		pktbuf_write_query(&pb, cq);
+		if (!link_send_pb(l, &pb))
+			link_close(l, false, "exec_on_connect query failed");
+		return;
+	}
+	l->exec_connect_query = false;
+	event_del(l->timer);
+	link_auth_cleanup(l);
+	l->ready = true;
+	l->tx_status = 'I';
+	link_log(l, LOG_LVL_DEBUG, "server login ok, start accepting queries");
+	pool_on_login_ok(l);
+}
+
+/* One whole packet during LOGIN (already consumed from the buffer). */
+static void
+link_on_login_msg(struct link *l, uint8_t type, const uint8_t *body, size_t len)
+{
+	struct proto_param ps;
+	struct nk_error err;
+	bool done = false;
+
+	if (l->exec_connect_query && type == 'E') {
+		link_log(l, LOG_LVL_WARNING, "error while executing exec_on_connect query");
+		return;
+	}
+	switch (type) {
+	case 'R':
+		if (!link_auth_answer(l, body, len, &done, &err))
+			link_close_err(l, false, err.message, &err);
+		break;
+	case 'S':
+		if (!proto_parse_parameter_status(body, len, &ps, &err) ||
+		    !link_param_set(l, ps.name, ps.value))
+			link_close(l, false, "bad ParameterStatus from server");
+		break;
+	case 'K':
+		if (!proto_parse_backend_key(body, len, &l->be_pid, &l->be_key, &err))
+			link_close(l, true, "bad cancel key");
+		break;
+	case 'E':
+		link_on_login_error(l, body, len);
+		break;
+	case 'Z':
+		link_on_login_ready(l);
+		break;
+	case 'N':
+	case 'v':
+	case 'C':
+	case 'T':
+	case 'D':
+	case 'I':
+		break;	/* notices, protocol negotiation, connect_query results */
+	default:
+		link_log(l, LOG_LVL_ERROR, "unknown pkt from server: '%c'", type);
+		link_close(l, true, "unknown pkt from server");
+		break;
+	}
+}
+
+/* Make sure the whole packet is buffered; false (and closed) when it is too big. */
+static bool
+link_need_whole(struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (sbuf_hold(&l->sb, pkt->len))
+		return true;
+	link_close(l, false, "server sent too big packet");
+	return false;
+}
+
+/* ---- per-state packet handlers ---- */
+
+static bool
+link_on_login_pkt(struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (pkt->avail < pkt->len)
+		return link_need_whole(l, pkt);
+	sbuf_skip(&l->sb, pkt->len);
+	link_on_login_msg(l, pkt->type, pkt->data + 5, pkt->len - 5);
+	return l->state != LINK_ST_CLOSING;
+}
+
+/* ParameterStatus on a logged-in link: remember the value. */
+static void
+link_track_param(struct link *l, const struct sbuf_pkt *pkt)
+{
+	struct proto_param ps;
+	struct nk_error err;
+
+	if (proto_parse_parameter_status(pkt->data + 5, pkt->len - 5, &ps, &err))
+		(void)link_param_set(l, ps.name, ps.value);
+}
+
+/* Idle and used links: only asynchronous messages are expected. */
+static bool
+link_on_idle_pkt(struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (pkt->avail < pkt->len)
+		return link_need_whole(l, pkt);
+	sbuf_skip(&l->sb, pkt->len);
+	switch (pkt->type) {
+	case 'S':
+		link_track_param(l, pkt);
+		break;
+	case 'A':
+		break;	/* a notification nobody listens to any more */
+	case 'N':
+	case 'E':
+		/* between transactions this usually means a dying backend: drop it at reuse */
+		l->ready = false;
+		break;
+	default:
+		link_log(l, LOG_LVL_ERROR, "unknown pkt from server: '%c'", pkt->type);
+		link_close(l, true, "unknown pkt from server");
+		return false;
+	}
+	return true;
+}
+
+/* TESTED: skip the check/reset query's results until ReadyForQuery. */
+static bool
+link_on_test_pkt(struct link *l, const struct sbuf_pkt *pkt)
+{
+	if ((pkt->type == 'Z' || pkt->type == 'S') && pkt->avail < pkt->len)
+		return link_need_whole(l, pkt);
+	sbuf_skip(&l->sb, pkt->len);
+	if (pkt->type == 'E')
+		l->test_failed = true;
+	else if (pkt->type == 'S')
+		link_track_param(l, pkt);
+	if (pkt->type != 'Z')
+		return true;
+	l->tx_status = pkt->len >= 6 ? (char)pkt->data[5] : '?';
+	if (l->test_failed || l->tx_status != 'I') {
+		link_close(l, true, l->test == LINK_TEST_RESET ? "reset query failed" :
+			   "server check query failed");
+		return false;
+	}
+	l->ready = true;
+	l->test = LINK_TEST_NONE;
+	pool_on_test_done(l);
+	return true;
+}
+
+/* ACTIVE: note the transaction state and parameters, then the client decides. */
+static bool
+link_on_active_pkt(struct link *l, const struct sbuf_pkt *pkt)
+{
+	if ((pkt->type == 'Z' || pkt->type == 'S') && pkt->avail < pkt->len)
+		return link_need_whole(l, pkt);
+	if (pkt->type == 'Z') {
+		l->tx_status = pkt->len >= 6 ? (char)pkt->data[5] : '?';
+		l->ready = l->tx_status == 'I';
+	} else if (pkt->type == 'S') {
+		link_track_param(l, pkt);
+	} else if (pkt->type != 'A') {
+		l->ready = false;
+	}
+	if (l->client_cb == NULL) {
+		sbuf_skip(&l->sb, pkt->len);
+		return true;
+	}
+	return l->client_cb(l, LINK_EV_PKT, pkt, NULL, l->client_ctx);
+}
+
+static bool
+link_on_pkt(struct link *l, const struct sbuf_pkt *pkt)
+{
+	switch (l->state) {
+	case LINK_ST_LOGIN:
+		return link_on_login_pkt(l, pkt);
+	case LINK_ST_IDLE:
+	case LINK_ST_USED:
+		return link_on_idle_pkt(l, pkt);
+	case LINK_ST_TESTED:
+		return link_on_test_pkt(l, pkt);
+	case LINK_ST_ACTIVE:
+		return link_on_active_pkt(l, pkt);
+	case LINK_ST_CLOSING:
+		break;
+	}
+	return false;
+}
+
+/* The connection broke (or the pool goes away): close, and tell a client holding it. */
+void
+link_break(struct link *l, const char *reason)
+{
+	link_cb_fn cb = l->client_cb;
+	void *ctx = l->client_ctx;
+	bool active = l->state == LINK_ST_ACTIVE;
+	struct nk_error err;
+
+	if (l->state == LINK_ST_CLOSING)
+		return;
+	link_close(l, false, reason);
+	if (active && cb != NULL) {
+		nk_error_set(&err, "08P01", "%s", reason);
+		cb(l, LINK_EV_BROKEN, NULL, &err, ctx);
+	}
+}
+
+/* The single sbuf callback of every link. */
+static bool
+link_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int err, void *arg)
+{
+	struct link *l = arg;
+
+	switch (ev) {
+	case SBUF_EV_PKT:
+		return link_on_pkt(l, pkt);
+	case SBUF_EV_CONNECT_OK:
+		link_on_connected(l);
+		break;
+	case SBUF_EV_CONNECT_FAILED:
+		link_log(l, LOG_LVL_DEBUG, "connect failed: %s", strerror(err));
+		link_close(l, false, "connect failed");
+		break;
+	case SBUF_EV_EOF:
+	case SBUF_EV_RECV_FAILED:
+		link_break(l, "server conn crashed?");
+		break;
+	case SBUF_EV_SEND_FAILED:
+		link_break(l, "server connection closed");
+		break;
+	case SBUF_EV_BAD_PKT:
+		link_break(l, "server sent bad packet length");
+		break;
+	case SBUF_EV_SEND_DONE:
+		break;
+	}
+	return false;
+}
+
+/* server_connect_timeout covers connect and login. */
+static void
+link_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+
+	if (l->state == LINK_ST_LOGIN)
+		link_close(l, false, "connect timeout");
+}
+
+/* ---- lifecycle ---- */
+
+/*
+ * Start a new link of <p>: socket, non-blocking connect, login timer. It is on the LOGIN
+ * list when this returns. NULL when out of memory or the socket cannot be created.
+ */
+struct link *
+link_new(struct pool *p)
+{
+	struct link *l = calloc(1, sizeof(*l));
+	double tmo = p->cfg->server_connect_timeout;
+	struct timeval tv;
+
+	if (l == NULL)
+		return NULL;
+	l->pool = p;
+	l->state = LINK_ST_LOGIN;
+	l->tx_status = '?';
+	list_node_init(&l->node);
+	l->connect_us = pool_now_us();
+	if (!sbuf_init(&l->sb, p->base, link_sbuf_cb, l, &p->sbuf_opts))
+		goto fail;
+	l->timer = event_new(p->base, -1, 0, link_timer_cb, l);
+	if (l->timer == NULL)
+		goto fail;
+	if (!sbuf_connect(&l->sb, (struct sockaddr *)&p->addr, p->addrlen, 0)) {
+		log_warn("could not create socket for %s: %s", p->addr_str, strerror(errno));
+		goto fail;
+	}
+	if (tmo > 0) {
+		tv.tv_sec = (time_t)tmo;
+		tv.tv_usec = (suseconds_t)((tmo - (double)tv.tv_sec) * 1e6);
+		event_add(l->timer, &tv);
+	}
+	link_set_state(l, LINK_ST_LOGIN);
+	return l;
+fail:
+	if (l->timer != NULL)
+		event_free(l->timer);
+	sbuf_cleanup(&l->sb);
+	free(l);
+	return NULL;
+}
+
+/* Send <sql> ("<empty>": an empty query) and wait for its ReadyForQuery in TESTED. */
+void
+link_start_test(struct link *l, enum link_test why, const char *sql)
+{
+	struct pktbuf pb;
+
+	link_set_state(l, LINK_ST_TESTED);
+	l->test = why;
+	l->test_failed = false;
+	l->ready = false;
+	if (why == LINK_TEST_RESET)
+		link_log(l, LOG_LVL_DEBUG, "resetting: %s", sql);
+	pktbuf_init(&pb, 64);
+	pktbuf_write_query(&pb, strcmp(sql, "<empty>") == 0 ? "" : sql);
+	if (!link_send_pb(l, &pb))
+		link_close(l, false, why == LINK_TEST_RESET ? "reset query failed" :
+			   "server check query failed");
+}
+
+/* Give <l> to a session. */
+void
+link_activate(struct link *l, link_cb_fn cb, void *ctx)
+{
+	l->client_cb = cb;
+	l->client_ctx = ctx;
+	link_set_state(l, LINK_ST_ACTIVE);
+}
+
+/* Take <l> back from its session. */
+void
+link_deactivate(struct link *l)
+{
+	l->client_cb = NULL;
+	l->client_ctx = NULL;
+	if (!l->sb.closed)
+		sbuf_detach(&l->sb);
+}
+
+/* Common close path; <err> is the server's login error when there is one. */
+static void
+link_close_err(struct link *l, bool send_term, const char *reason, const struct nk_error *err)
+{
+	struct pktbuf pb;
+
+	if (l->state == LINK_ST_CLOSING)
+		return;
+	if (l->pool->cfg->log_disconnections)
+		link_log(l, LOG_LVL_INFO, "closing because: %s (age=%llus)", reason,
+			 (unsigned long long)((pool_now_us() - l->connect_us) / 1000000));
+	if (l->state == LINK_ST_LOGIN)
+		pool_on_login_failed(l, err, reason);
+	if (send_term && !l->sb.closed && !l->sb.connecting) {
+		pktbuf_init(&pb, 8);
+		pktbuf_write_terminate(&pb);
+		(void)link_send_pb(l, &pb);
+	}
+	if (l->timer != NULL)
+		event_del(l->timer);
+	sbuf_close(&l->sb);
+	link_auth_cleanup(l);
+	l->client_cb = NULL;
+	l->client_ctx = NULL;
+	link_set_state(l, LINK_ST_CLOSING);
+	pool_on_link_closed(l);
+}
+
+/* Close <l> with <reason>; see neki/link.h. */
+void
+link_close(struct link *l, bool send_term, const char *reason)
+{
+	link_close_err(l, send_term, reason, NULL);
+}
+
+/* Free a CLOSING link: its lists entry, socket state, parameters. */
+void
+link_free(struct link *l)
+{
+	NK_ASSERT(l->state == LINK_ST_CLOSING);
+	list_remove(&l->pool->lists[LINK_ST_CLOSING], &l->node);
+	if (l->timer != NULL)
+		event_free(l->timer);
+	sbuf_cleanup(&l->sb);
+	for (size_t i = 0; i < l->nparams; i++) {
+		free(l->params[i].name);
+		free(l->params[i].value);
+	}
+	free(l->params);
+	free(l);
+}

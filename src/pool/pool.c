@@ -1,0 +1,934 @@
+/*
+ * pool.c - a pool of backend links per (database, user) inside one worker.
+ *
+ * Decides when links are opened (pool_launch: global limits, reserve pool, server_login_retry),
+ * handed out (pool_acquire / pool_dispatch: idle LIFO or FIFO, check before reuse), given back
+ * (pool_release: dirty close, lifetime, close_needed, reset query) and closed by the janitor
+ * (lifetime, idle timeout, check delay, query_wait_timeout, min_pool_size). Links report back
+ * through the pool_on_*() hooks. Session callbacks run from ev_dispatch, never inside the
+ * session's own call into the pool.
+ *
+ * Also here: process-local limits (pool_limits_local_*), used by tests and single-process runs.
+ */
+#include "neki/base.h"
+#include "neki/pool.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "neki/log.h"
+#include "pool_int.h"
+
+/* Janitor period: coarse timeouts (idle, lifetime, waits) are checked this often. */
+#define POOL_JANITOR_US 250000
+
+static void pool_kick(struct pool *p);
+
+/* Monotonic clock in microseconds. */
+uint64_t
+pool_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t
+pool_secs_to_us(double s)
+{
+	return s > 0 ? (uint64_t)(s * 1e6) : 0;
+}
+
+/* ---- effective settings: [users] entry, then [databases] entry, then [pgbouncer] ---- */
+
+/* pool_size for this pool. */
+int
+pool_size_limit(const struct pool *p)
+{
+	if (p->user != NULL && p->user->pool_size >= 0)
+		return p->user->pool_size;
+	if (p->db->pool_size >= 0)
+		return p->db->pool_size;
+	return p->cfg->default_pool_size;
+}
+
+static int
+pool_reserve_size(const struct pool *p)
+{
+	if (p->user != NULL && p->user->reserve_pool_size >= 0)
+		return p->user->reserve_pool_size;
+	if (p->db->reserve_pool_size >= 0)
+		return p->db->reserve_pool_size;
+	return p->cfg->reserve_pool_size;
+}
+
+static int
+pool_min_size(const struct pool *p)
+{
+	return p->db->min_pool_size >= 0 ? p->db->min_pool_size : p->cfg->min_pool_size;
+}
+
+static int
+pool_db_max(const struct pool *p)
+{
+	return p->db->max_db_connections > 0 ? p->db->max_db_connections :
+	       p->cfg->max_db_connections;
+}
+
+static int
+pool_user_max(const struct pool *p)
+{
+	if (p->user != NULL && p->user->max_user_connections > 0)
+		return p->user->max_user_connections;
+	return p->cfg->max_user_connections;
+}
+
+static uint64_t
+pool_lifetime_us(const struct pool *p)
+{
+	double s = p->db->server_lifetime >= 0 ? p->db->server_lifetime : p->cfg->server_lifetime;
+
+	return pool_secs_to_us(s);
+}
+
+static double
+pool_query_wait_timeout(const struct pool *p)
+{
+	if (p->user != NULL && p->user->query_wait_timeout >= 0)
+		return p->user->query_wait_timeout;
+	if (p->db->query_wait_timeout >= 0)
+		return p->db->query_wait_timeout;
+	return p->cfg->query_wait_timeout;
+}
+
+/* pool_mode for this pool. */
+enum cfg_pool_mode
+pool_mode(const struct pool *p)
+{
+	if (p->user != NULL && p->user->pool_mode != CFG_POOL_UNSET)
+		return p->user->pool_mode;
+	if (p->db->pool_mode != CFG_POOL_UNSET)
+		return p->db->pool_mode;
+	return p->cfg->pool_mode;
+}
+
+/* ---- small accessors ---- */
+
+size_t
+pool_count(const struct pool *p, enum link_state st)
+{
+	return list_count(&p->lists[st]);
+}
+
+size_t
+pool_waiting(const struct pool *p)
+{
+	return list_count(&p->waiters);
+}
+
+const char *
+pool_db_name(const struct pool *p)
+{
+	return p->db_name;
+}
+
+const char *
+pool_user_name(const struct pool *p)
+{
+	return p->user_name;
+}
+
+bool
+pool_welcome_ready(const struct pool *p)
+{
+	return p->welcome_ready;
+}
+
+size_t
+pool_param_count(const struct pool *p)
+{
+	return p->nwelcome;
+}
+
+void
+pool_param_at(const struct pool *p, size_t i, const char **name, const char **value)
+{
+	NK_ASSERT(i < p->nwelcome);
+	*name = p->welcome[i].name;
+	*value = p->welcome[i].value;
+}
+
+/* Links that exist and are not on their way out or in. */
+static size_t
+pool_usable_links(const struct pool *p)
+{
+	return pool_count(p, LINK_ST_IDLE) + pool_count(p, LINK_ST_USED) +
+	       pool_count(p, LINK_ST_TESTED) + pool_count(p, LINK_ST_ACTIVE);
+}
+
+/* ---- waiters ---- */
+
+void
+pool_waiter_init(struct pool_waiter *w, pool_ready_fn ready, link_cb_fn link_cb, void *ctx)
+{
+	memset(w, 0, sizeof(*w));
+	list_node_init(&w->node);
+	w->ready = ready;
+	w->link_cb = link_cb;
+	w->ctx = ctx;
+}
+
+/* Take <w> off the queue. */
+static void
+pool_unqueue(struct pool_waiter *w)
+{
+	list_remove(&w->pool->waiters, &w->node);
+	w->pool = NULL;
+}
+
+void
+pool_cancel_wait(struct pool_waiter *w)
+{
+	if (w->pool != NULL)
+		pool_unqueue(w);
+}
+
+static struct pool_waiter *
+pool_first_waiter(const struct pool *p)
+{
+	struct list_node *n = list_first(&p->waiters);
+
+	return n != NULL ? container_of(n, struct pool_waiter, node) : NULL;
+}
+
+/* End every wait with <err>. */
+static void
+pool_fail_waiters(struct pool *p, const struct nk_error *err)
+{
+	struct pool_waiter *w;
+
+	while ((w = pool_first_waiter(p)) != NULL) {
+		pool_unqueue(w);
+		w->ready(w, NULL, err);
+	}
+}
+
+/* ---- taking links ---- */
+
+/* Does <l> need server_check_query before it is handed out? */
+static bool
+pool_needs_check(const struct pool *p, const struct link *l, uint64_t now)
+{
+	const char *q = p->cfg->server_check_query;
+
+	if (q == NULL || q[0] == '\0')
+		return false;
+	return now - l->idle_since_us >= pool_secs_to_us(p->cfg->server_check_delay);
+}
+
+/*
+ * An idle link ready to hand out: LIFO (most recently used first) or, with
+ * server_round_robin, FIFO. Obsolete and dirty links are closed on the way; stale ones are
+ * sent to be checked (they come back through pool_on_test_done).
+ */
+static struct link *
+pool_take_idle(struct pool *p)
+{
+	struct list *idle = &p->lists[LINK_ST_IDLE];
+	uint64_t now = pool_now_us();
+	struct list_node *n;
+	struct link *l;
+
+	while ((n = p->cfg->server_round_robin ? list_last(idle) : list_first(idle)) != NULL) {
+		l = container_of(n, struct link, node);
+		if (l->close_needed)
+			link_close(l, true, "obsolete connection");
+		else if (!l->ready || !sbuf_is_empty(&l->sb))
+			link_close(l, true, "idle server got dirty");
+		else if (pool_needs_check(p, l, now))
+			link_start_test(l, LINK_TEST_CHECK, p->cfg->server_check_query);
+		else
+			return l;
+	}
+	return NULL;
+}
+
+/* Hand <l> to the first waiter <w>. */
+static void
+pool_give(struct pool_waiter *w, struct link *l)
+{
+	pool_unqueue(w);
+	link_activate(l, w->link_cb, w->ctx);
+	w->ready(w, l, NULL);
+}
+
+/* Has the first waiter waited reserve_pool_timeout? */
+static bool
+pool_reserve_allowed(const struct pool *p)
+{
+	struct pool_waiter *w = pool_first_waiter(p);
+	uint64_t tmo = pool_secs_to_us(p->cfg->reserve_pool_timeout);
+
+	if (w == NULL || tmo == 0 || pool_reserve_size(p) <= 0)
+		return false;
+	return pool_now_us() - w->since_us >= tmo;
+}
+
+/*
+ * Open one more link if server_login_retry and the global limits allow it. Returns true when
+ * a link was started.
+ */
+static bool
+pool_launch(struct pool *p)
+{
+	uint64_t now = pool_now_us();
+	uint64_t retry = pool_secs_to_us(p->cfg->server_login_retry);
+	int size = pool_size_limit(p);
+	bool ok;
+	struct link *l;
+
+	if (p->last_connect_failed && now - p->last_connect_us < retry) {
+		log_debug("launch_new_connection: last failed, not launching new connection yet, "
+			  "still waiting %llu s",
+			  (unsigned long long)((retry - (now - p->last_connect_us)) / 1000000));
+		return false;
+	}
+	ok = p->limits->try_acquire(p->limits_ctx, p->db_name, p->user_name, size,
+				    pool_db_max(p), pool_user_max(p));
+	if (!ok && pool_reserve_allowed(p)) {
+		ok = p->limits->try_acquire(p->limits_ctx, p->db_name, p->user_name,
+					    size + pool_reserve_size(p), pool_db_max(p),
+					    pool_user_max(p));
+		if (ok)
+			log_warn("C-%p: %s/%s taking connection from reserve_pool",
+				 pool_first_waiter(p)->ctx, p->db_name, p->user_name);
+	}
+	if (!ok) {
+		log_debug("launch_new_connection: pool full for %s/%s", p->db_name, p->user_name);
+		return false;
+	}
+	p->last_connect_us = now;
+	l = link_new(p);
+	if (l == NULL) {
+		p->limits->release(p->limits_ctx, p->db_name, p->user_name);
+		return false;
+	}
+	l->counted = true;
+	log_debug("launching new connection to server %s for %s/%s", p->addr_str, p->db_name,
+		  p->user_name);
+	return true;
+}
+
+/* Start checks on used links and new connections for waiters nobody is coming for. */
+static void
+pool_launch_for_waiters(struct pool *p)
+{
+	size_t want = pool_waiting(p);
+	size_t coming = pool_count(p, LINK_ST_LOGIN) + pool_count(p, LINK_ST_TESTED);
+	struct list_node *n;
+
+	while (coming < want && (n = list_first(&p->lists[LINK_ST_USED])) != NULL) {
+		link_start_test(container_of(n, struct link, node), LINK_TEST_CHECK,
+				p->cfg->server_check_query);
+		coming++;
+	}
+	while (coming < want && pool_launch(p))
+		coming++;
+}
+
+/* Give idle links to waiters, in order; then make sure links are coming for the rest. */
+static void
+pool_dispatch(struct pool *p)
+{
+	struct pool_waiter *w;
+	struct link *l;
+
+	while ((w = pool_first_waiter(p)) != NULL && (l = pool_take_idle(p)) != NULL)
+		pool_give(w, l);
+	if (!list_empty(&p->waiters) && !p->freeing)
+		pool_launch_for_waiters(p);
+}
+
+static void
+pool_dispatch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	pool_dispatch(arg);
+}
+
+/* Run pool_dispatch from the loop. */
+static void
+pool_kick(struct pool *p)
+{
+	if (!p->freeing)
+		event_active(p->ev_dispatch, EV_TIMEOUT, 0);
+}
+
+/* server_login_retry fast fail: no usable link and the last login failed. */
+static bool
+pool_check_fast_fail(struct pool *p, struct nk_error *err)
+{
+	if (!p->last_login_failed || pool_usable_links(p) > 0)
+		return true;
+	(void)pool_launch(p);
+	return nk_error_set(err, "08P01",
+			    "server login has been failing, cached error: %s (server_login_retry)",
+			    p->last_error);
+}
+
+/* Get a link for <w>; see neki/pool.h. */
+enum pool_acquire_result
+pool_acquire(struct pool *p, struct pool_waiter *w, struct link **out, struct nk_error *err)
+{
+	struct link *l;
+
+	NK_ASSERT(w->pool == NULL);
+	*out = NULL;
+	if (p->freeing) {
+		nk_error_set(err, "08P01", "pooler is shutting down");
+		return POOL_FAILED;
+	}
+	if (list_empty(&p->waiters)) {
+		l = pool_take_idle(p);
+		if (l != NULL) {
+			link_activate(l, w->link_cb, w->ctx);
+			*out = l;
+			return POOL_GOT;
+		}
+		if (!pool_check_fast_fail(p, err))
+			return POOL_FAILED;
+	}
+	w->since_us = pool_now_us();
+	w->pool = p;
+	list_push_back(&p->waiters, &w->node);
+	pool_kick(p);
+	return POOL_QUEUED;
+}
+
+/* ---- giving links back ---- */
+
+/*
+ * server_lifetime is over for <l>. Closes are spread: at most one per lifetime / pool_size,
+ * so that a pool opened at once does not reconnect at once (0 = use each link once).
+ */
+static bool
+pool_life_over(struct pool *p, const struct link *l, uint64_t now)
+{
+	uint64_t life = pool_lifetime_us(p);
+	int size = pool_size_limit(p);
+	uint64_t gap = size > 0 ? life / (uint64_t)size : 0;
+
+	if (now - l->connect_us < life)
+		return false;
+	return now - p->last_lifetime_close_us >= gap;
+}
+
+/* Does releasing in this pool run server_reset_query? */
+static bool
+pool_wants_reset(const struct pool *p)
+{
+	const char *q = p->cfg->server_reset_query;
+
+	if (q == NULL || q[0] == '\0')
+		return false;
+	return p->cfg->server_reset_query_always || pool_mode(p) == CFG_POOL_SESSION;
+}
+
+/* Give <l> back; see neki/pool.h. */
+void
+pool_release(struct link *l, const char *dirty_reason)
+{
+	struct pool *p = l->pool;
+	uint64_t now = pool_now_us();
+
+	if (l->state == LINK_ST_CLOSING)
+		return;
+	NK_ASSERT(l->state == LINK_ST_ACTIVE);
+	link_deactivate(l);
+	if (dirty_reason == NULL && (!l->ready || l->tx_status != 'I' ||
+				     !sbuf_is_empty(&l->sb) || sbuf_queued(&l->sb) > 0))
+		dirty_reason = "client disconnect while server was not ready";
+	if (dirty_reason != NULL) {
+		link_close(l, true, dirty_reason);
+	} else if (pool_life_over(p, l, now)) {
+		p->last_lifetime_close_us = now;
+		link_close(l, true, "server lifetime over");
+	} else if (l->close_needed) {
+		link_close(l, true, "close_needed");
+	} else if (pool_wants_reset(p)) {
+		link_start_test(l, LINK_TEST_RESET, p->cfg->server_reset_query);
+	} else {
+		link_set_state(l, LINK_ST_IDLE);
+		pool_kick(p);
+	}
+}
+
+/* ---- hooks from link.c ---- */
+
+/* Copy the first login's parameters as the pool's welcome message. */
+static void
+pool_save_welcome(struct pool *p, const struct link *l)
+{
+	size_t n = link_param_count(l);
+	const char *name, *value;
+
+	p->welcome = calloc(n ? n : 1, sizeof(*p->welcome));
+	if (p->welcome == NULL)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		link_param_at(l, i, &name, &value);
+		p->welcome[i].name = strdup(name);
+		p->welcome[i].value = strdup(value);
+		if (p->welcome[i].name == NULL || p->welcome[i].value == NULL)
+			return;	/* keep what we have; welcome_ready stays false */
+		p->nwelcome = i + 1;
+	}
+	p->welcome_ready = true;
+}
+
+void
+pool_on_login_ok(struct link *l)
+{
+	struct pool *p = l->pool;
+
+	p->last_connect_failed = false;
+	p->last_login_failed = false;
+	if (!p->welcome_ready && p->welcome == NULL)
+		pool_save_welcome(p, l);
+	link_set_state(l, LINK_ST_IDLE);
+	pool_kick(p);
+}
+
+/*
+ * A login failed. Remember it for server_login_retry; when the server itself refused us
+ * (an ErrorResponse other than 57P03 "the database system is starting up"), every waiting
+ * client gets that same error, as pgbouncer does.
+ */
+void
+pool_on_login_failed(struct link *l, const struct nk_error *err, const char *reason)
+{
+	struct pool *p = l->pool;
+
+	p->last_connect_failed = true;
+	p->last_login_failed = true;
+	snprintf(p->last_error, sizeof(p->last_error), "%s",
+		 err != NULL ? err->message : reason);
+	if (err != NULL && strcmp(err->sqlstate, "57P03") != 0 && !p->freeing)
+		pool_fail_waiters(p, err);
+}
+
+void
+pool_on_test_done(struct link *l)
+{
+	link_set_state(l, LINK_ST_IDLE);
+	pool_kick(l->pool);
+}
+
+void
+pool_on_link_closed(struct link *l)
+{
+	struct pool *p = l->pool;
+
+	if (l->counted) {
+		p->limits->release(p->limits_ctx, p->db_name, p->user_name);
+		l->counted = false;
+	}
+	if (!p->freeing) {
+		event_active(p->ev_reap, EV_TIMEOUT, 0);
+		pool_kick(p);
+	}
+}
+
+/* Free the links that closed since the last reap. */
+static void
+pool_reap(struct pool *p)
+{
+	struct list_node *n;
+
+	while ((n = list_first(&p->lists[LINK_ST_CLOSING])) != NULL)
+		link_free(container_of(n, struct link, node));
+}
+
+static void
+pool_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	pool_reap(arg);
+}
+
+/* ---- janitor ---- */
+
+/* Lifetime, idle timeout and check delay of one idle or used link. */
+static void
+pool_check_unused(struct pool *p, struct link *l, uint64_t now)
+{
+	uint64_t idle_tmo = pool_secs_to_us(p->cfg->server_idle_timeout);
+	int min = pool_min_size(p);
+
+	if (l->close_needed) {
+		link_close(l, true, "obsolete connection");
+	} else if (pool_life_over(p, l, now)) {
+		p->last_lifetime_close_us = now;
+		link_close(l, true, "server lifetime over");
+	} else if (idle_tmo > 0 && now - l->idle_since_us >= idle_tmo &&
+		   (min == 0 || (int)pool_usable_links(p) > min)) {
+		link_close(l, true, "server idle timeout");
+	} else if (l->state == LINK_ST_IDLE && pool_needs_check(p, l, now)) {
+		link_set_state(l, LINK_ST_USED);
+	}
+}
+
+/* Walk a list safely while entries may leave it. */
+static void
+pool_check_list(struct pool *p, enum link_state st, uint64_t now)
+{
+	struct list_node *n = list_first(&p->lists[st]), *next;
+
+	while (n != NULL) {
+		next = list_next(&p->lists[st], n);
+		pool_check_unused(p, container_of(n, struct link, node), now);
+		n = next;
+	}
+}
+
+/* query_wait_timeout: fail clients that waited too long for a link. */
+static void
+pool_check_waiters(struct pool *p, uint64_t now)
+{
+	uint64_t tmo = pool_secs_to_us(pool_query_wait_timeout(p));
+	struct pool_waiter *w;
+	struct nk_error err;
+
+	if (tmo == 0)
+		return;
+	while ((w = pool_first_waiter(p)) != NULL && now - w->since_us >= tmo) {
+		pool_unqueue(w);
+		nk_error_set(&err, "08P01", "query_wait_timeout");
+		w->ready(w, NULL, &err);
+	}
+}
+
+/* min_pool_size: keep that many links while clients use the pool or the user is forced. */
+static void
+pool_check_min_size(struct pool *p)
+{
+	int min = pool_min_size(p);
+	bool wanted = p->n_clients > 0 || (p->db->user != NULL && p->db->user[0] != '\0');
+
+	if (min <= 0 || !wanted || pool_count(p, LINK_ST_LOGIN) > 0)
+		return;
+	if (p->limits->count(p->limits_ctx, p->db_name, p->user_name) >= min)
+		return;
+	if (p->limits->count(p->limits_ctx, p->db_name, p->user_name) >= pool_size_limit(p))
+		return;
+	log_debug("launching new connection to satisfy min_pool_size for %s/%s", p->db_name,
+		  p->user_name);
+	(void)pool_launch(p);
+}
+
+static void
+pool_janitor_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct pool *p = arg;
+	uint64_t now = pool_now_us();
+
+	pool_check_list(p, LINK_ST_IDLE, now);
+	pool_check_list(p, LINK_ST_USED, now);
+	pool_check_waiters(p, now);
+	pool_check_min_size(p);
+	if (!list_empty(&p->waiters))
+		pool_dispatch(p);
+}
+
+/* ---- creation ---- */
+
+/* Fill p->addr from the database's host/port ("/dir" and unset mean a unix socket). */
+static bool
+pool_resolve(struct pool *p, struct nk_error *err)
+{
+	const char *host = p->db->host;
+	int port = p->db->port > 0 ? p->db->port : 5432;
+	struct addrinfo hints, *res = NULL;
+	char name[256], sport[16];
+
+	if (host == NULL || host[0] == '\0')
+		host = p->cfg->unix_socket_dir;
+	if (host == NULL || host[0] == '\0')
+		return nk_error_set(err, "08P01", "database \"%s\" has no host and "
+				    "unix_socket_dir is empty", p->db_name);
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(host, ","), host);
+	if (name[0] == '/') {
+		struct sockaddr_un *sun = (struct sockaddr_un *)&p->addr;
+
+		sun->sun_family = AF_UNIX;
+		snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/.s.PGSQL.%d", name, port);
+		p->addrlen = sizeof(*sun);
+		snprintf(p->addr_str, sizeof(p->addr_str), "unix:%d", port);
+		return true;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(sport, sizeof(sport), "%d", port);
+	if (getaddrinfo(name, sport, &hints, &res) != 0 || res == NULL)
+		return nk_error_set(err, "08P01", "could not resolve host \"%s\"", name);
+	memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
+	p->addrlen = res->ai_addrlen;
+	freeaddrinfo(res);
+	snprintf(p->addr_str, sizeof(p->addr_str), strchr(name, ':') ? "[%s]:%d" : "%s:%d",
+		 name, port);
+	return true;
+}
+
+static char *
+pool_strdup(const char *s)
+{
+	return s != NULL ? strdup(s) : NULL;
+}
+
+/* Create a pool; see neki/pool.h. */
+struct pool *
+pool_new(struct event_base *base, const struct pool_conf *pc, struct nk_error *err)
+{
+	struct pool *p = calloc(1, sizeof(*p));
+	struct timeval tv = { 0, POOL_JANITOR_US };
+
+	if (p == NULL) {
+		nk_error_set(err, "53200", "out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < LINK_ST_COUNT; i++)
+		list_init(&p->lists[i]);
+	list_init(&p->waiters);
+	p->base = base;
+	p->cfg = pc->cfg;
+	p->db = pc->db;
+	p->user = pc->user;
+	p->limits = pc->limits;
+	p->limits_ctx = pc->limits_ctx;
+	sbuf_opts_from_cfg(&p->sbuf_opts, pc->cfg);
+	p->db_name = strdup(pc->db_name);
+	p->user_name = strdup(pc->user_name);
+	p->password = pool_strdup(pc->password);
+	p->ev_janitor = event_new(base, -1, EV_PERSIST, pool_janitor_cb, p);
+	p->ev_dispatch = event_new(base, -1, 0, pool_dispatch_cb, p);
+	p->ev_reap = event_new(base, -1, 0, pool_reap_cb, p);
+	if (p->db_name == NULL || p->user_name == NULL || (pc->password && !p->password) ||
+	    p->ev_janitor == NULL || p->ev_dispatch == NULL || p->ev_reap == NULL) {
+		nk_error_set(err, "53200", "out of memory");
+		goto fail;
+	}
+	if (!pool_resolve(p, err))
+		goto fail;
+	event_add(p->ev_janitor, &tv);
+	return p;
+fail:
+	pool_free(p);
+	return NULL;
+}
+
+/* New configuration after a reload. */
+void
+pool_reconfigure(struct pool *p, const struct cfg *cfg, const struct cfg_database *db,
+		 const struct cfg_user *user)
+{
+	p->cfg = cfg;
+	p->db = db;
+	p->user = user;
+	sbuf_opts_from_cfg(&p->sbuf_opts, cfg);
+}
+
+void
+pool_client_attach(struct pool *p)
+{
+	p->n_clients++;
+}
+
+void
+pool_client_detach(struct pool *p)
+{
+	NK_ASSERT(p->n_clients > 0);
+	p->n_clients--;
+}
+
+/* RECONNECT: every link is closed at its next release; idle ones now. */
+void
+pool_reconnect(struct pool *p)
+{
+	struct list_node *n;
+
+	for (int st = LINK_ST_LOGIN; st < LINK_ST_CLOSING; st++) {
+		for (n = list_first(&p->lists[st]); n != NULL; n = list_next(&p->lists[st], n))
+			link_set_close_needed(container_of(n, struct link, node));
+	}
+	pool_check_list(p, LINK_ST_IDLE, pool_now_us());
+	pool_check_list(p, LINK_ST_USED, pool_now_us());
+}
+
+/* Shut the pool down; see neki/pool.h. */
+void
+pool_free(struct pool *p)
+{
+	struct nk_error err;
+	struct list_node *n;
+
+	if (p == NULL)
+		return;
+	p->freeing = true;
+	nk_error_set(&err, "08P01", "pooler is shutting down");
+	pool_fail_waiters(p, &err);
+	for (int st = LINK_ST_LOGIN; st < LINK_ST_CLOSING; st++) {
+		while ((n = list_first(&p->lists[st])) != NULL)
+			link_break(container_of(n, struct link, node), "pooler is shutting down");
+	}
+	pool_reap(p);
+	if (p->ev_janitor != NULL)
+		event_free(p->ev_janitor);
+	if (p->ev_dispatch != NULL)
+		event_free(p->ev_dispatch);
+	if (p->ev_reap != NULL)
+		event_free(p->ev_reap);
+	for (size_t i = 0; i < p->nwelcome; i++) {
+		free(p->welcome[i].name);
+		free(p->welcome[i].value);
+	}
+	free(p->welcome);
+	free(p->db_name);
+	free(p->user_name);
+	free(p->password);
+	free(p);
+}
+
+/* ---- process-local limits ---- */
+
+struct pool_limits_entry {
+	char *db;		/* owned */
+	char *user;		/* owned */
+	int count;		/* server connections of this pool */
+};
+
+struct pool_limits_local {
+	struct pool_limits_entry *e;	/* owned array */
+	size_t n;
+};
+
+struct pool_limits_local *
+pool_limits_local_new(void)
+{
+	return calloc(1, sizeof(struct pool_limits_local));
+}
+
+void
+pool_limits_local_free(struct pool_limits_local *pl)
+{
+	if (pl == NULL)
+		return;
+	for (size_t i = 0; i < pl->n; i++) {
+		free(pl->e[i].db);
+		free(pl->e[i].user);
+	}
+	free(pl->e);
+	free(pl);
+}
+
+/* The entry of (<db>, <user>), created when <create>. */
+static struct pool_limits_entry *
+pool_limits_find(struct pool_limits_local *pl, const char *db, const char *user, bool create)
+{
+	struct pool_limits_entry *ne;
+
+	for (size_t i = 0; i < pl->n; i++) {
+		if (strcmp(pl->e[i].db, db) == 0 && strcmp(pl->e[i].user, user) == 0)
+			return &pl->e[i];
+	}
+	if (!create)
+		return NULL;
+	ne = realloc(pl->e, (pl->n + 1) * sizeof(*ne));
+	if (ne == NULL)
+		return NULL;
+	pl->e = ne;
+	ne = &pl->e[pl->n];
+	ne->db = strdup(db);
+	ne->user = strdup(user);
+	ne->count = 0;
+	if (ne->db == NULL || ne->user == NULL) {
+		free(ne->db);
+		free(ne->user);
+		return NULL;
+	}
+	pl->n++;
+	return ne;
+}
+
+int
+pool_limits_local_db_count(struct pool_limits_local *pl, const char *db)
+{
+	int sum = 0;
+
+	for (size_t i = 0; i < pl->n; i++)
+		sum += strcmp(pl->e[i].db, db) == 0 ? pl->e[i].count : 0;
+	return sum;
+}
+
+int
+pool_limits_local_user_count(struct pool_limits_local *pl, const char *user)
+{
+	int sum = 0;
+
+	for (size_t i = 0; i < pl->n; i++)
+		sum += strcmp(pl->e[i].user, user) == 0 ? pl->e[i].count : 0;
+	return sum;
+}
+
+static bool
+pool_limits_local_try(void *ctx, const char *db, const char *user, int pool_max, int db_max,
+		      int user_max)
+{
+	struct pool_limits_local *pl = ctx;
+	struct pool_limits_entry *e = pool_limits_find(pl, db, user, true);
+
+	if (e == NULL || e->count >= pool_max)
+		return false;
+	if (db_max > 0 && pool_limits_local_db_count(pl, db) >= db_max)
+		return false;
+	if (user_max > 0 && pool_limits_local_user_count(pl, user) >= user_max)
+		return false;
+	e->count++;
+	return true;
+}
+
+static void
+pool_limits_local_release(void *ctx, const char *db, const char *user)
+{
+	struct pool_limits_entry *e = pool_limits_find(ctx, db, user, false);
+
+	NK_ASSERT(e != NULL && e->count > 0);
+	e->count--;
+}
+
+static int
+pool_limits_local_count(void *ctx, const char *db, const char *user)
+{
+	struct pool_limits_entry *e = pool_limits_find(ctx, db, user, false);
+
+	return e != NULL ? e->count : 0;
+}
+
+static const struct pool_limits_ops pool_limits_local_table = {
+	.try_acquire = pool_limits_local_try,
+	.release = pool_limits_local_release,
+	.count = pool_limits_local_count,
+};
+
+const struct pool_limits_ops *
+pool_limits_local_ops(void)
+{
+	return &pool_limits_local_table;
+}

@@ -1,0 +1,136 @@
+/*
+ * pool_int.h - types and functions shared by link.c, link_auth.c and pool.c only.
+ *
+ * struct link and struct pool live here so that the public headers stay opaque. link.c
+ * drives one server connection; pool.c owns the lists the links move between and decides
+ * when links are opened, handed out, tested and closed. link_auth.c answers the server's
+ * authentication requests.
+ */
+#ifndef NEKI_POOL_POOL_INT_H
+#define NEKI_POOL_POOL_INT_H
+
+#include "neki/base.h"
+
+#include <sys/socket.h>
+
+#include "neki/link.h"
+#include "neki/list.h"
+#include "neki/pool.h"
+#include "neki/sbuf.h"
+
+struct event;
+struct link_scram;
+
+/* One ParameterStatus value. */
+struct link_param {
+	char *name;		/* owned */
+	char *value;		/* owned */
+};
+
+/* Why a link is in TESTED. */
+enum link_test {
+	LINK_TEST_NONE = 0,
+	LINK_TEST_CHECK = 1,	/* server_check_query before reuse */
+	LINK_TEST_RESET = 2,	/* server_reset_query after release */
+};
+
+struct link {
+	struct sbuf sb;			/* the server connection (embedded) */
+	struct list_node node;		/* on pool->lists[state] */
+	enum link_state state;		/* written by link_set_state() only */
+	struct pool *pool;		/* borrowed: the owner */
+	struct event *timer;		/* owned: login timeout (server_connect_timeout) */
+	uint64_t connect_us;		/* monotonic time the connect started */
+	uint64_t idle_since_us;		/* monotonic time it last became IDLE */
+	uint32_t be_pid;		/* BackendKeyData */
+	uint32_t be_key;
+	struct link_param *params;	/* owned array of ParameterStatus values */
+	size_t nparams;
+	char tx_status;			/* 'I' / 'T' / 'E' from the last ReadyForQuery */
+	bool ready;			/* at a ReadyForQuery 'I' with no query in flight */
+	bool close_needed;		/* close instead of reuse */
+	bool exec_connect_query;	/* LOGIN: running the database's connect_query */
+	bool test_failed;		/* TESTED: the query got an ErrorResponse */
+	bool counted;			/* holds a slot in the global limits */
+	enum link_test test;		/* TESTED: which query */
+	struct link_scram *scram;	/* owned: SCRAM exchange state during LOGIN */
+	link_cb_fn client_cb;		/* ACTIVE: the session's callback */
+	void *client_ctx;		/* ACTIVE: borrowed session */
+};
+
+struct pool {
+	char *db_name;			/* owned: client-side database name */
+	char *user_name;		/* owned: server login user */
+	char *password;			/* owned: password / secret, NULL */
+	const struct cfg *cfg;		/* borrowed (see pool_reconfigure) */
+	const struct cfg_database *db;	/* borrowed */
+	const struct cfg_user *user;	/* borrowed, NULL */
+	struct event_base *base;	/* borrowed: the worker's loop */
+	const struct pool_limits_ops *limits; /* borrowed */
+	void *limits_ctx;		/* borrowed */
+	struct sbuf_opts sbuf_opts;	/* transport settings for new links */
+	struct sockaddr_storage addr;	/* the server's address */
+	socklen_t addrlen;
+	char addr_str[128];		/* for logs: "127.0.0.1:5432", "unix:5432" */
+	struct list lists[LINK_ST_COUNT]; /* links by state */
+	struct list waiters;		/* struct pool_waiter, FIFO */
+	struct event *ev_janitor;	/* owned: periodic maintenance */
+	struct event *ev_dispatch;	/* owned: hand links to waiters (activated) */
+	struct event *ev_reap;		/* owned: free CLOSING links (activated) */
+	uint64_t last_connect_us;	/* when the last connect was started */
+	uint64_t last_lifetime_close_us; /* spreads server_lifetime closes */
+	bool last_connect_failed;	/* the last connect/login failed (server_login_retry) */
+	bool last_login_failed;		/* ... and no login succeeded since (fast fail) */
+	char last_error[256];		/* the cached error of that failure */
+	struct link_param *welcome;	/* owned: parameters of the first login */
+	size_t nwelcome;
+	bool welcome_ready;
+	int n_clients;			/* pool_client_attach() count */
+	bool freeing;			/* pool_free() in progress */
+};
+
+/* Monotonic microseconds. */
+uint64_t pool_now_us(void);
+
+/* ---- link.c, for pool.c ---- */
+
+/* A new link of <p>, connecting (LOGIN). NULL when the socket cannot be created. */
+struct link *link_new(struct pool *p);
+/* Move <l> to <st>: the only writer of l->state; moves it between the pool's lists. */
+void link_set_state(struct link *l, enum link_state st);
+/* Run <sql> on an idle link for <why> (TESTED); "<empty>" sends an empty query. */
+void link_start_test(struct link *l, enum link_test why, const char *sql);
+/* Hand <l> to a session: ACTIVE with its callback. */
+void link_activate(struct link *l, link_cb_fn cb, void *ctx);
+/* Back from a session: forget the callback and the forward target. */
+void link_deactivate(struct link *l);
+/* Close <l> with <reason>; a client holding it gets LINK_EV_BROKEN with that reason. */
+void link_break(struct link *l, const char *reason);
+/* Free a CLOSING link (from the pool's reap step only). */
+void link_free(struct link *l);
+/* Log "<prefix> <msg>" at <lvl> with the link's identity (pgbouncer's S-0x... prefix). */
+void link_log(const struct link *l, int lvl, const char *fmt, ...) NK_PRINTF(3, 4);
+
+/* ---- pool.c, for link.c ---- */
+
+/* <l> finished logging in (now IDLE). */
+void pool_on_login_ok(struct link *l);
+/* <l> failed to log in; <err> is the server's error or NULL (connect failure, <reason>). */
+void pool_on_login_failed(struct link *l, const struct nk_error *err, const char *reason);
+/* <l> finished a check / reset query (now IDLE). */
+void pool_on_test_done(struct link *l);
+/* <l> went CLOSING: give back its slot, schedule the reap. */
+void pool_on_link_closed(struct link *l);
+
+/* ---- link_auth.c ---- */
+
+/*
+ * Answer the server's Authentication request <body> (<len> bytes). Returns false with
+ * <err> filled when login cannot continue. Sets *<done> when AuthenticationOk arrived.
+ */
+NK_MUSTCHECK bool link_auth_answer(struct link *l, const uint8_t *body, size_t len, bool *done,
+				   struct nk_error *err);
+/* Free SCRAM state (if any). */
+void link_auth_cleanup(struct link *l);
+
+#endif /* NEKI_POOL_POOL_INT_H */
