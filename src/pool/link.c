@@ -619,6 +619,7 @@ link_activate(struct link *l, link_cb_fn cb, void *ctx)
 {
 	l->client_cb = cb;
 	l->client_ctx = ctx;
+	l->fresh = false;
 	link_set_state(l, LINK_ST_ACTIVE);
 }
 

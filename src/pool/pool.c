@@ -231,7 +231,7 @@ pool_needs_check(const struct pool *p, const struct link *l, uint64_t now)
 {
 	const char *q = p->cfg->server_check_query;
 
-	if (q == NULL || q[0] == '\0')
+	if (q == NULL || q[0] == '\0' || l->fresh)
 		return false;
 	return now - l->idle_since_us >= pool_secs_to_us(p->cfg->server_check_delay);
 }
@@ -520,8 +520,9 @@ pool_on_login_failed(struct link *l, const struct nk_error *err, const char *rea
 
 	p->last_connect_failed = true;
 	p->last_login_failed = true;
-	snprintf(p->last_error, sizeof(p->last_error), "%s",
-		 err != NULL ? err->message : reason);
+	if (snprintf(p->last_error, sizeof(p->last_error), "%s",
+		     err != NULL ? err->message : reason) >= (int)sizeof(p->last_error))
+		log_debug("cached login error truncated");
 	if (err != NULL && strcmp(err->sqlstate, "57P03") != 0 && !p->freeing)
 		pool_fail_waiters(p, err);
 }
@@ -529,6 +530,7 @@ pool_on_login_failed(struct link *l, const struct nk_error *err, const char *rea
 void
 pool_on_test_done(struct link *l)
 {
+	l->fresh = true;
 	link_set_state(l, LINK_ST_IDLE);
 	pool_kick(l->pool);
 }
@@ -669,7 +671,9 @@ pool_resolve(struct pool *p, struct nk_error *err)
 		struct sockaddr_un *sun = (struct sockaddr_un *)&p->addr;
 
 		sun->sun_family = AF_UNIX;
-		snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/.s.PGSQL.%d", name, port);
+		if (snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/.s.PGSQL.%d", name,
+			     port) >= (int)sizeof(sun->sun_path))
+			return nk_error_set(err, "08P01", "unix socket path too long: \"%s\"", name);
 		p->addrlen = sizeof(*sun);
 		snprintf(p->addr_str, sizeof(p->addr_str), "unix:%d", port);
 		return true;

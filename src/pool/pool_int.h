@@ -52,6 +52,7 @@ struct link {
 	bool exec_connect_query;	/* LOGIN: running the database's connect_query */
 	bool test_failed;		/* TESTED: the query got an ErrorResponse */
 	bool counted;			/* holds a slot in the global limits */
+	bool fresh;			/* a check/reset query just succeeded: no check before use */
 	enum link_test test;		/* TESTED: which query */
 	struct link_scram *scram;	/* owned: SCRAM exchange state during LOGIN */
 	link_cb_fn client_cb;		/* ACTIVE: the session's callback */

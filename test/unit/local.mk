@@ -11,3 +11,4 @@ AM_CPPFLAGS += -DNK_SRCDIR='"$(abs_top_srcdir)"'
 unit_sources += test/unit/check_topology.c test/unit/check_topology_resolve.c \
 	test/unit/topo_fixtures.c test/unit/check_topoimage.c
 noinst_HEADERS += test/unit/topo_fixtures.h
+unit_sources += test/unit/check_pool.c

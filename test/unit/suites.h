@@ -15,7 +15,8 @@
 	X(sbuf) \
 	X(config) \
 	X(shm) \
-	X(topology)
+	X(topology) \
+	X(pool)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)

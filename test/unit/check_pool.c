@@ -1,0 +1,958 @@
+/*
+ * check_pool.c - backend links and pools against a real PostgreSQL 15 (no mocks).
+ *
+ * The suite starts one private cluster with test/harness/cluster (one shard; roles
+ * neki_test = SCRAM, neki_md5 = md5, neki_plain = cleartext, others trust) in an unchecked
+ * fixture, and every test drives a pool on its own event_base with process-local limits.
+ * When the harness or /usr/lib/postgresql/15/bin is missing, every test prints why and passes
+ * without running (CI has both).
+ *
+ * Covered: login over TCP and unix socket, startup parameters from [databases], wrong
+ * password error, LIFO / FIFO reuse, pool_size and max_db/max_user limits, reserve pool,
+ * server_idle_timeout, server_lifetime, server_check_query, server_reset_query by pool mode,
+ * connect_query, broken links (pg_terminate_backend) idle and active, connect failure with
+ * server_login_retry fast fail, query_wait_timeout, server_connect_timeout, log phrases.
+ */
+#include "neki/base.h"
+
+#include <check.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "neki/config.h"
+#include "neki/link.h"
+#include "neki/log.h"
+#include "neki/pktbuf.h"
+#include "neki/pool.h"
+#include "neki/proto.h"
+#include "suites.h"
+
+/* ---- the cluster (suite-wide, started in the parent process) ---- */
+
+static char cl_dir[512];
+static char cl_sock[512];
+static char cl_script[512];
+static int cl_port;
+static bool cl_up;
+static const char *cl_skip = "not started";
+
+/* Find test/harness/cluster from the build or source directory. */
+static bool
+cl_find_script(void)
+{
+	const char *top = getenv("NEKI_TOP_SRCDIR");
+	const char *cands[] = { "test/harness/cluster", "../../test/harness/cluster",
+				"../test/harness/cluster" };
+
+	if (top != NULL) {
+		snprintf(cl_script, sizeof(cl_script), "%s/test/harness/cluster", top);
+		if (access(cl_script, X_OK) == 0)
+			return true;
+	}
+	for (size_t i = 0; i < NK_ARRAY_LEN(cands); i++) {
+		if (access(cands[i], X_OK) == 0) {
+			snprintf(cl_script, sizeof(cl_script), "%s", cands[i]);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+cl_parse_line(const char *line)
+{
+	if (sscanf(line, "NEKI_CLUSTER_DIR=%511s", cl_dir) == 1)
+		return;
+	if (sscanf(line, "PGHOST_SOCK=%511s", cl_sock) == 1)
+		return;
+	(void)sscanf(line, "SHARD_A_PORT=%d", &cl_port);
+}
+
+/* Run <sql> as postgres through psql on the cluster's socket. */
+static void
+cl_psql(const char *sql)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd),
+		 "runuser -u postgres -- /usr/lib/postgresql/15/bin/psql -X -q -h %s -p %d "
+		 "-U postgres -d postgres -c \"%s\" >/dev/null 2>&1 || "
+		 "/usr/lib/postgresql/15/bin/psql -X -q -h %s -p %d -U postgres -d postgres "
+		 "-c \"%s\" >/dev/null 2>&1", cl_sock, cl_port, sql, cl_sock, cl_port, sql);
+	if (system(cmd) != 0)
+		fprintf(stderr, "check_pool: psql failed: %s\n", sql);
+}
+
+static void
+cluster_up(void)
+{
+	char cmd[1024], line[1024];
+	FILE *f;
+
+	if (access("/usr/lib/postgresql/15/bin/postgres", X_OK) != 0) {
+		cl_skip = "/usr/lib/postgresql/15/bin is absent";
+		return;
+	}
+	if (!cl_find_script()) {
+		cl_skip = "test/harness/cluster not found (set NEKI_TOP_SRCDIR)";
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "%s start --shards 1 2>/dev/null", cl_script);
+	f = popen(cmd, "r");
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL)
+		cl_parse_line(line);
+	if (pclose(f) != 0 || cl_port == 0 || cl_dir[0] == '\0') {
+		cl_skip = "test/harness/cluster start failed";
+		return;
+	}
+	cl_up = true;
+	cl_psql("CREATE ROLE nk_u1 LOGIN; CREATE ROLE nk_u2 LOGIN; CREATE ROLE nk_u3 LOGIN");
+}
+
+static void
+cluster_down(void)
+{
+	char cmd[1100];
+
+	if (!cl_up)
+		return;
+	snprintf(cmd, sizeof(cmd), "%s stop %s >/dev/null 2>&1", cl_script, cl_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "check_pool: cluster stop failed\n");
+	cl_up = false;
+}
+
+#define NEED_CLUSTER()                                                          \
+	do {                                                                    \
+		if (!cl_up) {                                                   \
+			fprintf(stderr, "check_pool: SKIPPED %s: %s\n", __func__, cl_skip); \
+			return;                                                 \
+		}                                                               \
+	} while (0)
+
+/* ---- per-test environment ---- */
+
+static struct event_base *base;
+static struct cfg *cfg;
+static struct pool_limits_local *lim;
+static char logpath[256];
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+/* Run the loop until <done>(<arg>) or <secs>: bounded polling, no bare sleeps. */
+static bool
+run_until(bool (*done)(void *), void *arg, double secs)
+{
+	struct event *tick = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
+	struct timeval tv = { 0, 10000 };
+	struct timespec t0, t1;
+	bool ok = false;
+
+	event_add(tick, &tv);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		if (done(arg)) {
+			ok = true;
+			break;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 > secs)
+			break;
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	event_free(tick);
+	return ok;
+}
+
+static bool
+never(void *arg)
+{
+	return false;
+}
+
+/* Spin the loop for <secs> (to let timers fire); a bounded wait on nothing. */
+static void
+run_for(double secs)
+{
+	(void)run_until(never, NULL, secs);
+}
+
+static void
+setup(void)
+{
+	struct log_settings ls = { 0 };
+
+	base = event_base_new();
+	lim = pool_limits_local_new();
+	snprintf(logpath, sizeof(logpath), "/tmp/nk_check_pool_%d.log", (int)getpid());
+	unlink(logpath);
+	ls.logfile = logpath;
+	ls.quiet = true;
+	ls.verbose = 0;
+	ck_assert(log_configure(&ls));
+}
+
+static void
+teardown(void)
+{
+	if (cfg != NULL)
+		cfg_unref(cfg);
+	cfg = NULL;
+	pool_limits_local_free(lim);
+	event_base_free(base);
+	log_close();
+	unlink(logpath);
+}
+
+static void
+drop_cfg(void)
+{
+	cfg_unref(cfg);
+	cfg = NULL;
+}
+
+/* Load a config: [databases] <dbs> (%d = the cluster's port, %s = its socket dir). */
+static void
+load_cfg(const char *dbs, const char *settings)
+{
+	char text[4096], dbtext[2048];
+	struct nk_error err;
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	snprintf(dbtext, sizeof(dbtext), dbs, cl_port, cl_sock);
+#pragma GCC diagnostic pop
+	snprintf(text, sizeof(text), "[databases]\n%s\n[pgbouncer]\nlisten_port = 6999\n"
+		 "admin_listen_port = 0\n%s\n", dbtext, settings);
+	cfg = cfg_load_string("check_pool.ini", text, &err);
+	ck_assert_msg(cfg != NULL, "config: %s", err.message);
+}
+
+static struct pool *
+mk_pool(const char *db, const char *user, const char *password)
+{
+	struct pool_conf pc = { 0 };
+	struct nk_error err;
+	struct pool *p;
+
+	pc.cfg = cfg;
+	pc.db = cfg_database_find(cfg, db);
+	ck_assert_ptr_nonnull(pc.db);
+	pc.user = cfg_user_find(cfg, user);
+	pc.db_name = db;
+	pc.user_name = pc.db->user != NULL ? pc.db->user : user;
+	pc.password = password != NULL ? password : pc.db->password;
+	pc.limits = pool_limits_local_ops();
+	pc.limits_ctx = lim;
+	p = pool_new(base, &pc, &err);
+	ck_assert_msg(p != NULL, "pool_new: %s", err.message);
+	return p;
+}
+
+/* True when the logfile contains <needle>. */
+static bool
+log_has(const char *needle)
+{
+	char buf[65536];
+	FILE *f = fopen(logpath, "r");
+	size_t n;
+
+	if (f == NULL)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+/* ---- a scripted client ---- */
+
+struct tclient {
+	struct pool_waiter w;
+	struct link *link;		/* the link it holds */
+	bool done;			/* the acquire finished */
+	bool failed;			/* ... with an error */
+	bool broken;			/* LINK_EV_BROKEN seen */
+	struct nk_error err;
+	bool got_z;
+	bool got_error;
+	char sqlstate[6];
+	char value[256];		/* first column of the last DataRow */
+};
+
+static void
+tc_ready(struct pool_waiter *w, struct link *l, const struct nk_error *err)
+{
+	struct tclient *c = container_of(w, struct tclient, w);
+
+	c->done = true;
+	c->link = l;
+	if (err != NULL) {
+		c->failed = true;
+		c->err = *err;
+	}
+}
+
+/* First column of a DataRow body into <out>. */
+static void
+tc_datarow(struct tclient *c, const uint8_t *b, size_t len)
+{
+	uint32_t n;
+
+	if (len < 6)
+		return;
+	n = ((uint32_t)b[2] << 24) | ((uint32_t)b[3] << 16) | ((uint32_t)b[4] << 8) | b[5];
+	if (n == 0xffffffffu || n + 6 > len || n >= sizeof(c->value))
+		return;
+	memcpy(c->value, b + 6, n);
+	c->value[n] = '\0';
+}
+
+static bool
+tc_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
+	   const struct nk_error *err, void *ctx)
+{
+	struct tclient *c = ctx;
+	struct proto_server_error se;
+	struct nk_error perr;
+
+	if (ev == LINK_EV_BROKEN) {
+		c->broken = true;
+		c->err = *err;
+		c->link = NULL;
+		return true;
+	}
+	if (pkt->avail < pkt->len) {
+		ck_assert(sbuf_hold(link_sbuf(l), pkt->len));
+		return true;
+	}
+	if (pkt->type == 'D')
+		tc_datarow(c, pkt->data + 5, pkt->len - 5);
+	if (pkt->type == 'E' && proto_parse_server_error(pkt->data + 5, pkt->len - 5, &se, &perr)) {
+		c->got_error = true;
+		snprintf(c->sqlstate, sizeof(c->sqlstate), "%s", se.sqlstate ? se.sqlstate : "");
+	}
+	if (pkt->type == 'Z')
+		c->got_z = true;
+	sbuf_skip(link_sbuf(l), pkt->len);
+	return true;
+}
+
+static bool
+tc_done(void *arg)
+{
+	return ((struct tclient *)arg)->done;
+}
+
+static bool
+tc_z(void *arg)
+{
+	struct tclient *c = arg;
+
+	return c->got_z || c->broken;
+}
+
+/* Start acquiring; returns the immediate result. */
+static enum pool_acquire_result
+tc_start(struct tclient *c, struct pool *p)
+{
+	enum pool_acquire_result r;
+	struct link *l;
+
+	memset(c, 0, sizeof(*c));
+	pool_waiter_init(&c->w, tc_ready, tc_link_cb, c);
+	r = pool_acquire(p, &c->w, &l, &c->err);
+	if (r == POOL_GOT) {
+		c->link = l;
+		c->done = true;
+	} else if (r == POOL_FAILED) {
+		c->done = true;
+		c->failed = true;
+	}
+	return r;
+}
+
+/* Acquire and wait (bounded) until a link or an error. */
+static void
+tc_get(struct tclient *c, struct pool *p)
+{
+	(void)tc_start(c, p);
+	ck_assert_msg(run_until(tc_done, c, 20), "acquire did not finish");
+}
+
+/* Acquire, insisting on a link. */
+static void
+tc_get_ok(struct tclient *c, struct pool *p)
+{
+	tc_get(c, p);
+	ck_assert_msg(!c->failed, "acquire failed: %s", c->err.message);
+	ck_assert_ptr_nonnull(c->link);
+	ck_assert_int_eq(link_state(c->link), LINK_ST_ACTIVE);
+}
+
+/* Run <sql> on the client's link; returns the first value of the last row. */
+static const char *
+tc_query(struct tclient *c, const char *sql)
+{
+	struct pktbuf pb;
+
+	c->got_z = false;
+	c->got_error = false;
+	c->value[0] = '\0';
+	pktbuf_init(&pb, 64);
+	pktbuf_write_query(&pb, sql);
+	ck_assert(link_send(c->link, pb.buf, pb.len));
+	pktbuf_cleanup(&pb);
+	ck_assert_msg(run_until(tc_z, c, 20), "query did not finish: %s", sql);
+	return c->value;
+}
+
+struct count_goal {
+	struct pool *p;
+	enum link_state st;
+	size_t n;
+};
+
+static bool
+count_is(void *arg)
+{
+	struct count_goal *g = arg;
+
+	return pool_count(g->p, g->st) == g->n;
+}
+
+/* Count the server's backends of <user> (through a superuser pool). */
+static int
+server_backends(struct pool *admin, const char *user)
+{
+	struct tclient c;
+	char sql[256];
+	int n;
+
+	tc_get_ok(&c, admin);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pg_stat_activity WHERE usename = '%s'",
+		 user);
+	n = atoi(tc_query(&c, sql));
+	pool_release(c.link, NULL);
+	return n;
+}
+
+/* Terminate the backend <pid> from a superuser pool. */
+static void
+server_kill(struct pool *admin, uint32_t pid)
+{
+	struct tclient c;
+	char sql[128];
+
+	tc_get_ok(&c, admin);
+	snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%u)", pid);
+	ck_assert_str_eq(tc_query(&c, sql), "t");
+	pool_release(c.link, NULL);
+}
+
+#define DB_TCP "db = host=127.0.0.1 port=%d dbname=postgres\n" \
+	"admin = host=127.0.0.1 port=%1$d dbname=postgres user=postgres\n"
+
+/* ---- tests ---- */
+
+START_TEST(test_login_tcp_trust_params)
+{
+	struct pool *p;
+	struct tclient c;
+	struct count_goal g;
+
+	NEED_CLUSTER();
+	load_cfg("db = host=127.0.0.1 port=%d dbname=postgres application_name=nk_app "
+		 "timezone=UTC datestyle=ISO,DMY\n", "");
+	p = mk_pool("db", "nk_u1", NULL);
+	ck_assert_int_eq(tc_start(&c, p), POOL_QUEUED);
+	ck_assert_int_eq(pool_count(p, LINK_ST_LOGIN), 0);	/* launched from the loop */
+	ck_assert(run_until(tc_done, &c, 20));
+	ck_assert(!c.failed);
+	ck_assert_int_eq(link_state(c.link), LINK_ST_ACTIVE);
+	ck_assert_uint_gt(link_backend_pid(c.link), 0);
+	ck_assert_str_eq(link_param(c.link, "application_name"), "nk_app");
+	ck_assert_str_eq(link_param(c.link, "TimeZone"), "UTC");
+	ck_assert_str_eq(link_param(c.link, "DateStyle"), "ISO, DMY");
+	ck_assert_ptr_nonnull(link_param(c.link, "server_version"));
+	ck_assert_int_eq(link_tx_status(c.link), 'I');
+	ck_assert(pool_welcome_ready(p));
+	ck_assert_str_eq(tc_query(&c, "SELECT current_user"), "nk_u1");
+	ck_assert_str_eq(tc_query(&c, "SELECT pg_backend_pid()")[0] != '\0' ? "ok" : "", "ok");
+	ck_assert_uint_eq((uint32_t)atoi(c.value), link_backend_pid(c.link));
+	pool_release(c.link, NULL);
+	/* session mode (default): DISCARD ALL runs before the link is idle again */
+	ck_assert_int_eq(pool_count(p, LINK_ST_TESTED), 1);
+	g = (struct count_goal){ p, LINK_ST_IDLE, 1 };
+	ck_assert(run_until(count_is, &g, 5));
+	ck_assert(log_has("new connection to server (from 127.0.0.1:"));
+	ck_assert(log_has(": db/nk_u1@127.0.0.1:"));
+	pool_free(p);
+	ck_assert(log_has("closing because: pooler is shutting down (age="));
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
+}
+END_TEST
+
+START_TEST(test_login_unix_cleartext_and_wrong_password)
+{
+	struct pool *p, *bad;
+	struct tclient c, c2;
+
+	NEED_CLUSTER();
+	load_cfg("db = host=%2$s port=%1$d dbname=postgres\n", "");
+	p = mk_pool("db", "neki_plain", "neki_plain_pw");
+	tc_get_ok(&c, p);
+	ck_assert_str_eq(link_addr(c.link), link_addr(c.link));
+	ck_assert(strncmp(link_addr(c.link), "unix:", 5) == 0);
+	ck_assert_str_eq(tc_query(&c, "SELECT current_user"), "neki_plain");
+	pool_release(c.link, NULL);
+	pool_free(p);
+
+	bad = mk_pool("db", "neki_plain", "not-the-password");
+	tc_get(&c, bad);
+	ck_assert(c.failed);
+	ck_assert_str_eq(c.err.sqlstate, "28P01");
+	ck_assert_str_eq(c.err.message, "password authentication failed for user \"neki_plain\"");
+	ck_assert(log_has("server login failed: FATAL password authentication failed for user "
+			  "\"neki_plain\""));
+	/* a new request fails fast with the cached error (server_login_retry) */
+	ck_assert_int_eq(tc_start(&c2, bad), POOL_FAILED);
+	ck_assert_str_eq(c2.err.message, "server login has been failing, cached error: password "
+			 "authentication failed for user \"neki_plain\" (server_login_retry)");
+	pool_free(bad);
+}
+END_TEST
+
+/* LIFO reuse by default, FIFO with server_round_robin. */
+static void
+check_reuse_order(bool round_robin)
+{
+	struct pool *p;
+	struct tclient a, b, c;
+	struct link *la, *lb;
+
+	load_cfg(DB_TCP, round_robin ? "pool_mode = transaction\nserver_round_robin = 1" :
+		 "pool_mode = transaction");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	tc_get_ok(&b, p);
+	la = a.link;
+	lb = b.link;
+	ck_assert_ptr_ne(la, lb);
+	pool_release(la, NULL);
+	pool_release(lb, NULL);	/* b is the most recently used */
+	tc_get_ok(&c, p);
+	ck_assert_ptr_eq(c.link, round_robin ? la : lb);
+	pool_release(c.link, NULL);
+	pool_free(p);
+}
+
+START_TEST(test_lifo_fifo)
+{
+	NEED_CLUSTER();
+	check_reuse_order(false);
+	drop_cfg();
+	check_reuse_order(true);
+}
+END_TEST
+
+/* pool_size bounds the links; the third client waits for a release. */
+START_TEST(test_pool_size_and_wait)
+{
+	struct pool *p, *admin;
+	struct tclient a, b, c;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "default_pool_size = 2");
+	p = mk_pool("db", "nk_u2", NULL);
+	admin = mk_pool("admin", "postgres", NULL);
+	tc_get_ok(&a, p);
+	tc_get_ok(&b, p);
+	ck_assert_int_eq(tc_start(&c, p), POOL_QUEUED);
+	run_for(0.5);
+	ck_assert(!c.done);
+	ck_assert_int_eq(pool_waiting(p), 1);
+	ck_assert_int_eq(pool_count(p, LINK_ST_LOGIN), 0);
+	ck_assert_int_eq(server_backends(admin, "nk_u2"), 2);
+	pool_release(a.link, NULL);
+	ck_assert(run_until(tc_done, &c, 5));
+	ck_assert_ptr_eq(c.link, a.link);
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 2);
+	pool_release(b.link, NULL);
+	pool_release(c.link, NULL);
+	pool_free(p);
+	pool_free(admin);
+}
+END_TEST
+
+/* max_db_connections and max_user_connections hold across pools sharing the limits. */
+START_TEST(test_db_and_user_limits)
+{
+	struct pool *p1, *p2, *q1, *q2;
+	struct tclient a, b, c, d;
+
+	NEED_CLUSTER();
+	load_cfg("db = host=127.0.0.1 port=%d dbname=postgres max_db_connections=1\n"
+		 "d1 = host=127.0.0.1 port=%1$d dbname=postgres\n"
+		 "d2 = host=127.0.0.1 port=%1$d dbname=postgres\n", "max_user_connections = 1");
+	p1 = mk_pool("db", "nk_u1", NULL);
+	p2 = mk_pool("db", "nk_u2", NULL);
+	tc_get_ok(&a, p1);
+	ck_assert_int_eq(tc_start(&b, p2), POOL_QUEUED);
+	run_for(0.4);
+	ck_assert(!b.done);	/* the database is full */
+	pool_release(a.link, NULL);
+	pool_free(p1);		/* frees the slot */
+	ck_assert(run_until(tc_done, &b, 5));
+	ck_assert(!b.failed);
+	pool_release(b.link, NULL);
+	pool_free(p2);
+
+	q1 = mk_pool("d1", "nk_u3", NULL);
+	q2 = mk_pool("d2", "nk_u3", NULL);
+	tc_get_ok(&c, q1);
+	ck_assert_int_eq(tc_start(&d, q2), POOL_QUEUED);
+	run_for(0.4);
+	ck_assert(!d.done);	/* the user is full */
+	ck_assert_int_eq(pool_limits_local_user_count(lim, "nk_u3"), 1);
+	pool_release(c.link, NULL);
+	pool_free(q1);
+	ck_assert(run_until(tc_done, &d, 5));
+	pool_release(d.link, NULL);
+	pool_free(q2);
+}
+END_TEST
+
+/* A client waiting reserve_pool_timeout gets a link from the reserve pool. */
+START_TEST(test_reserve_pool)
+{
+	struct pool *p;
+	struct tclient a, b, c;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "default_pool_size = 1\nreserve_pool_size = 1\n"
+		 "reserve_pool_timeout = 0.5");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	ck_assert_int_eq(tc_start(&b, p), POOL_QUEUED);
+	run_for(0.25);
+	ck_assert(!b.done);
+	ck_assert(run_until(tc_done, &b, 5));
+	ck_assert(!b.failed);
+	ck_assert(log_has("taking connection from reserve_pool"));
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 2);
+	ck_assert_int_eq(tc_start(&c, p), POOL_QUEUED);	/* pool + reserve are full */
+	run_for(0.8);
+	ck_assert(!c.done);
+	pool_release(a.link, NULL);
+	ck_assert(run_until(tc_done, &c, 5));
+	pool_release(b.link, NULL);
+	pool_release(c.link, NULL);
+	pool_free(p);
+}
+END_TEST
+
+START_TEST(test_idle_timeout_and_lifetime)
+{
+	struct pool *p, *admin;
+	struct tclient a;
+	struct count_goal g;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "pool_mode = transaction\nserver_idle_timeout = 0.5");
+	p = mk_pool("db", "nk_u3", NULL);
+	admin = mk_pool("admin", "postgres", NULL);
+	tc_get_ok(&a, p);
+	pool_release(a.link, NULL);
+	g = (struct count_goal){ p, LINK_ST_IDLE, 0 };
+	ck_assert(run_until(count_is, &g, 5));
+	ck_assert(log_has("closing because: server idle timeout (age="));
+	ck_assert_int_eq(server_backends(admin, "nk_u3"), 0);
+	pool_free(p);
+	pool_free(admin);
+	drop_cfg();
+
+	load_cfg(DB_TCP, "pool_mode = transaction\nserver_lifetime = 0.3");
+	p = mk_pool("db", "nk_u3", NULL);
+	tc_get_ok(&a, p);
+	run_for(0.4);
+	pool_release(a.link, NULL);	/* lifetime is enforced at release */
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);
+	ck_assert(log_has("closing because: server lifetime over (age="));
+	pool_free(p);
+}
+END_TEST
+
+/* server_check_delay = 0: every reuse runs server_check_query first. */
+START_TEST(test_check_query)
+{
+	struct pool *p;
+	struct tclient a, b;
+	struct link *la;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "pool_mode = transaction\nserver_check_delay = 0\n"
+		 "server_check_query = select 1");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	la = a.link;
+	pool_release(la, NULL);
+	ck_assert_int_eq(tc_start(&b, p), POOL_QUEUED);
+	ck_assert_int_eq(link_state(la), LINK_ST_TESTED);
+	ck_assert(run_until(tc_done, &b, 5));
+	ck_assert_ptr_eq(b.link, la);
+	pool_release(b.link, NULL);
+	pool_free(p);
+	drop_cfg();
+
+	/* the default "<empty>" check query is an empty query; a long delay skips it */
+	load_cfg(DB_TCP, "pool_mode = transaction\nserver_check_delay = 0");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	la = a.link;
+	pool_release(la, NULL);
+	ck_assert_int_eq(tc_start(&b, p), POOL_QUEUED);
+	ck_assert(run_until(tc_done, &b, 5));
+	ck_assert_ptr_eq(b.link, la);
+	pool_release(b.link, NULL);
+	pool_free(p);
+	drop_cfg();
+	load_cfg(DB_TCP, "pool_mode = transaction\nserver_check_delay = 30");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	la = a.link;
+	pool_release(la, NULL);
+	ck_assert_int_eq(tc_start(&b, p), POOL_GOT);
+	pool_release(b.link, NULL);
+	pool_free(p);
+}
+END_TEST
+
+/* server_reset_query runs on release in session mode, not in transaction mode. */
+static void
+check_reset(const char *mode, const char *expect)
+{
+	struct pool *p;
+	struct tclient a;
+	char settings[256];
+
+	snprintf(settings, sizeof(settings), "pool_mode = %s\nserver_reset_query = RESET ALL",
+		 mode);
+	load_cfg(DB_TCP, settings);
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	tc_query(&a, "SET work_mem = '7MB'");
+	pool_release(a.link, NULL);
+	tc_get_ok(&a, p);
+	ck_assert_str_eq(tc_query(&a, "SHOW work_mem"), expect);
+	pool_release(a.link, NULL);
+	pool_free(p);
+	drop_cfg();
+}
+
+START_TEST(test_reset_query)
+{
+	NEED_CLUSTER();
+	check_reset("session", "4MB");
+	check_reset("transaction", "7MB");
+	load_cfg("db = host=127.0.0.1 port=%d dbname=postgres "
+		 "connect_query='SET work_mem = ''3MB'''\n", "");
+	{
+		struct pool *p = mk_pool("db", "nk_u1", NULL);
+		struct tclient a;
+
+		tc_get_ok(&a, p);
+		ck_assert_str_eq(tc_query(&a, "SHOW work_mem"), "3MB");
+		pool_release(a.link, NULL);
+		pool_free(p);
+	}
+}
+END_TEST
+
+/* A terminated backend: an idle link is dropped, an active one reports to its client. */
+START_TEST(test_broken_links)
+{
+	struct pool *p, *admin;
+	struct tclient a, b;
+	struct count_goal g;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "");
+	p = mk_pool("db", "nk_u2", NULL);
+	admin = mk_pool("admin", "postgres", NULL);
+	tc_get_ok(&a, p);
+	tc_get_ok(&b, p);
+	pool_release(a.link, NULL);
+	server_kill(admin, link_backend_pid(a.link));
+	g = (struct count_goal){ p, LINK_ST_IDLE, 0 };
+	ck_assert(run_until(count_is, &g, 5));
+	ck_assert(log_has("closing because: server conn crashed? (age="));
+
+	server_kill(admin, link_backend_pid(b.link));
+	ck_assert(run_until(tc_z, &b, 5));
+	ck_assert(b.broken);
+	ck_assert_str_eq(b.err.message, "server conn crashed?");
+	ck_assert_int_eq(pool_count(p, LINK_ST_ACTIVE), 0);
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
+	/* the pool still works */
+	tc_get_ok(&a, p);
+	ck_assert_str_eq(tc_query(&a, "SELECT 41 + 1"), "42");
+	pool_release(a.link, NULL);
+	pool_free(p);
+	pool_free(admin);
+}
+END_TEST
+
+/* A dirty release closes the link; a clean one in a transaction is dirty too. */
+START_TEST(test_dirty_release)
+{
+	struct pool *p;
+	struct tclient a;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	tc_query(&a, "BEGIN");
+	ck_assert_int_eq(link_tx_status(a.link), 'T');
+	pool_release(a.link, NULL);
+	ck_assert(log_has("closing because: client disconnect while server was not ready"));
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);
+	tc_get_ok(&a, p);
+	pool_release(a.link, "client unexpected eof");
+	ck_assert(log_has("closing because: client unexpected eof"));
+	pool_free(p);
+}
+END_TEST
+
+/* Nothing listens: connect failed, then fast fail, then query_wait_timeout for waiters. */
+START_TEST(test_connect_failed_login_retry)
+{
+	struct pool *p;
+	struct tclient a, b;
+	struct sockaddr_in sin = { 0 };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char dbs[256];
+
+	NEED_CLUSTER();
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	close(fd);	/* a port nobody listens on */
+	snprintf(dbs, sizeof(dbs), "db = host=127.0.0.1 port=%d dbname=postgres\n",
+		 ntohs(sin.sin_port));
+	load_cfg(dbs, "query_wait_timeout = 0.6\nserver_login_retry = 30");
+	p = mk_pool("db", "nk_u1", NULL);
+	ck_assert_int_eq(tc_start(&a, p), POOL_QUEUED);
+	ck_assert(run_until(tc_done, &a, 5));
+	ck_assert(a.failed);
+	ck_assert_str_eq(a.err.message, "query_wait_timeout");
+	ck_assert(log_has("closing because: connect failed (age=0s)"));
+	ck_assert_int_eq(tc_start(&b, p), POOL_FAILED);
+	ck_assert_str_eq(b.err.message, "server login has been failing, cached error: connect "
+			 "failed (server_login_retry)");
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
+	pool_free(p);
+}
+END_TEST
+
+/* A server that never answers the SYN: server_connect_timeout. */
+START_TEST(test_connect_timeout)
+{
+	struct pool *p;
+	struct tclient a;
+	struct sockaddr_in sin = { 0 };
+	socklen_t len = sizeof(sin);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), fill[4];
+	char dbs[256];
+
+	NEED_CLUSTER();
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(lfd, 0), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &len), 0);
+	for (int i = 0; i < 4; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		(void)connect(fill[i], (struct sockaddr *)&sin, sizeof(sin));
+	}
+	snprintf(dbs, sizeof(dbs), "db = host=127.0.0.1 port=%d dbname=postgres\n",
+		 ntohs(sin.sin_port));
+	load_cfg(dbs, "server_connect_timeout = 0.4\nserver_login_retry = 0");
+	p = mk_pool("db", "nk_u1", NULL);
+	ck_assert_int_eq(tc_start(&a, p), POOL_QUEUED);
+	run_for(0.1);
+	ck_assert_int_eq(pool_count(p, LINK_ST_LOGIN), 1);
+	for (int i = 0; i < 200 && !log_has("closing because: connect timeout"); i++)
+		run_for(0.02);
+	ck_assert(log_has("closing because: connect timeout (age=0s)"));
+	ck_assert(!a.done);	/* connect failures keep waiters queued (retried) */
+	pool_cancel_wait(&a.w);
+	ck_assert_int_eq(pool_waiting(p), 0);
+	pool_free(p);
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	close(lfd);
+}
+END_TEST
+
+/* min_pool_size opens links while a client uses the pool. */
+START_TEST(test_min_pool_size)
+{
+	struct pool *p;
+	struct count_goal g;
+
+	NEED_CLUSTER();
+	load_cfg("db = host=127.0.0.1 port=%d dbname=postgres min_pool_size=2\n", "");
+	p = mk_pool("db", "nk_u1", NULL);
+	run_for(0.6);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);	/* no client yet */
+	pool_client_attach(p);
+	g = (struct count_goal){ p, LINK_ST_IDLE, 2 };
+	ck_assert(run_until(count_is, &g, 10));
+	run_for(0.6);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 2);
+	pool_client_detach(p);
+	pool_free(p);
+}
+END_TEST
+
+Suite *
+pool_suite(void)
+{
+	Suite *s = suite_create("pool");
+	TCase *tc = tcase_create("pool");
+
+	tcase_add_unchecked_fixture(tc, cluster_up, cluster_down);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_login_tcp_trust_params);
+	tcase_add_test(tc, test_login_unix_cleartext_and_wrong_password);
+	tcase_add_test(tc, test_lifo_fifo);
+	tcase_add_test(tc, test_pool_size_and_wait);
+	tcase_add_test(tc, test_db_and_user_limits);
+	tcase_add_test(tc, test_reserve_pool);
+	tcase_add_test(tc, test_idle_timeout_and_lifetime);
+	tcase_add_test(tc, test_check_query);
+	tcase_add_test(tc, test_reset_query);
+	tcase_add_test(tc, test_broken_links);
+	tcase_add_test(tc, test_dirty_release);
+	tcase_add_test(tc, test_connect_failed_login_retry);
+	tcase_add_test(tc, test_connect_timeout);
+	tcase_add_test(tc, test_min_pool_size);
+	suite_add_tcase(s, tc);
+	return s;
+}
