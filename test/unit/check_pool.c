@@ -50,6 +50,10 @@ cl_find_script(void)
 	const char *cands[] = { "test/harness/cluster", "../../test/harness/cluster",
 				"../test/harness/cluster" };
 
+#ifdef NK_SRCDIR
+	if (top == NULL)
+		top = NK_SRCDIR;
+#endif
 	if (top != NULL) {
 		snprintf(cl_script, sizeof(cl_script), "%s/test/harness/cluster", top);
 		if (access(cl_script, X_OK) == 0)
