@@ -23,6 +23,7 @@
 #include "neki/error.h"
 #include "neki/link.h"
 #include "neki/list.h"
+#include "neki/scram.h"
 
 struct event_base;
 struct pool;
@@ -58,6 +59,7 @@ struct pool_conf {
 	const char *db_name;		/* client-side database name (copied) */
 	const char *user_name;		/* server login user (copied) */
 	const char *password;		/* server password or md5/SCRAM secret (copied); NULL */
+	const struct scram_keys *scram_keys; /* keys for a SCRAM secret (copied); NULL */
 	const struct pool_limits_ops *limits; /* borrowed, static */
 	void *limits_ctx;		/* borrowed */
 };
@@ -116,6 +118,12 @@ pool_waiter_is_queued(const struct pool_waiter *w)
  * release of a link that is not at 'I' with nothing pending is treated as dirty.
  */
 void pool_release(struct link *l, const char *dirty_reason);
+
+/*
+ * Keys recovered from a client's SCRAM login (scram_server), used when the pool's secret is
+ * a SCRAM secret: links then log in with them (pgbouncer's SCRAM pass-through).
+ */
+void pool_set_scram_keys(struct pool *p, const struct scram_keys *keys);
 
 /* Clients using the pool (min_pool_size applies while > 0, or with a forced user). */
 void pool_client_attach(struct pool *p);

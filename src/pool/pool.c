@@ -721,6 +721,8 @@ pool_new(struct event_base *base, const struct pool_conf *pc, struct nk_error *e
 	p->db_name = strdup(pc->db_name);
 	p->user_name = strdup(pc->user_name);
 	p->password = pool_strdup(pc->password);
+	if (pc->scram_keys != NULL)
+		p->scram_keys = *pc->scram_keys;
 	p->ev_janitor = event_new(base, -1, EV_PERSIST, pool_janitor_cb, p);
 	p->ev_dispatch = event_new(base, -1, 0, pool_dispatch_cb, p);
 	p->ev_reap = event_new(base, -1, 0, pool_reap_cb, p);
@@ -747,6 +749,13 @@ pool_reconfigure(struct pool *p, const struct cfg *cfg, const struct cfg_databas
 	p->db = db;
 	p->user = user;
 	sbuf_opts_from_cfg(&p->sbuf_opts, cfg);
+}
+
+/* Remember SCRAM pass-through keys for future logins. */
+void
+pool_set_scram_keys(struct pool *p, const struct scram_keys *keys)
+{
+	p->scram_keys = *keys;
 }
 
 void
@@ -807,6 +816,7 @@ pool_free(struct pool *p)
 	free(p->db_name);
 	free(p->user_name);
 	free(p->password);
+	memset(&p->scram_keys, 0, sizeof(p->scram_keys));
 	free(p);
 }
 

@@ -17,6 +17,7 @@
 #include "neki/list.h"
 #include "neki/pool.h"
 #include "neki/sbuf.h"
+#include "neki/scram.h"
 
 struct event;
 struct link_scram;
@@ -63,6 +64,7 @@ struct pool {
 	char *db_name;			/* owned: client-side database name */
 	char *user_name;		/* owned: server login user */
 	char *password;			/* owned: password / secret, NULL */
+	struct scram_keys scram_keys;	/* pass-through keys for a SCRAM secret (copy) */
 	const struct cfg *cfg;		/* borrowed (see pool_reconfigure) */
 	const struct cfg_database *db;	/* borrowed */
 	const struct cfg_user *user;	/* borrowed, NULL */

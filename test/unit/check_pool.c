@@ -25,12 +25,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "neki/auth.h"
 #include "neki/config.h"
 #include "neki/link.h"
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/pool.h"
 #include "neki/proto.h"
+#include "neki/scram.h"
 #include "suites.h"
 
 /* ---- the cluster (suite-wide, started in the parent process) ---- */
@@ -934,6 +936,123 @@ START_TEST(test_min_pool_size)
 }
 END_TEST
 
+/* Log in as <user> with <secret> (and <keys>); "" on success, else the error message. */
+static const char *
+try_login(const char *user, const char *secret, const struct scram_keys *keys,
+	  struct tclient *c)
+{
+	struct pool_conf pc = { 0 };
+	struct nk_error err;
+	struct pool *p;
+
+	pc.cfg = cfg;
+	pc.db = cfg_database_find(cfg, "db");
+	pc.db_name = "db";
+	pc.user_name = user;
+	pc.password = secret;
+	pc.scram_keys = keys;
+	pc.limits = pool_limits_local_ops();
+	pc.limits_ctx = lim;
+	p = pool_new(base, &pc, &err);
+	ck_assert_ptr_nonnull(p);
+	tc_get(c, p);
+	if (!c->failed) {
+		ck_assert_str_eq(tc_query(c, "SELECT current_user"), user);
+		pool_release(c->link, NULL);
+	}
+	pool_free(p);
+	return c->failed ? c->err.message : "";
+}
+
+/* Recover ClientKey/ServerKey the way a client's SCRAM login to neki does. */
+static void
+recover_keys(const char *user, const char *secret, const char *password,
+	     struct scram_keys *out)
+{
+	struct scram_server srv;
+	struct scram_client cli;
+	struct nk_error e;
+	const char *m;
+
+	scram_server_init(&srv, user, secret);
+	ck_assert(scram_client_init_password(&cli, password, "", NULL));
+	m = scram_client_first_msg(&cli);
+	ck_assert(scram_server_client_first(&srv, (const uint8_t *)m, strlen(m), &e));
+	m = scram_server_first_msg(&srv);
+	ck_assert(scram_client_server_first(&cli, (const uint8_t *)m, strlen(m), &e));
+	m = scram_client_final_msg(&cli);
+	ck_assert_msg(scram_server_client_final(&srv, (const uint8_t *)m, strlen(m), &e), "%s",
+		      e.message);
+	ck_assert(srv.keys.valid);
+	*out = srv.keys;
+	scram_server_cleanup(&srv);
+	scram_client_cleanup(&cli);
+}
+
+/* The server's stored secret of <user> (pg_authid). */
+static void
+stored_secret(const char *user, char *out, size_t len)
+{
+	struct pool *admin = mk_pool("admin", "postgres", NULL);
+	struct tclient c;
+	char sql[128];
+
+	tc_get_ok(&c, admin);
+	snprintf(sql, sizeof(sql), "SELECT rolpassword FROM pg_authid WHERE rolname = '%s'",
+		 user);
+	snprintf(out, len, "%s", tc_query(&c, sql));
+	pool_release(c.link, NULL);
+	pool_free(admin);
+}
+
+START_TEST(test_auth_md5)
+{
+	struct tclient c;
+	char secret[AUTH_MD5_LEN + 1];
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "pool_mode = transaction");
+	ck_assert_str_eq(try_login("neki_md5", "neki_md5_pw", NULL, &c), "");
+	auth_md5_secret("neki_md5", "neki_md5_pw", secret);
+	ck_assert_str_eq(try_login("neki_md5", secret, NULL, &c), "");
+	ck_assert_str_eq(try_login("neki_md5", "wrong", NULL, &c),
+			 "password authentication failed for user \"neki_md5\"");
+	ck_assert_str_eq(c.err.sqlstate, "28P01");
+	/* an md5 secret cannot answer a cleartext request */
+	auth_md5_secret("neki_plain", "neki_plain_pw", secret);
+	ck_assert_str_eq(try_login("neki_plain", secret, NULL, &c),
+			 "server login failed: wrong password type");
+	ck_assert_str_eq(try_login("neki_plain", NULL, NULL, &c),
+			 "server login failed: no password configured");
+}
+END_TEST
+
+START_TEST(test_auth_scram)
+{
+	struct tclient c;
+	struct scram_keys keys;
+	char secret[512], md5[AUTH_MD5_LEN + 1];
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "pool_mode = transaction");
+	ck_assert_str_eq(try_login("neki_test", "neki_test_pw", NULL, &c), "");
+	ck_assert_str_eq(try_login("neki_test", "nope", NULL, &c),
+			 "password authentication failed for user \"neki_test\"");
+	ck_assert_str_eq(c.err.sqlstate, "28P01");
+	auth_md5_secret("neki_test", "neki_test_pw", md5);
+	ck_assert_str_eq(try_login("neki_test", md5, NULL, &c),
+			 "server login failed: wrong password type");
+	/* pass-through: the stored SCRAM secret plus keys recovered from a client's login */
+	stored_secret("neki_test", secret, sizeof(secret));
+	ck_assert(strncmp(secret, "SCRAM-SHA-256$", 14) == 0);
+	ck_assert_str_eq(try_login("neki_test", secret, NULL, &c),
+			 "server login failed: cannot do SCRAM authentication: password is "
+			 "SCRAM secret but client authentication did not provide SCRAM keys");
+	recover_keys("neki_test", secret, "neki_test_pw", &keys);
+	ck_assert_str_eq(try_login("neki_test", secret, &keys, &c), "");
+}
+END_TEST
+
 Suite *
 pool_suite(void)
 {
@@ -957,6 +1076,8 @@ pool_suite(void)
 	tcase_add_test(tc, test_connect_failed_login_retry);
 	tcase_add_test(tc, test_connect_timeout);
 	tcase_add_test(tc, test_min_pool_size);
+	tcase_add_test(tc, test_auth_md5);
+	tcase_add_test(tc, test_auth_scram);
 	suite_add_tcase(s, tc);
 	return s;
 }
