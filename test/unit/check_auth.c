@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include "neki/auth.h"
+#include "neki/login.h"
+#include "neki/pktbuf.h"
+#include "neki/proto.h"
 #include "neki/scram.h"
 #include "suites.h"
 
@@ -402,6 +405,189 @@ START_TEST(test_scram_server_malformed)
 }
 END_TEST
 
+
+/* ---- backend login ---- */
+
+/* Feed the 'R' message in <req> to <l>; the reply (if any) lands in <out>. */
+static bool
+login_feed(struct login *l, struct pktbuf *req, struct pktbuf *out, struct nk_error *err)
+{
+	bool ok;
+
+	ck_assert(!pktbuf_failed(req));
+	ok = login_on_auth(l, req->buf + 5, req->len - 5, out, err);
+	pktbuf_reset(req);
+	return ok;
+}
+
+/* The string payload of the PasswordMessage in <out>. */
+static const char *
+reply_password(struct pktbuf *out)
+{
+	ck_assert_int_eq(out->buf[0], 'p');
+	return (const char *)out->buf + 5;
+}
+
+START_TEST(test_login_password_methods)
+{
+	struct login l;
+	struct pktbuf req, out;
+	struct nk_error err;
+	const uint8_t salt[4] = { 7, 7, 7, 7 };
+
+	pktbuf_init(&req, 0);
+	pktbuf_init(&out, 0);
+	login_init(&l, "e", "pencil", NULL);
+	pktbuf_write_auth_cleartext(&req);
+	ck_assert(login_feed(&l, &req, &out, &err));
+	ck_assert_str_eq(reply_password(&out), "pencil");
+	pktbuf_reset(&out);
+	pktbuf_write_auth_md5(&req, salt);
+	ck_assert(login_feed(&l, &req, &out, &err));
+	ck_assert(auth_md5_verify(PG_MD5_E, "e", salt, reply_password(&out)));
+	pktbuf_reset(&out);
+	pktbuf_write_auth_ok(&req);
+	ck_assert(!login_is_done(&l));
+	ck_assert(login_feed(&l, &req, &out, &err));
+	ck_assert(login_is_done(&l));
+	ck_assert_uint_eq(out.len, 0);
+	login_cleanup(&l);
+
+	/* md5 secret: md5 yes, cleartext and SCRAM no */
+	login_init(&l, "e", PG_MD5_E, NULL);
+	pktbuf_write_auth_md5(&req, salt);
+	ck_assert(login_feed(&l, &req, &out, &err));
+	ck_assert(auth_md5_verify("pencil", "e", salt, reply_password(&out)));
+	pktbuf_reset(&out);
+	pktbuf_write_auth_cleartext(&req);
+	ck_assert(!login_feed(&l, &req, &out, &err));
+	ck_assert_str_eq(err.message, "server login failed: wrong password type");
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	{
+		const char *mechs[] = { "SCRAM-SHA-256" };
+
+		pktbuf_write_auth_sasl(&req, mechs, 1);
+		ck_assert(!login_feed(&l, &req, &out, &err));
+		ck_assert_str_eq(err.message, "server login failed: wrong password type");
+	}
+	login_cleanup(&l);
+
+	/* no secret at all, and methods neki does not speak */
+	login_init(&l, "e", NULL, NULL);
+	pktbuf_write_auth_md5(&req, salt);
+	ck_assert(!login_feed(&l, &req, &out, &err));
+	pktbuf_begin(&req, 'R');
+	pktbuf_put_int32(&req, PROTO_AUTH_GSS);
+	pktbuf_end(&req);
+	ck_assert(!login_feed(&l, &req, &out, &err));
+	ck_assert_str_eq(err.message, "server login failed: unsupported authentication method 7");
+	login_cleanup(&l);
+	pktbuf_cleanup(&req);
+	pktbuf_cleanup(&out);
+}
+END_TEST
+
+/* Run <l> against our SCRAM server holding <stored>; true when both ends succeed. */
+static bool
+login_scram_against(struct login *l, const char *stored, struct nk_error *err)
+{
+	struct pktbuf req, out;
+	struct scram_server s;
+	struct proto_sasl_initial_msg im;
+	const char *mechs[] = { "SCRAM-SHA-256-PLUS", "SCRAM-SHA-256" };
+	bool ok = false;
+
+	pktbuf_init(&req, 0);
+	pktbuf_init(&out, 0);
+	scram_server_init(&s, "a", stored);
+	pktbuf_write_auth_sasl(&req, mechs, 2);
+	if (!login_feed(l, &req, &out, err))
+		goto out;
+	ck_assert(proto_parse_sasl_initial(out.buf + 5, out.len - 5, &im, err));
+	ck_assert_str_eq(im.mechanism, "SCRAM-SHA-256");
+	if (!scram_server_client_first(&s, im.data, im.len, err))
+		goto out;
+	pktbuf_reset(&out);
+	pktbuf_write_auth_sasl_continue(&req, scram_server_first_msg(&s),
+					strlen(scram_server_first_msg(&s)));
+	if (!login_feed(l, &req, &out, err) ||
+	    !scram_server_client_final(&s, out.buf + 5, out.len - 5, err))
+		goto out;
+	pktbuf_reset(&out);
+	pktbuf_write_auth_sasl_final(&req, scram_server_final_msg(&s),
+				     strlen(scram_server_final_msg(&s)));
+	if (!login_feed(l, &req, &out, err))
+		goto out;
+	pktbuf_write_auth_ok(&req);
+	ok = login_feed(l, &req, &out, err) && login_is_done(l);
+out:
+	scram_server_cleanup(&s);
+	pktbuf_cleanup(&req);
+	pktbuf_cleanup(&out);
+	return ok;
+}
+
+START_TEST(test_login_scram)
+{
+	struct login l;
+	struct nk_error err;
+	struct scram_client c;
+	struct scram_server s;
+	struct pktbuf req, out;
+
+	login_init(&l, "a", "pencil", NULL);
+	ck_assert_msg(login_scram_against(&l, PG_SECRET_PENCIL, &err), "%s", err.message);
+	login_cleanup(&l);
+
+	login_init(&l, "a", "wrong", NULL);
+	ck_assert(!login_scram_against(&l, PG_SECRET_PENCIL, &err));
+	ck_assert_str_eq(err.sqlstate, "28P01");
+	login_cleanup(&l);
+
+	/* a SCRAM secret alone cannot log in ... */
+	login_init(&l, "a", PG_SECRET_PENCIL, NULL);
+	ck_assert(!login_scram_against(&l, PG_SECRET_PENCIL, &err));
+	ck_assert_str_eq(err.message, "server login failed: wrong password type");
+	login_cleanup(&l);
+
+	/* ... but with the keys recovered from a client's login it can (pass-through) */
+	ck_assert(scram_client_init_password(&c, "pencil", "", NULL));
+	scram_server_init(&s, "a", PG_SECRET_PENCIL);
+	ck_assert(run_exchange(&c, &s, &err));
+	login_init(&l, "a", PG_SECRET_PENCIL, &s.keys);
+	scram_client_cleanup(&c);
+	scram_server_cleanup(&s);
+	ck_assert_msg(login_scram_against(&l, PG_SECRET_PENCIL, &err), "%s", err.message);
+	login_cleanup(&l);
+
+	/* AuthenticationOk in the middle of SCRAM is a protocol violation */
+	pktbuf_init(&req, 0);
+	pktbuf_init(&out, 0);
+	login_init(&l, "a", "pencil", NULL);
+	{
+		const char *mechs[] = { "SCRAM-SHA-256" };
+
+		pktbuf_write_auth_sasl(&req, mechs, 1);
+		ck_assert(login_feed(&l, &req, &out, &err));
+	}
+	pktbuf_write_auth_ok(&req);
+	ck_assert(!login_feed(&l, &req, &out, &err));
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	login_cleanup(&l);
+	/* a server offering only SCRAM-SHA-256-PLUS */
+	login_init(&l, "a", "pencil", NULL);
+	{
+		const char *mechs[] = { "SCRAM-SHA-256-PLUS" };
+
+		pktbuf_write_auth_sasl(&req, mechs, 1);
+		ck_assert(!login_feed(&l, &req, &out, &err));
+	}
+	login_cleanup(&l);
+	pktbuf_cleanup(&req);
+	pktbuf_cleanup(&out);
+}
+END_TEST
+
 /* ---- auth_file ---- */
 
 START_TEST(test_auth_file_parse)
@@ -646,6 +832,8 @@ auth_suite(void)
 	tcase_add_test(tc, test_scram_roundtrip_and_passthrough);
 	tcase_add_test(tc, test_scram_wrong_password_and_mock);
 	tcase_add_test(tc, test_scram_server_malformed);
+	tcase_add_test(tc, test_login_password_methods);
+	tcase_add_test(tc, test_login_scram);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");
