@@ -16,6 +16,7 @@
 #include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "neki/log.h"
 
 #define SD_LISTEN_FDS_START 3
+#define DEFER_ACCEPT_SECS 45		/* pgbouncer's fixed TCP_DEFER_ACCEPT value */
 
 static struct listener listeners[LISTEN_MAX];
 static size_t n_listeners;
@@ -77,6 +79,19 @@ format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
 	snprintf(buf, size, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
 }
 
+/*
+ * tcp_defer_accept: the kernel hands a TCP connection to accept() only once the client
+ * has sent something (or after DEFER_ACCEPT_SECS), so silent connections never wake a
+ * worker. -1 and errno on failure.
+ */
+static int
+set_defer_accept(int fd, const struct cfg *c)
+{
+	int secs = c->tcp_defer_accept ? DEFER_ACCEPT_SECS : 0;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
+}
+
 /* Socket, options, bind and listen for one resolved TCP address. -1 and errno on failure. */
 static int
 bind_tcp(const struct addrinfo *ai, const struct cfg *c)
@@ -92,6 +107,8 @@ bind_tcp(const struct addrinfo *ai, const struct cfg *c)
 		goto fail;
 	if (ai->ai_family == AF_INET6 &&
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) == -1)
+		goto fail;
+	if (set_defer_accept(fd, c) == -1)
 		goto fail;
 	if (bind(fd, ai->ai_addr, ai->ai_addrlen) == -1)
 		goto fail;
@@ -355,6 +372,9 @@ take_activated(int n, const struct cfg *c, bool *admin_taken, struct nk_error *e
 		    fcntl(fd, F_SETFD, FD_CLOEXEC) == -1)
 			return nk_error_set(err, "F0000", "bad socket from systemd (fd %d): %s",
 					    fd, strerror(errno));
+		if (port > 0 && set_defer_accept(fd, c) == -1)
+			log_warn("could not set TCP_DEFER_ACCEPT on the socket from systemd: %s",
+				 strerror(errno));
 		if (port > 0 && port == c->admin_listen_port) {
 			kind = LISTEN_ADMIN;
 			*admin_taken = true;

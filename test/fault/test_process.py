@@ -270,6 +270,26 @@ def test_sigterm_waits_for_clients(neki):
     assert not inst.pidfile.exists()
 
 
+@pytest.mark.parametrize("defer", [0, 1])
+def test_tcp_defer_accept(neki, defer):
+    """With tcp_defer_accept, a TCP client that sends nothing never reaches a worker, so
+    SIGTERM does not wait for it; without, it is a client like any other."""
+    inst = neki(settings={"workers": 1, "tcp_defer_accept": defer})
+    wait_children(inst, 2)
+    silent = socket.create_connection(("127.0.0.1", inst.port), timeout=5)
+    probe, _ = ssl_probe(inst.port)     # accepted after the silent one, if that was accepted
+    probe.close()
+    inst.signal(signal.SIGTERM)
+    if defer:
+        assert inst.wait_exit(5) == 0
+    else:
+        with pytest.raises(TimeoutError):
+            wait_until(lambda: not inst.alive(), 0.7)
+        silent.close()
+        assert inst.wait_exit(5) == 0
+    silent.close()
+
+
 def test_second_sigterm_exits_at_once(neki):
     inst = neki(settings={"workers": 2})
     wait_children(inst, 3)
@@ -360,7 +380,8 @@ def test_sighup_with_broken_ini_keeps_old_config(neki):
 
 def test_sighup_with_good_ini_reloads_every_process(neki):
     """client_login_timeout comes from the reloaded file in the workers, too."""
-    inst = neki(settings={"workers": 2, "client_login_timeout": 60})
+    # tcp_defer_accept = 0: silent connections must reach a worker for this test
+    inst = neki(settings={"workers": 2, "client_login_timeout": 60, "tcp_defer_accept": 0})
     kids = wait_children(inst, 3)
     inst.update({"client_login_timeout": 1, "listen_port": free_port()})
     inst.reload()
