@@ -454,7 +454,7 @@ handle_signal(int sig)
 	case SIGTERM:
 	case SIGINT:
 		if (state != MASTER_RUNNING) {
-			log_info("got %s during shutdown, exiting immediately", sigabbrev_np(sig));
+			log_info("got SIG%s during shutdown, exiting immediately", sigabbrev_np(sig));
 			exit_immediately();
 		}
 		if (sig == SIGTERM)

@@ -298,6 +298,7 @@ def test_second_sigterm_exits_at_once(neki):
     inst.wait_log(r"got SIGTERM, shutting down")
     inst.signal(signal.SIGTERM)
     assert inst.wait_exit(3) == 0
+    assert "got SIGTERM during shutdown, exiting immediately" in inst.log()
     assert_nothing_left(inst)
     assert not inst.pidfile.exists()
     client.close()
