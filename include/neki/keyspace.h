@@ -199,6 +199,16 @@ bool ks_expr_result_type(const struct ks_expr *e, const enum ks_type *coltypes,
 			 enum ks_type *out, struct nk_error *err) NK_MUSTCHECK;
 
 /*
+ * V4: can an index of type <itype> route the result of <e> over columns of <coltypes>?
+ * xxhash takes every routable type, modulo and range only integers. Sets *<result> to the
+ * key's type. False with <err> (42883 for an expression that does not apply, 22023 for a
+ * type the index cannot route).
+ */
+bool ks_index_accepts(enum ks_index_type itype, const struct ks_expr *e,
+		      const enum ks_type *coltypes, enum ks_type *result, struct nk_error *err)
+	NK_MUSTCHECK;
+
+/*
  * Evaluate <e> over the base column values <cols> (one per column, in e->columns order) into
  * <out> (which may borrow from <cols>; ks_value_cleanup it). Errors as Postgres would raise
  * them (22003 out of range, 22012 division by zero, 42883 wrong argument type).

@@ -13,6 +13,8 @@
 
 #include "neki/base.h"
 
+#include <stdarg.h>
+
 #include "neki/error.h"
 #include "neki/keyspace.h"
 
@@ -156,6 +158,11 @@ void topo_findings_cleanup(struct topo_findings *f);
 /* Append a finding (printf-style message). Used by the validator and by the admin (V18). */
 void topo_findings_add(struct topo_findings *f, const char *path, const char *rule,
 		       const char *sqlstate, bool forceable, const char *fmt, ...) NK_PRINTF(6, 7);
+
+/* Same with a va_list. */
+void topo_findings_addv(struct topo_findings *f, const char *path, const char *rule,
+			const char *sqlstate, bool forceable, const char *fmt, va_list ap)
+	NK_PRINTF(6, 0);
 
 /* Mark each finding of <now> that <before> also has (same path and rule) as preexisting. */
 void topo_findings_mark_preexisting(struct topo_findings *now, const struct topo_findings *before);

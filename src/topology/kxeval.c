@@ -118,6 +118,20 @@ ks_expr_result_type(const struct ks_expr *e, const enum ks_type *coltypes, enum 
 	return node_type(e, (int)e->nnodes - 1, coltypes, out, err);
 }
 
+/* ks_index_accepts: see keyspace.h. */
+bool
+ks_index_accepts(enum ks_index_type itype, const struct ks_expr *e, const enum ks_type *coltypes,
+		 enum ks_type *result, struct nk_error *err)
+{
+	if (!ks_expr_result_type(e, coltypes, result, err))
+		return false;
+	if (itype != KS_INDEX_XXHASH && !ks_type_is_integer(*result))
+		return nk_error_set(err, "22023",
+				    "shard index of type \"%s\" needs an integer key, not %s",
+				    ks_index_type_str(itype), ks_type_str(*result));
+	return true;
+}
+
 static bool
 fits(enum ks_type t, __int128 v)
 {

@@ -325,13 +325,12 @@ topo_findings_cleanup(struct topo_findings *f)
 	memset(f, 0, sizeof(*f));
 }
 
-/* topo_findings_add: see topology.h. Truncates long paths and messages. */
+/* topo_findings_addv: see topology.h. Truncates long paths and messages. */
 void
-topo_findings_add(struct topo_findings *f, const char *path, const char *rule,
-		  const char *sqlstate, bool forceable, const char *fmt, ...)
+topo_findings_addv(struct topo_findings *f, const char *path, const char *rule,
+		   const char *sqlstate, bool forceable, const char *fmt, va_list ap)
 {
 	struct topo_finding *fi;
-	va_list ap;
 
 	if (!f)
 		return;
@@ -352,8 +351,18 @@ topo_findings_add(struct topo_findings *f, const char *path, const char *rule,
 	snprintf(fi->rule, sizeof(fi->rule), "%s", rule);
 	snprintf(fi->sqlstate, sizeof(fi->sqlstate), "%s", sqlstate);
 	fi->forceable = forceable;
-	va_start(ap, fmt);
 	vsnprintf(fi->message, sizeof(fi->message), fmt, ap);
+}
+
+/* topo_findings_add: see topology.h. */
+void
+topo_findings_add(struct topo_findings *f, const char *path, const char *rule,
+		  const char *sqlstate, bool forceable, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	topo_findings_addv(f, path, rule, sqlstate, forceable, fmt, ap);
 	va_end(ap);
 }
 

@@ -28,9 +28,17 @@ pathf(char *buf, const char *fmt, ...)
 	return buf;
 }
 
-#define ADD(f, path, rule, ...) topo_findings_add(f, path, rule, "22023", false, __VA_ARGS__)
-#define ADD_FORCEABLE(f, path, rule, ...) \
-	topo_findings_add(f, path, rule, "22023", true, __VA_ARGS__)
+/* Record a finding (22023) that blocks even with "force". */
+static void NK_PRINTF(4, 5)
+add(struct topo_findings *f, const char *path, const char *rule, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	topo_findings_addv(f, path, rule, "22023", false, fmt, ap);
+	va_end(ap);
+}
+
 
 static void
 link_expr(struct topo_model *m, struct topo_shard_index *ix, struct topo_findings *f)
@@ -40,7 +48,7 @@ link_expr(struct topo_model *m, struct topo_shard_index *ix, struct topo_finding
 	struct ks_expr *e;
 
 	if (ix->columns.n == 0) {
-		ADD(f, pathf(p, "shard_indexes.%s.columns", ix->name), "shard-index/columns",
+		add(f, pathf(p, "shard_indexes.%s.columns", ix->name), "shard-index/columns",
 		    "a shard index needs exactly one entry in columns");
 		return;
 	}
@@ -53,13 +61,13 @@ link_expr(struct topo_model *m, struct topo_shard_index *ix, struct topo_finding
 	}
 	e = topo_alloc(m, sizeof(*e));
 	if (!e) {
-		ADD(f, "(root)", "json/out-of-memory", "out of memory while linking");
+		add(f, "(root)", "json/out-of-memory", "out of memory while linking");
 		return;
 	}
 	if (ks_expr_parse(ix->columns.v[0], e, &err))
 		ix->expr = e;
 	else
-		ADD(f, pathf(p, "shard_indexes.%s.columns[0]", ix->name),
+		add(f, pathf(p, "shard_indexes.%s.columns[0]", ix->name),
 		    "shard-index/expression", "%s", err.message);
 }
 
@@ -69,16 +77,16 @@ link_index(struct topo_model *m, struct topo_shard_index *ix, struct topo_findin
 	char p[TOPO_PATH_MAX];
 
 	if (ix->type_text && !(ix->type_ok = ks_index_type_from_str(ix->type_text, &ix->type)))
-		ADD(f, pathf(p, "shard_indexes.%s.type", ix->name), "shard-index/type",
+		add(f, pathf(p, "shard_indexes.%s.type", ix->name), "shard-index/type",
 		    "unknown shard index type \"%s\": must be xxhash, modulo or range",
 		    ix->type_text);
 	link_expr(m, ix, f);
 	if (ix->type_ok && ix->type == KS_INDEX_MODULO && ix->modulus <= 0)
-		ADD(f, pathf(p, "shard_indexes.%s.index_params%s", ix->name,
+		add(f, pathf(p, "shard_indexes.%s.index_params%s", ix->name,
 			     ix->has_params ? ".modulus" : ""), "shard-index/modulus",
 		    "a modulo shard index needs a positive integer index_params.modulus");
 	else if (ix->type_ok && ix->type != KS_INDEX_MODULO && ix->has_modulus)
-		ADD(f, pathf(p, "shard_indexes.%s.index_params.modulus", ix->name),
+		add(f, pathf(p, "shard_indexes.%s.index_params.modulus", ix->name),
 		    "shard-index/params", "modulus applies only to shard indexes of type modulo");
 }
 
@@ -93,11 +101,11 @@ link_bound(const char *text, enum ks_index_type t, uint64_t *out, const char *pa
 				  ks_bound_parse_hex(text, out))
 		return true;
 	if (t == KS_INDEX_RANGE)
-		ADD(f, path, "key-ranges/bound",
+		add(f, path, "key-ranges/bound",
 		    "invalid bound \"%s\": the group's shard index is of type range, so bounds "
 		    "are signed 64-bit decimal integers", text);
 	else
-		ADD(f, path, "key-ranges/bound",
+		add(f, path, "key-ranges/bound",
 		    "invalid bound \"%s\": expected 1 to 16 hexadecimal digits", text);
 	return false;
 }
@@ -142,14 +150,14 @@ check_range_pair(const struct topo_shard_group *g, size_t gi, size_t j, struct t
 
 	pathf(p, "shard_groups[%zu].key_ranges[%zu].start", gi, j);
 	if (!prev->has_end)
-		ADD(f, p, "key-ranges/overlap",
+		add(f, p, "key-ranges/overlap",
 		    "key ranges overlap: the previous range has no end, so this one must not exist");
 	else if (r->start > prev->end)
-		ADD(f, p, "key-ranges/gap",
+		add(f, p, "key-ranges/gap",
 		    "gap in key ranges: this range starts at \"%s\" but the previous one ends at "
 		    "\"%s\"", topo_bound_text(r->start_text), prev->end_text);
 	else if (r->start < prev->end)
-		ADD(f, p, "key-ranges/overlap",
+		add(f, p, "key-ranges/overlap",
 		    "key ranges overlap or are out of order: this range starts at \"%s\" but the "
 		    "previous one ends at \"%s\"", topo_bound_text(r->start_text), prev->end_text);
 }
@@ -167,18 +175,18 @@ check_ranges(const struct topo_shard_group *g, size_t gi, struct topo_findings *
 		const struct topo_key_range *r = &g->ranges[j];
 
 		if (r->has_end && r->end <= r->start)
-			ADD(f, pathf(p, "shard_groups[%zu].key_ranges[%zu].end", gi, j),
+			add(f, pathf(p, "shard_groups[%zu].key_ranges[%zu].end", gi, j),
 			    "key-ranges/empty-range", "end \"%s\" must be greater than start \"%s\"",
 			    r->end_text, topo_bound_text(r->start_text));
 		if (j > 0)
 			check_range_pair(g, gi, j, f);
 	}
 	if (g->ranges[0].start != 0)
-		ADD(f, pathf(p, "shard_groups[%zu].key_ranges[0].start", gi), "key-ranges/complete",
+		add(f, pathf(p, "shard_groups[%zu].key_ranges[0].start", gi), "key-ranges/complete",
 		    "the first key range must start at the beginning of the keyspace (omit "
 		    "\"start\"), not at \"%s\"", g->ranges[0].start_text);
 	if (g->ranges[last].has_end)
-		ADD(f, pathf(p, "shard_groups[%zu].key_ranges[%zu].end", gi, last),
+		add(f, pathf(p, "shard_groups[%zu].key_ranges[%zu].end", gi, last),
 		    "key-ranges/complete",
 		    "the last key range must run to the end of the keyspace (omit \"end\"), not "
 		    "stop at \"%s\"", g->ranges[last].end_text);
@@ -201,19 +209,19 @@ check_group(const struct topo_model *m, size_t gi, const struct topo_validate_in
 	char p[TOPO_PATH_MAX];
 
 	if (g->uid && topo_group_index(m, g->uid) != (ssize_t)gi)
-		ADD(f, pathf(p, "shard_groups[%zu].uid", gi), "shard-groups/unique-uid",
+		add(f, pathf(p, "shard_groups[%zu].uid", gi), "shard-groups/unique-uid",
 		    "duplicate shard group uid \"%s\"", g->uid);
 	if (g->default_shard_index && !topo_find_index(m, g->default_shard_index))
-		ADD(f, pathf(p, "shard_groups[%zu].default_shard_index", gi),
+		add(f, pathf(p, "shard_groups[%zu].default_shard_index", gi),
 		    "references/shard-index", "shard index \"%s\" does not exist",
 		    g->default_shard_index);
 	if (g->nranges == 0) {
-		ADD(f, pathf(p, "shard_groups[%zu].key_ranges", gi), "key-ranges/empty",
+		add(f, pathf(p, "shard_groups[%zu].key_ranges", gi), "key-ranges/empty",
 		    "a shard group needs at least one key range");
 		return;
 	}
 	if (g->nranges > 1 && !g->default_shard_index)
-		ADD(f, pathf(p, "shard_groups[%zu].default_shard_index", gi),
+		add(f, pathf(p, "shard_groups[%zu].default_shard_index", gi),
 		    "shard-groups/needs-index",
 		    "a shard group with more than one key range needs a default_shard_index");
 	check_ranges(g, gi, f);
@@ -252,22 +260,22 @@ check_authoritative(const struct topo_model *m, const struct topo_validate_input
 	if (!m->authoritative_shard_group)
 		return;	/* missing: reported by the reader */
 	if (!g) {
-		ADD(f, "authoritative_shard_group", "references/shard-group",
+		add(f, "authoritative_shard_group", "references/shard-group",
 		    "shard group \"%s\" does not exist", m->authoritative_shard_group);
 		return;
 	}
 	if (g->nranges != 1 || g->ranges[0].start_text || g->ranges[0].end_text)
-		ADD(f, pathf(p, "shard_groups[%zd].key_ranges", gi), "authoritative/one-range",
+		add(f, pathf(p, "shard_groups[%zd].key_ranges", gi), "authoritative/one-range",
 		    "the authoritative shard group \"%s\" must have exactly one key_range, with "
 		    "no start or end", g->uid);
 	if (m->default_shard_group && strcmp(m->default_shard_group, g->uid) != 0)
-		ADD(f, "default_shard_group", "authoritative/default-group",
+		add(f, "default_shard_group", "authoritative/default-group",
 		    "default_shard_group \"%s\" must be omitted or equal authoritative_shard_group "
 		    "\"%s\"", m->default_shard_group, g->uid);
 	old_shard = in->previous ? authoritative_shard(in->previous) : NULL;
 	new_shard = authoritative_shard(m);
 	if (old_shard && new_shard && strcmp(old_shard, new_shard) != 0)
-		ADD(f, "authoritative_shard_group", "authoritative/moved",
+		add(f, "authoritative_shard_group", "authoritative/moved",
 		    "authoritative shard cannot change from shard \"%s\" to shard \"%s\"",
 		    old_shard, new_shard);
 }

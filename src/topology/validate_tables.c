@@ -25,9 +25,28 @@ pathf(char *buf, const char *fmt, ...)
 	return buf;
 }
 
-#define ADD(f, path, rule, ...) topo_findings_add(f, path, rule, "22023", false, __VA_ARGS__)
-#define ADD_FORCEABLE(f, path, rule, ...) \
-	topo_findings_add(f, path, rule, "22023", true, __VA_ARGS__)
+/* Record a finding (22023) that blocks even with "force". */
+static void NK_PRINTF(4, 5)
+add(struct topo_findings *f, const char *path, const char *rule, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	topo_findings_addv(f, path, rule, "22023", false, fmt, ap);
+	va_end(ap);
+}
+
+/* Record a finding (22023) that "force" may let through. */
+static void NK_PRINTF(4, 5)
+add_forceable(struct topo_findings *f, const char *path, const char *rule, const char *fmt,
+	      ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	topo_findings_addv(f, path, rule, "22023", true, fmt, ap);
+	va_end(ap);
+}
 
 struct vt_ctx {
 	const struct topo_model *m;
@@ -40,7 +59,7 @@ static void
 check_group_ref(const struct vt_ctx *c, const char *uid, const char *path)
 {
 	if (uid && !topo_find_group(c->m, uid))
-		ADD(c->f, path, "references/shard-group", "shard group \"%s\" does not exist", uid);
+		add(c->f, path, "references/shard-group", "shard group \"%s\" does not exist", uid);
 }
 
 static bool
@@ -85,15 +104,15 @@ check_secondary(const struct vt_ctx *c, const struct topo_table *t, size_t k)
 	      c->s->name, t->name, k, g && strlist_eq(&si->columns, &g->columns) ? "name" :
 									      "columns");
 	if (!g)
-		ADD_FORCEABLE(c->f, p, "gsi/unknown",
+		add_forceable(c->f, p, "gsi/unknown",
 			      "global secondary index \"%s\" is not declared in "
 			      "databases.%s.global_secondary_indexes", si->name, c->d->name);
 	else if (g->owner_table && strcmp(g->owner_table, t->name) != 0)
-		ADD_FORCEABLE(c->f, p, "gsi/owner-mismatch",
+		add_forceable(c->f, p, "gsi/owner-mismatch",
 			      "global secondary index \"%s\" belongs to owner table \"%s\", not "
 			      "\"%s\"", si->name, g->owner_table, t->name);
 	else if (!strlist_eq(&si->columns, &g->columns))
-		ADD_FORCEABLE(c->f, p, "gsi/columns-mismatch",
+		add_forceable(c->f, p, "gsi/columns-mismatch",
 			      "columns must equal the columns of global secondary index \"%s\"",
 			      si->name);
 }
@@ -107,13 +126,13 @@ check_override(const struct vt_ctx *c, const struct topo_table *t,
 	const struct topo_shard_index *dflt;
 
 	if (!ix) {
-		ADD(c->f, path, "references/shard-index", "shard index \"%s\" does not exist",
+		add(c->f, path, "references/shard-index", "shard index \"%s\" does not exist",
 		    t->shard_index);
 		return;
 	}
 	dflt = r->group ? topo_find_index(c->m, r->group->default_shard_index) : NULL;
 	if (dflt && dflt->type_ok && ix->type_ok && dflt->type != ix->type)
-		ADD(c->f, path, "tables/index-compatible",
+		add(c->f, path, "tables/index-compatible",
 		    "shard index \"%s\" (type %s) does not fit shard group \"%s\", whose key "
 		    "ranges are laid out for type %s", ix->name, ks_index_type_str(ix->type),
 		    r->group->uid, ks_index_type_str(dflt->type));
@@ -129,7 +148,7 @@ check_table(const struct vt_ctx *c, const struct topo_table *t)
 	check_group_ref(c, t->shard_group, pathf(p, "%s.shard_group", base));
 	topo_resolve_table(c->m, c->d->name, c->s->name, t->name, &r);
 	if (!r.group && (!t->shard_group || topo_find_group(c->m, t->shard_group)))
-		ADD_FORCEABLE(c->f, base, "tables/no-group",
+		add_forceable(c->f, base, "tables/no-group",
 			      "table has no shard group: set \"shard_group\" or a schema, database "
 			      "or topology default_shard_group");
 	if (t->shard_index)
@@ -147,17 +166,17 @@ check_ref(const struct vt_ctx *c, const struct topo_ref_table *rt)
 	pathf(base, "databases.%s.schemas.%s.reference_tables.%s", c->d->name, c->s->name,
 	      rt->name);
 	if (topo_find_table(c->s, rt->name))
-		ADD(c->f, base, "tables/duplicate",
+		add(c->f, base, "tables/duplicate",
 		    "table \"%s\" is listed both in tables and in reference_tables", rt->name);
 	if (!rt->has_groups) {
 		if (!topo_find_group(c->m, topo_default_group(c->m, c->d->name, c->s->name, &from)))
-			ADD(c->f, base, "reference/no-group",
+			add(c->f, base, "reference/no-group",
 			    "reference table needs \"shard_groups\": no schema, database or "
 			    "topology default_shard_group resolves");
 		return;
 	}
 	if (rt->shard_groups.n == 0)
-		ADD(c->f, pathf(p, "%s.shard_groups", base), "reference/no-group",
+		add(c->f, pathf(p, "%s.shard_groups", base), "reference/no-group",
 		    "shard_groups must not be empty");
 	for (size_t i = 0; i < rt->shard_groups.n; i++)
 		check_group_ref(c, rt->shard_groups.v[i], pathf(p, "%s.shard_groups[%zu]", base, i));
@@ -174,7 +193,7 @@ check_seq(const struct vt_ctx *c, const struct topo_sequence *q)
 	      q->name);
 	check_group_ref(c, q->shard_group, p);
 	if (g && (n = topo_group_shard_count(g)) != 1)
-		ADD(c->f, p, "sequences/single-shard",
+		add(c->f, p, "sequences/single-shard",
 		    "sequence shard group \"%s\" must contain exactly one shard, not %zu", g->uid, n);
 }
 
@@ -189,7 +208,7 @@ gsi_schema(const struct vt_ctx *c, const struct topo_gsi *g, const char *base)
 	if (g->schema) {
 		found = topo_find_schema(c->d, g->schema);
 		if (!found)
-			ADD_FORCEABLE(c->f, pathf(p, "%s.schema", base), "gsi/lookup-table",
+			add_forceable(c->f, pathf(p, "%s.schema", base), "gsi/lookup-table",
 				      "schema \"%s\" is not in databases.%s.schemas", g->schema,
 				      c->d->name);
 		return found;
@@ -198,10 +217,10 @@ gsi_schema(const struct vt_ctx *c, const struct topo_gsi *g, const char *base)
 		if (topo_find_table(&c->d->schemas[s], g->table) && n++ == 0)
 			found = &c->d->schemas[s];
 	if (n > 1)
-		ADD_FORCEABLE(c->f, pathf(p, "%s.schema", base), "gsi/schema-ambiguous",
+		add_forceable(c->f, pathf(p, "%s.schema", base), "gsi/schema-ambiguous",
 			      "lookup table \"%s\" is in several schemas: set \"schema\"", g->table);
 	else if (n == 0)
-		ADD_FORCEABLE(c->f, pathf(p, "%s.table", base), "gsi/lookup-table",
+		add_forceable(c->f, pathf(p, "%s.table", base), "gsi/lookup-table",
 			      "lookup table \"%s\" needs its own entry in tables", g->table);
 	return n == 1 ? found : NULL;
 }
@@ -215,7 +234,7 @@ check_gsi_lookup(const struct vt_ctx *c, const struct topo_gsi *g,
 	char p[TOPO_PATH_MAX];
 
 	if (!topo_find_table(sc, g->table)) {
-		ADD_FORCEABLE(c->f, pathf(p, "%s.table", base), "gsi/lookup-table",
+		add_forceable(c->f, pathf(p, "%s.table", base), "gsi/lookup-table",
 			      "lookup table \"%s\" needs its own entry in tables", g->table);
 		return;
 	}
@@ -224,7 +243,7 @@ check_gsi_lookup(const struct vt_ctx *c, const struct topo_gsi *g,
 		return;
 	for (uint32_t k = 0; k < r.index->expr->ncolumns; k++)
 		if (!strlist_has(&g->columns, r.index->expr->columns[k]))
-			ADD_FORCEABLE(c->f, pathf(p, "%s.table", base), "gsi/lookup-sharding",
+			add_forceable(c->f, pathf(p, "%s.table", base), "gsi/lookup-sharding",
 				      "lookup table \"%s\" is sharded by column \"%s\", which is not "
 				      "one of the index's columns", g->table,
 				      r.index->expr->columns[k]);
@@ -241,18 +260,18 @@ check_gsi_owner(const struct vt_ctx *c, const struct topo_gsi *g, const char *sc
 
 	topo_resolve_table(c->m, c->d->name, schema, g->owner_table, &r);
 	if (r.kind != TOPO_REL_TABLE) {
-		ADD_FORCEABLE(c->f, pathf(p, "%s.owner_table", base), "gsi/owner-table",
+		add_forceable(c->f, pathf(p, "%s.owner_table", base), "gsi/owner-table",
 			      "owner table \"%s\" does not resolve to a shard group", g->owner_table);
 		return;
 	}
 	e = r.index ? r.index->expr : NULL;
 	if (!g->has_owner_sk && !e)
-		ADD_FORCEABLE(c->f, base, "gsi/owner-sk-columns",
+		add_forceable(c->f, base, "gsi/owner-sk-columns",
 			      "owner_sk_columns must be given: owner table \"%s\" has no shard index "
 			      "to infer them from", g->owner_table);
 	for (uint32_t k = 0; g->has_owner_sk && e && k < e->ncolumns; k++)
 		if (!strlist_has(&g->owner_sk_columns, e->columns[k]))
-			ADD_FORCEABLE(c->f, pathf(p, "%s.owner_sk_columns", base),
+			add_forceable(c->f, pathf(p, "%s.owner_sk_columns", base),
 				      "gsi/owner-sk-columns",
 				      "owner_sk_columns must include \"%s\", the shard key of owner "
 				      "table \"%s\"", e->columns[k], g->owner_table);
@@ -266,10 +285,10 @@ check_gsi(const struct vt_ctx *c, const struct topo_gsi *g)
 
 	pathf(base, "databases.%s.global_secondary_indexes.%s", c->d->name, g->name);
 	if (g->columns.v && g->columns.n == 0)
-		ADD_FORCEABLE(c->f, pathf(p, "%s.columns", base), "gsi/columns",
+		add_forceable(c->f, pathf(p, "%s.columns", base), "gsi/columns",
 			      "a global secondary index needs at least one column");
 	if (!g->unique && (!g->has_owner_pk || g->owner_pk_columns.n == 0))
-		ADD_FORCEABLE(c->f, base, "gsi/owner-pk-columns",
+		add_forceable(c->f, base, "gsi/owner-pk-columns",
 			      "a non-unique global secondary index needs owner_pk_columns");
 	if (!g->table || !g->owner_table)
 		return;	/* missing: reported by the reader */

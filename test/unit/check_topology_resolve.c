@@ -306,6 +306,15 @@ START_TEST(test_expr_types_and_columns)
 	types[0] = KS_TYPE_UUID;
 	ck_assert(!ks_expr_result_type(&e, types, &t, &err));
 	ck_assert_str_eq(err.message, "function lower(uuid) does not exist");
+	e = compile("lower(email)");
+	types[0] = KS_TYPE_TEXT;
+	ck_assert(ks_index_accepts(KS_INDEX_XXHASH, &e, types, &t, &err));
+	ck_assert(!ks_index_accepts(KS_INDEX_MODULO, &e, types, &t, &err));
+	ck_assert_str_eq(err.message, "shard index of type \"modulo\" needs an integer key, not text");
+	e = compile("id * 2");
+	types[0] = KS_TYPE_INT2;
+	ck_assert(ks_index_accepts(KS_INDEX_RANGE, &e, types, &t, &err));
+	ck_assert_int_eq(t, KS_TYPE_INT4);
 	e = compile("\"Tenant Id\"");
 	ck_assert_str_eq(e.columns[0], "Tenant Id");
 }
