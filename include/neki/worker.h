@@ -29,6 +29,7 @@ struct child_spec {
 	enum shm_proc_kind kind;	/* worker or admin */
 	enum listen_kind listens;	/* which listeners it accepts on */
 	child_accept_fn on_accept;	/* takes ownership of the accepted fd */
+	void (*on_start)(void);		/* NULL, or called once the loop exists, before serving */
 };
 
 /* Run the child's loop until it is told to exit; never returns. */

@@ -251,6 +251,8 @@ child_run(const struct child_spec *s)
 	shm_proc_set_state(slot, SHM_PST_STARTING);
 	shm_stats_read(slot, &stats);	/* totals survive a restart of this slot */
 	setup_events();
+	if (spec.on_start != NULL)
+		spec.on_start();
 	shm_proc_beat(slot);
 	shm_proc_set_state(slot, SHM_PST_RUNNING);
 	mbox_cb(-1, 0, NULL);		/* commands posted before we were up */

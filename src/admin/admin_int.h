@@ -1,0 +1,274 @@
+/*
+ * admin_int.h - private interfaces of the admin process (src/admin/).
+ *
+ *   call.c      recognise `SELECT [* FROM] __neki.<fn>(args)` and decode the literals
+ *   flatjson.c  the flat JSON objects neki itself reads (options, the cache file wrapper)
+ *   result.c    building RowDescription / DataRow / CommandComplete replies
+ *   console.c   the console connection state machine (startup, auth, simple query)
+ *   nekifn.c    the __neki function table: arguments, roles, handlers
+ *   revision.c  the topology revisions: validate, store, cache, publish, follow
+ *   store.c     the SQL of the durable store and the router registry
+ *   pgconn.c    the libpq adapter (the only file that includes libpq-fe.h)
+ */
+#ifndef NEKI_ADMIN_ADMIN_INT_H
+#define NEKI_ADMIN_ADMIN_INT_H
+
+#include "neki/base.h"
+
+#include "neki/error.h"
+#include "neki/pktbuf.h"
+
+struct event_base;
+struct topo_model;
+
+/* ---- call.c ---- */
+
+#define ADM_CALL_MAX_ARGS 8
+#define ADM_NAME_MAX 64
+
+enum adm_arg_kind {
+	ADM_ARG_NULL = 0,
+	ADM_ARG_STRING = 1,	/* '...', E'...', $$...$$ */
+	ADM_ARG_NUMBER = 2,	/* text holds the digits as written (with sign) */
+	ADM_ARG_BOOL = 3,	/* text holds "true" or "false" */
+};
+
+struct adm_arg {
+	enum adm_arg_kind kind;
+	char *text;			/* owned: decoded value; NULL for ADM_ARG_NULL */
+	char cast[ADM_NAME_MAX];	/* last ::type, lowercased; "" when none */
+	char name[ADM_NAME_MAX];	/* named notation `name => value`; "" when positional */
+};
+
+struct adm_call {
+	char fn[ADM_NAME_MAX];		/* function name, lowercased (without __neki.) */
+	bool from_form;			/* SELECT <cols> FROM __neki.fn(...) */
+	char cols[ADM_CALL_MAX_ARGS][ADM_NAME_MAX]; /* selected columns ("*" = all) */
+	size_t ncols;
+	struct adm_arg args[ADM_CALL_MAX_ARGS];
+	size_t nargs;
+};
+
+enum adm_call_parse_result {
+	ADM_CALL_NOT_NEKI = 0,	/* not a __neki call: the console handles it */
+	ADM_CALL_OK = 1,	/* <call> filled (free with adm_call_cleanup) */
+	ADM_CALL_ERROR = 2,	/* a __neki call with a syntax error: <err> set (42601) */
+};
+
+/*
+ * Recognise <sql> as `SELECT * FROM __neki.fn(args)`, `SELECT col, ... FROM __neki.fn(args)`
+ * or `SELECT __neki.fn(args)`, with an optional `;`. Arguments are literals: strings
+ * (standard, E'' escapes, dollar quoting), numbers, true/false, NULL, each with optional
+ * `::type` casts and optional `name =>` notation. Comments are skipped.
+ */
+enum adm_call_parse_result adm_call_parse(const char *sql, struct adm_call *call,
+					  struct nk_error *err);
+
+/* Free the argument texts of <call> (safe on a zeroed or failed call). */
+void adm_call_cleanup(struct adm_call *call);
+
+/*
+ * Parse an interval literal: "<n>" seconds, "<n> <unit>" (ms, s, min, h, d and their long
+ * forms, several parts allowed) or "HH:MM:SS". Returns false when not understood.
+ */
+NK_MUSTCHECK bool adm_parse_interval(const char *text, double *seconds);
+
+/* ---- flatjson.c ---- */
+
+#define ADM_JSON_MAX_KEYS 16
+
+enum adm_json_kind {
+	ADM_JSON_NULL = 0,
+	ADM_JSON_STRING = 1,
+	ADM_JSON_NUMBER = 2,
+	ADM_JSON_BOOL = 3,
+	ADM_JSON_NESTED = 4,	/* an object or array (text holds it verbatim) */
+};
+
+struct adm_json_member {
+	char *key;			/* owned, unescaped */
+	enum adm_json_kind kind;
+	char *text;			/* owned: unescaped string, number text, "true"/"false" */
+};
+
+struct adm_json_obj {
+	struct adm_json_member m[ADM_JSON_MAX_KEYS];
+	size_t n;
+};
+
+/*
+ * Parse <text> as one JSON object of scalar members (nested values are kept verbatim).
+ * Returns false with <err> (22P02 "invalid input syntax for type json") otherwise.
+ */
+NK_MUSTCHECK bool adm_json_parse(const char *text, struct adm_json_obj *obj, struct nk_error *err);
+void adm_json_cleanup(struct adm_json_obj *obj);
+/* The member <key>, or NULL. */
+const struct adm_json_member *adm_json_get(const struct adm_json_obj *obj, const char *key);
+
+/* Append <s> to <out> as a JSON string (quoted, escaped). <out> grows; false on no memory. */
+NK_MUSTCHECK bool adm_json_put_string(char **out, size_t *len, size_t *cap, const char *s);
+/* Append <s> as is. */
+NK_MUSTCHECK bool adm_json_put_raw(char **out, size_t *len, size_t *cap, const char *s);
+
+/* ---- result.c ---- */
+
+/* Type OIDs of the columns the console returns. */
+enum adm_type {
+	ADM_T_BOOL = 16,
+	ADM_T_BYTEA = 17,
+	ADM_T_INT8 = 20,
+	ADM_T_INT4 = 23,
+	ADM_T_TEXT = 25,
+	ADM_T_TIMESTAMPTZ = 1184,
+	ADM_T_NUMERIC = 1700,
+};
+
+struct adm_col {
+	const char *name;
+	enum adm_type type;
+};
+
+/* A reply being built: messages accumulate in pb until the console sends them. */
+struct adm_result {
+	struct pktbuf pb;		/* owned */
+	size_t ncols;			/* columns of the open row set (as sent) */
+	uint64_t nrows;			/* rows written since adm_result_columns */
+	const char (*sel)[ADM_NAME_MAX]; /* borrowed: selected column names; NULL = all */
+	size_t nsel;
+	size_t map[ADM_CALL_MAX_ARGS];	/* sent column i is produced column map[i] */
+	char bad_col[ADM_NAME_MAX];	/* a selected column the function lacks ("" = none) */
+};
+
+void adm_result_init(struct adm_result *r);
+void adm_result_cleanup(struct adm_result *r);
+/* Send only the columns <names>[0..n) of the row sets that follow (SELECT a, b FROM ...). */
+void adm_result_select(struct adm_result *r, const char (*names)[ADM_NAME_MAX], size_t n);
+/* RowDescription for <n> columns. */
+void adm_result_columns(struct adm_result *r, const struct adm_col *cols, size_t n);
+/* One DataRow of text values (NULL pointer = SQL NULL); as many as the columns. */
+void adm_result_row(struct adm_result *r, const char *const *vals);
+/* CommandComplete: "<tag> <rows>" when <with_count>, else "<tag>". */
+void adm_result_complete(struct adm_result *r, const char *tag, bool with_count);
+void adm_result_error(struct adm_result *r, const struct nk_error *err);
+void adm_result_notice(struct adm_result *r, const struct nk_error *err);
+
+
+/* ---- console.c / nekifn.c: requests ---- */
+
+/* What a console user may do (pgbouncer's admin_users / stats_users, neki's roles). */
+enum adm_access {
+	ADM_ACCESS_NONE = 0,	/* logged in, no listed role (may still be a shard role member) */
+	ADM_ACCESS_STATS = 1,	/* stats_users: read-only SHOW, __neki readers */
+	ADM_ACCESS_ADMIN = 2,	/* admin_users or the local "pgbouncer" user: everything */
+};
+
+struct adm_conn;
+
+/*
+ * One __neki call in progress. Created by the console for a recognised call, finished by
+ * nekifn.c with adm_req_finish() (maybe much later, from a libpq callback).
+ */
+struct adm_req {
+	struct adm_conn *conn;		/* weak: cleared by the console when the client goes */
+	struct adm_call call;		/* owned */
+	struct adm_result res;		/* owned: the reply being built */
+	char user[ADM_NAME_MAX];	/* the console user */
+	enum adm_access access;
+	const struct adm_fn *fn;	/* borrowed: the function table row */
+	void *state;			/* owned by the function (freed by its handler) */
+	struct adm_req *next;		/* revision.c's queues */
+};
+
+/* Run the call of <req> (nekifn.c). Ends with adm_req_finish(), now or later. */
+void nekifn_start(struct adm_req *req);
+
+/* Send <req>'s reply (when its client is still there), resume the client, free <req>. */
+void adm_req_finish(struct adm_req *req);
+
+/* Accept a console connection on the admin port (the admin process's accept function). */
+void console_accept(int fd, bool is_unix);
+
+/* ---- revision.c / follow.c: topology revisions ---- */
+
+/* What this router serves now (revision.c owns it). */
+struct rev_current {
+	uint64_t revision;		/* 0 = no topology */
+	char *json;			/* owned: canonical JSON; NULL when none */
+	struct topo_model *model;	/* owned; NULL when none */
+	char auth_uid[ADM_NAME_MAX];	/* shard uid of the authoritative group; "" when none */
+};
+
+/* Load the cache file (topology_file), publish what it holds, start following the store. */
+void rev_init(struct event_base *base);
+const struct rev_current *rev_get(void);
+
+/*
+ * Install <json> as revision <revision> (read from the store or the cache: trusted, only
+ * parsed), write the cache file when <cache>, and publish it into shm. False when the
+ * document cannot be parsed or published (logged).
+ */
+NK_MUSTCHECK bool rev_install(uint64_t revision, const char *json, bool cache);
+
+/* __neki functions with a revision-store side (each ends with adm_req_finish). */
+/* The SQL creating the store's schema (one transaction, advisory-locked). */
+const char *rev_store_ddl(void);
+void rev_set(struct adm_req *req, const char *json, bool overwrite, const char *options);
+void rev_list_revisions(struct adm_req *req);
+/* Store <json> as the first revision (topology_file at boot); no reply. */
+void rev_store_first(const char *json);
+
+/* follow.c: the watcher connection, LISTEN, heartbeat, discovery, waits */
+void follow_init(struct event_base *base);
+/* The authoritative shard changed (or became known): point the connections at it. */
+void follow_set_authority(const char *uid);
+/* The libpq conninfo of shard <uid> for the store, or NULL when [shards] lacks it. */
+char *follow_conninfo(const char *uid);
+/* The lowest revision every live local process has switched to. */
+uint64_t follow_local_revision_seen(void);
+/* Tell the registry that this host now serves <revision> (after a publication). */
+void follow_announce(void);
+void follow_wait(struct adm_req *req, uint64_t revision, double timeout);
+void follow_list_shards(struct adm_req *req);
+/* Is the console user a member of <role> on the authoritative shard? Answers through <cb>. */
+void follow_check_role(struct adm_req *req, const char *role,
+		       void (*cb)(struct adm_req *req, bool member));
+
+/* ---- pgconn.c: libpq on the admin's event loop ---- */
+
+struct pgc;
+struct pgc_res;
+
+/* A query finished: <res> (borrowed, valid during the call) or <err> (then res is NULL). */
+typedef void (*pgc_done_fn)(void *arg, const struct pgc_res *res, const struct nk_error *err);
+/* A NOTIFY arrived on a LISTENed channel. */
+typedef void (*pgc_notify_fn)(void *arg, const char *channel, const char *payload);
+/* The connection came up (<up> true) or was lost / failed (false). */
+typedef void (*pgc_state_fn)(void *arg, bool up);
+
+/* A connection named <name> (for logs and errors) on <base>; connects on first use. */
+struct pgc *pgc_new(struct event_base *base, const char *name);
+/* Close the connection, fail queued queries, free <c>. Callbacks are not called after. */
+void pgc_free(struct pgc *c);
+/* pgc_free() from the loop: safe inside one of <c>'s own callbacks. */
+void pgc_free_later(struct pgc *c);
+/* Use <conninfo> from now on (reconnects when it changed). */
+void pgc_set_conninfo(struct pgc *c, const char *conninfo);
+const char *pgc_conninfo(const struct pgc *c);
+void pgc_set_callbacks(struct pgc *c, pgc_notify_fn on_notify, pgc_state_fn on_state, void *arg);
+/* Start connecting now if down (queries also do it). */
+void pgc_connect(struct pgc *c);
+bool pgc_is_up(const struct pgc *c);
+/*
+ * Queue <sql> with <n> text parameters (copied; NULL = SQL NULL). Queries run one at a time in
+ * order; <cb> (may be NULL) is always called, from the loop, never inside this call. A failed connection
+ * fails every queued query with SQLSTATE 08006.
+ */
+void pgc_query(struct pgc *c, const char *sql, size_t n, const char *const *params,
+	       pgc_done_fn cb, void *arg);
+/* Rows of a result, and the text of (row, col): NULL for SQL NULL. */
+size_t pgc_res_rows(const struct pgc_res *r);
+const char *pgc_res_get(const struct pgc_res *r, size_t row, size_t col);
+/* Rows affected by the command (INSERT/UPDATE), 0 when not a count. */
+uint64_t pgc_res_affected(const struct pgc_res *r);
+
+#endif /* NEKI_ADMIN_ADMIN_INT_H */

@@ -1,0 +1,473 @@
+/*
+ * console.c - one console connection on the admin port: startup, authentication, simple
+ * query. A recognised __neki call becomes a struct adm_req (nekifn.c); any other statement
+ * goes to the console commands (adm_console_command).
+ *
+ * States (struct adm_conn.state), written only by con_set_state():
+ *   CON_ST_STARTUP   startup framing; reading SSLRequest / GSSENCRequest (answered 'N'),
+ *                    CancelRequest (closed) or the StartupMessage
+ *     --StartupMessage accepted--> CON_ST_IDLE (trust, any, local pgbouncer user)
+ *                                  CON_ST_PASSWORD (plain / md5 challenge sent)
+ *     --refused--> CON_ST_CLOSED (after a FATAL)
+ *   CON_ST_PASSWORD  waiting for the PasswordMessage --ok--> CON_ST_IDLE, --bad--> CLOSED
+ *   CON_ST_IDLE      reading Query / Terminate; other messages end the connection
+ *     --__neki call--> CON_ST_BUSY
+ *   CON_ST_BUSY      reading paused until adm_req_finish() sends the reply --> CON_ST_IDLE
+ *   CON_ST_CLOSED    socket closed; on the reap list until freed outside callbacks
+ */
+#include "neki/base.h"
+
+#include "admin_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "neki/config.h"
+#include "neki/log.h"
+#include "neki/proto.h"
+#include "neki/sbuf.h"
+#include "neki/worker.h"
+
+#define CON_SERVER_VERSION "1.25.2/bouncer"
+
+enum con_state {
+	CON_ST_STARTUP = 0,
+	CON_ST_PASSWORD = 1,
+	CON_ST_IDLE = 2,
+	CON_ST_BUSY = 3,
+	CON_ST_CLOSED = 4,
+};
+
+struct adm_conn {
+	struct sbuf sb;			/* owned transport */
+	enum con_state state;
+	bool is_unix;			/* arrived over a Unix socket */
+	char user[ADM_NAME_MAX];
+	char db[ADM_NAME_MAX];
+	enum adm_access access;
+	uint8_t salt[4];		/* md5 challenge */
+	struct adm_req *req;		/* weak: the call in flight (cleared by adm_req_finish) */
+	struct adm_conn *next_dead;	/* reap list */
+};
+
+static struct adm_conn *dead_list;	/* closed connections, freed by reap_cb */
+static struct event *reap_ev;		/* owned */
+
+static const char *
+con_state_str(enum con_state st)
+{
+	switch (st) {
+	case CON_ST_STARTUP: return "startup";
+	case CON_ST_PASSWORD: return "password";
+	case CON_ST_IDLE: return "idle";
+	case CON_ST_BUSY: return "busy";
+	case CON_ST_CLOSED: return "closed";
+	}
+	return "unknown";
+}
+
+static void
+reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	while (dead_list != NULL) {
+		struct adm_conn *c = dead_list;
+
+		dead_list = c->next_dead;
+		sbuf_cleanup(&c->sb);
+		free(c);
+	}
+}
+
+/* The only writer of c->state. */
+static void
+con_set_state(struct adm_conn *c, enum con_state st)
+{
+	log_noise("console %s@%s: %s -> %s", c->user, c->db, con_state_str(c->state),
+		  con_state_str(st));
+	NK_ASSERT(c->state != CON_ST_CLOSED);
+	c->state = st;
+	switch (st) {
+	case CON_ST_STARTUP:
+	case CON_ST_PASSWORD:
+		break;
+	case CON_ST_IDLE:
+		sbuf_set_startup(&c->sb, false);
+		sbuf_continue(&c->sb);
+		break;
+	case CON_ST_BUSY:
+		sbuf_pause(&c->sb);
+		break;
+	case CON_ST_CLOSED:
+		if (c->req != NULL)
+			c->req->conn = NULL;
+		c->req = NULL;
+		sbuf_close(&c->sb);
+		c->next_dead = dead_list;
+		dead_list = c;
+		event_active(reap_ev, EV_TIMEOUT, 0);
+		child_client_closed();
+		break;
+	}
+}
+
+/* Queue the bytes of <pb> (a failed build closes the connection). */
+static void
+con_send(struct adm_conn *c, const struct pktbuf *pb)
+{
+	if (pktbuf_failed(pb) || !sbuf_send(&c->sb, pb->buf, pb->len)) {
+		log_warn("console %s: could not send a reply", c->user);
+		con_set_state(c, CON_ST_CLOSED);
+	}
+}
+
+/* Send a FATAL error and close. */
+static void
+con_fatal(struct adm_conn *c, const char *sqlstate, const char *msg)
+{
+	struct pktbuf pb;
+	struct nk_error err;
+
+	nk_error_set(&err, sqlstate, "%s", msg);
+	err.severity = NK_SEV_FATAL;
+	pktbuf_init(&pb, 128);
+	pktbuf_write_error(&pb, &err);
+	con_send(c, &pb);
+	pktbuf_cleanup(&pb);
+	if (c->state != CON_ST_CLOSED)
+		con_set_state(c, CON_ST_CLOSED);
+}
+
+/* Send an ERROR (and, when <rfq>, ReadyForQuery). */
+static void
+con_error(struct adm_conn *c, const struct nk_error *err, bool rfq)
+{
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 128);
+	pktbuf_write_error(&pb, err);
+	if (rfq)
+		pktbuf_write_ready_for_query(&pb, 'I');
+	con_send(c, &pb);
+	pktbuf_cleanup(&pb);
+}
+
+/* True when <name> is in the comma/space separated list <list>. */
+static bool
+list_has(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p && *p;) {
+		size_t len;
+
+		p += strspn(p, ", \t");
+		len = strcspn(p, ", \t");
+		if (len == n && len > 0 && strncmp(p, name, n) == 0)
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+/* The local "pgbouncer" user over the Unix socket with our own uid (pgbouncer's rule). */
+static bool
+is_local_pgbouncer(const struct adm_conn *c)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!c->is_unix || strcmp(c->user, "pgbouncer") != 0)
+		return false;
+	if (getsockopt(sbuf_fd(&c->sb), SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1)
+		return false;
+	return cred.uid == getuid();
+}
+
+/* Login succeeded: AuthenticationOk, parameters, BackendKeyData, ReadyForQuery. */
+static void
+con_login_ok(struct adm_conn *c)
+{
+	static const char *const params[][2] = {
+		{ "server_version", CON_SERVER_VERSION }, { "client_encoding", "UTF8" },
+		{ "server_encoding", "UTF8" }, { "DateStyle", "ISO" }, { "TimeZone", "GMT" },
+		{ "standard_conforming_strings", "on" }, { "is_superuser", "on" },
+	};
+	const struct cfg *cfg = cfg_current();
+	struct pktbuf pb;
+
+	if (c->access != ADM_ACCESS_ADMIN) {
+		if (list_has(cfg->admin_users, c->user))
+			c->access = ADM_ACCESS_ADMIN;
+		else if (list_has(cfg->stats_users, c->user) || cfg->auth_type == CFG_AUTH_ANY)
+			c->access = ADM_ACCESS_STATS;
+	}
+	/* pgbouncer's console admits only listed users; the neki database checks per function */
+	if (c->access == ADM_ACCESS_NONE && strcmp(c->db, "pgbouncer") == 0) {
+		con_fatal(c, "08P01", "not allowed");
+		return;
+	}
+	pktbuf_init(&pb, 256);
+	pktbuf_write_auth_ok(&pb);
+	for (size_t i = 0; i < NK_ARRAY_LEN(params); i++)
+		pktbuf_write_parameter_status(&pb, params[i][0], params[i][1]);
+	pktbuf_write_backend_key_data(&pb, (uint32_t)getpid(), (uint32_t)random());
+	pktbuf_write_ready_for_query(&pb, 'I');
+	con_send(c, &pb);
+	pktbuf_cleanup(&pb);
+	if (c->state != CON_ST_CLOSED)
+		con_set_state(c, CON_ST_IDLE);
+	log_debug("console login: user=%s db=%s access=%d", c->user, c->db, (int)c->access);
+}
+
+/* Choose how to authenticate the StartupMessage's user. */
+static void
+con_authenticate(struct adm_conn *c)
+{
+	const struct cfg *cfg = cfg_current();
+
+	if (is_local_pgbouncer(c)) {
+		c->access = ADM_ACCESS_ADMIN;
+		con_login_ok(c);
+		return;
+	}
+	switch (cfg->auth_type) {
+	case CFG_AUTH_ANY:
+	case CFG_AUTH_TRUST:
+		con_login_ok(c);
+		return;
+	default:
+		break;
+	}
+	/* the password methods come with the auth_file support of src/proto */
+	con_fatal(c, "28000", "the admin console supports only auth_type trust and any so far");
+}
+
+/* The StartupMessage: user and database. */
+static void
+con_on_startup_message(struct adm_conn *c, const uint8_t *body, size_t len)
+{
+	struct proto_startup st;
+	struct nk_error err;
+
+	if (!proto_startup_parse(body, len, &st, &err)) {
+		con_fatal(c, err.sqlstate, err.message);
+		return;
+	}
+	if (st.kind == PROTO_STARTUP_SSL || st.kind == PROTO_STARTUP_GSSENC) {
+		struct pktbuf pb;
+
+		pktbuf_init(&pb, 8);
+		pktbuf_put_byte(&pb, 'N');
+		con_send(c, &pb);
+		pktbuf_cleanup(&pb);
+		return;
+	}
+	if (st.kind == PROTO_STARTUP_CANCEL) {
+		con_set_state(c, CON_ST_CLOSED);
+		return;
+	}
+	snprintf(c->user, sizeof(c->user), "%s", st.user);
+	snprintf(c->db, sizeof(c->db), "%s", st.database);
+	if (strcmp(c->db, "neki") != 0 && strcmp(c->db, "pgbouncer") != 0) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "no such database: %s", c->db);
+		con_fatal(c, "08P01", msg);
+		return;
+	}
+	con_authenticate(c);
+}
+
+/* A Query message. */
+static void
+con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
+{
+	struct adm_req *req;
+	struct nk_error err;
+	const char *sql;
+
+	if (!proto_parse_query(body, len, &sql, &err)) {
+		con_fatal(c, err.sqlstate, err.message);
+		return;
+	}
+	if (sql[strspn(sql, " \t\r\n;")] == '\0') {
+		struct pktbuf pb;
+
+		pktbuf_init(&pb, 16);
+		pktbuf_write_empty_query(&pb);
+		pktbuf_write_ready_for_query(&pb, 'I');
+		con_send(c, &pb);
+		pktbuf_cleanup(&pb);
+		return;
+	}
+	req = calloc(1, sizeof(*req));
+	if (req == NULL) {
+		nk_error_set(&err, "53200", "out of memory");
+		con_error(c, &err, true);
+		return;
+	}
+	switch (adm_call_parse(sql, &req->call, &err)) {
+	case ADM_CALL_ERROR:
+		free(req);
+		con_error(c, &err, true);
+		return;
+	case ADM_CALL_NOT_NEKI:
+		nk_error_set(&err, "08P01", "invalid command '%s', use SHOW HELP;", sql);
+		free(req);
+		con_error(c, &err, true);
+		return;
+	case ADM_CALL_OK:
+		break;
+	}
+	req->conn = c;
+	snprintf(req->user, sizeof(req->user), "%s", c->user);
+	req->access = c->access;
+	adm_result_init(&req->res);
+	if (req->call.ncols > 0 && strcmp(req->call.cols[0], "*") != 0)
+		adm_result_select(&req->res, (const char (*)[ADM_NAME_MAX])req->call.cols,
+				  req->call.ncols);
+	c->req = req;
+	con_set_state(c, CON_ST_BUSY);
+	nekifn_start(req);
+}
+
+void
+adm_req_finish(struct adm_req *req)
+{
+	struct adm_conn *c = req->conn;
+
+	if (c != NULL) {
+		c->req = NULL;
+		if (req->res.bad_col[0] != '\0') {
+			struct nk_error err;
+
+			nk_error_set(&err, "42703", "column \"%s\" does not exist", req->res.bad_col);
+			pktbuf_reset(&req->res.pb);
+			pktbuf_write_error(&req->res.pb, &err);
+		}
+		pktbuf_write_ready_for_query(&req->res.pb, 'I');
+		con_send(c, &req->res.pb);
+		if (c->state == CON_ST_BUSY)
+			con_set_state(c, CON_ST_IDLE);
+	}
+	adm_call_cleanup(&req->call);
+	adm_result_cleanup(&req->res);
+	free(req);
+}
+
+/* A whole message after login. */
+static void
+con_on_message(struct adm_conn *c, char type, const uint8_t *body, size_t len)
+{
+	struct nk_error err;
+
+	switch (type) {
+	case 'Q':
+		con_on_query(c, body, len);
+		return;
+	case 'X':
+		con_set_state(c, CON_ST_CLOSED);
+		return;
+	case 'P': case 'B': case 'E': case 'D': case 'C': case 'S': case 'H':
+		nk_error_set(&err, "08P01", "extended query protocol not supported by admin console");
+		break;
+	default:
+		nk_error_set(&err, "08P01", "unsupported packet type for admin console: %d", type);
+		break;
+	}
+	err.severity = NK_SEV_FATAL;
+	con_error(c, &err, false);
+	if (c->state != CON_ST_CLOSED)
+		con_set_state(c, CON_ST_CLOSED);
+}
+
+/* The PasswordMessage (plain / md5). */
+static void
+con_on_password(struct adm_conn *c, char type, const uint8_t *body, size_t len)
+{
+	con_fatal(c, "28P01", "password authentication is not available on the admin console");
+}
+
+/* A whole packet <pkt> is buffered: act on it by state. */
+static void
+con_on_packet(struct adm_conn *c, const struct sbuf_pkt *pkt)
+{
+	size_t hdr = pkt->type == 0 ? 4 : 5;
+	const uint8_t *body = pkt->data + hdr;
+	size_t len = pkt->len - hdr;
+
+	switch (c->state) {
+	case CON_ST_STARTUP:
+		con_on_startup_message(c, body, len);
+		break;
+	case CON_ST_PASSWORD:
+		con_on_password(c, (char)pkt->type, body, len);
+		break;
+	case CON_ST_IDLE:
+		con_on_message(c, (char)pkt->type, body, len);
+		break;
+	case CON_ST_BUSY:
+	case CON_ST_CLOSED:
+		break;
+	}
+}
+
+static bool
+con_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int err, void *arg)
+{
+	struct adm_conn *c = arg;
+
+	if (ev != SBUF_EV_PKT) {
+		if ((ev == SBUF_EV_EOF || ev == SBUF_EV_RECV_FAILED || ev == SBUF_EV_SEND_FAILED ||
+		     ev == SBUF_EV_BAD_PKT) && c->state != CON_ST_CLOSED)
+			con_set_state(c, CON_ST_CLOSED);
+		return true;
+	}
+	if (c->state == CON_ST_BUSY || c->state == CON_ST_CLOSED)
+		return false;
+	if (pkt->avail < pkt->len) {
+		if (!sbuf_hold(sb, pkt->len)) {
+			con_fatal(c, "08P01", "message too large for the admin console");
+			return false;
+		}
+		return true;
+	}
+	sbuf_skip(sb, pkt->len);
+	con_on_packet(c, pkt);
+	return c->state != CON_ST_CLOSED;
+}
+
+void
+console_accept(int fd, bool is_unix)
+{
+	struct adm_conn *c = calloc(1, sizeof(*c));
+	struct sbuf_opts opts;
+
+	if (reap_ev == NULL)
+		reap_ev = event_new(child_base(), -1, 0, reap_cb, NULL);
+	sbuf_opts_from_cfg(&opts, cfg_current());
+	if (c == NULL || reap_ev == NULL ||
+	    !sbuf_init(&c->sb, child_base(), con_sbuf_cb, c, &opts)) {
+		log_warn("out of memory accepting a console connection");
+		goto fail;
+	}
+	c->is_unix = is_unix;
+	c->state = CON_ST_STARTUP;
+	sbuf_set_startup(&c->sb, true);
+	if (!sbuf_accept(&c->sb, fd, is_unix)) {
+		log_warn("could not watch a console connection");
+		goto fail;
+	}
+	child_client_opened();
+	return;
+fail:
+	if (c != NULL) {
+		sbuf_cleanup(&c->sb);
+		free(c);
+	}
+	close(fd);
+}

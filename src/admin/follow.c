@@ -1,0 +1,533 @@
+/*
+ * follow.c - keeping several neki hosts on one topology, and waiting for them.
+ *
+ * The watcher connection to the authoritative shard LISTENs on channel neki_topology and,
+ * every FOLLOW_TICK_MS, upserts this host's row in __neki.routers (host id, the revision
+ * every local process has switched to, heartbeat) and reads the newest stored revision, so a
+ * missed notification or a revision stored before a crash is published within one tick.
+ * Without any topology (no cache file) the tick looks for a store on every [shards] entry
+ * (discovery). Also here: wait_for_data_topology (local shm slots + fresh router rows),
+ * list_shards (one probe connection per shard) and role membership checks.
+ * Entry points: follow_init(), follow_set_authority(), follow_wait(), follow_list_shards().
+ */
+#include "neki/base.h"
+
+#include "admin_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "neki/config.h"
+#include "neki/log.h"
+#include "neki/shm.h"
+
+#define FOLLOW_TICK_MS 1000
+#define FOLLOW_FRESH_SECS 10		/* a router row older than this is a dead host */
+#define FOLLOW_WAIT_POLL_MS 50
+
+static struct event_base *fbase;	/* borrowed */
+static struct pgc *watcher;		/* owned */
+static struct event *tick_ev;		/* owned */
+static char host_id[128];		/* "<hostname>:<listen_port>" */
+static char authority[ADM_NAME_MAX];	/* shard uid the watcher follows; "" = none */
+static bool schema_ok;			/* the store schema exists (checked on this connection) */
+static bool tick_busy;			/* a tick's queries are in flight */
+static bool fetch_busy;			/* fetching a newer revision */
+
+char *
+follow_conninfo(const char *uid)
+{
+	const struct cfg *c = cfg_current();
+	const struct cfg_shard *s = cfg_shard_find(c, uid);
+	const char *db = NULL;
+	char *out;
+
+	if (s == NULL)
+		return NULL;
+	if (s->dbname == NULL) {
+		for (size_t i = 0; i < c->n_databases && db == NULL; i++)
+			if (c->databases[i].topology)
+				db = c->databases[i].name;
+		if (db == NULL)
+			db = "postgres";
+	}
+	if (asprintf(&out, "%s%s%s application_name=neki-admin", s->conninfo,
+		     db ? " dbname=" : "", db ? db : "") == -1)
+		return NULL;
+	return out;
+}
+
+uint64_t
+follow_local_revision_seen(void)
+{
+	uint64_t low = UINT64_MAX;
+
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		struct shm_proc *p = shm_proc(i);
+		uint32_t st = atomic_load(&p->state);
+
+		if (atomic_load(&p->pid) == 0 ||
+		    (st != SHM_PST_RUNNING && st != SHM_PST_PAUSED && st != SHM_PST_STOPPING))
+			continue;
+		if (atomic_load(&p->revision_seen) < low)
+			low = atomic_load(&p->revision_seen);
+	}
+	return low == UINT64_MAX ? 0 : low;
+}
+
+/* ---- following the store ---- */
+
+static void
+fetched_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	fetch_busy = false;
+	if (err != NULL || pgc_res_rows(res) == 0)
+		return;
+	if (strtoull(pgc_res_get(res, 0, 0), NULL, 10) > rev_get()->revision &&
+	    !rev_install(strtoull(pgc_res_get(res, 0, 0), NULL, 10), pgc_res_get(res, 0, 1), true))
+		log_error("could not follow the newest stored data topology revision");
+}
+
+/* The store has <newest>: fetch and publish it when it is newer than ours. */
+static void
+follow_newest(uint64_t newest)
+{
+	if (newest <= rev_get()->revision || fetch_busy)
+		return;
+	fetch_busy = true;
+	pgc_query(watcher, "SELECT revision, topology FROM __neki.data_topology_log"
+		  " ORDER BY revision DESC LIMIT 1", 0, NULL, fetched_cb, NULL);
+}
+
+static void
+notify_cb(void *arg, const char *channel, const char *payload)
+{
+	if (strcmp(channel, "neki_topology") == 0)
+		follow_newest(strtoull(payload, NULL, 10));
+}
+
+static void
+beat_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	tick_busy = false;
+	if (err != NULL) {
+		log_debug("router heartbeat failed: %s", err->message);
+		schema_ok = false;
+		return;
+	}
+	if (pgc_res_rows(res) > 0 && pgc_res_get(res, 0, 0) != NULL)
+		follow_newest(strtoull(pgc_res_get(res, 0, 0), NULL, 10));
+}
+
+/* Upsert our router row and read the newest stored revision. */
+static void
+follow_beat(void)
+{
+	char rev[24];
+	const char *params[2] = { host_id, rev };
+
+	snprintf(rev, sizeof(rev), "%" PRIu64, follow_local_revision_seen());
+	tick_busy = true;
+	pgc_query(watcher,
+		  "WITH up AS (INSERT INTO __neki.routers (host_id, revision) VALUES ($1, $2)"
+		  " ON CONFLICT (host_id) DO UPDATE SET revision = excluded.revision,"
+		  " heartbeat = now() RETURNING 1)"
+		  " SELECT (SELECT max(revision) FROM __neki.data_topology_log), (SELECT count(*)"
+		  " FROM up)", 2, params, beat_cb, NULL);
+}
+
+static void
+schema_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	if (err != NULL) {
+		log_warn("could not create the data topology store: %s", err->message);
+		return;
+	}
+	schema_ok = true;
+	if (!tick_busy)
+		follow_beat();
+}
+
+/* Connected (again): create the schema if needed and LISTEN; the beat follows. */
+static void
+state_cb(void *arg, bool up)
+{
+	schema_ok = false;
+	tick_busy = false;
+	fetch_busy = false;
+	if (!up)
+		return;
+	pgc_query(watcher, rev_store_ddl(), 0, NULL, NULL, NULL);
+	pgc_query(watcher, "LISTEN neki_topology", 0, NULL, schema_cb, NULL);
+}
+
+void
+follow_announce(void)
+{
+	if (authority[0] != '\0' && schema_ok && !tick_busy && pgc_is_up(watcher))
+		follow_beat();
+}
+
+void
+follow_set_authority(const char *uid)
+{
+	char *conninfo;
+
+	if (strcmp(uid, authority) == 0 || uid[0] == '\0')
+		return;
+	conninfo = follow_conninfo(uid);
+	if (conninfo == NULL) {
+		log_warn("the authoritative shard \"%s\" is not declared in [shards]", uid);
+		return;
+	}
+	snprintf(authority, sizeof(authority), "%s", uid);
+	schema_ok = false;
+	pgc_set_conninfo(watcher, conninfo);
+	pgc_connect(watcher);
+	free(conninfo);
+}
+
+/* ---- probes: one short-lived connection per shard ---- */
+
+struct probe;
+typedef void (*probe_fn)(struct probe *p, const struct pgc_res *res, const struct nk_error *err);
+
+struct probe {
+	struct pgc *pgc;		/* owned (freed from the loop after the answer) */
+	const struct cfg_shard *shard;	/* borrowed from the config in force */
+	probe_fn done;
+	void *arg;			/* borrowed: the caller's */
+	size_t index;			/* the shard's position in [shards] */
+};
+
+static void
+probe_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct probe *p = arg;
+
+	p->done(p, res, err);
+	pgc_free_later(p->pgc);
+	free(p);
+}
+
+/* Run <sql> on shard <i> of [shards]; <done> gets the answer. False when out of memory. */
+static bool
+probe_start(size_t i, const char *sql, probe_fn done, void *arg)
+{
+	const struct cfg *c = cfg_current();
+	struct probe *p = calloc(1, sizeof(*p));
+	char *conninfo = follow_conninfo(c->shards[i].uid);
+
+	if (p == NULL || conninfo == NULL || (p->pgc = pgc_new(fbase, c->shards[i].uid)) == NULL) {
+		free(p);
+		free(conninfo);
+		return false;
+	}
+	p->shard = &c->shards[i];
+	p->done = done;
+	p->arg = arg;
+	p->index = i;
+	pgc_set_conninfo(p->pgc, conninfo);
+	free(conninfo);
+	pgc_query(p->pgc, sql, 0, NULL, probe_cb, p);
+	return true;
+}
+
+static void
+discovered(struct probe *p, const struct pgc_res *res, const struct nk_error *err)
+{
+	if (err == NULL && pgc_res_rows(res) > 0 && rev_get()->revision == 0 &&
+	    authority[0] == '\0') {
+		log_info("found a data topology store on shard \"%s\"", p->shard->uid);
+		follow_set_authority(p->shard->uid);
+	}
+}
+
+/* No topology known: ask every declared shard whether it holds a store with revisions. */
+static void
+discover(void)
+{
+	const struct cfg *c = cfg_current();
+
+	for (size_t i = 0; i < c->n_shards; i++)
+		if (!probe_start(i, "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = '__neki'"
+				 " AND tablename = 'data_topology_log'", discovered, NULL))
+			return;
+}
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	static unsigned ticks;
+
+	ticks++;
+	if (authority[0] == '\0') {
+		if (ticks % 3 == 1)
+			discover();
+		return;
+	}
+	if (!pgc_is_up(watcher))
+		pgc_connect(watcher);
+	else if (schema_ok && !tick_busy)
+		follow_beat();
+}
+
+/* ---- wait_for_data_topology ---- */
+
+struct wait_job {
+	struct adm_req *req;		/* borrowed until finished */
+	uint64_t revision;
+	uint64_t deadline_ms;		/* shm_now_ms() */
+	struct event *timer;		/* owned */
+	bool remote_ok;			/* no fresh router row is behind */
+	bool remote_busy;		/* the router query is in flight */
+	int64_t remote_behind;		/* fresh hosts behind (last answer) */
+};
+
+/* Live local processes behind <revision>. */
+static unsigned
+local_behind(uint64_t revision)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		struct shm_proc *p = shm_proc(i);
+		uint32_t st = atomic_load(&p->state);
+
+		if (atomic_load(&p->pid) != 0 && (st == SHM_PST_RUNNING || st == SHM_PST_PAUSED) &&
+		    atomic_load(&p->revision_seen) < revision)
+			n++;
+	}
+	return n;
+}
+
+static void
+wait_end(struct wait_job *w)
+{
+	event_free(w->timer);
+	adm_req_finish(w->req);
+	free(w);
+}
+
+static void
+routers_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct wait_job *w = arg;
+
+	w->remote_busy = false;
+	if (err == NULL && pgc_res_rows(res) > 0) {
+		w->remote_behind = strtoll(pgc_res_get(res, 0, 0), NULL, 10);
+		w->remote_ok = w->remote_behind == 0;
+	}
+}
+
+/* Ask the registry how many fresh hosts (other than us) are behind. */
+static void
+wait_ask_remote(struct wait_job *w)
+{
+	char rev[24], fresh[24];
+	const char *params[3] = { host_id, rev, fresh };
+
+	if (authority[0] == '\0') {
+		w->remote_ok = true;
+		return;
+	}
+	if (w->remote_busy || !pgc_is_up(watcher) || !schema_ok)
+		return;
+	snprintf(rev, sizeof(rev), "%" PRIu64, w->revision);
+	snprintf(fresh, sizeof(fresh), "%d", FOLLOW_FRESH_SECS);
+	w->remote_busy = true;
+	pgc_query(watcher, "SELECT count(*) FROM __neki.routers WHERE host_id <> $1"
+		  " AND revision < $2 AND heartbeat > now() - make_interval(secs => $3)",
+		  3, params, routers_cb, w);
+}
+
+static void
+wait_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct wait_job *w = arg;
+	struct timeval tv = { 0, FOLLOW_WAIT_POLL_MS * 1000 };
+	unsigned behind = local_behind(w->revision);
+	struct nk_error err;
+
+	if (behind == 0 && w->remote_ok && !w->remote_busy) {
+		static const struct adm_col col = { "wait_for_data_topology", ADM_T_INT8 };
+		char rev[24];
+		const char *vals[1] = { rev };
+
+		snprintf(rev, sizeof(rev), "%" PRIu64, w->revision);
+		adm_result_columns(&w->req->res, &col, 1);
+		adm_result_row(&w->req->res, vals);
+		adm_result_complete(&w->req->res, "SELECT", true);
+		wait_end(w);
+		return;
+	}
+	if (shm_now_ms() >= w->deadline_ms) {
+		nk_error_set(&err, "57014", "timed out waiting for data topology revision %" PRIu64,
+			     w->revision);
+		nk_error_detail(&err, "%u local neki processes and %" PRId64 " other neki hosts have"
+				" not switched to it yet.", behind, w->remote_behind);
+		adm_result_error(&w->req->res, &err);
+		wait_end(w);
+		return;
+	}
+	if (behind == 0 && !w->remote_ok)
+		wait_ask_remote(w);
+	event_add(w->timer, &tv);
+}
+
+void
+follow_wait(struct adm_req *req, uint64_t revision, double timeout)
+{
+	struct wait_job *w = calloc(1, sizeof(*w));
+	struct nk_error err;
+
+	if (w == NULL || (w->timer = evtimer_new(fbase, wait_tick, w)) == NULL) {
+		free(w);
+		nk_error_set(&err, "53200", "out of memory");
+		adm_result_error(&req->res, &err);
+		adm_req_finish(req);
+		return;
+	}
+	w->req = req;
+	w->revision = revision;
+	w->deadline_ms = shm_now_ms() + (uint64_t)(timeout * 1000);
+	w->remote_behind = -1;
+	wait_tick(-1, 0, w);
+}
+
+/* ---- list_shards ---- */
+
+struct shards_job {
+	struct adm_req *req;		/* borrowed until finished */
+	size_t pending;			/* probes not answered yet */
+	size_t n;
+	char (*writable)[8];		/* owned: "t", "f" or "" (unreachable) per shard */
+};
+
+static void
+shards_reply(struct shards_job *j)
+{
+	static const struct adm_col cols[] = {
+		{ "uid", ADM_T_TEXT }, { "host", ADM_T_TEXT }, { "port", ADM_T_INT4 },
+		{ "dbname", ADM_T_TEXT }, { "has_writable_primary", ADM_T_BOOL },
+		{ "revision", ADM_T_INT8 },
+	};
+	const struct cfg *c = cfg_current();
+	char rev[24];
+
+	snprintf(rev, sizeof(rev), "%" PRIu64, rev_get()->revision);
+	adm_result_columns(&j->req->res, cols, NK_ARRAY_LEN(cols));
+	for (size_t i = 0; i < j->n && i < c->n_shards; i++) {
+		const struct cfg_shard *s = &c->shards[i];
+		char port[16];
+		const char *vals[6] = { s->uid, s->host, port, s->dbname, j->writable[i], rev };
+
+		snprintf(port, sizeof(port), "%d", s->port);
+		if (j->writable[i][0] == '\0')
+			vals[4] = "f";
+		adm_result_row(&j->req->res, vals);
+	}
+	adm_result_complete(&j->req->res, "SELECT", true);
+	adm_req_finish(j->req);
+	free(j->writable);
+	free(j);
+}
+
+static void
+shard_probed(struct probe *p, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct shards_job *j = p->arg;
+
+	if (err == NULL && pgc_res_rows(res) > 0 && p->index < j->n)
+		snprintf(j->writable[p->index], sizeof(j->writable[0]), "%s",
+			 pgc_res_get(res, 0, 0));
+	if (--j->pending == 0)
+		shards_reply(j);
+}
+
+void
+follow_list_shards(struct adm_req *req)
+{
+	const struct cfg *c = cfg_current();
+	struct shards_job *j = calloc(1, sizeof(*j));
+
+	if (j == NULL || (c->n_shards && (j->writable = calloc(c->n_shards, 8)) == NULL)) {
+		struct nk_error err;
+
+		free(j);
+		nk_error_set(&err, "53200", "out of memory");
+		adm_result_error(&req->res, &err);
+		adm_req_finish(req);
+		return;
+	}
+	j->req = req;
+	j->n = c->n_shards;
+	j->pending = 1;		/* held until every probe is started */
+	for (size_t i = 0; i < c->n_shards; i++) {
+		j->pending++;
+		if (!probe_start(i, "SELECT NOT pg_catalog.pg_is_in_recovery()", shard_probed, j))
+			j->pending--;
+	}
+	if (--j->pending == 0)
+		shards_reply(j);
+}
+
+/* ---- role membership on the authoritative shard ---- */
+
+struct role_job {
+	struct adm_req *req;		/* borrowed */
+	void (*cb)(struct adm_req *req, bool member);
+};
+
+static void
+role_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct role_job *j = arg;
+	bool member = err == NULL && pgc_res_rows(res) > 0 && pgc_res_get(res, 0, 0) != NULL &&
+		      strcmp(pgc_res_get(res, 0, 0), "t") == 0;
+
+	j->cb(j->req, member);
+	free(j);
+}
+
+void
+follow_check_role(struct adm_req *req, const char *role,
+		  void (*cb)(struct adm_req *req, bool member))
+{
+	struct role_job *j;
+	const char *params[2] = { req->user, role };
+
+	if (authority[0] == '\0' || (j = calloc(1, sizeof(*j))) == NULL) {
+		cb(req, false);
+		return;
+	}
+	j->req = req;
+	j->cb = cb;
+	pgc_query(watcher, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles u, pg_catalog.pg_roles r"
+		  " WHERE u.rolname = $1 AND r.rolname = $2 AND pg_catalog.pg_has_role(u.oid, r.oid,"
+		  " 'MEMBER'))", 2, params, role_cb, j);
+}
+
+void
+follow_init(struct event_base *base)
+{
+	struct timeval tv = { FOLLOW_TICK_MS / 1000, (FOLLOW_TICK_MS % 1000) * 1000 };
+	char host[64];
+
+	fbase = base;
+	if (gethostname(host, sizeof(host)) == -1)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(host_id, sizeof(host_id), "%s:%d", host, cfg_current()->listen_port);
+	watcher = pgc_new(base, "watcher");
+	tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
+	if (watcher == NULL || tick_ev == NULL || event_add(tick_ev, &tv) == -1)
+		fatal("could not set up the topology watcher");
+	pgc_set_callbacks(watcher, notify_cb, state_cb, NULL);
+}

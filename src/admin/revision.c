@@ -1,0 +1,716 @@
+/*
+ * revision.c - topology revisions in the admin process: what this router serves, the cache
+ * file, publication into shared memory, and __neki.set_data_topology's store transaction.
+ *
+ * A set runs, one at a time (later calls queue behind it), as:
+ *   check options and overwrite -> validate against the current revision (topo_check)
+ *   -> on the authoritative shard: ensure the schema, BEGIN, LOCK the log, read the newest
+ *      stored revision; expected_revision mismatch -> ROLLBACK, row (false, 0); a newer stored
+ *      revision than ours -> validate again against it
+ *   -> INSERT revision N+1 with NOTIFY neki_topology -> COMMIT
+ *   -> cache file (temp + fsync + rename) -> publish into shm -> reply (true, N+1).
+ * The log is written before anything is published, so a crash in between loses nothing: at
+ * boot follow.c publishes the highest stored revision. Entry points: rev_init(), rev_get(),
+ * rev_install(), rev_set(), rev_list_revisions(), rev_store_first().
+ */
+#include "neki/base.h"
+
+#include "admin_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "neki/config.h"
+#include "neki/log.h"
+#include "neki/shm.h"
+#include "neki/topology.h"
+
+/* Schema of the durable store; run in one transaction under an advisory lock. */
+static const char store_ddl[] =
+	"BEGIN; SELECT pg_advisory_xact_lock(7357001);"
+	" CREATE SCHEMA IF NOT EXISTS __neki;"
+	" CREATE TABLE IF NOT EXISTS __neki.data_topology_log ("
+	"   revision bigint PRIMARY KEY, topology text NOT NULL,"
+	"   created_at timestamptz NOT NULL DEFAULT now(), comment text, created_by text,"
+	"   suppressed_findings text);"
+	" CREATE TABLE IF NOT EXISTS __neki.routers ("
+	"   host_id text PRIMARY KEY, revision bigint NOT NULL,"
+	"   heartbeat timestamptz NOT NULL DEFAULT now(), started_at timestamptz NOT NULL"
+	"   DEFAULT now());"
+	" COMMIT";
+
+/* One set_data_topology in progress. */
+struct set_job {
+	struct adm_req *req;		/* borrowed until finished; NULL for rev_store_first */
+	char *json;			/* owned: canonical text of the new document */
+	struct topo_model *model;	/* owned: the new document */
+	struct topo_findings findings;	/* owned: every finding of the last validation */
+	char *comment;			/* owned; NULL when none */
+	bool overwrite, force;
+	bool has_expected;
+	uint64_t expected;
+	uint64_t stored;		/* newest stored revision (read in the transaction) */
+	uint64_t new_revision;
+	struct set_job *next;
+};
+
+static struct rev_current cur;		/* what this router serves */
+static struct event_base *rev_base;	/* borrowed */
+static struct pgc *writer;		/* owned: the store transactions */
+static struct set_job *queue_head, *queue_tail; /* owned; head is running */
+
+static void set_run_next(void);
+
+const char *
+rev_store_ddl(void)
+{
+	return store_ddl;
+}
+
+const struct rev_current *
+rev_get(void)
+{
+	return &cur;
+}
+
+/* The uid of the shard holding the authoritative group of <m>, or NULL. */
+static const char *
+authority_of(const struct topo_model *m)
+{
+	const struct topo_shard_group *g;
+
+	if (m == NULL || m->authoritative_shard_group == NULL)
+		return NULL;
+	g = topo_find_group(m, m->authoritative_shard_group);
+	if (g == NULL || g->nranges == 0)
+		return NULL;
+	return g->ranges[0].shard_uid;
+}
+
+/* ---- publication ---- */
+
+/*
+ * Copy <json> into a free shm image slot and publish it as <revision>. The image is the
+ * canonical JSON text (NUL-terminated) until the pointer-free image builder exists.
+ */
+static bool
+publish(uint64_t revision, const char *json)
+{
+	size_t len = strlen(json) + 1;
+	unsigned slot;
+
+	if (len > shm_topo_capacity()) {
+		log_error("topology revision %" PRIu64 " needs %zu bytes of shm, the image slots hold %zu"
+			  " (raise shm_size)", revision, len, shm_topo_capacity());
+		return false;
+	}
+	if (!shm_topo_claim(&slot)) {
+		log_error("no free topology image slot to publish revision %" PRIu64, revision);
+		return false;
+	}
+	memcpy(shm_topo_data(slot), json, len);
+	shm_topo_publish(slot, revision, len);
+	if (shm_self() >= 0)
+		atomic_store(&shm_proc((unsigned)shm_self())->revision_seen, revision);
+	log_info("published data topology revision %" PRIu64, revision);
+	return true;
+}
+
+/* ---- the cache file ---- */
+
+/* Write <data> to <path> atomically: temp file, fsync, rename, fsync of the directory. */
+static bool
+write_atomic(const char *path, const char *data, size_t len)
+{
+	char tmp[4096], dir[4096];
+	int fd, dfd;
+	bool ok;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd == -1)
+		return false;
+	ok = write(fd, data, len) == (ssize_t)len && fsync(fd) == 0;
+	ok = close(fd) == 0 && ok;
+	if (!ok || rename(tmp, path) == -1) {
+		unlink(tmp);
+		return false;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd != -1) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return true;
+}
+
+/* Write the cache file: {"neki_topology_cache": 1, "revision": N, "topology": "<json>"}. */
+static void
+cache_write(uint64_t revision, const char *json)
+{
+	const char *path = cfg_current()->topology_file;
+	char head[128];
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+
+	if (path == NULL || path[0] == '\0')
+		return;
+	snprintf(head, sizeof(head), "{\"neki_topology_cache\": 1, \"revision\": %" PRIu64
+		 ", \"topology\": ", revision);
+	if (!adm_json_put_raw(&buf, &len, &cap, head) ||
+	    !adm_json_put_string(&buf, &len, &cap, json) ||
+	    !adm_json_put_raw(&buf, &len, &cap, "}\n")) {
+		log_error("out of memory writing the topology cache file");
+	} else if (!write_atomic(path, buf, len)) {
+		log_error("could not write the topology cache file \"%s\": %s", path,
+			  strerror(errno));
+	}
+	free(buf);
+}
+
+/* Read the whole file <path>; NULL when it cannot be read. */
+static char *
+read_file(const char *path)
+{
+	FILE *fp = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (fp == NULL)
+		return NULL;
+	if (fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) >= 0 && fseek(fp, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)n + 1)) != NULL) {
+		if (fread(buf, 1, (size_t)n, fp) == (size_t)n) {
+			buf[n] = '\0';
+		} else {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	fclose(fp);
+	return buf;
+}
+
+bool
+rev_install(uint64_t revision, const char *json, bool cache)
+{
+	struct topo_findings f;
+	struct topo_model *m;
+	char *copy = strdup(json);
+	const char *auth;
+
+	topo_findings_init(&f);
+	m = topo_parse(json, strlen(json), &f);
+	topo_findings_cleanup(&f);
+	if (m == NULL || copy == NULL) {
+		log_error("could not load data topology revision %" PRIu64, revision);
+		topo_model_free(m);
+		free(copy);
+		return false;
+	}
+	if (cache)
+		cache_write(revision, json);
+	if (!publish(revision, json)) {
+		topo_model_free(m);
+		free(copy);
+		return false;
+	}
+	topo_model_free(cur.model);
+	free(cur.json);
+	cur.model = m;
+	cur.json = copy;
+	cur.revision = revision;
+	auth = authority_of(m);
+	snprintf(cur.auth_uid, sizeof(cur.auth_uid), "%s", auth ? auth : "");
+	follow_set_authority(cur.auth_uid);
+	follow_announce();
+	return true;
+}
+
+/* Boot: the cache file holds a cached revision or a hand-written first topology. */
+static void
+load_topology_file(void)
+{
+	const char *path = cfg_current()->topology_file;
+	struct adm_json_obj obj;
+	const struct adm_json_member *rev, *doc;
+	struct nk_error err;
+	char *text;
+
+	if (path == NULL || path[0] == '\0' || (text = read_file(path)) == NULL)
+		return;
+	if (adm_json_parse(text, &obj, &err) && adm_json_get(&obj, "neki_topology_cache")) {
+		rev = adm_json_get(&obj, "revision");
+		doc = adm_json_get(&obj, "topology");
+		if (rev && doc && doc->kind == ADM_JSON_STRING &&
+		    rev_install(strtoull(rev->text, NULL, 10), doc->text, false))
+			log_info("data topology revision %s loaded from the cache file \"%s\"",
+				 rev->text, path);
+	} else {
+		log_info("data topology file \"%s\" holds a first topology: storing it", path);
+		rev_store_first(text);
+	}
+	adm_json_cleanup(&obj);
+	free(text);
+}
+
+void
+rev_init(struct event_base *base)
+{
+	rev_base = base;
+	writer = pgc_new(base, "store");
+	if (writer == NULL)
+		fatal("out of memory");
+	follow_init(base);
+	load_topology_file();
+}
+
+/* ---- set_data_topology ---- */
+
+static void
+job_free(struct set_job *j)
+{
+	free(j->json);
+	free(j->comment);
+	topo_model_free(j->model);
+	topo_findings_cleanup(&j->findings);
+	free(j);
+}
+
+/* End the running job: reply through its request (if any), start the next one. */
+static void
+job_end(struct set_job *j)
+{
+	NK_ASSERT(j == queue_head);
+	queue_head = j->next;
+	if (queue_head == NULL)
+		queue_tail = NULL;
+	if (j->req != NULL)
+		adm_req_finish(j->req);
+	job_free(j);
+	set_run_next();
+}
+
+static void
+job_fail(struct set_job *j, const struct nk_error *err)
+{
+	if (j->req != NULL)
+		adm_result_error(&j->req->res, err);
+	else
+		log_error("storing the first data topology failed: %s", err->message);
+	job_end(j);
+}
+
+/* Write the reply row (success, revision); the job still has to end. */
+static void
+job_row(struct set_job *j, bool success, uint64_t revision)
+{
+	static const struct adm_col cols[] = {
+		{ "success", ADM_T_BOOL }, { "revision", ADM_T_INT8 },
+	};
+	char rev[24];
+	const char *vals[2] = { success ? "t" : "f", rev };
+
+	if (j->req != NULL) {
+		snprintf(rev, sizeof(rev), "%" PRIu64, revision);
+		adm_result_columns(&j->req->res, cols, 2);
+		adm_result_row(&j->req->res, vals);
+		adm_result_complete(&j->req->res, "SELECT", true);
+	}
+}
+
+/* After an error inside the transaction: roll back, then fail with <err>. */
+static void
+rollback_done_cb(void *arg, const struct pgc_res *res, const struct nk_error *e)
+{
+	struct set_job *j = arg;
+
+	job_end(j);
+}
+
+static void
+job_rollback_fail(struct set_job *j, const struct nk_error *err)
+{
+	if (j->req != NULL)
+		adm_result_error(&j->req->res, err);
+	pgc_query(writer, "ROLLBACK", 0, NULL, rollback_done_cb, j);
+}
+
+/* The shard uids declared in [shards] (borrowed from the config). */
+static size_t
+declared_shards(const char **out, size_t max)
+{
+	const struct cfg *c = cfg_current();
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n_shards && n < max; i++)
+		out[n++] = c->shards[i].uid;
+	return n;
+}
+
+/*
+ * Validate the job's document against <previous> (NULL: first topology). On success the
+ * job owns the new model and its canonical text.
+ */
+static bool
+job_validate(struct set_job *j, const char *json, const struct topo_model *previous,
+	     struct nk_error *err)
+{
+	const char *uids[256];
+	struct topo_validate_input in = { .shard_uids = uids, .previous = previous };
+	struct topo_model *m;
+
+	in.nshards = declared_shards(uids, NK_ARRAY_LEN(uids));
+	topo_findings_cleanup(&j->findings);
+	topo_findings_init(&j->findings);
+	m = topo_check(json, strlen(json), &in, j->force, &j->findings, err);
+	if (m == NULL)
+		return false;
+	topo_model_free(j->model);
+	j->model = m;
+	free(j->json);
+	j->json = topo_to_json(m, true);
+	if (j->json == NULL)
+		return nk_error_set(err, "53200", "out of memory");
+	return true;
+}
+
+/* The findings `force` suppressed, as a JSON array text (malloc'd; "[]" when none). */
+static char *
+suppressed_json(const struct set_job *j)
+{
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	bool ok = adm_json_put_raw(&buf, &len, &cap, "[");
+	bool first = true;
+
+	for (size_t i = 0; ok && i < j->findings.n; i++) {
+		const struct topo_finding *fi = &j->findings.v[i];
+		char item[TOPO_PATH_MAX + TOPO_RULE_MAX + NK_ERR_MSG_MAX + 8];
+
+		if (fi->preexisting)
+			continue;
+		snprintf(item, sizeof(item), "%s: %s: %s", fi->path, fi->rule, fi->message);
+		ok = (first || adm_json_put_raw(&buf, &len, &cap, ", ")) &&
+		     adm_json_put_string(&buf, &len, &cap, item);
+		first = false;
+	}
+	if (!ok || !adm_json_put_raw(&buf, &len, &cap, "]")) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void commit_cb(void *arg, const struct pgc_res *res, const struct nk_error *err);
+
+/* INSERT the new revision (with its NOTIFY) inside the open transaction. */
+static void
+insert_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct set_job *j = arg;
+
+	if (err != NULL) {
+		job_rollback_fail(j, err);
+		return;
+	}
+	pgc_query(writer, "COMMIT", 0, NULL, commit_cb, j);
+}
+
+static void
+job_insert(struct set_job *j)
+{
+	char rev[24];
+	char *supp = suppressed_json(j);
+	const char *params[5] = { rev, j->json, j->comment,
+				  j->req ? j->req->user : "topology_file", supp };
+	struct nk_error err;
+
+	if (supp == NULL) {
+		nk_error_set(&err, "53200", "out of memory");
+		job_rollback_fail(j, &err);
+		return;
+	}
+	j->new_revision = j->stored + 1;
+	snprintf(rev, sizeof(rev), "%" PRIu64, j->new_revision);
+	pgc_query(writer,
+		  "WITH ins AS (INSERT INTO __neki.data_topology_log"
+		  " (revision, topology, comment, created_by, suppressed_findings)"
+		  " VALUES ($1, $2, $3, $4, $5) RETURNING revision)"
+		  " SELECT pg_notify('neki_topology', revision::text) FROM ins",
+		  5, params, insert_cb, j);
+	free(supp);
+}
+
+/* The transaction is committed: cache, publish, reply. */
+static void
+commit_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct set_job *j = arg;
+
+	if (err != NULL) {
+		job_fail(j, err);
+		return;
+	}
+	log_info("stored data topology revision %" PRIu64 " (by %s)", j->new_revision,
+		 j->req ? j->req->user : "topology_file");
+	if (!rev_install(j->new_revision, j->json, true)) {
+		struct nk_error e;
+
+		nk_error_set(&e, "XX000", "data topology revision %" PRIu64 " was stored but could not"
+			     " be published", j->new_revision);
+		nk_error_hint(&e, "See the neki log; restarting neki publishes the stored revision.");
+		job_fail(j, &e);
+		return;
+	}
+	job_row(j, true, j->new_revision);
+	job_end(j);
+}
+
+/*
+ * The newest stored revision was read under the table lock: check expected_revision and
+ * overwrite against it, validate again when it is not the one we serve, then insert.
+ */
+static void
+newest_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct set_job *j = arg;
+	struct nk_error e;
+	const char *stored_json;
+
+	if (err != NULL) {
+		job_rollback_fail(j, err);
+		return;
+	}
+	j->stored = pgc_res_rows(res) ? strtoull(pgc_res_get(res, 0, 0), NULL, 10) : 0;
+	stored_json = pgc_res_rows(res) ? pgc_res_get(res, 0, 1) : NULL;
+	if (j->has_expected && j->expected != j->stored) {
+		job_row(j, false, 0);
+		pgc_query(writer, "ROLLBACK", 0, NULL, rollback_done_cb, j);
+		return;
+	}
+	if (!j->overwrite && j->stored > 0) {
+		nk_error_set(&e, "55000", "a data topology already exists (revision %" PRIu64 ")",
+			     j->stored);
+		nk_error_hint(&e, "Call set_data_topology with overwrite => true to replace it.");
+		job_rollback_fail(j, &e);
+		return;
+	}
+	if (j->stored != cur.revision && stored_json != NULL) {
+		struct topo_findings f;
+		struct topo_model *prev;
+		char *json = strdup(j->json);
+		bool ok;
+
+		topo_findings_init(&f);
+		prev = topo_parse(stored_json, strlen(stored_json), &f);
+		topo_findings_cleanup(&f);
+		ok = json != NULL && job_validate(j, json, prev, &e);
+		free(json);
+		topo_model_free(prev);
+		if (!ok) {
+			job_rollback_fail(j, &e);
+			return;
+		}
+	}
+	job_insert(j);
+}
+
+static void
+locked_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct set_job *j = arg;
+
+	if (err != NULL) {
+		job_rollback_fail(j, err);
+		return;
+	}
+	pgc_query(writer, "SELECT revision, topology FROM __neki.data_topology_log"
+		  " ORDER BY revision DESC LIMIT 1", 0, NULL, newest_cb, j);
+}
+
+static void
+ddl_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct set_job *j = arg;
+
+	if (err != NULL) {
+		job_rollback_fail(j, err);
+		return;
+	}
+	pgc_query(writer, "BEGIN; LOCK TABLE __neki.data_topology_log IN EXCLUSIVE MODE",
+		  0, NULL, locked_cb, j);
+}
+
+/* Start the transaction of the job at the head of the queue. */
+static void
+set_run_next(void)
+{
+	struct set_job *j = queue_head;
+	const char *auth;
+	char *conninfo;
+	struct nk_error err;
+
+	if (j == NULL)
+		return;
+	auth = authority_of(j->model);
+	conninfo = auth ? follow_conninfo(auth) : NULL;
+	if (conninfo == NULL) {
+		nk_error_set(&err, "42704", "the authoritative shard \"%s\" is not declared in [shards]",
+			     auth ? auth : "");
+		job_fail(j, &err);
+		return;
+	}
+	pgc_set_conninfo(writer, conninfo);
+	free(conninfo);
+	pgc_query(writer, store_ddl, 0, NULL, ddl_cb, j);
+}
+
+/* Read the options JSON: comment, expected_revision, force; anything else is an error. */
+static bool
+job_options(struct set_job *j, const char *options, struct nk_error *err)
+{
+	struct adm_json_obj o;
+	bool ok = true;
+
+	if (options == NULL || options[strspn(options, " \t\r\n")] == '\0')
+		return true;
+	if (!adm_json_parse(options, &o, err))
+		return false;
+	for (size_t i = 0; ok && i < o.n; i++) {
+		const struct adm_json_member *m = &o.m[i];
+
+		if (strcmp(m->key, "comment") == 0 && m->kind == ADM_JSON_STRING) {
+			ok = (j->comment = strdup(m->text)) != NULL;
+		} else if (strcmp(m->key, "comment") == 0 && m->kind == ADM_JSON_NULL) {
+			continue;
+		} else if (strcmp(m->key, "expected_revision") == 0 && m->kind == ADM_JSON_NUMBER &&
+			   m->text[0] != '-' && strspn(m->text, "0123456789") == strlen(m->text)) {
+			j->has_expected = true;
+			j->expected = strtoull(m->text, NULL, 10);
+		} else if (strcmp(m->key, "force") == 0 && m->kind == ADM_JSON_BOOL) {
+			j->force = strcmp(m->text, "true") == 0;
+		} else if (strcmp(m->key, "comment") == 0 || strcmp(m->key, "force") == 0 ||
+			   strcmp(m->key, "expected_revision") == 0) {
+			ok = nk_error_set(err, "22023", "invalid value for data topology option \"%s\"",
+					  m->key);
+		} else {
+			ok = nk_error_set(err, "22023", "unrecognized data topology option \"%s\"",
+					  m->key);
+			nk_error_hint(err, "The options are comment, expected_revision and force.");
+		}
+	}
+	adm_json_cleanup(&o);
+	return ok;
+}
+
+/* Queue job <j> (it starts at once when nothing else runs). */
+static void
+job_enqueue(struct set_job *j)
+{
+	if (queue_tail != NULL) {
+		queue_tail->next = j;
+		queue_tail = j;
+		return;
+	}
+	queue_head = queue_tail = j;
+	set_run_next();
+}
+
+void
+rev_set(struct adm_req *req, const char *json, bool overwrite, const char *options)
+{
+	struct set_job *j = calloc(1, sizeof(*j));
+	struct nk_error err;
+
+	if (j == NULL) {
+		nk_error_set(&err, "53200", "out of memory");
+		adm_result_error(&req->res, &err);
+		adm_req_finish(req);
+		return;
+	}
+	topo_findings_init(&j->findings);
+	j->req = req;
+	j->overwrite = overwrite;
+	if (!job_options(j, options, &err) || !job_validate(j, json, cur.model, &err)) {
+		adm_result_error(&req->res, &err);
+		adm_req_finish(req);
+		job_free(j);
+		return;
+	}
+	job_enqueue(j);
+}
+
+void
+rev_store_first(const char *json)
+{
+	struct set_job *j = calloc(1, sizeof(*j));
+	struct nk_error err;
+
+	if (j == NULL)
+		return;
+	topo_findings_init(&j->findings);
+	if ((j->comment = strdup("loaded from topology_file")) == NULL ||
+	    !job_validate(j, json, NULL, &err)) {
+		log_error("the data topology in topology_file is not valid: %s",
+			  j->comment ? err.message : "out of memory");
+		job_free(j);
+		return;
+	}
+	/* a first topology never replaces a stored one: stored > 0 fails overwrite */
+	job_enqueue(j);
+}
+
+/* ---- list_topology_revisions ---- */
+
+static void
+revisions_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct adm_req *req = arg;
+	static const struct adm_col cols[] = {
+		{ "revision", ADM_T_INT8 }, { "created_at", ADM_T_TIMESTAMPTZ },
+		{ "comment", ADM_T_TEXT }, { "created_by", ADM_T_TEXT },
+	};
+
+	if (err != NULL) {
+		adm_result_error(&req->res, err);
+		adm_req_finish(req);
+		return;
+	}
+	adm_result_columns(&req->res, cols, NK_ARRAY_LEN(cols));
+	for (size_t r = 0; r < pgc_res_rows(res); r++) {
+		const char *vals[4];
+
+		for (size_t c = 0; c < 4; c++)
+			vals[c] = pgc_res_get(res, r, c);
+		adm_result_row(&req->res, vals);
+	}
+	adm_result_complete(&req->res, "SELECT", true);
+	adm_req_finish(req);
+}
+
+void
+rev_list_revisions(struct adm_req *req)
+{
+	char *conninfo = cur.auth_uid[0] ? follow_conninfo(cur.auth_uid) : NULL;
+	struct nk_error err;
+
+	if (conninfo == NULL) {
+		nk_error_set(&err, "55000", "no data topology has been set");
+		adm_result_error(&req->res, &err);
+		adm_req_finish(req);
+		return;
+	}
+	pgc_set_conninfo(writer, conninfo);
+	free(conninfo);
+	pgc_query(writer, "SELECT revision, created_at, comment, created_by"
+		  " FROM __neki.data_topology_log ORDER BY revision", 0, NULL, revisions_cb, req);
+}
