@@ -12,3 +12,4 @@ unit_sources += test/unit/check_topology.c test/unit/check_topology_resolve.c \
 	test/unit/topo_fixtures.c test/unit/check_topoimage.c
 noinst_HEADERS += test/unit/topo_fixtures.h
 unit_sources += test/unit/check_pool.c
+unit_sources += test/unit/check_admin.c

@@ -16,7 +16,8 @@
 	X(config) \
 	X(shm) \
 	X(topology) \
-	X(pool)
+	X(pool) \
+	X(admin)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)
