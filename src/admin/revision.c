@@ -31,6 +31,7 @@
 #include "neki/log.h"
 #include "neki/shm.h"
 #include "neki/topology.h"
+#include "neki/topology_image.h"
 
 /* Schema of the durable store; run in one transaction under an advisory lock. */
 static const char store_ddl[] =
@@ -94,29 +95,39 @@ authority_of(const struct topo_model *m)
 	return g->ranges[0].shard_uid;
 }
 
+/* The shard uids declared in [shards] (borrowed from the config). */
+static size_t
+declared_shards(const char **out, size_t max)
+{
+	const struct cfg *c = cfg_current();
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->n_shards && n < max; i++)
+		out[n++] = c->shards[i].uid;
+	return n;
+}
+
 /* ---- publication ---- */
 
-/*
- * Copy <json> into a free shm image slot and publish it as <revision>. The image is the
- * canonical JSON text (NUL-terminated) until the pointer-free image builder exists.
- */
+/* Build the image of <m> as <revision> into a free shm slot and publish it. */
 static bool
-publish(uint64_t revision, const char *json)
+publish(uint64_t revision, const struct topo_model *m)
 {
-	size_t len = strlen(json) + 1;
 	unsigned slot;
+	ssize_t len;
 
-	if (len > shm_topo_capacity()) {
-		log_error("topology revision %" PRIu64 " needs %zu bytes of shm, the image slots hold %zu"
-			  " (raise shm_size)", revision, len, shm_topo_capacity());
-		return false;
-	}
 	if (!shm_topo_claim(&slot)) {
 		log_error("no free topology image slot to publish revision %" PRIu64, revision);
 		return false;
 	}
-	memcpy(shm_topo_data(slot), json, len);
-	shm_topo_publish(slot, revision, len);
+	len = topo_image_build(m, revision, shm_topo_data(slot), shm_topo_capacity());
+	if (len < 0) {
+		shm_topo_abandon(slot);
+		log_error("topology revision %" PRIu64 " needs %zu bytes of shm, the image slots hold"
+			  " %zu (raise shm_size)", revision, topo_image_size(m), shm_topo_capacity());
+		return false;
+	}
+	shm_topo_publish(slot, revision, (size_t)len);
 	if (shm_self() >= 0)
 		atomic_store(&shm_proc((unsigned)shm_self())->revision_seen, revision);
 	log_info("published data topology revision %" PRIu64, revision);
@@ -209,6 +220,13 @@ rev_install(uint64_t revision, const char *json, bool cache)
 
 	topo_findings_init(&f);
 	m = topo_parse(json, strlen(json), &f);
+	if (m != NULL) {	/* stored revisions were validated when set: findings are ignored */
+		const char *uids[256];
+		struct topo_validate_input in = { .shard_uids = uids, .previous = NULL };
+
+		in.nshards = declared_shards(uids, NK_ARRAY_LEN(uids));
+		topo_validate(m, &in, &f);
+	}
 	topo_findings_cleanup(&f);
 	if (m == NULL || copy == NULL) {
 		log_error("could not load data topology revision %" PRIu64, revision);
@@ -218,7 +236,7 @@ rev_install(uint64_t revision, const char *json, bool cache)
 	}
 	if (cache)
 		cache_write(revision, json);
-	if (!publish(revision, json)) {
+	if (!publish(revision, m)) {
 		topo_model_free(m);
 		free(copy);
 		return false;
@@ -342,18 +360,6 @@ job_rollback_fail(struct set_job *j, const struct nk_error *err)
 	if (j->req != NULL)
 		adm_result_error(&j->req->res, err);
 	pgc_query(writer, "ROLLBACK", 0, NULL, rollback_done_cb, j);
-}
-
-/* The shard uids declared in [shards] (borrowed from the config). */
-static size_t
-declared_shards(const char **out, size_t max)
-{
-	const struct cfg *c = cfg_current();
-	size_t n = 0;
-
-	for (size_t i = 0; i < c->n_shards && n < max; i++)
-		out[n++] = c->shards[i].uid;
-	return n;
 }
 
 /*
