@@ -55,7 +55,7 @@ bool auth_plain_verify(const char *secret, const char *user, const char *passwor
 /* Errors a client sees (Postgres' wording, FATAL severity). Each returns false. */
 bool auth_error_password_failed(struct nk_error *err, const char *user);	/* 28P01 */
 bool auth_error_method_failed(struct nk_error *err, const char *method, const char *user);
-/* 28000: "pg_hba.conf rejects connection ..." (<explicit> reject rule) or "no pg_hba.conf entry ..." */
+/* 28000: "pg_hba.conf rejects connection ..." (<explicit_rule>) or "no pg_hba.conf entry ..." */
 bool auth_error_hba_reject(struct nk_error *err, const char *host, const char *user,
 			   const char *db, bool is_tls, bool explicit_rule);
 
@@ -133,5 +133,24 @@ size_t hba_rule_count(const struct hba *hba);
 enum hba_method hba_match(const struct hba *hba, const struct hba_conn *c, const char **map);
 /* "trust", "md5", ... */
 const char *hba_method_str(enum hba_method m);
+
+/* What the client login actually runs, once the method and the secret are known. */
+enum auth_exchange {
+	AUTH_X_NONE = 0,	/* trust / any: no password exchange */
+	AUTH_X_CLEARTEXT = 1,	/* AuthenticationCleartextPassword, auth_plain_verify() */
+	AUTH_X_MD5 = 2,		/* AuthenticationMD5Password, auth_md5_verify() */
+	AUTH_X_SCRAM = 3,	/* AuthenticationSASL, struct scram_server */
+	AUTH_X_CERT = 4,	/* TLS client certificate */
+	AUTH_X_PEER = 5,	/* Unix socket peer credentials */
+	AUTH_X_REJECT = 6,	/* refuse (reject rule or no hba match) */
+};
+
+/*
+ * pgbouncer's choice of exchange for <method> (the hba method, or auth_type
+ * mapped to one) and the user's stored <secret> (NULL for an unknown user, which
+ * runs the same exchange and fails): md5 switches to SCRAM when the secret is a
+ * SCRAM secret; scram-sha-256 stays SCRAM (an md5 secret then fails).
+ */
+enum auth_exchange auth_pick_exchange(enum hba_method method, const char *secret);
 
 #endif /* NEKI_AUTH_H */

@@ -163,7 +163,7 @@ typedef bool (*proto_option_cb)(void *arg, const char *name, const char *value,
  */
 NK_MUSTCHECK bool proto_options_parse(const char *options, proto_option_cb cb, void *arg,
 				      struct nk_error *err);
-/* The error for a name the session does not track: "unsupported startup parameter in options: %s". */
+/* Error for a name the session does not track ("unsupported startup parameter in options: %s"). */
 bool proto_options_unsupported(struct nk_error *err, const char *name);
 
 /* ---- client messages (src/proto/msg.c) ---- */

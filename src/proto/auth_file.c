@@ -141,6 +141,7 @@ af_parse_line(struct auth_file *af, const char **pos, const char *end, size_t *c
 	return true;
 }
 
+/* Parse userlist.txt <text> of <len> bytes; caller frees with auth_file_free(). */
 struct auth_file *
 auth_file_parse(const char *text, size_t len)
 {
@@ -172,6 +173,7 @@ auth_file_parse(const char *text, size_t len)
 	return af;
 }
 
+/* Read <path> whole and parse it; NULL with <err> (58P01) when unreadable. */
 struct auth_file *
 auth_file_load(const char *path, struct nk_error *err)
 {
@@ -208,6 +210,7 @@ auth_file_load(const char *path, struct nk_error *err)
 	return af;
 }
 
+/* Binary search for <user>; the secret is owned by <af>. */
 const char *
 auth_file_find(const struct auth_file *af, const char *user)
 {
@@ -227,6 +230,7 @@ auth_file_find(const struct auth_file *af, const char *user)
 	return NULL;
 }
 
+/* Free <af> and every entry; NULL is fine. */
 void
 auth_file_free(struct auth_file *af)
 {
@@ -242,6 +246,7 @@ auth_file_free(struct auth_file *af)
 
 /* ---- client-visible errors ---- */
 
+/* Postgres' message for a failed password/md5/SCRAM login (28P01, FATAL). */
 bool
 auth_error_password_failed(struct nk_error *err, const char *user)
 {
@@ -251,6 +256,7 @@ auth_error_password_failed(struct nk_error *err, const char *user)
 	return false;
 }
 
+/* Postgres' "<method> authentication failed for user" (28000, FATAL). */
 bool
 auth_error_method_failed(struct nk_error *err, const char *method, const char *user)
 {
@@ -260,6 +266,7 @@ auth_error_method_failed(struct nk_error *err, const char *method, const char *u
 	return false;
 }
 
+/* Postgres' hba refusal, explicit reject rule or no matching entry (28000, FATAL). */
 bool
 auth_error_hba_reject(struct nk_error *err, const char *host, const char *user, const char *db,
 		      bool is_tls, bool explicit_rule)
@@ -268,11 +275,11 @@ auth_error_hba_reject(struct nk_error *err, const char *host, const char *user, 
 
 	if (explicit_rule)
 		nk_error_set(err, "28000",
-			     "pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s",
+		"pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s",
 			     host, user, db, enc);
 	else
 		nk_error_set(err, "28000",
-			     "no pg_hba.conf entry for host \"%s\", user \"%s\", database \"%s\", %s",
+		"no pg_hba.conf entry for host \"%s\", user \"%s\", database \"%s\", %s",
 			     host, user, db, enc);
 	if (err)
 		err->severity = NK_SEV_FATAL;

@@ -279,6 +279,7 @@ static const struct {
 	{ "cert", HBA_CERT }, { "peer", HBA_PEER },
 };
 
+/* The hba keyword of <m> (static string). */
 const char *
 hba_method_str(enum hba_method m)
 {
@@ -378,6 +379,7 @@ hba_add(struct hba *h, const struct hba_rule *r)
 	return true;
 }
 
+/* Parse <text> line by line, keeping the valid rules; caller frees with hba_free(). */
 struct hba *
 hba_parse(const char *text, const char *dir, hba_warn_fn warn, void *warn_arg)
 {
@@ -413,6 +415,7 @@ oom:
 	return NULL;
 }
 
+/* Read <path> whole; @files are resolved next to it. */
 struct hba *
 hba_load(const char *path, hba_warn_fn warn, void *warn_arg, struct nk_error *err)
 {
@@ -441,6 +444,7 @@ hba_load(const char *path, hba_warn_fn warn, void *warn_arg, struct nk_error *er
 	return h;
 }
 
+/* Free <h> and its rules; NULL is fine. */
 void
 hba_free(struct hba *h)
 {
@@ -452,6 +456,7 @@ hba_free(struct hba *h)
 	free(h);
 }
 
+/* Number of rules kept (0 for NULL). */
 size_t
 hba_rule_count(const struct hba *h)
 {
@@ -499,6 +504,7 @@ match_db(const struct hba_rule *r, const struct hba_conn *c)
 	       names_contain(&r->db, c->db);
 }
 
+/* First-match evaluation as pgbouncer's hba_eval(); <map> borrows from <h>. */
 enum hba_method
 hba_match(const struct hba *h, const struct hba_conn *c, const char **map)
 {
@@ -516,4 +522,30 @@ hba_match(const struct hba *h, const struct hba_conn *c, const char **map)
 		return r->method;
 	}
 	return HBA_NO_MATCH;
+}
+
+/* See neki/auth.h. */
+enum auth_exchange
+auth_pick_exchange(enum hba_method method, const char *secret)
+{
+	switch (method) {
+	case HBA_TRUST:
+		return AUTH_X_NONE;
+	case HBA_PLAIN:
+		return AUTH_X_CLEARTEXT;
+	case HBA_MD5:
+		if (secret && auth_secret_kind(secret) == AUTH_SECRET_SCRAM)
+			return AUTH_X_SCRAM;
+		return AUTH_X_MD5;
+	case HBA_SCRAM:
+		return AUTH_X_SCRAM;
+	case HBA_CERT:
+		return AUTH_X_CERT;
+	case HBA_PEER:
+		return AUTH_X_PEER;
+	case HBA_REJECT:
+	case HBA_NO_MATCH:
+	default:
+		return AUTH_X_REJECT;
+	}
 }

@@ -78,7 +78,8 @@ login_sasl_start(struct login *l, const struct proto_auth_msg *m, struct pktbuf 
 
 	if (!proto_auth_sasl_has(m, SCRAM_MECHANISM))
 		return nk_error_set(err, "08P01",
-				    "server login failed: none of the server's SASL authentication mechanisms are supported");
+		"server login failed: none of the server's SASL authentication "
+		"mechanisms are supported");
 	if (l->scram_active)
 		return nk_error_set(err, "08P01", "server login failed: unexpected SASL request");
 	if (l->secret && login_kind(l) == AUTH_SECRET_PLAIN)

@@ -203,6 +203,7 @@ auth_md5_verify(const char *secret, const char *user, const uint8_t salt[4],
 	return auth_secure_streq(want, response);
 }
 
+/* Compare without an early exit on the first difference. */
 bool
 auth_secure_streq(const char *a, const char *b)
 {
@@ -214,6 +215,7 @@ auth_secure_streq(const char *a, const char *b)
 	return diff == 0;
 }
 
+/* md5 needs "md5" + 32 lowercase hex digits, as Postgres' get_password_type(). */
 enum auth_secret_kind
 auth_secret_kind(const char *secret)
 {

@@ -13,6 +13,7 @@
 
 #include <string.h>
 
+/* Point <r> at <body> (borrowed) of <len> bytes of a message of <type>. */
 void
 proto_reader_init(struct proto_reader *r, char type, const uint8_t *body, size_t len)
 {
@@ -23,6 +24,7 @@ proto_reader_init(struct proto_reader *r, char type, const uint8_t *body, size_t
 	r->fault = PROTO_READ_OK;
 }
 
+/* Bytes between the cursor and the end of the body. */
 size_t
 proto_reader_left(const struct proto_reader *r)
 {
@@ -46,6 +48,7 @@ reader_take(struct proto_reader *r, size_t n)
 	return p;
 }
 
+/* One byte; 0 after a fault. */
 uint8_t
 proto_get_byte(struct proto_reader *r)
 {
@@ -79,6 +82,7 @@ proto_get_int32(struct proto_reader *r)
 			 ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
 }
 
+/* A NUL-terminated string inside the body; "" and BAD_STRING when unterminated. */
 const char *
 proto_get_string(struct proto_reader *r)
 {
@@ -96,12 +100,14 @@ proto_get_string(struct proto_reader *r)
 	return (const char *)start;
 }
 
+/* <n> bytes inside the body; NULL and SHORT when they are not all there. */
 const uint8_t *
 proto_get_bytes(struct proto_reader *r, size_t n)
 {
 	return reader_take(r, n);
 }
 
+/* Translate the sticky fault into Postgres' wording (08P01). */
 bool
 proto_reader_error(const struct proto_reader *r, struct nk_error *err)
 {
@@ -120,6 +126,7 @@ proto_reader_error(const struct proto_reader *r, struct nk_error *err)
 	}
 }
 
+/* End-of-message check (pq_getmsgend): fault or leftover bytes fail. */
 bool
 proto_reader_end(struct proto_reader *r, struct nk_error *err)
 {
@@ -138,6 +145,7 @@ be32(const uint8_t *p)
 	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
+/* Frame one message at the head of <buf>; never reads past <avail>. */
 enum proto_frame_result
 proto_frame_next(const uint8_t *buf, size_t avail, bool startup, uint32_t max_len,
 		 struct proto_frame *f, struct nk_error *err)
@@ -166,6 +174,7 @@ proto_frame_next(const uint8_t *buf, size_t avail, bool startup, uint32_t max_le
 	return PROTO_FRAME_OK;
 }
 
+/* The message types Postgres' SocketBackend accepts after startup. */
 bool
 proto_frontend_type_check(char type, struct nk_error *err)
 {
@@ -179,6 +188,7 @@ proto_frontend_type_check(char type, struct nk_error *err)
 
 /* ---- client messages ---- */
 
+/* Query: one string. *<sql> borrows from <body>. */
 bool
 proto_parse_query(const uint8_t *body, size_t len, const char **sql, struct nk_error *err)
 {
@@ -189,6 +199,7 @@ proto_parse_query(const uint8_t *body, size_t len, const char **sql, struct nk_e
 	return proto_reader_end(&r, err);
 }
 
+/* Parse: name, query, int16 count, that many type oids. */
 bool
 proto_parse_parse(const uint8_t *body, size_t len, struct proto_parse_msg *m,
 		  struct nk_error *err)
@@ -203,6 +214,7 @@ proto_parse_parse(const uint8_t *body, size_t len, struct proto_parse_msg *m,
 	return proto_reader_end(&r, err);
 }
 
+/* Type oid <i> declared by a parsed Parse message (<i> < nparams). */
 uint32_t
 proto_parse_param_oid(const struct proto_parse_msg *m, size_t i)
 {
@@ -227,6 +239,7 @@ skip_values(struct proto_reader *r, uint16_t n)
 	}
 }
 
+/* Bind: portal, statement, formats, values (-1 = NULL), result formats. */
 bool
 proto_parse_bind(const uint8_t *body, size_t len, struct proto_bind_msg *m,
 		 struct nk_error *err)
@@ -255,6 +268,7 @@ proto_parse_bind(const uint8_t *body, size_t len, struct proto_bind_msg *m,
 	return true;
 }
 
+/* Decode the values of a validated Bind into <out>; returns how many. */
 size_t
 proto_bind_params(const struct proto_bind_msg *m, struct proto_value *out, size_t max)
 {
@@ -289,12 +303,14 @@ format_at(const uint8_t *fmts, uint16_t n, size_t i)
 	return (int16_t)((fmts[i * 2] << 8) | fmts[i * 2 + 1]);
 }
 
+/* Format code of parameter <i>: none = text, one = all, else per parameter. */
 int16_t
 proto_bind_param_format(const struct proto_bind_msg *m, size_t i)
 {
 	return format_at(m->formats, m->nformats, i);
 }
 
+/* Format code of result column <i>, same rules as parameters. */
 int16_t
 proto_bind_result_format(const struct proto_bind_msg *m, size_t i)
 {
@@ -319,6 +335,7 @@ parse_target(char type, const char *what, const uint8_t *body, size_t len,
 	return true;
 }
 
+/* Describe: kind 'S' or 'P' and a name. */
 bool
 proto_parse_describe(const uint8_t *body, size_t len, struct proto_target_msg *m,
 		     struct nk_error *err)
@@ -326,6 +343,7 @@ proto_parse_describe(const uint8_t *body, size_t len, struct proto_target_msg *m
 	return parse_target('D', "DESCRIBE", body, len, m, err);
 }
 
+/* Close: kind 'S' or 'P' and a name. */
 bool
 proto_parse_close(const uint8_t *body, size_t len, struct proto_target_msg *m,
 		  struct nk_error *err)
@@ -333,6 +351,7 @@ proto_parse_close(const uint8_t *body, size_t len, struct proto_target_msg *m,
 	return parse_target('C', "CLOSE", body, len, m, err);
 }
 
+/* Execute: portal name and row limit. */
 bool
 proto_parse_execute(const uint8_t *body, size_t len, struct proto_execute_msg *m,
 		    struct nk_error *err)
@@ -345,6 +364,7 @@ proto_parse_execute(const uint8_t *body, size_t len, struct proto_execute_msg *m
 	return proto_reader_end(&r, err);
 }
 
+/* Messages without a body (Sync, Flush, Terminate, CopyDone): <len> must be 0. */
 bool
 proto_parse_empty(char type, size_t len, struct nk_error *err)
 {
@@ -355,6 +375,7 @@ proto_parse_empty(char type, size_t len, struct nk_error *err)
 	return proto_reader_end(&r, err);
 }
 
+/* CopyFail: the client's error message. */
 bool
 proto_parse_copy_fail(const uint8_t *body, size_t len, const char **msg, struct nk_error *err)
 {
@@ -365,6 +386,7 @@ proto_parse_copy_fail(const uint8_t *body, size_t len, const char **msg, struct 
 	return proto_reader_end(&r, err);
 }
 
+/* PasswordMessage: one string. */
 bool
 proto_parse_password(const uint8_t *body, size_t len, const char **password,
 		     struct nk_error *err)
@@ -376,6 +398,7 @@ proto_parse_password(const uint8_t *body, size_t len, const char **password,
 	return proto_reader_end(&r, err);
 }
 
+/* SASLInitialResponse: mechanism, int32 length (-1 = none), data. */
 bool
 proto_parse_sasl_initial(const uint8_t *body, size_t len, struct proto_sasl_initial_msg *m,
 			 struct nk_error *err)
@@ -397,6 +420,7 @@ proto_parse_sasl_initial(const uint8_t *body, size_t len, struct proto_sasl_init
 	return proto_reader_end(&r, err);
 }
 
+/* The error neki answers a FunctionCall with (0A000). */
 bool
 proto_function_call_refuse(struct nk_error *err)
 {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Growable buffer; <initial> bytes reserved up front (0: on first put). */
 void
 pktbuf_init(struct pktbuf *pb, size_t initial)
 {
@@ -28,6 +29,7 @@ pktbuf_init(struct pktbuf *pb, size_t initial)
 	}
 }
 
+/* Fixed buffer over borrowed <mem>; overflowing it sets `failed`. */
 void
 pktbuf_init_fixed(struct pktbuf *pb, void *mem, size_t cap)
 {
@@ -38,6 +40,7 @@ pktbuf_init_fixed(struct pktbuf *pb, void *mem, size_t cap)
 	pb->fixed = true;
 }
 
+/* Release an owned buffer. */
 void
 pktbuf_cleanup(struct pktbuf *pb)
 {
@@ -47,6 +50,7 @@ pktbuf_cleanup(struct pktbuf *pb)
 	pb->len = pb->cap = 0;
 }
 
+/* Empty <pb> and clear `failed`, keeping the memory. */
 void
 pktbuf_reset(struct pktbuf *pb)
 {
@@ -85,6 +89,7 @@ fail:
 	return false;
 }
 
+/* Append <n> raw bytes. */
 void
 pktbuf_put_bytes(struct pktbuf *pb, const void *p, size_t n)
 {
@@ -95,6 +100,7 @@ pktbuf_put_bytes(struct pktbuf *pb, const void *p, size_t n)
 	pb->len += n;
 }
 
+/* Append one byte. */
 void
 pktbuf_put_byte(struct pktbuf *pb, uint8_t v)
 {
@@ -119,12 +125,14 @@ pktbuf_put_int32(struct pktbuf *pb, int32_t v)
 	pktbuf_put_bytes(pb, b, 4);
 }
 
+/* Append <s> with its terminating NUL (NULL writes ""). */
 void
 pktbuf_put_string(struct pktbuf *pb, const char *s)
 {
 	pktbuf_put_bytes(pb, s ? s : "", strlen(s ? s : "") + 1);
 }
 
+/* Start a message: type byte (unless 0) and a length placeholder. */
 void
 pktbuf_begin(struct pktbuf *pb, char type)
 {
@@ -135,6 +143,7 @@ pktbuf_begin(struct pktbuf *pb, char type)
 	pktbuf_put_int32(pb, 0);
 }
 
+/* Patch the open message's length (it counts itself, not the type byte). */
 void
 pktbuf_end(struct pktbuf *pb)
 {
@@ -175,12 +184,14 @@ write_auth_code(struct pktbuf *pb, enum proto_auth_code code)
 	pktbuf_end(pb);
 }
 
+/* AuthenticationOk. */
 void
 pktbuf_write_auth_ok(struct pktbuf *pb)
 {
 	write_auth_code(pb, PROTO_AUTH_OK);
 }
 
+/* AuthenticationCleartextPassword. */
 void
 pktbuf_write_auth_cleartext(struct pktbuf *pb)
 {
@@ -196,6 +207,7 @@ pktbuf_write_auth_md5(struct pktbuf *pb, const uint8_t salt[4])
 	pktbuf_end(pb);
 }
 
+/* AuthenticationSASL: mechanism names, then an empty one. */
 void
 pktbuf_write_auth_sasl(struct pktbuf *pb, const char *const *mechs, size_t n)
 {
@@ -217,18 +229,21 @@ write_auth_data(struct pktbuf *pb, enum proto_auth_code code, const void *data, 
 	pktbuf_end(pb);
 }
 
+/* AuthenticationSASLContinue carrying server-first. */
 void
 pktbuf_write_auth_sasl_continue(struct pktbuf *pb, const void *data, size_t len)
 {
 	write_auth_data(pb, PROTO_AUTH_SASL_CONTINUE, data, len);
 }
 
+/* AuthenticationSASLFinal carrying server-final. */
 void
 pktbuf_write_auth_sasl_final(struct pktbuf *pb, const void *data, size_t len)
 {
 	write_auth_data(pb, PROTO_AUTH_SASL_FINAL, data, len);
 }
 
+/* ParameterStatus <name> = <value>. */
 void
 pktbuf_write_parameter_status(struct pktbuf *pb, const char *name, const char *value)
 {
@@ -238,6 +253,7 @@ pktbuf_write_parameter_status(struct pktbuf *pb, const char *name, const char *v
 	pktbuf_end(pb);
 }
 
+/* BackendKeyData (protocol 3.0: 4-byte key). */
 void
 pktbuf_write_backend_key_data(struct pktbuf *pb, uint32_t pid, uint32_t key)
 {
@@ -247,6 +263,7 @@ pktbuf_write_backend_key_data(struct pktbuf *pb, uint32_t pid, uint32_t key)
 	pktbuf_end(pb);
 }
 
+/* ReadyForQuery with the transaction status byte. */
 void
 pktbuf_write_ready_for_query(struct pktbuf *pb, char status)
 {
@@ -282,6 +299,7 @@ put_field(struct pktbuf *pb, char code, const char *value)
 	pktbuf_put_string(pb, value);
 }
 
+/* Error/Notice fields in the server's order; empty optional fields are left out. */
 void
 pktbuf_write_error_ex(struct pktbuf *pb, char type, const struct nk_error *err,
 		      const struct proto_err_field *extra, size_t nextra)
@@ -303,18 +321,21 @@ pktbuf_write_error_ex(struct pktbuf *pb, char type, const struct nk_error *err,
 	pktbuf_end(pb);
 }
 
+/* ErrorResponse from <err>. */
 void
 pktbuf_write_error(struct pktbuf *pb, const struct nk_error *err)
 {
 	pktbuf_write_error_ex(pb, 'E', err, NULL, 0);
 }
 
+/* NoticeResponse from <err> (severity usually NOTICE or WARNING). */
 void
 pktbuf_write_notice(struct pktbuf *pb, const struct nk_error *err)
 {
 	pktbuf_write_error_ex(pb, 'N', err, NULL, 0);
 }
 
+/* RowDescription with <n> fields. */
 void
 pktbuf_write_row_description(struct pktbuf *pb, const struct proto_column *cols, size_t n)
 {
@@ -348,6 +369,7 @@ put_value(struct pktbuf *pb, const struct proto_value *v)
 	pktbuf_put_bytes(pb, v->p, v->len);
 }
 
+/* DataRow from length-prefixed values (p == NULL: NULL). */
 void
 pktbuf_write_data_row(struct pktbuf *pb, const struct proto_value *vals, size_t n)
 {
@@ -358,6 +380,7 @@ pktbuf_write_data_row(struct pktbuf *pb, const struct proto_value *vals, size_t 
 	pktbuf_end(pb);
 }
 
+/* DataRow from C strings (NULL pointer: NULL). */
 void
 pktbuf_write_data_row_text(struct pktbuf *pb, const char *const *vals, size_t n)
 {
@@ -371,6 +394,7 @@ pktbuf_write_data_row_text(struct pktbuf *pb, const char *const *vals, size_t n)
 	pktbuf_end(pb);
 }
 
+/* CommandComplete with <tag> ("SELECT 1", "INSERT 0 1", ...). */
 void
 pktbuf_write_command_complete(struct pktbuf *pb, const char *tag)
 {
@@ -379,36 +403,42 @@ pktbuf_write_command_complete(struct pktbuf *pb, const char *tag)
 	pktbuf_end(pb);
 }
 
+/* EmptyQueryResponse. */
 void
 pktbuf_write_empty_query(struct pktbuf *pb)
 {
 	write_empty(pb, 'I');
 }
 
+/* ParseComplete. */
 void
 pktbuf_write_parse_complete(struct pktbuf *pb)
 {
 	write_empty(pb, '1');
 }
 
+/* BindComplete. */
 void
 pktbuf_write_bind_complete(struct pktbuf *pb)
 {
 	write_empty(pb, '2');
 }
 
+/* CloseComplete. */
 void
 pktbuf_write_close_complete(struct pktbuf *pb)
 {
 	write_empty(pb, '3');
 }
 
+/* NoData. */
 void
 pktbuf_write_no_data(struct pktbuf *pb)
 {
 	write_empty(pb, 'n');
 }
 
+/* ParameterDescription with <n> type oids. */
 void
 pktbuf_write_parameter_description(struct pktbuf *pb, const uint32_t *oids, size_t n)
 {
@@ -419,12 +449,14 @@ pktbuf_write_parameter_description(struct pktbuf *pb, const uint32_t *oids, size
 	pktbuf_end(pb);
 }
 
+/* PortalSuspended. */
 void
 pktbuf_write_portal_suspended(struct pktbuf *pb)
 {
 	write_empty(pb, 's');
 }
 
+/* CopyIn/CopyOut/CopyBothResponse: overall format and per-column formats. */
 void
 pktbuf_write_copy_response(struct pktbuf *pb, char type, uint8_t format,
 			   const int16_t *col_formats, size_t n)
@@ -438,6 +470,7 @@ pktbuf_write_copy_response(struct pktbuf *pb, char type, uint8_t format,
 	pktbuf_end(pb);
 }
 
+/* CopyData carrying <len> bytes. */
 void
 pktbuf_write_copy_data(struct pktbuf *pb, const void *data, size_t len)
 {
@@ -446,12 +479,14 @@ pktbuf_write_copy_data(struct pktbuf *pb, const void *data, size_t len)
 	pktbuf_end(pb);
 }
 
+/* CopyDone. */
 void
 pktbuf_write_copy_done(struct pktbuf *pb)
 {
 	write_empty(pb, 'c');
 }
 
+/* CopyFail with <msg>. */
 void
 pktbuf_write_copy_fail(struct pktbuf *pb, const char *msg)
 {
@@ -460,6 +495,7 @@ pktbuf_write_copy_fail(struct pktbuf *pb, const char *msg)
 	pktbuf_end(pb);
 }
 
+/* NegotiateProtocolVersion: newest minor and the unrecognised options. */
 void
 pktbuf_write_negotiate_protocol(struct pktbuf *pb, uint32_t minor,
 				const char *const *options, size_t n)
@@ -472,6 +508,7 @@ pktbuf_write_negotiate_protocol(struct pktbuf *pb, uint32_t minor,
 	pktbuf_end(pb);
 }
 
+/* NotificationResponse (LISTEN/NOTIFY). */
 void
 pktbuf_write_notification(struct pktbuf *pb, uint32_t pid, const char *channel,
 			  const char *payload)
@@ -485,6 +522,7 @@ pktbuf_write_notification(struct pktbuf *pb, uint32_t pid, const char *channel,
 
 /* ---- to servers ---- */
 
+/* StartupMessage 3.0 with name/value pairs and the final terminator. */
 void
 pktbuf_write_startup(struct pktbuf *pb, const struct proto_param *params, size_t n)
 {
@@ -498,6 +536,7 @@ pktbuf_write_startup(struct pktbuf *pb, const struct proto_param *params, size_t
 	pktbuf_end(pb);
 }
 
+/* PasswordMessage (cleartext or md5 response). */
 void
 pktbuf_write_password(struct pktbuf *pb, const char *password)
 {
@@ -506,6 +545,7 @@ pktbuf_write_password(struct pktbuf *pb, const char *password)
 	pktbuf_end(pb);
 }
 
+/* SASLInitialResponse: mechanism and client-first (length -1 when NULL). */
 void
 pktbuf_write_sasl_initial(struct pktbuf *pb, const char *mech, const void *data, size_t len)
 {
@@ -522,6 +562,7 @@ pktbuf_write_sasl_initial(struct pktbuf *pb, const char *mech, const void *data,
 	pktbuf_end(pb);
 }
 
+/* SASLResponse carrying client-final. */
 void
 pktbuf_write_sasl_response(struct pktbuf *pb, const void *data, size_t len)
 {
@@ -530,6 +571,7 @@ pktbuf_write_sasl_response(struct pktbuf *pb, const void *data, size_t len)
 	pktbuf_end(pb);
 }
 
+/* Query (simple protocol). */
 void
 pktbuf_write_query(struct pktbuf *pb, const char *sql)
 {
@@ -538,6 +580,7 @@ pktbuf_write_query(struct pktbuf *pb, const char *sql)
 	pktbuf_end(pb);
 }
 
+/* Parse with <noids> parameter type oids. */
 void
 pktbuf_write_parse(struct pktbuf *pb, const char *name, const char *sql,
 		   const uint32_t *oids, size_t noids)
@@ -560,6 +603,7 @@ put_formats(struct pktbuf *pb, const int16_t *fmts, size_t n)
 		pktbuf_put_int16(pb, fmts[i]);
 }
 
+/* Bind from a struct proto_bind_spec. */
 void
 pktbuf_write_bind(struct pktbuf *pb, const struct proto_bind_spec *b)
 {
@@ -585,12 +629,14 @@ write_kind_name(struct pktbuf *pb, char type, char kind, const char *name)
 	pktbuf_end(pb);
 }
 
+/* Describe a statement ('S') or portal ('P'). */
 void
 pktbuf_write_describe(struct pktbuf *pb, char kind, const char *name)
 {
 	write_kind_name(pb, 'D', kind, name);
 }
 
+/* Execute <portal>, at most <max_rows> rows (0: all). */
 void
 pktbuf_write_execute(struct pktbuf *pb, const char *portal, uint32_t max_rows)
 {
@@ -600,30 +646,35 @@ pktbuf_write_execute(struct pktbuf *pb, const char *portal, uint32_t max_rows)
 	pktbuf_end(pb);
 }
 
+/* Close a statement ('S') or portal ('P'). */
 void
 pktbuf_write_close(struct pktbuf *pb, char kind, const char *name)
 {
 	write_kind_name(pb, 'C', kind, name);
 }
 
+/* Sync. */
 void
 pktbuf_write_sync(struct pktbuf *pb)
 {
 	write_empty(pb, 'S');
 }
 
+/* Flush. */
 void
 pktbuf_write_flush(struct pktbuf *pb)
 {
 	write_empty(pb, 'H');
 }
 
+/* Terminate. */
 void
 pktbuf_write_terminate(struct pktbuf *pb)
 {
 	write_empty(pb, 'X');
 }
 
+/* CancelRequest (startup-phase packet, no type byte). */
 void
 pktbuf_write_cancel_request(struct pktbuf *pb, uint32_t pid, uint32_t key)
 {
@@ -634,6 +685,7 @@ pktbuf_write_cancel_request(struct pktbuf *pb, uint32_t pid, uint32_t key)
 	pktbuf_end(pb);
 }
 
+/* SSLRequest (startup-phase packet, no type byte). */
 void
 pktbuf_write_ssl_request(struct pktbuf *pb)
 {

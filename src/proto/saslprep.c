@@ -229,6 +229,7 @@ is_ascii(const char *s)
 	return true;
 }
 
+/* RFC 4013 SASLprep; *<out> is malloc'd on OK only. */
 enum scram_saslprep_result
 scram_saslprep(const char *in, char **out)
 {
@@ -261,6 +262,7 @@ scram_saslprep(const char *in, char **out)
 	return r;
 }
 
+/* SASLprep with Postgres' fallback to the raw password; caller frees. */
 char *
 scram_prepare_password(const char *password)
 {

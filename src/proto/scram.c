@@ -109,6 +109,7 @@ b64_decode(const char *in, size_t len, uint8_t *out, size_t max)
 
 /* ---- primitives ---- */
 
+/* RAND_bytes wrapper; false when the CSPRNG fails. */
 bool
 scram_random_bytes(uint8_t *buf, size_t n)
 {
@@ -179,6 +180,7 @@ decode_field(const char *p, const char *end, uint8_t *out, size_t max)
 	return b64_decode(p, (size_t)(end - p), out, max);
 }
 
+/* Parse "SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>" (strict base64). */
 bool
 scram_secret_parse(const char *text, struct scram_secret *out)
 {
@@ -219,6 +221,7 @@ keys_from_salted(const uint8_t salted[SCRAM_KEY_LEN], uint8_t client_key[SCRAM_K
 	return true;
 }
 
+/* SaltedPassword by PBKDF2, then StoredKey and ServerKey (RFC 5802). */
 bool
 scram_secret_from_password(const char *password, const uint8_t *salt, size_t salt_len,
 			   int iterations, struct scram_secret *out)
@@ -244,6 +247,7 @@ scram_secret_from_password(const char *password, const uint8_t *salt, size_t sal
 	return ok;
 }
 
+/* The rolpassword text of <s>; false when <outlen> is too small. */
 bool
 scram_secret_format(const struct scram_secret *s, char *out, size_t outlen)
 {
@@ -258,6 +262,7 @@ scram_secret_format(const struct scram_secret *s, char *out, size_t outlen)
 	return n > 0 && (size_t)n < outlen;
 }
 
+/* Check a cleartext <password> against any kind of stored secret. */
 bool
 auth_plain_verify(const char *secret, const char *user, const char *password)
 {
@@ -363,6 +368,7 @@ nonce_is_printable(const char *s)
 
 /* ---- server ---- */
 
+/* Prepare a server exchange; an unusable secret makes it a mock that fails. */
 void
 scram_server_init(struct scram_server *s, const char *user, const char *stored)
 {
@@ -460,6 +466,7 @@ server_build_first(struct scram_server *s, const char *client_nonce, struct nk_e
 	return true;
 }
 
+/* Parse client-first (Postgres' read_client_first_message) and build server-first. */
 bool
 scram_server_client_first(struct scram_server *s, const uint8_t *msg, size_t len,
 			  struct nk_error *err)
@@ -490,6 +497,7 @@ out:
 	return ok;
 }
 
+/* server-first, owned by <s>. */
 const char *
 scram_server_first_msg(const struct scram_server *s)
 {
@@ -509,7 +517,7 @@ server_read_final(struct scram_server *s, char *buf, uint8_t proof[SCRAM_KEY_LEN
 		return false;
 	if (strcmp(cb, want_cb) != 0)
 		return nk_error_set(err, "08P01",
-				    "unexpected SCRAM channel-binding attribute in client-final-message");
+		"unexpected SCRAM channel-binding attribute in client-final-message");
 	nonce = read_attr(&p, 'r', "nonce", err);
 	if (!nonce)
 		return false;
@@ -569,6 +577,7 @@ server_build_final(struct scram_server *s, const char *auth_msg)
 	return s->server_final != NULL;
 }
 
+/* Parse client-final, check nonce and proof, build server-final, keep the keys. */
 bool
 scram_server_client_final(struct scram_server *s, const uint8_t *msg, size_t len,
 			  struct nk_error *err)
@@ -604,12 +613,14 @@ out:
 	return ok;
 }
 
+/* server-final, owned by <s>. */
 const char *
 scram_server_final_msg(const struct scram_server *s)
 {
 	return s->server_final;
 }
 
+/* Free the exchange and wipe key material. */
 void
 scram_server_cleanup(struct scram_server *s)
 {
@@ -641,6 +652,7 @@ client_start(struct scram_client *c, const char *user, const char *test_nonce)
 	return true;
 }
 
+/* Client exchange from a password (SASLprep'd here). */
 bool
 scram_client_init_password(struct scram_client *c, const char *password, const char *user,
 			   const char *test_nonce)
@@ -650,6 +662,7 @@ scram_client_init_password(struct scram_client *c, const char *password, const c
 	return c->password && client_start(c, user, test_nonce);
 }
 
+/* Client exchange from recovered keys (pass-through); false without valid keys. */
 bool
 scram_client_init_keys(struct scram_client *c, const struct scram_keys *keys, const char *user,
 		       const char *test_nonce)
@@ -661,6 +674,7 @@ scram_client_init_keys(struct scram_client *c, const struct scram_keys *keys, co
 	return client_start(c, user, test_nonce);
 }
 
+/* client-first, owned by <c>. */
 const char *
 scram_client_first_msg(const struct scram_client *c)
 {
@@ -744,6 +758,7 @@ client_build_final(struct scram_client *c, const char *nonce, const uint8_t ck[S
 	return c->client_final != NULL;
 }
 
+/* Check server-first's nonce, derive the proof, build client-final. */
 bool
 scram_client_server_first(struct scram_client *c, const uint8_t *msg, size_t len,
 			  struct nk_error *err)
@@ -774,12 +789,14 @@ out:
 	return ok;
 }
 
+/* client-final, owned by <c>. */
 const char *
 scram_client_final_msg(const struct scram_client *c)
 {
 	return c->client_final;
 }
 
+/* Verify the server signature in server-final (or its "e=" error). */
 bool
 scram_client_server_final(struct scram_client *c, const uint8_t *msg, size_t len,
 			  struct nk_error *err)
@@ -802,9 +819,11 @@ scram_client_server_final(struct scram_client *c, const uint8_t *msg, size_t len
 	if (!v)
 		goto out;
 	if (b64_decode(v, strlen(v), got, SCRAM_KEY_LEN) != SCRAM_KEY_LEN ||
-	    !hmac256(c->server_key, SCRAM_KEY_LEN, c->auth_message, strlen(c->auth_message), want) ||
+	    !hmac256(c->server_key, SCRAM_KEY_LEN, c->auth_message, strlen(c->auth_message),
+		     want) ||
 	    CRYPTO_memcmp(want, got, SCRAM_KEY_LEN) != 0) {
-		nk_error_set(err, "08P01", "invalid server signature in SCRAM server-final-message");
+		nk_error_set(err, "08P01",
+			     "invalid server signature in SCRAM server-final-message");
 		goto out;
 	}
 	c->state = SCRAM_CLI_DONE;
@@ -814,6 +833,7 @@ out:
 	return ok;
 }
 
+/* Free the exchange and wipe the password and keys. */
 void
 scram_client_cleanup(struct scram_client *c)
 {

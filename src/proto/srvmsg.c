@@ -25,6 +25,7 @@ auth_check_sasl_list(struct proto_reader *r)
 	return proto_reader_ok(r);
 }
 
+/* Authentication request: code, then code-specific data (checked for md5 and SASL). */
 bool
 proto_parse_auth(const uint8_t *body, size_t len, struct proto_auth_msg *m,
 		 struct nk_error *err)
@@ -53,6 +54,7 @@ proto_parse_auth(const uint8_t *body, size_t len, struct proto_auth_msg *m,
 	return proto_reader_end(&r, err);
 }
 
+/* Search the mechanism list of an AuthenticationSASL. */
 bool
 proto_auth_sasl_has(const struct proto_auth_msg *m, const char *mech)
 {
@@ -71,6 +73,7 @@ proto_auth_sasl_has(const struct proto_auth_msg *m, const char *mech)
 	}
 }
 
+/* ParameterStatus: name and value. */
 bool
 proto_parse_parameter_status(const uint8_t *body, size_t len, struct proto_param *out,
 			     struct nk_error *err)
@@ -83,6 +86,7 @@ proto_parse_parameter_status(const uint8_t *body, size_t len, struct proto_param
 	return proto_reader_end(&r, err);
 }
 
+/* BackendKeyData: process id and 4-byte secret key. */
 bool
 proto_parse_backend_key(const uint8_t *body, size_t len, uint32_t *pid, uint32_t *key,
 			struct nk_error *err)
@@ -95,6 +99,7 @@ proto_parse_backend_key(const uint8_t *body, size_t len, uint32_t *pid, uint32_t
 	return proto_reader_end(&r, err);
 }
 
+/* ReadyForQuery: one of I, T, E. */
 bool
 proto_parse_ready_for_query(const uint8_t *body, size_t len, char *status,
 			    struct nk_error *err)
@@ -139,6 +144,7 @@ error_field_slot(struct proto_server_error *e, char code)
 	}
 }
 
+/* Error/Notice fields until the terminator; unknown field types are skipped. */
 bool
 proto_parse_server_error(const uint8_t *body, size_t len, struct proto_server_error *e,
 			 struct nk_error *err)
@@ -174,6 +180,7 @@ severity_from_word(const char *w)
 	return NK_SEV_NOTICE;
 }
 
+/* Copy the fields neki relays into <out> (truncating to its buffers). */
 void
 proto_server_error_to_nk(const struct proto_server_error *e, struct nk_error *out)
 {
@@ -189,6 +196,7 @@ proto_server_error_to_nk(const struct proto_server_error *e, struct nk_error *ou
 /* Fixed part of a RowDescription field after its name. */
 #define ROWDESC_FIXED 18
 
+/* RowDescription: validate every field record. */
 bool
 proto_parse_row_description(const uint8_t *body, size_t len, struct proto_rowdesc_msg *m,
 			    struct nk_error *err)
@@ -206,6 +214,7 @@ proto_parse_row_description(const uint8_t *body, size_t len, struct proto_rowdes
 	return proto_reader_end(&r, err);
 }
 
+/* Decode validated RowDescription fields into <out>. */
 size_t
 proto_rowdesc_columns(const struct proto_rowdesc_msg *m, struct proto_column *out, size_t max)
 {
@@ -225,6 +234,7 @@ proto_rowdesc_columns(const struct proto_rowdesc_msg *m, struct proto_column *ou
 	return i;
 }
 
+/* DataRow: validate every value length. */
 bool
 proto_parse_data_row(const uint8_t *body, size_t len, struct proto_datarow_msg *m,
 		     struct nk_error *err)
@@ -246,6 +256,7 @@ proto_parse_data_row(const uint8_t *body, size_t len, struct proto_datarow_msg *
 	return proto_reader_end(&r, err);
 }
 
+/* Decode validated DataRow values into <out>. */
 size_t
 proto_datarow_values(const struct proto_datarow_msg *m, struct proto_value *out, size_t max)
 {
@@ -258,6 +269,7 @@ proto_datarow_values(const struct proto_datarow_msg *m, struct proto_value *out,
 	return proto_bind_params(&b, out, max);
 }
 
+/* CommandComplete: the tag. */
 bool
 proto_parse_command_complete(const uint8_t *body, size_t len, const char **tag,
 			     struct nk_error *err)

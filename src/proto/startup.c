@@ -81,6 +81,7 @@ startup_set_replication(struct proto_startup *st, const char *value, struct nk_e
 	return true;
 }
 
+/* Iterate the name/value pairs of a parsed StartupMessage. */
 bool
 proto_startup_next_param(const struct proto_startup *st, size_t *pos, struct proto_param *out)
 {
@@ -142,7 +143,7 @@ startup_parse_params(struct proto_startup *st, struct nk_error *err)
 	}
 	if (len == 0 || at != len - 1)
 		return nk_error_set(err, PROTO_SQLSTATE_VIOLATION,
-				    "invalid startup packet layout: expected terminator as last byte");
+		"invalid startup packet layout: expected terminator as last byte");
 	return true;
 }
 
@@ -153,7 +154,7 @@ startup_parse_message(struct proto_startup *st, const uint8_t *rest, size_t rest
 {
 	if (st->major != 3)
 		return nk_error_set(err, "0A000",
-				    "unsupported frontend protocol %u.%u: server supports 3.0 to 3.%u",
+		"unsupported frontend protocol %u.%u: server supports 3.0 to 3.%u",
 				    st->major, st->minor, STARTUP_LATEST_MINOR);
 	st->params = rest;
 	st->params_len = rest_len;
@@ -167,6 +168,7 @@ startup_parse_message(struct proto_startup *st, const uint8_t *rest, size_t rest
 	return true;
 }
 
+/* Classify a startup-phase packet and validate a StartupMessage. */
 bool
 proto_startup_parse(const uint8_t *body, size_t len, struct proto_startup *st,
 		    struct nk_error *err)
@@ -199,6 +201,7 @@ proto_startup_parse(const uint8_t *body, size_t len, struct proto_startup *st,
 	}
 }
 
+/* Minor version above 3.0 or `_pq_.` options present. */
 bool
 proto_startup_needs_negotiation(const struct proto_startup *st)
 {
@@ -206,6 +209,7 @@ proto_startup_needs_negotiation(const struct proto_startup *st)
 	       (st->minor > STARTUP_LATEST_MINOR || st->npq_options > 0);
 }
 
+/* NegotiateProtocolVersion naming every `_pq_.` option of <st>. */
 void
 proto_startup_write_negotiation(struct pktbuf *pb, const struct proto_startup *st)
 {
@@ -287,6 +291,7 @@ bad:
 			    "'--config=val' are allowed");
 }
 
+/* pgbouncer's set_startup_options() grammar; calls <cb> per item. */
 bool
 proto_options_parse(const char *options, proto_option_cb cb, void *arg, struct nk_error *err)
 {
@@ -308,6 +313,7 @@ proto_options_parse(const char *options, proto_option_cb cb, void *arg, struct n
 	return ok;
 }
 
+/* pgbouncer's error for an options item the session cannot track. */
 bool
 proto_options_unsupported(struct nk_error *err, const char *name)
 {

@@ -747,6 +747,15 @@ START_TEST(test_hba_match)
 	hba_free(h);
 	ck_assert_int_eq(hba_match(NULL, &c, NULL), HBA_NO_MATCH);
 	ck_assert_str_eq(hba_method_str(HBA_SCRAM), "scram-sha-256");
+	ck_assert_int_eq(auth_pick_exchange(HBA_MD5, "pencil"), AUTH_X_MD5);
+	ck_assert_int_eq(auth_pick_exchange(HBA_MD5, PG_MD5_E), AUTH_X_MD5);
+	ck_assert_int_eq(auth_pick_exchange(HBA_MD5, PG_SECRET_PENCIL), AUTH_X_SCRAM);
+	ck_assert_int_eq(auth_pick_exchange(HBA_MD5, NULL), AUTH_X_MD5);
+	ck_assert_int_eq(auth_pick_exchange(HBA_SCRAM, PG_MD5_E), AUTH_X_SCRAM);
+	ck_assert_int_eq(auth_pick_exchange(HBA_PLAIN, PG_SECRET_PENCIL), AUTH_X_CLEARTEXT);
+	ck_assert_int_eq(auth_pick_exchange(HBA_TRUST, NULL), AUTH_X_NONE);
+	ck_assert_int_eq(auth_pick_exchange(HBA_NO_MATCH, "x"), AUTH_X_REJECT);
+	ck_assert_int_eq(auth_pick_exchange(HBA_REJECT, "x"), AUTH_X_REJECT);
 }
 END_TEST
 
