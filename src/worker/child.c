@@ -38,6 +38,7 @@ static struct event_base *base;		/* owned; freed at exit */
 static struct event *listen_ev[LISTEN_MAX]; /* owned; NULL when not listening */
 static struct event *mbox_ev;		/* owned */
 static struct event *tick_ev;		/* owned */
+static struct event *accept_pause_ev;	/* owned: resumes accepting after a shortage */
 static enum child_exit_mode exit_mode;
 static pid_t master_pid;		/* getppid() at start; a change means it died */
 static struct shm_stats stats;		/* this process's totals; published each tick */
@@ -94,6 +95,40 @@ child_client_closed(void)
 	check_exit();
 }
 
+/* Watch (<on>) or stop watching every listener this process serves. */
+static void
+watch_listeners(bool on)
+{
+	for (size_t i = 0; i < LISTEN_MAX; i++) {
+		if (listen_ev[i] != NULL && (on ? event_add(listen_ev[i], NULL)
+						: event_del(listen_ev[i])) == -1)
+			log_error("could not %s listener events", on ? "add" : "remove");
+	}
+}
+
+/* A second after an fd or memory shortage: accept again (unless shutting down). */
+static void
+resume_accepting_cb(evutil_socket_t fd, short what, void *arg)
+{
+	if (exit_mode == CHILD_RUN)
+		watch_listeners(true);
+}
+
+/*
+ * Out of file descriptors or memory: the listener stays readable, so accepting again
+ * at once would spin. Stop for a second, as pgbouncer does.
+ */
+static void
+pause_accepting(const char *name, int err)
+{
+	struct timeval one_sec = { 1, 0 };
+
+	log_warn("accept on %s failed: %s; not accepting new connections for 1 s", name,
+		 strerror(err));
+	watch_listeners(false);
+	evtimer_add(accept_pause_ev, &one_sec);
+}
+
 /* Accept every pending connection on the listener <arg>. */
 static void
 accept_cb(evutil_socket_t fd, short what, void *arg)
@@ -104,10 +139,11 @@ accept_cb(evutil_socket_t fd, short what, void *arg)
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (cfd == -1) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
-			    errno == ECONNABORTED)
-				return;
-			log_warn("accept on %s failed: %s", l->name, strerror(errno));
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+				pause_accepting(l->name, errno);
+			else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+				 errno != ECONNABORTED)
+				log_warn("accept on %s failed: %s", l->name, strerror(errno));
 			return;
 		}
 		log_debug("accepted a connection on %s (fd %d)", l->name, cfd);
@@ -235,7 +271,9 @@ setup_events(void)
 	start_listening();
 	mbox_ev = event_new(base, slot->eventfd, EV_READ | EV_PERSIST, mbox_cb, NULL);
 	tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
-	if (mbox_ev == NULL || tick_ev == NULL || event_add(mbox_ev, NULL) == -1 ||
+	accept_pause_ev = evtimer_new(base, resume_accepting_cb, NULL);
+	if (mbox_ev == NULL || tick_ev == NULL || accept_pause_ev == NULL ||
+	    event_add(mbox_ev, NULL) == -1 ||
 	    event_add(tick_ev, &one_sec) == -1)
 		fatal("could not set up the event loop");
 }

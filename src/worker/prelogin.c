@@ -5,8 +5,7 @@
  * then close. The client counts as connected from accept to close (so SIGTERM waits
  * for it) and is closed after client_login_timeout if it sends nothing.
  *
- * The client session state machine of the pooler replaces this file; the small
- * ErrorResponse writer below goes with it (all other messages come from pktbuf).
+ * The client session state machine of the pooler replaces this file.
  *
  * States (struct prelogin.state), written once here:
  *   PL_ST_READ_STARTUP  read event armed, login timer armed; reading 8 header bytes,
@@ -35,11 +34,9 @@
 #include "neki/config.h"
 #include "neki/error.h"
 #include "neki/log.h"
+#include "neki/pktbuf.h"
+#include "neki/proto_types.h"
 
-#define PL_CODE_CANCEL 80877102
-#define PL_CODE_SSL 80877103
-#define PL_CODE_GSSENC 80877104
-#define PL_MAX_STARTUP 10000		/* Postgres's limit for a startup packet */
 
 enum prelogin_state {
 	PL_ST_READ_STARTUP = 0,
@@ -125,50 +122,22 @@ prelogin_set_state(struct prelogin *pl, enum prelogin_state st)
 	}
 }
 
-/*
- * Append an ErrorResponse for <err> to pl->out: fields S, V, C, M and D when set.
- * The pooler's session layer writes errors through pktbuf_write_error() instead.
- */
-static void
-queue_error(struct prelogin *pl, const struct nk_error *err)
-{
-	const char *sev = err->severity == NK_SEV_FATAL ? "FATAL" : "ERROR";
-	const struct { char type; const char *val; } fields[] = {
-		{ 'S', sev }, { 'V', sev }, { 'C', err->sqlstate }, { 'M', err->message },
-		{ 'D', err->detail },
-	};
-	uint8_t *p = pl->out + 5;
-	uint32_t len;
-
-	for (size_t i = 0; i < NK_ARRAY_LEN(fields); i++) {
-		size_t n = strlen(fields[i].val) + 1;
-
-		if (n == 1 && fields[i].type == 'D')
-			continue;
-		NK_ASSERT((size_t)(p - pl->out) + 1 + n + 1 <= sizeof(pl->out));
-		*p++ = (uint8_t)fields[i].type;
-		memcpy(p, fields[i].val, n);
-		p += n;
-	}
-	*p++ = '\0';
-	pl->out[0] = 'E';
-	len = htonl((uint32_t)(p - pl->out - 1));
-	memcpy(pl->out + 1, &len, 4);
-	pl->out_len = (size_t)(p - pl->out);
-	pl->out_off = 0;
-}
-
 /* The answer to a StartupMessage until the session layer exists. */
 static void
 queue_startup_refusal(struct prelogin *pl)
 {
 	struct nk_error err;
+	struct pktbuf pb;
 
 	nk_error_set(&err, "0A000", "neki cannot serve client sessions yet");
 	err.severity = NK_SEV_FATAL;
 	nk_error_detail(&err, "This neki build runs the %s but has no connection pooler.",
 			pl->kind == LISTEN_ADMIN ? "admin process" : "process model");
-	queue_error(pl, &err);
+	pktbuf_init_fixed(&pb, pl->out, sizeof(pl->out));
+	pktbuf_write_error(&pb, &err);
+	NK_ASSERT(!pktbuf_failed(&pb));
+	pl->out_len = pb.len;
+	pl->out_off = 0;
 }
 
 /* A whole packet has been read (its body discarded): decide what happens next. */
@@ -178,11 +147,15 @@ on_packet(struct prelogin *pl)
 	uint32_t code = pl->code;
 
 	pl->code = 0;
-	if (code == PL_CODE_CANCEL) {
+	if (code == PROTO_CANCEL_CODE) {
 		prelogin_set_state(pl, PL_ST_CLOSED);
-	} else if (code == PL_CODE_SSL || code == PL_CODE_GSSENC) {
-		pl->out[0] = 'N';
-		pl->out_len = 1;
+	} else if (code == PROTO_SSL_CODE || code == PROTO_GSSENC_CODE) {
+		struct pktbuf pb;
+
+		/* the one-byte answer of a server without SSL or GSSAPI encryption */
+		pktbuf_init_fixed(&pb, pl->out, sizeof(pl->out));
+		pktbuf_put_byte(&pb, 'N');
+		pl->out_len = pb.len;
 		pl->out_off = 0;
 		prelogin_set_state(pl, PL_ST_SEND_REFUSAL);
 	} else {
@@ -201,7 +174,7 @@ on_packet_header(struct prelogin *pl)
 	memcpy(&code, pl->head + 4, 4);
 	len = ntohl(len);
 	pl->head_len = 0;
-	if (len < 8 || len > PL_MAX_STARTUP) {
+	if (len < 8 || len > PROTO_MAX_STARTUP_LEN) {
 		prelogin_set_state(pl, PL_ST_CLOSED);
 		return;
 	}

@@ -640,3 +640,40 @@ def test_quiet_and_verbose_flags(neki):
     s.close()
     loud.wait_log(r"DEBUG accepted a connection on 127\.0\.0\.1:")
     assert "process up: neki" in loud.output()
+
+
+def test_out_of_file_descriptors_pauses_accepting(neki):
+    """EMFILE in accept(): the worker stops accepting for a second instead of spinning,
+    stays up, and serves again once descriptors are free."""
+    inst = neki(settings={"workers": 1}, start=False)
+    plain = inst.command
+    inst.command = lambda *extra: ["prlimit", "--nofile=40:40"] + plain(*extra)
+    inst.start()
+    kids = wait_children(inst, 2)
+    conns = []
+    for _ in range(60):
+        c = socket.create_connection(("127.0.0.1", inst.port), timeout=5)
+        c.sendall(struct.pack("!II", 8, 80877103))
+        conns.append(c)
+    warning = (r"^\S+ (\d\d):(\d\d):(\d\d\.\d+) \S+ \[\d+\] WARNING accept on "
+               r"127\.0\.0\.1:\d+ failed: Too many open files; not accepting new connections "
+               r"for 1 s$")
+    # hold the connections until the worker has tried again once
+    wait_until(lambda: len(re.findall(warning, inst.log(), re.M)) >= 2, 5,
+               what="a second accept attempt")
+    stamps = [int(h) * 3600 + int(m) * 60 + float(sec)
+              for h, m, sec in re.findall(warning, inst.log(), re.M)]
+    assert stamps[1] - stamps[0] >= 0.9, "it must pause, not spin on the listener"
+    for c in conns:
+        c.close()
+
+    def served():
+        try:
+            s, answer = ssl_probe(inst.port)
+        except OSError:
+            return False
+        s.close()
+        return answer == b"N"
+
+    wait_until(served, 5, what="the worker to accept again")
+    assert sorted(inst.children()) == kids
