@@ -772,6 +772,7 @@ START_TEST(test_reset_query)
 	NEED_CLUSTER();
 	check_reset("session", "4MB");
 	check_reset("transaction", "7MB");
+	check_reset("transaction\nserver_reset_query_always = 1", "4MB");
 	load_cfg("db = host=127.0.0.1 port=%d dbname=postgres "
 		 "connect_query='SET work_mem = ''3MB'''\n", "");
 	{
@@ -1053,6 +1054,183 @@ START_TEST(test_auth_scram)
 }
 END_TEST
 
+/* ---- a session-like forwarder: server packets go straight to a client socket ---- */
+
+struct fwd_client {
+	struct pool_waiter w;
+	struct link *link;
+	bool done;
+	struct sbuf csb;		/* the "client" connection (one end of a socketpair) */
+	int peer;			/* the other end, read by the test */
+	bool saw_z;			/* the link passed a ReadyForQuery */
+	bool saw_backpressure;		/* the link stopped reading for the client */
+};
+
+static bool
+fwd_csb_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int err, void *arg)
+{
+	if (ev == SBUF_EV_PKT)
+		sbuf_skip(sb, pkt->len);
+	return true;
+}
+
+static void
+fwd_ready(struct pool_waiter *w, struct link *l, const struct nk_error *err)
+{
+	struct fwd_client *f = container_of(w, struct fwd_client, w);
+
+	f->done = true;
+	f->link = l;
+}
+
+static bool
+fwd_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
+	    const struct nk_error *err, void *ctx)
+{
+	struct fwd_client *f = ctx;
+
+	if (ev != LINK_EV_PKT)
+		return true;
+	if (link_sbuf(l)->waiting)
+		f->saw_backpressure = true;
+	if (pkt->type == 'Z')
+		f->saw_z = true;
+	sbuf_forward(link_sbuf(l), &f->csb, pkt->len);
+	return true;
+}
+
+static bool
+fwd_done(void *arg)
+{
+	return ((struct fwd_client *)arg)->done;
+}
+
+/* Parse whole messages out of <buf>; count DataRows; true once a 'Z' was seen. */
+static bool
+count_msgs(const uint8_t *buf, size_t len, size_t *off, long *rows)
+{
+	while (len - *off >= 5) {
+		const uint8_t *p = buf + *off;
+		uint32_t n = ((uint32_t)p[1] << 24) | ((uint32_t)p[2] << 16) |
+			     ((uint32_t)p[3] << 8) | p[4];
+
+		if (len - *off < n + 1)
+			break;
+		if (p[0] == 'D')
+			(*rows)++;
+		*off += n + 1;
+		if (p[0] == 'Z')
+			return true;
+	}
+	return false;
+}
+
+/*
+ * 20 MB of rows forwarded zero-copy from the link to a client that reads late: the link
+ * stops reading (backpressure), nothing is lost or reordered, the link is clean afterwards.
+ */
+START_TEST(test_forward_to_client_backpressure)
+{
+	struct pool *p;
+	struct fwd_client f;
+	struct sbuf_opts o;
+	struct link *l;
+	struct pktbuf pb;
+	int sv[2];
+	size_t cap = 32u << 20, got = 0, off = 0;
+	uint8_t *buf = malloc(cap);
+	long rows = 0;
+	bool end = false;
+	ssize_t n;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "pool_mode = transaction");
+	p = mk_pool("db", "nk_u1", NULL);
+	memset(&f, 0, sizeof(f));
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	sbuf_opts_default(&o);
+	ck_assert(sbuf_init(&f.csb, base, fwd_csb_cb, &f, &o));
+	ck_assert(sbuf_accept(&f.csb, sv[0], true));
+	f.peer = sv[1];
+	pool_waiter_init(&f.w, fwd_ready, fwd_link_cb, &f);
+	if (pool_acquire(p, &f.w, &l, NULL) == POOL_GOT)
+		fwd_ready(&f.w, l, NULL);
+	ck_assert(run_until(fwd_done, &f, 20));
+	ck_assert_ptr_nonnull(f.link);
+	pktbuf_init(&pb, 128);
+	pktbuf_write_query(&pb, "SELECT repeat('x', 1000) FROM generate_series(1, 20000)");
+	ck_assert(link_send(f.link, pb.buf, pb.len));
+	pktbuf_cleanup(&pb);
+	run_for(0.5);		/* nobody reads the client socket yet */
+	ck_assert(link_sbuf(f.link)->waiting);
+	ck_assert_uint_lt(sbuf_queued(&f.csb), 1u << 20);
+	for (int i = 0; i < 20000 && !end; i++) {
+		while (got < cap && (n = recv(f.peer, buf + got, cap - got, MSG_DONTWAIT)) > 0)
+			got += (size_t)n;
+		end = count_msgs(buf, got, &off, &rows);
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	}
+	ck_assert(end);
+	ck_assert_int_eq(rows, 20000);
+	ck_assert(f.saw_z);
+	ck_assert_int_eq(link_tx_status(f.link), 'I');
+	pool_release(f.link, NULL);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 1);
+	sbuf_cleanup(&f.csb);
+	close(sv[1]);
+	pool_free(p);
+	free(buf);
+}
+END_TEST
+
+/* RECONNECT: idle links close now ("obsolete connection"), active ones at release. */
+START_TEST(test_reconnect_close_needed)
+{
+	struct pool *p;
+	struct tclient a, b;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "pool_mode = transaction");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	tc_get_ok(&b, p);
+	pool_release(b.link, NULL);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 1);
+	pool_reconnect(p);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);
+	ck_assert(log_has("closing because: obsolete connection (age="));
+	ck_assert(link_close_needed(a.link));
+	ck_assert_str_eq(tc_query(&a, "SELECT 1"), "1");	/* still usable meanwhile */
+	pool_release(a.link, NULL);
+	ck_assert(log_has("closing because: close_needed (age="));
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
+	tc_get_ok(&a, p);	/* a new link */
+	ck_assert(!link_close_needed(a.link));
+	pool_release(a.link, NULL);
+	pool_free(p);
+}
+END_TEST
+
+/* pool_free with a link in use: its client is told, nothing leaks. */
+START_TEST(test_free_with_active_link)
+{
+	struct pool *p;
+	struct tclient a, b;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "default_pool_size = 1");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	ck_assert_int_eq(tc_start(&b, p), POOL_QUEUED);
+	pool_free(p);
+	ck_assert(a.broken);
+	ck_assert_str_eq(a.err.message, "pooler is shutting down");
+	ck_assert(b.failed);
+	ck_assert_str_eq(b.err.message, "pooler is shutting down");
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
+}
+END_TEST
+
 Suite *
 pool_suite(void)
 {
@@ -1078,6 +1256,9 @@ pool_suite(void)
 	tcase_add_test(tc, test_min_pool_size);
 	tcase_add_test(tc, test_auth_md5);
 	tcase_add_test(tc, test_auth_scram);
+	tcase_add_test(tc, test_forward_to_client_backpressure);
+	tcase_add_test(tc, test_reconnect_close_needed);
+	tcase_add_test(tc, test_free_with_active_link);
 	suite_add_tcase(s, tc);
 	return s;
 }
