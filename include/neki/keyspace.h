@@ -60,8 +60,9 @@ struct ks_value {
 
 /* Parsing context for text input that depends on the session. */
 struct ks_text_ctx {
-	int32_t tz_offset_secs;	/* session TimeZone as seconds east of UTC, for timestamptz
-				 * text without an explicit zone (0 = UTC) */
+	const char *tz_name;	/* session TimeZone as a tzdata name ("Europe/Berlin"), for
+				 * timestamptz text without a zone; NULL: use tz_offset_secs */
+	int32_t tz_offset_secs;	/* fixed session offset, seconds east of UTC (0 = UTC) */
 };
 
 /* Postgres type name ("int4", "integer", "character varying", ...) to enum; false if none. */

@@ -44,4 +44,12 @@ bool ksi_text_timestamp(enum ks_type type, const char *s, size_t len,
 			const struct ks_text_ctx *ctx, struct ks_value *out,
 			struct nk_error *err) NK_MUSTCHECK;
 
+/*
+ * UTC offset (seconds east) of local wall-clock time <local2000> (seconds since 2000-01-01 as
+ * read on the zone's clocks) in the named zone <name> ("UTC", "Europe/Berlin", ...), as
+ * Postgres resolves it: in a spring-forward gap the offset before the transition, in a
+ * fall-back overlap the offset after it. False when the zone is unknown (tzfile.c).
+ */
+bool ksi_tz_local_offset(const char *name, int64_t local2000, int32_t *offset) NK_MUSTCHECK;
+
 #endif /* NEKI_TOPOLOGY_KEYSPACE_INT_H */

@@ -3,10 +3,11 @@
  *
  * Accepted forms (the ISO forms clients and drivers send): "YYYY-MM-DD", optionally followed
  * by "T" or spaces and "HH:MM[:SS[.ffffff]]", an optional zone ("Z", "UTC", "GMT",
- * "+HH", "+HHMM", "+HH:MM", "+HH:MM:SS"), an optional "BC"/"AD"; and the special words
- * "infinity", "-infinity" and "epoch". timestamp ignores a zone as Postgres does; timestamptz
- * without a zone uses the session offset from struct ks_text_ctx. Named zones other than
- * UTC/GMT and the moving words ("now", "today") are refused: they cannot give a stable key.
+ * "+HH", "+HHMM", "+HH:MM", "+HH:MM:SS", or a tzdata name such as "Europe/Berlin", see
+ * tzfile.c), an optional "BC"/"AD"; and the special words "infinity", "-infinity" and
+ * "epoch". timestamp ignores a zone as Postgres does; timestamptz without a zone uses the
+ * session's zone from struct ks_text_ctx. The moving words ("now", "today") are refused:
+ * they cannot give a stable key.
  */
 #include "neki/base.h"
 
@@ -33,6 +34,7 @@ struct dt_parts {
 	bool bc;		/* year is BC: astronomical year is 1 - year */
 	bool has_tz;
 	int32_t tz_secs;	/* seconds east of UTC */
+	char tz_name[64];	/* named zone ("Europe/Berlin"); empty when none */
 };
 
 struct dt_cursor {
@@ -207,6 +209,22 @@ parse_numeric_zone(struct dt_cursor *c, struct dt_parts *p)
 	return true;
 }
 
+/* A zone name: tzdata characters up to the next space. */
+static bool
+parse_zone_name(struct dt_cursor *c, struct dt_parts *p)
+{
+	size_t n = 0;
+
+	while (!cur_end(c) && (isalnum((unsigned char)c->s[c->pos]) ||
+			       strchr("/_+-", c->s[c->pos]))) {
+		if (n + 1 >= sizeof(p->tz_name))
+			return false;
+		p->tz_name[n++] = c->s[c->pos++];
+	}
+	p->tz_name[n] = '\0';
+	return n > 0;
+}
+
 static bool
 parse_zone(struct dt_cursor *c, struct dt_parts *p)
 {
@@ -219,7 +237,7 @@ parse_zone(struct dt_cursor *c, struct dt_parts *p)
 		p->tz_secs = 0;
 		return true;
 	}
-	return false;
+	return isalpha((unsigned char)ch) && parse_zone_name(c, p);
 }
 
 /* True when "BC" or "AD" is next (not consumed). */
@@ -369,6 +387,32 @@ ksi_text_date(const char *s, size_t len, struct ks_value *out, struct nk_error *
 	return true;
 }
 
+/*
+ * UTC offset for local time <local> (seconds since 2000): the literal's own zone, else the
+ * session's named zone, else the session's fixed offset. An unknown zone name is an error
+ * even for timestamp without time zone, as in Postgres.
+ */
+static bool
+zone_offset(const struct dt_parts *p, const struct ks_text_ctx *ctx, int64_t local,
+	    int32_t *tz, struct nk_error *err)
+{
+	const char *name = p->tz_name[0] ? p->tz_name : NULL;
+
+	if (p->has_tz) {
+		*tz = p->tz_secs;
+		return true;
+	}
+	if (!name && ctx && ctx->tz_name)
+		name = ctx->tz_name;
+	if (!name) {
+		*tz = ctx ? ctx->tz_offset_secs : 0;
+		return true;
+	}
+	if (!ksi_tz_local_offset(name, local, tz))
+		return nk_error_set(err, "22023", "time zone \"%s\" not recognized", name);
+	return true;
+}
+
 /* ksi_text_timestamp: see keyspace_int.h. */
 bool
 ksi_text_timestamp(enum ks_type type, const char *s, size_t len, const struct ks_text_ctx *ctx,
@@ -379,7 +423,7 @@ ksi_text_timestamp(enum ks_type type, const char *s, size_t len, const struct ks
 	struct dt_parts p;
 	enum dt_special sp;
 	bool range_ok;
-	int64_t days, ts;
+	int64_t days, ts, local;
 	int32_t tz;
 
 	if (!parse_input(&s, &len, &sp, &p, &range_ok))
@@ -396,9 +440,10 @@ ksi_text_timestamp(enum ks_type type, const char *s, size_t len, const struct ks
 	days = ksi_days_from_civil(p.year, p.mon, p.day);
 	if (days < DATE_MIN_DAYS || days > TS_END / KSI_USECS_PER_DAY)
 		return nk_error_set(err, "22008", "timestamp out of range: \"%.*s\"", (int)len, s);
-	ts = days * KSI_USECS_PER_DAY +
-	     ((int64_t)p.hour * 3600 + p.min * 60 + p.sec) * 1000000 + p.usec;
-	tz = p.has_tz ? p.tz_secs : ctx ? ctx->tz_offset_secs : 0;
+	local = days * 86400 + (int64_t)p.hour * 3600 + p.min * 60 + p.sec;
+	if (!zone_offset(&p, ctx, local, &tz, err))
+		return false;
+	ts = local * 1000000 + p.usec;
 	if (type == KS_TYPE_TIMESTAMPTZ)
 		ts -= (int64_t)tz * 1000000;
 	if (ts < TS_MIN || ts >= TS_END)

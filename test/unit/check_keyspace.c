@@ -228,8 +228,11 @@ static const struct bad_input bad_inputs[] = {
 	  "shard key value \"tomorrow\" is not a constant and cannot be routed" },
 	{ KS_TYPE_TIMESTAMP, "2024-01-01 25:00", "22008",
 	  "date/time field value out of range: \"2024-01-01 25:00\"" },
-	{ KS_TYPE_TIMESTAMPTZ, "2024-01-01 00:00 Mars/Base", "22P02",
-	  "invalid input syntax for type timestamp with time zone: \"2024-01-01 00:00 Mars/Base\"" },
+	{ KS_TYPE_TIMESTAMPTZ, "2024-01-01 00:00 Mars/Base", "22023",
+	  "time zone \"Mars/Base\" not recognized" },
+	{ KS_TYPE_TIMESTAMP, "2024-01-01 00:00 ../etc/passwd", "22P02",
+	  "invalid input syntax for type timestamp without time zone: "
+	  "\"2024-01-01 00:00 ../etc/passwd\"" },
 };
 
 START_TEST(test_bad_text_input)
@@ -261,6 +264,50 @@ START_TEST(test_bad_binary_input)
 END_TEST
 
 /* The session offset applies to timestamptz text without a zone, never to timestamp. */
+/* local text in <zone> must be the UTC instant <utc> (both "YYYY-MM-DD HH:MM:SS"). */
+static void
+expect_zone(const char *local, const char *session_zone, const char *utc)
+{
+	struct ks_text_ctx ctx = { .tz_name = session_zone };
+	struct ks_value a, b;
+	struct nk_error err;
+
+	ck_assert_msg(ks_value_from_text(KS_TYPE_TIMESTAMPTZ, local, strlen(local), &ctx, &a, &err),
+		      "%s: %s", local, err.message);
+	ck_assert(ks_value_from_text(KS_TYPE_TIMESTAMPTZ, utc, strlen(utc), NULL, &b, &err));
+	ck_assert_msg(a.i == b.i, "%s in %s: off by %lld s", local, session_zone ? session_zone : "-",
+		      (long long)((a.i - b.i) / 1000000));
+}
+
+/* Named zones: DST, the gap and overlap rules of Postgres, the footer rule past 2037. */
+START_TEST(test_named_zones)
+{
+	expect_zone("2024-07-01 12:00:00 America/New_York", NULL, "2024-07-01 16:00:00");
+	expect_zone("2024-01-15 12:00:00 America/New_York", NULL, "2024-01-15 17:00:00");
+	expect_zone("2024-07-01 12:00:00", "Europe/Berlin", "2024-07-01 10:00:00");
+	expect_zone("2024-07-01 12:00:00+00", "Europe/Berlin", "2024-07-01 12:00:00");
+	expect_zone("2024-03-10 02:30:00", "America/New_York", "2024-03-10 07:30:00");	/* gap */
+	expect_zone("2024-11-03 01:30:00", "America/New_York", "2024-11-03 06:30:00");	/* overlap */
+	expect_zone("2024-10-27 02:30:00 Europe/Berlin", NULL, "2024-10-27 01:30:00");
+	expect_zone("2050-07-01 12:00:00", "America/New_York", "2050-07-01 16:00:00");
+	expect_zone("2050-12-01 12:00:00", "America/New_York", "2050-12-01 17:00:00");
+	expect_zone("2060-03-26 12:00:00", "Australia/Sydney", "2060-03-26 01:00:00");
+	expect_zone("2060-06-26 12:00:00", "Australia/Sydney", "2060-06-26 02:00:00");
+	expect_zone("2024-06-01 00:00:00", "Asia/Tokyo", "2024-05-31 15:00:00");
+	expect_zone("2024-06-01 00:00:00 Etc/UTC", "Asia/Tokyo", "2024-06-01 00:00:00");
+	expect_zone("2024-06-01 00:00:00", "UTC", "2024-06-01 00:00:00");
+	{
+		struct ks_text_ctx ctx = { .tz_name = "../../etc/passwd" };
+		struct ks_value v;
+		struct nk_error err;
+		const char *s = "2024-06-01 00:00:00";
+
+		ck_assert(!ks_value_from_text(KS_TYPE_TIMESTAMPTZ, s, strlen(s), &ctx, &v, &err));
+		ck_assert_str_eq(err.message, "time zone \"../../etc/passwd\" not recognized");
+	}
+}
+END_TEST
+
 START_TEST(test_timestamptz_session_zone)
 {
 	struct ks_text_ctx ctx = { .tz_offset_secs = 3600 };
@@ -423,6 +470,7 @@ keyspace_suite(void)
 	tcase_add_loop_test(tc, test_bad_text_input, 0, NK_ARRAY_LEN(bad_inputs));
 	tcase_add_test(tc, test_bad_binary_input);
 	tcase_add_test(tc, test_timestamptz_session_zone);
+	tcase_add_test(tc, test_named_zones);
 	tcase_add_test(tc, test_modulo_mapping);
 	tcase_add_test(tc, test_range_mapping);
 	tcase_add_test(tc, test_bounds_and_lookup);
