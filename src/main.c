@@ -42,6 +42,7 @@
 #define CHILD_STABLE_MS 10000		/* a child that ran this long restarts at once */
 #define STATUS_EVERY_MS 5000		/* progress line while waiting to shut down */
 #define KILL_GRACE_MS 2000		/* SIGTERM to SIGKILL on immediate exit */
+#define HEARTBEAT_LATE_MS 5000		/* a child silent this long is reported */
 #define RELOAD_WAIT_MS 5000		/* how long READY=1 waits for the children's reload acks */
 
 /* The command line. */
@@ -61,6 +62,7 @@ struct child {
 	uint64_t started_ms;		/* when it was forked (shm_now_ms) */
 	uint64_t restart_at_ms;		/* when to fork it again; 0 = not scheduled */
 	unsigned failures;		/* consecutive early deaths: the backoff exponent */
+	bool late;			/* its heartbeat is overdue (reported once) */
 };
 
 enum master_state {
@@ -161,23 +163,47 @@ load_config(void)
 	return cfg_current();
 }
 
-/* The start-up refusals: -R, root without a user to switch to, -d without its files. */
-static const char *
-check_startup(const struct cfg *c)
+/* The user to switch to (-u or the user setting); resolved before anything is bound. */
+struct run_user {
+	const char *name;	/* NULL: stay who we are */
+	uid_t uid;
+	gid_t gid;
+};
+
+/*
+ * The start-up refusals, all before anything is bound or written: -R, root without a
+ * user to switch to, an unknown user, -d without its files, a live pidfile.
+ */
+static void
+check_startup(const struct cfg *c, struct run_user *ru)
 {
+	struct nk_error err;
+
 	if (opts.reboot)
 		fatal("online restart (-R) is not supported: run several neki processes with "
 		      "so_reuseport = 1 and restart them one at a time instead");
-	if (opts.user == NULL && c->user && c->user[0])
-		opts.user = c->user;
-	if (geteuid() == 0 && opts.user == NULL)
+	ru->name = opts.user ? opts.user : (c->user && c->user[0] ? c->user : NULL);
+	if (geteuid() == 0 && ru->name == NULL)
 		fatal("neki should not run as root: use -u USER (or the user setting) to switch "
 		      "to an unprivileged user");
+	if (ru->name != NULL && !daemon_user_ids(ru->name, &ru->uid, &ru->gid, &err))
+		fatal("%s", err.message);
 	if (opts.daemon && (c->pidfile == NULL || c->pidfile[0] == '\0'))
 		fatal("in daemon mode (-d) the pidfile setting is required");
 	if (opts.daemon && (c->logfile == NULL || c->logfile[0] == '\0') && !c->syslog)
 		fatal("in daemon mode (-d) a logfile or syslog is required");
-	return opts.user;
+	if (!daemon_pidfile_check(c->pidfile, &err))
+		fatal("%s", err.message);
+}
+
+/* A start-up failure after sockets were bound: remove what we created, then exit 1. */
+static NK_NORETURN void
+startup_fail(const char *msg)
+{
+	listen_close_all();
+	listen_unlink_unix();
+	daemon_pidfile_remove();
+	fatal("%s", msg);
 }
 
 /* Slot <i> of n_children: the admin is the last one. */
@@ -232,6 +258,7 @@ spawn(unsigned i)
 
 	shm_proc_reset(i, ch->kind);
 	ch->restart_at_ms = 0;
+	ch->late = false;
 	ch->started_ms = shm_now_ms();
 	pid = fork();
 	if (pid == -1) {
@@ -505,6 +532,31 @@ check_ready(void)
 	sdnotify_ready(status);
 }
 
+/*
+ * Report a child whose heartbeat (one a second from its loop) is overdue: its loop is
+ * stuck, or it was stopped. It is not killed: its clients would go with it.
+ */
+static void
+check_heartbeats(void)
+{
+	uint64_t now = shm_now_ms();
+
+	for (unsigned i = 0; i < n_children; i++) {
+		struct child *ch = &children[i];
+		uint64_t beat = atomic_load(&shm_proc(i)->heartbeat_ms);
+		bool late = ch->pid != 0 && beat != 0 && now - beat > HEARTBEAT_LATE_MS;
+
+		if (late && !ch->late)
+			log_warn("%s %u (pid %d) has not run its loop for %.1f s",
+				 shm_proc_kind_str(ch->kind), i, (int)ch->pid,
+				 (double)(now - beat) / 1000.0);
+		else if (!late && ch->late && ch->pid != 0)
+			log_info("%s %u (pid %d) runs its loop again", shm_proc_kind_str(ch->kind),
+				 i, (int)ch->pid);
+		ch->late = late;
+	}
+}
+
 /* During shutdown: exit when no child is left; say what we wait for now and then. */
 static void
 check_shutdown(uint64_t *last_status)
@@ -540,6 +592,7 @@ supervise(const sigset_t *sigs)
 		reap_children();
 		check_ready();
 		check_reload_done();
+		check_heartbeats();
 		check_shutdown(&last_status);
 	}
 }
@@ -579,49 +632,38 @@ setup_resources(const struct cfg *c)
 
 /* -d, pidfile, user switch, in that order (the pidfile holds the daemon's pid). */
 static void
-become_master(const struct cfg *c, const char *user)
+become_master(const struct cfg *c, const struct run_user *ru)
 {
 	struct nk_error err;
 
-	if (!daemon_pidfile_check(c->pidfile, &err))
-		fatal("%s", err.message);
 	if (opts.daemon)
 		daemon_detach();
 	master_pid = getpid();
 	if (!daemon_pidfile_write(c->pidfile, &err))
-		fatal("%s", err.message);
-	if (user != NULL) {
-		uid_t uid;
-		gid_t gid;
-
-		if (!daemon_user_ids(user, &uid, &gid, &err)) {
-			daemon_pidfile_remove();
-			fatal("%s", err.message);
-		}
-		listen_chown_unix(uid);
-		daemon_give_file(c->logfile, uid, gid);
-		if (!daemon_switch_user(user, &err)) {
-			daemon_pidfile_remove();
-			fatal("%s", err.message);
-		}
-	}
+		startup_fail(err.message);
+	if (ru->name == NULL)
+		return;
+	listen_chown_unix(ru->uid);
+	daemon_give_file(c->logfile, ru->uid, ru->gid);
+	if (!daemon_switch_user(ru->name, &err))
+		startup_fail(err.message);
 }
 
 int
 main(int argc, char **argv)
 {
 	const struct cfg *c;
-	const char *user;
+	struct run_user ru;
 	sigset_t sigs;
 
 	parse_args(argc, argv);
 	c = load_config();
-	user = check_startup(c);
+	check_startup(c, &ru);
 	log_info("process up: neki %s, libevent %s, adns: c-ares %s, tls: %s", NEKI_VERSION,
 		 event_get_version(), dns_library_version(), tls_library_version());
 	sdnotify_init();
 	setup_resources(c);
-	become_master(c, user);
+	become_master(c, &ru);
 	block_signals(&sigs);
 	for (unsigned i = 0; i < n_children; i++)
 		spawn(i);

@@ -1,5 +1,5 @@
 /*
- * prelogin.c - what a worker (and the admin) does with a client before the session
+ * prelogin.c - what a worker does with a client before the session
  * layer exists: read the startup packet, answer SSLRequest and GSSENCRequest with
  * 'N', drop CancelRequest, and answer a StartupMessage with one FATAL ErrorResponse,
  * then close. The client counts as connected from accept to close (so SIGTERM waits
@@ -48,7 +48,6 @@ enum prelogin_state {
 struct prelogin {
 	int fd;				/* owned; -1 once closed */
 	enum prelogin_state state;
-	enum listen_kind kind;		/* main port or admin port */
 	struct event *rd;		/* owned: readable */
 	struct event *wr;		/* owned: writable, armed while out[] is pending */
 	struct event *timer;		/* owned: client_login_timeout */
@@ -131,8 +130,7 @@ queue_startup_refusal(struct prelogin *pl)
 
 	nk_error_set(&err, "0A000", "neki cannot serve client sessions yet");
 	err.severity = NK_SEV_FATAL;
-	nk_error_detail(&err, "This neki build runs the %s but has no connection pooler.",
-			pl->kind == LISTEN_ADMIN ? "admin process" : "process model");
+	nk_error_detail(&err, "This neki build runs the process model but has no connection pooler.");
 	pktbuf_init_fixed(&pb, pl->out, sizeof(pl->out));
 	pktbuf_write_error(&pb, &err);
 	NK_ASSERT(!pktbuf_failed(&pb));
@@ -290,7 +288,6 @@ prelogin_accept(int fd, const struct listener *l)
 	if (pl == NULL || reap_ev == NULL)
 		goto fail;
 	pl->fd = fd;
-	pl->kind = l->kind;
 	pl->rd = event_new(base, fd, EV_READ | EV_PERSIST, io_cb, pl);
 	pl->wr = event_new(base, fd, EV_WRITE | EV_PERSIST, io_cb, pl);
 	pl->timer = evtimer_new(base, timeout_cb, pl);
