@@ -60,6 +60,7 @@ enum shm_cmd {
 	SHM_CMD_SHUTDOWN_CLIENTS = 7,	/* stop listening, exit when no client is left */
 	SHM_CMD_SHUTDOWN_SERVERS = 8,	/* stop listening, exit when no server link is left */
 	SHM_CMD_CANCEL = 9,		/* forward a CancelRequest: key[] names the session */
+	SHM_CMD_TOPOLOGY = 10,		/* a topology revision was published: switch to it */
 };
 
 /* One mailbox message. */

@@ -45,6 +45,13 @@ void child_client_closed(void);
 /* This process's stats totals (published into its shm slot once a second). */
 struct shm_stats *child_stats(void);
 
+/*
+ * Record the published topology revision as the one this process runs (its shm slot's
+ * revision_seen, what wait_for_data_topology waits on). Sessions call it at statement
+ * boundaries; the runtime calls it on SHM_CMD_TOPOLOGY and every tick.
+ */
+void child_switch_topology(void);
+
 /* True once a shutdown command arrived (handlers should not start new work). */
 bool child_is_stopping(void);
 

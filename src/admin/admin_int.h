@@ -185,6 +185,13 @@ void nekifn_start(struct adm_req *req);
 /* Send <req>'s reply (when its client is still there), resume the client, free <req>. */
 void adm_req_finish(struct adm_req *req);
 
+/*
+ * Run the console command <sql> (not a __neki call) for a user with <access>: its reply
+ * (rows, notice or error, without ReadyForQuery) goes to <r> (cmd.c). Returns true when the
+ * reply is complete.
+ */
+bool adm_command(const char *sql, enum adm_access access, struct adm_result *r);
+
 /* Accept a console connection on the admin port (the admin process's accept function). */
 void console_accept(int fd, bool is_unix);
 

@@ -316,9 +316,12 @@ con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
 		con_error(c, &err, true);
 		return;
 	case ADM_CALL_NOT_NEKI:
-		nk_error_set(&err, "08P01", "invalid command '%s', use SHOW HELP;", sql);
+		adm_result_init(&req->res);
+		(void)adm_command(sql, c->access, &req->res);
+		pktbuf_write_ready_for_query(&req->res.pb, 'I');
+		con_send(c, &req->res.pb);
+		adm_result_cleanup(&req->res);
 		free(req);
-		con_error(c, &err, true);
 		return;
 	case ADM_CALL_OK:
 		break;

@@ -109,6 +109,21 @@ declared_shards(const char **out, size_t max)
 
 /* ---- publication ---- */
 
+/* Tell every live worker a revision was published (they switch at once when idle). */
+static void
+nudge_workers(void)
+{
+	const struct shm_msg m = { .cmd = SHM_CMD_TOPOLOGY };
+
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		struct shm_proc *p = shm_proc(i);
+
+		if (atomic_load(&p->kind) == SHM_PROC_WORKER && atomic_load(&p->pid) != 0 &&
+		    shm_mbox_post(i, &m) == 0)
+			log_debug("mailbox of process %u is full; it switches at its next tick", i);
+	}
+}
+
 /* Build the image of <m> as <revision> into a free shm slot and publish it. */
 static bool
 publish(uint64_t revision, const struct topo_model *m)
@@ -130,6 +145,7 @@ publish(uint64_t revision, const struct topo_model *m)
 	shm_topo_publish(slot, revision, (size_t)len);
 	if (shm_self() >= 0)
 		atomic_store(&shm_proc((unsigned)shm_self())->revision_seen, revision);
+	nudge_workers();
 	log_info("published data topology revision %" PRIu64, revision);
 	return true;
 }

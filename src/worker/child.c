@@ -61,6 +61,12 @@ child_stats(void)
 	return &stats;
 }
 
+void
+child_switch_topology(void)
+{
+	atomic_store(&slot->revision_seen, shm_topo_revision());
+}
+
 /* Publish the final stats and end the process (open connections close with it). */
 static NK_NORETURN void
 child_exit(int status)
@@ -222,6 +228,9 @@ handle_command(const struct shm_msg *m)
 	case SHM_CMD_SHUTDOWN_SERVERS:
 		begin_shutdown(CHILD_WAIT_SERVERS);
 		break;
+	case SHM_CMD_TOPOLOGY:
+		child_switch_topology();
+		break;
 	case SHM_CMD_RECONNECT:
 	case SHM_CMD_KILL:
 	case SHM_CMD_CANCEL:
@@ -253,6 +262,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	shm_proc_beat(slot);
 	shm_stats_publish(slot, &stats);
+	child_switch_topology();
 	if (getppid() != master_pid) {
 		log_warn("%s: the master process is gone, exiting", shm_proc_kind_str(spec.kind));
 		child_exit(1);

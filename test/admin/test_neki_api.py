@@ -97,3 +97,208 @@ def test_set_get_round_trip(sharded, pg_cluster, cluster_db):
     assert run(inst, set_sql(doc)) == [(True, 2)]
     revs = run(inst, "SELECT revision, comment, created_by FROM __neki.list_topology_revisions()")
     assert revs == [(1, "first", "postgres"), (2, None, "postgres")]
+
+
+def test_expected_revision_race(sharded, cluster_db):
+    """Two sessions set with expected_revision = 1 at once: exactly one wins."""
+    inst = sharded()
+    doc = topology(cluster_db)
+    assert run(inst, set_sql(doc, overwrite=False)) == [(True, 1)]
+    conns = [inst.admin_connect() for _ in range(2)]
+    barrier = threading.Barrier(2)
+    results = [None, None]
+
+    def go(i):
+        barrier.wait()
+        results[i] = conns[i].execute(
+            set_sql(doc, options={"expected_revision": 1, "comment": f"s{i}"})).fetchall()
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for c in conns:
+        c.close()
+    assert sorted(results) == [[(False, 0)], [(True, 2)]]
+    assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()") == [(2,)]
+    # a stale expected_revision never applies
+    assert run(inst, set_sql(doc, options={"expected_revision": 1})) == [(False, 0)]
+
+
+def test_wait_for_every_worker(sharded, cluster_db):
+    inst = sharded(settings={"workers": 4})
+    rev = run(inst, set_sql(topology(cluster_db), overwrite=False))[0][1]
+    assert run(inst, f"SELECT * FROM __neki.wait_for_data_topology({rev}, '20 seconds')") \
+        == [(rev,)]
+    workers = run(inst, "SHOW WORKERS")
+    assert len(workers) == 4
+    assert all(row[5] >= rev for row in workers), workers
+    e = run_err(inst, f"SELECT * FROM __neki.wait_for_data_topology({rev + 5}, '300 ms')")
+    assert e.diag.sqlstate == "57014"
+    assert f"timed out waiting for data topology revision {rev + 5}" in str(e)
+
+
+def admin_pid(inst):
+    import re
+    found = re.findall(r"admin \d+ started \(pid (\d+)\)", inst.log())
+    return int(found[-1]) if found else None
+
+
+def test_admin_killed_mid_update(sharded, pg_cluster, cluster_db):
+    inst = sharded()
+    doc = topology(cluster_db)
+    assert run(inst, set_sql(doc, overwrite=False)) == [(True, 1)]
+    old = wait_until(lambda: admin_pid(inst), 5, what="admin pid in the log")
+    conn = inst.admin_connect()
+    conn.pgconn.send_query(set_sql(doc, options={"comment": "killed"}).encode())
+    os.kill(old, signal.SIGKILL)
+    conn.close()
+    wait_until(lambda: admin_pid(inst) not in (None, old), 10, what="a new admin process")
+
+    def stored():
+        rows = pg_cluster.sql("shard-a", "SELECT max(revision) FROM __neki.data_topology_log",
+                              dbname=cluster_db)
+        return rows[0][0]
+
+    def published_is_stored():
+        try:
+            return run(inst, "SELECT * FROM __neki.get_data_topology_revision()")[0][0] \
+                == stored()
+        except psycopg.Error:
+            return False
+
+    wait_until(published_is_stored, 15, interval=0.1, what="the stored revision published")
+    assert stored() in (1, 2)
+
+
+def test_boot_from_cache_with_authority_down(sharded, pg_cluster, cluster_db):
+    inst = sharded(start=False)
+    cache = inst.dir / "topology.json"
+    inst.update({"topology_file": cache})
+    inst.start()
+    doc = topology(cluster_db)
+    assert run(inst, set_sql(doc, overwrite=False, options={"comment": "cached"})) == [(True, 1)]
+    assert json.loads(cache.read_text())["revision"] == 1
+    expected = run(inst, "SELECT * FROM __neki.get_data_topology()")[0][0]
+    inst.stop()
+    pg_cluster.stop_server("shard-a")
+    try:
+        inst.start()
+        assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()") == [(1,)]
+        assert run(inst, "SELECT * FROM __neki.get_data_topology()")[0][0] == expected
+        e = run_err(inst, set_sql(doc))
+        assert e.diag.sqlstate == "08006"
+    finally:
+        pg_cluster.start_server("shard-a")
+    # the shard is back: the next set works and lands in the cache file
+    def set_again():
+        try:
+            return run(inst, set_sql(doc, options={"expected_revision": 1})) == [(True, 2)]
+        except psycopg.OperationalError:
+            return False
+
+    wait_until(set_again, 15, interval=0.2, what="a set after the shard came back")
+    wait_until(lambda: json.loads(cache.read_text())["revision"] == 2, 10,
+               what="revision 2 in the cache file")
+
+
+def test_first_topology_from_topology_file(sharded, pg_cluster, cluster_db):
+    inst = sharded(start=False)
+    first = inst.dir / "first.json"
+    first.write_text(json.dumps(topology(cluster_db)))
+    os.chmod(first, 0o666)
+    inst.update({"topology_file": first})
+    inst.start()
+    wait_until(lambda: run(inst, "SELECT * FROM __neki.get_data_topology_revision()") == [(1,)],
+               10, interval=0.1, what="the first topology stored and published")
+    rows = pg_cluster.sql("shard-a", "SELECT revision, created_by FROM __neki.data_topology_log",
+                          dbname=cluster_db)
+    assert rows == [(1, "topology_file")]
+    assert json.loads(first.read_text())["neki_topology_cache"] == 1
+
+
+def test_two_instances_share_revisions(sharded, cluster_db):
+    a = sharded()
+    b = sharded()
+    doc = topology(cluster_db)
+    assert run(a, set_sql(doc, overwrite=False)) == [(True, 1)]
+
+    def rev(inst):
+        return run(inst, "SELECT * FROM __neki.get_data_topology_revision()")[0][0]
+
+    wait_until(lambda: rev(b) == 1, 15, interval=0.1, what="b to discover revision 1")
+    assert run(b, set_sql(doc, options={"expected_revision": 1})) == [(True, 2)]
+    wait_until(lambda: rev(a) == 2, 10, interval=0.1, what="a to follow revision 2")
+    # b waits for a (a fresh host in __neki.routers) and a for b
+    assert run(b, "SELECT * FROM __neki.wait_for_data_topology(2, '10 s')") == [(2,)]
+    assert run(a, "SELECT * FROM __neki.wait_for_data_topology(2, '10 s')") == [(2,)]
+
+
+def test_validation_errors(sharded, cluster_db):
+    inst = sharded()
+    doc = topology(cluster_db)
+    doc["databases"][cluster_db]["schemas"]["public"]["tables"]["orders"] = {"shard_gruop": "x"}
+    e = run_err(inst, set_sql(doc, overwrite=False))
+    assert e.diag.sqlstate == "22023"
+    path = f"databases.{cluster_db}.schemas.public.tables.orders.shard_gruop"
+    assert path in e.diag.message_primary
+    rows = run(inst, f"SELECT path, rule FROM __neki.validate_data_topology("
+                     f"{lit(json.dumps(doc))})")
+    assert any(r[0] == path for r in rows), rows
+    assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()") == [(0,)]
+    # a good document validates clean; with a topology in place it needs overwrite
+    good = topology(cluster_db)
+    assert run(inst, f"SELECT * FROM __neki.validate_data_topology({lit(json.dumps(good))})") \
+        == []
+    run(inst, set_sql(good, overwrite=False))
+    rows = run(inst, f"SELECT rule FROM __neki.validate_data_topology({lit(json.dumps(good))})")
+    assert rows == [("write/overwrite-required",)]
+    assert run(inst, f"SELECT rule FROM __neki.validate_data_topology("
+                     f"{lit(json.dumps(good))}, overwrite => true)") == []
+    e = run_err(inst, set_sql(good, options={"comment": "x", "expected_revison": 1}))
+    assert 'unrecognized data topology option "expected_revison"' in str(e)
+    e = run_err(inst, "SELECT * FROM __neki.no_such_function()")
+    assert e.diag.sqlstate == "42883"
+    e = run_err(inst, "SELECT * FROM __neki.get_data_topology(")
+    assert e.diag.sqlstate == "42601"
+
+
+def test_roles(sharded, pg_cluster, cluster_db):
+    inst = sharded()
+    doc = topology(cluster_db)
+    # stats_users may read, not set
+    assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()", user="viewer") == [(0,)]
+    e = run_err(inst, set_sql(doc, overwrite=False), user="viewer")
+    assert e.diag.sqlstate == "42501"
+    assert str(e).strip() == "permission denied for function set_data_topology"
+    # unlisted users may do nothing without a role on the authoritative shard
+    op = f"op_{os.getpid()}"
+    e = run_err(inst, "SELECT * FROM __neki.get_data_topology_revision()", user=op)
+    assert e.diag.sqlstate == "42501"
+    assert run(inst, set_sql(doc, overwrite=False)) == [(True, 1)]
+    pg_cluster.sql("shard-a", "DO $$BEGIN CREATE ROLE neki_operator; EXCEPTION WHEN "
+                              "duplicate_object THEN NULL; END$$")
+    pg_cluster.sql("shard-a", f"CREATE ROLE {op} LOGIN IN ROLE neki_operator")
+    try:
+        assert run(inst, set_sql(doc), user=op) == [(True, 2)]
+        assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()", user=op) == [(2,)]
+    finally:
+        pg_cluster.sql("shard-a", f"DROP ROLE {op}")
+    # pgbouncer's console lets only listed users in
+    with pytest.raises(psycopg.OperationalError, match="not allowed"):
+        inst.admin_connect(dbname="pgbouncer", user="someone")
+
+
+def test_console_protocol(sharded):
+    inst = sharded()
+    with inst.admin_connect() as conn:
+        e = None
+        with pytest.raises(psycopg.Error) as ei:
+            conn.execute("SELECT * FROM __neki.get_data_topology_revision() WHERE %s", (1,))
+        assert "extended query protocol not supported by admin console" in str(ei.value)
+    with inst.admin_connect() as conn:
+        with pytest.raises(psycopg.Error, match=r"invalid command 'SHOW NOTHING', use SHOW HELP;"):
+            conn.execute("SHOW NOTHING")
+    with pytest.raises(psycopg.OperationalError, match="no such database: other"):
+        inst.admin_connect(dbname="other")
