@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "neki/topology.h"
+#include "neki/topology_image.h"
 #include "suites.h"
 #include "topo_fixtures.h"
 
@@ -412,6 +413,83 @@ START_TEST(test_canonical_round_trip)
 }
 END_TEST
 
+/* Next value of a fixed-seed linear congruential generator. */
+static uint32_t
+lcg(uint32_t *state)
+{
+	*state = *state * 1103515245u + 12345u;
+	return *state >> 8;
+}
+
+/* Mutate <buf> (length *<len>, capacity <cap>) in 1-4 random places. */
+static void
+mutate(char *buf, size_t *len, size_t cap, uint32_t *seed)
+{
+	static const char alphabet[] = "{}[]\",:0123456789abcdef-x \\";
+	int edits = 1 + (int)(lcg(seed) % 4);
+
+	for (int k = 0; k < edits && *len > 1; k++) {
+		size_t at = lcg(seed) % *len;
+		char c = alphabet[lcg(seed) % (sizeof(alphabet) - 1)];
+
+		switch (lcg(seed) % 3) {
+		case 0:
+			buf[at] = c;
+			break;
+		case 1:
+			memmove(buf + at, buf + at + 1, *len - at - 1);
+			(*len)--;
+			break;
+		default:
+			if (*len + 1 < cap) {
+				memmove(buf + at + 1, buf + at, *len - at);
+				buf[at] = c;
+				(*len)++;
+			}
+		}
+	}
+}
+
+/* Broken documents never crash the reader, the validator or the image builder. */
+START_TEST(test_parse_mutations)
+{
+	char *text = fx_read_file("etc/topology-storefront.json");
+	size_t n = strlen(text), cap = n + 64;
+	char *buf = malloc(cap);
+	uint32_t seed = 20261130;
+	size_t applied = 0;
+
+	for (int iter = 0; iter < 3000; iter++) {
+		struct topo_findings f;
+		struct topo_model *m;
+		size_t len = n;
+
+		memcpy(buf, text, n);
+		mutate(buf, &len, cap, &seed);
+		topo_findings_init(&f);
+		m = topo_parse(buf, len, &f);
+		if (m)
+			topo_validate(m, fx_input(NULL), &f);
+		if (m && !topo_findings_first_blocking(&f, false)) {
+			size_t size = topo_image_size(m);
+			void *img = aligned_alloc(8, (size + 7) & ~(size_t)7);
+			struct topo_img_rel r;
+
+			ck_assert_int_eq(topo_image_build(m, 1, img, size), (ssize_t)size);
+			ck_assert(topo_image_is_valid(img, size));
+			topo_image_resolve_table(img, "store", "public", "orders", &r);
+			free(img);
+			applied++;
+		}
+		topo_findings_cleanup(&f);
+		topo_model_free(m);
+	}
+	ck_assert_uint_gt(applied, 0);
+	free(buf);
+	free(text);
+}
+END_TEST
+
 Suite *
 topology_suite(void)
 {
@@ -420,6 +498,8 @@ topology_suite(void)
 	TCase *tr = tcase_create("resolution");
 	TCase *ti = tcase_create("image");
 
+	tcase_set_timeout(tc, 60);
+
 	tcase_add_loop_test(tc, test_rule, 0, NK_ARRAY_LEN(rule_cases));
 	tcase_add_test(tc, test_authority_cannot_move);
 	tcase_add_test(tc, test_check_error_form);
@@ -427,6 +507,7 @@ topology_suite(void)
 	tcase_add_test(tc, test_all_findings);
 	tcase_add_test(tc, test_storefront_valid);
 	tcase_add_test(tc, test_canonical_round_trip);
+	tcase_add_test(tc, test_parse_mutations);
 	suite_add_tcase(s, tc);
 	topology_add_resolution_tests(tr);
 	suite_add_tcase(s, tr);
