@@ -16,7 +16,9 @@
 #include "neki/base.h"
 
 #include "neki/error.h"
+#include "neki/auth.h"
 #include "neki/pktbuf.h"
+#include "neki/scram.h"
 
 struct event_base;
 struct topo_model;
@@ -191,6 +193,32 @@ void adm_req_finish(struct adm_req *req);
  * reply is complete.
  */
 bool adm_command(const char *sql, enum adm_access access, struct adm_result *r);
+
+/* ---- console_auth.c ---- */
+
+enum con_auth_result {
+	CON_AUTH_OK = 0,	/* logged in (anything in <out> goes first) */
+	CON_AUTH_CONTINUE = 1,	/* send <out>, wait for the next client message */
+	CON_AUTH_FAIL = 2,	/* send <err> (FATAL) and close */
+};
+
+struct con_auth {
+	enum auth_exchange exchange;
+	int step;			/* console_auth.c's enum con_auth_step */
+	char user[ADM_NAME_MAX];
+	char *secret;			/* owned: from auth_file; NULL for an unknown user */
+	uint8_t salt[4];		/* md5 */
+	struct scram_server scram;	/* owned while scram_active */
+	bool scram_active;
+};
+
+/* Choose the exchange for <user>/<db> on socket <fd> and write its first request. */
+enum con_auth_result con_auth_start(struct con_auth *a, const char *user, const char *db, int fd,
+				    bool is_unix, struct pktbuf *out, struct nk_error *err);
+/* Take the client's answer (message <type>, <body>). */
+enum con_auth_result con_auth_step(struct con_auth *a, char type, const uint8_t *body, size_t len,
+				   struct pktbuf *out, struct nk_error *err);
+void con_auth_cleanup(struct con_auth *a);
 
 /* Accept a console connection on the admin port (the admin process's accept function). */
 void console_accept(int fd, bool is_unix);

@@ -49,7 +49,7 @@ struct adm_conn {
 	char user[ADM_NAME_MAX];
 	char db[ADM_NAME_MAX];
 	enum adm_access access;
-	uint8_t salt[4];		/* md5 challenge */
+	struct con_auth auth;		/* owned: the password exchange (CON_ST_PASSWORD) */
 	struct adm_req *req;		/* weak: the call in flight (cleared by adm_req_finish) */
 	struct adm_conn *next_dead;	/* reap list */
 };
@@ -78,6 +78,7 @@ reap_cb(evutil_socket_t fd, short what, void *arg)
 
 		dead_list = c->next_dead;
 		sbuf_cleanup(&c->sb);
+		con_auth_cleanup(&c->auth);
 		free(c);
 	}
 }
@@ -92,7 +93,9 @@ con_set_state(struct adm_conn *c, enum con_state st)
 	c->state = st;
 	switch (st) {
 	case CON_ST_STARTUP:
+		break;
 	case CON_ST_PASSWORD:
+		sbuf_set_startup(&c->sb, false);
 		break;
 	case CON_ST_IDLE:
 		sbuf_set_startup(&c->sb, false);
@@ -223,27 +226,54 @@ con_login_ok(struct adm_conn *c)
 	log_debug("console login: user=%s db=%s access=%d", c->user, c->db, (int)c->access);
 }
 
+/* Send <pb>, then log in (OK), wait (CONTINUE) or fail with <err>. */
+static void
+con_auth_outcome(struct adm_conn *c, enum con_auth_result r, struct pktbuf *pb,
+		 const struct nk_error *err)
+{
+	if (pb->len > 0)
+		con_send(c, pb);
+	if (c->state == CON_ST_CLOSED)
+		return;
+	switch (r) {
+	case CON_AUTH_OK:
+		con_auth_cleanup(&c->auth);
+		con_login_ok(c);
+		break;
+	case CON_AUTH_CONTINUE:
+		if (c->state == CON_ST_STARTUP)
+			con_set_state(c, CON_ST_PASSWORD);
+		break;
+	case CON_AUTH_FAIL:
+		log_info("console login failed: user=%s db=%s: %s", c->user, c->db, err->message);
+		con_auth_cleanup(&c->auth);
+		con_fatal(c, err->sqlstate, err->message);
+		break;
+	}
+}
+
 /* Choose how to authenticate the StartupMessage's user. */
 static void
 con_authenticate(struct adm_conn *c)
 {
 	const struct cfg *cfg = cfg_current();
+	struct pktbuf pb;
+	struct nk_error err;
+	enum con_auth_result r;
 
 	if (is_local_pgbouncer(c)) {
 		c->access = ADM_ACCESS_ADMIN;
 		con_login_ok(c);
 		return;
 	}
-	switch (cfg->auth_type) {
-	case CFG_AUTH_ANY:
-	case CFG_AUTH_TRUST:
+	if (cfg->auth_type == CFG_AUTH_ANY || cfg->auth_type == CFG_AUTH_TRUST) {
 		con_login_ok(c);
 		return;
-	default:
-		break;
 	}
-	/* the password methods come with the auth_file support of src/proto */
-	con_fatal(c, "28000", "the admin console supports only auth_type trust and any so far");
+	pktbuf_init(&pb, 64);
+	r = con_auth_start(&c->auth, c->user, c->db, sbuf_fd(&c->sb), c->is_unix, &pb, &err);
+	con_auth_outcome(c, r, &pb, &err);
+	pktbuf_cleanup(&pb);
 }
 
 /* The StartupMessage: user and database. */
@@ -388,11 +418,18 @@ con_on_message(struct adm_conn *c, char type, const uint8_t *body, size_t len)
 		con_set_state(c, CON_ST_CLOSED);
 }
 
-/* The PasswordMessage (plain / md5). */
+/* An answer during the password exchange. */
 static void
 con_on_password(struct adm_conn *c, char type, const uint8_t *body, size_t len)
 {
-	con_fatal(c, "28P01", "password authentication is not available on the admin console");
+	struct pktbuf pb;
+	struct nk_error err;
+	enum con_auth_result r;
+
+	pktbuf_init(&pb, 128);
+	r = con_auth_step(&c->auth, type, body, len, &pb, &err);
+	con_auth_outcome(c, r, &pb, &err);
+	pktbuf_cleanup(&pb);
 }
 
 /* A whole packet <pkt> is buffered: act on it by state. */

@@ -302,3 +302,24 @@ def test_console_protocol(sharded):
             conn.execute("SHOW NOTHING")
     with pytest.raises(psycopg.OperationalError, match="no such database: other"):
         inst.admin_connect(dbname="other")
+
+
+@pytest.mark.parametrize("auth_type", ["plain", "md5", "scram-sha-256"])
+def test_console_password_auth(sharded, auth_type):
+    inst = sharded(start=False)
+    userlist = inst.dir / "userlist.txt"
+    userlist.write_text('"postgres" "secret1"\n"viewer" "md5' +
+                        __import__("hashlib").md5(b"secret2viewer").hexdigest() + '"\n')
+    os.chmod(userlist, 0o644)
+    inst.update({"auth_type": auth_type, "auth_file": userlist})
+    inst.start()
+    with inst.admin_connect(password="secret1") as conn:
+        assert conn.execute("SELECT * FROM __neki.get_data_topology_revision()").fetchall() \
+            == [(0,)]
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        inst.admin_connect(password="wrong")
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        inst.admin_connect(user="nosuchuser", password="x")
+    if auth_type != "scram-sha-256":   # an md5 secret cannot answer SCRAM
+        with inst.admin_connect(user="viewer", password="secret2") as conn:
+            assert conn.execute("SHOW VERSION").fetchall()[0][0].startswith("PgBouncer")
