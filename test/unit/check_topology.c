@@ -413,6 +413,38 @@ START_TEST(test_canonical_round_trip)
 }
 END_TEST
 
+/* The storefront example in doc/topology.md is the one in etc/ (same canonical JSON). */
+START_TEST(test_doc_example_matches_etc)
+{
+	char *doc = fx_read_file("doc/topology.md"), *etc = fx_read_file("etc/topology-storefront.json");
+	char *start, *end, *a, *b;
+	struct topo_findings f;
+	struct topo_model *ma, *mb;
+
+	ck_assert_ptr_nonnull(doc);
+	ck_assert_ptr_nonnull(etc);
+	start = strstr(doc, "```json\n{\n  \"databases\": {\n    \"store\"");
+	ck_assert_ptr_nonnull(start);
+	start += strlen("```json\n");
+	end = strstr(start, "```");
+	ck_assert_ptr_nonnull(end);
+	topo_findings_init(&f);
+	ma = topo_parse(start, (size_t)(end - start), &f);
+	mb = topo_parse(etc, strlen(etc), &f);
+	ck_assert_uint_eq(f.n, 0);
+	a = topo_to_json(ma, false);
+	b = topo_to_json(mb, false);
+	ck_assert_str_eq(a, b);
+	free(a);
+	free(b);
+	free(doc);
+	free(etc);
+	topo_model_free(ma);
+	topo_model_free(mb);
+	topo_findings_cleanup(&f);
+}
+END_TEST
+
 /* Next value of a fixed-seed linear congruential generator. */
 static uint32_t
 lcg(uint32_t *state)
@@ -508,6 +540,7 @@ topology_suite(void)
 	tcase_add_test(tc, test_storefront_valid);
 	tcase_add_test(tc, test_canonical_round_trip);
 	tcase_add_test(tc, test_parse_mutations);
+	tcase_add_test(tc, test_doc_example_matches_etc);
 	suite_add_tcase(s, tc);
 	topology_add_resolution_tests(tr);
 	suite_add_tcase(s, tr);
