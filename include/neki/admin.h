@@ -1,16 +1,36 @@
 /*
  * neki/admin.h - the admin process (src/admin/).
  *
- * One child of the master runs the admin: the child runtime on the admin port. It
- * will serve the console commands and the __neki.* functions and publish topology
- * revisions into shm; for now it answers clients with the pre-login responder.
+ * One child of the master runs the admin: the console on the admin port (pgbouncer's SHOW
+ * and control commands, plus neki's) and the __neki.* topology functions; it validates,
+ * stores and publishes topology revisions into shm.
+ *
+ * Forwarding from the main port: a worker that receives `SELECT * FROM __neki.<fn>(...)`
+ * (admin_is_neki_call) on a sharded database, or a session on the virtual databases
+ * `pgbouncer` / `neki`, connects to the admin's internal Unix socket (admin_forward_address),
+ * sends a v3 StartupMessage with the client's `user` and database `neki` (or `pgbouncer`), and
+ * relays the client's Query messages and the admin's replies. The admin trusts the user name
+ * on that socket only when the peer runs under neki's own uid (SO_PEERCRED): the worker has
+ * already authenticated the client.
  */
 #ifndef NEKI_ADMIN_H
 #define NEKI_ADMIN_H
 
 #include "neki/base.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
 /* Run the admin process on shm slot <slot>; never returns. */
 NK_NORETURN void admin_main(unsigned slot);
+
+/* True when <sql> is a call of a __neki function (a simple-protocol query text). */
+bool admin_is_neki_call(const char *sql);
+
+/*
+ * The address of the admin's internal socket for forwarded connections: the abstract Unix
+ * socket "@neki-admin/.s.PGSQL.<port>" (<port> = listen_port; `psql -h @neki-admin` works). Fills <out>; returns the length to pass to connect().
+ */
+socklen_t admin_forward_address(int port, struct sockaddr_un *out);
 
 #endif /* NEKI_ADMIN_H */

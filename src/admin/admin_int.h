@@ -220,8 +220,11 @@ enum con_auth_result con_auth_step(struct con_auth *a, char type, const uint8_t 
 				   struct pktbuf *out, struct nk_error *err);
 void con_auth_cleanup(struct con_auth *a);
 
-/* Accept a console connection on the admin port (the admin process's accept function). */
-void console_accept(int fd, bool is_unix);
+/*
+ * Accept a console connection: from the admin port, or (<forwarded>) from a worker on the
+ * internal socket, where a peer with neki's own uid is trusted with the user name it sends.
+ */
+void console_accept(int fd, bool is_unix, bool forwarded);
 
 /* ---- revision.c / follow.c: topology revisions ---- */
 

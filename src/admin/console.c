@@ -46,6 +46,7 @@ struct adm_conn {
 	struct sbuf sb;			/* owned transport */
 	enum con_state state;
 	bool is_unix;			/* arrived over a Unix socket */
+	bool forwarded;			/* a worker's connection on the internal socket */
 	char user[ADM_NAME_MAX];
 	char db[ADM_NAME_MAX];
 	enum adm_access access;
@@ -176,18 +177,25 @@ list_has(const char *list, const char *name)
 	return false;
 }
 
-/* The local "pgbouncer" user over the Unix socket with our own uid (pgbouncer's rule). */
+/* True when the peer of a Unix socket connection runs under our own uid. */
 static bool
-is_local_pgbouncer(const struct adm_conn *c)
+peer_is_us(const struct adm_conn *c)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
-	if (!c->is_unix || strcmp(c->user, "pgbouncer") != 0)
+	if (!c->is_unix)
 		return false;
 	if (getsockopt(sbuf_fd(&c->sb), SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1)
 		return false;
 	return cred.uid == getuid();
+}
+
+/* The local "pgbouncer" user over the Unix socket with our own uid (pgbouncer's rule). */
+static bool
+is_local_pgbouncer(const struct adm_conn *c)
+{
+	return strcmp(c->user, "pgbouncer") == 0 && peer_is_us(c);
 }
 
 /* Login succeeded: AuthenticationOk, parameters, BackendKeyData, ReadyForQuery. */
@@ -268,6 +276,13 @@ con_authenticate(struct adm_conn *c)
 	}
 	if (cfg->auth_type == CFG_AUTH_ANY || cfg->auth_type == CFG_AUTH_TRUST) {
 		con_login_ok(c);
+		return;
+	}
+	if (c->forwarded) {
+		if (peer_is_us(c))
+			con_login_ok(c);
+		else
+			con_fatal(c, "28000", "forwarded console connections must come from neki");
 		return;
 	}
 	pktbuf_init(&pb, 64);
@@ -482,7 +497,7 @@ con_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int
 }
 
 void
-console_accept(int fd, bool is_unix)
+console_accept(int fd, bool is_unix, bool forwarded)
 {
 	struct adm_conn *c = calloc(1, sizeof(*c));
 	struct sbuf_opts opts;
@@ -496,6 +511,7 @@ console_accept(int fd, bool is_unix)
 		goto fail;
 	}
 	c->is_unix = is_unix;
+	c->forwarded = forwarded;
 	c->state = CON_ST_STARTUP;
 	sbuf_set_startup(&c->sb, true);
 	if (!sbuf_accept(&c->sb, fd, is_unix)) {

@@ -323,3 +323,20 @@ def test_console_password_auth(sharded, auth_type):
     if auth_type != "scram-sha-256":   # an md5 secret cannot answer SCRAM
         with inst.admin_connect(user="viewer", password="secret2") as conn:
             assert conn.execute("SHOW VERSION").fetchall()[0][0].startswith("PgBouncer")
+
+
+def test_forward_socket_trusts_neki_uid(sharded):
+    """The internal socket (workers forward __neki calls through it) trusts only neki's uid."""
+    import subprocess
+    from conftest import IS_ROOT, run_as_user
+    inst = sharded(settings={"auth_type": "md5", "auth_file": "/nonexistent"})
+    psql = ["/usr/lib/postgresql/15/bin/psql", "-X", "-At", "-h", "@neki-admin", "-p",
+            str(inst.port), "-d", "neki", "-U", "postgres", "-c",
+            "SELECT * FROM __neki.get_data_topology_revision()"]
+    as_neki = (["runuser", "-u", run_as_user(), "--"] if IS_ROOT else []) + psql
+    res = subprocess.run(as_neki, capture_output=True, text=True, timeout=20)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "0"
+    if IS_ROOT:   # another uid is refused
+        res = subprocess.run(psql, capture_output=True, text=True, timeout=20)
+        assert "forwarded console connections must come from neki" in res.stderr
