@@ -32,7 +32,6 @@ enum proto_read_fault {
 	PROTO_READ_SHORT = 1,		/* "insufficient data left in message" */
 	PROTO_READ_BAD_STRING = 2,	/* "invalid string in message" */
 	PROTO_READ_TRAILING = 3,	/* "invalid message format" (bytes left over) */
-	PROTO_READ_BAD_VALUE = 4,	/* a field holds an impossible value (see msg) */
 };
 
 struct proto_reader {

@@ -96,6 +96,12 @@ struct scram_server {
  * On success scram_server_first_msg() is the AuthenticationSASLContinue payload.
  */
 void scram_server_init(struct scram_server *s, const char *user, const char *stored);
+/*
+ * Mock exchanges use salt = HMAC(process key, user name), constant per user like a
+ * real secret's. Call this in the master before forking so that every worker
+ * shares the key (otherwise each process creates its own on first use).
+ */
+void scram_mock_key_init(void);
 NK_MUSTCHECK bool scram_server_client_first(struct scram_server *s, const uint8_t *msg,
 					    size_t len, struct nk_error *err);
 const char *scram_server_first_msg(const struct scram_server *s);

@@ -116,8 +116,6 @@ proto_reader_error(const struct proto_reader *r, struct nk_error *err)
 		return nk_error_set(err, PROTO_SQLSTATE_VIOLATION, "invalid string in message");
 	case PROTO_READ_TRAILING:
 		return nk_error_set(err, PROTO_SQLSTATE_VIOLATION, "invalid message format");
-	case PROTO_READ_BAD_VALUE:
-		return nk_error_set(err, PROTO_SQLSTATE_VIOLATION, "invalid message format");
 	case PROTO_READ_SHORT:
 	case PROTO_READ_OK:
 	default:
@@ -232,7 +230,7 @@ skip_values(struct proto_reader *r, uint16_t n)
 		if (vlen == -1)
 			continue;
 		if (vlen < 0) {
-			r->fault = PROTO_READ_BAD_VALUE;
+			r->fault = PROTO_READ_SHORT;	/* as pq_getmsgbytes() with a negative length */
 			return;
 		}
 		(void)proto_get_bytes(r, (size_t)vlen);
@@ -415,7 +413,7 @@ proto_parse_sasl_initial(const uint8_t *body, size_t len, struct proto_sasl_init
 		m->data = proto_get_bytes(&r, (size_t)dlen);
 		m->len = (size_t)dlen;
 	} else if (dlen != -1) {
-		r.fault = PROTO_READ_BAD_VALUE;
+		r.fault = PROTO_READ_SHORT;	/* as pq_getmsgbytes() with a negative length */
 	}
 	return proto_reader_end(&r, err);
 }

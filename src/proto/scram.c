@@ -307,26 +307,23 @@ malformed(struct nk_error *err, const char *fmt, ...)
 	return false;
 }
 
-/*
- * Read attribute <attr> at *<p> ("x=value" up to ',' or the end): on success
- * NUL-terminates the value in place, returns it and leaves *<p> after the comma.
- */
-static char *
-read_attr(char **p, char attr, const char *what, struct nk_error *err)
+/* Postgres' sanitize_char(): 'c' for printable ASCII, else 0xNN (for error details). */
+static const char *
+sanitize_char(char c, char buf[8])
 {
-	char *s = *p, *v, *comma;
+	if (c >= 0x21 && c <= 0x7e)
+		snprintf(buf, 8, "'%c'", c);
+	else
+		snprintf(buf, 8, "0x%02x", (unsigned char)c);
+	return buf;
+}
 
-	if (*s != attr) {
-		malformed(err, "Expected attribute \"%c\" but found \"%s\".", attr, s);
-		return NULL;
-	}
-	if (s[1] != '=') {
-		malformed(err, "Expected character \"=\" for attribute \"%c\".", attr);
-		return NULL;
-	}
-	(void)what;
-	v = s + 2;
-	comma = strchr(v, ',');
+/* Cut the value starting at <v> at the next ',' (in place); *<p> goes past it. */
+static char *
+cut_value(char **p, char *v)
+{
+	char *comma = strchr(v, ',');
+
 	if (comma) {
 		*comma = '\0';
 		*p = comma + 1;
@@ -334,6 +331,50 @@ read_attr(char **p, char attr, const char *what, struct nk_error *err)
 		*p = v + strlen(v);
 	}
 	return v;
+}
+
+/*
+ * Read attribute <attr> at *<p> ("x=value" up to ',' or the end): on success
+ * NUL-terminates the value in place, returns it and leaves *<p> after the comma.
+ */
+static char *
+read_attr(char **p, char attr, struct nk_error *err)
+{
+	char *s = *p, cb[8];
+
+	if (*s != attr) {
+		malformed(err, "Expected attribute \"%c\" but found \"%s\".", attr,
+			  sanitize_char(*s, cb));
+		return NULL;
+	}
+	if (s[1] != '=') {
+		malformed(err, "Expected character \"=\" for attribute \"%c\".", attr);
+		return NULL;
+	}
+	return cut_value(p, s + 2);
+}
+
+/* Read any attribute (extensions); its letter goes to *<attr>. NULL on a bad form. */
+static char *
+read_any_attr(char **p, char *attr, struct nk_error *err)
+{
+	char *s = *p, cb[8];
+
+	if (*s == '\0') {
+		malformed(err, "Attribute expected, but found end of string.");
+		return NULL;
+	}
+	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z'))) {
+		malformed(err, "Attribute expected, but found invalid character \"%s\".",
+			  sanitize_char(*s, cb));
+		return NULL;
+	}
+	*attr = *s;
+	if (s[1] != '=') {
+		malformed(err, "Expected character \"=\" for attribute \"%c\".", *s);
+		return NULL;
+	}
+	return cut_value(p, s + 2);
 }
 
 /* A NUL-terminated copy of <len> bytes of <msg>; NULL on OOM or embedded NUL. */
@@ -368,6 +409,36 @@ nonce_is_printable(const char *s)
 
 /* ---- server ---- */
 
+static uint8_t mock_key[SCRAM_KEY_LEN];	/* secret behind mock salts; see scram_mock_key_init() */
+static bool mock_key_ready;
+
+/* Create the mock-salt key once per process (the master calls it before forking). */
+void
+scram_mock_key_init(void)
+{
+	if (mock_key_ready)
+		return;
+	if (!scram_random_bytes(mock_key, sizeof(mock_key)))
+		nk_panic(__FILE__, __LINE__, "could not generate random bytes for mock SCRAM salts");
+	mock_key_ready = true;
+}
+
+/*
+ * The salt of a mock exchange: HMAC(mock key, user), like Postgres'
+ * scram_mock_salt(), so that repeated attempts for an unknown user see the same
+ * salt, as they would for a real one.
+ */
+static void
+mock_salt(const char *user, uint8_t *salt, size_t len)
+{
+	uint8_t h[SCRAM_KEY_LEN];
+
+	scram_mock_key_init();
+	if (!hmac256(mock_key, sizeof(mock_key), user, strlen(user), h))
+		memset(h, 0x5a, sizeof(h));
+	memcpy(salt, h, len);
+}
+
 /* Prepare a server exchange; an unusable secret makes it a mock that fails. */
 void
 scram_server_init(struct scram_server *s, const char *user, const char *stored)
@@ -391,8 +462,7 @@ scram_server_init(struct scram_server *s, const char *user, const char *stored)
 		/* believable parameters for the fake exchange */
 		s->secret.iterations = SCRAM_DEFAULT_ITERATIONS;
 		s->secret.salt_len = SCRAM_DEFAULT_SALT_LEN;
-		if (!scram_random_bytes(s->secret.salt, s->secret.salt_len))
-			memset(s->secret.salt, 0x5a, s->secret.salt_len);
+		mock_salt(user, s->secret.salt, s->secret.salt_len);
 	}
 }
 
@@ -400,27 +470,30 @@ scram_server_init(struct scram_server *s, const char *user, const char *stored)
 static bool
 server_read_gs2(struct scram_server *s, char **p, struct nk_error *err)
 {
-	char *in = *p;
+	char *in = *p, cb[8];
 
 	switch (*in) {
 	case 'n':
 	case 'y':
 		s->cbind_flag = *in++;
 		if (*in != ',')
-			return malformed(err, "Comma expected, but found character \"%s\".", in);
+			return malformed(err, "Comma expected, but found character \"%s\".",
+					 sanitize_char(*in, cb));
 		in++;
 		break;
 	case 'p':
 		return malformed(err, "The client selected SCRAM-SHA-256 without channel binding, "
 				 "but the SCRAM message includes channel binding data.");
 	default:
-		return malformed(err, "Unexpected channel-binding flag \"%s\".", in);
+		return malformed(err, "Unexpected channel-binding flag \"%s\".",
+				 sanitize_char(*in, cb));
 	}
 	if (*in == 'a')
 		return nk_error_set(err, "0A000",
 				    "client uses authorization identity, but it is not supported");
 	if (*in != ',')
-		return malformed(err, "Unexpected attribute \"%s\" in client-first-message.", in);
+		return malformed(err, "Unexpected attribute \"%s\" in client-first-message.",
+				 sanitize_char(*in, cb));
 	*p = in + 1;
 	return true;
 }
@@ -435,16 +508,22 @@ server_read_bare(char *bare, struct nk_error *err)
 		nk_error_set(err, "0A000", "client requires an unsupported SCRAM extension");
 		return NULL;
 	}
-	if (!read_attr(&p, 'n', "username", err))
+	if (!read_attr(&p, 'n', err))
 		return NULL;
-	nonce = read_attr(&p, 'r', "nonce", err);
+	nonce = read_attr(&p, 'r', err);
 	if (!nonce)
 		return NULL;
-	if (!nonce_is_printable(nonce) || nonce[0] == '\0') {
-		malformed(err, "non-printable characters in SCRAM nonce");
+	if (!nonce_is_printable(nonce)) {
+		nk_error_set(err, "08P01", "non-printable characters in SCRAM nonce");
 		return NULL;
 	}
-	return nonce;	/* extensions after the nonce are ignored, as Postgres does */
+	while (*p != '\0') {	/* extensions: checked for form, then ignored */
+		char attr;
+
+		if (!read_any_attr(&p, &attr, err))
+			return NULL;
+	}
+	return nonce;
 }
 
 /* Build server-first from the client nonce. */
@@ -509,27 +588,24 @@ static bool
 server_read_final(struct scram_server *s, char *buf, uint8_t proof[SCRAM_KEY_LEN],
 		  size_t *without_proof_len, struct nk_error *err)
 {
-	char *p = buf, *cb, *nonce, *pr;
+	char *p = buf, *cb, *nonce, *pr, attr;
 	const char *want_cb = s->cbind_flag == 'y' ? "eSws" : "biws";	/* "y,," / "n,," */
 
-	cb = read_attr(&p, 'c', "channel-binding", err);
+	cb = read_attr(&p, 'c', err);
 	if (!cb)
 		return false;
 	if (strcmp(cb, want_cb) != 0)
 		return nk_error_set(err, "08P01",
 		"unexpected SCRAM channel-binding attribute in client-final-message");
-	nonce = read_attr(&p, 'r', "nonce", err);
+	nonce = read_attr(&p, 'r', err);
 	if (!nonce)
 		return false;
-	while (*p && *p != 'p') {	/* skip extensions */
-		char *c = strchr(p, ',');
-
-		p = c ? c + 1 : p + strlen(p);
-	}
-	*without_proof_len = (size_t)(p - buf) - (p > buf ? 1 : 0);
-	pr = read_attr(&p, 'p', "proof", err);
-	if (!pr)
-		return false;
+	do {	/* skip extensions up to the proof */
+		*without_proof_len = (size_t)(p - buf) - 1;
+		pr = read_any_attr(&p, &attr, err);
+		if (!pr)
+			return false;
+	} while (attr != 'p');
 	if (b64_decode(pr, strlen(pr), proof, SCRAM_KEY_LEN) != SCRAM_KEY_LEN)
 		return malformed(err, "Malformed proof in client-final-message.");
 	if (*p != '\0')
@@ -690,20 +766,20 @@ client_read_server_first(struct scram_client *c, char *buf, char **nonce, uint8_
 	ssize_t n;
 	long it;
 
-	*nonce = read_attr(&p, 'r', "nonce", err);
+	*nonce = read_attr(&p, 'r', err);
 	if (!*nonce)
 		return false;
 	if (strncmp(*nonce, c->client_nonce, strlen(c->client_nonce)) != 0 ||
 	    strlen(*nonce) == strlen(c->client_nonce))
 		return malformed(err, "invalid SCRAM response (nonce mismatch)");
-	s = read_attr(&p, 's', "salt", err);
+	s = read_attr(&p, 's', err);
 	if (!s)
 		return false;
 	n = b64_decode(s, strlen(s), salt, SCRAM_MAX_SALT_LEN);
 	if (n <= 0)
 		return malformed(err, "malformed SCRAM message (invalid salt)");
 	*salt_len = (size_t)n;
-	i = read_attr(&p, 'i', "iteration count", err);
+	i = read_attr(&p, 'i', err);
 	if (!i)
 		return false;
 	it = strtol(i, &end, 10);
@@ -815,7 +891,7 @@ scram_client_server_final(struct scram_client *c, const uint8_t *msg, size_t len
 		nk_error_set(err, "28000", "SCRAM authentication rejected by server: %s", p);
 		goto out;
 	}
-	v = read_attr(&p, 'v', "verifier", err);
+	v = read_attr(&p, 'v', err);
 	if (!v)
 		goto out;
 	if (b64_decode(v, strlen(v), got, SCRAM_KEY_LEN) != SCRAM_KEY_LEN ||

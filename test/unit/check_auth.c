@@ -368,28 +368,71 @@ server_error(const char *first, const char *final, struct nk_error *err)
 	return detail;
 }
 
+/* The salt a server exchange for <user> with <stored> announces. */
+static void
+first_salt(const char *user, const char *stored, char out[64])
+{
+	struct scram_server s;
+	struct nk_error err;
+	const char *m, *salt;
+
+	scram_server_init(&s, user, stored);
+	ck_assert(scram_server_client_first(&s, u8("n,,n=,r=abc"), 11, &err));
+	m = scram_server_first_msg(&s);
+	salt = strstr(m, ",s=");
+	ck_assert_ptr_nonnull(salt);
+	snprintf(out, 64, "%.*s", (int)(strchr(salt + 3, ',') - salt - 3), salt + 3);
+	scram_server_cleanup(&s);
+}
+
+START_TEST(test_scram_mock_salt_stable)
+{
+	char a[64], b[64], c[64];
+
+	/* an unknown user shows the same salt every time, like a real secret */
+	first_salt("ghost", NULL, a);
+	first_salt("ghost", NULL, b);
+	first_salt("other", NULL, c);
+	ck_assert_str_eq(a, b);
+	ck_assert_str_ne(a, c);
+	ck_assert_uint_eq(strlen(a), 24);	/* 16 bytes, like Postgres' default */
+	first_salt("a", PG_SECRET_PENCIL, a);
+	ck_assert_str_eq(a, "EVhpTuqMAAGTpc2in3nGdA==");
+}
+END_TEST
+
 START_TEST(test_scram_server_malformed)
 {
 	struct nk_error err;
 
 	ck_assert_str_eq(server_error("n,,n=,r=abc", NULL, &err), "OK");
+	ck_assert_str_eq(server_error("n,,n=,r=", NULL, &err), "OK");	/* Postgres allows it */
+	ck_assert_str_eq(server_error("n,,n=,r=abc,x=ext", NULL, &err), "OK");
+	ck_assert_str_eq(server_error("n,,n=,r=abc,1=ext", NULL, &err),
+			 "08P01: malformed SCRAM message | Attribute expected, but found invalid "
+			 "character \"'1'\".");
+	ck_assert_str_eq(server_error("n,,n=,r=a\x01", NULL, &err),
+			 "08P01: non-printable characters in SCRAM nonce | ");
+	ck_assert_str_eq(server_error("n,x", NULL, &err),
+			 "08P01: malformed SCRAM message | Unexpected attribute \"'x'\" in "
+			 "client-first-message.");
 	ck_assert_str_eq(server_error("y,,n=,r=abc", NULL, &err), "OK");
 	ck_assert_str_eq(server_error("p=tls-server-end-point,,n=,r=abc", NULL, &err),
 			 "08P01: malformed SCRAM message | The client selected SCRAM-SHA-256 "
 			 "without channel binding, but the SCRAM message includes channel "
 			 "binding data.");
 	ck_assert_str_eq(server_error("x,,n=,r=abc", NULL, &err),
-			 "08P01: malformed SCRAM message | Unexpected channel-binding flag \"x,,n=,r=abc\".");
+			 "08P01: malformed SCRAM message | Unexpected channel-binding flag \"'x'\".");
 	ck_assert_str_eq(server_error("n,a=bob,n=,r=abc", NULL, &err),
 			 "0A000: client uses authorization identity, but it is not supported | ");
 	ck_assert_str_eq(server_error("n,,m=ext,n=,r=abc", NULL, &err),
 			 "0A000: client requires an unsupported SCRAM extension | ");
 	ck_assert_str_eq(server_error("n,,n=,x=abc", NULL, &err),
-			 "08P01: malformed SCRAM message | Expected attribute \"r\" but found \"x=abc\".");
+			 "08P01: malformed SCRAM message | Expected attribute \"r\" but found \"'x'\".");
 	ck_assert_str_eq(server_error("n", NULL, &err),
-			 "08P01: malformed SCRAM message | Comma expected, but found character \"\".");
+			 "08P01: malformed SCRAM message | Comma expected, but found character \"0x00\".");
 	ck_assert_str_eq(server_error("", NULL, &err),
-			 "08P01: malformed SCRAM message | Unexpected channel-binding flag \"\".");
+			 "08P01: malformed SCRAM message | Unexpected channel-binding flag \"0x00\".");
 	ck_assert_str_eq(server_error("n,,n=,r=abc", "c=eSws,r=abcSRV,p=AAAA", &err),
 			 "08P01: unexpected SCRAM channel-binding attribute in client-final-message | ");
 	ck_assert_str_eq(server_error("n,,n=,r=abc", "c=biws,r=abcXXX,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=", &err),
@@ -397,10 +440,13 @@ START_TEST(test_scram_server_malformed)
 	ck_assert_str_eq(server_error("n,,n=,r=abc", "c=biws,r=abcSRV,p=AAAA", &err),
 			 "08P01: malformed SCRAM message | Malformed proof in client-final-message.");
 	ck_assert_str_eq(server_error("n,,n=,r=abc", "c=biws,r=abcSRV", &err),
-			 "08P01: malformed SCRAM message | Expected attribute \"p\" but found \"\".");
+			 "08P01: malformed SCRAM message | Attribute expected, but found end of string.");
 	ck_assert_str_eq(server_error("n,,n=,r=abc", "c=biws,r=abcSRV,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=,x", &err),
 			 "08P01: malformed SCRAM message | Garbage found at the end of client-final-message.");
 	ck_assert_str_eq(server_error("n,,n=,r=abc", "c=biws,r=abcSRV,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=", &err),
+			 "28P01: password authentication failed for user \"user\" | ");
+	/* extensions before the proof are skipped */
+	ck_assert_str_eq(server_error("n,,n=,r=abc", "c=biws,r=abcSRV,x=1,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=", &err),
 			 "28P01: password authentication failed for user \"user\" | ");
 }
 END_TEST
@@ -841,6 +887,7 @@ auth_suite(void)
 	tcase_add_test(tc, test_scram_roundtrip_and_passthrough);
 	tcase_add_test(tc, test_scram_wrong_password_and_mock);
 	tcase_add_test(tc, test_scram_server_malformed);
+	tcase_add_test(tc, test_scram_mock_salt_stable);
 	tcase_add_test(tc, test_login_password_methods);
 	tcase_add_test(tc, test_login_scram);
 	suite_add_tcase(s, tc);

@@ -677,10 +677,11 @@ START_TEST(test_parse_bind)
 	/* every truncation of the message is refused */
 	for (size_t cut = 0; cut < pb.len - 5; cut++)
 		ck_assert_msg(!proto_parse_bind(pb.buf + 5, cut, &m, &err), "cut %zu", cut);
-	/* negative length other than -1 */
+	/* negative length other than -1: Postgres' pq_getmsgbytes() refuses it so */
 	ck_assert(!proto_parse_bind((const uint8_t *)"\0\0\0\0\0\x01\xff\xff\xff\xfe\0\0", 12, &m,
 				    &err));
 	ck_assert_str_eq(err.sqlstate, "08P01");
+	ck_assert_str_eq(err.message, "insufficient data left in message");
 	/* 2 formats for 1 parameter */
 	ck_assert(!proto_parse_bind((const uint8_t *)"\0\0\0\x02\0\0\0\0\0\x01\xff\xff\xff\xff\0\0",
 				    16, &m, &err));
