@@ -230,7 +230,8 @@ skip_values(struct proto_reader *r, uint16_t n)
 		if (vlen == -1)
 			continue;
 		if (vlen < 0) {
-			r->fault = PROTO_READ_SHORT;	/* as pq_getmsgbytes() with a negative length */
+			/* as pq_getmsgbytes() with a negative length */
+			r->fault = PROTO_READ_SHORT;
 			return;
 		}
 		(void)proto_get_bytes(r, (size_t)vlen);

@@ -419,7 +419,7 @@ scram_mock_key_init(void)
 	if (mock_key_ready)
 		return;
 	if (!scram_random_bytes(mock_key, sizeof(mock_key)))
-		nk_panic(__FILE__, __LINE__, "could not generate random bytes for mock SCRAM salts");
+		nk_panic(__FILE__, __LINE__, "could not generate random bytes for mock salts");
 	mock_key_ready = true;
 }
 

@@ -250,7 +250,7 @@ proto_parse_data_row(const uint8_t *body, size_t len, struct proto_datarow_msg *
 		if (vlen >= 0)
 			(void)proto_get_bytes(&r, (size_t)vlen);
 		else if (vlen != -1)
-			r.fault = PROTO_READ_SHORT;	/* as pq_getmsgbytes() with a negative length */
+			r.fault = PROTO_READ_SHORT;	/* as pq_getmsgbytes() */
 	}
 	m->values_len = (size_t)(body + r.pos - m->values);
 	return proto_reader_end(&r, err);
