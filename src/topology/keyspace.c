@@ -24,7 +24,11 @@ struct ks_type_name {
 	enum ks_type type;
 };
 
-/* Every spelling Postgres accepts for a routable type; the first per type is canonical. */
+/*
+ * Every spelling of a routable type (pg_type names and SQL aliases); the first per type is
+ * canonical. "char" is left out on purpose: as a pg_type name it is the one-byte internal
+ * type, which has no routing rule.
+ */
 static const struct ks_type_name type_names[] = {
 	{ "int2", KS_TYPE_INT2 },
 	{ "int4", KS_TYPE_INT4 },
@@ -47,7 +51,6 @@ static const struct ks_type_name type_names[] = {
 	{ "bigint", KS_TYPE_INT8 },
 	{ "character varying", KS_TYPE_VARCHAR },
 	{ "character", KS_TYPE_BPCHAR },
-	{ "char", KS_TYPE_BPCHAR },
 	{ "real", KS_TYPE_FLOAT4 },
 	{ "double precision", KS_TYPE_FLOAT8 },
 	{ "decimal", KS_TYPE_NUMERIC },

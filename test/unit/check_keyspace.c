@@ -443,6 +443,8 @@ START_TEST(test_type_names)
 	ck_assert(ks_type_from_name("character varying", &t) && t == KS_TYPE_VARCHAR);
 	ck_assert(ks_type_from_name("BIGINT", &t) && t == KS_TYPE_INT8);
 	ck_assert(!ks_type_from_name("jsonb", &t));
+	ck_assert(!ks_type_from_name("char", &t));
+	ck_assert(ks_type_from_name("character", &t) && t == KS_TYPE_BPCHAR);
 	ck_assert(ks_type_from_oid(1184, &t) && t == KS_TYPE_TIMESTAMPTZ);
 	ck_assert(ks_type_from_oid(17, &t) && t == KS_TYPE_BYTEA);
 	ck_assert(!ks_type_from_oid(3802, &t));
