@@ -25,10 +25,10 @@
 enum auth_secret_kind {
 	AUTH_SECRET_PLAIN = 0,
 	AUTH_SECRET_MD5 = 1,
-	AUTH_SECRET_SCRAM = 2,	/* starts with "SCRAM-SHA-256$" (validity: scram_secret_parse) */
+	AUTH_SECRET_SCRAM = 2,	/* a well-formed "SCRAM-SHA-256$..." secret */
 };
 
-/* Classify a stored secret. */
+/* Classify a stored secret (a malformed SCRAM-looking string is plain, as in Postgres). */
 enum auth_secret_kind auth_secret_kind(const char *secret);
 /* Constant-time string equality (for comparing secrets and responses). */
 bool auth_secure_streq(const char *a, const char *b);

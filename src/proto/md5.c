@@ -12,6 +12,8 @@
 
 #include <string.h>
 
+#include "neki/scram.h"
+
 struct md5_ctx {
 	uint32_t a, b, c, d;
 	uint64_t nbytes;
@@ -219,12 +221,14 @@ auth_secure_streq(const char *a, const char *b)
 enum auth_secret_kind
 auth_secret_kind(const char *secret)
 {
+	struct scram_secret scram;
 	size_t n = strlen(secret);
 
 	if (n == AUTH_MD5_LEN && strncmp(secret, "md5", 3) == 0 &&
 	    strspn(secret + 3, "0123456789abcdef") == 32)
 		return AUTH_SECRET_MD5;
-	if (strncmp(secret, "SCRAM-SHA-256$", 14) == 0)
+	/* like Postgres' get_password_type(): only a well-formed secret counts as SCRAM */
+	if (strncmp(secret, "SCRAM-SHA-256$", 14) == 0 && scram_secret_parse(secret, &scram))
 		return AUTH_SECRET_SCRAM;
 	return AUTH_SECRET_PLAIN;
 }

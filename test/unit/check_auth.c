@@ -74,6 +74,8 @@ START_TEST(test_md5_vectors)
 	ck_assert_int_eq(auth_secret_kind(sec), AUTH_SECRET_MD5);
 	ck_assert_int_eq(auth_secret_kind("md5nothex"), AUTH_SECRET_PLAIN);
 	ck_assert_int_eq(auth_secret_kind(PG_SECRET_PENCIL), AUTH_SECRET_SCRAM);
+	ck_assert_int_eq(auth_secret_kind("SCRAM-SHA-256$not-a-secret"), AUTH_SECRET_PLAIN);
+	ck_assert_int_eq(auth_secret_kind("MD516ead560cce489da9f2fd00912e06712"), AUTH_SECRET_PLAIN);
 
 	/* response = "md5" + md5(hex(secret) + salt), from plain or md5 secret alike */
 	ck_assert(auth_md5_response("pencil", "e", salt, resp));
