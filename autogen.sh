@@ -18,8 +18,12 @@ if [ "${1:-}" = "--deps" ]; then
 			echo "autogen.sh: run as root (or: sudo apt-get install$missing)" >&2
 			exit 1
 		fi
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+		# refresh the package lists unless that happened in the last two hours (and again if
+		# the install fails on stale lists)
+		[ -n "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -mmin -120 2>/dev/null | head -n 1)" ] ||
+			apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null ||
+			{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; }
 	fi
 fi
 autoreconf -fi >/dev/null
