@@ -433,7 +433,7 @@ class Neki:
 
     def start(self, wait=True, daemon=False, args=(), timeout=10):
         """Start neki (in the foreground unless daemon=True) and, with wait, poll until the
-        listen port and admin port accept connections."""
+        listen port and admin port accept connections and the pidfile (when set) is written."""
         if not self.binary.exists():
             raise NekiStartError(f"no neki binary at {self.binary} (build it: make)")
         self.daemon = daemon
@@ -469,6 +469,8 @@ class Neki:
             elif self.proc.poll() is not None:
                 raise NekiStartError(self._failure(f"neki exited with {self.proc.returncode}"))
             self.remember_pids()
+            if "pidfile" in self.settings and self.read_pidfile() is None:
+                return False
             ports = [self.port] + ([self.admin_port] if self.admin_port else [])
             return all(port_accepts(p) for p in ports)
 
