@@ -1,3 +1,5 @@
-# router module files
-libneki_a_SOURCES += src/router/parse.c
-noinst_HEADERS += include/neki/router.h
+# router module files: the libpg_query adapter (parse*.c), normalisation, planning,
+# rejections, the plan cache and the EXPLAIN (NEKI_PLAN) printer
+libneki_a_SOURCES += src/router/parse.c src/router/parse_expr.c src/router/parse_util.c \
+	src/router/rarena.c src/router/normalize.c
+noinst_HEADERS += include/neki/router.h include/neki/parse.h src/router/parse_int.h

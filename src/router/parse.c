@@ -1,16 +1,590 @@
 /*
- * parse.c - the libpg_query adapter (the only file that includes pg_query.h).
+ * parse.c - the libpg_query adapter of the router (the only router file including
+ * pg_query.h): parse the SQL text, read the JSON parse tree with cJSON, translate the first
+ * statement into the router's statement model (neki/parse.h) and free the libpg_query
+ * result straight away. SELECT and DML translation live here; expressions and conditions in
+ * parse_expr.c, utility statements in parse_util.c.
  *
- * For now it only reports which Postgres grammar the library carries, for `neki -V`.
+ * Why JSON and not protobuf: measured on this machine (libpg_query 15-4.0, 20k iterations),
+ * pg_query_parse + cJSON_Parse costs 6.7 us for `SELECT * FROM orders WHERE customer_id = 42`
+ * against 28.6 us for pg_query_parse_protobuf + unpack (60.6 vs 229.4 us for a 179-character
+ * join with GROUP BY; 16.1 vs 52.7 us for a 63-character UPDATE). The protobuf path also
+ * needs libprotobuf-c-dev's headers. See doc/router.md.
+ *
+ * Entry points: parse_statement(), parse_library_version(), stmt_kind_str(), stmt_calls().
  */
 #include "neki/base.h"
 
-#include "neki/router.h"
+#include "neki/parse.h"
 
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
 #include <pg_query.h>
 
+#include "neki/router.h"
+#include "parse_int.h"
+
+/* parse_library_version: see router.h. */
 const char *
 parse_library_version(void)
 {
 	return "libpg_query (PostgreSQL " PG_VERSION " grammar)";
+}
+
+/* stmt_kind_str: see parse.h. */
+const char *
+stmt_kind_str(enum stmt_kind k)
+{
+	static const char *const names[STMT_KIND_COUNT] = {
+		"EMPTY", "SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "TRANSACTION", "SET",
+		"RESET", "SHOW", "COPY", "EXPLAIN", "DDL", "MAINTENANCE", "PRIVILEGE", "SESSION",
+		"OTHER",
+	};
+
+	return (unsigned)k < STMT_KIND_COUNT ? names[k] : "?";
+}
+
+/* stmt_calls: see parse.h. */
+bool
+stmt_calls(const struct stmt *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->nfuncs; i++)
+		if (strcmp(s->funcs[i], name) == 0)
+			return true;
+	return false;
+}
+
+void *
+pb_alloc(struct pb *b, size_t size)
+{
+	void *p = rarena_alloc(b->a, size);
+
+	if (!p)
+		b->oom = true;
+	return p;
+}
+
+const char *
+pb_strdup(struct pb *b, const char *s)
+{
+	char *p;
+
+	if (!s)
+		return NULL;
+	p = rarena_strdup(b->a, s);
+	if (!p)
+		b->oom = true;
+	return p;
+}
+
+void *
+pb_push(struct pb *b, void **arr, uint32_t *n, uint32_t *cap, size_t elem)
+{
+	char *p;
+
+	if (*n == *cap) {
+		uint32_t ncap = *cap ? *cap * 2 : 4;
+		void *grown = pb_alloc(b, ncap * elem);
+
+		if (!grown)
+			return NULL;
+		if (*n)
+			memcpy(grown, *arr, *n * elem);
+		*arr = grown;
+		*cap = ncap;
+	}
+	p = (char *)*arr + (*n)++ * elem;
+	memset(p, 0, elem);
+	return p;
+}
+
+const char *
+pb_last_name(const cJSON *list)
+{
+	int n = cJSON_GetArraySize(list);
+
+	return n > 0 ? jsval(cJSON_GetArrayItem(list, n - 1)) : NULL;
+}
+
+uint16_t
+pb_scope_new(struct pb *b, uint16_t parent)
+{
+	struct stmt_scope *sc = pb_push(b, (void **)&b->s->scopes, &b->s->nscopes,
+					&b->scope_cap, sizeof(*sc));
+
+	if (!sc)
+		return parent;
+	sc->parent = parent;
+	return (uint16_t)(b->s->nscopes - 1);
+}
+
+void
+pb_func(struct pb *b, const char *name)
+{
+	const char **slot;
+
+	if (!name || stmt_calls(b->s, name))
+		return;
+	slot = pb_push(b, (void **)&b->s->funcs, &b->s->nfuncs, &b->func_cap, sizeof(*slot));
+	if (slot)
+		*slot = pb_strdup(b, name);
+}
+
+static bool
+is_cte_name(const struct pb *b, const char *name)
+{
+	for (uint32_t i = 0; i < b->nctes; i++)
+		if (strcmp(b->ctes[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Add the table of RangeVar <rv> to the model. */
+static struct stmt_rel *
+pb_rel(struct pb *b, const cJSON *rv, uint16_t scope)
+{
+	struct stmt_rel *r = pb_push(b, (void **)&b->s->rels, &b->s->nrels, &b->rel_cap,
+				     sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->schema = pb_strdup(b, jstr(rv, "schemaname"));
+	r->name = pb_strdup(b, jstr(rv, "relname"));
+	r->alias = pb_strdup(b, jstr(jget(rv, "alias"), "aliasname"));
+	r->scope = scope;
+	r->only = !jbool(rv, "inh");
+	r->is_cte_ref = !r->schema && r->name && is_cte_name(b, r->name);
+	return r;
+}
+
+/* The qualifier naming <n>'s relation when it is a plain RangeVar (for USING), else NULL. */
+static const char *
+rangevar_qual(const cJSON *n)
+{
+	const cJSON *rv = jas(n, "RangeVar");
+	const char *alias = jstr(jget(rv, "alias"), "aliasname");
+
+	return alias ? alias : jstr(rv, "relname");
+}
+
+static void pb_from_item(struct pb *b, const cJSON *n, uint16_t scope, bool nullable);
+
+/* JOIN ... USING (cols) between two plain tables: one equality per column. */
+static void
+pb_join_using(struct pb *b, const cJSON *j, uint16_t scope)
+{
+	const char *lq = rangevar_qual(jget(j, "larg")), *rq = rangevar_qual(jget(j, "rarg"));
+	const cJSON *col;
+
+	if (!rq)
+		return;	/* lq NULL: the left side is a join; the planner resolves the column */
+	cJSON_ArrayForEach(col, jget(j, "usingClause")) {
+		struct stmt_join_eq *e = pb_push(b, (void **)&b->s->joins, &b->s->njoins,
+						 &b->join_cap, sizeof(*e));
+
+		if (!e)
+			return;
+		e->lqual = pb_strdup(b, lq);
+		e->rqual = pb_strdup(b, rq);
+		e->lcol = e->rcol = pb_strdup(b, jsval(col));
+		e->scope = scope;
+	}
+}
+
+static void
+pb_join(struct pb *b, const cJSON *j, uint16_t scope, bool nullable)
+{
+	const char *type = jstr(j, "jointype");
+	bool left = type && strcmp(type, "JOIN_LEFT") == 0;
+	bool right = type && strcmp(type, "JOIN_RIGHT") == 0;
+	bool full = type && strcmp(type, "JOIN_FULL") == 0;
+	struct stmt_cond *on;
+
+	if (left || right || full)
+		b->s->flags |= STMT_F_OUTER_JOIN;
+	pb_from_item(b, jget(j, "larg"), scope, nullable || right || full);
+	pb_from_item(b, jget(j, "rarg"), scope, nullable || left || full);
+	pb_join_using(b, j, scope);
+	if (!jget(j, "quals"))
+		return;
+	on = pb_cond(b, jget(j, "quals"), scope);
+	/* an inner join's ON restricts like WHERE; an outer join's only pairs rows */
+	if (!left && !right && !full && !nullable)
+		pb_cond_and(b, scope, on);
+}
+
+static void
+pb_from_item(struct pb *b, const cJSON *n, uint16_t scope, bool nullable)
+{
+	const char *tag = jtag(n);
+	const cJSON *body = jbody(n);
+	struct stmt_rel *r;
+
+	if (!tag)
+		return;
+	if (strcmp(tag, "RangeVar") == 0) {
+		r = pb_rel(b, body, scope);
+		if (r)
+			r->outer_join = nullable;
+	} else if (strcmp(tag, "JoinExpr") == 0) {
+		pb_join(b, body, scope, nullable);
+	} else if (strcmp(tag, "RangeTableSample") == 0) {
+		b->s->flags |= STMT_F_SAMPLE;
+		r = pb_rel(b, jas(jget(body, "relation"), "RangeVar"), scope);
+		if (r) {
+			r->sampled = true;
+			r->outer_join = nullable;
+		}
+	} else {
+		/* RangeSubselect, RangeFunction, ...: sub-SELECTs become scopes */
+		pb_walk(b, n, scope, false);
+	}
+}
+
+static void
+pb_with(struct pb *b, const cJSON *with, uint16_t scope)
+{
+	const cJSON *cte;
+
+	if (!with)
+		return;
+	b->s->flags |= STMT_F_CTE;
+	cJSON_ArrayForEach(cte, jget(with, "ctes")) {
+		const cJSON *c = jas(cte, "CommonTableExpr");
+		const char **slot = pb_push(b, (void **)&b->ctes, &b->nctes, &b->cte_cap,
+					    sizeof(*slot));
+
+		if (slot)
+			*slot = pb_strdup(b, jstr(c, "ctename"));
+	}
+	cJSON_ArrayForEach(cte, jget(with, "ctes")) {
+		const cJSON *q = jget(jas(cte, "CommonTableExpr"), "ctequery");
+		const char *tag = jtag(q);
+
+		if (tag && strcmp(tag, "SelectStmt") == 0) {
+			pb_select(b, jbody(q), pb_scope_new(b, scope), false);
+		} else if (tag) {
+			b->s->flags |= STMT_F_WRITING_CTE;
+			pb_dml(b, tag, jbody(q), false);
+		}
+	}
+}
+
+/* Flags only the top-level SELECT's clauses give (what the merge step must do). */
+static void
+pb_select_top_flags(struct pb *b, const cJSON *sel)
+{
+	const char *lim = jstr(sel, "limitOption");
+	const cJSON *g;
+
+	if (jget(sel, "sortClause"))
+		b->s->flags |= STMT_F_ORDER;
+	if (jget(sel, "limitCount"))
+		b->s->flags |= STMT_F_LIMIT;
+	if (jget(sel, "limitOffset"))
+		b->s->flags |= STMT_F_OFFSET;
+	if (lim && strcmp(lim, "LIMIT_OPTION_WITH_TIES") == 0)
+		b->s->flags |= STMT_F_WITH_TIES;
+	if (jget(sel, "groupClause"))
+		b->s->flags |= STMT_F_GROUP;
+	if (jget(sel, "havingClause"))
+		b->s->flags |= STMT_F_HAVING;
+	if (jget(sel, "distinctClause"))
+		b->s->flags |= STMT_F_DISTINCT;
+	if (jget(sel, "lockingClause"))
+		b->s->flags |= STMT_F_LOCKING;
+	if (jget(sel, "intoClause"))
+		b->s->flags |= STMT_F_INTO;
+	cJSON_ArrayForEach(g, jget(sel, "groupClause"))
+		if (jas(g, "GroupingSet"))
+			b->s->flags |= STMT_F_GROUPING_SETS;
+}
+
+void
+pb_select(struct pb *b, const cJSON *sel, uint16_t scope, bool top)
+{
+	const char *op = jstr(sel, "op");
+	const cJSON *item;
+	static const char *const walked[] = { "targetList", "groupClause", "havingClause",
+					      "sortClause", "limitCount", "limitOffset",
+					      "distinctClause", "windowClause", "valuesLists" };
+
+	pb_with(b, jget(sel, "withClause"), scope);
+	if (top)
+		pb_select_top_flags(b, sel);
+	if (op && strcmp(op, "SETOP_NONE") != 0) {
+		b->s->flags |= strcmp(op, "SETOP_UNION") == 0 ? STMT_F_UNION : STMT_F_INTERSECT;
+		pb_select(b, jget(sel, "larg"), pb_scope_new(b, scope), false);
+		pb_select(b, jget(sel, "rarg"), pb_scope_new(b, scope), false);
+		return;
+	}
+	cJSON_ArrayForEach(item, jget(sel, "fromClause"))
+		pb_from_item(b, item, scope, false);
+	if (jget(sel, "whereClause"))
+		pb_cond_and(b, scope, pb_cond(b, jget(sel, "whereClause"), scope));
+	for (size_t i = 0; i < NK_ARRAY_LEN(walked); i++)
+		pb_walk(b, jget(sel, walked[i]), scope, top);
+	cJSON_ArrayForEach(item, jget(sel, "groupClause"))
+		if (jas(item, "GroupingSet") && top)
+			b->s->flags |= STMT_F_GROUPING_SETS;
+}
+
+/* Names of a ResTarget list (INSERT columns, UPDATE SET targets). */
+static const char **
+pb_target_names(struct pb *b, const cJSON *list, uint32_t *n)
+{
+	int cnt = cJSON_GetArraySize(list), i = 0;
+	const char **names;
+	const cJSON *it;
+
+	*n = 0;
+	if (cnt <= 0)
+		return NULL;
+	names = pb_alloc(b, (size_t)cnt * sizeof(*names));
+	if (!names)
+		return NULL;
+	cJSON_ArrayForEach(it, list) {
+		const cJSON *rt = jas(it, "ResTarget");
+
+		names[i++] = pb_strdup(b, jstr(rt, "name"));
+	}
+	*n = (uint32_t)cnt;
+	return names;
+}
+
+/* The VALUES rows of an INSERT. */
+static void
+pb_insert_values(struct pb *b, const cJSON *values, struct stmt_insert *ins)
+{
+	int nrows = cJSON_GetArraySize(values), r = 0;
+	const cJSON *row;
+
+	ins->rows = pb_alloc(b, (size_t)(nrows ? nrows : 1) * sizeof(*ins->rows));
+	if (!ins->rows)
+		return;
+	cJSON_ArrayForEach(row, values) {
+		const cJSON *items = jget(jas(row, "List"), "items");
+		uint32_t ncells = (uint32_t)cJSON_GetArraySize(items), c = 0;
+		const cJSON *cell;
+
+		if (ins->ncols == 0 && !ins->cols)
+			ins->ncols = ncells;	/* no column list: positional */
+		ins->rows[r].cells = pb_alloc(b, (ncells + ins->ncols + 1) * sizeof(struct stmt_value));
+		if (!ins->rows[r].cells)
+			return;
+		cJSON_ArrayForEach(cell, items) {
+			if (c < ins->ncols)
+				pb_value(b, cell, 0, &ins->rows[r].cells[c]);
+			c++;
+		}
+		r++;
+	}
+	ins->nrows = (uint32_t)nrows;
+}
+
+static void
+pb_on_conflict(struct pb *b, const cJSON *oc, struct stmt_insert *ins)
+{
+	const cJSON *infer = jget(oc, "infer"), *el;
+	const char *action = jstr(oc, "action");
+	int n = cJSON_GetArraySize(jget(infer, "indexElems")), i = 0;
+
+	b->s->flags |= STMT_F_ON_CONFLICT;
+	if (action && strcmp(action, "ONCONFLICT_UPDATE") == 0)
+		b->s->flags |= STMT_F_ON_CONFLICT_UPDATE;
+	ins->conflict_constraint = pb_strdup(b, jstr(infer, "conname"));
+	if (n > 0) {
+		ins->conflict_cols = pb_alloc(b, (size_t)n * sizeof(char *));
+		if (!ins->conflict_cols)
+			return;
+		cJSON_ArrayForEach(el, jget(infer, "indexElems")) {
+			/* an expression element has no name: it can never be the shard key column */
+			const char *name = jstr(jas(el, "IndexElem"), "name");
+
+			ins->conflict_cols[i++] = pb_strdup(b, name ? name : "");
+		}
+		ins->nconflict_cols = (uint32_t)n;
+	}
+	ins->set_cols = pb_target_names(b, jget(oc, "targetList"), &ins->nset_cols);
+	pb_walk(b, jget(oc, "targetList"), 0, false);
+	pb_walk(b, jget(oc, "whereClause"), 0, false);
+}
+
+static bool
+is_plain_values(const cJSON *sel)
+{
+	const cJSON *f;
+
+	if (!jget(sel, "valuesLists"))
+		return false;
+	cJSON_ArrayForEach(f, sel) {
+		if (strcmp(f->string, "valuesLists") != 0 && strcmp(f->string, "limitOption") != 0 &&
+		    strcmp(f->string, "op") != 0)
+			return false;
+	}
+	return true;
+}
+
+static void
+pb_insert(struct pb *b, const cJSON *ins_node, bool top)
+{
+	const cJSON *sel = jas(jget(ins_node, "selectStmt"), "SelectStmt");
+	const char *ov = jstr(ins_node, "override");
+	struct stmt_insert *ins = pb_alloc(b, sizeof(*ins));
+	struct stmt_rel *r;
+
+	pb_with(b, jget(ins_node, "withClause"), 0);
+	r = pb_rel(b, jget(ins_node, "relation"), 0);
+	if (r)
+		r->is_target = true;
+	if (!ins)
+		return;
+	if (top)
+		b->s->insert = ins;
+	if (jget(ins_node, "cols"))
+		ins->cols = pb_target_names(b, jget(ins_node, "cols"), &ins->ncols);
+	if (ov && strcmp(ov, "OVERRIDING_USER_VALUE") == 0)
+		b->s->flags |= STMT_F_OVERRIDING_USER;
+	if (sel && is_plain_values(sel)) {
+		b->s->flags |= STMT_F_FROM_VALUES;
+		pb_insert_values(b, jget(sel, "valuesLists"), ins);
+	} else if (sel) {
+		b->s->flags |= STMT_F_FROM_SELECT;
+		pb_select(b, sel, pb_scope_new(b, 0), false);
+	}
+	if (jget(ins_node, "onConflictClause"))
+		pb_on_conflict(b, jget(ins_node, "onConflictClause"), ins);
+	if (jget(ins_node, "returningList") && top)
+		b->s->flags |= STMT_F_RETURNING;
+	pb_walk(b, jget(ins_node, "returningList"), 0, false);
+}
+
+/* UPDATE / DELETE / MERGE bodies. */
+static void
+pb_update_delete(struct pb *b, const char *tag, const cJSON *body, bool top)
+{
+	bool update = strcmp(tag, "UpdateStmt") == 0, merge = strcmp(tag, "MergeStmt") == 0;
+	const cJSON *item;
+	struct stmt_rel *r;
+
+	pb_with(b, jget(body, "withClause"), 0);
+	r = pb_rel(b, jget(body, "relation"), 0);
+	if (r)
+		r->is_target = true;
+	if (update && top)
+		b->s->set_cols = pb_target_names(b, jget(body, "targetList"), &b->s->nset_cols);
+	pb_walk(b, jget(body, "targetList"), 0, false);
+	cJSON_ArrayForEach(item, jget(body, update ? "fromClause" : "usingClause"))
+		pb_from_item(b, item, 0, false);
+	if (merge) {
+		pb_from_item(b, jget(body, "sourceRelation"), 0, false);
+		pb_cond(b, jget(body, "joinCondition"), 0);
+		pb_walk(b, jget(body, "mergeWhenClauses"), 0, false);
+	}
+	if (jget(body, "whereClause"))
+		pb_cond_and(b, 0, pb_cond(b, jget(body, "whereClause"), 0));
+	if (jget(body, "returningList") && top)
+		b->s->flags |= STMT_F_RETURNING;
+	pb_walk(b, jget(body, "returningList"), 0, false);
+}
+
+void
+pb_dml(struct pb *b, const char *tag, const cJSON *body, bool top)
+{
+	if (strcmp(tag, "InsertStmt") == 0)
+		pb_insert(b, body, top);
+	else if (strcmp(tag, "UpdateStmt") == 0 || strcmp(tag, "DeleteStmt") == 0 ||
+		 strcmp(tag, "MergeStmt") == 0)
+		pb_update_delete(b, tag, body, top);
+	else
+		pb_walk(b, body, 0, false);
+}
+
+void
+pb_statement(struct pb *b, const cJSON *stmt)
+{
+	static const struct {
+		const char *tag;
+		enum stmt_kind kind;
+	} dml[] = {
+		{ "SelectStmt", STMT_SELECT }, { "InsertStmt", STMT_INSERT },
+		{ "UpdateStmt", STMT_UPDATE }, { "DeleteStmt", STMT_DELETE },
+		{ "MergeStmt", STMT_MERGE },
+	};
+	const char *tag = jtag(stmt);
+
+	if (!tag) {
+		b->s->kind = STMT_EMPTY;
+		return;
+	}
+	b->s->tag = pb_strdup(b, tag);
+	if (!b->s->scopes)
+		pb_scope_new(b, 0);
+	for (size_t i = 0; i < NK_ARRAY_LEN(dml); i++) {
+		if (strcmp(dml[i].tag, tag) != 0)
+			continue;
+		b->s->kind = dml[i].kind;
+		if (i == 0)
+			pb_select(b, jbody(stmt), 0, true);
+		else
+			pb_dml(b, tag, jbody(stmt), true);
+		return;
+	}
+	pb_utility(b, tag, jbody(stmt));
+}
+
+/* Translate the JSON text <json> into <b>->s. */
+static bool
+pb_translate(struct pb *b, const char *json, struct nk_error *err)
+{
+	cJSON *tree = cJSON_Parse(json);
+	const cJSON *stmts;
+
+	if (!tree)
+		return nk_error_set(err, "53200", "out of memory");
+	stmts = jget(tree, "stmts");
+	b->s->nstatements = (uint32_t)cJSON_GetArraySize(stmts);
+	if (b->s->nstatements == 0)
+		b->s->kind = STMT_EMPTY;
+	else
+		pb_statement(b, jget(cJSON_GetArrayItem(stmts, 0), "stmt"));
+	cJSON_Delete(tree);
+	if (b->oom)
+		return nk_error_set(err, "53200", "out of memory");
+	return true;
+}
+
+/* parse_statement: see parse.h. */
+struct stmt *
+parse_statement(struct rarena *a, const char *sql, const struct parse_norm *norm,
+		struct nk_error *err)
+{
+	struct pb b;
+	PgQueryParseResult res;
+	bool ok;
+
+	memset(&b, 0, sizeof(b));
+	b.a = a;
+	b.sql = rarena_strdup(a, sql);
+	b.norm = norm;
+	b.s = rarena_alloc(a, sizeof(*b.s));
+	if (!b.s || !b.sql) {
+		nk_error_set(err, "53200", "out of memory");
+		return NULL;
+	}
+	b.s->sql = b.sql;
+	b.s->nparams = norm ? norm->nparams : 0;
+	b.s->nslots = norm ? norm->nparams + norm->nlits : 0;
+	res = pg_query_parse(sql);
+	if (res.error) {
+		nk_error_set(err, "42601", "%s", res.error->message);
+		snprintf(err->where, sizeof(err->where), "%d", res.error->cursorpos);
+		ok = false;
+	} else {
+		ok = pb_translate(&b, res.parse_tree, err);
+	}
+	pg_query_free_parse_result(res);
+	return ok ? b.s : NULL;
 }

@@ -13,3 +13,6 @@ unit_sources += test/unit/check_topology.c test/unit/check_topology_resolve.c \
 noinst_HEADERS += test/unit/topo_fixtures.h
 unit_sources += test/unit/check_pool.c
 unit_sources += test/unit/check_admin.c
+unit_sources += test/unit/check_router.c test/unit/check_router_plan.c \
+	test/unit/router_fixtures.c
+noinst_HEADERS += test/unit/router_fixtures.h

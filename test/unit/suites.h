@@ -17,7 +17,8 @@
 	X(shm) \
 	X(topology) \
 	X(pool) \
-	X(admin)
+	X(admin) \
+	X(router)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)

@@ -1,0 +1,324 @@
+/*
+ * neki/parse.h - the router's statement model: what the planner needs to know about one SQL
+ * statement, translated from the libpg_query parse tree (src/router/parse*.c), plus the
+ * per-statement arena that owns it and the literal normaliser of the simple protocol.
+ *
+ * Values in the model never hold literal text: a literal is a "slot" like a parameter.
+ * Slots 0..nparams-1 are $1..$n; the literals found by parse_normalize() follow. So one model
+ * serves every statement with the same normalised text, and routing reads the values of the
+ * current execution (plan.h). Everything here is pure: no sockets, no shared state.
+ */
+#ifndef NEKI_PARSE_H
+#define NEKI_PARSE_H
+
+#include "neki/base.h"
+
+#include "neki/error.h"
+
+/* ---- arena: scratch and model memory of one statement, freed in one call ---- */
+
+struct rarena;
+
+/* A new arena; NULL on no memory. */
+struct rarena *rarena_new(void);
+/* Free <a> and everything allocated from it (NULL is fine). */
+void rarena_free(struct rarena *a);
+/* <size> zeroed bytes from <a>, 8-byte aligned; NULL on no memory. */
+void *rarena_alloc(struct rarena *a, size_t size);
+/* Copy of <s> / of <s>[0..len) NUL-terminated, in <a>; NULL on no memory. */
+char *rarena_strdup(struct rarena *a, const char *s);
+char *rarena_strndup(struct rarena *a, const char *s, size_t len);
+/* Bytes handed out by <a> so far (for tests and stats). */
+size_t rarena_used(const struct rarena *a);
+
+/* ---- literal normalisation (simple protocol) ---- */
+
+struct parse_literal {
+	uint32_t start, len;		/* the token in the original text */
+	const char *value;		/* its value as Postgres text (unescaped); arena */
+};
+
+struct parse_norm {
+	const char *key;		/* text with every literal replaced by $k; arena */
+	uint32_t nparams;		/* highest $n in the original text */
+	struct parse_literal *lits;	/* in text order; literal i is slot nparams + i */
+	uint32_t nlits;
+};
+
+/*
+ * Normalise <sql> into <out> (allocated in <a>): numeric literals and standard strings
+ * ('...') become $k, numbered after the text's own highest $n. Comments are dropped and
+ * whitespace runs collapse to one space, so formatting does not split the cache. Other
+ * literal forms (E'', $$..$$, B'', X'', U&'') stay in the key. False on no memory only.
+ */
+bool parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out) NK_MUSTCHECK;
+
+/* ---- the statement model ---- */
+
+enum stmt_kind {
+	STMT_EMPTY = 0,		/* only comments / semicolons */
+	STMT_SELECT,
+	STMT_INSERT,
+	STMT_UPDATE,
+	STMT_DELETE,
+	STMT_MERGE,
+	STMT_TX,		/* transaction control (stmt_tx) */
+	STMT_SET,		/* SET / SET LOCAL (stmt_set) */
+	STMT_RESET,		/* RESET name / RESET ALL */
+	STMT_SHOW,
+	STMT_COPY,
+	STMT_EXPLAIN,
+	STMT_DDL,		/* schema-changing: runs on every shard */
+	STMT_MAINT,		/* VACUUM, ANALYZE, REINDEX, CLUSTER, CHECKPOINT: every shard */
+	STMT_PRIV,		/* GRANT/REVOKE/COMMENT/SECURITY LABEL/publication DDL: every shard */
+	STMT_SESSION,		/* PREPARE/EXECUTE/DEALLOCATE/DISCARD/LISTEN/NOTIFY/...: router */
+	STMT_OTHER,		/* anything else (DO, CALL, LOCK, ...) */
+	STMT_KIND_COUNT
+};
+
+/* Value of an expression position the router may need to read. */
+enum stmt_vkind {
+	STMT_V_EXPR = 0,	/* anything the router does not read (function call, column...) */
+	STMT_V_SLOT,		/* a parameter or a normalised literal: slot */
+	STMT_V_NULL,		/* NULL literal */
+	STMT_V_DEFAULT,		/* DEFAULT in VALUES / SET */
+	STMT_V_CONST,		/* a literal that was not normalised: text */
+};
+
+struct stmt_value {
+	enum stmt_vkind kind;
+	uint32_t slot;		/* SLOT: 0-based slot (parameter $n is slot n-1) */
+	bool negate;		/* SLOT/CONST: a unary minus folded into the literal */
+	bool is_param;		/* SLOT: a $n parameter (not a literal) */
+	bool is_array;		/* SLOT: a whole-array parameter (= ANY($n)) */
+	bool has_subquery;	/* EXPR: contains a sub-SELECT */
+	bool is_srf;		/* EXPR: a set-returning call (generate_series, unnest) */
+	const char *text;	/* CONST: the literal text; arena */
+	const char *cast;	/* explicit cast type name (last component), or NULL */
+};
+
+/* A table reference (FROM item, DML target, COPY relation, DDL object). */
+struct stmt_rel {
+	const char *schema;	/* NULL: unqualified (search_path) */
+	const char *name;
+	const char *alias;	/* NULL: none */
+	uint16_t scope;		/* SELECT scope id (0 = top level) */
+	bool only;		/* ONLY: no inheritance children */
+	bool is_target;		/* DML target */
+	bool sampled;		/* TABLESAMPLE */
+	bool outer_join;	/* on the nullable side of an outer join, or FULL */
+	bool is_cte_ref;	/* names a CTE of the statement, not a table */
+};
+
+/* A shard-key candidate predicate: <lhs> op values. */
+enum stmt_pred_op {
+	STMT_P_EQ = 0,		/* lhs = v */
+	STMT_P_IN,		/* lhs IN (v1, ...) or lhs = ANY(ARRAY[v1, ...]) */
+	STMT_P_ANY_PARAM,	/* lhs = ANY($n): one array parameter */
+};
+
+struct stmt_pred {
+	enum stmt_pred_op op;
+	const char *qual;	/* table name or alias qualifying the column; NULL if none */
+	const char *lhs;	/* column name, or canonical expression text: lower(sku) */
+	bool lhs_is_expr;
+	const char *column;	/* the one base column of an expression lhs (== lhs for a column) */
+	struct stmt_value *vals;
+	uint32_t nvals;
+};
+
+/* AND/OR tree of a WHERE/ON clause. OTHER leaves constrain nothing the router can use. */
+enum stmt_cond_kind {
+	STMT_C_OTHER = 0,
+	STMT_C_PRED,
+	STMT_C_AND,
+	STMT_C_OR,
+};
+
+struct stmt_cond {
+	enum stmt_cond_kind kind;
+	struct stmt_pred *pred;		/* PRED */
+	struct stmt_cond **args;	/* AND/OR */
+	uint32_t nargs;
+};
+
+/* Column equality a.x = b.y (join predicate), from ON or top-level WHERE conjuncts. */
+struct stmt_join_eq {
+	const char *lqual, *lcol;
+	const char *rqual, *rcol;
+	uint16_t scope;
+};
+
+/* One SELECT/DML scope (the top level, each subquery, each CTE). */
+struct stmt_scope {
+	struct stmt_cond *where;	/* NULL: no WHERE */
+	uint16_t parent;		/* enclosing scope (0 for the top level itself) */
+};
+
+/* Statement-shape flags the planner and the merge step look at. */
+enum stmt_flag {
+	STMT_F_AGG = 1u << 0,		/* aggregate calls */
+	STMT_F_ORDER = 1u << 1,		/* ORDER BY at the top level */
+	STMT_F_LIMIT = 1u << 2,		/* LIMIT / FETCH FIRST */
+	STMT_F_OFFSET = 1u << 3,
+	STMT_F_GROUP = 1u << 4,		/* GROUP BY */
+	STMT_F_HAVING = 1u << 5,
+	STMT_F_DISTINCT = 1u << 6,	/* DISTINCT or DISTINCT ON */
+	STMT_F_UNION = 1u << 7,		/* UNION [ALL] */
+	STMT_F_INTERSECT = 1u << 8,	/* INTERSECT or EXCEPT */
+	STMT_F_WINDOW = 1u << 9,
+	STMT_F_SUBQUERY = 1u << 10,	/* sub-SELECT anywhere */
+	STMT_F_CTE = 1u << 11,
+	STMT_F_SAMPLE = 1u << 12,	/* TABLESAMPLE */
+	STMT_F_GROUPING_SETS = 1u << 13,
+	STMT_F_LOCKING = 1u << 14,	/* FOR UPDATE / SHARE */
+	STMT_F_WITH_TIES = 1u << 15,
+	STMT_F_INTO = 1u << 16,		/* SELECT ... INTO */
+	STMT_F_RETURNING = 1u << 17,
+	STMT_F_WRITING_CTE = 1u << 18,	/* data-modifying WITH */
+	STMT_F_LO_CALL = 1u << 19,	/* a large-object function (lo_*, loread, ...) */
+	STMT_F_FROM_VALUES = 1u << 20,	/* INSERT's source is VALUES */
+	STMT_F_FROM_SELECT = 1u << 21,	/* INSERT ... SELECT */
+	STMT_F_OVERRIDING_USER = 1u << 22,
+	STMT_F_ON_CONFLICT = 1u << 23,
+	STMT_F_ON_CONFLICT_UPDATE = 1u << 24,
+	STMT_F_CURRENT_OF = 1u << 25,	/* WHERE CURRENT OF */
+	STMT_F_OUTER_JOIN = 1u << 26,
+};
+
+/* INSERT: one VALUES row. */
+struct stmt_row {
+	struct stmt_value *cells;	/* ncols entries, in stmt_insert.cols order */
+};
+
+struct stmt_insert {
+	const char **cols;		/* target columns; NULL when omitted (table order) */
+	uint32_t ncols;
+	struct stmt_row *rows;		/* VALUES rows */
+	uint32_t nrows;
+	const char **conflict_cols;	/* ON CONFLICT (cols) arbiter; NULL: none / ON CONSTRAINT */
+	uint32_t nconflict_cols;
+	const char *conflict_constraint;	/* ON CONFLICT ON CONSTRAINT name */
+	const char **set_cols;		/* ON CONFLICT DO UPDATE SET columns */
+	uint32_t nset_cols;
+};
+
+/* Transaction control. */
+enum stmt_tx_kind {
+	STMT_TX_BEGIN = 0,	/* BEGIN / START TRANSACTION */
+	STMT_TX_COMMIT,		/* COMMIT / END */
+	STMT_TX_ROLLBACK,	/* ROLLBACK / ABORT */
+	STMT_TX_SAVEPOINT,
+	STMT_TX_RELEASE,
+	STMT_TX_ROLLBACK_TO,
+	STMT_TX_PREPARE,	/* PREPARE TRANSACTION */
+	STMT_TX_COMMIT_PREPARED,
+	STMT_TX_ROLLBACK_PREPARED,
+};
+
+enum stmt_isolation {
+	STMT_ISO_DEFAULT = 0,
+	STMT_ISO_READ_UNCOMMITTED,
+	STMT_ISO_READ_COMMITTED,
+	STMT_ISO_REPEATABLE_READ,
+	STMT_ISO_SERIALIZABLE,
+};
+
+struct stmt_tx {
+	enum stmt_tx_kind kind;
+	enum stmt_isolation isolation;
+	int read_only;		/* -1 unspecified, 0 READ WRITE, 1 READ ONLY */
+	int deferrable;		/* -1 unspecified, 0 NOT DEFERRABLE, 1 DEFERRABLE */
+	bool chain;		/* AND CHAIN */
+	const char *name;	/* savepoint name or prepared gid */
+};
+
+/* SET / RESET / SHOW and the SET TRANSACTION family. */
+enum stmt_set_kind {
+	STMT_SET_VALUE = 0,	/* SET name = values */
+	STMT_SET_DEFAULT,	/* SET name TO DEFAULT */
+	STMT_SET_CURRENT,	/* SET name FROM CURRENT */
+	STMT_SET_TRANSACTION,	/* SET TRANSACTION ... (stmt.tx holds the options) */
+	STMT_SET_SESSION_CHARACTERISTICS,
+	STMT_SET_SNAPSHOT,	/* SET TRANSACTION SNAPSHOT */
+	STMT_SET_RESET,		/* RESET name */
+	STMT_SET_RESET_ALL,
+	STMT_SET_SHOW,		/* SHOW name (name "all" for SHOW ALL) */
+};
+
+struct stmt_set {
+	enum stmt_set_kind kind;
+	const char *name;	/* lowercased GUC name ("timezone", "__neki.fanout") */
+	const char *value;	/* SET_VALUE: the value as text, comma-joined for lists */
+	bool is_local;		/* SET LOCAL */
+	bool is_neki;		/* name starts with "__neki." */
+};
+
+struct stmt_copy {
+	bool is_from;
+	bool is_program;
+	bool has_file;		/* a server file (not STDIN/STDOUT) */
+	bool has_query;		/* COPY (query) */
+	bool has_where;
+	const char **cols;
+	uint32_t ncols;
+	const char *format;	/* "text", "csv", "binary" (lowercased) */
+	const char *encoding;	/* ENCODING option as written, NULL when absent */
+	bool has_sharded_only_bad_opt;	/* ON_ERROR / REJECT_LIMIT / LOG_VERBOSITY */
+	bool header;
+};
+
+struct stmt_explain {
+	bool neki_plan;		/* NEKI_PLAN option */
+	bool analyze;
+	bool costs_off;
+	bool neki_pg_plan;
+	bool format_json;	/* FORMAT JSON; default when NEKI_PLAN without FORMAT TEXT */
+	bool format_text;
+	int reject;		/* 32 / 33 / 30 / 31 found in the options or target; 0 none */
+	struct stmt *inner;	/* the explained statement; arena */
+};
+
+struct stmt {
+	enum stmt_kind kind;
+	const char *tag;		/* parse-tree node name ("CreateStmt"), for DDL/utility */
+	uint32_t flags;			/* enum stmt_flag */
+	int reject;			/* NK013 code decided from the statement alone; 0 none */
+	uint32_t nslots;		/* nparams + literals: values the router may read */
+	uint32_t nparams;
+	struct stmt_rel *rels;		/* every table referenced, target first for DML */
+	uint32_t nrels;
+	struct stmt_scope *scopes;
+	uint32_t nscopes;
+	struct stmt_join_eq *joins;
+	uint32_t njoins;
+	const char **set_cols;		/* UPDATE SET targets (column names) */
+	uint32_t nset_cols;
+	const char **funcs;		/* lowercased function names called (distinct) */
+	uint32_t nfuncs;
+	struct stmt_insert *insert;	/* INSERT */
+	struct stmt_tx *tx;		/* TX and SET TRANSACTION / SESSION CHARACTERISTICS */
+	struct stmt_set *set;		/* SET/RESET/SHOW */
+	struct stmt_copy *copy;		/* COPY */
+	struct stmt_explain *explain;	/* EXPLAIN */
+	const char *sql;		/* the text it was parsed from; arena */
+	uint32_t nstatements;		/* statements in the text (the model is the first) */
+};
+
+/*
+ * Parse <sql> with libpg_query and translate its first statement into a model allocated in
+ * <a>. <norm> (may be NULL) is parse_normalize()'s output for the same <sql>: literals it
+ * normalised become slots; without it literals are STMT_V_CONST. A syntax error fills <err>
+ * (42601, the parser's message and position in <err>->where) and returns NULL; also NULL
+ * with 53200 on no memory. The libpg_query result is freed before returning.
+ */
+struct stmt *parse_statement(struct rarena *a, const char *sql, const struct parse_norm *norm,
+			     struct nk_error *err);
+
+/* "SELECT", "INSERT", ... */
+const char *stmt_kind_str(enum stmt_kind k);
+
+/* True when <s> calls function <name> (lowercase, unqualified). */
+bool stmt_calls(const struct stmt *s, const char *name);
+
+#endif /* NEKI_PARSE_H */

@@ -1,0 +1,617 @@
+/*
+ * parse_expr.c - expressions of the libpg_query JSON tree: the generic walk (function calls,
+ * aggregates, window functions, sub-SELECTs as new scopes, grouping sets), WHERE/ON clauses
+ * as AND/OR trees of shard-key candidate predicates, join equalities, and value positions
+ * (literals mapped to normalised slots, parameters, DEFAULT, NULL).
+ *
+ * An expression on the left of `=` (lower(sku)) is rendered as canonical text
+ * ("lower(sku)", "(a+1)", "(x)::int8") in the same form plan.c renders a compiled shard-key
+ * expression, so matching one against the other is a string comparison.
+ */
+#include "neki/base.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse_int.h"
+
+#define RENDER_MAX 256
+
+static bool
+name_in(const char *name, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(name, list[i]) == 0)
+			return true;
+	return false;
+}
+
+static bool
+is_aggregate_name(const char *name)
+{
+	static const char *const aggs[] = {
+		"count", "sum", "avg", "min", "max", "bool_and", "bool_or", "every", "string_agg",
+		"array_agg", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg",
+		"stddev", "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp",
+		"bit_and", "bit_or", "bit_xor", "xmlagg", "percentile_cont", "percentile_disc",
+		"mode", "corr", "covar_pop", "covar_samp", "regr_count", "range_agg",
+		"range_intersect_agg",
+	};
+
+	return name_in(name, aggs, NK_ARRAY_LEN(aggs));
+}
+
+static bool
+is_srf_name(const char *name)
+{
+	static const char *const srfs[] = {
+		"generate_series", "unnest", "generate_subscripts", "regexp_matches",
+		"regexp_split_to_table", "json_each", "jsonb_each", "json_array_elements",
+		"jsonb_array_elements", "json_each_text", "jsonb_each_text",
+		"json_array_elements_text", "jsonb_array_elements_text", "json_object_keys",
+		"jsonb_object_keys", "string_to_table", "jsonb_path_query",
+	};
+
+	return name_in(name, srfs, NK_ARRAY_LEN(srfs));
+}
+
+static bool
+is_large_object_name(const char *name)
+{
+	return strncmp(name, "lo_", 3) == 0 || strcmp(name, "loread") == 0 ||
+	       strcmp(name, "lowrite") == 0;
+}
+
+static void
+pb_funccall(struct pb *b, const cJSON *fc, bool top)
+{
+	const char *name = pb_last_name(jget(fc, "funcname"));
+
+	if (!name)
+		return;
+	pb_func(b, name);
+	if (is_large_object_name(name))
+		b->s->flags |= STMT_F_LO_CALL;
+	if (!top)
+		return;
+	if (jget(fc, "over"))
+		b->s->flags |= STMT_F_WINDOW;
+	else if (jbool(fc, "agg_star") || jbool(fc, "agg_distinct") || jget(fc, "agg_order") ||
+		 jget(fc, "agg_filter") || jbool(fc, "agg_within_group") || is_aggregate_name(name))
+		b->s->flags |= STMT_F_AGG;
+}
+
+/* pb_walk: see parse_int.h. */
+void
+pb_walk(struct pb *b, const cJSON *n, uint16_t scope, bool top)
+{
+	const cJSON *f;
+
+	if (!n || (!cJSON_IsArray(n) && !cJSON_IsObject(n)))
+		return;
+	cJSON_ArrayForEach(f, n) {
+		const char *key = f->string;
+
+		if (key && strcmp(key, "SelectStmt") == 0) {
+			b->s->flags |= STMT_F_SUBQUERY;
+			pb_select(b, f, pb_scope_new(b, scope), false);
+			continue;
+		}
+		if (key && strcmp(key, "FuncCall") == 0)
+			pb_funccall(b, f, top);
+		else if (key && strcmp(key, "GroupingSet") == 0 && top)
+			b->s->flags |= STMT_F_GROUPING_SETS;
+		else if (key && strcmp(key, "CurrentOfExpr") == 0)
+			b->s->flags |= STMT_F_CURRENT_OF;
+		else if (key && strcmp(key, "SubLink") == 0)
+			b->s->flags |= STMT_F_SUBQUERY;
+		/* an aggregate inside an aggregate's argument is not the statement's own */
+		pb_walk(b, f, scope, top && !(key && strcmp(key, "over") == 0));
+	}
+}
+
+/* Index of the normalised literal starting at <loc>, or -1. */
+static int
+lit_at(const struct parse_norm *norm, uint32_t loc)
+{
+	uint32_t lo = 0, hi = norm->nlits;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (norm->lits[mid].start == loc)
+			return (int)mid;
+		if (norm->lits[mid].start < loc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+/* Text of the number at <loc> in the source ("-12.5"). */
+static const char *
+number_text(struct pb *b, int loc)
+{
+	const char *s = b->sql + loc, *p = s;
+
+	if (*p == '-')
+		p++;
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	while (isalnum((unsigned char)*p) || *p == '.' ||
+	       ((*p == '+' || *p == '-') && (p[-1] == 'e' || p[-1] == 'E')))
+		p++;
+	if (*s == '-') {
+		const char *digits = s + 1;
+		size_t n;
+		char *t;
+
+		while (*digits == ' ' || *digits == '\t' || *digits == '\n' || *digits == '\r')
+			digits++;
+		n = (size_t)(p - digits);
+		t = pb_alloc(b, n + 2);
+		if (!t)
+			return NULL;
+		t[0] = '-';
+		memcpy(t + 1, digits, n);
+		return t;
+	}
+	{
+		char *t = rarena_strndup(b->a, s, (size_t)(p - s));
+
+		if (!t)
+			b->oom = true;
+		return t;
+	}
+}
+
+/* An A_Const: NULL, a normalised literal (slot) or a constant kept as text. */
+static void
+pb_const(struct pb *b, const cJSON *c, struct stmt_value *out)
+{
+	int loc = jint(c, "location", -1), idx = -1;
+	const cJSON *bv;
+
+	if (jbool(c, "isnull")) {
+		out->kind = STMT_V_NULL;
+		return;
+	}
+	if (b->norm && loc >= 0) {
+		idx = lit_at(b->norm, (uint32_t)loc);
+		if (idx < 0 && b->sql[loc] == '-') {
+			uint32_t p = (uint32_t)loc + 1;
+
+			while (isspace((unsigned char)b->sql[p]))
+				p++;
+			idx = lit_at(b->norm, p);
+			out->negate = idx >= 0;
+		}
+	}
+	if (idx >= 0) {
+		out->kind = STMT_V_SLOT;
+		out->slot = b->norm->nparams + (uint32_t)idx;
+		return;
+	}
+	out->negate = false;
+	out->kind = STMT_V_CONST;
+	if (jget(c, "sval"))
+		out->text = pb_strdup(b, jstr(jget(c, "sval"), "sval"));
+	else if ((bv = jget(c, "boolval")))
+		out->text = jbool(bv, "boolval") ? "true" : "false";
+	else if (jget(c, "bsval"))
+		out->text = pb_strdup(b, jstr(jget(c, "bsval"), "bsval"));
+	else if (loc >= 0)
+		out->text = number_text(b, loc);
+	if (!out->text)
+		out->kind = STMT_V_EXPR;
+}
+
+/* True when the subtree holds a SubLink (a sub-SELECT). */
+static bool
+has_sublink(const cJSON *n)
+{
+	const cJSON *f;
+
+	if (!n || (!cJSON_IsArray(n) && !cJSON_IsObject(n)))
+		return false;
+	cJSON_ArrayForEach(f, n) {
+		if (f->string && (strcmp(f->string, "SubLink") == 0 ||
+				  strcmp(f->string, "SelectStmt") == 0))
+			return true;
+		if (has_sublink(f))
+			return true;
+	}
+	return false;
+}
+
+/* pb_value: see parse_int.h. */
+void
+pb_value(struct pb *b, const cJSON *n, uint16_t scope, struct stmt_value *out)
+{
+	const char *tag = jtag(n);
+	const cJSON *body = jbody(n);
+
+	memset(out, 0, sizeof(*out));
+	if (!tag)
+		return;
+	if (strcmp(tag, "A_Const") == 0) {
+		pb_const(b, body, out);
+	} else if (strcmp(tag, "ParamRef") == 0) {
+		int num = jint(body, "number", 0);
+
+		if (num <= 0)
+			return;
+		out->kind = STMT_V_SLOT;
+		out->slot = (uint32_t)num - 1;
+		out->is_param = true;
+		if ((uint32_t)num > b->s->nparams)
+			b->s->nparams = (uint32_t)num;
+		if (b->s->nslots < b->s->nparams)
+			b->s->nslots = b->s->nparams;
+	} else if (strcmp(tag, "TypeCast") == 0) {
+		const cJSON *tn = jget(body, "typeName");
+
+		pb_value(b, jget(body, "arg"), scope, out);
+		if (out->kind == STMT_V_SLOT || out->kind == STMT_V_CONST ||
+		    out->kind == STMT_V_NULL) {
+			out->cast = pb_strdup(b, pb_last_name(jget(tn, "names")));
+			out->is_array = out->is_array || jget(tn, "arrayBounds") != NULL;
+		} else {
+			out->kind = STMT_V_EXPR;
+		}
+	} else if (strcmp(tag, "SetToDefault") == 0) {
+		out->kind = STMT_V_DEFAULT;
+	} else {
+		const cJSON *fc = jas(n, "FuncCall");
+
+		out->kind = STMT_V_EXPR;
+		out->has_subquery = has_sublink(n);
+		out->is_srf = fc && pb_last_name(jget(fc, "funcname")) &&
+			      is_srf_name(pb_last_name(jget(fc, "funcname")));
+		if (!b->in_cond)
+			pb_walk(b, n, scope, false);
+	}
+}
+
+/* ---- left side of a shard-key predicate ---- */
+
+struct render {
+	char buf[RENDER_MAX];
+	size_t len;
+	bool ok;
+	const char *col, *qual;		/* the one base column and its qualifier */
+};
+
+static void
+rput(struct render *r, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (r->len + n >= RENDER_MAX) {
+		r->ok = false;
+		return;
+	}
+	memcpy(r->buf + r->len, s, n + 1);
+	r->len += n;
+}
+
+/* Cast target names as the shard-key expression compiler knows them. */
+static const char *
+canon_type(const char *t)
+{
+	if (!t)
+		return NULL;
+	if (strcmp(t, "varchar") == 0 || strcmp(t, "text") == 0)
+		return "text";
+	if (strcmp(t, "int2") == 0 || strcmp(t, "int4") == 0 || strcmp(t, "int8") == 0)
+		return t;
+	return NULL;
+}
+
+static void render_node(struct pb *b, struct render *r, const cJSON *n);
+
+static void
+render_column(struct render *r, const cJSON *cr)
+{
+	const cJSON *fields = jget(cr, "fields");
+	int n = cJSON_GetArraySize(fields);
+	const char *col = n > 0 ? jsval(cJSON_GetArrayItem(fields, n - 1)) : NULL;
+	const char *qual = n > 1 ? jsval(cJSON_GetArrayItem(fields, n - 2)) : NULL;
+
+	if (!col || (r->col && (strcmp(r->col, col) != 0 ||
+				(r->qual && qual && strcmp(r->qual, qual) != 0)))) {
+		r->ok = false;
+		return;
+	}
+	r->col = col;
+	if (qual)
+		r->qual = qual;
+	rput(r, col);
+}
+
+static void
+render_func(struct pb *b, struct render *r, const cJSON *fc)
+{
+	const cJSON *arg;
+	bool first = true;
+	const char *name = pb_last_name(jget(fc, "funcname"));
+
+	if (!name || jget(fc, "over") || jbool(fc, "agg_star")) {
+		r->ok = false;
+		return;
+	}
+	rput(r, name);
+	rput(r, "(");
+	cJSON_ArrayForEach(arg, jget(fc, "args")) {
+		if (!first)
+			rput(r, ",");
+		first = false;
+		render_node(b, r, arg);
+	}
+	rput(r, ")");
+}
+
+static void
+render_op(struct pb *b, struct render *r, const cJSON *ax)
+{
+	const char *kind = jstr(ax, "kind"), *op = pb_last_name(jget(ax, "name"));
+
+	if (!kind || strcmp(kind, "AEXPR_OP") != 0 || !op || strlen(op) != 1 ||
+	    !strchr("+-*/", op[0])) {
+		r->ok = false;
+		return;
+	}
+	rput(r, "(");
+	if (jget(ax, "lexpr"))
+		render_node(b, r, jget(ax, "lexpr"));
+	else
+		rput(r, "0");
+	rput(r, op);
+	render_node(b, r, jget(ax, "rexpr"));
+	rput(r, ")");
+}
+
+static void
+render_node(struct pb *b, struct render *r, const cJSON *n)
+{
+	const char *tag = jtag(n);
+	const cJSON *body = jbody(n);
+
+	if (!tag || !r->ok) {
+		r->ok = false;
+	} else if (strcmp(tag, "ColumnRef") == 0) {
+		render_column(r, body);
+	} else if (strcmp(tag, "FuncCall") == 0) {
+		render_func(b, r, body);
+	} else if (strcmp(tag, "A_Expr") == 0) {
+		render_op(b, r, body);
+	} else if (strcmp(tag, "A_Const") == 0 && (jget(body, "ival") || jget(body, "fval"))) {
+		const char *t = number_text(b, jint(body, "location", 0));
+
+		if (t)
+			rput(r, t);
+		else
+			r->ok = false;
+	} else if (strcmp(tag, "TypeCast") == 0) {
+		const char *t = canon_type(pb_last_name(jget(jget(body, "typeName"), "names")));
+
+		if (!t) {
+			r->ok = false;
+			return;
+		}
+		rput(r, "(");
+		render_node(b, r, jget(body, "arg"));
+		rput(r, ")::");
+		rput(r, t);
+	} else {
+		r->ok = false;
+	}
+}
+
+/* Fill <p>'s left side from <n>: a column, or an expression over one column. */
+static bool
+pb_lhs(struct pb *b, const cJSON *n, struct stmt_pred *p)
+{
+	struct render r;
+
+	memset(&r, 0, sizeof(r));
+	r.ok = true;
+	if (jas(n, "ColumnRef")) {
+		render_column(&r, jbody(n));
+		if (!r.ok)
+			return false;
+		p->lhs = p->column = pb_strdup(b, r.col);
+		p->qual = pb_strdup(b, r.qual);
+		return true;
+	}
+	render_node(b, &r, n);
+	if (!r.ok || !r.col)
+		return false;
+	p->lhs = pb_strdup(b, r.buf);
+	p->lhs_is_expr = true;
+	p->column = pb_strdup(b, r.col);
+	p->qual = pb_strdup(b, r.qual);
+	return true;
+}
+
+static bool
+usable_value(const struct stmt_value *v)
+{
+	return v->kind == STMT_V_SLOT || v->kind == STMT_V_CONST;
+}
+
+static struct stmt_cond *
+cond_new(struct pb *b, enum stmt_cond_kind kind)
+{
+	struct stmt_cond *c = pb_alloc(b, sizeof(*c));
+
+	if (c)
+		c->kind = kind;
+	return c;
+}
+
+/* A leaf predicate with <nvals> values from <items> (or one value <one>). */
+static struct stmt_cond *
+pred_leaf(struct pb *b, const cJSON *lhs, enum stmt_pred_op op, const cJSON *items,
+	  const cJSON *one, uint16_t scope)
+{
+	struct stmt_pred *p = pb_alloc(b, sizeof(*p));
+	uint32_t n = items ? (uint32_t)cJSON_GetArraySize(items) : 1, i = 0;
+	struct stmt_cond *c;
+	const cJSON *it;
+
+	if (!p || n == 0 || !pb_lhs(b, lhs, p))
+		return cond_new(b, STMT_C_OTHER);
+	p->op = op;
+	p->vals = pb_alloc(b, n * sizeof(*p->vals));
+	if (!p->vals)
+		return NULL;
+	if (!items) {
+		pb_value(b, one, scope, &p->vals[0]);
+	} else {
+		cJSON_ArrayForEach(it, items)
+			pb_value(b, it, scope, &p->vals[i++]);
+	}
+	p->nvals = n;
+	for (i = 0; i < n; i++)
+		if (!usable_value(&p->vals[i]))
+			return cond_new(b, STMT_C_OTHER);
+	c = cond_new(b, STMT_C_PRED);
+	if (c)
+		c->pred = p;
+	return c;
+}
+
+static void
+join_eq(struct pb *b, const cJSON *l, const cJSON *r, uint16_t scope)
+{
+	struct stmt_pred pl, pr;
+	struct stmt_join_eq *e;
+
+	memset(&pl, 0, sizeof(pl));
+	memset(&pr, 0, sizeof(pr));
+	if (!pb_lhs(b, l, &pl) || !pb_lhs(b, r, &pr) || pl.lhs_is_expr || pr.lhs_is_expr)
+		return;
+	e = pb_push(b, (void **)&b->s->joins, &b->s->njoins, &b->join_cap, sizeof(*e));
+	if (!e)
+		return;
+	e->lqual = pl.qual;
+	e->lcol = pl.column;
+	e->rqual = pr.qual;
+	e->rcol = pr.column;
+	e->scope = scope;
+}
+
+/* `x = ANY(...)`: an ARRAY[...] list, one array parameter, or nothing usable. */
+static struct stmt_cond *
+cond_any(struct pb *b, const cJSON *ax, uint16_t scope)
+{
+	const cJSON *r = jget(ax, "rexpr"), *tc = jas(r, "TypeCast");
+	struct stmt_cond *c;
+
+	if (tc)
+		r = jget(tc, "arg");
+	if (jas(r, "A_ArrayExpr"))
+		return pred_leaf(b, jget(ax, "lexpr"), STMT_P_IN,
+				 jget(jas(r, "A_ArrayExpr"), "elements"), NULL, scope);
+	if (jas(r, "ParamRef")) {
+		c = pred_leaf(b, jget(ax, "lexpr"), STMT_P_ANY_PARAM, NULL, r, scope);
+		if (c && c->kind == STMT_C_PRED)
+			c->pred->vals[0].is_array = true;
+		return c;
+	}
+	return cond_new(b, STMT_C_OTHER);
+}
+
+static struct stmt_cond *
+cond_aexpr(struct pb *b, const cJSON *ax, uint16_t scope)
+{
+	const char *kind = jstr(ax, "kind"), *op = pb_last_name(jget(ax, "name"));
+	const cJSON *l = jget(ax, "lexpr"), *r = jget(ax, "rexpr");
+	struct stmt_cond *c;
+
+	if (!kind || !op || strcmp(op, "=") != 0)
+		return cond_new(b, STMT_C_OTHER);
+	if (strcmp(kind, "AEXPR_IN") == 0)
+		return pred_leaf(b, l, STMT_P_IN, jget(jas(r, "List"), "items"), NULL, scope);
+	if (strcmp(kind, "AEXPR_OP_ANY") == 0)
+		return cond_any(b, ax, scope);
+	if (strcmp(kind, "AEXPR_OP") != 0)
+		return cond_new(b, STMT_C_OTHER);
+	if (jas(l, "ColumnRef") && jas(r, "ColumnRef")) {
+		join_eq(b, l, r, scope);
+		return cond_new(b, STMT_C_OTHER);
+	}
+	c = pred_leaf(b, l, STMT_P_EQ, NULL, r, scope);
+	if (c && c->kind == STMT_C_OTHER)
+		c = pred_leaf(b, r, STMT_P_EQ, NULL, l, scope);
+	return c;
+}
+
+/* pb_cond: see parse_int.h. */
+struct stmt_cond *
+pb_cond(struct pb *b, const cJSON *n, uint16_t scope)
+{
+	const char *tag = jtag(n), *boolop;
+	const cJSON *body = jbody(n), *arg;
+	struct stmt_cond *c;
+
+	if (tag && strcmp(tag, "BoolExpr") == 0) {
+		boolop = jstr(body, "boolop");
+		if (boolop && strcmp(boolop, "NOT_EXPR") != 0) {
+			c = cond_new(b, strcmp(boolop, "AND_EXPR") == 0 ? STMT_C_AND : STMT_C_OR);
+			if (!c)
+				return NULL;
+			c->nargs = (uint32_t)cJSON_GetArraySize(jget(body, "args"));
+			c->args = pb_alloc(b, (c->nargs + 1) * sizeof(*c->args));
+			if (!c->args)
+				return NULL;
+			c->nargs = 0;
+			cJSON_ArrayForEach(arg, jget(body, "args")) {
+				struct stmt_cond *sub = pb_cond(b, arg, scope);
+
+				if (sub)
+					c->args[c->nargs++] = sub;
+			}
+			return c;
+		}
+	}
+	/* a leaf: record functions and sub-SELECTs first */
+	pb_walk(b, n, scope, false);
+	if (tag && strcmp(tag, "A_Expr") == 0) {
+		b->in_cond = true;
+		c = cond_aexpr(b, body, scope);
+		b->in_cond = false;
+		return c;
+	}
+	return cond_new(b, STMT_C_OTHER);
+}
+
+/* pb_cond_and: see parse_int.h. */
+void
+pb_cond_and(struct pb *b, uint16_t scope, struct stmt_cond *extra)
+{
+	struct stmt_scope *sc;
+	struct stmt_cond *both;
+
+	if (!extra || scope >= b->s->nscopes)
+		return;
+	sc = &b->s->scopes[scope];
+	if (!sc->where) {
+		sc->where = extra;
+		return;
+	}
+	both = cond_new(b, STMT_C_AND);
+	if (!both)
+		return;
+	both->args = pb_alloc(b, 2 * sizeof(*both->args));
+	if (!both->args)
+		return;
+	both->args[0] = sc->where;
+	both->args[1] = extra;
+	both->nargs = 2;
+	sc->where = both;
+}

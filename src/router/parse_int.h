@@ -1,0 +1,133 @@
+/*
+ * parse_int.h - private to the libpg_query adapter (parse.c, parse_expr.c, parse_util.c):
+ * the translation state and the cJSON accessors over libpg_query's JSON parse tree.
+ * Nothing outside these three files sees cJSON or pg_query types.
+ */
+#ifndef NEKI_ROUTER_PARSE_INT_H
+#define NEKI_ROUTER_PARSE_INT_H
+
+#include "neki/base.h"
+
+#include "neki/parse.h"
+
+#include <cjson/cJSON.h>
+
+/* Translation state of one statement. */
+struct pb {
+	struct rarena *a;		/* borrowed: the model's arena */
+	struct stmt *s;			/* the model being filled */
+	const char *sql;		/* borrowed: the parsed text */
+	const struct parse_norm *norm;	/* borrowed; NULL: literals stay CONST */
+	bool oom;			/* an allocation failed (the model is unusable) */
+	uint32_t rel_cap, scope_cap, join_cap, func_cap;
+	const char **ctes;		/* CTE names visible (statement-wide, simplification) */
+	uint32_t nctes, cte_cap;
+	bool in_cond;			/* building a predicate: its values were walked already */
+};
+
+/* ---- cJSON accessors (NULL-safe) ---- */
+
+static inline const cJSON *
+jget(const cJSON *o, const char *key)
+{
+	return o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+static inline const char *
+jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = jget(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static inline bool
+jbool(const cJSON *o, const char *key)
+{
+	return cJSON_IsTrue(jget(o, key));
+}
+
+static inline int
+jint(const cJSON *o, const char *key, int dflt)
+{
+	const cJSON *v = jget(o, key);
+
+	return cJSON_IsNumber(v) ? v->valueint : dflt;
+}
+
+/* The tag of a wrapped node {"Tag": {...}}, and its body. */
+static inline const char *
+jtag(const cJSON *n)
+{
+	return n && cJSON_IsObject(n) && n->child ? n->child->string : NULL;
+}
+
+static inline const cJSON *
+jbody(const cJSON *n)
+{
+	return n && cJSON_IsObject(n) ? n->child : NULL;
+}
+
+/* The body of wrapped node <n> when its tag is <tag>, else NULL. */
+static inline const cJSON *
+jas(const cJSON *n, const char *tag)
+{
+	const char *t = jtag(n);
+
+	return t && __builtin_strcmp(t, tag) == 0 ? n->child : NULL;
+}
+
+/* {"String": {"sval": s}} -> s */
+static inline const char *
+jsval(const cJSON *n)
+{
+	return jstr(jas(n, "String"), "sval");
+}
+
+/* Last String of a name list (["pg_catalog", "int4"] -> "int4"). */
+const char *pb_last_name(const cJSON *list);
+
+/* ---- model building (parse.c) ---- */
+
+/* Arena allocation that records failure in <b>. */
+void *pb_alloc(struct pb *b, size_t size);
+const char *pb_strdup(struct pb *b, const char *s);
+
+/* Grow-by-doubling push onto an arena array; returns the new zeroed element or NULL. */
+void *pb_push(struct pb *b, void **arr, uint32_t *n, uint32_t *cap, size_t elem);
+
+/* A new scope under <parent>; returns its id. */
+uint16_t pb_scope_new(struct pb *b, uint16_t parent);
+
+/* Record a called function name (lowercased by the parser). */
+void pb_func(struct pb *b, const char *name);
+
+/* Translate a SelectStmt body into scope <scope> (top: the statement's own SELECT). */
+void pb_select(struct pb *b, const cJSON *sel, uint16_t scope, bool top);
+
+/* Translate a nested InsertStmt/UpdateStmt/DeleteStmt/MergeStmt body (CTE, EXPLAIN). */
+void pb_dml(struct pb *b, const char *tag, const cJSON *body, bool top);
+
+/* ---- expressions (parse_expr.c) ---- */
+
+/* Walk any subtree: functions, aggregates, windows, sub-SELECTs (new scopes), grouping sets. */
+void pb_walk(struct pb *b, const cJSON *n, uint16_t scope, bool top);
+
+/* WHERE/ON clause -> condition tree; also records join equalities and walks subqueries. */
+struct stmt_cond *pb_cond(struct pb *b, const cJSON *n, uint16_t scope);
+
+/* AND <extra> into scope <scope>'s WHERE. */
+void pb_cond_and(struct pb *b, uint16_t scope, struct stmt_cond *extra);
+
+/* A value position (VALUES cell, SET value, predicate right side). */
+void pb_value(struct pb *b, const cJSON *n, uint16_t scope, struct stmt_value *out);
+
+/* ---- utility statements (parse_util.c) ---- */
+
+/* Translate utility statement <tag>/<body> into b->s (kind, tx/set/copy/explain, reject). */
+void pb_utility(struct pb *b, const char *tag, const cJSON *body);
+
+/* Translate a statement node (wrapped) of any kind into b->s. */
+void pb_statement(struct pb *b, const cJSON *stmt);
+
+#endif /* NEKI_ROUTER_PARSE_INT_H */
