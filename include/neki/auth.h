@@ -153,4 +153,23 @@ enum auth_exchange {
  */
 enum auth_exchange auth_pick_exchange(enum hba_method method, const char *secret);
 
+/* ---- ident map (auth_ident_file) ---- */
+
+struct ident_map;	/* opaque: the parsed "map sysuser dbuser" lines */
+
+/*
+ * Parse ident map text: lines of `MAPNAME SYSTEM-USERNAME DATABASE-USERNAME`
+ * (names may be double-quoted), `#` comments. As pgbouncer: no regular
+ * expressions, no includes; lines of another shape are reported and skipped.
+ * NULL only on allocation failure.
+ */
+struct ident_map *ident_map_parse(const char *text, hba_warn_fn warn, void *warn_arg);
+/* Read and parse <path>; NULL with <err> set when it cannot be read. */
+struct ident_map *ident_map_load(const char *path, hba_warn_fn warn, void *warn_arg,
+				 struct nk_error *err);
+void ident_map_free(struct ident_map *m);
+/* May <sysuser> (certificate CN or peer user) log in as <dbuser> under <map>? */
+bool ident_map_allows(const struct ident_map *m, const char *map, const char *sysuser,
+		      const char *dbuser);
+
 #endif /* NEKI_AUTH_H */

@@ -101,6 +101,10 @@ enum proto_frame_result proto_frame_next(const uint8_t *buf, size_t avail, bool 
  */
 NK_MUSTCHECK bool proto_frontend_type_check(char type, struct nk_error *err);
 
+/* Message names for logs: "Parse", "DataRow", ...; "unknown" for other bytes. */
+const char *proto_frontend_msg_name(char type);
+const char *proto_backend_msg_name(char type);
+
 /* ---- startup phase (src/proto/startup.c) ---- */
 
 enum proto_startup_kind {

@@ -184,6 +184,62 @@ proto_frontend_type_check(char type, struct nk_error *err)
 			    (int)(unsigned char)type);
 }
 
+/* Name of a message a client sends. */
+const char *
+proto_frontend_msg_name(char type)
+{
+	switch (type) {
+	case 'Q': return "Query";
+	case 'P': return "Parse";
+	case 'B': return "Bind";
+	case 'E': return "Execute";
+	case 'D': return "Describe";
+	case 'C': return "Close";
+	case 'H': return "Flush";
+	case 'S': return "Sync";
+	case 'X': return "Terminate";
+	case 'd': return "CopyData";
+	case 'c': return "CopyDone";
+	case 'f': return "CopyFail";
+	case 'F': return "FunctionCall";
+	case 'p': return "PasswordMessage";
+	default: return "unknown";
+	}
+}
+
+/* Name of a message a server sends. */
+const char *
+proto_backend_msg_name(char type)
+{
+	switch (type) {
+	case 'R': return "Authentication";
+	case 'S': return "ParameterStatus";
+	case 'K': return "BackendKeyData";
+	case 'Z': return "ReadyForQuery";
+	case 'E': return "ErrorResponse";
+	case 'N': return "NoticeResponse";
+	case 'T': return "RowDescription";
+	case 'D': return "DataRow";
+	case 'C': return "CommandComplete";
+	case 'I': return "EmptyQueryResponse";
+	case '1': return "ParseComplete";
+	case '2': return "BindComplete";
+	case '3': return "CloseComplete";
+	case 'n': return "NoData";
+	case 't': return "ParameterDescription";
+	case 's': return "PortalSuspended";
+	case 'G': return "CopyInResponse";
+	case 'H': return "CopyOutResponse";
+	case 'W': return "CopyBothResponse";
+	case 'd': return "CopyData";
+	case 'c': return "CopyDone";
+	case 'v': return "NegotiateProtocolVersion";
+	case 'A': return "NotificationResponse";
+	case 'V': return "FunctionCallResponse";
+	default: return "unknown";
+	}
+}
+
 /* ---- client messages ---- */
 
 /* Query: one string. *<sql> borrows from <body>. */

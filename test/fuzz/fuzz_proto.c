@@ -171,6 +171,7 @@ fuzz_text(const uint8_t *d, size_t n)
 	auth_file_free(af);
 	h = hba_parse(t, "/nonexistent", NULL, NULL);
 	hba_free(h);
+	ident_map_free(ident_map_parse(t, NULL, NULL));
 	(void)proto_options_parse(t, ignore_option, NULL, &err);
 	(void)scram_secret_parse(t, &sec);
 	if (scram_saslprep(t, &prep) == SCRAM_SASLPREP_OK)

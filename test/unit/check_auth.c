@@ -868,6 +868,36 @@ START_TEST(test_hba_bad_lines_and_files)
 }
 END_TEST
 
+START_TEST(test_ident_map)
+{
+	const char text[] =
+		"# MAPNAME SYSUSER DBUSER\n"
+		"certmap  alice.example.com  alice\n"
+		"certmap  \"Bob Smith\"  bob   # comment\n"
+		"\n"
+		"peermap  root  postgres\n"
+		"bad only-two\n"
+		"regex /^(.*)$ \\1\n"
+		"x y z extra\n";
+	struct warn_log w = { { 0 }, 0 };
+	struct ident_map *m = ident_map_parse(text, warn_cb, &w);
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(w.n, 3);
+	ck_assert_int_eq(w.lines[0], 6);
+	ck_assert_int_eq(w.lines[1], 7);
+	ck_assert_int_eq(w.lines[2], 8);
+	ck_assert(ident_map_allows(m, "certmap", "alice.example.com", "alice"));
+	ck_assert(ident_map_allows(m, "certmap", "Bob Smith", "bob"));
+	ck_assert(ident_map_allows(m, "peermap", "root", "postgres"));
+	ck_assert(!ident_map_allows(m, "peermap", "root", "alice"));
+	ck_assert(!ident_map_allows(m, "certmap", "root", "postgres"));
+	ck_assert(!ident_map_allows(m, "nomap", "alice.example.com", "alice"));
+	ck_assert(!ident_map_allows(NULL, "certmap", "alice.example.com", "alice"));
+	ident_map_free(m);
+}
+END_TEST
+
 Suite *
 auth_suite(void)
 {
@@ -899,6 +929,7 @@ auth_suite(void)
 	tcase_add_test(tc, test_auth_file_broken);
 	tcase_add_test(tc, test_hba_match);
 	tcase_add_test(tc, test_hba_bad_lines_and_files);
+	tcase_add_test(tc, test_ident_map);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -346,6 +346,13 @@ START_TEST(test_frontend_types)
 	ck_assert_str_eq(err.message, "invalid frontend message type 90");
 	ck_assert(!proto_frontend_type_check('\0', &err));
 	ck_assert_str_eq(err.message, "invalid frontend message type 0");
+	for (const char *p = ok; *p; p++)
+		ck_assert_str_ne(proto_frontend_msg_name(*p), "unknown");
+	ck_assert_str_eq(proto_frontend_msg_name('P'), "Parse");
+	ck_assert_str_eq(proto_frontend_msg_name('Z'), "unknown");
+	ck_assert_str_eq(proto_backend_msg_name('Z'), "ReadyForQuery");
+	ck_assert_str_eq(proto_backend_msg_name('v'), "NegotiateProtocolVersion");
+	ck_assert_str_eq(proto_backend_msg_name('Q'), "unknown");
 }
 END_TEST
 
