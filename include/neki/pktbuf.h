@@ -128,5 +128,7 @@ void pktbuf_write_flush(struct pktbuf *pb);
 void pktbuf_write_terminate(struct pktbuf *pb);
 void pktbuf_write_cancel_request(struct pktbuf *pb, uint32_t pid, uint32_t key);
 void pktbuf_write_ssl_request(struct pktbuf *pb);
+/* The one-byte answer to SSLRequest / GSSENCRequest: 'S' (go ahead) or 'N' (refused). */
+void pktbuf_write_ssl_answer(struct pktbuf *pb, char answer);
 
 #endif /* NEKI_PKTBUF_H */

@@ -693,3 +693,11 @@ pktbuf_write_ssl_request(struct pktbuf *pb)
 	pktbuf_put_int32(pb, (int32_t)PROTO_SSL_CODE);
 	pktbuf_end(pb);
 }
+
+/* The single byte answering SSLRequest / GSSENCRequest (not a framed message). */
+void
+pktbuf_write_ssl_answer(struct pktbuf *pb, char answer)
+{
+	NK_ASSERT(answer == 'S' || answer == 'N' || answer == 'G');
+	pktbuf_put_byte(pb, (uint8_t)answer);
+}

@@ -186,6 +186,8 @@ START_TEST(test_write_copy_and_negotiate)
 	EXPECT_BYTES(&pb, "G\0\0\0\x0b\0\0\x02\0\0\0\x01");
 	pktbuf_write_copy_response(&pb, 'H', 1, NULL, 0);
 	EXPECT_BYTES(&pb, "H\0\0\0\x07\x01\0\0");
+	pktbuf_write_copy_response(&pb, 'W', 0, fmts, 1);
+	EXPECT_BYTES(&pb, "W\0\0\0\x09\0\0\x01\0\0");
 	pktbuf_write_copy_data(&pb, "a\tb\n", 4);
 	EXPECT_BYTES(&pb, "d\0\0\0\x08" "a\tb\n");
 	pktbuf_write_copy_done(&pb);
@@ -220,6 +222,8 @@ START_TEST(test_write_startup_auth_to_server)
 	EXPECT_BYTES(&pb, "\0\0\0\x10\x04\xd2\x16\x2e\0\0\0\x05\0\0\0\x06");
 	pktbuf_write_ssl_request(&pb);
 	EXPECT_BYTES(&pb, "\0\0\0\x08\x04\xd2\x16\x2f");
+	pktbuf_write_ssl_answer(&pb, 'N');
+	EXPECT_BYTES(&pb, "N");
 	pktbuf_cleanup(&pb);
 }
 END_TEST
