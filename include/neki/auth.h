@@ -43,12 +43,12 @@ void auth_md5_secret(const char *user, const char *password, char out[AUTH_MD5_L
  */
 NK_MUSTCHECK bool auth_md5_response(const char *secret, const char *user, const uint8_t salt[4],
 				    char out[AUTH_MD5_LEN + 1]);
-/* Server side: does the client's <response> match the stored <secret>? */
+/* Server side: does the client's <response> match the stored <secret> (NULL: no)? */
 bool auth_md5_verify(const char *secret, const char *user, const uint8_t salt[4],
 		     const char *response);
 /*
  * Server side, cleartext auth: does <password> match the stored <secret> (plain,
- * md5 or SCRAM)? Lives in scram.c because SCRAM verification needs PBKDF2.
+ * md5 or SCRAM; NULL: no)? Lives in scram.c because SCRAM verification needs PBKDF2.
  */
 bool auth_plain_verify(const char *secret, const char *user, const char *password);
 

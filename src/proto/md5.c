@@ -178,6 +178,8 @@ auth_md5_response(const char *secret, const char *user, const uint8_t salt[4],
 {
 	char md5sec[AUTH_MD5_LEN + 1];
 
+	if (secret == NULL)
+		return false;	/* unknown user: the exchange fails like a wrong password */
 	switch (auth_secret_kind(secret)) {
 	case AUTH_SECRET_PLAIN:
 		auth_md5_secret(user, secret, md5sec);

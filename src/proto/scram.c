@@ -270,6 +270,8 @@ auth_plain_verify(const char *secret, const char *user, const char *password)
 	struct scram_secret stored, derived;
 	bool ok;
 
+	if (secret == NULL)
+		return false;	/* unknown user */
 	switch (auth_secret_kind(secret)) {
 	case AUTH_SECRET_MD5:
 		auth_md5_secret(user, password, md5);
@@ -661,7 +663,7 @@ scram_server_client_final(struct scram_server *s, const uint8_t *msg, size_t len
 	uint8_t proof[SCRAM_KEY_LEN];
 	size_t wp_len = 0;
 	char *buf, *auth_msg = NULL;
-	bool ok = false;
+	bool ok = false, verified;
 
 	NK_ASSERT(s->state == SCRAM_SRV_CONTINUE);
 	s->state = SCRAM_SRV_FAILED;
@@ -676,8 +678,10 @@ scram_server_client_final(struct scram_server *s, const uint8_t *msg, size_t len
 		nk_error_set(err, "53200", "out of memory");
 		goto out;
 	}
-	if (s->mock || !server_verify_proof(s, auth_msg, proof) ||
-	    !server_build_final(s, auth_msg)) {
+	/* verify even a mock exchange, so that its failure takes as long as a real one */
+	verified = server_verify_proof(s, auth_msg, proof);
+	if (s->mock || !verified || !server_build_final(s, auth_msg)) {
+		OPENSSL_cleanse(&s->keys, sizeof(s->keys));
 		auth_error_password_failed(err, s->user);
 		goto out;
 	}

@@ -100,6 +100,7 @@ START_TEST(test_md5_vectors)
 		ck_assert(!auth_md5_verify(PG_MD5_E, "e", salt2, want));
 	}
 	ck_assert(!auth_md5_verify(PG_SECRET_PENCIL, "e", salt, want));
+	ck_assert(!auth_md5_verify(NULL, "e", salt, want));
 }
 END_TEST
 
@@ -111,6 +112,7 @@ START_TEST(test_plain_verify)
 	ck_assert(!auth_plain_verify(PG_MD5_E, "a", "pencil"));
 	ck_assert(auth_plain_verify(PG_SECRET_PENCIL, "a", "pencil"));
 	ck_assert(!auth_plain_verify(PG_SECRET_PENCIL, "a", "pencilx"));
+	ck_assert(!auth_plain_verify(NULL, "a", "pencil"));
 }
 END_TEST
 
