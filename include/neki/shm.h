@@ -61,6 +61,9 @@ enum shm_cmd {
 	SHM_CMD_SHUTDOWN_SERVERS = 8,	/* stop listening, exit when no server link is left */
 	SHM_CMD_CANCEL = 9,		/* forward a CancelRequest: key[] names the session */
 	SHM_CMD_TOPOLOGY = 10,		/* a topology revision was published: switch to it */
+	SHM_CMD_DISABLE = 11,		/* DISABLE db: refuse new clients of name[] */
+	SHM_CMD_ENABLE = 12,		/* ENABLE db */
+	SHM_CMD_SET = 13,		/* console SET: name[] holds "key=value" */
 };
 
 /* One mailbox message. */

@@ -130,6 +130,8 @@ struct adm_col {
 	enum adm_type type;
 };
 
+#define ADM_RESULT_MAX_COLS 32
+
 /* A reply being built: messages accumulate in pb until the console sends them. */
 struct adm_result {
 	struct pktbuf pb;		/* owned */
@@ -137,7 +139,7 @@ struct adm_result {
 	uint64_t nrows;			/* rows written since adm_result_columns */
 	const char (*sel)[ADM_NAME_MAX]; /* borrowed: selected column names; NULL = all */
 	size_t nsel;
-	size_t map[ADM_CALL_MAX_ARGS];	/* sent column i is produced column map[i] */
+	size_t map[ADM_RESULT_MAX_COLS]; /* sent column i is produced column map[i] */
 	char bad_col[ADM_NAME_MAX];	/* a selected column the function lacks ("" = none) */
 };
 
@@ -188,11 +190,31 @@ void nekifn_start(struct adm_req *req);
 void adm_req_finish(struct adm_req *req);
 
 /*
- * Run the console command <sql> (not a __neki call) for a user with <access>: its reply
- * (rows, notice or error, without ReadyForQuery) goes to <r> (cmd.c). Returns true when the
- * reply is complete.
+ * Run the console command <sql> (not a __neki call) of <req> (cmd.c); ends with
+ * adm_req_finish(), now or once every worker has acted.
  */
-bool adm_command(const char *sql, enum adm_access access, struct adm_result *r);
+void adm_command(struct adm_req *req, const char *sql);
+
+/* Once a second (follow.c's tick): keep the stats_period snapshots for the averages. */
+void adm_stats_tick(void);
+/* The stats_period average of field <i> of struct shm_stats (pgbouncer's rules). */
+uint64_t stats_avg(size_t i);
+struct shm_stats;
+/* The sum of every process's published stats now. */
+void adm_stats_sum(struct shm_stats *sum);
+
+/* cmd_ctl.c: the control commands (admin only) and SET. */
+void ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *sql);
+bool cmd_is_set(const char *sql);
+void cmd_set(struct adm_req *req, const char *sql);
+
+/* console.c: SHOW output about the console's own sessions (the admin's clients). */
+void console_show_clients(struct adm_result *r);
+void console_show_sockets(struct adm_result *r);
+void console_show_active_sockets(struct adm_result *r);
+void console_show_servers(struct adm_result *r);
+void console_show_pools(struct adm_result *r);
+void console_show_fds(struct adm_result *r);
 
 /* ---- console_auth.c ---- */
 

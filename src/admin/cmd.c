@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "neki/config.h"
 #include "neki/shm.h"
 
 /* One parsed console command. */
@@ -187,47 +188,408 @@ show_help(struct adm_result *r)
 	adm_result_notice(r, &n);
 }
 
-static const struct { const char *name; show_fn fn; } shows[] = {
-	{ "help", show_help },
-	{ "version", show_version },
-	{ "workers", show_workers },
+/* Format an int into one of the row buffers. */
+static const char *
+fmt_int(char buf[24], int64_t v)
+{
+	snprintf(buf, 24, "%" PRId64, v);
+	return buf;
+}
+
+static void
+show_config(struct adm_result *r)
+{
+	static const struct adm_col cols[] = {
+		{ "key", ADM_T_TEXT }, { "value", ADM_T_TEXT }, { "default", ADM_T_TEXT },
+		{ "changeable", ADM_T_TEXT },
+	};
+	const struct cfg *c = cfg_current();
+	size_t n;
+	const struct cfg_setting *t = cfg_settings(&n);
+
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+	for (size_t i = 0; i < n; i++) {
+		char val[1024];
+		const char *vals[4] = { t[i].name, val, t[i].default_value,
+					t[i].reloadable ? "yes" : "no" };
+
+		cfg_setting_format(c, &t[i], val, sizeof(val));
+		adm_result_row(r, vals);
+	}
+}
+
+/* One SHOW DATABASES row for [databases] entry <d>. */
+static void
+database_row(struct adm_result *r, const struct cfg *c, const struct cfg_database *d)
+{
+	char b[8][24];
+	int pool = d->pool_size >= 0 ? d->pool_size : c->default_pool_size;
+	int min = d->min_pool_size >= 0 ? d->min_pool_size : c->min_pool_size;
+	int res = d->reserve_pool_size >= 0 ? d->reserve_pool_size : c->reserve_pool_size;
+	int maxc = d->max_db_connections >= 0 ? d->max_db_connections : c->max_db_connections;
+	int maxcl = d->max_db_client_connections >= 0 ? d->max_db_client_connections :
+		    c->max_db_client_connections;
+	double life = d->server_lifetime >= 0 ? d->server_lifetime : c->server_lifetime;
+	enum cfg_pool_mode pm = d->pool_mode != CFG_POOL_UNSET ? d->pool_mode : c->pool_mode;
+	bool lb_list = d->host != NULL && strchr(d->host, ',') != NULL;
+	const char *vals[17] = {
+		d->name, d->host, fmt_int(b[0], d->port), d->dbname ? d->dbname : d->name, d->user,
+		fmt_int(b[1], pool), fmt_int(b[2], min), fmt_int(b[3], res),
+		fmt_int(b[4], (int64_t)life), cfg_pool_mode_str(pm),
+		lb_list ? (d->load_balance_hosts ? "round-robin" : "disable") : NULL,
+		fmt_int(b[5], maxc), "0", fmt_int(b[6], maxcl), "0", "0", "0",
+	};
+
+	adm_result_row(r, vals);
+}
+
+static void
+show_databases(struct adm_result *r)
+{
+	static const struct adm_col cols[] = {
+		{ "name", ADM_T_TEXT }, { "host", ADM_T_TEXT }, { "port", ADM_T_INT4 },
+		{ "database", ADM_T_TEXT }, { "force_user", ADM_T_TEXT }, { "pool_size", ADM_T_INT4 },
+		{ "min_pool_size", ADM_T_INT4 }, { "reserve_pool_size", ADM_T_INT4 },
+		{ "server_lifetime", ADM_T_INT4 }, { "pool_mode", ADM_T_TEXT },
+		{ "load_balance_hosts", ADM_T_TEXT }, { "max_connections", ADM_T_INT4 },
+		{ "current_connections", ADM_T_INT4 }, { "max_client_connections", ADM_T_INT4 },
+		{ "current_client_connections", ADM_T_INT4 }, { "paused", ADM_T_INT4 },
+		{ "disabled", ADM_T_INT4 },
+	};
+	const struct cfg *c = cfg_current();
+	char port[24];
+	const char *admin[17] = {
+		"pgbouncer", NULL, fmt_int(port, c->listen_port), "pgbouncer", "pgbouncer", "2", "0",
+		"0", "0", "statement", NULL, "0", "0", "0", "0", "0", "0",
+	};
+
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+	for (size_t i = 0; i < c->n_databases; i++)
+		database_row(r, c, &c->databases[i]);
+	adm_result_row(r, admin);
+}
+
+/* pgbouncer prints the users' pool sizes as %9d text, empty when unset. */
+static const char *
+fmt_pad(char buf[24], int v)
+{
+	if (v < 0)
+		return "";
+	snprintf(buf, 24, "%9d", v);
+	return buf;
+}
+
+static void
+show_users(struct adm_result *r)
+{
+	static const struct adm_col cols[] = {
+		{ "name", ADM_T_TEXT }, { "pool_size", ADM_T_TEXT },
+		{ "reserve_pool_size", ADM_T_TEXT }, { "pool_mode", ADM_T_TEXT },
+		{ "max_user_connections", ADM_T_INT4 }, { "current_connections", ADM_T_INT4 },
+		{ "max_user_client_connections", ADM_T_INT4 },
+		{ "current_client_connections", ADM_T_INT4 },
+	};
+	const struct cfg *c = cfg_current();
+
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+	for (size_t i = 0; i < c->n_users; i++) {
+		const struct cfg_user *u = &c->users[i];
+		char b[4][24];
+		const char *vals[8] = {
+			u->name, fmt_pad(b[0], u->pool_size), fmt_pad(b[1], u->reserve_pool_size),
+			u->pool_mode != CFG_POOL_UNSET ? cfg_pool_mode_str(u->pool_mode) : NULL,
+			fmt_int(b[2], u->max_user_connections >= 0 ? u->max_user_connections :
+				c->max_user_connections), "0",
+			fmt_int(b[3], u->max_user_client_connections >= 0 ?
+				u->max_user_client_connections : c->max_user_client_connections),
+			"0",
+		};
+
+		adm_result_row(r, vals);
+	}
+}
+
+static void
+show_peers(struct adm_result *r)
+{
+	static const struct adm_col cols[] = {
+		{ "peer_id", ADM_T_INT4 }, { "host", ADM_T_TEXT }, { "port", ADM_T_INT4 },
+		{ "pool_size", ADM_T_INT4 },
+	};
+	const struct cfg *c = cfg_current();
+
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+	for (size_t i = 0; i < c->n_peers; i++) {
+		const struct cfg_peer *p = &c->peers[i];
+		char b[3][24];
+		const char *vals[4] = {
+			fmt_int(b[0], p->peer_id), p->host, fmt_int(b[1], p->port),
+			fmt_int(b[2], p->pool_size >= 0 ? p->pool_size : c->default_pool_size),
+		};
+
+		adm_result_row(r, vals);
+	}
+}
+
+static void
+show_peer_pools(struct adm_result *r)
+{
+	static const struct adm_col cols[] = {
+		{ "peer_id", ADM_T_INT4 }, { "cl_active_cancel_req", ADM_T_INT4 },
+		{ "cl_waiting_cancel_req", ADM_T_INT4 }, { "sv_active_cancel", ADM_T_INT4 },
+		{ "sv_login", ADM_T_INT4 },
+	};
+	const struct cfg *c = cfg_current();
+
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+	for (size_t i = 0; i < c->n_peers; i++) {
+		char b[24];
+		const char *vals[5] = { fmt_int(b, c->peers[i].peer_id), "0", "0", "0", "0" };
+
+		adm_result_row(r, vals);
+	}
+}
+
+/* True when every live worker is in state <st>. */
+static bool
+workers_all(enum shm_proc_state st)
+{
+	bool any = false;
+
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		struct shm_proc *p = shm_proc(i);
+
+		if (atomic_load(&p->kind) != SHM_PROC_WORKER || atomic_load(&p->pid) == 0)
+			continue;
+		any = true;
+		if (atomic_load(&p->state) != (uint32_t)st)
+			return false;
+	}
+	return any;
+}
+
+static void
+show_state(struct adm_result *r)
+{
+	static const struct adm_col cols[] = { { "key", ADM_T_TEXT }, { "value", ADM_T_TEXT } };
+	bool paused = workers_all(SHM_PST_PAUSED);
+	const char *rows[3][2] = {
+		{ "active", paused ? "no" : "yes" }, { "paused", paused ? "yes" : "no" },
+		{ "suspended", "no" },
+	};
+
+	adm_result_columns(r, cols, 2);
+	for (size_t i = 0; i < 3; i++)
+		adm_result_row(r, rows[i]);
+}
+
+static void
+show_lists(struct adm_result *r)
+{
+	static const struct adm_col cols[] = { { "list", ADM_T_TEXT }, { "items", ADM_T_INT4 } };
+	static const char *const names[] = {
+		"databases", "users", "peers", "pools", "peer_pools", "free_clients", "used_clients",
+		"login_clients", "free_servers", "used_servers", "dns_names", "dns_zones",
+		"dns_queries", "dns_pending",
+	};
+	const struct cfg *c = cfg_current();
+	int64_t clients = 0, links = 0;
+
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		clients += atomic_load(&shm_proc(i)->clients);
+		links += atomic_load(&shm_proc(i)->links);
+	}
+	adm_result_columns(r, cols, 2);
+	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++) {
+		int64_t v = i == 0 ? (int64_t)c->n_databases + 1 : i == 1 ? (int64_t)c->n_users :
+			    i == 2 ? (int64_t)c->n_peers : i == 4 ? (int64_t)c->n_peers :
+			    i == 6 ? clients : i == 9 ? links : 0;
+		char b[24];
+		const char *vals[2] = { names[i], fmt_int(b, v) };
+
+		adm_result_row(r, vals);
+	}
+}
+
+static void
+show_totals(struct adm_result *r)
+{
+	static const struct adm_col cols[] = { { "name", ADM_T_TEXT }, { "value", ADM_T_NUMERIC } };
+	static const char *const names[] = {
+		"server_assignment_count", "xact_count", "query_count", "client_bytes",
+		"server_bytes", "xact_time", "query_time", "wait_time", "ps_client_parse_count",
+		"ps_server_parse_count", "ps_bind_count",
+	};
+	struct shm_stats sum;
+	const uint64_t *w = (const uint64_t *)&sum;
+
+	_Static_assert(NK_ARRAY_LEN(names) == SHM_STATS_WORDS, "one name per stats field");
+	adm_stats_sum(&sum);
+	adm_result_columns(r, cols, 2);
+	for (int avg = 0; avg < 2; avg++) {
+		for (size_t i = 0; i < NK_ARRAY_LEN(names); i++) {
+			char name[64], v[24];
+			const char *vals[2] = { name, v };
+
+			snprintf(name, sizeof(name), "%s_%s", avg ? "avg" : "total", names[i]);
+			snprintf(v, sizeof(v), "%" PRIu64, avg ? stats_avg(i) : w[i]);
+			adm_result_row(r, vals);
+		}
+	}
+}
+
+/* STATS, STATS_TOTALS, STATS_AVERAGES: per-database counters are not in shm yet. */
+static void
+show_stats(struct adm_result *r)
+{
+	static const char *const names[] = {
+		"database", "total_server_assignment_count", "total_xact_count", "total_query_count",
+		"total_received", "total_sent", "total_xact_time", "total_query_time",
+		"total_wait_time", "total_client_parse_count", "total_server_parse_count",
+		"total_bind_count", "avg_server_assignment_count", "avg_xact_count",
+		"avg_query_count", "avg_recv", "avg_sent", "avg_xact_time", "avg_query_time",
+		"avg_wait_time", "avg_client_parse_count", "avg_server_parse_count", "avg_bind_count",
+	};
+	struct adm_col cols[NK_ARRAY_LEN(names)];
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
+		cols[i] = (struct adm_col){ names[i], i == 0 ? ADM_T_TEXT : ADM_T_NUMERIC };
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+}
+
+static void
+show_stats_totals(struct adm_result *r)
+{
+	static const char *const names[] = {
+		"database", "server_assignment_count", "xact_count", "query_count",
+		"bytes_received", "bytes_sent", "xact_time", "query_time", "wait_time",
+		"client_parse_count", "server_parse_count", "bind_count",
+	};
+	struct adm_col cols[NK_ARRAY_LEN(names)];
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
+		cols[i] = (struct adm_col){ names[i], i == 0 ? ADM_T_TEXT : ADM_T_NUMERIC };
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+}
+
+static void
+show_stats_averages(struct adm_result *r)
+{
+	static const char *const names[] = {
+		"database", "server_assignment_count", "xact_count", "query_count",
+		"bytes_received", "bytes_sent", "xact_time", "query_time", "wait_time",
+		"avg_client_parse_count", "avg_server_parse_count", "avg_bind_count",
+	};
+	struct adm_col cols[NK_ARRAY_LEN(names)];
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
+		cols[i] = (struct adm_col){ names[i], i == 0 ? ADM_T_TEXT : ADM_T_NUMERIC };
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+}
+
+/* A header-only SHOW: columns <names> (types <types>: 's' text, 'i' int4, 'q' int8). */
+static void
+header_only(struct adm_result *r, const char *const *names, const char *types, size_t n)
+{
+	struct adm_col cols[32];
+
+	for (size_t i = 0; i < n; i++)
+		cols[i] = (struct adm_col){ names[i], types[i] == 'i' ? ADM_T_INT4 :
+					    types[i] == 'q' ? ADM_T_INT8 :
+					    types[i] == 'b' ? ADM_T_BYTEA : ADM_T_TEXT };
+	adm_result_columns(r, cols, n);
+}
+
+static void
+show_mem(struct adm_result *r)
+{
+	static const char *const n[] = { "name", "size", "used", "free", "memtotal" };
+
+	header_only(r, n, "siiii", 5);
+}
+
+static void
+show_dns_hosts(struct adm_result *r)
+{
+	static const char *const n[] = { "hostname", "ttl", "addrs" };
+
+	header_only(r, n, "sqs", 3);
+}
+
+static void
+show_dns_zones(struct adm_result *r)
+{
+	static const char *const n[] = { "zonename", "serial", "count" };
+
+	header_only(r, n, "sqi", 3);
+}
+
+static const struct { const char *name; show_fn fn; bool admin_only; } shows[] = {
+	{ "help", show_help, false },
+	{ "version", show_version, false },
+	{ "config", show_config, false },
+	{ "databases", show_databases, false },
+	{ "users", show_users, false },
+	{ "peers", show_peers, false },
+	{ "peer_pools", show_peer_pools, false },
+	{ "state", show_state, false },
+	{ "lists", show_lists, false },
+	{ "totals", show_totals, false },
+	{ "stats", show_stats, false },
+	{ "stats_totals", show_stats_totals, false },
+	{ "stats_averages", show_stats_averages, false },
+	{ "mem", show_mem, false },
+	{ "dns_hosts", show_dns_hosts, false },
+	{ "dns_zones", show_dns_zones, false },
+	{ "workers", show_workers, false },
+	{ "clients", console_show_clients, false },
+	{ "sockets", console_show_sockets, false },
+	{ "active_sockets", console_show_active_sockets, false },
+	{ "servers", console_show_servers, false },
+	{ "pools", console_show_pools, false },
+	{ "fds", console_show_fds, true },
 };
 
 /* SHOW <what>. */
 static void
-cmd_show(const struct cmd *c, const char *sql, enum adm_access access, struct adm_result *r)
+cmd_show(struct adm_req *req, const struct cmd *c, const char *sql)
 {
-	if (access == ADM_ACCESS_NONE) {
-		fail(r, "42501", "admin access needed");
-		return;
-	}
 	for (size_t i = 0; i < NK_ARRAY_LEN(shows); i++) {
-		if (strcmp(shows[i].name, c->arg) == 0) {
-			shows[i].fn(r);
-			adm_result_complete(r, "SHOW", false);
+		if (strcmp(shows[i].name, c->arg) != 0)
+			continue;
+		if (req->access == ADM_ACCESS_NONE ||
+		    (shows[i].admin_only && req->access != ADM_ACCESS_ADMIN)) {
+			fail(&req->res, "42501", "admin access needed");
 			return;
 		}
+		shows[i].fn(&req->res);
+		adm_result_complete(&req->res, "SHOW", false);
+		return;
 	}
-	invalid(r, sql);
+	if (req->access == ADM_ACCESS_NONE)
+		fail(&req->res, "42501", "admin access needed");
+	else
+		invalid(&req->res, sql);
 }
 
-bool
-adm_command(const char *sql, enum adm_access access, struct adm_result *r)
+void
+adm_command(struct adm_req *req, const char *sql)
 {
 	struct cmd c;
 
+	if (cmd_is_set(sql)) {
+		cmd_set(req, sql);
+		return;
+	}
 	if (!parse_cmd(sql, &c)) {
-		invalid(r, sql);
-		return true;
+		invalid(&req->res, sql);
+	} else if (strcmp(c.verb, "show") == 0 && c.has_arg) {
+		cmd_show(req, &c, sql);
+	} else if (req->access != ADM_ACCESS_ADMIN) {
+		fail(&req->res, "42501", "admin access needed");
+	} else {
+		ctl_command(req, c.verb, c.has_arg ? c.arg : NULL, sql);
+		return;
 	}
-	if (strcmp(c.verb, "show") == 0 && c.has_arg) {
-		cmd_show(&c, sql, access, r);
-		return true;
-	}
-	if (access != ADM_ACCESS_ADMIN) {
-		fail(r, "42501", "admin access needed");
-		return true;
-	}
-	invalid(r, sql);
-	return true;
+	adm_req_finish(req);
 }

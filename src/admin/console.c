@@ -21,7 +21,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -53,9 +57,15 @@ struct adm_conn {
 	struct con_auth auth;		/* owned: the password exchange (CON_ST_PASSWORD) */
 	struct adm_req *req;		/* weak: the call in flight (cleared by adm_req_finish) */
 	struct adm_conn *next_dead;	/* reap list */
+	struct adm_conn *prev, *next;	/* live list (SHOW CLIENTS) */
+	uint64_t id;			/* SHOW CLIENTS id */
+	time_t connect_time, request_time;
+	char app_name[ADM_NAME_MAX];
 };
 
 static struct adm_conn *dead_list;	/* closed connections, freed by reap_cb */
+static struct adm_conn *live_list;	/* open connections (weak links) */
+static uint64_t next_id = 1;		/* ids of console connections */
 static struct event *reap_ev;		/* owned */
 
 static const char *
@@ -106,6 +116,12 @@ con_set_state(struct adm_conn *c, enum con_state st)
 		sbuf_pause(&c->sb);
 		break;
 	case CON_ST_CLOSED:
+		if (c->prev != NULL)
+			c->prev->next = c->next;
+		else
+			live_list = c->next;
+		if (c->next != NULL)
+			c->next->prev = c->prev;
 		if (c->req != NULL)
 			c->req->conn = NULL;
 		c->req = NULL;
@@ -316,6 +332,8 @@ con_on_startup_message(struct adm_conn *c, const uint8_t *body, size_t len)
 		return;
 	}
 	snprintf(c->user, sizeof(c->user), "%s", st.user);
+	snprintf(c->app_name, sizeof(c->app_name), "%s", st.application_name ? st.application_name :
+		 "");
 	snprintf(c->db, sizeof(c->db), "%s", st.database);
 	if (strcmp(c->db, "neki") != 0 && strcmp(c->db, "pgbouncer") != 0) {
 		char msg[128];
@@ -335,6 +353,7 @@ con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
 	struct nk_error err;
 	const char *sql;
 
+	c->request_time = time(NULL);
 	if (!proto_parse_query(body, len, &sql, &err)) {
 		con_fatal(c, err.sqlstate, err.message);
 		return;
@@ -361,13 +380,6 @@ con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
 		con_error(c, &err, true);
 		return;
 	case ADM_CALL_NOT_NEKI:
-		adm_result_init(&req->res);
-		(void)adm_command(sql, c->access, &req->res);
-		pktbuf_write_ready_for_query(&req->res.pb, 'I');
-		con_send(c, &req->res.pb);
-		adm_result_cleanup(&req->res);
-		free(req);
-		return;
 	case ADM_CALL_OK:
 		break;
 	}
@@ -380,7 +392,10 @@ con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
 				  req->call.ncols);
 	c->req = req;
 	con_set_state(c, CON_ST_BUSY);
-	nekifn_start(req);
+	if (req->call.fn[0] != '\0')
+		nekifn_start(req);
+	else
+		adm_command(req, sql);
 }
 
 void
@@ -518,6 +533,12 @@ console_accept(int fd, bool is_unix, bool forwarded)
 		log_warn("could not watch a console connection");
 		goto fail;
 	}
+	c->id = next_id++;
+	c->connect_time = c->request_time = time(NULL);
+	c->next = live_list;
+	if (live_list != NULL)
+		live_list->prev = c;
+	live_list = c;
 	child_client_opened();
 	return;
 fail:
@@ -526,4 +547,153 @@ fail:
 		free(c);
 	}
 	close(fd);
+}
+
+/* ---- SHOW CLIENTS / SOCKETS / POOLS for the console's own sessions ---- */
+
+/* "host", port of the peer (<peer>) or the local end of <fd>. */
+static void
+sock_addr(int fd, bool peer, bool is_unix, char *host, size_t hlen, int *port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int rc = peer ? getpeername(fd, (struct sockaddr *)&ss, &len) :
+		 getsockname(fd, (struct sockaddr *)&ss, &len);
+
+	snprintf(host, hlen, "unix");
+	*port = 0;
+	if (rc == -1 || is_unix)
+		return;
+	if (ss.ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, (socklen_t)hlen);
+		*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	} else if (ss.ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host,
+			  (socklen_t)hlen);
+		*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	}
+}
+
+/* pgbouncer's time columns: local time "YYYY-MM-DD HH:MM:SS TZ". */
+static void
+fmt_time(char *buf, size_t len, time_t t)
+{
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%d %H:%M:%S %Z", &tm);
+}
+
+static const struct adm_col client_cols[] = {
+	{ "type", ADM_T_TEXT }, { "user", ADM_T_TEXT }, { "database", ADM_T_TEXT },
+	{ "replication", ADM_T_TEXT }, { "state", ADM_T_TEXT }, { "addr", ADM_T_TEXT },
+	{ "port", ADM_T_INT4 }, { "local_addr", ADM_T_TEXT }, { "local_port", ADM_T_INT4 },
+	{ "connect_time", ADM_T_TEXT }, { "request_time", ADM_T_TEXT }, { "wait", ADM_T_INT4 },
+	{ "wait_us", ADM_T_INT4 }, { "close_needed", ADM_T_INT4 }, { "ptr", ADM_T_TEXT },
+	{ "link", ADM_T_TEXT }, { "remote_pid", ADM_T_INT4 }, { "tls", ADM_T_TEXT },
+	{ "application_name", ADM_T_TEXT }, { "prepared_statements", ADM_T_INT4 },
+	{ "id", ADM_T_INT4 },
+	/* SOCKETS adds: */
+	{ "recv_pos", ADM_T_INT4 }, { "pkt_pos", ADM_T_INT4 }, { "pkt_remain", ADM_T_INT4 },
+	{ "send_pos", ADM_T_INT4 }, { "send_remain", ADM_T_INT4 }, { "pkt_avail", ADM_T_INT4 },
+	{ "send_avail", ADM_T_INT4 },
+};
+
+/* One row per live console session; <sockets> adds the 7 buffer columns. */
+static void
+client_rows(struct adm_result *r, bool sockets)
+{
+	adm_result_columns(r, client_cols, sockets ? 28 : 21);
+	for (struct adm_conn *c = live_list; c != NULL; c = c->next) {
+		char addr[64], laddr[64], port[16], lport[16], ct[64], rt[64], ptr[32], id[24];
+		int p, lp;
+		const char *vals[28] = {
+			"C", c->user, c->db, "none", sockets ? "cl_active" : "active", addr, port,
+			laddr, lport, ct, rt, "0", "0", "0", ptr, "", "0", "", c->app_name, "0", id,
+			"0", "0", "0", "0", "0", "0", "0",
+		};
+
+		if (c->state == CON_ST_STARTUP || c->state == CON_ST_PASSWORD)
+			continue;
+		sock_addr(sbuf_fd(&c->sb), true, c->is_unix, addr, sizeof(addr), &p);
+		sock_addr(sbuf_fd(&c->sb), false, c->is_unix, laddr, sizeof(laddr), &lp);
+		snprintf(port, sizeof(port), "%d", p);
+		snprintf(lport, sizeof(lport), "%d", lp);
+		fmt_time(ct, sizeof(ct), c->connect_time);
+		fmt_time(rt, sizeof(rt), c->request_time);
+		snprintf(ptr, sizeof(ptr), "%p", (void *)c);
+		snprintf(id, sizeof(id), "%" PRIu64, c->id);
+		adm_result_row(r, vals);
+	}
+}
+
+void
+console_show_clients(struct adm_result *r)
+{
+	client_rows(r, false);
+}
+
+void
+console_show_sockets(struct adm_result *r)
+{
+	client_rows(r, true);
+}
+
+void
+console_show_active_sockets(struct adm_result *r)
+{
+	/* every listed console session is the one running a command or idle with no data */
+	adm_result_columns(r, client_cols, 28);
+}
+
+void
+console_show_servers(struct adm_result *r)
+{
+	adm_result_columns(r, client_cols, 21);
+}
+
+void
+console_show_pools(struct adm_result *r)
+{
+	static const char *const names[] = {
+		"database", "user", "cl_active", "cl_waiting", "cl_active_cancel_req",
+		"cl_waiting_cancel_req", "sv_active", "sv_active_cancel", "sv_being_canceled",
+		"sv_idle", "sv_used", "sv_tested", "sv_login", "maxwait", "maxwait_us", "pool_mode",
+		"load_balance_hosts",
+	};
+	struct adm_col cols[NK_ARRAY_LEN(names)];
+	unsigned n = 0;
+	char active[16];
+	const char *vals[17] = {
+		"pgbouncer", "pgbouncer", active, "0", "0", "0", "0", "0", "0", "0", "0", "0", "0",
+		"0", "0", "statement", NULL,
+	};
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
+		cols[i] = (struct adm_col){ names[i], i < 2 || i >= 15 ? ADM_T_TEXT : ADM_T_INT4 };
+	for (struct adm_conn *c = live_list; c != NULL; c = c->next)
+		n += c->state == CON_ST_IDLE || c->state == CON_ST_BUSY;
+	snprintf(active, sizeof(active), "%u", n);
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+	adm_result_row(r, vals);
+}
+
+void
+console_show_fds(struct adm_result *r)
+{
+	static const char *const names[] = {
+		"fd", "task", "user", "database", "addr", "port", "cancel", "link", "client_encoding",
+		"std_strings", "datestyle", "timezone", "password", "scram_client_key",
+		"scram_server_key",
+	};
+	static const enum adm_type types[] = {
+		ADM_T_INT4, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_INT4, ADM_T_INT8,
+		ADM_T_INT4, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_BYTEA,
+		ADM_T_BYTEA,
+	};
+	struct adm_col cols[NK_ARRAY_LEN(names)];
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
+		cols[i] = (struct adm_col){ names[i], types[i] };
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
 }

@@ -266,6 +266,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	static unsigned ticks;
 
 	ticks++;
+	adm_stats_tick();
 	if (authority[0] == '\0') {
 		if (ticks % 3 == 1)
 			discover();

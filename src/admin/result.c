@@ -69,7 +69,7 @@ map_selected(struct adm_result *r, const struct adm_col *cols, size_t n)
 void
 adm_result_columns(struct adm_result *r, const struct adm_col *cols, size_t n)
 {
-	struct proto_column pc[32];
+	struct proto_column pc[ADM_RESULT_MAX_COLS];
 
 	NK_ASSERT(n <= NK_ARRAY_LEN(pc));
 	if (r->sel != NULL) {
@@ -95,7 +95,7 @@ adm_result_columns(struct adm_result *r, const struct adm_col *cols, size_t n)
 void
 adm_result_row(struct adm_result *r, const char *const *vals)
 {
-	const char *sent[ADM_CALL_MAX_ARGS];
+	const char *sent[ADM_RESULT_MAX_COLS];
 
 	for (size_t i = 0; i < r->ncols; i++)
 		sent[i] = vals[r->map[i]];

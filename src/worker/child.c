@@ -24,6 +24,7 @@
 
 #include <event2/event.h>
 
+#include "neki/config.h"
 #include "neki/log.h"
 
 enum child_exit_mode {
@@ -59,6 +60,29 @@ struct shm_stats *
 child_stats(void)
 {
 	return &stats;
+}
+
+/* A console SET: apply "key=value" <kv> to a copy of the configuration and make it current. */
+static void
+child_apply_setting(const char *kv)
+{
+	char key[SHM_MSG_NAME_MAX];
+	const char *eq = strchr(kv, '=');
+	const struct cfg_setting *s;
+	struct nk_error err;
+	struct cfg *next;
+
+	if (eq == NULL || (size_t)(eq - kv) >= sizeof(key))
+		return;
+	memcpy(key, kv, (size_t)(eq - kv));
+	key[eq - kv] = '\0';
+	if ((s = cfg_setting_find(key)) == NULL || (next = cfg_dup(cfg_current())) == NULL)
+		return;
+	if (cfg_setting_apply(next, s, eq + 1, &err))
+		cfg_set_current(next);
+	else
+		log_warn("SET %s failed: %s", kv, err.message);
+	cfg_unref(next);
 }
 
 void
@@ -231,6 +255,11 @@ handle_command(const struct shm_msg *m)
 	case SHM_CMD_TOPOLOGY:
 		child_switch_topology();
 		break;
+	case SHM_CMD_SET:
+		child_apply_setting(m->name);
+		break;
+	case SHM_CMD_DISABLE:
+	case SHM_CMD_ENABLE:
 	case SHM_CMD_RECONNECT:
 	case SHM_CMD_KILL:
 	case SHM_CMD_CANCEL:

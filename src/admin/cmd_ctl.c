@@ -1,0 +1,429 @@
+/*
+ * cmd_ctl.c - the console's control commands (admin_users only) and SET. Each command that
+ * acts on the workers is posted to every worker's shm mailbox; the console answers when
+ * every worker has acknowledged it (shm_mbox_broadcast_done), polled from the loop.
+ *   PAUSE [db], RESUME [db], RECONNECT [db], KILL [db], DISABLE db, ENABLE db, WAIT_CLOSE [db]
+ *   RELOAD (the master re-reads the file too), SHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]
+ *   (the master's signals), SUSPEND (refused: no online restart), KILL_CLIENT id, SET k = v.
+ * Entry points: ctl_command(), cmd_is_set(), cmd_set().
+ */
+#include "neki/base.h"
+
+#include "admin_int.h"
+
+#include <ctype.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "neki/config.h"
+#include "neki/log.h"
+#include "neki/shm.h"
+#include "neki/worker.h"
+
+#define CTL_POLL_MS 20
+#define CTL_TIMEOUT_MS 60000
+#define CTL_MAX_DBS 64
+
+/* A command waiting for every worker's acknowledgement. */
+struct ctl_job {
+	struct adm_req *req;		/* borrowed until finished */
+	const char *tag;		/* CommandComplete tag */
+	uint64_t *seqs;			/* owned: shm_n_procs() sequence numbers */
+	uint64_t deadline_ms;
+	struct event *timer;		/* owned */
+};
+
+/* Databases paused / disabled through the console (for RESUME's check). */
+static char paused_dbs[CTL_MAX_DBS][SHM_MSG_NAME_MAX];
+
+static void ctl_fail(struct adm_req *req, const char *sqlstate, const char *fmt, ...)
+	NK_PRINTF(3, 4);
+
+/* Answer <req> with an error (printf-style message). */
+static void
+ctl_fail(struct adm_req *req, const char *sqlstate, const char *fmt, ...)
+{
+	struct nk_error err;
+	va_list ap;
+
+	va_start(ap, fmt);
+	nk_error_setv(&err, sqlstate, fmt, ap);
+	va_end(ap);
+	adm_result_error(&req->res, &err);
+	adm_req_finish(req);
+}
+
+static void
+ctl_done(struct adm_req *req, const char *tag)
+{
+	adm_result_complete(&req->res, tag, false);
+	adm_req_finish(req);
+}
+
+static void
+ctl_job_free(struct ctl_job *j)
+{
+	if (j->timer != NULL)
+		event_free(j->timer);
+	free(j->seqs);
+	free(j);
+}
+
+static void
+ctl_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct ctl_job *j = arg;
+	struct timeval tv = { 0, CTL_POLL_MS * 1000 };
+	struct nk_error err;
+
+	if (shm_mbox_broadcast_done(j->seqs)) {
+		ctl_done(j->req, j->tag);
+		ctl_job_free(j);
+	} else if (shm_now_ms() >= j->deadline_ms) {
+		nk_error_set(&err, "57014", "not every neki worker acted on %s within %d s", j->tag,
+			     CTL_TIMEOUT_MS / 1000);
+		adm_result_error(&j->req->res, &err);
+		adm_req_finish(j->req);
+		ctl_job_free(j);
+	} else {
+		event_add(j->timer, &tv);
+	}
+}
+
+/* Post <cmd> (with database <db> or NULL) to every worker; answer <tag> once all acted. */
+static void
+ctl_broadcast(struct adm_req *req, enum shm_cmd cmd, const char *db, const char *tag)
+{
+	struct ctl_job *j = calloc(1, sizeof(*j));
+	struct shm_msg m = { .cmd = cmd };
+
+	if (j == NULL || (j->seqs = calloc(shm_n_procs(), sizeof(uint64_t))) == NULL ||
+	    (j->timer = evtimer_new(child_base(), ctl_poll, j)) == NULL) {
+		if (j != NULL)
+			ctl_job_free(j);
+		ctl_fail(req, "53200", "out of memory");
+		return;
+	}
+	if (db != NULL)
+		snprintf(m.name, sizeof(m.name), "%s", db);
+	j->req = req;
+	j->tag = tag;
+	j->deadline_ms = shm_now_ms() + CTL_TIMEOUT_MS;
+	(void)shm_mbox_broadcast(SHM_PROC_WORKER, &m, j->seqs);
+	ctl_poll(-1, 0, j);
+}
+
+/* True when every live worker is in state <st> (false when there is none). */
+static bool
+workers_all(enum shm_proc_state st)
+{
+	bool any = false;
+
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		struct shm_proc *p = shm_proc(i);
+
+		if (atomic_load(&p->kind) != SHM_PROC_WORKER || atomic_load(&p->pid) == 0)
+			continue;
+		any = true;
+		if (atomic_load(&p->state) != (uint32_t)st)
+			return false;
+	}
+	return any;
+}
+
+/* Slot of <db> in paused_dbs, or -1. */
+static int
+paused_find(const char *db)
+{
+	for (int i = 0; i < CTL_MAX_DBS; i++)
+		if (strcmp(paused_dbs[i], db) == 0)
+			return i;
+	return -1;
+}
+
+static bool
+any_db_paused(void)
+{
+	for (int i = 0; i < CTL_MAX_DBS; i++)
+		if (paused_dbs[i][0] != '\0')
+			return true;
+	return false;
+}
+
+/* Remember <db> as paused. */
+static void
+paused_add(const char *db)
+{
+	int slot;
+
+	if (paused_find(db) < 0 && (slot = paused_find("")) >= 0)
+		snprintf(paused_dbs[slot], sizeof(paused_dbs[slot]), "%s", db);
+}
+
+/* KILL leaves the killed databases paused (pgbouncer 1.25). */
+static void
+mark_killed(const char *db)
+{
+	const struct cfg *c = cfg_current();
+
+	if (db != NULL) {
+		paused_add(db);
+		return;
+	}
+	for (size_t i = 0; i < c->n_databases; i++)
+		paused_add(c->databases[i].name);
+}
+
+/* Check the database argument of <verb>: exists, is not the admin db. */
+static bool
+check_db(struct adm_req *req, const char *verb, const char *db)
+{
+	if (strcmp(db, "pgbouncer") == 0) {
+		ctl_fail(req, "08P01", "cannot %s admin db: %s", verb, db);
+		return false;
+	}
+	if (cfg_database_find(cfg_current(), db) == NULL) {
+		ctl_fail(req, "08P01", "no such database: %s", db);
+		return false;
+	}
+	return true;
+}
+
+static void
+ctl_pause(struct adm_req *req, const char *db)
+{
+	if (db == NULL) {
+		if (workers_all(SHM_PST_PAUSED)) {
+			ctl_fail(req, "08P01", "already suspended/paused");
+			return;
+		}
+		kill(getppid(), SIGUSR1);	/* the master pauses children it restarts */
+	} else {
+		if (!check_db(req, "pause", db))
+			return;
+		paused_add(db);
+	}
+	ctl_broadcast(req, SHM_CMD_PAUSE, db, "PAUSE");
+}
+
+static void
+ctl_resume(struct adm_req *req, const char *db)
+{
+	int slot;
+
+	if (db == NULL) {
+		if (!workers_all(SHM_PST_PAUSED) && !any_db_paused()) {
+			ctl_fail(req, "08P01", "pooler is not paused/suspended");
+			return;
+		}
+		memset(paused_dbs, 0, sizeof(paused_dbs));
+		kill(getppid(), SIGUSR2);
+	} else {
+		if (cfg_database_find(cfg_current(), db) == NULL) {
+			ctl_fail(req, "08P01", "no such database: %s", db);
+			return;
+		}
+		if ((slot = paused_find(db)) < 0) {
+			ctl_fail(req, "08P01", "database %s is not paused", db);
+			return;
+		}
+		paused_dbs[slot][0] = '\0';
+	}
+	ctl_broadcast(req, SHM_CMD_RESUME, db, "RESUME");
+}
+
+static void
+ctl_shutdown(struct adm_req *req, const char *arg)
+{
+	int sig = SIGQUIT;
+
+	if (arg != NULL && strcmp(arg, "wait_for_servers") == 0)
+		sig = SIGINT;
+	else if (arg != NULL && strcmp(arg, "wait_for_clients") == 0)
+		sig = SIGTERM;
+	else if (arg != NULL) {
+		ctl_fail(req, "08P01", "invalid command 'SHUTDOWN %s', use SHOW HELP;", arg);
+		return;
+	}
+	log_info("SHUTDOWN%s%s requested on the console", arg ? " " : "", arg ? arg : "");
+	kill(getppid(), sig);
+	if (sig == SIGQUIT)	/* the connection stays open until the process exits */
+		return;
+	ctl_done(req, "SHUTDOWN");
+}
+
+static void
+ctl_reload(struct adm_req *req)
+{
+	if (!reload_config()) {
+		ctl_fail(req, "F0000", "RELOAD failed, see logs for additional details");
+		return;
+	}
+	kill(getppid(), SIGHUP);	/* the master's copy, for the children it restarts */
+	ctl_broadcast(req, SHM_CMD_RELOAD, NULL, "RELOAD");
+}
+
+/* Commands that need a database: DISABLE, ENABLE. */
+static void
+ctl_disable_enable(struct adm_req *req, const char *verb, const char *db)
+{
+	bool disable = strcmp(verb, "disable") == 0;
+
+	if (db == NULL) {
+		ctl_fail(req, "08P01", "a database is required");
+		return;
+	}
+	if (!check_db(req, verb, db))
+		return;
+	ctl_broadcast(req, disable ? SHM_CMD_DISABLE : SHM_CMD_ENABLE, db,
+		      disable ? "DISABLE" : "ENABLE");
+}
+
+void
+ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *sql)
+{
+	if (strcmp(verb, "pause") == 0) {
+		ctl_pause(req, arg);
+	} else if (strcmp(verb, "resume") == 0) {
+		ctl_resume(req, arg);
+	} else if (strcmp(verb, "reconnect") == 0) {
+		if (arg == NULL || check_db(req, "reconnect", arg))
+			ctl_broadcast(req, SHM_CMD_RECONNECT, arg, "RECONNECT");
+	} else if (strcmp(verb, "kill") == 0) {
+		if (arg == NULL || check_db(req, "kill", arg)) {
+			mark_killed(arg);
+			ctl_broadcast(req, SHM_CMD_KILL, arg, "KILL");
+		}
+	} else if (strcmp(verb, "disable") == 0 || strcmp(verb, "enable") == 0) {
+		ctl_disable_enable(req, verb, arg);
+	} else if (strcmp(verb, "wait_close") == 0) {
+		if (arg == NULL || check_db(req, "wait_close", arg))
+			ctl_broadcast(req, SHM_CMD_NONE, arg, "WAIT_CLOSE");
+	} else if (strcmp(verb, "reload") == 0 && arg == NULL) {
+		ctl_reload(req);
+	} else if (strcmp(verb, "shutdown") == 0) {
+		ctl_shutdown(req, arg);
+	} else if (strcmp(verb, "suspend") == 0 && arg == NULL) {
+		ctl_fail(req, "0A000", "SUSPEND is not supported: neki has no online restart (-R);"
+			 " use so_reuseport and SHUTDOWN WAIT_FOR_CLIENTS");
+	} else if (strcmp(verb, "kill_client") == 0) {
+		if (arg == NULL)
+			ctl_fail(req, "08P01", "invalid client pointer supplied");
+		else
+			ctl_fail(req, "08P01", "client not found");
+	} else {
+		ctl_fail(req, "08P01", "invalid command '%s', use SHOW HELP;", sql);
+	}
+}
+
+/* ---- SET ---- */
+
+bool
+cmd_is_set(const char *sql)
+{
+	while (isspace((unsigned char)*sql))
+		sql++;
+	return strncasecmp(sql, "set", 3) == 0 && isspace((unsigned char)sql[3]);
+}
+
+/* `SET key =|TO value`: value a word or a 'string' with '' escaping. */
+static bool
+parse_set(const char *sql, char *key, size_t klen, char *val, size_t vlen)
+{
+	const char *p = sql + strspn(sql, " \t\r\n") + 3;
+	size_t n = 0;
+
+	p += strspn(p, " \t\r\n");
+	while ((isalnum((unsigned char)*p) || *p == '_') && n < klen - 1)
+		key[n++] = (char)tolower((unsigned char)*p++);
+	key[n] = '\0';
+	p += strspn(p, " \t\r\n");
+	if (*p == '=')
+		p++;
+	else if (strncasecmp(p, "to", 2) == 0 && isspace((unsigned char)p[2]))
+		p += 2;
+	else
+		return false;
+	p += strspn(p, " \t\r\n");
+	n = 0;
+	if (*p == '\'') {
+		for (p++; *p && !(p[0] == '\'' && p[1] != '\''); p++) {
+			if (p[0] == '\'')
+				p++;
+			if (n < vlen - 1)
+				val[n++] = *p;
+		}
+		if (*p++ != '\'')
+			return false;
+	} else {
+		while (*p && !isspace((unsigned char)*p) && *p != ';' && n < vlen - 1)
+			val[n++] = *p++;
+	}
+	val[n] = '\0';
+	p += strspn(p, " \t\r\n;");
+	return key[0] != '\0' && *p == '\0';
+}
+
+void
+cmd_set(struct adm_req *req, const char *sql)
+{
+	static const char *const fake[] = {
+		"client_encoding", "default_transaction_isolation", "standard_conforming_strings",
+		"datestyle", "timezone",
+	};
+	char key[64], val[512], msg[600];
+	const struct cfg_setting *s;
+	struct nk_error err;
+	struct cfg *next;
+
+	if (!parse_set(sql, key, sizeof(key), val, sizeof(val))) {
+		ctl_fail(req, "08P01", "invalid command '%s', use SHOW HELP;", sql);
+		return;
+	}
+	for (size_t i = 0; i < NK_ARRAY_LEN(fake); i++) {
+		if (strcmp(key, fake[i]) == 0) {
+			nk_error_set(&err, "00000", "SET ignored");
+			err.severity = NK_SEV_NOTICE;
+			adm_result_notice(&req->res, &err);
+			ctl_done(req, "SET");
+			return;
+		}
+	}
+	if (req->access != ADM_ACCESS_ADMIN) {
+		ctl_fail(req, "42501", "admin access needed");
+		return;
+	}
+	if ((s = cfg_setting_find(key)) == NULL) {
+		ctl_fail(req, "08P01", "SET failed: unknown parameter \"%s\"", key);
+		return;
+	}
+	if (!s->reloadable) {
+		ctl_fail(req, "08P01", "SET failed: parameter \"%s\" cannot be changed at run time;"
+			 " restart neki", key);
+		return;
+	}
+	if (strlen(key) + strlen(val) + 2 > SHM_MSG_NAME_MAX) {
+		ctl_fail(req, "08P01", "SET failed: the value of \"%s\" is too long to send to the"
+			 " workers", key);
+		return;
+	}
+	next = cfg_dup(cfg_current());
+	if (next == NULL || !cfg_setting_apply(next, s, val, &err)) {
+		snprintf(msg, sizeof(msg), "SET failed: %s", next ? err.message : "out of memory");
+		if (next != NULL)
+			cfg_unref(next);
+		ctl_fail(req, "08P01", "%s", msg);
+		return;
+	}
+	cfg_set_current(next);
+	cfg_unref(next);
+	snprintf(msg, sizeof(msg), "%s=%s", key, val);
+	ctl_broadcast(req, SHM_CMD_SET, msg, "SET");
+}
