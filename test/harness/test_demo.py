@@ -1,0 +1,50 @@
+"""`make demo` / `make demo-stop`: test/harness/demo starts the cluster and neki, says what
+works, and stops everything."""
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, neki_binary, pid_alive, port_accepts
+
+DEMO = REPO / "test" / "harness" / "demo"
+
+
+def demo(cmd, state, **kw):
+    env = dict(os.environ, NEKI_DEMO_STATE=str(state))
+    return subprocess.run([str(DEMO), cmd], capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL, timeout=180, **kw)
+
+
+def test_demo_start_status_stop(tmp_path):
+    if not neki_binary().exists():
+        pytest.skip("neki is not built")
+    state = tmp_path / "demo.env"
+    started = demo("start", state)
+    try:
+        out = started.stdout
+        assert started.returncode == 0, started.stdout + started.stderr
+        env = dict(line.split("=", 1) for line in state.read_text().splitlines() if "=" in line)
+        port, admin = int(env["LISTEN_PORT"]), int(env["ADMIN_PORT"])
+        pid = int(re.search(r"neki is running \(pid (\d+)\)", out).group(1))
+        assert pid_alive(pid)
+        assert port_accepts(port) and port_accepts(admin)
+        assert f"psql -h 127.0.0.1 -p {port} -U postgres demo" in out
+        # it says honestly whether queries go through
+        assert ("queries through neki work" in out) != ("does not serve queries yet" in out)
+        assert "the admin console answers" in out
+        again = demo("start", state)
+        assert again.returncode == 0 and "already running" in again.stdout
+        status = demo("status", state)
+        assert f"neki running, pid {pid}" in status.stdout
+        assert status.stdout.count(" running") >= 7
+        cluster_dir = env["NEKI_CLUSTER_DIR"]
+    finally:
+        stopped = demo("stop", state)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert not pid_alive(pid)
+    assert not os.path.exists(cluster_dir)
+    assert not state.exists()
+    assert demo("stop", state).stdout.strip() == "demo: not running"
