@@ -289,6 +289,8 @@ uint64_t follow_local_revision_seen(void);
 void follow_announce(void);
 void follow_wait(struct adm_req *req, uint64_t revision, double timeout);
 void follow_list_shards(struct adm_req *req);
+/* SHOW SHARDS: uid, host, port, state (up, read-only, down), links. */
+void follow_show_shards(struct adm_req *req);
 /* Is the console user a member of <role> on the authoritative shard? Answers through <cb>. */
 void follow_check_role(struct adm_req *req, const char *role,
 		       void (*cb)(struct adm_req *req, bool member));

@@ -554,22 +554,29 @@ static const struct { const char *name; show_fn fn; bool admin_only; } shows[] =
 static void
 cmd_show(struct adm_req *req, const struct cmd *c, const char *sql)
 {
+	if (strcmp(c->arg, "shards") == 0 && req->access != ADM_ACCESS_NONE) {
+		follow_show_shards(req);	/* probes every shard, answers later */
+		return;
+	}
 	for (size_t i = 0; i < NK_ARRAY_LEN(shows); i++) {
 		if (strcmp(shows[i].name, c->arg) != 0)
 			continue;
 		if (req->access == ADM_ACCESS_NONE ||
 		    (shows[i].admin_only && req->access != ADM_ACCESS_ADMIN)) {
 			fail(&req->res, "42501", "admin access needed");
+			adm_req_finish(req);
 			return;
 		}
 		shows[i].fn(&req->res);
 		adm_result_complete(&req->res, "SHOW", false);
+		adm_req_finish(req);
 		return;
 	}
 	if (req->access == ADM_ACCESS_NONE)
 		fail(&req->res, "42501", "admin access needed");
 	else
 		invalid(&req->res, sql);
+	adm_req_finish(req);
 }
 
 void
@@ -585,6 +592,7 @@ adm_command(struct adm_req *req, const char *sql)
 		invalid(&req->res, sql);
 	} else if (strcmp(c.verb, "show") == 0 && c.has_arg) {
 		cmd_show(req, &c, sql);
+		return;
 	} else if (req->access != ADM_ACCESS_ADMIN) {
 		fail(&req->res, "42501", "admin access needed");
 	} else {

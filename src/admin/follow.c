@@ -402,18 +402,52 @@ follow_wait(struct adm_req *req, uint64_t revision, double timeout)
 	wait_tick(-1, 0, w);
 }
 
-/* ---- list_shards ---- */
+/* ---- list_shards, SHOW SHARDS ---- */
+
+static void follow_probe_shards(struct adm_req *req, bool console);
 
 struct shards_job {
 	struct adm_req *req;		/* borrowed until finished */
+	bool console;			/* SHOW SHARDS rather than __neki.list_shards() */
 	size_t pending;			/* probes not answered yet */
 	size_t n;
 	char (*writable)[8];		/* owned: "t", "f" or "" (unreachable) per shard */
 };
 
+/* SHOW SHARDS: uid, host, port, state (up/down), links. */
+static void
+shards_show(struct shards_job *j)
+{
+	static const struct adm_col cols[] = {
+		{ "uid", ADM_T_TEXT }, { "host", ADM_T_TEXT }, { "port", ADM_T_INT4 },
+		{ "state", ADM_T_TEXT }, { "links", ADM_T_INT4 },
+	};
+	const struct cfg *c = cfg_current();
+
+	adm_result_columns(&j->req->res, cols, NK_ARRAY_LEN(cols));
+	for (size_t i = 0; i < j->n && i < c->n_shards; i++) {
+		const struct cfg_shard *s = &c->shards[i];
+		char port[16];
+		const char *vals[5] = { s->uid, s->host, port,
+					j->writable[i][0] == '\0' ? "down" :
+					j->writable[i][0] == 't' ? "up" : "read-only", "0" };
+
+		snprintf(port, sizeof(port), "%d", s->port);
+		adm_result_row(&j->req->res, vals);
+	}
+	adm_result_complete(&j->req->res, "SHOW", false);
+}
+
 static void
 shards_reply(struct shards_job *j)
 {
+	if (j->console) {
+		shards_show(j);
+		adm_req_finish(j->req);
+		free(j->writable);
+		free(j);
+		return;
+	}
 	static const struct adm_col cols[] = {
 		{ "uid", ADM_T_TEXT }, { "host", ADM_T_TEXT }, { "port", ADM_T_INT4 },
 		{ "dbname", ADM_T_TEXT }, { "has_writable_primary", ADM_T_BOOL },
@@ -455,6 +489,19 @@ shard_probed(struct probe *p, const struct pgc_res *res, const struct nk_error *
 void
 follow_list_shards(struct adm_req *req)
 {
+	follow_probe_shards(req, false);
+}
+
+void
+follow_show_shards(struct adm_req *req)
+{
+	follow_probe_shards(req, true);
+}
+
+/* Probe every [shards] entry, then answer list_shards() or SHOW SHARDS. */
+static void
+follow_probe_shards(struct adm_req *req, bool console)
+{
 	const struct cfg *c = cfg_current();
 	struct shards_job *j = calloc(1, sizeof(*j));
 
@@ -468,6 +515,7 @@ follow_list_shards(struct adm_req *req)
 		return;
 	}
 	j->req = req;
+	j->console = console;
 	j->n = c->n_shards;
 	j->pending = 1;		/* held until every probe is started */
 	for (size_t i = 0; i < c->n_shards; i++) {

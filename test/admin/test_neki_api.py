@@ -340,3 +340,17 @@ def test_forward_socket_trusts_neki_uid(sharded):
     if IS_ROOT:   # another uid is refused
         res = subprocess.run(psql, capture_output=True, text=True, timeout=20)
         assert "forwarded console connections must come from neki" in res.stderr
+
+
+def test_list_shards_and_show_shards(sharded, pg_cluster, cluster_db):
+    inst = sharded()
+    rows = run(inst, "SELECT uid, port, dbname, has_writable_primary, revision "
+                     "FROM __neki.list_shards()")
+    assert rows == [(s, pg_cluster.port(s), cluster_db, True, 0) for s in pg_cluster.shards]
+    pg_cluster.stop_server("shard-d")
+    try:
+        rows = run(inst, "SHOW SHARDS")
+        assert [(r[0], r[3]) for r in rows] == [("shard-a", "up"), ("shard-b", "up"),
+                                                 ("shard-c", "up"), ("shard-d", "down")]
+    finally:
+        pg_cluster.start_server("shard-d")
