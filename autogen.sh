@@ -6,7 +6,7 @@
 set -e
 cd "$(dirname "$0")"
 BUILD_DEPS="autoconf automake libtool pkg-config gcc make libevent-dev libc-ares-dev libssl-dev
-libpq-dev libxxhash-dev libcjson-dev check libpg-query-dev"
+libpq-dev libxxhash-dev libcjson-dev check libpg-query-dev libicu-dev"
 if [ "${1:-}" = "--deps" ]; then
 	missing=""
 	for p in $BUILD_DEPS; do
