@@ -13,6 +13,7 @@
 	X(auth) \
 	X(keyspace) \
 	X(sbuf) \
+	X(dns) \
 	X(config) \
 	X(shm) \
 	X(topology) \
