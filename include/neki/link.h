@@ -22,6 +22,8 @@
 #include "neki/error.h"
 #include "neki/sbuf.h"
 
+#include <sys/socket.h>
+
 struct link;
 
 enum link_state {
@@ -92,5 +94,16 @@ void link_close(struct link *l, bool send_term, const char *reason);
  */
 void link_set_close_needed(struct link *l);
 bool link_close_needed(const struct link *l);
+
+/*
+ * Data a higher layer keeps per link (the session layer: prepared statements and search_path
+ * on that server). <free_fn>(<data>) runs when the link is freed. Owned by the link from here.
+ */
+typedef void (*link_data_free_fn)(void *data);
+void *link_user_data(const struct link *l);
+void link_set_user_data(struct link *l, void *data, link_data_free_fn free_fn);
+
+/* The server's socket address (for a CancelRequest connection); borrowed, <*len> set. */
+const struct sockaddr *link_server_addr(const struct link *l, socklen_t *len);
 
 #endif /* NEKI_LINK_H */

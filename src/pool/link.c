@@ -118,6 +118,28 @@ link_param_at(const struct link *l, size_t i, const char **name, const char **va
 	*value = l->params[i].value;
 }
 
+void *
+link_user_data(const struct link *l)
+{
+	return l->user_data;
+}
+
+void
+link_set_user_data(struct link *l, void *data, link_data_free_fn free_fn)
+{
+	if (l->user_free != NULL && l->user_data != NULL && l->user_data != data)
+		l->user_free(l->user_data);
+	l->user_data = data;
+	l->user_free = free_fn;
+}
+
+const struct sockaddr *
+link_server_addr(const struct link *l, socklen_t *len)
+{
+	*len = l->pool->addrlen;
+	return (const struct sockaddr *)&l->pool->addr;
+}
+
 void
 link_set_close_needed(struct link *l)
 {
@@ -682,5 +704,7 @@ link_free(struct link *l)
 		free(l->params[i].value);
 	}
 	free(l->params);
+	if (l->user_free != NULL && l->user_data != NULL)
+		l->user_free(l->user_data);
 	free(l);
 }

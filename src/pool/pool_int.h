@@ -58,6 +58,8 @@ struct link {
 	struct link_scram *scram;	/* owned: SCRAM exchange state during LOGIN */
 	link_cb_fn client_cb;		/* ACTIVE: the session's callback */
 	void *client_ctx;		/* ACTIVE: borrowed session */
+	void *user_data;		/* owned through user_free: the session layer's data */
+	link_data_free_fn user_free;	/* frees user_data at link_free */
 };
 
 struct pool {
