@@ -25,6 +25,7 @@
 #include "neki/list.h"
 #include "neki/scram.h"
 
+struct dns;
 struct event_base;
 struct pool;
 struct pool_waiter;
@@ -60,6 +61,8 @@ struct pool_conf {
 	const char *user_name;		/* server login user (copied) */
 	const char *password;		/* server password or md5/SCRAM secret (copied); NULL */
 	const struct scram_keys *scram_keys; /* keys for a SCRAM secret (copied); NULL */
+	struct dns *dns;		/* borrowed: resolver for host names; NULL = getaddrinfo
+					 * once in pool_new() (blocks) */
 	const struct pool_limits_ops *limits; /* borrowed, static */
 	void *limits_ctx;		/* borrowed */
 };

@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "neki/config.h"
+#include "neki/dns.h"
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
@@ -84,7 +85,7 @@ link_backend_key(const struct link *l)
 const char *
 link_addr(const struct link *l)
 {
-	return l->pool->addr_str;
+	return l->addr_str;
 }
 
 /* Seconds since the connect started. */
@@ -136,8 +137,8 @@ link_set_user_data(struct link *l, void *data, link_data_free_fn free_fn)
 const struct sockaddr *
 link_server_addr(const struct link *l, socklen_t *len)
 {
-	*len = l->pool->addrlen;
-	return (const struct sockaddr *)&l->pool->addr;
+	*len = l->addrlen;
+	return (const struct sockaddr *)&l->addr;
 }
 
 void
@@ -174,7 +175,7 @@ link_log(const struct link *l, int lvl, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	log_msg((enum log_level)lvl, "S-%p: %s/%s@%s %s", (const void *)l, l->pool->db_name,
-		l->pool->user_name, l->pool->addr_str, msg);
+		l->pool->user_name, l->addr_str, msg);
 }
 
 /* ---- state ---- */
@@ -574,16 +575,73 @@ link_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- lifecycle ---- */
 
+/* Connect to l->addr (known by now). */
+static void
+link_connect(struct link *l)
+{
+	if (!sbuf_connect(&l->sb, (struct sockaddr *)&l->addr, l->addrlen, 0)) {
+		link_log(l, LOG_LVL_WARNING, "could not create socket: %s", strerror(errno));
+		link_close(l, false, "connect failed");
+	}
+}
+
+/* "ip:port" of a resolved address, for logs. */
+static void
+link_format_addr(struct link *l)
+{
+	char ip[INET6_ADDRSTRLEN];
+	const struct sockaddr_in *sin = (const struct sockaddr_in *)&l->addr;
+	const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&l->addr;
+
+	if (l->addr.ss_family == AF_INET && inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip)))
+		snprintf(l->addr_str, sizeof(l->addr_str), "%s:%d", ip, ntohs(sin->sin_port));
+	else if (l->addr.ss_family == AF_INET6 &&
+		 inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip)))
+		snprintf(l->addr_str, sizeof(l->addr_str), "[%s]:%d", ip, ntohs(sin6->sin6_port));
+}
+
+/* The resolver answered for this link's host. */
+static void
+link_dns_cb(void *arg, const struct sockaddr *sa, socklen_t salen, const char *errmsg)
+{
+	struct link *l = arg;
+
+	l->dns_req = NULL;
+	if (sa == NULL || salen > sizeof(l->addr)) {
+		link_log(l, LOG_LVL_WARNING, "%s", errmsg != NULL ? errmsg : "bad address");
+		link_close(l, false, "server DNS lookup failed");
+		return;
+	}
+	memcpy(&l->addr, sa, salen);
+	l->addrlen = salen;
+	link_format_addr(l);
+	link_connect(l);
+}
+
+/* Arm server_connect_timeout (it covers DNS, connect and login). */
+static void
+link_arm_login_timer(struct link *l)
+{
+	double tmo = l->pool->cfg->server_connect_timeout;
+	struct timeval tv;
+
+	if (tmo <= 0)
+		return;
+	tv.tv_sec = (time_t)tmo;
+	tv.tv_usec = (suseconds_t)((tmo - (double)tv.tv_sec) * 1e6);
+	event_add(l->timer, &tv);
+}
+
 /*
- * Start a new link of <p>: socket, non-blocking connect, login timer. It is on the LOGIN
- * list when this returns. NULL when out of memory or the socket cannot be created.
+ * Start a new link of <p> to its next host (load_balance_hosts): resolve the name when
+ * needed, then connect; everything after this call happens from the loop. It is on the
+ * LOGIN list when this returns. NULL when out of memory.
  */
 struct link *
 link_new(struct pool *p)
 {
 	struct link *l = calloc(1, sizeof(*l));
-	double tmo = p->cfg->server_connect_timeout;
-	struct timeval tv;
+	const struct pool_host *h;
 
 	if (l == NULL)
 		return NULL;
@@ -592,28 +650,30 @@ link_new(struct pool *p)
 	l->tx_status = '?';
 	list_node_init(&l->node);
 	l->connect_us = pool_now_us();
-	if (!sbuf_init(&l->sb, p->base, link_sbuf_cb, l, &p->sbuf_opts))
-		goto fail;
-	l->timer = event_new(p->base, -1, 0, link_timer_cb, l);
-	if (l->timer == NULL)
-		goto fail;
-	if (!sbuf_connect(&l->sb, (struct sockaddr *)&p->addr, p->addrlen, 0)) {
-		log_warn("could not create socket for %s: %s", p->addr_str, strerror(errno));
-		goto fail;
+	if (!sbuf_init(&l->sb, p->base, link_sbuf_cb, l, &p->sbuf_opts) ||
+	    (l->timer = event_new(p->base, -1, 0, link_timer_cb, l)) == NULL) {
+		if (l->timer != NULL)
+			event_free(l->timer);
+		sbuf_cleanup(&l->sb);
+		free(l);
+		return NULL;
 	}
-	if (tmo > 0) {
-		tv.tv_sec = (time_t)tmo;
-		tv.tv_usec = (suseconds_t)((tmo - (double)tv.tv_sec) * 1e6);
-		event_add(l->timer, &tv);
-	}
+	l->counted = true;	/* pool_launch() took a slot for it */
+	l->host_idx = pool_pick_host(p);
+	h = &p->hosts[l->host_idx];
+	snprintf(l->addr_str, sizeof(l->addr_str), "%s", h->label);
 	link_set_state(l, LINK_ST_LOGIN);
+	link_arm_login_timer(l);
+	if (h->resolved) {
+		memcpy(&l->addr, &h->addr, h->addrlen);
+		l->addrlen = h->addrlen;
+		link_connect(l);
+	} else {
+		l->dns_req = dns_lookup(p->dns, h->name, p->port, link_dns_cb, l);
+		if (l->dns_req == NULL)
+			link_close(l, false, "server DNS lookup failed");
+	}
 	return l;
-fail:
-	if (l->timer != NULL)
-		event_free(l->timer);
-	sbuf_cleanup(&l->sb);
-	free(l);
-	return NULL;
 }
 
 /* Send <sql> ("<empty>": an empty query) and wait for its ReadyForQuery in TESTED. */
@@ -675,6 +735,10 @@ link_close_err(struct link *l, bool send_term, const char *reason, const struct 
 	}
 	if (l->timer != NULL)
 		event_del(l->timer);
+	if (l->dns_req != NULL) {
+		dns_cancel(l->dns_req);
+		l->dns_req = NULL;
+	}
 	sbuf_close(&l->sb);
 	link_auth_cleanup(l);
 	l->client_cb = NULL;

@@ -323,7 +323,6 @@ pool_launch(struct pool *p)
 		p->limits->release(p->limits_ctx, p->db_name, p->user_name);
 		return false;
 	}
-	l->counted = true;
 	log_debug("launching new connection to server %s for %s/%s", p->addr_str, p->db_name,
 		  p->user_name);
 	return true;
@@ -520,6 +519,8 @@ pool_on_login_failed(struct link *l, const struct nk_error *err, const char *rea
 
 	p->last_connect_failed = true;
 	p->last_login_failed = true;
+	if (err == NULL)
+		pool_host_failed(p, l->host_idx);
 	if (snprintf(p->last_error, sizeof(p->last_error), "%s",
 		     err != NULL ? err->message : reason) >= (int)sizeof(p->last_error))
 		log_debug("cached login error truncated");
@@ -652,43 +653,104 @@ pool_janitor_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- creation ---- */
 
-/* Fill p->addr from the database's host/port ("/dir" and unset mean a unix socket). */
+/* A unix socket directory <h>: "<dir>/.s.PGSQL.<port>". */
+static bool
+pool_host_unix(struct pool_host *h, int port, struct nk_error *err)
+{
+	struct sockaddr_un *sun = (struct sockaddr_un *)&h->addr;
+
+	sun->sun_family = AF_UNIX;
+	if (snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/.s.PGSQL.%d", h->name,
+		     port) >= (int)sizeof(sun->sun_path))
+		return nk_error_set(err, "08P01", "unix socket path too long: \"%s\"", h->name);
+	h->addrlen = sizeof(*sun);
+	h->resolved = true;
+	snprintf(h->label, sizeof(h->label), "unix:%d", port);
+	return true;
+}
+
+/* A numeric address, or (without a resolver) a name resolved once, here, with getaddrinfo. */
+static bool
+pool_host_inet(struct pool *p, struct pool_host *h, struct nk_error *err)
+{
+	struct addrinfo hints, *res = NULL;
+	char sport[16];
+
+	snprintf(h->label, sizeof(h->label), strchr(h->name, ':') ? "[%.80s]:%d" : "%.80s:%d",
+		 h->name, p->port);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = p->dns != NULL ? AI_NUMERICHOST : 0;
+	snprintf(sport, sizeof(sport), "%d", p->port);
+	if (getaddrinfo(h->name, sport, &hints, &res) != 0 || res == NULL) {
+		if (p->dns != NULL)
+			return true;	/* a name: resolved per connection through p->dns */
+		return nk_error_set(err, "08P01", "could not resolve host \"%s\"", h->name);
+	}
+	memcpy(&h->addr, res->ai_addr, res->ai_addrlen);
+	h->addrlen = res->ai_addrlen;
+	h->resolved = true;
+	freeaddrinfo(res);
+	return true;
+}
+
+/*
+ * The database's hosts: a comma list of names, addresses and unix socket directories; no
+ * host means unix_socket_dir. pgbouncer's order and port rules.
+ */
 static bool
 pool_resolve(struct pool *p, struct nk_error *err)
 {
-	const char *host = p->db->host;
-	int port = p->db->port > 0 ? p->db->port : 5432;
-	struct addrinfo hints, *res = NULL;
-	char name[256], sport[16];
+	const char *list = p->db->host;
+	size_t n = 1, len;
+	struct pool_host *h;
 
-	if (host == NULL || host[0] == '\0')
-		host = p->cfg->unix_socket_dir;
-	if (host == NULL || host[0] == '\0')
+	p->port = p->db->port > 0 ? p->db->port : 5432;
+	if (list == NULL || list[0] == '\0')
+		list = p->cfg->unix_socket_dir;
+	if (list == NULL || list[0] == '\0')
 		return nk_error_set(err, "08P01", "database \"%s\" has no host and "
 				    "unix_socket_dir is empty", p->db_name);
-	snprintf(name, sizeof(name), "%.*s", (int)strcspn(host, ","), host);
-	if (name[0] == '/') {
-		struct sockaddr_un *sun = (struct sockaddr_un *)&p->addr;
-
-		sun->sun_family = AF_UNIX;
-		if (snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/.s.PGSQL.%d", name,
-			     port) >= (int)sizeof(sun->sun_path))
-			return nk_error_set(err, "08P01", "unix socket path too long: \"%s\"", name);
-		p->addrlen = sizeof(*sun);
-		snprintf(p->addr_str, sizeof(p->addr_str), "unix:%d", port);
-		return true;
+	for (const char *c = list; *c != '\0'; c++)
+		n += *c == ',';
+	p->hosts = calloc(n, sizeof(*p->hosts));
+	if (p->hosts == NULL)
+		return nk_error_set(err, "53200", "out of memory");
+	for (const char *c = list; p->nhosts < n; c += len + 1) {
+		c += strspn(c, " ");
+		len = strcspn(c, ",");
+		h = &p->hosts[p->nhosts++];
+		h->name = strndup(c, len);
+		if (h->name == NULL)
+			return nk_error_set(err, "53200", "out of memory");
+		h->name[strcspn(h->name, " ")] = '\0';
+		if (!(h->name[0] == '/' ? pool_host_unix(h, p->port, err) :
+		      pool_host_inet(p, h, err)))
+			return false;
+		if (c[len] == '\0')
+			break;
 	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	snprintf(sport, sizeof(sport), "%d", port);
-	if (getaddrinfo(name, sport, &hints, &res) != 0 || res == NULL)
-		return nk_error_set(err, "08P01", "could not resolve host \"%s\"", name);
-	memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
-	p->addrlen = res->ai_addrlen;
-	freeaddrinfo(res);
-	snprintf(p->addr_str, sizeof(p->addr_str), strchr(name, ':') ? "[%s]:%d" : "%s:%d",
-		 name, port);
+	snprintf(p->addr_str, sizeof(p->addr_str), "%s", p->hosts[0].label);
 	return true;
+}
+
+/* The host for a new link: in turn (load_balance_hosts=round-robin) or the current one. */
+size_t
+pool_pick_host(struct pool *p)
+{
+	size_t idx = p->next_host % p->nhosts;
+
+	if (p->db->load_balance_hosts)
+		p->next_host = (idx + 1) % p->nhosts;
+	return idx;
+}
+
+/* A connection to host <idx> failed: with load_balance_hosts=disable, move to the next. */
+void
+pool_host_failed(struct pool *p, size_t idx)
+{
+	if (!p->db->load_balance_hosts && p->next_host % p->nhosts == idx)
+		p->next_host = (idx + 1) % p->nhosts;
 }
 
 static char *
@@ -717,6 +779,7 @@ pool_new(struct event_base *base, const struct pool_conf *pc, struct nk_error *e
 	p->user = pc->user;
 	p->limits = pc->limits;
 	p->limits_ctx = pc->limits_ctx;
+	p->dns = pc->dns;
 	sbuf_opts_from_cfg(&p->sbuf_opts, pc->cfg);
 	p->db_name = strdup(pc->db_name);
 	p->user_name = strdup(pc->user_name);
@@ -815,6 +878,9 @@ pool_free(struct pool *p)
 	free(p->welcome);
 	free(p->db_name);
 	free(p->user_name);
+	for (size_t i = 0; i < p->nhosts; i++)
+		free(p->hosts[i].name);
+	free(p->hosts);
 	free(p->password);
 	memset(&p->scram_keys, 0, sizeof(p->scram_keys));
 	free(p);

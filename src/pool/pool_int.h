@@ -19,6 +19,8 @@
 #include "neki/sbuf.h"
 #include "neki/scram.h"
 
+struct dns;
+struct dns_req;
 struct event;
 struct link_scram;
 
@@ -35,12 +37,26 @@ enum link_test {
 	LINK_TEST_RESET = 2,	/* server_reset_query after release */
 };
 
+/* One host of a [databases] entry's host list. */
+struct pool_host {
+	char *name;			/* owned: as written (a "/dir" is a unix socket dir) */
+	bool resolved;			/* addr is known (unix, numeric, or resolved at start) */
+	struct sockaddr_storage addr;	/* with the port */
+	socklen_t addrlen;
+	char label[96];			/* "127.0.0.1:5432", "unix:5432", "db.host:5432" */
+};
+
 struct link {
 	struct sbuf sb;			/* the server connection (embedded) */
 	struct list_node node;		/* on pool->lists[state] */
 	enum link_state state;		/* written by link_set_state() only */
 	struct pool *pool;		/* borrowed: the owner */
 	struct event *timer;		/* owned: login timeout (server_connect_timeout) */
+	size_t host_idx;		/* which of the pool's hosts */
+	struct sockaddr_storage addr;	/* the server's address (CancelRequest goes there) */
+	socklen_t addrlen;
+	char addr_str[96];		/* for logs and SHOW SERVERS */
+	struct dns_req *dns_req;	/* owned while resolving the host */
 	uint64_t connect_us;		/* monotonic time the connect started */
 	uint64_t idle_since_us;		/* monotonic time it last became IDLE */
 	uint32_t be_pid;		/* BackendKeyData */
@@ -74,9 +90,12 @@ struct pool {
 	const struct pool_limits_ops *limits; /* borrowed */
 	void *limits_ctx;		/* borrowed */
 	struct sbuf_opts sbuf_opts;	/* transport settings for new links */
-	struct sockaddr_storage addr;	/* the server's address */
-	socklen_t addrlen;
-	char addr_str[128];		/* for logs: "127.0.0.1:5432", "unix:5432" */
+	struct pool_host *hosts;	/* owned: the database's host list, in order */
+	size_t nhosts;
+	size_t next_host;		/* round-robin cursor, or (disable) the host in use */
+	int port;			/* the database's port */
+	struct dns *dns;		/* borrowed: the worker's resolver; NULL = resolve at start */
+	char addr_str[128];		/* for pool-level logs: the first host */
 	struct list lists[LINK_ST_COUNT]; /* links by state */
 	struct list waiters;		/* struct pool_waiter, FIFO */
 	struct event *ev_janitor;	/* owned: periodic maintenance */
@@ -99,7 +118,11 @@ uint64_t pool_now_us(void);
 
 /* ---- link.c, for pool.c ---- */
 
-/* A new link of <p>, connecting (LOGIN). NULL when the socket cannot be created. */
+/*
+ * A new link of <p> to its next host, holding the limits slot pool_launch() took (given back
+ * when it closes); it may already be CLOSING when returned. NULL when out of memory (the
+ * slot is then still the caller's).
+ */
 struct link *link_new(struct pool *p);
 /* Move <l> to <st>: the only writer of l->state; moves it between the pool's lists. */
 void link_set_state(struct link *l, enum link_state st);
@@ -117,6 +140,10 @@ void link_free(struct link *l);
 void link_log(const struct link *l, int lvl, const char *fmt, ...) NK_PRINTF(3, 4);
 
 /* ---- pool.c, for link.c ---- */
+
+/* The host for a new link (load_balance_hosts), and the host that just failed. */
+size_t pool_pick_host(struct pool *p);
+void pool_host_failed(struct pool *p, size_t idx);
 
 /* <l> finished logging in (now IDLE). */
 void pool_on_login_ok(struct link *l);

@@ -27,6 +27,7 @@
 
 #include "neki/auth.h"
 #include "neki/config.h"
+#include "neki/dns.h"
 #include "neki/link.h"
 #include "neki/log.h"
 #include "neki/pktbuf.h"
@@ -1231,6 +1232,100 @@ START_TEST(test_free_with_active_link)
 }
 END_TEST
 
+/* Host lists: round-robin (default), disable, and failover to the next host. */
+START_TEST(test_host_list)
+{
+	struct pool *p;
+	struct tclient a, b;
+	char unix_label[32], tcp_label[32];
+
+	NEED_CLUSTER();
+	snprintf(unix_label, sizeof(unix_label), "unix:%d", cl_port);
+	snprintf(tcp_label, sizeof(tcp_label), "127.0.0.1:%d", cl_port);
+	load_cfg("db = host=%2$s,127.0.0.1 port=%1$d dbname=postgres\n", "pool_mode = transaction");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	tc_get_ok(&b, p);
+	ck_assert_str_eq(link_addr(a.link), unix_label);
+	ck_assert_str_eq(link_addr(b.link), tcp_label);
+	pool_release(a.link, NULL);
+	pool_release(b.link, NULL);
+	pool_free(p);
+	drop_cfg();
+
+	load_cfg("db = host=%2$s,127.0.0.1 port=%1$d dbname=postgres load_balance_hosts=disable\n",
+		 "pool_mode = transaction");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	tc_get_ok(&b, p);
+	ck_assert_str_eq(link_addr(a.link), unix_label);
+	ck_assert_str_eq(link_addr(b.link), unix_label);
+	pool_release(a.link, NULL);
+	pool_release(b.link, NULL);
+	pool_free(p);
+	drop_cfg();
+
+	load_cfg("db = host=/nonexistent-nk-dir,127.0.0.1 port=%1$d dbname=postgres "
+		 "load_balance_hosts=disable\n", "pool_mode = transaction\nserver_login_retry = 0");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	ck_assert_str_eq(link_addr(a.link), tcp_label);
+	ck_assert(log_has("closing because: connect failed (age=0s)"));
+	pool_release(a.link, NULL);
+	pool_free(p);
+}
+END_TEST
+
+/* Host names through the c-ares resolver; a name that does not resolve fails fast after. */
+START_TEST(test_dns_hosts)
+{
+	struct dns_opts o = { 15, 15, NULL, "f" };
+	struct pool_conf pc = { 0 };
+	struct nk_error err;
+	struct dns *d;
+	struct pool *p;
+	struct tclient a, b;
+	char tcp_label[32];
+
+	NEED_CLUSTER();
+	d = dns_new(base, &o, &err);
+	ck_assert_ptr_nonnull(d);
+	load_cfg("db = host=localhost port=%d dbname=postgres\n"
+		 "bad = host=no-such-host.invalid port=%1$d dbname=postgres\n",
+		 "pool_mode = transaction\nquery_wait_timeout = 0.5");
+	pc.cfg = cfg;
+	pc.db = cfg_database_find(cfg, "db");
+	pc.db_name = "db";
+	pc.user_name = "nk_u1";
+	pc.dns = d;
+	pc.limits = pool_limits_local_ops();
+	pc.limits_ctx = lim;
+	p = pool_new(base, &pc, &err);
+	ck_assert_ptr_nonnull(p);
+	tc_get_ok(&a, p);
+	snprintf(tcp_label, sizeof(tcp_label), "127.0.0.1:%d", cl_port);
+	ck_assert_str_eq(link_addr(a.link), tcp_label);
+	ck_assert_str_eq(tc_query(&a, "SELECT 7"), "7");
+	pool_release(a.link, NULL);
+	pool_free(p);
+
+	pc.db = cfg_database_find(cfg, "bad");
+	pc.db_name = "bad";
+	p = pool_new(base, &pc, &err);
+	ck_assert_ptr_nonnull(p);
+	tc_get(&a, p);
+	ck_assert(a.failed);
+	ck_assert_str_eq(a.err.message, "query_wait_timeout");
+	ck_assert(log_has("could not resolve host \"no-such-host.invalid\""));
+	ck_assert(log_has("closing because: server DNS lookup failed"));
+	ck_assert_int_eq(tc_start(&b, p), POOL_FAILED);
+	ck_assert_str_eq(b.err.message, "server login has been failing, cached error: server DNS "
+			 "lookup failed (server_login_retry)");
+	pool_free(p);
+	dns_free(d);
+}
+END_TEST
+
 Suite *
 pool_suite(void)
 {
@@ -1259,6 +1354,8 @@ pool_suite(void)
 	tcase_add_test(tc, test_forward_to_client_backpressure);
 	tcase_add_test(tc, test_reconnect_close_needed);
 	tcase_add_test(tc, test_free_with_active_link);
+	tcase_add_test(tc, test_host_list);
+	tcase_add_test(tc, test_dns_hosts);
 	suite_add_tcase(s, tc);
 	return s;
 }
