@@ -92,6 +92,7 @@ struct stmt_value {
 	bool is_param;		/* SLOT: a $n parameter (not a literal) */
 	bool is_array;		/* SLOT: a whole-array parameter (= ANY($n)) */
 	bool has_subquery;	/* EXPR: contains a sub-SELECT */
+	bool is_subquery;	/* EXPR: is a sub-SELECT itself: (SELECT ...) */
 	bool is_srf;		/* EXPR: a set-returning call (generate_series, unnest) */
 	const char *text;	/* CONST: the literal text; arena */
 	const char *cast;	/* explicit cast type name (last component), or NULL */
@@ -186,6 +187,13 @@ enum stmt_flag {
 	STMT_F_OUTER_JOIN = 1u << 26,
 };
 
+/* INSERT ... SELECT: one select-list entry, a column of the source or a value. */
+struct stmt_target {
+	const char *qual, *column;	/* a plain column reference; column NULL otherwise */
+	struct stmt_value val;		/* otherwise: its value */
+	uint16_t scope;			/* scope of the SELECT */
+};
+
 /* INSERT: one VALUES row. */
 struct stmt_row {
 	struct stmt_value *cells;	/* ncols entries, in stmt_insert.cols order */
@@ -201,6 +209,8 @@ struct stmt_insert {
 	const char *conflict_constraint;	/* ON CONFLICT ON CONSTRAINT name */
 	const char **set_cols;		/* ON CONFLICT DO UPDATE SET columns */
 	uint32_t nset_cols;
+	struct stmt_target *select_targets;	/* INSERT ... SELECT: the top select list */
+	uint32_t nselect_targets;
 };
 
 /* Transaction control. */

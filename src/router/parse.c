@@ -412,6 +412,38 @@ pb_on_conflict(struct pb *b, const cJSON *oc, struct stmt_insert *ins)
 	pb_walk(b, jget(oc, "whereClause"), 0, false);
 }
 
+/* INSERT ... SELECT: what each select-list entry is (a source column or a value). */
+static void
+pb_select_targets(struct pb *b, const cJSON *sel, uint16_t scope, struct stmt_insert *ins)
+{
+	int n = cJSON_GetArraySize(jget(sel, "targetList")), i = 0;
+	const cJSON *it;
+
+	if (n <= 0 || jget(sel, "larg"))
+		return;
+	ins->select_targets = pb_alloc(b, (size_t)n * sizeof(*ins->select_targets));
+	if (!ins->select_targets)
+		return;
+	cJSON_ArrayForEach(it, jget(sel, "targetList")) {
+		const cJSON *val = jget(jas(it, "ResTarget"), "val");
+		const cJSON *fields = jget(jas(val, "ColumnRef"), "fields");
+		struct stmt_target *t = &ins->select_targets[i++];
+		int nf = cJSON_GetArraySize(fields);
+
+		t->scope = scope;
+		if (nf > 0 && jsval(cJSON_GetArrayItem(fields, nf - 1))) {
+			t->column = pb_strdup(b, jsval(cJSON_GetArrayItem(fields, nf - 1)));
+			t->qual = nf > 1 ? pb_strdup(b, jsval(cJSON_GetArrayItem(fields, nf - 2)))
+					 : NULL;
+		} else {
+			b->in_cond = true;	/* walked by pb_select already */
+			pb_value(b, val, scope, &t->val);
+			b->in_cond = false;
+		}
+	}
+	ins->nselect_targets = (uint32_t)n;
+}
+
 static bool
 is_plain_values(const cJSON *sel)
 {
@@ -451,8 +483,11 @@ pb_insert(struct pb *b, const cJSON *ins_node, bool top)
 		b->s->flags |= STMT_F_FROM_VALUES;
 		pb_insert_values(b, jget(sel, "valuesLists"), ins);
 	} else if (sel) {
+		uint16_t scope = pb_scope_new(b, 0);
+
 		b->s->flags |= STMT_F_FROM_SELECT;
-		pb_select(b, sel, pb_scope_new(b, 0), false);
+		pb_select(b, sel, scope, false);
+		pb_select_targets(b, sel, scope, ins);
 	}
 	if (jget(ins_node, "onConflictClause"))
 		pb_on_conflict(b, jget(ins_node, "onConflictClause"), ins);

@@ -269,6 +269,7 @@ pb_value(struct pb *b, const cJSON *n, uint16_t scope, struct stmt_value *out)
 
 		out->kind = STMT_V_EXPR;
 		out->has_subquery = has_sublink(n);
+		out->is_subquery = jas(n, "SubLink") != NULL;
 		out->is_srf = fc && pb_last_name(jget(fc, "funcname")) &&
 			      is_srf_name(pb_last_name(jget(fc, "funcname")));
 		if (!b->in_cond)

@@ -502,12 +502,47 @@ ddl_database(struct pb *b, const cJSON *d)
 		reject(b, 331);
 }
 
+/* Parameterless CREATE LANGUAGE parses as CREATE EXTENSION: tell them apart by the text. */
+static bool
+text_is_create_language(const char *sql)
+{
+	static const char *const opt[] = { "or", "replace", "trusted", "procedural" };
+	const char *p = sql;
+	char w[16];
+	int n = 0;
+
+	for (;;) {
+		size_t len = 0;
+
+		while (isspace((unsigned char)*p))
+			p++;
+		while (isalpha((unsigned char)*p) && len + 1 < sizeof(w))
+			w[len++] = (char)tolower((unsigned char)*p++);
+		w[len] = '\0';
+		if (n == 0 && !streq(w, "create"))
+			return false;
+		if (n > 0 && streq(w, "language"))
+			return true;
+		if (n > 0) {
+			bool ok = false;
+
+			for (size_t i = 0; i < NK_ARRAY_LEN(opt); i++)
+				ok = ok || streq(w, opt[i]);
+			if (!ok)
+				return false;
+		}
+		n++;
+	}
+}
+
 static void
 ddl_misc(struct pb *b, const char *tag, const cJSON *body)
 {
 	const cJSON *set;
 
-	if (streq(tag, "CreatePLangStmt"))
+	if (streq(tag, "CreateExtensionStmt") && text_is_create_language(b->sql))
+		reject(b, 307);
+	else if (streq(tag, "CreatePLangStmt"))
 		reject(b, jget(body, "plhandler") ? 327 : 307);
 	else if (streq(tag, "AlterDomainStmt"))
 		reject(b, 329);

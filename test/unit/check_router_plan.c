@@ -1,15 +1,637 @@
 /*
- * check_router_plan.c - plans over the storefront topology (added to the "router" suite).
+ * check_router_plan.c - plans over the storefront topology (etc/topology-storefront.json):
+ * every plan shape, each NK013 code the planner raises with its exact message, NK306 and
+ * 23502, text vs binary parameters, expression shard keys, the __neki settings, the plan
+ * cache and EXPLAIN (NEKI_PLAN). Added to the "router" suite by router_add_plan_tests().
  */
 #include "neki/base.h"
 
 #include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "neki/plan.h"
+#include "neki/topology.h"
+#include "neki/topology_image.h"
 #include "router_fixtures.h"
+#include "topo_fixtures.h"
+
+/* ---- fixture: the storefront image and its catalog ---- */
+
+static void *img;
+
+struct fx_col {
+	const char *table, *column;
+	uint32_t oid;
+};
+
+static const struct fx_col fx_cols[] = {
+	{ "customers", "id", 20 }, { "customers", "name", 25 }, { "customers", "email", 25 },
+	{ "orders", "customer_id", 20 }, { "orders", "id", 20 }, { "orders", "status", 25 },
+	{ "orders", "note", 25 }, { "order_items", "customer_id", 20 },
+	{ "order_items", "order_id", 20 }, { "order_items", "qty", 23 },
+	{ "orders_by_id", "id", 20 }, { "orders_by_id", "customer_id", 20 },
+	{ "products", "sku", 25 }, { "products", "name", 25 }, { "countries", "code", 25 },
+	{ "countries", "name", 25 }, { "currencies", "code", 25 }, { "audit_log", "msg", 25 },
+};
+
+static uint32_t
+fx_column_type(void *arg, const char *schema, const char *table, const char *column)
+{
+	(void)arg;
+	(void)schema;
+	for (size_t i = 0; i < NK_ARRAY_LEN(fx_cols); i++)
+		if (strcmp(fx_cols[i].table, table) == 0 && strcmp(fx_cols[i].column, column) == 0)
+			return fx_cols[i].oid;
+	return 0;
+}
+
+static const char *
+fx_column_name(void *arg, const char *schema, const char *table, uint32_t attnum)
+{
+	uint32_t n = 0;
+
+	(void)arg;
+	(void)schema;
+	for (size_t i = 0; i < NK_ARRAY_LEN(fx_cols); i++)
+		if (strcmp(fx_cols[i].table, table) == 0 && ++n == attnum)
+			return fx_cols[i].column;
+	return NULL;
+}
+
+static char
+fx_relkind(void *arg, const char *schema, const char *table)
+{
+	(void)arg;
+	(void)schema;
+	if (strcmp(table, "orders_id_seq") == 0)
+		return 'S';
+	if (strcmp(table, "order_totals") == 0)
+		return 'm';
+	return 'r';
+}
+
+static const struct plan_catalog fx_cat = { NULL, fx_column_type, fx_column_name, fx_relkind,
+					    1 };
+
+static void
+setup_image(void)
+{
+	struct topo_model *m = fx_storefront();
+	size_t size = topo_image_size(m);
+
+	ck_assert_uint_gt(size, 0);
+	img = aligned_alloc(8, (size + 7) & ~(size_t)7);
+	ck_assert_ptr_nonnull(img);
+	ck_assert_int_eq(topo_image_build(m, 1, img, size), (ssize_t)size);
+	topo_model_free(m);
+}
+
+static void
+teardown_image(void)
+{
+	free(img);
+	img = NULL;
+}
+
+/* Shard of key <v>: "c:<int8>" customer_data, "p:<text>" catalog through lower(),
+ * "P:<text>" catalog with <text> as the expression's value. */
+static const char *
+shard_of(const char *v)
+{
+	bool cust = v[0] == 'c', direct = v[0] == 'P';
+	uint32_t g = topo_image_find_group(img, cust ? "customer_data" : "catalog");
+	uint32_t i = topo_image_find_index(img, cust ? "by_customer" : "by_lower_sku");
+	struct ks_value kv, low;
+	struct nk_error err;
+	uint32_t r;
+
+	ck_assert(ks_value_from_text(cust ? KS_TYPE_INT8 : KS_TYPE_TEXT, v + 2, strlen(v + 2),
+				     NULL, &kv, &err));
+	if (!cust && !direct) {
+		ck_assert(ks_expr_eval(topo_image_index_expr(img, i), &kv, &low, &err));
+		ck_assert(topo_image_route(img, g, i, &low, &r, &err));
+		ks_value_cleanup(&low);
+	} else {
+		ck_assert(topo_image_route(img, g, i, &kv, &r, &err));
+	}
+	ks_value_cleanup(&kv);
+	return topo_image_range_shard(img, g, r);
+}
+
+/* Expected shard list: comma-separated items, each a uid or a key ("c:42", "p:abc"). */
+static void
+expect_shards(const char *spec, char *out, size_t cap)
+{
+	const char *v[16];
+	size_t n = 0, len = 0;
+	char buf[256], *tok, *save;
+
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		const char *s = strchr(tok, ':') ? shard_of(tok) : tok;
+		size_t k = 0;
+
+		while (k < n && strcmp(v[k], s) < 0)
+			k++;
+		if (k < n && strcmp(v[k], s) == 0)
+			continue;
+		memmove(v + k + 1, v + k, (n - k) * sizeof(*v));
+		v[k] = s;
+		n++;
+	}
+	out[0] = '\0';
+	for (size_t k = 0; k < n; k++)
+		len += (size_t)snprintf(out + len, cap - len, "%s%s", k ? "," : "", v[k]);
+}
+
+static void
+got_shards(const struct plan *p, char *out, size_t cap)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (uint32_t i = 0; i < p->nshards; i++)
+		len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", p->shards[i]);
+}
+
+/* Plan <sql> with session <sess> (NULL: defaults) and params; false with <err> on refusal. */
+static bool
+plan_sql(struct rt_fx *fx, const char *sql, const struct plan_session *sess,
+	 const struct plan_param *params, uint32_t nparams, struct plan *out,
+	 struct nk_error *err)
+{
+	struct plan_session def;
+	struct plan_input in;
+
+	plan_session_init(&def, "store");
+	rt_parse(fx, sql);
+	memset(&in, 0, sizeof(in));
+	in.topo = img;
+	in.cat = &fx_cat;
+	in.sess = sess ? sess : &def;
+	in.params = params;
+	in.nparams = nparams;
+	in.norm = &fx->norm;
+	nk_error_clear(err);
+	return plan_build(fx->a, fx->s, &in, out, err);
+}
+
+/* ---- plan shapes ---- */
+
+struct shape_case {
+	const char *sql;
+	enum plan_kind kind;
+	enum plan_op op;
+	const char *shards;	/* expect_shards() spec */
+};
+
+#define ALL_CUST "shard-a,shard-b,shard-c,shard-d"
+
+static const struct shape_case shape_cases[] = {
+	{ "SELECT * FROM orders WHERE customer_id = 42", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE,
+	  "c:42" },
+	{ "SELECT * FROM orders o WHERE o.customer_id = 42 AND status = 'new'", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "SELECT * FROM orders WHERE 7 = customer_id", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:7" },
+	{ "SELECT * FROM orders WHERE customer_id = '42'::bigint", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "SELECT * FROM orders WHERE customer_id = -3", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE,
+	  "c:-3" },
+	{ "SELECT * FROM orders WHERE customer_id IN (1, 2, 3, 4, 5, 6)", PLAN_SHARD_SET,
+	  PLAN_OP_IN, "c:1,c:2,c:3,c:4,c:5,c:6" },
+	{ "SELECT * FROM orders WHERE customer_id = ANY(ARRAY[1, 2, 3, 4, 5, 6])",
+	  PLAN_SHARD_SET, PLAN_OP_IN, "c:1,c:2,c:3,c:4,c:5,c:6" },
+	{ "SELECT * FROM orders WHERE customer_id = 1 OR customer_id = 2 OR customer_id = 3 "
+	  "OR customer_id = 4 OR customer_id = 5", PLAN_SHARD_SET, PLAN_OP_IN,
+	  "c:1,c:2,c:3,c:4,c:5" },
+	{ "SELECT * FROM orders WHERE customer_id = 1 OR status = 'x'", PLAN_SCATTER,
+	  PLAN_OP_SCATTER, ALL_CUST },
+	{ "SELECT * FROM orders WHERE customer_id IN (1, 2, 3, 4, 5, 6) AND customer_id = 4",
+	  PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:4" },
+	{ "SELECT count(*) FROM orders", PLAN_SCATTER, PLAN_OP_SCATTER, ALL_CUST },
+	{ "SELECT * FROM orders WHERE NOT (customer_id = 1)", PLAN_SCATTER, PLAN_OP_SCATTER,
+	  ALL_CUST },
+	{ "SELECT * FROM customers WHERE id = 42", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "SELECT * FROM products WHERE sku = 'ABC-1'", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE,
+	  "p:abc-1" },
+	{ "SELECT * FROM products WHERE lower(sku) = 'abc-1'", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "p:abc-1" },
+	{ "SELECT * FROM products WHERE lower(sku) = 'ABC-1'", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "P:ABC-1" },
+	{ "SELECT * FROM products WHERE upper(sku) = 'ABC-1'", PLAN_SCATTER, PLAN_OP_SCATTER,
+	  "shard-c,shard-d" },
+	{ "SELECT * FROM countries", PLAN_SINGLE, PLAN_OP_REFERENCE, "shard-a" },
+	{ "SELECT * FROM audit_log", PLAN_SINGLE, PLAN_OP_UNSHARDED, "auth" },
+	{ "SELECT now()", PLAN_SINGLE, PLAN_OP_ANY, "auth" },
+	{ "SELECT o.id, i.qty FROM orders o JOIN order_items i ON i.customer_id = o.customer_id "
+	  "WHERE o.customer_id = 42", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "SELECT o.id FROM orders o JOIN order_items i ON i.customer_id = o.customer_id",
+	  PLAN_SCATTER, PLAN_OP_SCATTER, ALL_CUST },
+	{ "SELECT * FROM order_items i, orders o WHERE o.customer_id = i.customer_id AND "
+	  "i.customer_id IN (1, 2)", PLAN_SHARD_SET, PLAN_OP_IN, "c:1,c:2" },
+	{ "SELECT * FROM orders JOIN order_items USING (customer_id) WHERE orders.customer_id = 9",
+	  PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:9" },
+	{ "SELECT * FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.id = 5",
+	  PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:5" },
+	{ "SELECT * FROM orders o JOIN countries c ON c.code = o.status WHERE o.customer_id = 8",
+	  PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:8" },
+	{ "SELECT * FROM orders o JOIN countries c ON c.code = o.status", PLAN_SCATTER,
+	  PLAN_OP_SCATTER, ALL_CUST },
+	{ "SELECT * FROM orders WHERE customer_id = 3 AND id IN (SELECT order_id FROM "
+	  "order_items WHERE customer_id = 3)", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:3" },
+	{ "SELECT * FROM orders o WHERE o.customer_id = 3 AND EXISTS (SELECT 1 FROM order_items i "
+	  "WHERE i.customer_id = o.customer_id)", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:3" },
+	{ "WITH x AS (SELECT * FROM orders WHERE customer_id = 11) SELECT * FROM x", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "c:11" },
+	{ "UPDATE orders SET status = 'paid' WHERE customer_id = 42 AND id = 7", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "UPDATE orders SET status = 'paid' WHERE id = 7", PLAN_SCATTER, PLAN_OP_SCATTER,
+	  ALL_CUST },
+	{ "DELETE FROM orders WHERE customer_id IN (1, 2)", PLAN_SHARD_SET, PLAN_OP_IN,
+	  "c:1,c:2" },
+	{ "DELETE FROM countries WHERE code = 'fr'", PLAN_EVERY_COPY, PLAN_OP_REFERENCE_WRITE,
+	  "shard-a,shard-b,shard-c,shard-d" },
+	{ "UPDATE currencies SET code = 'x'", PLAN_EVERY_COPY, PLAN_OP_REFERENCE_WRITE,
+	  "shard-a,shard-b,shard-c,shard-d" },
+	{ "INSERT INTO countries VALUES ('fr', 'France')", PLAN_EVERY_COPY,
+	  PLAN_OP_REFERENCE_WRITE, "shard-a,shard-b,shard-c,shard-d" },
+	{ "INSERT INTO orders (customer_id, id) VALUES (42, 1)", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "INSERT INTO orders VALUES (42, 1, 'new')", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "INSERT INTO orders (id, customer_id) VALUES (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)",
+	  PLAN_SHARD_SET, PLAN_OP_INSERT_SPLIT, "c:1,c:2,c:3,c:4,c:5" },
+	{ "INSERT INTO products (sku, name) VALUES ('AbC', 'x')", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "p:abc" },
+	{ "INSERT INTO orders (customer_id, id) VALUES (5, 1) ON CONFLICT (customer_id, id) DO "
+	  "UPDATE SET status = 'dup'", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:5" },
+	{ "INSERT INTO orders (customer_id, id) SELECT customer_id, id + 1 FROM orders WHERE "
+	  "customer_id = 5", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:5" },
+	{ "INSERT INTO order_items (customer_id, order_id) SELECT 5, id FROM orders WHERE "
+	  "customer_id = 5", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:5" },
+	{ "INSERT INTO audit_log (msg) VALUES ('x')", PLAN_SINGLE, PLAN_OP_UNSHARDED, "auth" },
+	{ "CREATE TABLE t (a int)", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
+	  "auth,shard-a,shard-b,shard-c,shard-d" },
+	{ "VACUUM ANALYZE orders", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
+	  "auth,shard-a,shard-b,shard-c,shard-d" },
+	{ "COPY customers FROM STDIN", PLAN_SCATTER, PLAN_OP_COPY, ALL_CUST },
+	{ "COPY order_items (order_id, customer_id) FROM STDIN (FORMAT csv)", PLAN_SCATTER,
+	  PLAN_OP_COPY, ALL_CUST },
+	{ "COPY audit_log FROM STDIN", PLAN_SINGLE, PLAN_OP_UNSHARDED, "auth" },
+	{ "SELECT customer_id FROM orders WHERE customer_id = 1 UNION SELECT customer_id FROM "
+	  "order_items WHERE customer_id = 1", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:1" },
+	{ "SELECT customer_id FROM orders WHERE customer_id = 1 UNION ALL SELECT customer_id FROM "
+	  "order_items WHERE customer_id = 2", PLAN_SHARD_SET, PLAN_OP_IN, "c:1,c:2" },
+	{ "SELECT id FROM orders UNION SELECT id FROM customers", PLAN_SCATTER, PLAN_OP_SCATTER,
+	  ALL_CUST },
+	{ "COPY orders TO STDOUT", PLAN_SCATTER, PLAN_OP_SCATTER, ALL_CUST },
+	{ "COPY countries FROM STDIN", PLAN_EVERY_COPY, PLAN_OP_REFERENCE_WRITE,
+	  "shard-a,shard-b,shard-c,shard-d" },
+	{ "EXPLAIN SELECT * FROM orders WHERE customer_id = 42", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "BEGIN", PLAN_ROUTER, PLAN_OP_NONE, "" },
+	{ "SET work_mem = '4MB'", PLAN_ROUTER, PLAN_OP_NONE, "" },
+};
+
+START_TEST(test_plan_shapes)
+{
+	const struct shape_case *c = &shape_cases[_i];
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	char want[256], got[256];
+
+	ck_assert_msg(plan_sql(&fx, c->sql, NULL, NULL, 0, &p, &err), "%s: %s", c->sql,
+		      err.message);
+	expect_shards(c->shards, want, sizeof(want));
+	got_shards(&p, got, sizeof(got));
+	ck_assert_msg(p.kind == c->kind && p.op == c->op, "%s: %s/%s, want %s/%s", c->sql,
+		      plan_kind_str(p.kind), plan_op_str(p.op), plan_kind_str(c->kind),
+		      plan_op_str(c->op));
+	ck_assert_msg(strcmp(want, got) == 0, "%s: shards %s, want %s", c->sql, got, want);
+	rt_fx_done(&fx);
+}
+END_TEST
+
+/* ---- refusals ---- */
+
+struct reject_case {
+	const char *sql;
+	const char *sqlstate;
+	const char *message;
+};
+
+#define NK(code, sentence) "NK013", "not implemented: [" #code "] " sentence
+
+static const struct reject_case reject_cases[] = {
+	{ "SELECT * INTO t2 FROM orders", NK(1, "SELECT INTO statements are unavailable.") },
+	{ "ALTER SYSTEM SET work_mem = '1MB'", NK(20, "This statement type is unavailable.") },
+	{ "DO $$ BEGIN END $$", NK(20, "This statement type is unavailable.") },
+	{ "COMMIT AND CHAIN", NK(22, "AND CHAIN is unavailable for this transaction command.") },
+	{ "ROLLBACK AND CHAIN", NK(22, "AND CHAIN is unavailable for this transaction command.") },
+	{ "SAVEPOINT s", NK(23, "This transaction command is unavailable.") },
+	{ "RELEASE SAVEPOINT s", NK(23, "This transaction command is unavailable.") },
+	{ "ROLLBACK TO SAVEPOINT s", NK(23, "This transaction command is unavailable.") },
+	{ "PREPARE TRANSACTION 'x'", NK(23, "This transaction command is unavailable.") },
+	{ "COMMIT PREPARED 'x'", NK(23, "This transaction command is unavailable.") },
+	{ "BEGIN ISOLATION LEVEL SERIALIZABLE",
+	  NK(24, "This transaction isolation level is unavailable.") },
+	{ "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+	  NK(24, "This transaction isolation level is unavailable.") },
+	{ "BEGIN READ ONLY, DEFERRABLE", NK(25, "This transaction option is unavailable.") },
+	{ "SET __neki.tx_mode = 'atomic'", NK(26, "Atomic transaction mode is unavailable.") },
+	{ "SET SESSION AUTHORIZATION 'bob'", NK(27, "This SET statement variant is unavailable.") },
+	{ "SET work_mem FROM CURRENT", NK(28, "SET FROM CURRENT is unavailable.") },
+	{ "ALTER DATABASE store SET work_mem FROM CURRENT",
+	  NK(28, "SET FROM CURRENT is unavailable.") },
+	{ "SET TRANSACTION SNAPSHOT '00000003-1'", NK(29, "SET TRANSACTION SNAPSHOT is unavailable.") },
+	{ "EXPLAIN (NEKI_PLAN) EXECUTE p", NK(30, "This statement cannot be analyzed with EXPLAIN "
+					     "neki_plan.") },
+	{ "EXPLAIN (NEKI_PLAN) WITH d AS (DELETE FROM orders RETURNING *) SELECT * FROM d",
+	  NK(31, "Data-modifying CTEs cannot be analyzed with EXPLAIN neki_plan.") },
+	{ "EXPLAIN (BUFFERS) SELECT 1", NK(32, "This EXPLAIN option is unavailable.") },
+	{ "EXPLAIN (NEKI_PLAN, FORMAT YAML) SELECT 1", NK(33, "This EXPLAIN format is "
+							     "unavailable.") },
+	{ "COPY orders FROM '/tmp/x.csv'", NK(41, "File COPY is unavailable for sharded tables.") },
+	{ "COPY countries TO '/tmp/x.csv'", NK(43, "File COPY is unavailable for reference "
+					       "tables.") },
+	{ "COPY orders FROM STDIN", NK(44, "COPY FROM cannot maintain this table\xe2\x80\x99"
+					     "s secondary index.") },
+	{ "COPY orders TO PROGRAM 'cat'", NK(47, "COPY TO PROGRAM is unavailable.") },
+	{ "COPY (SELECT 1) TO STDOUT", NK(49, "COPY of a SELECT result is unavailable.") },
+	{ "COPY orders FROM STDIN WHERE id > 1", NK(50, "COPY FROM with a WHERE clause is "
+						    "unavailable.") },
+	{ "COPY orders FROM STDIN (ON_ERROR ignore)", NK(52, "This COPY option is unavailable for "
+							     "sharded COPY.") },
+	{ "COPY orders FROM STDIN (ENCODING 'LATIN1')", NK(53, "This input encoding is "
+							       "unavailable for sharded COPY.") },
+	{ "COPY orders FROM STDIN; SELECT 1", NK(54, "COPY is unavailable in a multi-statement "
+						     "query.") },
+	{ "COPY order_totals FROM STDIN", NK(56, "COPY FROM a materialized view is unavailable.") },
+	{ "SELECT o.id FROM orders o JOIN products p ON p.name = o.status",
+	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
+	{ "SELECT * FROM orders o JOIN customers c ON c.name = o.status",
+	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
+	{ "SELECT * FROM orders WHERE customer_id = ANY($1)",
+	  NK(115, "Multiple routing-parameter values are unavailable.") },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, (SELECT 1) + 1)",
+	  NK(116, "This INSERT subquery shape is unavailable.") },
+	{ "INSERT INTO orders (customer_id, id) SELECT customer_id, id FROM orders",
+	  NK(117, "This INSERT SELECT shape is unavailable.") },
+	{ "INSERT INTO orders (customer_id, id) SELECT 6, id FROM orders WHERE customer_id = 5",
+	  NK(117, "This INSERT SELECT shape is unavailable.") },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, generate_series(1, 3))",
+	  NK(118, "These INSERT values cannot be materialized on the router.") },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT (id) DO NOTHING",
+	  NK(119, "This ON CONFLICT shape is unavailable.") },
+	{ "INSERT INTO orders (customer_id, id) VALUES (DEFAULT, 2)",
+	  NK(120, "This column default cannot be materialized on the router.") },
+	{ "SELECT id FROM orders INTERSECT SELECT id FROM customers",
+	  NK(124, "This set-operation shape is unavailable.") },
+	{ "SELECT status FROM orders GROUP BY CUBE (status)",
+	  NK(125, "This grouping-set form is unavailable.") },
+	{ "SELECT * FROM orders TABLESAMPLE bernoulli (10)", NK(126, "TABLESAMPLE is unavailable.") },
+	{ "UPDATE orders SET status = 'x' WHERE CURRENT OF c",
+	  NK(128, "WHERE CURRENT OF is unavailable for DML.") },
+	{ "TRUNCATE orders RESTART IDENTITY CASCADE",
+	  NK(131, "TRUNCATE RESTART IDENTITY with CASCADE is unavailable.") },
+	{ "SELECT * FROM orders_id_seq", NK(137, "Reading a sequence or index as a relation is "
+					      "unavailable.") },
+	{ "SELECT * FROM orders ORDER BY id FETCH FIRST 3 ROWS WITH TIES",
+	  NK(138, "FETCH FIRST WITH TIES is unavailable across shards.") },
+	{ "INSERT INTO orders (customer_id, id) OVERRIDING USER VALUE VALUES (1, 2)",
+	  NK(141, "INSERT OVERRIDING USER VALUE is unavailable.") },
+	{ "UPDATE orders SET customer_id = 5 WHERE customer_id = 5",
+	  NK(145, "Updating an index column is unavailable.") },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT (customer_id, id) DO "
+	  "UPDATE SET customer_id = 1", NK(145, "Updating an index column is unavailable.") },
+	{ "SELECT count(*), row_number() OVER () FROM orders",
+	  NK(149, "Window functions inside aggregates are unavailable.") },
+	{ "CREATE OPERATOR CLASS c FOR TYPE int4 USING btree AS OPERATOR 1 <",
+	  NK(300, "Creating an operator class is unavailable.") },
+	{ "CREATE OPERATOR FAMILY f USING btree", NK(301, "Creating an operator family is "
+						     "unavailable.") },
+	{ "CREATE TEXT SEARCH CONFIGURATION c (COPY = english)",
+	  NK(302, "Creating a text search configuration is unavailable.") },
+	{ "CREATE TEXT SEARCH DICTIONARY d (TEMPLATE = simple)",
+	  NK(303, "Creating a text search dictionary is unavailable.") },
+	{ "CREATE EVENT TRIGGER e ON ddl_command_start EXECUTE FUNCTION f()",
+	  NK(304, "Event triggers are unavailable.") },
+	{ "ALTER EVENT TRIGGER e DISABLE", NK(304, "Event triggers are unavailable.") },
+	{ "CREATE RULE r AS ON INSERT TO orders DO INSTEAD NOTHING",
+	  NK(305, "Rewrite rules are unavailable.") },
+	{ "SELECT lo_create(0)", NK(306, "Large objects are unavailable.") },
+	{ "COMMENT ON LARGE OBJECT 1 IS 'x'", NK(306, "Large objects are unavailable.") },
+	{ "CREATE LANGUAGE plperl", NK(307, "Creating a procedural language is unavailable.") },
+	{ "CREATE TABLESPACE ts LOCATION '/x'", NK(308, "Creating a tablespace is unavailable.") },
+	{ "CREATE TABLE t (a int) TABLESPACE ts", NK(308, "Creating a tablespace is unavailable.") },
+	{ "CREATE ACCESS METHOD am TYPE INDEX HANDLER h",
+	  NK(309, "Creating an access method is unavailable.") },
+	{ "CREATE COLLATION c (locale = 'C')", NK(310, "Creating a collation is unavailable.") },
+	{ "CREATE CONVERSION c FOR 'LATIN1' TO 'UTF8' FROM f",
+	  NK(311, "Creating a conversion is unavailable.") },
+	{ "CREATE FOREIGN DATA WRAPPER w", NK(312, "Foreign data wrappers are unavailable.") },
+	{ "CREATE SERVER s FOREIGN DATA WRAPPER w", NK(313, "Creating a foreign server is "
+							    "unavailable.") },
+	{ "CREATE FOREIGN TABLE ft (a int) SERVER s", NK(314, "Foreign tables are unavailable.") },
+	{ "CREATE USER MAPPING FOR bob SERVER s", NK(315, "User mappings are unavailable.") },
+	{ "DROP USER MAPPING FOR bob SERVER s", NK(315, "User mappings are unavailable.") },
+	{ "CREATE TEXT SEARCH PARSER p (START = a, GETTOKEN = b, END = c, LEXTYPES = d)",
+	  NK(316, "Creating a text search parser is unavailable.") },
+	{ "CREATE TEXT SEARCH TEMPLATE t (LEXIZE = l)",
+	  NK(317, "Creating a text search template is unavailable.") },
+	{ "CREATE TRANSFORM FOR int LANGUAGE sql (FROM SQL WITH FUNCTION f(internal))",
+	  NK(318, "Creating a transform is unavailable.") },
+	{ "ALTER TYPE ct ADD ATTRIBUTE b int", NK(319, "Changing composite-type attributes is "
+						   "unavailable.") },
+	{ "LOAD 'auto_explain'", NK(320, "Shared library loading is unavailable.") },
+	{ "IMPORT FOREIGN SCHEMA s FROM SERVER srv INTO public",
+	  NK(321, "IMPORT FOREIGN SCHEMA is unavailable.") },
+	{ "ALTER TABLE orders ALTER COLUMN status SET STATISTICS 100",
+	  NK(323, "Per-column statistics overrides are unavailable.") },
+	{ "CREATE FUNCTION f() RETURNS int LANGUAGE plpython3u AS 'return 1'",
+	  NK(325, "This function language is unavailable.") },
+	{ "CREATE PROCEDURE p() LANGUAGE c AS 'x', 'y'",
+	  NK(326, "This procedure language is unavailable.") },
+	{ "CREATE LANGUAGE pl HANDLER h", NK(327, "CREATE LANGUAGE with a handler is "
+					      "unavailable.") },
+	{ "ALTER DOMAIN d RENAME CONSTRAINT a TO b",
+	  NK(328, "Renaming a domain constraint is unavailable.") },
+	{ "ALTER DOMAIN d SET DEFAULT 1", NK(329, "ALTER DOMAIN is unavailable.") },
+	{ "CREATE DATABASE d IS_TEMPLATE true", NK(330, "The IS_TEMPLATE database option is "
+						       "unavailable.") },
+	{ "CREATE DATABASE d TABLESPACE ts", NK(331, "Database tablespace selection is "
+						 "unavailable.") },
+	{ "ALTER TABLE orders ALTER COLUMN note SET STORAGE EXTERNAL",
+	  NK(334, "Column storage selection is unavailable.") },
+	{ "ALTER TABLE orders ALTER COLUMN note SET COMPRESSION lz4",
+	  NK(335, "Column compression selection is unavailable.") },
+	{ "CREATE TEMP TABLE tt (a int)", NK(338, "Temporary tables, views and sequences are "
+					      "unavailable.") },
+	{ "CREATE TEMPORARY VIEW v AS SELECT 1", NK(338, "Temporary tables, views and sequences "
+						       "are unavailable.") },
+	{ "CREATE TEMP SEQUENCE s", NK(338, "Temporary tables, views and sequences are "
+					"unavailable.") },
+	{ "CREATE TABLE pg_temp.x AS SELECT 1", NK(338, "Temporary tables, views and sequences "
+						       "are unavailable.") },
+	{ "SELECT * FROM pg_temp.x", NK(338, "Temporary tables, views and sequences are "
+				       "unavailable.") },
+	{ "INSERT INTO orders (id, status) VALUES (1, 'x')", "NK306",
+	  "shard-key column \"customer_id\" of primary index 0 is required but missing from "
+	  "INSERT" },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 1), (NULL, 2)", "23502",
+	  "null value in column \"customer_id\" of relation \"orders\" violates not-null "
+	  "constraint" },
+	{ "SELECT * FROM orders WHERE customer_id = 'abc'", "22P02",
+	  "invalid input syntax for type bigint: \"abc\"" },
+	{ "EXPLAIN SELECT * FROM orders", "NK017", "This statement requires Neki router "
+						   "processing" },
+	{ "SET __neki.fanout = 'wide'", "22023", "invalid value for parameter \"__neki.fanout\": "
+						  "\"wide\"" },
+	{ "SET __neki.shard = 'nope'", "22023", "invalid value for parameter \"__neki.shard\": "
+						"\"nope\"" },
+};
+
+START_TEST(test_plan_rejects)
+{
+	const struct reject_case *c = &reject_cases[_i];
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+
+	ck_assert_msg(!plan_sql(&fx, c->sql, NULL, NULL, 0, &p, &err), "%s: planned", c->sql);
+	ck_assert_msg(strcmp(err.sqlstate, c->sqlstate) == 0 && strcmp(err.message, c->message) == 0,
+		      "%s: %s %s, want %s %s", c->sql, err.sqlstate, err.message, c->sqlstate,
+		      c->message);
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_copy_extended)
+{
+	struct rt_fx fx;
+	struct plan_session sess;
+	struct plan_input in;
+	struct plan p;
+	struct nk_error err;
+
+	plan_session_init(&sess, "store");
+	rt_parse(&fx, "COPY customers FROM STDIN");
+	memset(&in, 0, sizeof(in));
+	in.topo = img;
+	in.cat = &fx_cat;
+	in.sess = &sess;
+	in.extended = true;
+	ck_assert(!plan_build(fx.a, fx.s, &in, &p, &err));
+	ck_assert_str_eq(err.message, "not implemented: [55] COPY is unavailable in the extended "
+				      "query protocol.");
+	in.extended = false;
+	ck_assert(plan_build(fx.a, fx.s, &in, &p, &err));
+	ck_assert(p.has_key);
+	ck_assert_int_eq(p.key.col_pos, 0);
+	{
+		const char *shard;
+
+		ck_assert(plan_route_text(&in, &p, "42", 2, &shard, &err));
+		ck_assert_str_eq(shard, shard_of("c:42"));
+	}
+	rt_fx_done(&fx);
+}
+END_TEST
+
+/* ---- parameters: text and binary route the same ---- */
+
+/* Plan fx's statement again with other parameters. */
+static bool
+plan_again(struct rt_fx *fx, const struct plan_param *params, uint32_t n, struct plan *out,
+	   struct nk_error *err)
+{
+	struct plan_session def;
+	struct plan_input in;
+
+	plan_session_init(&def, "store");
+	memset(&in, 0, sizeof(in));
+	in.topo = img;
+	in.cat = &fx_cat;
+	in.sess = &def;
+	in.params = params;
+	in.nparams = n;
+	in.norm = &fx->norm;
+	return plan_build(fx->a, fx->s, &in, out, err);
+}
+
+static const char *const param_sqls[] = {
+	"SELECT * FROM orders WHERE customer_id = $1",
+	"UPDATE orders SET status = 'x' WHERE customer_id = $1",
+	"INSERT INTO orders (customer_id, id) VALUES ($1, 1)",
+	"DELETE FROM orders WHERE customer_id IN ($1, $1)",
+};
+
+START_TEST(test_params_text_binary)
+{
+	static const int32_t keys[] = { 1, 42, -7, 1000000007 };
+
+	for (size_t k = 0; k < NK_ARRAY_LEN(keys); k++) {
+		struct rt_fx fx;
+		struct plan pt, pb, p4;
+		struct nk_error err;
+		char text[32], want[64];
+		uint8_t be8[8], be4[4];
+		uint64_t u = (uint64_t)(int64_t)keys[k];
+		struct plan_param tp = { (const uint8_t *)text, 0, false, 0 };
+		struct plan_param bp = { be8, 8, true, 20 };
+		struct plan_param b4 = { be4, 4, true, 23 };
+
+		snprintf(text, sizeof(text), "%d", keys[k]);
+		tp.len = (int32_t)strlen(text);
+		for (int i = 0; i < 8; i++)
+			be8[i] = (uint8_t)(u >> (56 - 8 * i));
+		for (int i = 0; i < 4; i++)
+			be4[i] = (uint8_t)((uint32_t)keys[k] >> (24 - 8 * i));
+		ck_assert(plan_sql(&fx, param_sqls[_i], NULL, &tp, 1, &pt, &err));
+		ck_assert_msg(plan_again(&fx, &bp, 1, &pb, &err), "%s", err.message);
+		ck_assert_msg(plan_again(&fx, &b4, 1, &p4, &err), "%s", err.message);
+		snprintf(want, sizeof(want), "c:%d", keys[k]);
+		ck_assert_uint_eq(pt.nshards, 1);
+		ck_assert_str_eq(pt.shards[0], shard_of(want));
+		ck_assert_str_eq(pb.shards[0], pt.shards[0]);
+		ck_assert_str_eq(p4.shards[0], pt.shards[0]);
+		rt_fx_done(&fx);
+	}
+}
+END_TEST
+
+START_TEST(test_params_missing_and_null)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	struct plan_param null = { NULL, -1, false, 0 };
+
+	ck_assert(!plan_sql(&fx, "SELECT * FROM orders WHERE customer_id = $1", NULL, NULL, 0, &p,
+			    &err));
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	ck_assert(plan_again(&fx, &null, 1, &p, &err));	/* = NULL matches nothing: any shard */
+	rt_fx_done(&fx);
+	ck_assert(!plan_sql(&fx, "INSERT INTO orders (customer_id, id) VALUES ($1, 1)", NULL,
+			    &null, 1, &p, &err));
+	ck_assert_str_eq(err.sqlstate, "23502");
+	rt_fx_done(&fx);
+}
+END_TEST
 
 /* router_add_plan_tests: see router_fixtures.h. */
 void
 router_add_plan_tests(Suite *s)
 {
-	(void)s;
+	TCase *tc = tcase_create("plan");
+
+	tcase_add_unchecked_fixture(tc, setup_image, teardown_image);
+	tcase_add_loop_test(tc, test_plan_shapes, 0, NK_ARRAY_LEN(shape_cases));
+	tcase_add_loop_test(tc, test_plan_rejects, 0, NK_ARRAY_LEN(reject_cases));
+	tcase_add_test(tc, test_copy_extended);
+	tcase_add_loop_test(tc, test_params_text_binary, 0, NK_ARRAY_LEN(param_sqls));
+	tcase_add_test(tc, test_params_missing_and_null);
+	suite_add_tcase(s, tc);
 }

@@ -1,0 +1,221 @@
+/*
+ * neki/plan.h - the router's plans (spec section 3): given a statement model (parse.h), the
+ * topology image, the column types (a catalog the caller supplies), the session's __neki
+ * settings and the values of this execution, decide where the statement goes, or refuse it
+ * with Neki's error before any shard sees it. Also the plan cache, the __neki.* session
+ * settings and the EXPLAIN (NEKI_PLAN) printer. Pure: no sockets, no shared state.
+ *
+ * Executor's view, per statement:
+ *   parse_normalize() -> plan_cache_get() (or parse_statement() + plan_cache_put())
+ *   -> plan_build() -> run plan.kind on plan.shards (INSERT: plan.parts) -> merge by plan.merge.
+ */
+#ifndef NEKI_PLAN_H
+#define NEKI_PLAN_H
+
+#include "neki/base.h"
+
+#include "neki/error.h"
+#include "neki/keyspace.h"
+#include "neki/parse.h"
+
+/* Column types and relation kinds: the catalog module (or a test) supplies these. */
+struct plan_catalog {
+	void *arg;
+	/* Type OID of <schema>.<table>.<column>; 0 when unknown or no such column. */
+	uint32_t (*column_type)(void *arg, const char *schema, const char *table,
+				const char *column);
+	/* Name of column number <attnum> (1-based, dropped columns skipped); NULL past the end. */
+	const char *(*column_name)(void *arg, const char *schema, const char *table,
+				   uint32_t attnum);
+	/* pg_class.relkind ('r', 'p', 'v', 'm', 'S', 'i', 'f', ...); 0 when unknown. May be NULL. */
+	char (*relkind)(void *arg, const char *schema, const char *table);
+	uint64_t version;	/* catalog version: part of the plan cache key */
+};
+
+enum plan_fanout {
+	PLAN_FANOUT_SCATTER = 0,	/* default: anything */
+	PLAN_FANOUT_MULTI,		/* a bounded set of shards */
+	PLAN_FANOUT_SINGLE,		/* one shard */
+};
+
+enum plan_tx_mode {
+	PLAN_TX_MULTI = 0,
+	PLAN_TX_SINGLE,
+};
+
+#define PLAN_SHARD_MAX 64
+
+/* The __neki.* settings of a session (spec 3.4) and what planning needs of the session. */
+struct plan_session {
+	enum plan_fanout fanout;
+	enum plan_tx_mode tx_mode;
+	char shard[PLAN_SHARD_MAX];	/* __neki.shard; "" = normal routing */
+	char target[16];		/* __neki.target: primary, replica, rdonly */
+	char replica_recency[16], replica_locality[16], replica_affinity[16];
+	const char *db;			/* borrowed: database name in the topology */
+	const char *schema;		/* borrowed: first schema of search_path ("public") */
+	bool in_transaction;
+	const char *tx_shard;		/* borrowed: a shard the transaction already uses; NULL */
+	struct ks_text_ctx text_ctx;	/* TimeZone for timestamptz keys */
+};
+
+/* Defaults: scatter, multi, no shard, primary, prefer/prefer/none, schema "public". */
+void plan_session_init(struct plan_session *s, const char *db);
+
+/* One bound parameter ($n). */
+struct plan_param {
+	const uint8_t *data;	/* borrowed */
+	int32_t len;		/* -1: NULL */
+	bool binary;		/* format code 1 */
+	uint32_t type_oid;	/* declared type; 0 = unspecified (use the column's type) */
+};
+
+struct plan_input {
+	const void *topo;			/* topology image (topology_image.h) */
+	const struct plan_catalog *cat;
+	const struct plan_session *sess;
+	const struct plan_param *params;	/* $1..$n of this execution */
+	uint32_t nparams;
+	const struct parse_norm *norm;		/* this execution's literals; NULL: none */
+	bool extended;				/* extended query protocol */
+};
+
+enum plan_kind {
+	PLAN_SINGLE = 0,	/* one shard: forward the statement unchanged */
+	PLAN_SHARD_SET,		/* some shards of one group: send to each, merge */
+	PLAN_SCATTER,		/* every shard of one group: send to each, merge */
+	PLAN_EVERY_COPY,	/* reference-table write: every shard holding a copy */
+	PLAN_ALL_SHARDS,	/* DDL, maintenance, privileges: every shard, in plan order */
+	PLAN_ROUTER,		/* answered by the router itself (plan.action) */
+};
+
+/* Route operators as EXPLAIN (NEKI_PLAN) prints them. */
+enum plan_op {
+	PLAN_OP_EQUAL_UNIQUE = 0,	/* Route [EqualUnique] */
+	PLAN_OP_IN,			/* Route [IN] */
+	PLAN_OP_SCATTER,		/* Route [Scatter] */
+	PLAN_OP_UNSHARDED,		/* Route [Unsharded] */
+	PLAN_OP_REFERENCE,		/* Route [Reference]: one copy */
+	PLAN_OP_REFERENCE_WRITE,	/* Route [ReferenceWrite]: every copy */
+	PLAN_OP_ANY,			/* Route [Any]: no table */
+	PLAN_OP_DIRECT,			/* Route [Direct]: __neki.shard */
+	PLAN_OP_ALL_SHARDS,		/* Route [AllShards]: DDL */
+	PLAN_OP_INSERT_SPLIT,		/* Route [InsertSplit]: multi-row VALUES over shards */
+	PLAN_OP_COPY,			/* Route [Copy]: COPY FROM rows routed one by one */
+	PLAN_OP_NONE,			/* PLAN_ROUTER */
+};
+
+enum plan_action {
+	PLAN_ACT_NONE = 0,
+	PLAN_ACT_EMPTY,		/* empty query */
+	PLAN_ACT_TX,		/* BEGIN/COMMIT/ROLLBACK (stmt->tx) */
+	PLAN_ACT_SET,		/* ordinary SET / RESET / SET TRANSACTION (stmt->set, stmt->tx) */
+	PLAN_ACT_SHOW,		/* ordinary SHOW: answer from the session or any shard */
+	PLAN_ACT_NEKI_SET,	/* __neki.* SET/RESET: apply with plan_neki_apply() */
+	PLAN_ACT_NEKI_SHOW,	/* __neki.* SHOW: plan.show_value */
+	PLAN_ACT_SESSION,	/* PREPARE, EXECUTE, DEALLOCATE, DISCARD, LISTEN, ... */
+	PLAN_ACT_EXPLAIN,	/* EXPLAIN (NEKI_PLAN): print plan.inner with plan_explain() */
+};
+
+/* INSERT rows going to one shard, in input order. */
+struct plan_part {
+	const char *shard;
+	uint32_t *rows;		/* VALUES row numbers (0-based) */
+	uint32_t nrows;
+};
+
+/* How COPY FROM (and the executor generally) computes a row's shard. */
+struct plan_key {
+	uint32_t group, index;		/* image numbers */
+	enum ks_type col_type;		/* type of the base column */
+	int32_t col_pos;		/* COPY: position of the key column in the input; -1 */
+	const char *column;		/* base column name */
+};
+
+struct plan {
+	enum plan_kind kind;
+	enum plan_op op;
+	enum plan_action action;
+	const char *group;		/* group uid; NULL when not one group */
+	const char **shards;		/* distinct shard uids (ALL_SHARDS: authoritative first) */
+	uint32_t nshards;
+	struct plan_part *parts;	/* INSERT: rows per shard; NULL otherwise */
+	uint32_t nparts;
+	uint32_t merge;			/* stmt flags the merge step needs (enum stmt_flag) */
+	enum plan_fanout level;		/* fan-out level this plan needs */
+	const char **values;		/* routing values as text (EXPLAIN "Values:") */
+	uint32_t nvalues;
+	struct plan_key key;		/* valid when has_key */
+	bool has_key;
+	const char *show_value;		/* NEKI_SHOW: the value */
+	const char *query;		/* normalised text sent to shards (EXPLAIN "Query:") */
+	const struct stmt *stmt;	/* borrowed: the statement planned */
+	struct plan *inner;		/* EXPLAIN: the explained statement's plan */
+};
+
+/*
+ * Plan <s> for this execution. The plan and its arrays are allocated in <a> (scratch of the
+ * statement). On refusal fills <err> (NK013 with its code, NK306, 23502, NK017, ...) and
+ * returns false; nothing has been sent anywhere.
+ */
+bool plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
+		struct plan *out, struct nk_error *err) NK_MUSTCHECK;
+
+/* Shard of one COPY/row key given as text (plan.has_key). */
+bool plan_route_text(const struct plan_input *in, const struct plan *p, const char *text,
+		     size_t len, const char **shard, struct nk_error *err) NK_MUSTCHECK;
+
+/* ---- __neki.* session settings (plan_util.c) ---- */
+
+/*
+ * Apply SET/RESET of a __neki.* setting (<value> NULL = RESET) to <sess>. Unknown names are
+ * custom settings: true and nothing changes (the session keeps them like any custom GUC).
+ * Refuses inside a transaction (25001), bad values (22023; tx_mode 'atomic' is NK013 26).
+ */
+bool plan_neki_apply(struct plan_session *sess, const char *name, const char *value,
+		     struct nk_error *err) NK_MUSTCHECK;
+
+/* Current text of __neki.<name> for SHOW; NULL when not a built-in __neki setting. */
+const char *plan_neki_show(const struct plan_session *sess, const char *name);
+
+const char *plan_fanout_str(enum plan_fanout f);
+const char *plan_op_str(enum plan_op op);
+const char *plan_kind_str(enum plan_kind k);
+
+/* ---- EXPLAIN (NEKI_PLAN) (explain.c) ---- */
+
+/* Text (json false) or JSON rendering of <p>, malloc'd; NULL on no memory. */
+char *plan_explain(const struct plan *p, bool json);
+
+/* ---- plan cache (plan_cache.c) ---- */
+
+struct plan_cache;
+
+/* A cache holding at most <max_entries> analyses (LRU); NULL on no memory. */
+struct plan_cache *plan_cache_new(uint32_t max_entries);
+void plan_cache_free(struct plan_cache *c);
+
+/*
+ * The cached statement model for normalised text <norm>->key under topology revision
+ * <topo_rev> and catalog version <cat_ver>, or NULL (counted as a miss). The model stays
+ * valid until the next plan_cache_put() on <c>.
+ */
+const struct stmt *plan_cache_get(struct plan_cache *c, const struct parse_norm *norm,
+				  uint64_t topo_rev, uint64_t cat_ver);
+
+/*
+ * Parse <sql> (normalised as <norm>) and cache the model; evicts the least recently used
+ * entry when full. Returns the model or NULL with <err>.
+ */
+const struct stmt *plan_cache_put(struct plan_cache *c, const char *sql,
+				  const struct parse_norm *norm, uint64_t topo_rev,
+				  uint64_t cat_ver, struct nk_error *err);
+
+struct plan_cache_stats {
+	uint64_t hits, misses, evictions;
+	uint32_t entries;
+};
+
+void plan_cache_stats(const struct plan_cache *c, struct plan_cache_stats *out);
+
+#endif /* NEKI_PLAN_H */

@@ -1,0 +1,817 @@
+/*
+ * plan.c - route SELECT, UPDATE, DELETE and MERGE (spec 3.3): resolve every table of the
+ * statement in the topology image, turn the shard-key predicates of each table's scope into
+ * a set of key ranges (AND narrows, OR widens, anything else leaves all ranges), join tables
+ * that are co-located (same group, equivalent index, equality on the shard keys) into one
+ * component, then decide: one shard, a shard set, every shard of the group, an unsharded
+ * group's shard, a reference table's copy, or NK013 113 for tables that cannot meet on one
+ * shard. Entry: plan_build(); INSERT is in plan_insert.c, utility in plan_util.c.
+ */
+#include "neki/base.h"
+
+#include "neki/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_int.h"
+
+/* ---- shard-key expression text, in parse_expr.c's canonical form ---- */
+
+static void
+render_kx(const struct ks_expr *e, uint32_t n, char *buf, size_t cap)
+{
+	static const char *const names[] = { "lower", "upper" };
+	static const char ops[] = "+-*/";
+	const struct ks_expr_node *nd = &e->nodes[n];
+	char a[PLAN_RENDER_MAX] = "", b[PLAN_RENDER_MAX] = "";
+
+	if (nd->a >= 0)
+		render_kx(e, (uint32_t)nd->a, a, sizeof(a));
+	if (nd->b >= 0)
+		render_kx(e, (uint32_t)nd->b, b, sizeof(b));
+	switch (nd->op) {
+	case KS_OP_COLUMN:
+		snprintf(buf, cap, "%s", e->columns[nd->ival]);
+		break;
+	case KS_OP_CONST_INT:
+		snprintf(buf, cap, "%lld", (long long)nd->ival);
+		break;
+	case KS_OP_LOWER:
+	case KS_OP_UPPER:
+		snprintf(buf, cap, "%s(%s)", names[nd->op - KS_OP_LOWER], a);
+		break;
+	case KS_OP_LEFT:
+		snprintf(buf, cap, "left(%s,%s)", a, b);
+		break;
+	case KS_OP_ADD:
+	case KS_OP_SUB:
+	case KS_OP_MUL:
+	case KS_OP_DIV:
+		snprintf(buf, cap, "(%s%c%s)", a, ops[nd->op - KS_OP_ADD], b);
+		break;
+	case KS_OP_CAST_INT2:
+	case KS_OP_CAST_INT4:
+	case KS_OP_CAST_INT8:
+		snprintf(buf, cap, "(%s)::int%d", a,
+			 nd->op == KS_OP_CAST_INT2 ? 2 : nd->op == KS_OP_CAST_INT4 ? 4 : 8);
+		break;
+	default:
+		snprintf(buf, cap, "(%s)::text", a);
+		break;
+	}
+}
+
+/* ---- resolution ---- */
+
+static bool
+resolve_one(struct pctx *c, const struct stmt_rel *r, struct prel *p)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	uint32_t oid;
+
+	p->r = r;
+	p->schema = r->schema ? r->schema : c->in->sess->schema;
+	if (strcmp(p->schema, "pg_temp") == 0)
+		return nk_error_nk013(c->err, 338);
+	if (cat && cat->relkind && c->s->kind != STMT_COPY) {
+		char k = cat->relkind(cat->arg, p->schema, r->name);
+
+		if (k == 'S' || k == 'i' || k == 'I')
+			return nk_error_nk013(c->err, 137);
+	}
+	topo_image_resolve_table(c->img, c->in->sess->db, p->schema, r->name, &p->res);
+	p->sharded = p->res.kind == TOPO_REL_TABLE && p->res.index != TOPO_IMG_NONE;
+	if (!p->sharded)
+		return true;
+	p->expr = topo_image_index_expr(c->img, p->res.index);
+	p->key_col = p->expr->columns[0];
+	render_kx(p->expr, p->expr->nnodes - 1, p->key_text, sizeof(p->key_text));
+	oid = cat && cat->column_type ? cat->column_type(cat->arg, p->schema, r->name, p->key_col)
+				      : 0;
+	p->typed = oid && ks_type_from_oid(oid, &p->col_type);
+	return true;
+}
+
+/* plan_resolve_rels: see plan_int.h. CTE references are not tables. */
+bool
+plan_resolve_rels(struct pctx *c)
+{
+	c->rels = rarena_alloc(c->a, (c->s->nrels + 1) * sizeof(*c->rels));
+	if (!c->rels)
+		return nk_error_set(c->err, "53200", "out of memory");
+	for (uint32_t i = 0; i < c->s->nrels; i++) {
+		if (c->s->rels[i].is_cte_ref || !c->s->rels[i].name)
+			continue;
+		if (!resolve_one(c, &c->s->rels[i], &c->rels[c->nrels]))
+			return false;
+		c->rels[c->nrels].comp = c->nrels;
+		c->nrels++;
+	}
+	return true;
+}
+
+/* ---- column references ---- */
+
+static bool
+scope_visible(const struct stmt *s, uint16_t from, uint16_t target)
+{
+	for (uint32_t guard = 0; guard <= s->nscopes; guard++) {
+		if (from == target)
+			return true;
+		if (from == 0 || from >= s->nscopes)
+			return false;
+		from = s->scopes[from].parent;
+	}
+	return false;
+}
+
+static bool
+has_column(struct pctx *c, const struct prel *p, const char *col)
+{
+	const struct plan_catalog *cat = c->in->cat;
+
+	return cat && cat->column_type &&
+	       cat->column_type(cat->arg, p->schema, p->r->name, col) != 0;
+}
+
+/* The rel a column reference in <scope> names, innermost scope first; -1 if unknown. */
+static int
+resolve_col(struct pctx *c, uint16_t scope, const char *qual, const char *col)
+{
+	int best = -1, nfound = 0, nscope = 0, only = -1;
+	uint16_t best_depth = 0;
+
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		const struct prel *p = &c->rels[i];
+		bool named = qual && (p->r->alias ? strcmp(p->r->alias, qual) == 0
+						  : strcmp(p->r->name, qual) == 0);
+
+		if (!scope_visible(c->s, scope, p->r->scope))
+			continue;
+		if (p->r->scope == scope) {
+			nscope++;
+			only = (int)i;
+		}
+		if (qual ? !named : !has_column(c, p, col))
+			continue;
+		if (best < 0 || p->r->scope >= best_depth) {
+			if (best >= 0 && p->r->scope == best_depth)
+				nfound++;
+			else
+				nfound = 1;
+			best = (int)i;
+			best_depth = p->r->scope;
+		}
+	}
+	if (nfound == 1)
+		return best;
+	/* unqualified and the catalog cannot tell: the only table of the scope */
+	return !qual && nfound == 0 && nscope == 1 ? only : -1;
+}
+
+/* ---- values ---- */
+
+/* Text or binary of slot <slot>: a bound parameter or a normalised literal. */
+static bool
+slot_raw(struct pctx *c, uint32_t slot, const char **data, int32_t *len, bool *binary,
+	 uint32_t *oid)
+{
+	const struct parse_norm *n = c->in->norm;
+	uint32_t nparams = n ? n->nparams : c->in->nparams;
+
+	*binary = false;
+	*oid = 0;
+	if (n && slot >= nparams && slot - nparams < n->nlits) {
+		*data = n->lits[slot - nparams].value;
+		*len = (int32_t)strlen(*data);
+		return true;
+	}
+	if (slot >= c->in->nparams)
+		return nk_error_set(c->err, "08P01", "there is no parameter $%u", slot + 1);
+	*data = (const char *)c->in->params[slot].data;
+	*len = c->in->params[slot].len;
+	*binary = c->in->params[slot].binary;
+	*oid = c->in->params[slot].type_oid;
+	return true;
+}
+
+static bool
+record_value(struct pctx *c, const char *text, int32_t len, bool binary)
+{
+	const char **v;
+
+	if (c->out->nvalues == c->vcap) {
+		uint32_t cap = c->vcap ? c->vcap * 2 : 4;
+		const char **nv = rarena_alloc(c->a, cap * sizeof(*nv));
+
+		if (!nv)
+			return nk_error_set(c->err, "53200", "out of memory");
+		if (c->out->nvalues)
+			memcpy(nv, c->out->values, c->out->nvalues * sizeof(*nv));
+		c->out->values = nv;
+		c->vcap = cap;
+	}
+	v = &c->out->values[c->out->nvalues++];
+	*v = binary ? "(binary)" : rarena_strndup(c->a, text, (size_t)len);
+	return *v != NULL || nk_error_set(c->err, "53200", "out of memory");
+}
+
+/* Parse one raw value as <type> (a binary integer keeps its declared width). */
+static bool
+raw_to_ks(struct pctx *c, enum ks_type type, const char *data, int32_t len, bool binary,
+	  uint32_t oid, bool negate, struct ks_value *out)
+{
+	enum ks_type declared;
+	char *neg;
+
+	if (binary) {
+		if (oid && ks_type_from_oid(oid, &declared) && ks_type_is_integer(declared) &&
+		    ks_type_is_integer(type))
+			type = declared;
+		return ks_value_from_binary(type, (const uint8_t *)data, (size_t)len, out, c->err);
+	}
+	if (!negate)
+		return ks_value_from_text(type, data, (size_t)len, &c->in->sess->text_ctx, out,
+					  c->err);
+	neg = rarena_alloc(c->a, (size_t)len + 2);
+	if (!neg)
+		return nk_error_set(c->err, "53200", "out of memory");
+	if (data[0] == '-') {
+		memcpy(neg, data + 1, (size_t)len - 1);
+		len--;
+	} else {
+		neg[0] = '-';
+		memcpy(neg + 1, data, (size_t)len);
+		len++;
+	}
+	return ks_value_from_text(type, neg, (size_t)len, &c->in->sess->text_ctx, out, c->err);
+}
+
+/* plan_value_range: see plan_int.h. */
+bool
+plan_value_range(struct pctx *c, const struct prel *p, const struct stmt_value *v, bool direct,
+		 uint32_t *range, bool *is_null)
+{
+	const char *data = v->text;
+	int32_t len = v->text ? (int32_t)strlen(v->text) : 0;
+	bool binary = false, ok;
+	uint32_t oid = 0;
+	enum ks_type type = p->col_type;
+	struct ks_value col, key;
+
+	*is_null = v->kind == STMT_V_NULL;
+	if (*is_null)
+		return true;
+	if (!p->typed)
+		return nk_error_set(c->err, "42704",
+				    "type of shard-key column \"%s\" of table \"%s\" is unknown",
+				    p->key_col, p->r->name);
+	if (v->kind == STMT_V_SLOT && !slot_raw(c, v->slot, &data, &len, &binary, &oid))
+		return false;
+	if (len < 0 || !data) {
+		*is_null = true;
+		return true;
+	}
+	if (direct && !ks_expr_is_column(p->expr) &&
+	    !ks_expr_result_type(p->expr, &p->col_type, &type, c->err))
+		return false;
+	if (!raw_to_ks(c, type, data, len, binary, oid, v->negate, &col))
+		return false;
+	if (direct || ks_expr_is_column(p->expr)) {
+		ok = topo_image_route(c->img, p->res.group, p->res.index, &col, range, c->err);
+	} else {
+		ok = ks_expr_eval(p->expr, &col, &key, c->err) &&
+		     topo_image_route(c->img, p->res.group, p->res.index, &key, range, c->err);
+		if (ok)
+			ks_value_cleanup(&key);
+	}
+	ks_value_cleanup(&col);
+	return ok && record_value(c, data, len, binary);
+}
+
+/* ---- routing sets ---- */
+
+static uint32_t
+nranges(const struct pctx *c, const struct prel *p)
+{
+	return topo_image_group_range_count(c->img, p->res.group);
+}
+
+static uint8_t *
+bits_new(struct pctx *c, const struct prel *p)
+{
+	uint8_t *b = rarena_alloc(c->a, nranges(c, p) + 1);
+
+	if (!b)
+		nk_error_set(c->err, "53200", "out of memory");
+	return b;
+}
+
+/* Does <pred> (in <scope>) constrain <p>'s shard key? *direct: it names the expression. */
+static bool
+pred_matches(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_pred *pred,
+	     bool *direct)
+{
+	const struct prel *p = &c->rels[pi];
+
+	if (!p->sharded || strcmp(pred->column, p->key_col) != 0)
+		return false;
+	if (pred->lhs_is_expr && strcmp(pred->lhs, p->key_text) != 0)
+		return false;
+	if (resolve_col(c, scope, pred->qual, pred->column) != (int)pi)
+		return false;
+	*direct = pred->lhs_is_expr;
+	return true;
+}
+
+static bool
+pred_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_pred *pred,
+	 struct rset *out)
+{
+	const struct prel *p = &c->rels[pi];
+	bool direct, is_null;
+	uint32_t range;
+
+	out->all = true;
+	out->bits = NULL;
+	if (!pred_matches(c, pi, scope, pred, &direct))
+		return true;
+	if (pred->op == STMT_P_ANY_PARAM)
+		return nk_error_nk013(c->err, 115);
+	out->bits = bits_new(c, p);
+	if (!out->bits)
+		return false;
+	out->all = false;
+	for (uint32_t i = 0; i < pred->nvals; i++) {
+		if (!plan_value_range(c, p, &pred->vals[i], direct, &range, &is_null))
+			return false;
+		if (!is_null)
+			out->bits[range] = 1;
+	}
+	return true;
+}
+
+static bool cond_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_cond *cd,
+		     struct rset *out);
+
+static void
+rset_and(const struct pctx *c, const struct prel *p, struct rset *acc, const struct rset *x)
+{
+	uint32_t n = nranges(c, p);
+	bool any = false;
+
+	if (x->all)
+		return;
+	if (acc->all) {
+		*acc = *x;
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		any = any || (acc->bits[i] && x->bits[i]);
+	if (!any)
+		return;		/* contradiction: keep a non-empty superset */
+	for (uint32_t i = 0; i < n; i++)
+		acc->bits[i] = acc->bits[i] && x->bits[i];
+}
+
+static bool
+cond_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_cond *cd,
+	 struct rset *out)
+{
+	const struct prel *p = &c->rels[pi];
+	struct rset sub;
+
+	out->all = true;
+	out->bits = NULL;
+	if (!cd || cd->kind == STMT_C_OTHER)
+		return true;
+	if (cd->kind == STMT_C_PRED)
+		return pred_set(c, pi, scope, cd->pred, out);
+	if (cd->kind == STMT_C_AND) {
+		for (uint32_t i = 0; i < cd->nargs; i++) {
+			if (!cond_set(c, pi, scope, cd->args[i], &sub))
+				return false;
+			rset_and(c, p, out, &sub);
+		}
+		return true;
+	}
+	out->all = false;
+	out->bits = bits_new(c, p);
+	if (!out->bits)
+		return false;
+	for (uint32_t i = 0; i < cd->nargs; i++) {
+		if (!cond_set(c, pi, scope, cd->args[i], &sub))
+			return false;
+		if (sub.all) {
+			out->all = true;
+			out->bits = NULL;
+			return true;
+		}
+		for (uint32_t k = 0; k < nranges(c, p); k++)
+			out->bits[k] = out->bits[k] || sub.bits[k];
+	}
+	return true;
+}
+
+/* ---- co-location ---- */
+
+static uint32_t
+comp_find(struct pctx *c, uint32_t i)
+{
+	while (c->rels[i].comp != i)
+		i = c->rels[i].comp = c->rels[c->rels[i].comp].comp;
+	return i;
+}
+
+static bool
+same_type_class(enum ks_type a, enum ks_type b)
+{
+	return a == b || (ks_type_is_integer(a) && ks_type_is_integer(b)) ||
+	       (ks_type_is_text(a) && ks_type_is_text(b) && a != KS_TYPE_ENUM &&
+		b != KS_TYPE_ENUM);
+}
+
+/* Same group, and indexes that give equal keys the same routing value. */
+static bool
+colocated(const struct pctx *c, const struct prel *a, const struct prel *b)
+{
+	if (!a->sharded || !b->sharded || a->res.group != b->res.group)
+		return false;
+	if (a->res.index == b->res.index)
+		return true;
+	return topo_image_index_type(c->img, a->res.index) ==
+		       topo_image_index_type(c->img, b->res.index) &&
+	       topo_image_index_modulus(c->img, a->res.index) ==
+		       topo_image_index_modulus(c->img, b->res.index) &&
+	       ks_expr_is_column(a->expr) && ks_expr_is_column(b->expr) && a->typed &&
+	       b->typed && same_type_class(a->col_type, b->col_type);
+}
+
+static void
+join_components(struct pctx *c)
+{
+	for (uint32_t j = 0; j < c->s->njoins; j++) {
+		const struct stmt_join_eq *e = &c->s->joins[j];
+		int l = resolve_col(c, e->scope, e->lqual, e->lcol);
+		int r = resolve_col(c, e->scope, e->rqual, e->rcol);
+
+		if (l < 0 || r < 0 || l == r || !colocated(c, &c->rels[l], &c->rels[r]) ||
+		    strcmp(e->lcol, c->rels[l].key_col) != 0 ||
+		    strcmp(e->rcol, c->rels[r].key_col) != 0 || !ks_expr_is_column(c->rels[l].expr))
+			continue;
+		c->rels[comp_find(c, (uint32_t)l)].comp = comp_find(c, (uint32_t)r);
+	}
+}
+
+/* plan_route_rels: see plan_int.h. Each sharded rel's set, then its component's. */
+bool
+plan_route_rels(struct pctx *c)
+{
+	struct rset set;
+
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		struct prel *p = &c->rels[i];
+		uint16_t sc = p->r->scope;
+
+		if (!p->sharded)
+			continue;
+		if (!cond_set(c, i, sc, sc < c->s->nscopes ? c->s->scopes[sc].where : NULL, &set))
+			return false;
+		p->bits = set.all ? NULL : set.bits;
+	}
+	join_components(c);
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		struct prel *p = &c->rels[i], *root = &c->rels[comp_find(c, i)];
+		struct rset acc = { root->bits == NULL, root->bits }, x = { p->bits == NULL, p->bits };
+
+		if (!p->sharded || root == p)
+			continue;
+		rset_and(c, p, &acc, &x);
+		root->bits = acc.all ? NULL : acc.bits;
+	}
+	return true;
+}
+
+/* ---- the decision ---- */
+
+/* plan_add_shard: see plan_int.h (keeps out->shards sorted and distinct). */
+bool
+plan_add_shard(struct pctx *c, const char *uid)
+{
+	struct plan *o = c->out;
+	uint32_t pos = 0;
+	const char **v;
+
+	while (pos < o->nshards && strcmp(o->shards[pos], uid) < 0)
+		pos++;
+	if (pos < o->nshards && strcmp(o->shards[pos], uid) == 0)
+		return true;
+	v = rarena_alloc(c->a, (o->nshards + 1) * sizeof(*v));
+	if (!v)
+		return nk_error_set(c->err, "53200", "out of memory");
+	memcpy(v, o->shards, pos * sizeof(*v));
+	v[pos] = uid;
+	memcpy(v + pos + 1, o->shards + pos, (o->nshards - pos) * sizeof(*v));
+	o->shards = v;
+	o->nshards++;
+	return true;
+}
+
+/* plan_shards_from_bits: see plan_int.h. */
+bool
+plan_shards_from_bits(struct pctx *c, uint32_t g, const uint8_t *bits)
+{
+	uint32_t n = topo_image_group_range_count(c->img, g);
+
+	for (uint32_t r = 0; r < n; r++)
+		if ((!bits || bits[r]) && !plan_add_shard(c, topo_image_range_shard(c->img, g, r)))
+			return false;
+	return true;
+}
+
+/* plan_set_single: see plan_int.h. */
+void
+plan_set_single(struct pctx *c, const char *shard, enum plan_op op)
+{
+	c->out->kind = PLAN_SINGLE;
+	c->out->op = op;
+	c->out->nshards = 0;
+	if (shard)
+		(void)plan_add_shard(c, shard);
+	c->out->level = PLAN_FANOUT_SINGLE;
+}
+
+/* True when reference table <p> has a copy on shard <uid>. */
+static bool
+ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid)
+{
+	uint32_t n = topo_image_list_len(c->img, p->res.list);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t g = topo_image_list_at(c->img, p->res.list, i);
+
+		for (uint32_t k = 0; k < topo_image_group_shard_count(c->img, g); k++)
+			if (strcmp(topo_image_group_shard(c->img, g, k), uid) == 0)
+				return true;
+	}
+	return false;
+}
+
+static const char *
+unsharded_shard(const struct pctx *c, const struct prel *p)
+{
+	return topo_image_range_shard(c->img, p->res.group, 0);
+}
+
+/* Every non-sharded table must be on every shard of the plan. */
+static bool
+others_follow(struct pctx *c)
+{
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		const struct prel *p = &c->rels[i];
+
+		for (uint32_t k = 0; k < c->out->nshards && !p->sharded; k++) {
+			const char *uid = c->out->shards[k];
+
+			if (p->res.kind == TOPO_REL_REFERENCE ? !ref_has_copy(c, p, uid)
+							       : strcmp(unsharded_shard(c, p), uid) != 0)
+				return nk_error_nk013(c->err, 113);
+		}
+	}
+	return true;
+}
+
+/*
+ * Set operations: each arm runs on every shard of the plan and the router combines, so the
+ * arms' tables must be co-located (else 113) and the shard sets add up.
+ */
+static bool
+decide_set_op(struct pctx *c, int first)
+{
+	const struct prel *root = &c->rels[first];
+	bool all = false;
+
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		const struct prel *p = &c->rels[comp_find(c, i)];
+
+		if (!c->rels[i].sharded)
+			continue;
+		if (!colocated(c, &c->rels[i], root) && &c->rels[i] != root)
+			return nk_error_nk013(c->err, 113);
+		all = all || !p->bits;
+		if (p->bits && !plan_shards_from_bits(c, p->res.group, p->bits))
+			return false;
+	}
+	if (all && !plan_shards_from_bits(c, root->res.group, NULL))
+		return false;
+	c->out->kind = all ? PLAN_SCATTER : PLAN_SHARD_SET;
+	c->out->op = all ? PLAN_OP_SCATTER : PLAN_OP_IN;
+	c->out->level = all ? PLAN_FANOUT_SCATTER : PLAN_FANOUT_MULTI;
+	if (c->out->nshards == 1)
+		plan_set_single(c, c->out->shards[0], PLAN_OP_EQUAL_UNIQUE);
+	return others_follow(c);
+}
+
+/* Sharded components: one must hold them all, or all pin the same single shard. */
+static bool
+decide_sharded(struct pctx *c, int first)
+{
+	const struct prel *root = &c->rels[comp_find(c, (uint32_t)first)];
+	bool several = false;
+
+	for (uint32_t i = 0; i < c->nrels; i++)
+		if (c->rels[i].sharded && comp_find(c, i) != comp_find(c, (uint32_t)first))
+			several = true;
+	c->out->group = topo_image_group_uid(c->img, root->res.group);
+	if (several && (c->s->flags & (STMT_F_UNION | STMT_F_INTERSECT)))
+		return decide_set_op(c, first);
+	if (!several) {
+		if (!plan_shards_from_bits(c, root->res.group, root->bits))
+			return false;
+		c->out->kind = root->bits ? PLAN_SHARD_SET : PLAN_SCATTER;
+		c->out->op = root->bits ? PLAN_OP_IN : PLAN_OP_SCATTER;
+		c->out->level = root->bits ? PLAN_FANOUT_MULTI : PLAN_FANOUT_SCATTER;
+		if (c->out->nshards == 1)
+			plan_set_single(c, c->out->shards[0],
+					root->bits ? PLAN_OP_EQUAL_UNIQUE : PLAN_OP_SCATTER);
+		return others_follow(c);
+	}
+	/* several components: each must sit on one and the same shard */
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		const struct prel *p = &c->rels[comp_find(c, i)];
+
+		if (!c->rels[i].sharded)
+			continue;
+		if (!plan_shards_from_bits(c, p->res.group, p->bits))
+			return false;
+		if (!p->bits || c->out->nshards != 1)
+			return nk_error_nk013(c->err, 113);
+	}
+	plan_set_single(c, c->out->shards[0], PLAN_OP_EQUAL_UNIQUE);
+	return others_follow(c);
+}
+
+/* No sharded table: an unsharded group's shard, a reference copy, or anywhere. */
+static bool
+decide_unsharded(struct pctx *c)
+{
+	const struct prel *ref = NULL, *target = NULL;
+
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		const struct prel *p = &c->rels[i];
+
+		if (p->r->is_target)
+			target = p;
+		if (p->res.kind == TOPO_REL_TABLE) {
+			plan_set_single(c, unsharded_shard(c, p), PLAN_OP_UNSHARDED);
+			c->out->group = topo_image_group_uid(c->img, p->res.group);
+			return others_follow(c);
+		}
+		ref = ref ? ref : p;
+	}
+	if (target && target->res.kind == TOPO_REL_REFERENCE && c->s->kind != STMT_SELECT) {
+		uint32_t n = topo_image_list_len(c->img, target->res.list);
+
+		c->out->kind = PLAN_EVERY_COPY;
+		c->out->op = PLAN_OP_REFERENCE_WRITE;
+		c->out->level = PLAN_FANOUT_SINGLE;	/* exempt (spec 3.2) */
+		for (uint32_t i = 0; i < n; i++)
+			if (!plan_shards_from_bits(c, topo_image_list_at(c->img, target->res.list, i),
+						   NULL))
+				return false;
+		return true;
+	}
+	if (ref) {
+		const char *tx = c->in->sess->tx_shard;
+		uint32_t n = topo_image_list_len(c->img, ref->res.list);
+
+		if (tx && ref_has_copy(c, ref, tx)) {
+			plan_set_single(c, tx, PLAN_OP_REFERENCE);
+		} else {
+			for (uint32_t i = 0; i < n; i++)
+				if (!plan_shards_from_bits(c, topo_image_list_at(c->img, ref->res.list,
+										  i), NULL))
+					return false;
+			plan_set_single(c, c->out->nshards ? c->out->shards[0] : NULL,
+					PLAN_OP_REFERENCE);
+		}
+		return others_follow(c);
+	}
+	if (c->in->sess->tx_shard)
+		plan_set_single(c, c->in->sess->tx_shard, PLAN_OP_ANY);
+	else
+		plan_set_single(c, topo_image_range_shard(c->img, topo_image_authoritative(c->img),
+							  0), PLAN_OP_ANY);
+	return true;
+}
+
+/* plan_decide: see plan_int.h. */
+bool
+plan_decide(struct pctx *c)
+{
+	for (uint32_t i = 0; i < c->nrels; i++)
+		if (c->rels[i].sharded)
+			return decide_sharded(c, (int)i);
+	return decide_unsharded(c);
+}
+
+/* Checks of multi-shard SELECT shapes (spec 3.3 "Rejected multi-shard shapes"). */
+static bool
+check_multi_shard(struct pctx *c)
+{
+	uint32_t f = c->s->flags;
+
+	if (c->out->nshards <= 1 || c->s->kind != STMT_SELECT)
+		return true;
+	if (f & STMT_F_INTERSECT)
+		return nk_error_nk013(c->err, 124);
+	if (f & STMT_F_GROUPING_SETS)
+		return nk_error_nk013(c->err, 125);
+	if (f & STMT_F_SAMPLE)
+		return nk_error_nk013(c->err, 126);
+	if (f & STMT_F_WITH_TIES)
+		return nk_error_nk013(c->err, 138);
+	if ((f & STMT_F_WINDOW) && (f & STMT_F_AGG))
+		return nk_error_nk013(c->err, 149);
+	return true;
+}
+
+/* UPDATE / DELETE / MERGE shape checks on a sharded target. */
+static bool
+check_dml(struct pctx *c)
+{
+	const struct prel *t = c->nrels ? &c->rels[0] : NULL;
+
+	if (c->s->flags & STMT_F_CURRENT_OF)
+		return nk_error_nk013(c->err, 128);
+	if (!t || !t->r->is_target || !t->sharded)
+		return true;
+	for (uint32_t i = 0; i < c->s->nset_cols; i++)
+		if (c->s->set_cols[i] && strcmp(c->s->set_cols[i], t->key_col) == 0)
+			return nk_error_nk013(c->err, 145);
+	return true;
+}
+
+static bool
+plan_dml(struct pctx *c)
+{
+	if (c->s->flags & STMT_F_INTO)
+		return nk_error_nk013(c->err, 1);
+	if (!plan_resolve_rels(c))
+		return false;
+	if (c->s->kind == STMT_INSERT)
+		return plan_insert(c);
+	if (!check_dml(c) || !plan_route_rels(c) || !plan_decide(c))
+		return false;
+	return check_multi_shard(c);
+}
+
+static bool
+plan_direct(struct pctx *c)
+{
+	static const char *const router_only[] = { "current_setting", "set_config", "nextval" };
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(router_only); i++)
+		if (stmt_calls(c->s, router_only[i]))
+			return nk_error_set(c->err, "0A000",
+					    "%s() is unavailable while __neki.shard is set",
+					    router_only[i]);
+	plan_set_single(c, c->in->sess->shard, PLAN_OP_DIRECT);
+	return true;
+}
+
+/* plan_build: see plan.h. */
+bool
+plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
+	   struct plan *out, struct nk_error *err)
+{
+	struct pctx c;
+	bool dml = s->kind == STMT_SELECT || s->kind == STMT_INSERT || s->kind == STMT_UPDATE ||
+		   s->kind == STMT_DELETE || s->kind == STMT_MERGE;
+	bool ok;
+
+	memset(out, 0, sizeof(*out));
+	memset(&c, 0, sizeof(c));
+	c.a = a;
+	c.s = s;
+	c.in = in;
+	c.img = in->topo;
+	c.err = err;
+	c.out = out;
+	out->stmt = s;
+	out->merge = s->flags;
+	out->query = in->norm ? in->norm->key : s->sql;
+	if (s->reject)
+		return nk_error_nk013(err, s->reject);
+	if (s->flags & STMT_F_LO_CALL)
+		return nk_error_nk013(err, 306);
+	if (dml && in->sess->shard[0])
+		ok = plan_direct(&c);
+	else if (dml)
+		ok = plan_dml(&c);
+	else
+		ok = plan_utility(&c);
+	return ok && plan_check_session(&c);
+}

@@ -1,0 +1,69 @@
+/*
+ * plan_int.h - private to the planner (plan.c routes SELECT and DML, plan_util.c plans
+ * utility statements and the checks every plan passes, plan_insert.c INSERT).
+ */
+#ifndef NEKI_ROUTER_PLAN_INT_H
+#define NEKI_ROUTER_PLAN_INT_H
+
+#include "neki/base.h"
+
+#include "neki/plan.h"
+#include "neki/topology_image.h"
+
+#define PLAN_RENDER_MAX 256
+
+/* A relation of the statement, resolved against the topology. */
+struct prel {
+	const struct stmt_rel *r;	/* borrowed: from the model */
+	const char *schema;		/* effective schema */
+	struct topo_img_rel res;
+	bool sharded;			/* TABLE with a shard index */
+	const struct ks_expr *expr;	/* sharded: the index expression (image) */
+	const char *key_col;		/* sharded: its base column */
+	char key_text[PLAN_RENDER_MAX];	/* sharded: canonical text of the expression */
+	enum ks_type col_type;		/* type of key_col */
+	bool typed;			/* col_type known */
+	uint8_t *bits;			/* routing set over the group's ranges; NULL = all */
+	bool from_eq;			/* constrained by equality only */
+	uint32_t comp;			/* union-find parent (co-located component) */
+};
+
+/* Planning state of one statement. */
+struct pctx {
+	struct rarena *a;
+	const struct stmt *s;
+	const struct plan_input *in;
+	const void *img;
+	struct nk_error *err;
+	struct plan *out;
+	struct prel *rels;
+	uint32_t nrels;
+	uint32_t vcap;			/* capacity of out->values */
+};
+
+/* A routing set: all ranges, or a bitmap over the ranges of one group. */
+struct rset {
+	bool all;
+	uint8_t *bits;
+};
+
+/* plan.c */
+bool plan_resolve_rels(struct pctx *c);
+bool plan_route_rels(struct pctx *c);
+bool plan_decide(struct pctx *c);
+/* Key value of <v> for rel <p> (<direct>: already the expression's value) routed to a range. */
+bool plan_value_range(struct pctx *c, const struct prel *p, const struct stmt_value *v,
+		      bool direct, uint32_t *range, bool *is_null);
+/* Fill out->shards (distinct, sorted) from <bits> over group <g>. */
+bool plan_shards_from_bits(struct pctx *c, uint32_t g, const uint8_t *bits);
+bool plan_add_shard(struct pctx *c, const char *uid);
+void plan_set_single(struct pctx *c, const char *shard, enum plan_op op);
+
+/* plan_insert.c */
+bool plan_insert(struct pctx *c);
+
+/* plan_util.c */
+bool plan_utility(struct pctx *c);
+bool plan_check_session(struct pctx *c);
+
+#endif /* NEKI_ROUTER_PLAN_INT_H */

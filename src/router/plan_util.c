@@ -1,0 +1,595 @@
+/*
+ * plan_util.c - plans of utility statements and the checks every plan passes: transaction
+ * control (23, 22, 24, 25), SET/RESET/SHOW (27, 28, 29) and the __neki.* settings (26 and
+ * their values, spec 3.4), COPY (41-56), EXPLAIN (30-33, NK017), DDL/maintenance on every
+ * shard, __neki.fanout and __neki.tx_mode limits.
+ *
+ * Isolation levels: READ UNCOMMITTED (Postgres runs it as READ COMMITTED), READ COMMITTED and
+ * REPEATABLE READ are accepted (each shard gives its own snapshot; no snapshot is shared
+ * across shards); SERIALIZABLE is refused with 24 as the spec's catalog example shows.
+ */
+#include "neki/base.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "plan_int.h"
+
+static bool
+streq(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+static void
+router_plan(struct pctx *c, enum plan_action act)
+{
+	c->out->kind = PLAN_ROUTER;
+	c->out->op = PLAN_OP_NONE;
+	c->out->action = act;
+	c->out->level = PLAN_FANOUT_SINGLE;
+}
+
+/* ---- transactions ---- */
+
+static bool
+check_tx_options(struct pctx *c, const struct stmt_tx *tx)
+{
+	if (tx->isolation == STMT_ISO_SERIALIZABLE)
+		return nk_error_nk013(c->err, 24);
+	if (tx->deferrable == 1)
+		return nk_error_nk013(c->err, 25);
+	return true;
+}
+
+static bool
+plan_tx(struct pctx *c)
+{
+	const struct stmt_tx *tx = c->s->tx;
+
+	switch (tx->kind) {
+	case STMT_TX_SAVEPOINT:
+	case STMT_TX_RELEASE:
+	case STMT_TX_ROLLBACK_TO:
+	case STMT_TX_PREPARE:
+	case STMT_TX_COMMIT_PREPARED:
+	case STMT_TX_ROLLBACK_PREPARED:
+		return nk_error_nk013(c->err, 23);
+	default:
+		break;
+	}
+	if (tx->chain)
+		return nk_error_nk013(c->err, 22);
+	if (!check_tx_options(c, tx))
+		return false;
+	router_plan(c, PLAN_ACT_TX);
+	return true;
+}
+
+/* ---- __neki.* settings ---- */
+
+struct neki_setting {
+	const char *name;		/* after "__neki." */
+	const char *values[4];		/* accepted values, first = default; NULL: free text */
+};
+
+static const struct neki_setting neki_settings[] = {
+	{ "tx_mode", { "multi", "single" } },
+	{ "fanout", { "scatter", "multi", "single" } },
+	{ "shard", { NULL } },
+	{ "target", { "primary", "replica", "rdonly" } },
+	{ "replica_recency", { "prefer", "require", "off" } },
+	{ "replica_locality", { "prefer", "require", "off" } },
+	{ "replica_affinity", { "none", "session" } },
+};
+
+static const struct neki_setting *
+neki_find(const char *name)
+{
+	if (!name || strncmp(name, "__neki.", 7) != 0)
+		return NULL;
+	for (size_t i = 0; i < NK_ARRAY_LEN(neki_settings); i++)
+		if (strcmp(neki_settings[i].name, name + 7) == 0)
+			return &neki_settings[i];
+	return NULL;
+}
+
+static bool
+bad_value(struct nk_error *err, const char *name, const char *value,
+	  const struct neki_setting *st)
+{
+	char hint[128] = "";
+	size_t len = 0;
+
+	nk_error_set(err, "22023", "invalid value for parameter \"%s\": \"%s\"", name, value);
+	for (size_t i = 0; i < 4 && st->values[i]; i++)
+		len += (size_t)snprintf(hint + len, sizeof(hint) - len, "%s%s", i ? ", " : "",
+					st->values[i]);
+	nk_error_hint(err, "Available values: %s.", hint);
+	return false;
+}
+
+/* Store <v> in the field of <sess> for setting <st>. */
+static void
+neki_store(struct plan_session *sess, const struct neki_setting *st, const char *v)
+{
+	char *dst = NULL;
+	size_t cap = 16;
+
+	if (streq(st->name, "tx_mode"))
+		sess->tx_mode = streq(v, "single") ? PLAN_TX_SINGLE : PLAN_TX_MULTI;
+	else if (streq(st->name, "fanout"))
+		sess->fanout = streq(v, "single") ? PLAN_FANOUT_SINGLE :
+			       streq(v, "multi") ? PLAN_FANOUT_MULTI : PLAN_FANOUT_SCATTER;
+	else if (streq(st->name, "shard"))
+		dst = sess->shard, cap = sizeof(sess->shard);
+	else if (streq(st->name, "target"))
+		dst = sess->target;
+	else if (streq(st->name, "replica_recency"))
+		dst = sess->replica_recency;
+	else if (streq(st->name, "replica_locality"))
+		dst = sess->replica_locality;
+	else
+		dst = sess->replica_affinity;
+	if (dst)
+		snprintf(dst, cap, "%s", v);
+}
+
+/* plan_neki_apply: see plan.h. */
+bool
+plan_neki_apply(struct plan_session *sess, const char *name, const char *value,
+		struct nk_error *err)
+{
+	const struct neki_setting *st = neki_find(name);
+	char low[PLAN_SHARD_MAX];
+	size_t i;
+
+	if (!st)
+		return true;
+	if (sess->in_transaction) {
+		nk_error_set(err, "25001", "parameter \"%s\" cannot be changed inside a transaction",
+			     name);
+		nk_error_hint(err, "Set __neki settings before BEGIN, in a separate statement.");
+		return false;
+	}
+	if (!value)
+		value = st->values[0] ? st->values[0] : "";
+	if (!st->values[0]) {
+		if (strlen(value) >= sizeof(sess->shard))
+			return nk_error_set(err, "22023", "invalid value for parameter \"%s\": \"%s\"",
+					    name, value);
+		neki_store(sess, st, value);
+		return true;
+	}
+	for (i = 0; value[i] && i + 1 < sizeof(low); i++)
+		low[i] = (char)tolower((unsigned char)value[i]);
+	low[i] = '\0';
+	if (streq(st->name, "tx_mode") && streq(low, "atomic"))
+		return nk_error_nk013(err, 26);
+	for (i = 0; i < 4 && st->values[i]; i++)
+		if (streq(low, st->values[i])) {
+			neki_store(sess, st, st->values[i]);
+			return true;
+		}
+	return bad_value(err, name, value, st);
+}
+
+/* plan_neki_show: see plan.h. */
+const char *
+plan_neki_show(const struct plan_session *sess, const char *name)
+{
+	const struct neki_setting *st = neki_find(name);
+
+	if (!st)
+		return NULL;
+	if (streq(st->name, "tx_mode"))
+		return sess->tx_mode == PLAN_TX_SINGLE ? "single" : "multi";
+	if (streq(st->name, "fanout"))
+		return plan_fanout_str(sess->fanout);
+	if (streq(st->name, "shard"))
+		return sess->shard;
+	if (streq(st->name, "target"))
+		return sess->target;
+	if (streq(st->name, "replica_recency"))
+		return sess->replica_recency;
+	if (streq(st->name, "replica_locality"))
+		return sess->replica_locality;
+	return sess->replica_affinity;
+}
+
+/* plan_session_init: see plan.h. */
+void
+plan_session_init(struct plan_session *s, const char *db)
+{
+	memset(s, 0, sizeof(*s));
+	s->db = db;
+	s->schema = "public";
+	strcpy(s->target, "primary");
+	strcpy(s->replica_recency, "prefer");
+	strcpy(s->replica_locality, "prefer");
+	strcpy(s->replica_affinity, "none");
+}
+
+/* True when <uid> is a shard of some group of the topology. */
+static bool
+topo_has_shard(const void *img, const char *uid)
+{
+	for (uint32_t g = 0; g < topo_image_group_count(img); g++)
+		for (uint32_t k = 0; k < topo_image_group_shard_count(img, g); k++)
+			if (streq(topo_image_group_shard(img, g, k), uid))
+				return true;
+	return false;
+}
+
+static bool
+plan_neki_set(struct pctx *c, const struct stmt_set *set)
+{
+	struct plan_session probe = *c->in->sess;
+	const char *v = set->kind == STMT_SET_VALUE ? set->value : NULL;
+
+	if (!plan_neki_apply(&probe, set->name, v, c->err))
+		return false;
+	if (streq(set->name, "__neki.shard") && probe.shard[0] &&
+	    !topo_has_shard(c->img, probe.shard)) {
+		nk_error_set(c->err, "22023", "invalid value for parameter \"%s\": \"%s\"",
+			     set->name, probe.shard);
+		nk_error_detail(c->err, "The data topology has no shard \"%s\".", probe.shard);
+		return false;
+	}
+	router_plan(c, PLAN_ACT_NEKI_SET);
+	return true;
+}
+
+static bool
+plan_set(struct pctx *c)
+{
+	const struct stmt_set *set = c->s->set;
+
+	if (streq(set->name, "session_authorization"))
+		return nk_error_nk013(c->err, 27);
+	if (set->kind == STMT_SET_CURRENT)
+		return nk_error_nk013(c->err, 28);
+	if (set->kind == STMT_SET_SNAPSHOT)
+		return nk_error_nk013(c->err, 29);
+	if ((set->kind == STMT_SET_TRANSACTION || set->kind == STMT_SET_SESSION_CHARACTERISTICS) &&
+	    c->s->tx && !check_tx_options(c, c->s->tx))
+		return false;
+	if (set->kind == STMT_SET_SHOW) {
+		c->out->show_value = plan_neki_show(c->in->sess, set->name);
+		router_plan(c, c->out->show_value ? PLAN_ACT_NEKI_SHOW : PLAN_ACT_SHOW);
+		return true;
+	}
+	if (neki_find(set->name))
+		return plan_neki_set(c, set);
+	router_plan(c, PLAN_ACT_SET);
+	return true;
+}
+
+/* ---- COPY ---- */
+
+static bool
+is_utf8_name(const char *enc)
+{
+	char buf[16];
+	size_t n = 0;
+
+	for (const char *p = enc; *p && n + 1 < sizeof(buf); p++)
+		if (*p != '-' && *p != '_')
+			buf[n++] = (char)tolower((unsigned char)*p);
+	buf[n] = '\0';
+	return streq(buf, "utf8") || streq(buf, "unicode");
+}
+
+/* The table owns an enabled global secondary index (COPY would not maintain it). */
+static bool
+owns_enabled_gsi(const struct pctx *c, const struct prel *p)
+{
+	struct topo_img_gsi g;
+
+	for (uint32_t i = 0; i < topo_image_gsi_count(c->img); i++) {
+		topo_image_gsi(c->img, i, &g);
+		if (g.enabled && streq(g.db, c->in->sess->db) && streq(g.owner_table, p->r->name) &&
+		    (!g.schema || streq(g.schema, p->schema)))
+			return true;
+	}
+	return false;
+}
+
+/* Position of the shard key in COPY's input columns, or -1. */
+static int
+copy_key_pos(struct pctx *c, const struct prel *p)
+{
+	const struct stmt_copy *cp = c->s->copy;
+	const struct plan_catalog *cat = c->in->cat;
+
+	for (uint32_t i = 0; i < cp->ncols; i++)
+		if (streq(cp->cols[i], p->key_col))
+			return (int)i;
+	for (uint32_t i = 0; !cp->ncols && cat && cat->column_name; i++) {
+		const char *name = cat->column_name(cat->arg, p->schema, p->r->name, i + 1);
+
+		if (!name)
+			break;
+		if (streq(name, p->key_col))
+			return (int)i;
+	}
+	return -1;
+}
+
+static bool
+copy_sharded(struct pctx *c, struct prel *p)
+{
+	const struct stmt_copy *cp = c->s->copy;
+	struct plan *o = c->out;
+
+	if (cp->has_file || cp->is_program)
+		return nk_error_nk013(c->err, 41);
+	o->group = topo_image_group_uid(c->img, p->res.group);
+	if (!plan_shards_from_bits(c, p->res.group, NULL))
+		return false;
+	o->kind = PLAN_SCATTER;
+	o->op = PLAN_OP_SCATTER;
+	o->level = PLAN_FANOUT_SINGLE;		/* COPY is not a SELECT/DML shape */
+	if (!cp->is_from)
+		return true;
+	if (cp->has_sharded_only_bad_opt)
+		return nk_error_nk013(c->err, 52);
+	if (cp->encoding && !is_utf8_name(cp->encoding))
+		return nk_error_nk013(c->err, 53);
+	if (p->expr->ncolumns > 1)
+		return nk_error_nk013(c->err, 45);
+	if (owns_enabled_gsi(c, p))
+		return nk_error_nk013(c->err, 44);
+	o->op = PLAN_OP_COPY;
+	o->has_key = true;
+	o->key.group = p->res.group;
+	o->key.index = p->res.index;
+	o->key.col_type = p->col_type;
+	o->key.column = p->key_col;
+	o->key.col_pos = copy_key_pos(c, p);
+	if (o->key.col_pos < 0)
+		return nk_error_set(c->err, "NK306", "shard-key column \"%s\" of primary index 0 "
+				    "is required but missing from COPY", p->key_col);
+	return p->typed || nk_error_set(c->err, "42704", "type of shard-key column \"%s\" is "
+					"unknown", p->key_col);
+}
+
+static bool
+plan_copy(struct pctx *c)
+{
+	const struct stmt_copy *cp = c->s->copy;
+	const struct plan_catalog *cat = c->in->cat;
+	struct prel *p;
+
+	if (c->in->extended)
+		return nk_error_nk013(c->err, 55);
+	if (c->s->nstatements > 1)
+		return nk_error_nk013(c->err, 54);
+	if (cp->has_query)
+		return nk_error_nk013(c->err, cp->is_from ? 48 : 49);
+	if (cp->is_program && !cp->is_from)
+		return nk_error_nk013(c->err, 47);
+	if (cp->has_where && cp->is_from)
+		return nk_error_nk013(c->err, 50);
+	if (!plan_resolve_rels(c) || c->nrels == 0)
+		return c->nrels == 0 ? nk_error_nk013(c->err, 20) : false;
+	p = &c->rels[0];
+	if (cp->is_from && cat && cat->relkind && cat->relkind(cat->arg, p->schema, p->r->name) == 'm')
+		return nk_error_nk013(c->err, 56);
+	if (p->sharded)
+		return copy_sharded(c, p);
+	if (p->res.kind == TOPO_REL_REFERENCE && (cp->has_file || cp->is_program))
+		return nk_error_nk013(c->err, 43);
+	return plan_decide(c);
+}
+
+/* ---- EXPLAIN ---- */
+
+/* <key> without its "EXPLAIN (...)" prefix. */
+static const char *
+explained_text(const char *key)
+{
+	const char *p = key;
+	int depth = 0;
+
+	if (strncasecmp(p, "explain", 7) != 0)
+		return key;
+	p += 7;
+	while (*p == ' ')
+		p++;
+	if (*p != '(')
+		return key;
+	for (; *p; p++) {
+		depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+		if (depth == 0)
+			break;
+	}
+	if (*p)
+		p++;
+	while (*p == ' ')
+		p++;
+	return p;
+}
+
+static bool
+plan_explain_stmt(struct pctx *c)
+{
+	const struct stmt_explain *e = c->s->explain;
+	struct plan_session sess = *c->in->sess;
+	struct plan_input in = *c->in;
+	struct plan *ip;
+
+	if (e->reject)
+		return nk_error_nk013(c->err, e->reject);
+	ip = rarena_alloc(c->a, sizeof(*ip));
+	if (!ip)
+		return nk_error_set(c->err, "53200", "out of memory");
+	if (e->neki_plan && !e->analyze)
+		sess.fanout = PLAN_FANOUT_SCATTER;	/* the limit applies to ANALYZE only */
+	in.sess = &sess;
+	if (!plan_build(c->a, e->inner, &in, ip, c->err))
+		return false;
+	ip->query = explained_text(ip->query);
+	if (e->neki_plan) {
+		router_plan(c, PLAN_ACT_EXPLAIN);
+		c->out->inner = ip;
+		return true;
+	}
+	if (ip->kind != PLAN_SINGLE) {
+		nk_error_set(c->err, "NK017", "This statement requires Neki router processing");
+		nk_error_hint(c->err, "Use `EXPLAIN (NEKI_PLAN)` (with ANALYZE to execute) to see "
+			      "Neki's plan");
+		return false;
+	}
+	*c->out = *ip;
+	c->out->stmt = c->s;
+	c->out->inner = NULL;
+	return true;
+}
+
+/* ---- DDL and other statements ---- */
+
+/* Every shard of the database: the authoritative one first, the rest by uid. */
+static bool
+plan_all_shards(struct pctx *c)
+{
+	const char *auth = topo_image_range_shard(c->img, topo_image_authoritative(c->img), 0);
+	uint32_t k = 0;
+
+	for (uint32_t g = 0; g < topo_image_group_count(c->img); g++)
+		if (!plan_shards_from_bits(c, g, NULL))
+			return false;
+	while (k < c->out->nshards && !streq(c->out->shards[k], auth))
+		k++;
+	for (; k > 0 && k < c->out->nshards; k--) {
+		const char *t = c->out->shards[k];
+
+		c->out->shards[k] = c->out->shards[k - 1];
+		c->out->shards[k - 1] = t;
+	}
+	c->out->kind = PLAN_ALL_SHARDS;
+	c->out->op = PLAN_OP_ALL_SHARDS;
+	c->out->level = PLAN_FANOUT_SINGLE;	/* DDL is exempt from __neki.fanout */
+	return true;
+}
+
+/* plan_utility: see plan_int.h. */
+bool
+plan_utility(struct pctx *c)
+{
+	switch (c->s->kind) {
+	case STMT_EMPTY:
+		router_plan(c, PLAN_ACT_EMPTY);
+		return true;
+	case STMT_TX:
+		return plan_tx(c);
+	case STMT_SET:
+	case STMT_RESET:
+	case STMT_SHOW:
+		return plan_set(c);
+	case STMT_COPY:
+		if (c->in->sess->shard[0])
+			return nk_error_set(c->err, "0A000",
+					    "COPY is unavailable while __neki.shard is set");
+		return plan_copy(c);
+	case STMT_EXPLAIN:
+		return plan_explain_stmt(c);
+	case STMT_DDL:
+		if (c->in->sess->shard[0])
+			return nk_error_set(c->err, "0A000", "schema changes are unavailable while "
+					    "__neki.shard is set");
+		return plan_all_shards(c);
+	case STMT_MAINT:
+	case STMT_PRIV:
+		return plan_all_shards(c);
+	case STMT_SESSION:
+		router_plan(c, PLAN_ACT_SESSION);
+		return true;
+	default:
+		return nk_error_nk013(c->err, 20);
+	}
+}
+
+/* ---- limits every plan passes ---- */
+
+/* plan_check_session: see plan_int.h (__neki.fanout, __neki.tx_mode single). */
+bool
+plan_check_session(struct pctx *c)
+{
+	const struct plan_session *sess = c->in->sess;
+	const struct plan *o = c->out;
+	bool data = o->kind == PLAN_SINGLE || o->kind == PLAN_SHARD_SET ||
+		    o->kind == PLAN_SCATTER || o->kind == PLAN_EVERY_COPY;
+
+	if (data && o->kind != PLAN_EVERY_COPY && o->level < sess->fanout)
+		return nk_error_set(c->err, "0A000",
+				    "statement's fan-out (%s) exceeds __neki.fanout (%s)",
+				    plan_fanout_str(o->level), plan_fanout_str(sess->fanout));
+	if (!data || !sess->in_transaction || sess->tx_mode != PLAN_TX_SINGLE)
+		return true;
+	for (uint32_t i = 0; i < o->nshards; i++) {
+		const char *first = sess->tx_shard ? sess->tx_shard : o->shards[0];
+
+		if (!streq(o->shards[i], first))
+			return nk_error_set(c->err, "0A000", "statement would add shard \"%s\" to "
+					    "the transaction, but __neki.tx_mode is single",
+					    o->shards[i]);
+	}
+	return true;
+}
+
+/* plan_route_text: see plan.h. */
+bool
+plan_route_text(const struct plan_input *in, const struct plan *p, const char *text,
+		size_t len, const char **shard, struct nk_error *err)
+{
+	const struct ks_expr *e = topo_image_index_expr(in->topo, p->key.index);
+	struct ks_value col, key;
+	uint32_t range;
+	bool ok;
+
+	if (!p->has_key)
+		return nk_error_set(err, "XX000", "plan has no shard key");
+	if (!ks_value_from_text(p->key.col_type, text, len, &in->sess->text_ctx, &col, err))
+		return false;
+	if (ks_expr_is_column(e)) {
+		ok = topo_image_route(in->topo, p->key.group, p->key.index, &col, &range, err);
+	} else {
+		ok = ks_expr_eval(e, &col, &key, err) &&
+		     topo_image_route(in->topo, p->key.group, p->key.index, &key, &range, err);
+		if (ok)
+			ks_value_cleanup(&key);
+	}
+	ks_value_cleanup(&col);
+	if (ok)
+		*shard = topo_image_range_shard(in->topo, p->key.group, range);
+	return ok;
+}
+
+const char *
+plan_fanout_str(enum plan_fanout f)
+{
+	return f == PLAN_FANOUT_SINGLE ? "single" : f == PLAN_FANOUT_MULTI ? "multi" : "scatter";
+}
+
+const char *
+plan_op_str(enum plan_op op)
+{
+	static const char *const names[] = {
+		"EqualUnique", "IN", "Scatter", "Unsharded", "Reference", "ReferenceWrite", "Any",
+		"Direct", "AllShards", "InsertSplit", "Copy", "None",
+	};
+
+	return (unsigned)op < NK_ARRAY_LEN(names) ? names[op] : "?";
+}
+
+const char *
+plan_kind_str(enum plan_kind k)
+{
+	static const char *const names[] = { "single", "shard set", "scatter", "every copy",
+					     "all shards", "router" };
+
+	return (unsigned)k < NK_ARRAY_LEN(names) ? names[k] : "?";
+}
