@@ -19,7 +19,8 @@
 	X(topology) \
 	X(pool) \
 	X(admin) \
-	X(router)
+	X(router) \
+	X(catalog)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)

@@ -1,0 +1,116 @@
+/*
+ * neki/catalog_image.h - the pointer-free image of the catalogs of every logical database,
+ * published by the admin into a shared-memory catalog slot and read in place by workers.
+ *
+ * The image holds offsets only, so it means the same at any address; the readers never
+ * allocate and never write. Databases, tables, columns, keys and types are referred to by
+ * number (uint32_t); CAT_IMG_NONE means "none". Table numbers are global across databases;
+ * column and key numbers are positions within their table. The buffer is 8-byte aligned.
+ */
+#ifndef NEKI_CATALOG_IMAGE_H
+#define NEKI_CATALOG_IMAGE_H
+
+#include "neki/base.h"
+
+#include "neki/catalog.h"
+#include "neki/keyspace.h"
+
+#define CAT_IMAGE_MAGIC UINT32_C(0x49434b4e)	/* "NKCI" */
+#define CAT_IMAGE_VERSION 1
+#define CAT_IMG_NONE UINT32_MAX
+
+/* ---- building (admin) ---- */
+
+/* Bytes cat_image_build() needs for the catalogs <cats>[0..n). */
+size_t cat_image_size(const struct catalog *const *cats, size_t n);
+
+/*
+ * Write the image of <cats>[0..n) (one per logical database, distinct names) as catalog
+ * version <version> into <buf> (8-byte aligned, <cap> bytes). Returns the bytes written, or
+ * -1 when <cap> is too small.
+ */
+ssize_t cat_image_build(const struct catalog *const *cats, size_t n, uint64_t version,
+			void *buf, size_t cap);
+
+/* ---- reading (workers; no allocation) ---- */
+
+/* True when <img>/<len> is a complete catalog image of this layout version. */
+bool cat_image_is_valid(const void *img, size_t len);
+
+uint64_t cat_image_version(const void *img);
+size_t cat_image_len(const void *img);
+
+/* Databases. */
+struct cat_img_db {
+	const char *name;
+	const char *collate;
+	const char *ctype;
+	uint32_t ntables;
+};
+
+uint32_t cat_image_db_count(const void *img);
+uint32_t cat_image_find_db(const void *img, const char *name);
+void cat_image_db(const void *img, uint32_t d, struct cat_img_db *out);
+
+/* Relation <schema>.<name> of database <d>, or CAT_IMG_NONE. */
+uint32_t cat_image_find_table(const void *img, uint32_t d, const char *schema, const char *name);
+
+/* As cat_lookup_table(): <schema> NULL resolves <name> through <path>[0..n). */
+uint32_t cat_image_lookup_table(const void *img, uint32_t d, const char *schema,
+				const char *name, const char *const *path, size_t n);
+
+struct cat_img_table {
+	const char *schema;
+	const char *name;
+	uint32_t oid;
+	enum cat_relkind kind;
+	bool is_partition;
+	uint32_t ncols, nkeys, nchildren;
+	struct cat_seq seq;		/* sequences only */
+};
+
+void cat_image_table(const void *img, uint32_t t, struct cat_img_table *out);
+
+/* Column number of <name> in table <t>, or CAT_IMG_NONE. */
+uint32_t cat_image_find_column(const void *img, uint32_t t, const char *name);
+
+/* Column <c> of table <t> (strings borrowed from the image). */
+void cat_image_column(const void *img, uint32_t t, uint32_t c, struct cat_column *out);
+
+/* Key <k> of table <t> (the primary key, when there is one, is key 0). */
+struct cat_img_key {
+	const char *name;
+	bool primary;
+	uint32_t ncols;
+};
+
+void cat_image_key(const void *img, uint32_t t, uint32_t k, struct cat_img_key *out);
+/* Column number of the <i>th column of key <k>. */
+uint32_t cat_image_key_col(const void *img, uint32_t t, uint32_t k, uint32_t i);
+
+/* Inheritance child or partition <i> of table <t>. */
+void cat_image_child(const void *img, uint32_t t, uint32_t i, struct cat_relref *out);
+
+/* Types of database <d>. */
+struct cat_img_type {
+	uint32_t oid;
+	const char *schema;
+	const char *name;
+	int16_t len;
+	bool byval;
+	char category;
+	enum cat_typtype typtype;
+	uint32_t base_oid, elem_oid;
+	uint32_t nlabels;
+};
+
+/* Type number of <oid> in database <d>, or CAT_IMG_NONE. */
+uint32_t cat_image_find_type(const void *img, uint32_t d, uint32_t oid);
+void cat_image_type(const void *img, uint32_t ty, struct cat_img_type *out);
+const char *cat_image_type_label(const void *img, uint32_t ty, uint32_t i);
+
+/* As cat_ks_type(), on database <d> of the image. */
+bool cat_image_ks_type(const void *img, uint32_t d, uint32_t oid, enum ks_type *out)
+	NK_MUSTCHECK;
+
+#endif /* NEKI_CATALOG_IMAGE_H */
