@@ -98,42 +98,45 @@ query_text(const struct plan *p)
 	return p->query ? p->query : p->stmt ? p->stmt->sql : "";
 }
 
+/* The route at <col> (its arrow, if any, already printed); fields two columns right. */
 static void
-text_route(struct sbuf_x *b, const struct plan *p, int indent)
+text_route(struct sbuf_x *b, const struct plan *p, int col)
 {
-	xput(b, "%*sRoute [%s]\n", indent, "", plan_op_str(p->op));
-	xput(b, "%*s  Query: %s\n", indent, "", query_text(p));
+	int f = col + 2;
+
+	xput(b, "Route [%s]\n", plan_op_str(p->op));
+	xput(b, "%*sQuery: %s\n", f, "", query_text(p));
 	if (p->group)
-		xput(b, "%*s  ShardGroup: %s\n", indent, "", p->group);
+		xput(b, "%*sShardGroup: %s\n", f, "", p->group);
 	if (p->nvalues) {
-		xput(b, "%*s  Values: ", indent, "");
+		xput(b, "%*sValues: ", f, "");
 		for (uint32_t i = 0; i < p->nvalues; i++)
 			xput(b, "%s%s", i ? ", " : "", p->values[i]);
 		xput(b, "\n");
 	}
-	xput(b, "%*s  Shards: ", indent, "");
+	xput(b, "%*sShards: ", f, "");
 	for (uint32_t i = 0; i < p->nshards; i++)
 		xput(b, "%s%s", i ? ", " : "", p->shards[i]);
 	xput(b, "\n");
 }
 
+/* Postgres's layout: a child is "->  " two columns right of its parent's text. */
 static void
 explain_text(struct sbuf_x *b, const struct plan *p)
 {
 	const char *names[5];
 	size_t n = merge_nodes(p, names);
-	int indent = 0;
+	int col = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		xput(b, "%*s%s%s\n", indent, "", i ? "->  " : "", names[i]);
-		indent += i ? 6 : 2;
+	for (size_t i = 0; i <= n; i++) {
+		if (i > 0) {
+			xput(b, "%*s->  ", col + 2, "");
+			col += 6;
+		}
+		if (i < n)
+			xput(b, "%s\n", names[i]);
 	}
-	if (n) {
-		xput(b, "%*s->  ", indent, "");
-		text_route(b, p, 0);
-		return;
-	}
-	text_route(b, p, indent);
+	text_route(b, p, col);
 }
 
 static void

@@ -34,6 +34,9 @@ struct norm_lex {
 	size_t minus_src;	/* its source offset */
 	bool minus_space;	/* a space was emitted before that '-' */
 	bool prev_operand_end;	/* the token before that '-' (or the last one) ends an operand */
+	int by_state;		/* 1: after ORDER/GROUP, 2: in a BY list where a number is a
+				 * column position (kept verbatim), 0 otherwise */
+	bool after_list_start;	/* the last token was BY or ',' inside such a list */
 };
 
 static void
@@ -184,6 +187,11 @@ lex_number(struct norm_lex *l)
 			l->pos++;
 	}
 	n = l->pos - start;
+	if (l->after_list_start && !neg) {
+		tok_begin(l);
+		out_put(l, s + start, n);	/* ORDER BY 2: a position, not a value */
+		return;
+	}
 	if (neg) {
 		l->olen = l->minus_out;	/* drop the '-' (and the space before it) */
 		l->pending_space = false;
@@ -314,6 +322,33 @@ lex_dollar(struct norm_lex *l)
 	out_put(l, s + start, l->pos - start);
 }
 
+static bool
+word_is(const char *w, size_t n, const char *kw)
+{
+	return strlen(kw) == n && strncasecmp(w, kw, n) == 0;
+}
+
+/* Track ORDER BY / GROUP BY lists, whose bare integers are column positions. */
+static void
+by_track(struct norm_lex *l, const char *w, size_t n)
+{
+	if (word_is(w, n, "order") || word_is(w, n, "group")) {
+		l->by_state = 1;
+	} else if (l->by_state == 1 && word_is(w, n, "by")) {
+		l->by_state = 2;
+		l->after_list_start = true;
+		return;
+	} else if (l->by_state == 2 && (word_is(w, n, "asc") || word_is(w, n, "desc") ||
+					word_is(w, n, "nulls") || word_is(w, n, "first") ||
+					word_is(w, n, "last"))) {
+		l->after_list_start = false;
+		return;
+	} else {
+		l->by_state = 0;
+	}
+	l->after_list_start = false;
+}
+
 /* An identifier or keyword; prefixed strings (E'', B'', X'', N'', U&'') verbatim. */
 static void
 lex_word(struct norm_lex *l)
@@ -342,6 +377,7 @@ lex_word(struct norm_lex *l)
 	}
 	out_put(l, s + start, l->pos - start);
 	l->prev_operand_end = !keyword_before_operand(s + start, l->pos - start);
+	by_track(l, s + start, l->pos - start);
 }
 
 /* One token at l->pos (after whitespace). */
@@ -356,9 +392,11 @@ lex_token(struct norm_lex *l)
 	    (c == '.' && isdigit((unsigned char)s[l->pos + 1]))) {
 		lex_number(l);
 		l->prev_operand_end = true;
+		l->after_list_start = false;
 	} else if (c == '\'') {
 		lex_string(l);
 		l->prev_operand_end = true;
+		l->after_list_start = false;
 	} else if (c == '"') {
 		tok_begin(l);
 		copy_quoted(l, '"', false);
@@ -382,6 +420,9 @@ lex_token(struct norm_lex *l)
 		l->pos++;
 		if (!was_minus)
 			l->prev_operand_end = c == ')' || c == ']';
+		l->after_list_start = l->by_state == 2 && c == ',';
+		if (c == '(' || c == ')' || c == ';')
+			l->by_state = 0;
 	}
 	if (!was_minus)
 		l->minus_out = SIZE_MAX;

@@ -38,6 +38,9 @@ static const struct norm_case norm_cases[] = {
 	{ "INSERT INTO t VALUES (1, 'x'), (2, NULL)", "INSERT INTO t VALUES ($1, $2), ($3, NULL)",
 	  { "1", "x", "2" } },
 	{ "SELECT * FROM t WHERE a = 1::int8", "SELECT * FROM t WHERE a = $1::int8", { "1" } },
+	{ "SELECT a, b FROM t WHERE c = 3 GROUP BY 1, 2 ORDER BY 2 DESC, 1 + 1 LIMIT 5",
+	  "SELECT a, b FROM t WHERE c = $1 GROUP BY 1, 2 ORDER BY 2 DESC, 1 + $2 LIMIT $3",
+	  { "3", "1", "5" } },
 };
 
 START_TEST(test_normalize)

@@ -621,6 +621,338 @@ START_TEST(test_params_missing_and_null)
 }
 END_TEST
 
+/* ---- EXPLAIN (NEKI_PLAN) ---- */
+
+static char *
+explain_of(const char *sql, bool json)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	char *out;
+
+	ck_assert_msg(plan_sql(&fx, sql, NULL, NULL, 0, &p, &err), "%s: %s", sql, err.message);
+	ck_assert_int_eq(p.action, PLAN_ACT_EXPLAIN);
+	out = plan_explain(p.inner, json);
+	rt_fx_done(&fx);
+	return out;
+}
+
+START_TEST(test_explain_text_json)
+{
+	char *t = explain_of("EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM orders WHERE "
+			     "customer_id = 42", false);
+	char want[512];
+
+	snprintf(want, sizeof(want), "Route [EqualUnique]\n"
+		 "  Query: SELECT * FROM orders WHERE customer_id = $1\n"
+		 "  ShardGroup: customer_data\n"
+		 "  Values: 42\n"
+		 "  Shards: %s", shard_of("c:42"));
+	ck_assert_str_eq(t, want);
+	free(t);
+	t = explain_of("EXPLAIN (NEKI_PLAN, ANALYZE, FORMAT TEXT) SELECT status, count(*) FROM "
+		       "orders GROUP BY status ORDER BY 2 LIMIT 3", false);
+	ck_assert_str_eq(t, "Limit\n"
+			    "  ->  Sort [Merge]\n"
+			    "        ->  Aggregate [Ordered]\n"
+			    "              ->  Collapse\n"
+			    "                    ->  Route [Scatter]\n"
+			    "                          Query: SELECT status, count(*) FROM orders "
+			    "GROUP BY status ORDER BY 2 LIMIT $1\n"
+			    "                          ShardGroup: customer_data\n"
+			    "                          Shards: shard-a, shard-b, shard-c, shard-d");
+	free(t);
+	t = explain_of("EXPLAIN (NEKI_PLAN) SELECT * FROM orders ORDER BY id", true);
+	ck_assert_str_eq(t, "[{\"Plan\": {\"Node Type\": \"Sort [Merge]\", \"Plans\": [{\"Node "
+			    "Type\": \"Collapse\", \"Plans\": [{\"Node Type\": \"Route\", "
+			    "\"Operator\": \"Scatter\", \"Query\": \"SELECT * FROM orders ORDER BY "
+			    "id\", \"ShardGroup\": \"customer_data\", \"Values\": [], \"Shards\": "
+			    "[\"shard-a\", \"shard-b\", \"shard-c\", \"shard-d\"]}]}]}}]");
+	free(t);
+}
+END_TEST
+
+START_TEST(test_explain_nk017_hint)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+
+	ck_assert(!plan_sql(&fx, "EXPLAIN SELECT count(*) FROM orders", NULL, NULL, 0, &p, &err));
+	ck_assert_str_eq(err.sqlstate, "NK017");
+	ck_assert_str_eq(err.hint, "Use `EXPLAIN (NEKI_PLAN)` (with ANALYZE to execute) to see "
+				   "Neki's plan");
+	rt_fx_done(&fx);
+}
+END_TEST
+
+/* ---- INSERT split keeps row numbers ---- */
+
+START_TEST(test_insert_parts)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	uint32_t seen = 0;
+
+	ck_assert(plan_sql(&fx, "INSERT INTO orders (customer_id, id) VALUES (1, 10), (2, 20), "
+				"(3, 30), (1, 11), (4, 40) RETURNING id", NULL, NULL, 0, &p, &err));
+	ck_assert(p.merge & STMT_F_RETURNING);
+	for (uint32_t k = 0; k < p.nparts; k++) {
+		for (uint32_t r = 0; r < p.parts[k].nrows; r++) {
+			static const char *const keys[] = { "c:1", "c:2", "c:3", "c:1", "c:4" };
+			uint32_t row = p.parts[k].rows[r];
+
+			ck_assert_str_eq(p.parts[k].shard, shard_of(keys[row]));
+			if (r > 0)
+				ck_assert_uint_gt(row, p.parts[k].rows[r - 1]);
+			seen |= 1u << row;
+		}
+	}
+	ck_assert_uint_eq(seen, 0x1f);
+	rt_fx_done(&fx);
+}
+END_TEST
+
+/* ---- session settings ---- */
+
+START_TEST(test_neki_settings)
+{
+	struct plan_session s;
+	struct nk_error err;
+
+	plan_session_init(&s, "store");
+	ck_assert_str_eq(plan_neki_show(&s, "__neki.fanout"), "scatter");
+	ck_assert_str_eq(plan_neki_show(&s, "__neki.tx_mode"), "multi");
+	ck_assert_str_eq(plan_neki_show(&s, "__neki.target"), "primary");
+	ck_assert(plan_neki_apply(&s, "__neki.fanout", "SINGLE", &err));
+	ck_assert_str_eq(plan_neki_show(&s, "__neki.fanout"), "single");
+	ck_assert(plan_neki_apply(&s, "__neki.target", "REPLICA", &err));
+	ck_assert_str_eq(plan_neki_show(&s, "__neki.target"), "replica");
+	ck_assert(plan_neki_apply(&s, "__neki.fanout", NULL, &err));	/* RESET */
+	ck_assert_str_eq(plan_neki_show(&s, "__neki.fanout"), "scatter");
+	ck_assert(plan_neki_apply(&s, "__neki.transaction_mode", "atomic", &err)); /* custom */
+	ck_assert_ptr_null(plan_neki_show(&s, "__neki.transaction_mode"));
+	ck_assert(!plan_neki_apply(&s, "__neki.tx_mode", "atomic", &err));
+	ck_assert_str_eq(err.message, "not implemented: [26] Atomic transaction mode is "
+				      "unavailable.");
+	ck_assert(!plan_neki_apply(&s, "__neki.replica_affinity", "sticky", &err));
+	ck_assert_str_eq(err.hint, "Available values: none, session.");
+	s.in_transaction = true;
+	ck_assert(!plan_neki_apply(&s, "__neki.tx_mode", "single", &err));
+	ck_assert_str_eq(err.sqlstate, "25001");
+	ck_assert_str_eq(err.message, "parameter \"__neki.tx_mode\" cannot be changed inside a "
+				      "transaction");
+}
+END_TEST
+
+START_TEST(test_neki_statements)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	struct plan_session s;
+
+	plan_session_init(&s, "store");
+	ck_assert(plan_sql(&fx, "SHOW __neki.fanout", &s, NULL, 0, &p, &err));
+	ck_assert_int_eq(p.action, PLAN_ACT_NEKI_SHOW);
+	ck_assert_str_eq(p.show_value, "scatter");
+	rt_fx_done(&fx);
+	ck_assert(plan_sql(&fx, "SHOW __neki.custom_thing", &s, NULL, 0, &p, &err));
+	ck_assert_int_eq(p.action, PLAN_ACT_SHOW);
+	rt_fx_done(&fx);
+	ck_assert(plan_sql(&fx, "SET __neki.shard = 'shard-b'", &s, NULL, 0, &p, &err));
+	ck_assert_int_eq(p.action, PLAN_ACT_NEKI_SET);
+	rt_fx_done(&fx);
+	ck_assert(plan_sql(&fx, "RESET __neki.fanout", &s, NULL, 0, &p, &err));
+	ck_assert_int_eq(p.action, PLAN_ACT_NEKI_SET);
+	rt_fx_done(&fx);
+	s.in_transaction = true;
+	ck_assert(!plan_sql(&fx, "SET __neki.fanout = 'multi'", &s, NULL, 0, &p, &err));
+	ck_assert_str_eq(err.sqlstate, "25001");
+	rt_fx_done(&fx);
+}
+END_TEST
+
+struct fanout_case {
+	const char *sql;
+	enum plan_fanout level;
+	const char *message;	/* NULL: planned */
+};
+
+static const struct fanout_case fanout_cases[] = {
+	{ "SELECT * FROM orders WHERE customer_id = 1", PLAN_FANOUT_SINGLE, NULL },
+	{ "SELECT * FROM orders WHERE customer_id IN (1, 2, 3, 4, 5)", PLAN_FANOUT_SINGLE,
+	  "statement's fan-out (multi) exceeds __neki.fanout (single)" },
+	{ "SELECT * FROM orders WHERE customer_id IN (1, 2, 3, 4, 5)", PLAN_FANOUT_MULTI, NULL },
+	{ "SELECT * FROM orders", PLAN_FANOUT_MULTI,
+	  "statement's fan-out (scatter) exceeds __neki.fanout (multi)" },
+	{ "DELETE FROM orders", PLAN_FANOUT_SINGLE,
+	  "statement's fan-out (scatter) exceeds __neki.fanout (single)" },
+	{ "EXPLAIN (NEKI_PLAN, ANALYZE) SELECT * FROM orders", PLAN_FANOUT_SINGLE,
+	  "statement's fan-out (scatter) exceeds __neki.fanout (single)" },
+	{ "EXPLAIN (NEKI_PLAN) SELECT * FROM orders", PLAN_FANOUT_SINGLE, NULL },
+	{ "INSERT INTO countries VALUES ('fr', 'France')", PLAN_FANOUT_SINGLE, NULL },
+	{ "CREATE INDEX ON orders (status)", PLAN_FANOUT_SINGLE, NULL },
+	{ "SELECT * FROM orders", PLAN_FANOUT_SCATTER, NULL },
+};
+
+START_TEST(test_fanout_limit)
+{
+	const struct fanout_case *c = &fanout_cases[_i];
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	struct plan_session s;
+	bool ok;
+
+	plan_session_init(&s, "store");
+	s.fanout = c->level;
+	ok = plan_sql(&fx, c->sql, &s, NULL, 0, &p, &err);
+	if (c->message)
+		ck_assert_msg(!ok && strcmp(err.message, c->message) == 0, "%s: %s", c->sql,
+			      ok ? "planned" : err.message);
+	else
+		ck_assert_msg(ok, "%s: %s", c->sql, err.message);
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_tx_mode_single_and_prefer)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	struct plan_session s;
+	const char *a = shard_of("c:1"), *other = NULL;
+	char sql[128];
+
+	plan_session_init(&s, "store");
+	s.in_transaction = true;
+	s.tx_mode = PLAN_TX_SINGLE;
+	s.tx_shard = a;
+	ck_assert(plan_sql(&fx, "SELECT * FROM orders WHERE customer_id = 1", &s, NULL, 0, &p,
+			   &err));
+	rt_fx_done(&fx);
+	for (int k = 2; k < 50 && !other; k++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "c:%d", k);
+		if (strcmp(shard_of(key), a) != 0) {
+			other = shard_of(key);
+			snprintf(sql, sizeof(sql), "SELECT * FROM orders WHERE customer_id = %d", k);
+		}
+	}
+	ck_assert_ptr_nonnull(other);
+	ck_assert(!plan_sql(&fx, sql, &s, NULL, 0, &p, &err));
+	ck_assert_str_eq(err.sqlstate, "0A000");
+	ck_assert_ptr_nonnull(strstr(err.message, "__neki.tx_mode is single"));
+	rt_fx_done(&fx);
+	/* a reference read prefers the shard the transaction already uses */
+	s.tx_mode = PLAN_TX_MULTI;
+	s.tx_shard = "shard-c";
+	ck_assert(plan_sql(&fx, "SELECT * FROM countries", &s, NULL, 0, &p, &err));
+	ck_assert_str_eq(p.shards[0], "shard-c");
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_direct_shard)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	struct plan_session s;
+
+	plan_session_init(&s, "store");
+	strcpy(s.shard, "shard-b");
+	ck_assert(plan_sql(&fx, "SELECT a FROM orders INTERSECT SELECT a FROM customers", &s, NULL,
+			   0, &p, &err));
+	ck_assert_int_eq(p.op, PLAN_OP_DIRECT);
+	ck_assert_str_eq(p.shards[0], "shard-b");
+	rt_fx_done(&fx);
+	ck_assert(!plan_sql(&fx, "SELECT nextval('s')", &s, NULL, 0, &p, &err));
+	ck_assert_str_eq(err.sqlstate, "0A000");
+	rt_fx_done(&fx);
+	ck_assert(!plan_sql(&fx, "CREATE TABLE x (a int)", &s, NULL, 0, &p, &err));
+	ck_assert_str_eq(err.sqlstate, "0A000");
+	rt_fx_done(&fx);
+	ck_assert(plan_sql(&fx, "VACUUM orders", &s, NULL, 0, &p, &err));
+	ck_assert_int_eq(p.kind, PLAN_ALL_SHARDS);
+	ck_assert_str_eq(p.shards[0], "auth");
+	rt_fx_done(&fx);
+	ck_assert(plan_sql(&fx, "BEGIN", &s, NULL, 0, &p, &err));
+	ck_assert_int_eq(p.action, PLAN_ACT_TX);
+	rt_fx_done(&fx);
+}
+END_TEST
+
+/* ---- the plan cache ---- */
+
+static const struct stmt *
+cache_lookup(struct plan_cache *pc, struct rarena *a, const char *sql, uint64_t rev,
+	     struct parse_norm *n)
+{
+	const struct stmt *s;
+	struct nk_error err;
+
+	ck_assert(parse_normalize(a, sql, n));
+	s = plan_cache_get(pc, n, rev, 1);
+	if (!s)
+		s = plan_cache_put(pc, sql, n, rev, 1, &err);
+	ck_assert_ptr_nonnull(s);
+	return s;
+}
+
+START_TEST(test_plan_cache)
+{
+	struct plan_cache *pc = plan_cache_new(2);
+	struct rarena *a = rarena_new();
+	struct plan_cache_stats st;
+	struct parse_norm n1, n2;
+	const struct stmt *s1, *s2;
+	struct plan_session sess;
+	struct plan_input in;
+	struct plan p1, p2;
+	struct nk_error err;
+
+	s1 = cache_lookup(pc, a, "SELECT * FROM orders WHERE customer_id = 1", 1, &n1);
+	s2 = cache_lookup(pc, a, "SELECT * FROM orders WHERE customer_id = 2", 1, &n2);
+	ck_assert_ptr_eq(s1, s2);	/* one analysis for both */
+	plan_session_init(&sess, "store");
+	memset(&in, 0, sizeof(in));
+	in.topo = img;
+	in.cat = &fx_cat;
+	in.sess = &sess;
+	in.norm = &n1;
+	ck_assert(plan_build(a, s1, &in, &p1, &err));
+	in.norm = &n2;
+	ck_assert(plan_build(a, s2, &in, &p2, &err));
+	ck_assert_str_eq(p1.shards[0], shard_of("c:1"));
+	ck_assert_str_eq(p2.shards[0], shard_of("c:2"));
+	plan_cache_stats(pc, &st);
+	ck_assert_uint_eq(st.hits, 1);
+	ck_assert_uint_eq(st.misses, 1);
+	/* another topology revision: not the same analysis */
+	(void)cache_lookup(pc, a, "SELECT * FROM orders WHERE customer_id = 3", 2, &n1);
+	plan_cache_stats(pc, &st);
+	ck_assert_uint_eq(st.misses, 2);
+	/* LRU bound */
+	(void)cache_lookup(pc, a, "SELECT name FROM customers WHERE id = 1", 2, &n1);
+	(void)cache_lookup(pc, a, "SELECT email FROM customers WHERE id = 1", 2, &n1);
+	plan_cache_stats(pc, &st);
+	ck_assert_uint_eq(st.entries, 2);
+	ck_assert_uint_eq(st.evictions, 1);
+	/* utility statements are never shared: their literals are their meaning */
+	(void)cache_lookup(pc, a, "SET __neki.fanout = 'single'", 2, &n1);
+	s1 = cache_lookup(pc, a, "SET __neki.fanout = 'multi'", 2, &n2);
+	ck_assert_str_eq(s1->set->value, "multi");
+	rarena_free(a);
+	plan_cache_free(pc);
+}
+END_TEST
+
 /* router_add_plan_tests: see router_fixtures.h. */
 void
 router_add_plan_tests(Suite *s)
@@ -633,5 +965,14 @@ router_add_plan_tests(Suite *s)
 	tcase_add_test(tc, test_copy_extended);
 	tcase_add_loop_test(tc, test_params_text_binary, 0, NK_ARRAY_LEN(param_sqls));
 	tcase_add_test(tc, test_params_missing_and_null);
+	tcase_add_test(tc, test_explain_text_json);
+	tcase_add_test(tc, test_explain_nk017_hint);
+	tcase_add_test(tc, test_insert_parts);
+	tcase_add_test(tc, test_neki_settings);
+	tcase_add_test(tc, test_neki_statements);
+	tcase_add_loop_test(tc, test_fanout_limit, 0, NK_ARRAY_LEN(fanout_cases));
+	tcase_add_test(tc, test_tx_mode_single_and_prefer);
+	tcase_add_test(tc, test_direct_shard);
+	tcase_add_test(tc, test_plan_cache);
 	suite_add_tcase(s, tc);
 }
