@@ -94,6 +94,11 @@ void link_close(struct link *l, bool send_term, const char *reason);
  */
 void link_set_close_needed(struct link *l);
 bool link_close_needed(const struct link *l);
+/*
+ * server_fast_close: <l> is close_needed, the pool is in session mode and the server is idle
+ * between transactions: release it now (pool_release closes it) rather than at disconnect.
+ */
+bool link_fast_close_due(const struct link *l);
 
 /*
  * Data a higher layer keeps per link (the session layer: prepared statements and search_path

@@ -135,9 +135,14 @@ void pool_client_detach(struct pool *p);
 /* Mark every link close_needed (RECONNECT): idle ones close now, others at release. */
 void pool_reconnect(struct pool *p);
 
+/* KILL: close every link at once; clients holding one get LINK_EV_BROKEN with <reason>. */
+void pool_close_all(struct pool *p, const char *reason);
+
 /* Links in state <st> in this worker, and queued waiters. */
 size_t pool_count(const struct pool *p, enum link_state st);
 size_t pool_waiting(const struct pool *p);
+/* SHOW POOLS maxwait: the longest current wait, in microseconds. */
+uint64_t pool_max_wait_us(const struct pool *p);
 
 /* Effective settings (user, then database, then [pgbouncer] default). */
 int pool_size_limit(const struct pool *p);

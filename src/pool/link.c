@@ -52,36 +52,42 @@ link_state_str(enum link_state st)
 	return (unsigned)st < LINK_ST_COUNT ? link_state_names[st] : "?";
 }
 
+/* The state of <l> (which pool list it is on). */
 enum link_state
 link_state(const struct link *l)
 {
 	return l->state;
 }
 
+/* The server connection's transport, to forward into or act on from a link_cb_fn. */
 struct sbuf *
 link_sbuf(struct link *l)
 {
 	return &l->sb;
 }
 
+/* Transaction status of the last ReadyForQuery ('I', 'T', 'E'; '?' before login). */
 char
 link_tx_status(const struct link *l)
 {
 	return l->tx_status;
 }
 
+/* The backend's process id from BackendKeyData. */
 uint32_t
 link_backend_pid(const struct link *l)
 {
 	return l->be_pid;
 }
 
+/* The backend's cancel key from BackendKeyData. */
 uint32_t
 link_backend_key(const struct link *l)
 {
 	return l->be_key;
 }
 
+/* The server address of <l> for logs (borrowed). */
 const char *
 link_addr(const struct link *l)
 {
@@ -95,6 +101,7 @@ link_age(const struct link *l)
 	return (double)(pool_now_us() - l->connect_us) / 1e6;
 }
 
+/* The server's last ParameterStatus value of <name> (borrowed), or NULL. */
 const char *
 link_param(const struct link *l, const char *name)
 {
@@ -105,12 +112,14 @@ link_param(const struct link *l, const char *name)
 	return NULL;
 }
 
+/* How many ParameterStatus values <l> knows. */
 size_t
 link_param_count(const struct link *l)
 {
 	return l->nparams;
 }
 
+/* The <i>th known parameter (borrowed strings). */
 void
 link_param_at(const struct link *l, size_t i, const char **name, const char **value)
 {
@@ -119,12 +128,14 @@ link_param_at(const struct link *l, size_t i, const char **name, const char **va
 	*value = l->params[i].value;
 }
 
+/* The session layer's data attached to <l> (borrowed), or NULL. */
 void *
 link_user_data(const struct link *l)
 {
 	return l->user_data;
 }
 
+/* Attach <data> to <l>, freed with <free_fn> when replaced or when the link is freed. */
 void
 link_set_user_data(struct link *l, void *data, link_data_free_fn free_fn)
 {
@@ -134,6 +145,7 @@ link_set_user_data(struct link *l, void *data, link_data_free_fn free_fn)
 	l->user_free = free_fn;
 }
 
+/* The address <l> connected to (a CancelRequest must go there); <*len> is set. */
 const struct sockaddr *
 link_server_addr(const struct link *l, socklen_t *len)
 {
@@ -141,16 +153,30 @@ link_server_addr(const struct link *l, socklen_t *len)
 	return (const struct sockaddr *)&l->addr;
 }
 
+/* Mark <l> to be closed at release instead of reused. */
 void
 link_set_close_needed(struct link *l)
 {
 	l->close_needed = true;
 }
 
+/* True when <l> is marked close_needed. */
 bool
 link_close_needed(const struct link *l)
 {
 	return l->close_needed;
+}
+
+/*
+ * server_fast_close: true when <l> is close_needed, the setting is on, the pool is in session
+ * mode and the server is between transactions, so the session should release it now (and
+ * take a fresh link for its next transaction) instead of waiting for the client to leave.
+ */
+bool
+link_fast_close_due(const struct link *l)
+{
+	return l->close_needed && l->pool->cfg->server_fast_close &&
+	       pool_mode(l->pool) == CFG_POOL_SESSION && l->ready && l->tx_status == 'I';
 }
 
 /* Queue bytes for the server (see sbuf_send). */

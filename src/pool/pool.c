@@ -33,6 +33,9 @@
 
 static void pool_kick(struct pool *p);
 
+/* Every pool of this process (a worker's pools), for eviction across pools. */
+static struct list pool_all = { { &pool_all.head, &pool_all.head }, 0 };
+
 /* Monotonic clock in microseconds. */
 uint64_t
 pool_now_us(void)
@@ -130,36 +133,42 @@ pool_count(const struct pool *p, enum link_state st)
 	return list_count(&p->lists[st]);
 }
 
+/* Clients queued for a link. */
 size_t
 pool_waiting(const struct pool *p)
 {
 	return list_count(&p->waiters);
 }
 
+/* The client-side database name (borrowed). */
 const char *
 pool_db_name(const struct pool *p)
 {
 	return p->db_name;
 }
 
+/* The server login user (borrowed). */
 const char *
 pool_user_name(const struct pool *p)
 {
 	return p->user_name;
 }
 
+/* True once a login succeeded and its parameters were saved. */
 bool
 pool_welcome_ready(const struct pool *p)
 {
 	return p->welcome_ready;
 }
 
+/* How many welcome parameters the pool saved. */
 size_t
 pool_param_count(const struct pool *p)
 {
 	return p->nwelcome;
 }
 
+/* The <i>th welcome parameter (borrowed strings). */
 void
 pool_param_at(const struct pool *p, size_t i, const char **name, const char **value)
 {
@@ -196,6 +205,7 @@ pool_unqueue(struct pool_waiter *w)
 	w->pool = NULL;
 }
 
+/* Leave the queue (the session is going away); no callback follows. */
 void
 pool_cancel_wait(struct pool_waiter *w)
 {
@@ -284,6 +294,71 @@ pool_reserve_allowed(const struct pool *p)
 	return pool_now_us() - w->since_us >= tmo;
 }
 
+/* Take one slot of the global limits for a new link with pool limit <max>. */
+static bool
+pool_try_slot(struct pool *p, int max)
+{
+	return p->limits->try_acquire(p->limits_ctx, p->db_name, p->user_name, max,
+				      pool_db_max(p), pool_user_max(p));
+}
+
+/*
+ * Close the oldest unused link of another pool of this worker sharing our database
+ * (<same_db>) or our user, to make room under max_db_connections / max_user_connections
+ * (pgbouncer's eviction). Returns true when one was closed.
+ */
+static bool
+pool_evict_one(struct pool *self, bool same_db)
+{
+	struct list_node *n;
+	struct pool *q;
+
+	for (n = list_first(&pool_all); n != NULL; n = list_next(&pool_all, n)) {
+		q = container_of(n, struct pool, all_node);
+		if (q == self || strcmp(same_db ? q->db_name : q->user_name,
+					same_db ? self->db_name : self->user_name) != 0)
+			continue;
+		for (int st = LINK_ST_USED; st >= LINK_ST_IDLE; st--) {
+			struct list_node *ln = list_last(&q->lists[st]);
+
+			if (ln != NULL) {
+				link_close(container_of(ln, struct link, node), true, "evicted");
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/*
+ * A slot for one more link: within pool_size, else within the reserve pool once the first
+ * waiter waited reserve_pool_timeout; when only the database or user limit stands in the
+ * way, evict an unused link of a sibling pool first.
+ */
+static bool
+pool_take_slot(struct pool *p)
+{
+	int size = pool_size_limit(p);
+	int max = size;
+
+	if (pool_try_slot(p, size))
+		return true;
+	if (pool_reserve_allowed(p)) {
+		max = size + pool_reserve_size(p);
+		if (pool_try_slot(p, max)) {
+			log_warn("C-%p: %s/%s taking connection from reserve_pool",
+				 pool_first_waiter(p)->ctx, p->db_name, p->user_name);
+			return true;
+		}
+	}
+	if (p->limits->count(p->limits_ctx, p->db_name, p->user_name) >= max)
+		return false;
+	if ((pool_db_max(p) > 0 && pool_evict_one(p, true)) ||
+	    (pool_user_max(p) > 0 && pool_evict_one(p, false)))
+		return pool_try_slot(p, max);
+	return false;
+}
+
 /*
  * Open one more link if server_login_retry and the global limits allow it. Returns true when
  * a link was started.
@@ -293,8 +368,6 @@ pool_launch(struct pool *p)
 {
 	uint64_t now = pool_now_us();
 	uint64_t retry = pool_secs_to_us(p->cfg->server_login_retry);
-	int size = pool_size_limit(p);
-	bool ok;
 	struct link *l;
 
 	if (p->last_connect_failed && now - p->last_connect_us < retry) {
@@ -303,17 +376,7 @@ pool_launch(struct pool *p)
 			  (unsigned long long)((retry - (now - p->last_connect_us)) / 1000000));
 		return false;
 	}
-	ok = p->limits->try_acquire(p->limits_ctx, p->db_name, p->user_name, size,
-				    pool_db_max(p), pool_user_max(p));
-	if (!ok && pool_reserve_allowed(p)) {
-		ok = p->limits->try_acquire(p->limits_ctx, p->db_name, p->user_name,
-					    size + pool_reserve_size(p), pool_db_max(p),
-					    pool_user_max(p));
-		if (ok)
-			log_warn("C-%p: %s/%s taking connection from reserve_pool",
-				 pool_first_waiter(p)->ctx, p->db_name, p->user_name);
-	}
-	if (!ok) {
+	if (!pool_take_slot(p)) {
 		log_debug("launch_new_connection: pool full for %s/%s", p->db_name, p->user_name);
 		return false;
 	}
@@ -494,6 +557,7 @@ pool_save_welcome(struct pool *p, const struct link *l)
 	p->welcome_ready = true;
 }
 
+/* Hook: <l> logged in; remember the welcome parameters, make it idle, serve waiters. */
 void
 pool_on_login_ok(struct link *l)
 {
@@ -528,6 +592,7 @@ pool_on_login_failed(struct link *l, const struct nk_error *err, const char *rea
 		pool_fail_waiters(p, err);
 }
 
+/* Hook: the check/reset query of <l> succeeded; it is idle and fresh. */
 void
 pool_on_test_done(struct link *l)
 {
@@ -536,6 +601,7 @@ pool_on_test_done(struct link *l)
 	pool_kick(l->pool);
 }
 
+/* Hook: <l> closed; give back its limits slot, reap it and serve waiters from the loop. */
 void
 pool_on_link_closed(struct link *l)
 {
@@ -773,6 +839,7 @@ pool_new(struct event_base *base, const struct pool_conf *pc, struct nk_error *e
 	for (int i = 0; i < LINK_ST_COUNT; i++)
 		list_init(&p->lists[i]);
 	list_init(&p->waiters);
+	list_push_back(&pool_all, &p->all_node);
 	p->base = base;
 	p->cfg = pc->cfg;
 	p->db = pc->db;
@@ -821,12 +888,14 @@ pool_set_scram_keys(struct pool *p, const struct scram_keys *keys)
 	p->scram_keys = *keys;
 }
 
+/* One more client uses <p> (min_pool_size applies). */
 void
 pool_client_attach(struct pool *p)
 {
 	p->n_clients++;
 }
 
+/* One client fewer. */
 void
 pool_client_detach(struct pool *p)
 {
@@ -848,6 +917,27 @@ pool_reconnect(struct pool *p)
 	pool_check_list(p, LINK_ST_USED, pool_now_us());
 }
 
+/* KILL: close every link now; clients holding one get LINK_EV_BROKEN with <reason>. */
+void
+pool_close_all(struct pool *p, const char *reason)
+{
+	struct list_node *n;
+
+	for (int st = LINK_ST_LOGIN; st < LINK_ST_CLOSING; st++) {
+		while ((n = list_first(&p->lists[st])) != NULL)
+			link_break(container_of(n, struct link, node), reason);
+	}
+}
+
+/* How long the longest waiting client has waited, in microseconds (0 when none). */
+uint64_t
+pool_max_wait_us(const struct pool *p)
+{
+	struct pool_waiter *w = pool_first_waiter(p);
+
+	return w != NULL ? pool_now_us() - w->since_us : 0;
+}
+
 /* Shut the pool down; see neki/pool.h. */
 void
 pool_free(struct pool *p)
@@ -857,6 +947,7 @@ pool_free(struct pool *p)
 
 	if (p == NULL)
 		return;
+	list_remove(&pool_all, &p->all_node);
 	p->freeing = true;
 	nk_error_set(&err, "08P01", "pooler is shutting down");
 	pool_fail_waiters(p, &err);
@@ -899,12 +990,14 @@ struct pool_limits_local {
 	size_t n;
 };
 
+/* Process-local limits for tests and single-process use. NULL when out of memory. */
 struct pool_limits_local *
 pool_limits_local_new(void)
 {
 	return calloc(1, sizeof(struct pool_limits_local));
 }
 
+/* Free <pl> (NULL is fine). */
 void
 pool_limits_local_free(struct pool_limits_local *pl)
 {
@@ -947,6 +1040,7 @@ pool_limits_find(struct pool_limits_local *pl, const char *db, const char *user,
 	return ne;
 }
 
+/* Links counted for database <db>, all users. */
 int
 pool_limits_local_db_count(struct pool_limits_local *pl, const char *db)
 {
@@ -957,6 +1051,7 @@ pool_limits_local_db_count(struct pool_limits_local *pl, const char *db)
 	return sum;
 }
 
+/* Links counted for user <user>, all databases. */
 int
 pool_limits_local_user_count(struct pool_limits_local *pl, const char *user)
 {
@@ -1007,6 +1102,7 @@ static const struct pool_limits_ops pool_limits_local_table = {
 	.count = pool_limits_local_count,
 };
 
+/* The operations table of the process-local limits (static). */
 const struct pool_limits_ops *
 pool_limits_local_ops(void)
 {

@@ -79,6 +79,7 @@ struct link {
 };
 
 struct pool {
+	struct list_node all_node;	/* on pool.c's list of this process's pools */
 	char *db_name;			/* owned: client-side database name */
 	char *user_name;		/* owned: server login user */
 	char *password;			/* owned: password / secret, NULL */

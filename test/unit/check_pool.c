@@ -1326,6 +1326,88 @@ START_TEST(test_dns_hosts)
 }
 END_TEST
 
+/* max_db_connections / max_user_connections: idle links of sibling pools are evicted. */
+START_TEST(test_evict_for_db_and_user_limits)
+{
+	struct pool *p1, *p2, *q1, *q2;
+	struct tclient a, b;
+
+	NEED_CLUSTER();
+	load_cfg("db = host=127.0.0.1 port=%d dbname=postgres max_db_connections=1\n"
+		 "d1 = host=127.0.0.1 port=%1$d dbname=postgres\n"
+		 "d2 = host=127.0.0.1 port=%1$d dbname=postgres\n",
+		 "pool_mode = transaction\nmax_user_connections = 1");
+	p1 = mk_pool("db", "nk_u1", NULL);
+	p2 = mk_pool("db", "nk_u2", NULL);
+	tc_get_ok(&a, p1);
+	pool_release(a.link, NULL);	/* idle, but holds the database's only slot */
+	tc_get_ok(&b, p2);
+	ck_assert(log_has("closing because: evicted (age="));
+	ck_assert_int_eq(pool_count(p1, LINK_ST_IDLE), 0);
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 1);
+	pool_release(b.link, NULL);
+	pool_free(p1);
+	pool_free(p2);
+
+	q1 = mk_pool("d1", "nk_u3", NULL);
+	q2 = mk_pool("d2", "nk_u3", NULL);
+	tc_get_ok(&a, q1);
+	pool_release(a.link, NULL);
+	tc_get_ok(&b, q2);		/* the user's only slot moves from d1 to d2 */
+	ck_assert_int_eq(pool_count(q1, LINK_ST_IDLE), 0);
+	ck_assert_int_eq(pool_limits_local_user_count(lim, "nk_u3"), 1);
+	pool_release(b.link, NULL);
+	pool_free(q1);
+	pool_free(q2);
+}
+END_TEST
+
+/* server_fast_close in session mode; KILL (pool_close_all); maxwait. */
+START_TEST(test_fast_close_kill_maxwait)
+{
+	struct pool *p;
+	struct tclient a, b, c;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "server_fast_close = 1\ndefault_pool_size = 2");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	ck_assert(!link_fast_close_due(a.link));
+	pool_reconnect(p);
+	ck_assert(link_fast_close_due(a.link));
+	tc_query(&a, "BEGIN");
+	ck_assert(!link_fast_close_due(a.link));	/* wait for the transaction to end */
+	tc_query(&a, "COMMIT");
+	ck_assert(link_fast_close_due(a.link));
+	pool_release(a.link, NULL);
+	ck_assert(log_has("closing because: close_needed"));
+
+	tc_get_ok(&a, p);
+	tc_get_ok(&b, p);
+	ck_assert_int_eq(tc_start(&c, p), POOL_QUEUED);
+	run_for(0.3);
+	ck_assert_uint_ge(pool_max_wait_us(p), 250000);
+	pool_close_all(p, "database killed");	/* KILL */
+	ck_assert(a.broken && b.broken);
+	ck_assert_str_eq(a.err.message, "database killed");
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
+	ck_assert(run_until(tc_done, &c, 10));	/* the waiter gets a fresh link */
+	ck_assert(!c.failed);
+	ck_assert_uint_eq(pool_max_wait_us(p), 0);
+	pool_release(c.link, NULL);
+	pool_free(p);
+	drop_cfg();
+
+	load_cfg(DB_TCP, "server_fast_close = 0");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	pool_reconnect(p);
+	ck_assert(!link_fast_close_due(a.link));
+	pool_release(a.link, NULL);
+	pool_free(p);
+}
+END_TEST
+
 Suite *
 pool_suite(void)
 {
@@ -1356,6 +1438,8 @@ pool_suite(void)
 	tcase_add_test(tc, test_free_with_active_link);
 	tcase_add_test(tc, test_host_list);
 	tcase_add_test(tc, test_dns_hosts);
+	tcase_add_test(tc, test_evict_for_db_and_user_limits);
+	tcase_add_test(tc, test_fast_close_kill_maxwait);
 	suite_add_tcase(s, tc);
 	return s;
 }
