@@ -18,7 +18,7 @@
  * Closing: sbuf_close() may be called anywhere, including inside the callback; it never
  * frees memory. The owner frees with sbuf_cleanup() later, at a safe point (its reap step).
  *
- * I/O goes through a struct sbuf_io_ops table (plain sockets here; TLS plugs in later).
+ * I/O goes through a struct sbuf_io_ops table (plain sockets here; TLS in net/tls.c).
  * Not here: protocol meaning of packets (proto, link, session), DNS (net/dns).
  */
 #ifndef NEKI_SBUF_H
@@ -76,7 +76,7 @@ struct sbuf_io_ops {
 /* Plain-socket operations (the default). */
 const struct sbuf_io_ops *sbuf_plain_io(void);
 
-/* Replace the I/O operations of <sb> with <ops> and their state <ctx> (TLS, later). */
+/* Replace the I/O operations of <sb> with <ops> and their state <ctx> (TLS). */
 void sbuf_set_io(struct sbuf *sb, const struct sbuf_io_ops *ops, void *ctx);
 
 /* Buffer and socket settings, normally from the [pgbouncer] section (sbuf_opts_from_cfg). */
@@ -102,7 +102,7 @@ struct sbuf {
 	struct event *ev_read;		/* owned: EV_READ|EV_PERSIST */
 	struct event *ev_write;		/* owned: EV_WRITE|EV_PERSIST; also the connect wait */
 	const struct sbuf_io_ops *io;	/* borrowed, static table */
-	void *io_ctx;			/* owned by the io layer (TLS state later) */
+	void *io_ctx;			/* owned by the io layer (TLS state), freed by its shutdown */
 	sbuf_cb_fn cb;			/* the protocol callback */
 	void *cb_arg;			/* borrowed: the owner */
 	struct sbuf_opts opts;		/* copy */
@@ -221,6 +221,22 @@ void sbuf_close(struct sbuf *sb);
 bool sbuf_is_empty(const struct sbuf *sb);
 /* Bytes waiting in the write queue. */
 size_t sbuf_queued(const struct sbuf *sb);
+/*
+ * Buffered bytes beyond the current packet action (the callback's forward/skip): bytes the
+ * peer sent ahead. TLS refuses plaintext sent after an SSLRequest with it.
+ */
+uint32_t sbuf_unclaimed(const struct sbuf *sb);
+/*
+ * Run the read handler again from the loop (when not paused, waiting or closed): for an I/O
+ * layer that holds decrypted bytes the socket's readiness does not show.
+ */
+void sbuf_wake(struct sbuf *sb);
+
+static inline bool
+sbuf_is_unix(const struct sbuf *sb)
+{
+	return sb->is_unix;
+}
 
 static inline bool
 sbuf_is_closed(const struct sbuf *sb)

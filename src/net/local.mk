@@ -2,4 +2,4 @@
 libneki_a_SOURCES += src/net/sbuf.c
 noinst_HEADERS += include/neki/sbuf.h
 libneki_a_SOURCES += src/net/listen.c src/net/dns.c src/net/tls.c
-noinst_HEADERS += include/neki/net.h
+noinst_HEADERS += include/neki/net.h include/neki/tls.h

@@ -842,3 +842,22 @@ sbuf_queued(const struct sbuf *sb)
 {
 	return sb->wend - sb->wpos;
 }
+
+/* Buffered bytes not covered by the current forward/skip action. */
+uint32_t
+sbuf_unclaimed(const struct sbuf *sb)
+{
+	uint32_t have = sb->rend - sb->rpos;
+	uint32_t claimed = 0;
+
+	if (sb->act == SBUF_ACT_FORWARD || sb->act == SBUF_ACT_SKIP)
+		claimed = sb->act_remain < have ? sb->act_remain : have;
+	return have - claimed;
+}
+
+/* Schedule the read handler (the I/O layer holds bytes the socket does not show). */
+void
+sbuf_wake(struct sbuf *sb)
+{
+	sbuf_kick(sb);
+}

@@ -18,3 +18,4 @@ unit_sources += test/unit/check_router.c test/unit/check_router_plan.c \
 noinst_HEADERS += test/unit/router_fixtures.h
 unit_sources += test/unit/check_dns.c
 unit_sources += test/unit/check_catalog.c
+unit_sources += test/unit/check_tls.c

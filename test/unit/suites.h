@@ -20,7 +20,8 @@
 	X(pool) \
 	X(admin) \
 	X(router) \
-	X(catalog)
+	X(catalog) \
+	X(tls)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)
