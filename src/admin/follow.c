@@ -371,8 +371,15 @@ wait_tick(evutil_socket_t fd, short what, void *arg)
 	if (shm_now_ms() >= w->deadline_ms) {
 		nk_error_set(&err, "57014", "timed out waiting for data topology revision %" PRIu64,
 			     w->revision);
-		nk_error_detail(&err, "%u local neki processes and %" PRId64 " other neki hosts have"
-				" not switched to it yet.", behind, w->remote_behind);
+		if (w->remote_behind < 0 && behind == 0)
+			nk_error_detail(&err, "Every local neki process runs it, but the router registry"
+					" on the authoritative shard could not be read.");
+		else if (w->remote_behind < 0)
+			nk_error_detail(&err, "%u local neki processes have not switched to it yet.",
+					behind);
+		else
+			nk_error_detail(&err, "%u local neki processes and %" PRId64 " other neki hosts"
+					" have not switched to it yet.", behind, w->remote_behind);
 		adm_result_error(&w->req->res, &err);
 		wait_end(w);
 		return;
