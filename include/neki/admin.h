@@ -33,4 +33,11 @@ bool admin_is_neki_call(const char *sql);
  */
 socklen_t admin_forward_address(int port, struct sockaddr_un *out);
 
+/*
+ * Start a non-blocking connection to the admin's internal socket for listen_port <port>.
+ * Returns the socket (the connect completes at once or with EINPROGRESS; watch it for
+ * writing), or -1 with errno set.
+ */
+int admin_forward_connect(int port);
+
 #endif /* NEKI_ADMIN_H */

@@ -47,6 +47,26 @@ admin_forward_address(int port, struct sockaddr_un *out)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
+int
+admin_forward_connect(int port)
+{
+	struct sockaddr_un sa;
+	socklen_t len = admin_forward_address(port, &sa);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd == -1)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, len) == -1 && errno != EINPROGRESS &&
+	    errno != EAGAIN) {
+		int saved = errno;
+
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
 bool
 admin_is_neki_call(const char *sql)
 {

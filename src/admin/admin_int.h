@@ -333,4 +333,7 @@ const char *pgc_res_get(const struct pgc_res *r, size_t row, size_t col);
 /* Rows affected by the command (INSERT/UPDATE), 0 when not a count. */
 uint64_t pgc_res_affected(const struct pgc_res *r);
 
+/* follow.c: run <sql> on the authoritative shard's watcher connection; false when none. */
+bool follow_query(const char *sql, pgc_done_fn cb, void *arg);
+
 #endif /* NEKI_ADMIN_ADMIN_INT_H */

@@ -192,6 +192,15 @@ follow_set_authority(const char *uid)
 	free(conninfo);
 }
 
+bool
+follow_query(const char *sql, pgc_done_fn cb, void *arg)
+{
+	if (authority[0] == '\0')
+		return false;
+	pgc_query(watcher, sql, 0, NULL, cb, arg);
+	return true;
+}
+
 /* ---- probes: one short-lived connection per shard ---- */
 
 struct probe;

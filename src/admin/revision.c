@@ -722,17 +722,13 @@ revisions_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 void
 rev_list_revisions(struct adm_req *req)
 {
-	char *conninfo = cur.auth_uid[0] ? follow_conninfo(cur.auth_uid) : NULL;
 	struct nk_error err;
 
-	if (conninfo == NULL) {
+	/* the watcher, not the writer: never inside a set's transaction */
+	if (!follow_query("SELECT revision, created_at, comment, created_by"
+			  " FROM __neki.data_topology_log ORDER BY revision", revisions_cb, req)) {
 		nk_error_set(&err, "55000", "no data topology has been set");
 		adm_result_error(&req->res, &err);
 		adm_req_finish(req);
-		return;
 	}
-	pgc_set_conninfo(writer, conninfo);
-	free(conninfo);
-	pgc_query(writer, "SELECT revision, created_at, comment, created_by"
-		  " FROM __neki.data_topology_log ORDER BY revision", 0, NULL, revisions_cb, req);
 }

@@ -354,3 +354,21 @@ def test_list_shards_and_show_shards(sharded, pg_cluster, cluster_db):
                                                  ("shard-c", "up"), ("shard-d", "down")]
     finally:
         pg_cluster.start_server("shard-d")
+
+
+def test_force_records_suppressed_findings(sharded, pg_cluster, cluster_db):
+    inst = sharded()
+    doc = topology(cluster_db, groups=("shard-a", "shard-zz"))
+    e = run_err(inst, set_sql(doc, overwrite=False))
+    assert e.diag.sqlstate == "42704"
+    assert 'key_ranges[1].shard_uid "shard-zz" is not a shard the cluster has created' in str(e)
+    assert run(inst, set_sql(doc, overwrite=False, options={"force": True})) == [(True, 1)]
+    rows = pg_cluster.sql("shard-a", "SELECT suppressed_findings FROM __neki.data_topology_log",
+                          dbname=cluster_db)
+    found = json.loads(rows[0][0])
+    assert len(found) == 1 and "key-ranges/shard-declared" in found[0]
+    # the finding is now pre-existing: later revisions need no force for it
+    assert run(inst, set_sql(doc)) == [(True, 2)]
+    assert json.loads(pg_cluster.sql("shard-a", "SELECT suppressed_findings FROM "
+                                     "__neki.data_topology_log WHERE revision = 2",
+                                     dbname=cluster_db)[0][0]) == []

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "neki/admin.h"
+
 #include "../../src/admin/admin_int.h"
 #include "suites.h"
 
@@ -209,6 +211,23 @@ START_TEST(json_write_round_trip)
 }
 END_TEST
 
+START_TEST(forward_entry_points)
+{
+	struct sockaddr_un sa;
+	socklen_t len = admin_forward_address(6432, &sa);
+	const char name[] = "neki-admin/.s.PGSQL.6432";
+
+	ck_assert(admin_is_neki_call("SELECT * FROM __neki.get_data_topology()"));
+	ck_assert(admin_is_neki_call("select __neki.list_shards("));	/* a syntax error: ours */
+	ck_assert(!admin_is_neki_call("SELECT * FROM orders"));
+	ck_assert(!admin_is_neki_call("SHOW POOLS"));
+	ck_assert_int_eq(sa.sun_family, AF_UNIX);
+	ck_assert_int_eq(sa.sun_path[0], 0);
+	ck_assert_int_eq(memcmp(sa.sun_path + 1, name, sizeof(name) - 1), 0);
+	ck_assert_uint_eq(len, offsetof(struct sockaddr_un, sun_path) + sizeof(name));
+}
+END_TEST
+
 Suite *
 admin_suite(void)
 {
@@ -224,6 +243,7 @@ admin_suite(void)
 	tcase_add_test(tc, json_flat);
 	tcase_add_test(tc, json_bad);
 	tcase_add_test(tc, json_write_round_trip);
+	tcase_add_test(tc, forward_entry_points);
 	suite_add_tcase(s, tc);
 	return s;
 }
