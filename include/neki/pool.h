@@ -92,7 +92,11 @@ struct pool *pool_new(struct event_base *base, const struct pool_conf *pc, struc
 /* Close every link (Terminate), fail queued waiters with "pooler is shutting down", free. */
 void pool_free(struct pool *p);
 
-/* Replace the configuration pointers after a reload (links keep running). */
+/*
+ * Point the pool at the reloaded configuration (links keep running). Call while the old
+ * configuration is still alive: if the [databases] entry changed so that links are stale
+ * (cfg_database_needs_reconnect), the hosts are re-read and every link is renewed.
+ */
 void pool_reconfigure(struct pool *p, const struct cfg *cfg, const struct cfg_database *db,
 		      const struct cfg_user *user);
 

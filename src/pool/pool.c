@@ -870,15 +870,58 @@ fail:
 	return NULL;
 }
 
-/* New configuration after a reload. */
+static void
+pool_free_hosts(struct pool_host *hosts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(hosts[i].name);
+	free(hosts);
+}
+
+/* The database's address moved: resolve the new host list (keep the old one on failure). */
+static void
+pool_rehost(struct pool *p)
+{
+	struct pool_host *old = p->hosts;
+	size_t nold = p->nhosts;
+	struct nk_error err;
+
+	p->hosts = NULL;
+	p->nhosts = 0;
+	p->next_host = 0;
+	if (!pool_resolve(p, &err)) {
+		log_warn("%s/%s: keeping the old server address: %s", p->db_name, p->user_name,
+			 err.message);
+		pool_free_hosts(p->hosts, p->nhosts);
+		p->hosts = old;
+		p->nhosts = nold;
+		return;
+	}
+	pool_free_hosts(old, nold);
+}
+
+/*
+ * New configuration after a reload. The old entries must still be valid during the call:
+ * when the database entry changed in a way that makes links stale (host, port, dbname,
+ * user, connect_query, ...), the host list is rebuilt and every link is marked close_needed
+ * (idle ones close now, "obsolete connection"; others at release).
+ */
 void
 pool_reconfigure(struct pool *p, const struct cfg *cfg, const struct cfg_database *db,
 		 const struct cfg_user *user)
 {
+	bool stale = cfg_database_needs_reconnect(p->db, db) ||
+		     strcmp(p->cfg->unix_socket_dir ? p->cfg->unix_socket_dir : "",
+			    cfg->unix_socket_dir ? cfg->unix_socket_dir : "") != 0;
+
 	p->cfg = cfg;
 	p->db = db;
 	p->user = user;
 	sbuf_opts_from_cfg(&p->sbuf_opts, cfg);
+	if (!stale)
+		return;
+	pool_rehost(p);
+	pool_reconnect(p);
 }
 
 /* Remember SCRAM pass-through keys for future logins. */
@@ -969,9 +1012,7 @@ pool_free(struct pool *p)
 	free(p->welcome);
 	free(p->db_name);
 	free(p->user_name);
-	for (size_t i = 0; i < p->nhosts; i++)
-		free(p->hosts[i].name);
-	free(p->hosts);
+	pool_free_hosts(p->hosts, p->nhosts);
 	free(p->password);
 	memset(&p->scram_keys, 0, sizeof(p->scram_keys));
 	free(p);

@@ -1408,6 +1408,49 @@ START_TEST(test_fast_close_kill_maxwait)
 }
 END_TEST
 
+/* A reload that moves the database renews the links; one that does not keeps them. */
+START_TEST(test_reconfigure_moves_links)
+{
+	struct pool *p;
+	struct tclient a, b;
+	struct cfg *old, *same;
+	struct link *la;
+	char unix_label[32];
+
+	NEED_CLUSTER();
+	snprintf(unix_label, sizeof(unix_label), "unix:%d", cl_port);
+	load_cfg(DB_TCP, "pool_mode = transaction");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	tc_get_ok(&b, p);
+	la = a.link;
+	pool_release(a.link, NULL);
+
+	old = cfg;
+	cfg = NULL;
+	load_cfg(DB_TCP, "pool_mode = transaction\nserver_idle_timeout = 100");
+	same = cfg;
+	pool_reconfigure(p, same, cfg_database_find(same, "db"), NULL);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 1);	/* nothing stale */
+	cfg_unref(old);
+
+	cfg = NULL;
+	load_cfg("db = host=%2$s port=%1$d dbname=postgres\n", "pool_mode = transaction");
+	pool_reconfigure(p, cfg, cfg_database_find(cfg, "db"), NULL);
+	cfg_unref(same);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);	/* closed: obsolete */
+	ck_assert(log_has("closing because: obsolete connection"));
+	ck_assert(link_close_needed(b.link));
+	tc_get_ok(&a, p);
+	ck_assert_ptr_ne(a.link, la);
+	ck_assert_str_eq(link_addr(a.link), unix_label);
+	pool_release(a.link, NULL);
+	pool_release(b.link, NULL);
+	ck_assert(log_has("closing because: close_needed"));
+	pool_free(p);
+}
+END_TEST
+
 Suite *
 pool_suite(void)
 {
@@ -1440,6 +1483,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_dns_hosts);
 	tcase_add_test(tc, test_evict_for_db_and_user_limits);
 	tcase_add_test(tc, test_fast_close_kill_maxwait);
+	tcase_add_test(tc, test_reconfigure_moves_links);
 	suite_add_tcase(s, tc);
 	return s;
 }
