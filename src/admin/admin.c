@@ -17,6 +17,7 @@
 
 #include "neki/config.h"
 #include "neki/log.h"
+#include "neki/tls.h"
 
 #include "neki/worker.h"
 
@@ -117,6 +118,10 @@ forward_listen(void)
 static void
 admin_start(void)
 {
+	struct nk_error err;
+
+	if (!tls_init(cfg_current(), &err))
+		log_error("console TLS is off: %s", err.message);
 	forward_listen();
 	rev_init(child_base());
 }

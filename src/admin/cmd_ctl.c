@@ -25,6 +25,7 @@
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/shm.h"
+#include "neki/tls.h"
 #include "neki/worker.h"
 
 #define CTL_POLL_MS 20
@@ -266,6 +267,7 @@ ctl_reload(struct adm_req *req)
 		ctl_fail(req, "F0000", "RELOAD failed, see logs for additional details");
 		return;
 	}
+	(void)tls_reload(cfg_current(), NULL);	/* logs and keeps the old files on failure */
 	kill(getppid(), SIGHUP);	/* the master's copy, for the children it restarts */
 	ctl_broadcast(req, SHM_CMD_RELOAD, NULL, "RELOAD");
 }

@@ -34,6 +34,7 @@
 #include "neki/log.h"
 #include "neki/proto.h"
 #include "neki/sbuf.h"
+#include "neki/tls.h"
 #include "neki/worker.h"
 
 #define CON_SERVER_VERSION "1.25.2/bouncer"
@@ -307,6 +308,38 @@ con_authenticate(struct adm_conn *c)
 	pktbuf_cleanup(&pb);
 }
 
+/* The TLS handshake ended: go on reading the StartupMessage, or close. */
+static void
+con_tls_done(struct sbuf *sb, bool ok, const char *errmsg, void *arg)
+{
+	struct adm_conn *c = arg;
+
+	if (ok)
+		return;
+	log_info("console TLS handshake failed: %s", errmsg);
+	if (c->state != CON_ST_CLOSED)
+		con_set_state(c, CON_ST_CLOSED);
+}
+
+/* SSLRequest: 'S' and the handshake when client TLS is on; GSSENCRequest (and no TLS): 'N'. */
+static void
+con_on_ssl_request(struct adm_conn *c, bool ssl)
+{
+	struct tls_ctx *ctx = tls_client_ctx();
+	bool offer = ssl && ctx != NULL && tls_client_offer(c->is_unix) &&
+		     !tls_sbuf_is_tls(&c->sb);
+	struct nk_error err;
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 8);
+	pktbuf_put_byte(&pb, offer ? 'S' : 'N');
+	con_send(c, &pb);
+	pktbuf_cleanup(&pb);
+	if (offer && c->state != CON_ST_CLOSED &&
+	    !tls_sbuf_accept(&c->sb, ctx, con_tls_done, c, &err))
+		con_fatal(c, err.sqlstate, err.message);
+}
+
 /* The StartupMessage: user and database. */
 static void
 con_on_startup_message(struct adm_conn *c, const uint8_t *body, size_t len)
@@ -319,16 +352,15 @@ con_on_startup_message(struct adm_conn *c, const uint8_t *body, size_t len)
 		return;
 	}
 	if (st.kind == PROTO_STARTUP_SSL || st.kind == PROTO_STARTUP_GSSENC) {
-		struct pktbuf pb;
-
-		pktbuf_init(&pb, 8);
-		pktbuf_put_byte(&pb, 'N');
-		con_send(c, &pb);
-		pktbuf_cleanup(&pb);
+		con_on_ssl_request(c, st.kind == PROTO_STARTUP_SSL);
 		return;
 	}
 	if (st.kind == PROTO_STARTUP_CANCEL) {
 		con_set_state(c, CON_ST_CLOSED);
+		return;
+	}
+	if (tls_client_required(c->is_unix) && !tls_sbuf_is_tls(&c->sb)) {
+		con_fatal(c, "08P01", "SSL required");
 		return;
 	}
 	snprintf(c->user, sizeof(c->user), "%s", st.user);
@@ -499,6 +531,17 @@ con_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int
 	}
 	if (c->state == CON_ST_BUSY || c->state == CON_ST_CLOSED)
 		return false;
+	if (c->state == CON_ST_STARTUP && tls_pkt_is_client_hello(pkt)) {
+		struct nk_error e;
+		struct tls_ctx *ctx = tls_client_ctx();
+
+		if (ctx == NULL || c->is_unix ||
+		    !tls_sbuf_accept_direct(sb, ctx, pkt, con_tls_done, c, &e)) {
+			con_set_state(c, CON_ST_CLOSED);
+			return false;
+		}
+		return true;
+	}
 	if (pkt->avail < pkt->len) {
 		if (!sbuf_hold(sb, pkt->len)) {
 			con_fatal(c, "08P01", "message too large for the admin console");
@@ -606,10 +649,11 @@ client_rows(struct adm_result *r, bool sockets)
 	adm_result_columns(r, client_cols, sockets ? 28 : 21);
 	for (struct adm_conn *c = live_list; c != NULL; c = c->next) {
 		char addr[64], laddr[64], port[16], lport[16], ct[64], rt[64], ptr[32], id[24];
+		char tls[128];
 		int p, lp;
 		const char *vals[28] = {
 			"C", c->user, c->db, "none", sockets ? "cl_active" : "active", addr, port,
-			laddr, lport, ct, rt, "0", "0", "0", ptr, "", "0", "", c->app_name, "0", id,
+			laddr, lport, ct, rt, "0", "0", "0", ptr, "", "0", tls, c->app_name, "0", id,
 			"0", "0", "0", "0", "0", "0", "0",
 		};
 
@@ -623,6 +667,7 @@ client_rows(struct adm_result *r, bool sockets)
 		fmt_time(rt, sizeof(rt), c->request_time);
 		snprintf(ptr, sizeof(ptr), "%p", (void *)c);
 		snprintf(id, sizeof(id), "%" PRIu64, c->id);
+		tls_sbuf_info(&c->sb, tls, sizeof(tls));
 		adm_result_row(r, vals);
 	}
 }

@@ -175,3 +175,28 @@ def test_shutdown_wait_for_clients(console):
     with console.admin_connect(dbname="pgbouncer", user="admin") as conn:
         assert conn.execute("SHUTDOWN WAIT_FOR_CLIENTS").statusmessage == "SHUTDOWN"
     console.wait_exit(10)
+
+
+def test_console_tls(neki):
+    import os
+    import shutil
+    import subprocess
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command")
+    inst = neki(settings={"workers": 1, "admin_users": "admin"}, start=False)
+    key, crt = inst.dir / "server.key", inst.dir / "server.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                    "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(crt)], check=True, capture_output=True)
+    os.chmod(key, 0o644)
+    inst.update({"client_tls_sslmode": "require", "client_tls_key_file": key,
+                 "client_tls_cert_file": crt})
+    inst.start()
+    with inst.admin_connect(dbname="pgbouncer", user="admin", sslmode="verify-full",
+                            sslrootcert=str(crt)) as conn:
+        rows = conn.execute("SHOW CLIENTS").fetchall()
+        assert rows[0][17].startswith("TLSv1.")
+        assert conn.pgconn.ssl_in_use
+    with pytest.raises(psycopg.OperationalError, match="SSL required"):
+        inst.admin_connect(dbname="pgbouncer", user="admin", sslmode="disable")
