@@ -21,6 +21,8 @@ struct rarena;
 
 /* A new arena; NULL on no memory. */
 struct rarena *rarena_new(void);
+/* Forget everything allocated from <a> but keep one chunk for the next statement. */
+void rarena_reset(struct rarena *a);
 /* Free <a> and everything allocated from it (NULL is fine). */
 void rarena_free(struct rarena *a);
 /* <size> zeroed bytes from <a>, 8-byte aligned; NULL on no memory. */

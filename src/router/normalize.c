@@ -22,9 +22,10 @@
 struct norm_lex {
 	const char *s;		/* the SQL text */
 	size_t pos;		/* next source byte */
-	char *out;		/* key being built (malloc'd scratch) */
+	struct rarena *a;	/* everything below is allocated here */
+	char *out;		/* key being built */
 	size_t olen, ocap;
-	struct parse_literal *lits;	/* malloc'd scratch */
+	struct parse_literal *lits;
 	uint32_t nlits, lcap;
 	uint32_t maxparam;
 	bool pending_space;	/* whitespace or a comment since the last token */
@@ -46,12 +47,14 @@ out_put(struct norm_lex *l, const char *p, size_t n)
 		return;
 	if (l->olen + n + 1 > l->ocap) {
 		size_t cap = (l->ocap + n + 1) * 2;
-		char *o = realloc(l->out, cap);
+		char *o = rarena_alloc(l->a, cap);
 
 		if (!o) {
 			l->oom = true;
 			return;
 		}
+		if (l->olen)
+			memcpy(o, l->out, l->olen);
 		l->out = o;
 		l->ocap = cap;
 	}
@@ -103,31 +106,43 @@ skip_space(struct norm_lex *l)
 	return l->pos > start;
 }
 
-static bool
+/* ASCII classes (the SQL lexer's, whatever the C locale). */
+static inline bool
 is_ident_start(char c)
 {
-	return isalpha((unsigned char)c) || c == '_' || (unsigned char)c >= 0x80;
+	unsigned char u = (unsigned char)c;
+
+	return ((u | 0x20) >= 'a' && (u | 0x20) <= 'z') || u == '_' || u >= 0x80;
 }
 
-static bool
+static inline bool
 is_ident_char(char c)
 {
-	return is_ident_start(c) || isdigit((unsigned char)c) || c == '$';
+	return is_ident_start(c) || (c >= '0' && c <= '9') || c == '$';
 }
 
 /* Keywords after which a '-' is unary (the parser folds it into a following number). */
 static bool
 keyword_before_operand(const char *w, size_t n)
 {
-	static const char *const kw[] = {
-		"select", "where", "and", "or", "not", "in", "values", "between", "when", "then",
-		"else", "limit", "offset", "returning", "set", "on", "by", "having", "any", "all",
-		"some", "is", "case", "like", "ilike", "array", "distinct", "fetch", "first",
-		"next", "return", "using",
+#define KW(s) { s, sizeof(s) - 1 }
+	static const struct {
+		const char *w;
+		size_t len;
+	} kw[] = {
+		KW("select"), KW("where"), KW("and"), KW("or"), KW("not"), KW("in"), KW("values"),
+		KW("between"), KW("when"), KW("then"), KW("else"), KW("limit"), KW("offset"),
+		KW("returning"), KW("set"), KW("on"), KW("by"), KW("having"), KW("any"),
+		KW("all"), KW("some"), KW("is"), KW("case"), KW("like"), KW("ilike"),
+		KW("array"), KW("distinct"), KW("fetch"), KW("first"), KW("next"), KW("return"),
+		KW("using"),
 	};
+#undef KW
 
+	if (n < 2 || n > 9)
+		return false;
 	for (size_t i = 0; i < NK_ARRAY_LEN(kw); i++)
-		if (strlen(kw[i]) == n && strncasecmp(kw[i], w, n) == 0)
+		if (kw[i].len == n && (w[0] | 0x20) == kw[i].w[0] && strncasecmp(kw[i].w, w, n) == 0)
 			return true;
 	return false;
 }
@@ -136,6 +151,7 @@ static void
 add_literal(struct norm_lex *l, size_t start, size_t len, char *value)
 {
 	char num[16];
+	int n;
 
 	if (!value) {
 		l->oom = true;
@@ -143,23 +159,23 @@ add_literal(struct norm_lex *l, size_t start, size_t len, char *value)
 	}
 	if (l->nlits == l->lcap) {
 		uint32_t cap = l->lcap ? l->lcap * 2 : 8;
-		struct parse_literal *v = realloc(l->lits, cap * sizeof(*v));
+		struct parse_literal *v = rarena_alloc(l->a, cap * sizeof(*v));
 
 		if (!v) {
-			free(value);
 			l->oom = true;
 			return;
 		}
+		if (l->nlits)
+			memcpy(v, l->lits, l->nlits * sizeof(*v));
 		l->lits = v;
 		l->lcap = cap;
 	}
 	l->lits[l->nlits].start = (uint32_t)start;
 	l->lits[l->nlits].len = (uint32_t)len;
-	l->lits[l->nlits].value = value;	/* malloc'd until copied into the arena */
+	l->lits[l->nlits].value = value;
 	l->nlits++;
-	/* the slot number is fixed later (after maxparam is known): a marker now */
-	snprintf(num, sizeof(num), "\x01%u", l->nlits - 1);
-	out_put(l, num, strlen(num));
+	n = snprintf(num, sizeof(num), "$%u", l->maxparam + l->nlits);
+	out_put(l, num, (size_t)n);
 }
 
 /* A number token at l->pos; absorbs a unary minus emitted just before it. */
@@ -197,7 +213,7 @@ lex_number(struct norm_lex *l)
 		l->pending_space = false;
 		if (l->minus_space)
 			out_put(l, " ", 1);
-		v = malloc(n + 2);
+		v = rarena_alloc(l->a, n + 2);
 		if (v) {
 			v[0] = '-';
 			memcpy(v + 1, s + start, n);
@@ -206,7 +222,7 @@ lex_number(struct norm_lex *l)
 		add_literal(l, l->minus_src, l->pos - l->minus_src, v);
 	} else {
 		tok_begin(l);
-		add_literal(l, start, n, strndup(s + start, n));
+		add_literal(l, start, n, rarena_strndup(l->a, s + start, n));
 	}
 }
 
@@ -243,7 +259,7 @@ lex_string(struct norm_lex *l)
 		out_put(l, s + start, end - start);
 		return;
 	}
-	v = malloc(end - start);
+	v = rarena_alloc(l->a, end - start);
 	if (v) {
 		w = v;
 		for (size_t i = start + 1; i + 1 < end; i++) {
@@ -289,13 +305,9 @@ lex_dollar(struct norm_lex *l)
 
 	tok_begin(l);
 	if (isdigit((unsigned char)s[l->pos + 1])) {
-		unsigned long n = strtoul(s + l->pos + 1, NULL, 10);
-
-		l->pos++;
+		l->pos++;	/* $n: counted by prescan_params() */
 		while (isdigit((unsigned char)s[l->pos]))
 			l->pos++;
-		if (n > l->maxparam && n < 65536)
-			l->maxparam = (uint32_t)n;
 		out_put(l, s + start, l->pos - start);
 		return;
 	}
@@ -309,29 +321,32 @@ lex_dollar(struct norm_lex *l)
 	}
 	{
 		size_t tlen = tag + 1 - start;
-		char *t = strndup(s + start, tlen);
+		char *t = rarena_strndup(l->a, s + start, tlen);
 
 		if (!t) {
 			l->oom = true;
 			return;
 		}
 		close = strstr(s + tag + 1, t);
-		free(t);
 		l->pos = close ? (size_t)(close - s) + tlen : strlen(s);
 	}
 	out_put(l, s + start, l->pos - start);
 }
 
-static bool
+static inline bool
 word_is(const char *w, size_t n, const char *kw)
 {
-	return strlen(kw) == n && strncasecmp(w, kw, n) == 0;
+	return (w[0] | 0x20) == kw[0] && strlen(kw) == n && strncasecmp(w, kw, n) == 0;
 }
 
 /* Track ORDER BY / GROUP BY lists, whose bare integers are column positions. */
 static void
 by_track(struct norm_lex *l, const char *w, size_t n)
 {
+	if (l->by_state == 0 && n != 5) {
+		l->after_list_start = false;
+		return;
+	}
 	if (word_is(w, n, "order") || word_is(w, n, "group")) {
 		l->by_state = 1;
 	} else if (l->by_state == 1 && word_is(w, n, "by")) {
@@ -428,46 +443,23 @@ lex_token(struct norm_lex *l)
 		l->minus_out = SIZE_MAX;
 }
 
-/* Replace the \x01<i> markers by $<nparams + i + 1> into a copy in <a>. */
-static const char *
-finish_key(struct rarena *a, const struct norm_lex *l)
+/* Highest $n in <sql> outside identifiers (a quick pre-scan: literals are numbered after
+ * it, so the key can be written in one pass; a $n inside a string only shifts numbers). */
+static uint32_t
+prescan_params(const char *sql)
 {
-	size_t cap = l->olen + (size_t)l->nlits * 8 + 1, o = 0;
-	char *key = rarena_alloc(a, cap);
+	uint32_t max = 0;
 
-	if (!key)
-		return NULL;
-	for (size_t i = 0; i < l->olen;) {
-		if (l->out[i] == '\x01') {
-			char *end;
-			unsigned long k = strtoul(l->out + i + 1, &end, 10);
+	for (const char *p = strchr(sql, '$'); p; p = strchr(p + 1, '$')) {
+		unsigned long n;
 
-			o += (size_t)snprintf(key + o, cap - o, "$%lu", l->maxparam + k + 1);
-			i = (size_t)(end - l->out);
-		} else {
-			key[o++] = l->out[i++];
-		}
+		if (!isdigit((unsigned char)p[1]) || (p > sql && is_ident_char(p[-1])))
+			continue;
+		n = strtoul(p + 1, NULL, 10);
+		if (n > max && n < 65536)
+			max = (uint32_t)n;
 	}
-	key[o] = '\0';
-	return key;
-}
-
-static bool
-norm_finish(struct rarena *a, struct norm_lex *l, struct parse_norm *out)
-{
-	out->key = finish_key(a, l);
-	out->nparams = l->maxparam;
-	out->nlits = l->nlits;
-	out->lits = l->nlits ? rarena_alloc(a, l->nlits * sizeof(*out->lits)) : NULL;
-	if (!out->key || (l->nlits && !out->lits))
-		return false;
-	for (uint32_t i = 0; i < l->nlits; i++) {
-		out->lits[i] = l->lits[i];
-		out->lits[i].value = rarena_strdup(a, l->lits[i].value);
-		if (!out->lits[i].value)
-			return false;
-	}
-	return true;
+	return max;
 }
 
 /* parse_normalize: see parse.h. */
@@ -475,13 +467,17 @@ bool
 parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out)
 {
 	struct norm_lex l;
-	bool ok;
 
 	memset(&l, 0, sizeof(l));
 	memset(out, 0, sizeof(*out));
+	l.a = a;
 	l.s = sql;
 	l.minus_out = SIZE_MAX;
-	out_put(&l, "", 0);
+	l.maxparam = prescan_params(sql);
+	l.ocap = strlen(sql) + 32;
+	l.out = rarena_alloc(a, l.ocap);
+	if (!l.out)
+		return false;
 	while (!l.oom) {
 		if (skip_space(&l))
 			l.pending_space = true;
@@ -489,10 +485,11 @@ parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out)
 			break;
 		lex_token(&l);
 	}
-	ok = !l.oom && norm_finish(a, &l, out);
-	for (uint32_t i = 0; i < l.nlits; i++)
-		free((char *)l.lits[i].value);
-	free(l.lits);
-	free(l.out);
-	return ok;
+	if (l.oom)
+		return false;
+	out->key = l.out;
+	out->nparams = l.maxparam;
+	out->lits = l.lits;
+	out->nlits = l.nlits;
+	return true;
 }

@@ -511,9 +511,9 @@ plan_add_shard(struct pctx *c, const char *uid)
 	v = rarena_alloc(c->a, (o->nshards + 1) * sizeof(*v));
 	if (!v)
 		return nk_error_set(c->err, "53200", "out of memory");
-	memcpy(v, o->shards, pos * sizeof(*v));
+	for (uint32_t i = 0; i < o->nshards; i++)
+		v[i < pos ? i : i + 1] = o->shards[i];
 	v[pos] = uid;
-	memcpy(v + pos + 1, o->shards + pos, (o->nshards - pos) * sizeof(*v));
 	o->shards = v;
 	o->nshards++;
 	return true;

@@ -45,6 +45,24 @@ rarena_free(struct rarena *a)
 	free(a);
 }
 
+/* rarena_reset: see parse.h. Keeps the oldest chunk (the first, normal-sized one). */
+void
+rarena_reset(struct rarena *a)
+{
+	struct rarena_chunk *c = a->head, *next;
+
+	if (!c)
+		return;
+	while (c->next) {
+		next = c->next;
+		free(c);
+		c = next;
+	}
+	c->used = 0;
+	a->head = c;
+	a->total = 0;
+}
+
 static struct rarena_chunk *
 chunk_new(struct rarena *a, size_t need)
 {
