@@ -11,9 +11,11 @@
  *   - the global pool counters (limits that are global across workers) and each
  *     process's share of them, so a dead child's share can be given back;
  *   - the topology image slots: raw byte areas written by the admin and published with
- *     one atomic store; a slot is reused only when nobody pins it.
+ *     one atomic store; a slot is reused only when nobody pins it;
+ *   - the catalog image slots, handled the same way (shm_cat_*), and the catalog refresh
+ *     requests workers make after DDL (a counter the admin polls).
  * Everything shared is a C11 atomic; no locks. Entry points: shm_create(),
- * shm_attach_self(), shm_proc(), shm_mbox_*, shm_counter_*, shm_topo_*.
+ * shm_attach_self(), shm_proc(), shm_mbox_*, shm_counter_*, shm_topo_*, shm_cat_*.
  */
 #ifndef NEKI_SHM_H
 #define NEKI_SHM_H
@@ -23,10 +25,11 @@
 #include <stdatomic.h>
 
 #define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
-#define SHM_LAYOUT_VERSION 1
+#define SHM_LAYOUT_VERSION 2
 #define SHM_CACHE_LINE 64
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
+#define SHM_CAT_SLOTS 4		/* catalog image slots (same rules as the topology ones) */
 #define SHM_N_COUNTERS 1024		/* global pool counters, ids 0..1023 */
 #define SHM_MBOX_DEPTH 64		/* messages per mailbox (a power of two) */
 #define SHM_MSG_KEY_MAX 32		/* cancel key bytes carried by a message */
@@ -147,8 +150,12 @@ struct shm_header {
 	uint64_t size;				/* bytes mapped */
 	uint64_t topo_area;			/* bytes per topology image slot */
 	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t topo_current; /* rev << 8 | (slot + 1); 0 = none */
-	_Atomic uint64_t catalog_version;	/* bumped when the admin reloads the catalog */
+	_Atomic uint64_t catalog_version;	/* the published catalog version (0 = none) */
 	struct shm_topo_slot topo[SHM_TOPO_SLOTS];
+	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t cat_current; /* version << 8 | (slot + 1) */
+	_Atomic uint64_t cat_requests;		/* catalog refreshes asked for (shm_cat_request_refresh) */
+	_Atomic uint64_t cat_served;		/* requests the published catalog includes */
+	struct shm_topo_slot cat[SHM_CAT_SLOTS];	/* revision = catalog version */
 };
 
 /* A pinned topology image (see shm_topo_pin). */
@@ -268,5 +275,33 @@ void shm_topo_unpin(const struct shm_topo_ref *ref);
 
 /* The published topology revision (0 = none): one atomic load. */
 uint64_t shm_topo_revision(void);
+
+/*
+ * Catalog images: the same protocol as the topology images, with the catalog version in
+ * place of the revision (struct shm_topo_ref describes a pinned catalog image too).
+ */
+NK_MUSTCHECK bool shm_cat_claim(unsigned *slot);
+void *shm_cat_data(unsigned slot);
+size_t shm_cat_capacity(void);
+/* Publish <slot> as <version>, including every refresh request up to <served>. */
+void shm_cat_publish(unsigned slot, uint64_t version, uint64_t served, size_t len);
+void shm_cat_abandon(unsigned slot);
+NK_MUSTCHECK bool shm_cat_pin(struct shm_topo_ref *ref);
+void shm_cat_unpin(const struct shm_topo_ref *ref);
+
+/* The published catalog version (0 = none): one atomic load. */
+uint64_t shm_cat_version(void);
+
+/*
+ * Ask the admin to reload the catalog (after DDL through neki). Returns the request's
+ * number: the reload is done once shm_cat_served() >= it. Never blocks.
+ */
+uint64_t shm_cat_request_refresh(void);
+
+/* The admin: the newest request number, to load for (0 = none ever made). */
+uint64_t shm_cat_requested(void);
+
+/* The highest request number the published catalog includes. */
+uint64_t shm_cat_served(void);
 
 #endif /* NEKI_SHM_H */

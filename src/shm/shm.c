@@ -3,8 +3,8 @@
  *
  * The master maps one anonymous shared segment (a memfd, so it shows up by name in
  * /proc/<pid>/maps) before forking; children inherit it at the same address. The
- * mailboxes, counters and topology slots live in shm_mbox.c, shm_counter.c and
- * shm_topo.c. Entry points: shm_create(), shm_proc(), shm_stats_publish().
+ * mailboxes, counters, topology and catalog slots live in shm_mbox.c, shm_counter.c,
+ * shm_topo.c and shm_cat.c. Entry points: shm_create(), shm_proc(), shm_stats_publish().
  */
 #include "neki/base.h"
 
@@ -46,8 +46,9 @@ layout_compute(struct shm_layout *l, size_t size, unsigned n_procs)
 	l->shares_off = off;
 	off += align_up(sizeof(_Atomic int32_t) * SHM_N_COUNTERS * n_procs, SHM_CACHE_LINE);
 	l->topo_off = off;
-	l->topo_area = size > off ? (size - off) / SHM_TOPO_SLOTS / SHM_CACHE_LINE * SHM_CACHE_LINE
-				  : 0;
+	l->topo_area = size > off ? (size - off) / (SHM_TOPO_SLOTS + SHM_CAT_SLOTS) /
+				    SHM_CACHE_LINE * SHM_CACHE_LINE : 0;
+	l->cat_off = off + SHM_TOPO_SLOTS * l->topo_area;
 }
 
 size_t
@@ -56,7 +57,7 @@ shm_min_size(unsigned n_procs)
 	struct shm_layout l;
 
 	layout_compute(&l, 0, n_procs);
-	return l.topo_off + SHM_TOPO_SLOTS * SHM_MIN_TOPO_AREA;
+	return l.topo_off + (SHM_TOPO_SLOTS + SHM_CAT_SLOTS) * SHM_MIN_TOPO_AREA;
 }
 
 /* Map <size> bytes of a fresh memfd, shared. NULL and <err_buf> filled on failure. */

@@ -2,7 +2,7 @@
  * shm_int.h - private to src/shm: where the parts of the segment lie.
  *
  * shm.c maps the segment and fills struct shm_layout once; shm_mbox.c, shm_counter.c
- * and shm_topo.c find their parts through shm_layout_get(). Nothing outside src/shm
+ * shm_topo.c and shm_cat.c find their parts through shm_layout_get(). Nothing outside src/shm
  * includes this file.
  */
 #ifndef NEKI_SRC_SHM_SHM_INT_H
@@ -24,6 +24,7 @@ struct shm_layout {
 	size_t shares_off;		/* _Atomic int32_t[n_procs][SHM_N_COUNTERS] */
 	size_t topo_off;		/* SHM_TOPO_SLOTS areas of topo_area bytes */
 	size_t topo_area;		/* bytes per topology image slot */
+	size_t cat_off;			/* SHM_CAT_SLOTS areas of topo_area bytes */
 };
 
 /* The layout of the mapped segment (NK_ASSERTs that it is mapped). */

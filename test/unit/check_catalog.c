@@ -7,12 +7,14 @@
 #include "neki/base.h"
 
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "neki/catalog.h"
 #include "neki/catalog_image.h"
+#include "neki/shm.h"
 #include "neki/topology.h"
 
 #include "suites.h"
@@ -585,6 +587,96 @@ START_TEST(test_v11_matching_pk)
 }
 END_TEST
 
+static void
+shm_setup(void)
+{
+	char err[256];
+
+	ck_assert_msg(shm_create(shm_min_size(2) + (1 << 20), 2, err, sizeof(err)), "%s", err);
+}
+
+static void
+shm_teardown(void)
+{
+	shm_destroy();
+}
+
+/* Build the storefront catalog image as <version> into a claimed slot and publish it. */
+static unsigned
+publish_store(uint64_t version, uint64_t served)
+{
+	struct catalog *c = store();
+	const struct catalog *cats[] = { c };
+	unsigned slot;
+	ssize_t len;
+
+	ck_assert(shm_cat_claim(&slot));
+	len = cat_image_build(cats, 1, version, shm_cat_data(slot), shm_cat_capacity());
+	ck_assert_int_gt(len, 0);
+	shm_cat_publish(slot, version, served, (size_t)len);
+	cat_free(c);
+	return slot;
+}
+
+START_TEST(test_shm_publish_pin)
+{
+	struct shm_topo_ref r1, r2;
+	unsigned s1, s2, slot, n = 0;
+	struct catalog *c = store();
+
+	ck_assert(!shm_cat_pin(&r1));
+	ck_assert_uint_eq(shm_cat_version(), 0);
+	ck_assert_uint_ge(shm_cat_capacity(), 4096);
+	/* the catalog area follows the topology slots without overlapping them */
+	ck_assert((char *)shm_topo_data(SHM_TOPO_SLOTS - 1) + shm_topo_capacity() <=
+		  (char *)shm_cat_data(0));
+	s1 = publish_store(1, 0);
+	ck_assert(shm_cat_pin(&r1));
+	ck_assert_uint_eq(r1.revision, 1);
+	ck_assert(cat_image_is_valid(r1.data, r1.len));
+	check_image_matches(r1.data, cat_image_find_db(r1.data, "store"), c);
+	s2 = publish_store(2, 0);
+	ck_assert_uint_ne(s1, s2);
+	ck_assert_uint_eq(shm_cat_version(), 2);
+	ck_assert_uint_eq(atomic_load(&shm_header()->catalog_version), 2);
+	ck_assert(shm_cat_pin(&r2));
+	ck_assert_uint_eq(cat_image_version(r2.data), 2);
+	/* neither the current nor the pinned slot is handed out */
+	while (shm_cat_claim(&slot)) {
+		ck_assert_uint_ne(slot, s1);
+		ck_assert_uint_ne(slot, s2);
+		n++;
+	}
+	ck_assert_uint_eq(n, SHM_CAT_SLOTS - 2);
+	for (unsigned i = 0; i < SHM_CAT_SLOTS; i++)
+		if (i != s1 && i != s2)
+			shm_cat_abandon(i);
+	check_image_matches(r1.data, 0, c);	/* still readable while pinned */
+	shm_cat_unpin(&r1);
+	shm_cat_unpin(&r2);
+	ck_assert_uint_eq(atomic_load(&shm_header()->cat[s1].pins), 0);
+	ck_assert_uint_eq(shm_topo_revision(), 0);	/* the topology is untouched */
+	cat_free(c);
+}
+END_TEST
+
+START_TEST(test_shm_refresh_requests)
+{
+	uint64_t mine;
+
+	ck_assert_uint_eq(shm_cat_requested(), 0);
+	mine = shm_cat_request_refresh();
+	ck_assert_uint_eq(mine, 1);
+	ck_assert_uint_eq(shm_cat_request_refresh(), 2);
+	ck_assert_uint_eq(shm_cat_requested(), 2);
+	ck_assert_uint_lt(shm_cat_served(), mine);
+	/* the admin loads after seeing request 2 and publishes with served = 2 */
+	publish_store(5, shm_cat_requested());
+	ck_assert_uint_ge(shm_cat_served(), mine);
+	ck_assert_uint_eq(shm_cat_version(), 5);
+}
+END_TEST
+
 Suite *
 catalog_suite(void)
 {
@@ -603,6 +695,11 @@ catalog_suite(void)
 	tcase_add_test(tc, test_v4);
 	tcase_add_test(tc, test_v11);
 	tcase_add_test(tc, test_v11_matching_pk);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("shm");
+	tcase_add_checked_fixture(tc, shm_setup, shm_teardown);
+	tcase_add_test(tc, test_shm_publish_pin);
+	tcase_add_test(tc, test_shm_refresh_requests);
 	suite_add_tcase(s, tc);
 	return s;
 }
