@@ -124,6 +124,7 @@ admin_start(void)
 		log_error("console TLS is off: %s", err.message);
 	forward_listen();
 	rev_init(child_base());
+	catload_init(child_base());
 }
 
 void

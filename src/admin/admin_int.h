@@ -9,6 +9,7 @@
  *   revision.c  the topology revisions: validate, store, cache, publish, follow
  *   store.c     the SQL of the durable store and the router registry
  *   pgconn.c    the libpq adapter (the only file that includes libpq-fe.h)
+ *   catload.c   loading the catalog (src/catalog) and publishing it into shm
  */
 #ifndef NEKI_ADMIN_ADMIN_INT_H
 #define NEKI_ADMIN_ADMIN_INT_H
@@ -294,6 +295,27 @@ void follow_show_shards(struct adm_req *req);
 /* Is the console user a member of <role> on the authoritative shard? Answers through <cb>. */
 void follow_check_role(struct adm_req *req, const char *role,
 		       void (*cb)(struct adm_req *req, bool member));
+
+/* ---- catload.c: the catalog (src/catalog) loaded from the authoritative shard ---- */
+
+struct topo_findings;
+
+/* Start loading and publishing the catalog; poll workers' refresh requests (admin start). */
+void catload_init(struct event_base *base);
+/* Load the catalog again (now, or after the load in flight). */
+void catload_refresh(void);
+/* A topology revision was published: its databases' catalogs are loaded again. */
+void catload_topology_changed(void);
+/*
+ * set_data_topology: add the catalog rules' findings of <m> to <f> (V4; marked preexisting
+ * when <previous> has them too). False with <err> when one blocks the apply.
+ */
+NK_MUSTCHECK bool catload_check(const struct topo_model *m, const struct topo_model *previous,
+				struct topo_findings *f, struct nk_error *err);
+/* validate_data_topology: add the V4 and V11 findings of <m> to <f>. */
+void catload_add_findings(const struct topo_model *m, struct topo_findings *f);
+/* The last published catalog version (0 = none yet). */
+uint64_t catload_version(void);
 
 /* ---- pgconn.c: libpq on the admin's event loop ---- */
 

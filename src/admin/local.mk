@@ -3,3 +3,4 @@ libneki_a_SOURCES += src/admin/admin.c src/admin/call.c src/admin/cmd.c src/admi
 	src/admin/flatjson.c src/admin/follow.c src/admin/nekifn.c src/admin/pgconn.c \
 	src/admin/result.c src/admin/revision.c src/admin/stats.c
 noinst_HEADERS += include/neki/admin.h src/admin/admin_int.h
+libneki_a_SOURCES += src/admin/catload.c

@@ -136,8 +136,10 @@ fn_validate(struct adm_req *req, const struct fn_val *a)
 		uids[in.nshards++] = c->shards[i].uid;
 	topo_findings_init(&f);
 	m = topo_parse(a[0].text, strlen(a[0].text), &f);
-	if (m != NULL)
+	if (m != NULL) {
 		topo_validate(m, &in, &f);
+		catload_add_findings(m, &f);	/* V4, V11: from the catalog */
+	}
 	if (!a[1].b && rev_get()->revision > 0)
 		topo_findings_add(&f, "", "write/overwrite-required", "55000", false,
 				  "a data topology already exists (revision %" PRIu64 "); setting"

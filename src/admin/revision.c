@@ -266,6 +266,7 @@ rev_install(uint64_t revision, const char *json, bool cache)
 	snprintf(cur.auth_uid, sizeof(cur.auth_uid), "%s", auth ? auth : "");
 	follow_set_authority(cur.auth_uid);
 	follow_announce();
+	catload_topology_changed();
 	return true;
 }
 
@@ -396,6 +397,10 @@ job_validate(struct set_job *j, const char *json, const struct topo_model *previ
 	m = topo_check(json, strlen(json), &in, j->force, &j->findings, err);
 	if (m == NULL)
 		return false;
+	if (!catload_check(m, previous, &j->findings, err)) {	/* V4: column types */
+		topo_model_free(m);
+		return false;
+	}
 	topo_model_free(j->model);
 	j->model = m;
 	free(j->json);

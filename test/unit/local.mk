@@ -19,3 +19,7 @@ noinst_HEADERS += test/unit/router_fixtures.h
 unit_sources += test/unit/check_dns.c
 unit_sources += test/unit/check_catalog.c
 unit_sources += test/unit/check_tls.c
+# catalog_dump: loads a real server's catalog rows for test/admin/test_catalog.py
+noinst_PROGRAMS += test/unit/catalog_dump
+test_unit_catalog_dump_SOURCES = test/unit/catalog_dump.c
+test_unit_catalog_dump_LDADD = libneki.a $(DEP_LIBS)

@@ -1,0 +1,409 @@
+/*
+ * catload.c - the admin's side of the catalog (src/catalog): load it from the authoritative
+ * shard for every database of the current topology, publish it into the shm catalog slots,
+ * and apply the rules that need it (V4 at set_data_topology, V11 reported).
+ *
+ * A load runs cat_load_sql() once per topology database over one pgc connection (pointed
+ * at each database in turn), builds each catalog with cat_build(), then publishes one image
+ * holding them all as the next catalog version. A database whose load fails keeps the
+ * catalog it had (a warning is logged). Triggers: catload_init() (admin start), a published
+ * topology revision (catload_topology_changed), and workers' refresh requests after DDL
+ * (shm_cat_requested(), polled every CATLOAD_POLL_MS); a failed load is retried after
+ * CATLOAD_RETRY_MS. Only one load runs at a time; a trigger during a load queues another.
+ */
+#include "neki/base.h"
+
+#include "admin_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/catalog.h"
+#include "neki/catalog_image.h"
+#include "neki/config.h"
+#include "neki/log.h"
+#include "neki/shm.h"
+#include "neki/topology.h"
+
+#define CATLOAD_POLL_MS 100
+#define CATLOAD_RETRY_MS 5000
+
+/* One load in progress. */
+struct catload_job {
+	struct catalog **cats;		/* owned: one per database (NULL: failed, keep the old) */
+	char **dbs;			/* owned: the topology's database names */
+	size_t n, next;			/* databases; the one being loaded */
+	uint64_t requested;		/* shm_cat_requested() when the load started */
+	bool failed;			/* some database failed: retry later */
+};
+
+static struct event_base *cl_base;	/* borrowed; NULL before catload_init */
+static struct event *cl_poll;		/* owned: persistent poll timer */
+static struct pgc *cl_conn;		/* owned: the catalog connection */
+static struct catalog **cl_cats;	/* owned: the published catalogs */
+static size_t cl_ncats;
+static uint64_t cl_version;		/* last published catalog version */
+static uint64_t cl_served;		/* refresh requests the published catalog includes */
+static struct catload_job *cl_job;	/* owned: the load in flight, or NULL */
+static bool cl_again;			/* load again once the current one ends */
+static uint64_t cl_retry_at;		/* shm_now_ms() of the next retry; 0 = none */
+
+static void job_next(struct catload_job *j);
+
+static void
+job_free(struct catload_job *j)
+{
+	for (size_t i = 0; i < j->n; i++) {
+		cat_free(j->cats[i]);
+		free(j->dbs[i]);
+	}
+	free(j->cats);
+	free(j->dbs);
+	free(j);
+}
+
+/* Append <s> to <buf> as a single-quoted conninfo value. */
+static void
+put_conninfo_value(char *buf, size_t cap, const char *s)
+{
+	size_t n = strlen(buf);
+
+	if (n + 1 < cap)
+		buf[n++] = '\'';
+	for (; *s && n + 3 < cap; s++) {
+		if (*s == '\'' || *s == '\\')
+			buf[n++] = '\\';
+		buf[n++] = *s;
+	}
+	if (n + 1 < cap)
+		buf[n++] = '\'';
+	buf[n] = '\0';
+}
+
+/*
+ * The conninfo of database <db> on the authoritative shard <uid>: the shard's own dbname
+ * when its conninfo names one, else <db> (as workers connect). NULL when [shards] lacks it.
+ */
+static char *
+db_conninfo(const char *uid, const char *db)
+{
+	const struct cfg_shard *s = cfg_shard_find(cfg_current(), uid);
+	size_t cap;
+	char *out;
+
+	if (s == NULL)
+		return NULL;
+	cap = strlen(s->conninfo) + 2 * strlen(db) + 64;
+	out = malloc(cap);
+	if (out == NULL)
+		return NULL;
+	snprintf(out, cap, "%s", s->conninfo);
+	if (s->dbname == NULL) {
+		strncat(out, " dbname=", cap - strlen(out) - 1);
+		put_conninfo_value(out, cap, db);
+	}
+	strncat(out, " application_name=neki-catalog", cap - strlen(out) - 1);
+	return out;
+}
+
+static size_t
+rows_n(const void *src)
+{
+	return pgc_res_rows(src);
+}
+
+static const char *
+rows_get(const void *src, size_t row, size_t col)
+{
+	return pgc_res_get(src, row, col);
+}
+
+/* The rows of database j->dbs[j->next] arrived (or the query failed). */
+static void
+load_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
+{
+	struct catload_job *j = arg;
+	const char *db = j->dbs[j->next];
+	struct nk_error e;
+
+	if (err != NULL) {
+		log_warn("could not load the catalog of database \"%s\": %s", db, err->message);
+		j->failed = true;
+	} else {
+		struct cat_rows rows = { rows_n, rows_get, res };
+
+		j->cats[j->next] = cat_build(db, &rows, &e);
+		if (j->cats[j->next] == NULL) {
+			log_warn("%s", e.message);
+			j->failed = true;
+		}
+	}
+	j->next++;
+	job_next(j);
+}
+
+/* The published catalog of <db>, taken out of cl_cats (NULL when none). */
+static struct catalog *
+take_old(const char *db)
+{
+	for (size_t i = 0; i < cl_ncats; i++) {
+		if (cl_cats[i] && strcmp(cl_cats[i]->dbname, db) == 0) {
+			struct catalog *c = cl_cats[i];
+
+			cl_cats[i] = NULL;
+			return c;
+		}
+	}
+	return NULL;
+}
+
+/* Log what the rules that need the catalog say of the current topology. */
+static void
+report_rules(void)
+{
+	const struct topo_model *m = rev_get()->model;
+	struct topo_findings rej, dis;
+
+	if (m == NULL)
+		return;
+	topo_findings_init(&rej);
+	topo_findings_init(&dis);
+	for (size_t i = 0; i < cl_ncats; i++)
+		cat_check_topology(cl_cats[i], m, &rej, &dis);
+	for (size_t i = 0; i < rej.n; i++)
+		log_warn("data topology: %s: %s", rej.v[i].path, rej.v[i].message);
+	for (size_t i = 0; i < dis.n; i++)
+		log_warn("data topology: %s: %s", dis.v[i].path, dis.v[i].message);
+	topo_findings_cleanup(&rej);
+	topo_findings_cleanup(&dis);
+}
+
+/* Build the image of cl_cats into a free slot and publish it as the next version. */
+static bool
+publish(uint64_t served)
+{
+	unsigned slot;
+	ssize_t len;
+
+	if (!shm_cat_claim(&slot)) {
+		log_error("no free catalog image slot to publish catalog version %" PRIu64,
+			  cl_version + 1);
+		return false;
+	}
+	len = cat_image_build((const struct catalog *const *)cl_cats, cl_ncats, cl_version + 1,
+			      shm_cat_data(slot), shm_cat_capacity());
+	if (len < 0) {
+		shm_cat_abandon(slot);
+		log_error("the catalog needs %zu bytes of shm, the image slots hold %zu (raise "
+			  "shm_size)", cat_image_size((const struct catalog *const *)cl_cats,
+						      cl_ncats), shm_cat_capacity());
+		return false;
+	}
+	cl_version++;
+	cl_served = served;
+	shm_cat_publish(slot, cl_version, served, (size_t)len);
+	log_info("published catalog version %" PRIu64 " (%zu database%s)", cl_version, cl_ncats,
+		 cl_ncats == 1 ? "" : "s");
+	return true;
+}
+
+/* Every database is loaded: swap the catalogs in, publish, report. */
+static void
+job_finish(struct catload_job *j)
+{
+	struct catalog **old = cl_cats;
+	size_t nold = cl_ncats, n = 0;
+
+	for (size_t i = 0; i < j->n; i++) {
+		if (j->cats[i] == NULL)
+			j->cats[i] = take_old(j->dbs[i]);
+		if (j->cats[i] != NULL)
+			j->cats[n++] = j->cats[i];
+	}
+	cl_cats = j->cats;	/* the catalogs move to cl_cats */
+	cl_ncats = n;
+	j->cats = NULL;
+	for (size_t i = 0; i < nold; i++)
+		cat_free(old[i]);
+	free(old);
+	cl_retry_at = j->failed ? shm_now_ms() + CATLOAD_RETRY_MS : 0;
+	if (!publish(j->requested))
+		cl_retry_at = shm_now_ms() + CATLOAD_RETRY_MS;
+	report_rules();
+}
+
+/* Load the next database of <j>, or finish. */
+static void
+job_next(struct catload_job *j)
+{
+	const char *auth = rev_get()->auth_uid;
+	char *ci;
+
+	while (j->next < j->n) {
+		ci = auth[0] ? db_conninfo(auth, j->dbs[j->next]) : NULL;
+		if (ci != NULL) {
+			pgc_set_conninfo(cl_conn, ci);
+			free(ci);
+			pgc_query(cl_conn, cat_load_sql(), 0, NULL, load_cb, j);
+			return;
+		}
+		log_warn("cannot load the catalog of database \"%s\": the authoritative shard "
+			 "\"%s\" is not declared in [shards]", j->dbs[j->next], auth);
+		j->failed = true;
+		j->next++;
+	}
+	job_finish(j);
+	for (size_t i = 0; i < j->n; i++)
+		free(j->dbs[i]);
+	free(j->dbs);
+	free(j);
+	cl_job = NULL;
+	if (cl_again) {
+		cl_again = false;
+		catload_refresh();
+	}
+}
+
+/* A new job for the databases of the current topology; NULL on no memory. */
+static struct catload_job *
+job_new(void)
+{
+	const struct topo_model *m = rev_get()->model;
+	size_t n = m ? m->ndbs : 0;
+	struct catload_job *j = calloc(1, sizeof(*j));
+
+	if (j == NULL)
+		return NULL;
+	j->cats = calloc(n + 1, sizeof(*j->cats));
+	j->dbs = calloc(n + 1, sizeof(*j->dbs));
+	if (j->cats == NULL || j->dbs == NULL)
+		goto fail;
+	for (; j->n < n; j->n++)
+		if ((j->dbs[j->n] = strdup(m->dbs[j->n].name)) == NULL)
+			goto fail;
+	j->requested = shm_cat_requested();
+	return j;
+fail:
+	job_free(j);
+	return NULL;
+}
+
+/* catload_refresh: see admin_int.h. */
+void
+catload_refresh(void)
+{
+	if (cl_base == NULL)
+		return;		/* catload_init loads anyway */
+	if (cl_job != NULL) {
+		cl_again = true;
+		return;
+	}
+	cl_job = job_new();
+	if (cl_job == NULL) {
+		log_error("out of memory while starting a catalog load");
+		cl_retry_at = shm_now_ms() + CATLOAD_RETRY_MS;
+		return;
+	}
+	job_next(cl_job);
+}
+
+void
+catload_topology_changed(void)
+{
+	catload_refresh();
+}
+
+/* Every CATLOAD_POLL_MS: refresh requests from workers, and retries. */
+static void
+poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t now = shm_now_ms();
+
+	if (shm_cat_requested() > cl_served && (cl_job == NULL || cl_job->requested <
+						 shm_cat_requested())) {
+		catload_refresh();
+		return;
+	}
+	if (cl_retry_at != 0 && now >= cl_retry_at && cl_job == NULL) {
+		cl_retry_at = 0;
+		catload_refresh();
+	}
+}
+
+void
+catload_init(struct event_base *base)
+{
+	struct timeval tv = { 0, CATLOAD_POLL_MS * 1000 };
+
+	cl_base = base;
+	cl_conn = pgc_new(base, "catalog");
+	cl_poll = event_new(base, -1, EV_PERSIST, poll_cb, NULL);
+	if (cl_conn == NULL || cl_poll == NULL || event_add(cl_poll, &tv) == -1)
+		log_error("could not set up catalog loading");
+	catload_refresh();
+}
+
+/* Add the findings of <m> against every loaded catalog: V4 to <rej>, V11 to <dis>. */
+static void
+check_all(const struct topo_model *m, struct topo_findings *rej, struct topo_findings *dis)
+{
+	for (size_t i = 0; i < cl_ncats; i++)
+		cat_check_topology(cl_cats[i], m, rej, dis);
+}
+
+/* Copy every finding of <from> into <to>, keeping the preexisting mark. */
+static void
+copy_findings(struct topo_findings *to, const struct topo_findings *from)
+{
+	for (size_t i = 0; i < from->n; i++) {
+		const struct topo_finding *fi = &from->v[i];
+		size_t before = to->n;
+
+		topo_findings_add(to, fi->path, fi->rule, fi->sqlstate, fi->forceable, "%s",
+				  fi->message);
+		if (to->n > before)
+			to->v[to->n - 1].preexisting = fi->preexisting;
+	}
+}
+
+/* catload_check: see admin_int.h. */
+bool
+catload_check(const struct topo_model *m, const struct topo_model *previous,
+	      struct topo_findings *f, struct nk_error *err)
+{
+	struct topo_findings now, before, dis;
+	const struct topo_finding *b;
+	bool ok = true;
+
+	topo_findings_init(&now);
+	topo_findings_init(&before);
+	topo_findings_init(&dis);
+	check_all(m, &now, &dis);
+	if (previous != NULL)
+		check_all(previous, &before, &dis);
+	topo_findings_mark_preexisting(&now, &before);
+	copy_findings(f, &now);
+	b = topo_findings_first_blocking(&now, false);
+	if (b != NULL)
+		ok = topo_finding_to_error(b, err);
+	topo_findings_cleanup(&now);
+	topo_findings_cleanup(&before);
+	topo_findings_cleanup(&dis);
+	return ok;
+}
+
+void
+catload_add_findings(const struct topo_model *m, struct topo_findings *f)
+{
+	check_all(m, f, f);
+}
+
+uint64_t
+catload_version(void)
+{
+	return cl_version;
+}
