@@ -113,4 +113,25 @@ const char *cat_image_type_label(const void *img, uint32_t ty, uint32_t i);
 bool cat_image_ks_type(const void *img, uint32_t d, uint32_t oid, enum ks_type *out)
 	NK_MUSTCHECK;
 
+/*
+ * Conveniences for the router's struct plan_catalog callbacks (the worker wires them to the
+ * pinned image and its database number <d>).
+ */
+
+/* Declared type OID of <schema>.<table>.<column>; 0 when unknown. */
+uint32_t cat_image_column_type(const void *img, uint32_t d, const char *schema,
+			       const char *table, const char *column);
+
+/* <oid> with domains followed to their base type (what routing reads values as). */
+uint32_t cat_image_base_type(const void *img, uint32_t d, uint32_t oid);
+
+/* Name of the <n>th column (1-based, dropped columns skipped) of <schema>.<table>; NULL past
+ * the end or when the table is unknown. */
+const char *cat_image_column_name(const void *img, uint32_t d, const char *schema,
+				  const char *table, uint32_t n);
+
+/* pg_class.relkind letter of <schema>.<table> ('r', 'p', 'v', 'm', 'S', 'i', 'f'); 0 when
+ * unknown. */
+char cat_image_relkind(const void *img, uint32_t d, const char *schema, const char *table);
+
 #endif /* NEKI_CATALOG_IMAGE_H */

@@ -340,3 +340,53 @@ cat_image_ks_type(const void *img, uint32_t d, uint32_t oid, enum ks_type *out)
 	}
 	return false;
 }
+
+uint32_t
+cat_image_column_type(const void *img, uint32_t d, const char *schema, const char *table,
+		      const char *column)
+{
+	uint32_t t = cat_image_find_table(img, d, schema, table), c;
+
+	if (t == CAT_IMG_NONE)
+		return 0;
+	c = cat_image_find_column(img, t, column);
+	return c == CAT_IMG_NONE ? 0 : col_at(img, t, c)->type_oid;
+}
+
+/* cat_image_base_type: the depth bound guards a corrupt image. */
+uint32_t
+cat_image_base_type(const void *img, uint32_t d, uint32_t oid)
+{
+	for (int depth = 0; depth < 16; depth++) {
+		uint32_t ty = cat_image_find_type(img, d, oid);
+
+		if (ty == CAT_IMG_NONE || type_at(img, ty)->typtype != CAT_TYPTYPE_DOMAIN)
+			return oid;
+		oid = type_at(img, ty)->base_oid;
+	}
+	return oid;
+}
+
+const char *
+cat_image_column_name(const void *img, uint32_t d, const char *schema, const char *table,
+		      uint32_t n)
+{
+	uint32_t t = cat_image_find_table(img, d, schema, table);
+
+	if (t == CAT_IMG_NONE || n == 0 || n > table_at(img, t)->ncols)
+		return NULL;
+	return str(img, col_at(img, t, n - 1)->name);
+}
+
+char
+cat_image_relkind(const void *img, uint32_t d, const char *schema, const char *table)
+{
+	static const char letters[] = "rpvmSif";	/* enum cat_relkind order */
+	uint32_t t = cat_image_find_table(img, d, schema, table);
+	uint32_t k;
+
+	if (t == CAT_IMG_NONE)
+		return 0;
+	k = table_at(img, t)->kind;
+	return k < sizeof(letters) - 1 ? letters[k] : 0;
+}

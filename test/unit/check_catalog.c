@@ -432,6 +432,18 @@ START_TEST(test_image_round_trip)
 	ck_assert_uint_eq(cat_image_find_table(buf, d, "public", "zzz"), CAT_IMG_NONE);
 	ck_assert_uint_eq(cat_image_find_column(buf, t, "nope"), CAT_IMG_NONE);
 	ck_assert_uint_eq(cat_image_find_type(buf, d, 4242), CAT_IMG_NONE);
+	/* the router's plan_catalog conveniences */
+	ck_assert_uint_eq(cat_image_column_type(buf, d, "public", "customers", "email"), 16510);
+	ck_assert_uint_eq(cat_image_base_type(buf, d, 16510), 25);	/* email -> short_text -> text */
+	ck_assert_uint_eq(cat_image_base_type(buf, d, 16500), 16500);	/* enums stay */
+	ck_assert_uint_eq(cat_image_column_type(buf, d, "public", "customers", "nope"), 0);
+	ck_assert_uint_eq(cat_image_column_type(buf, d, "public", "nope", "id"), 0);
+	ck_assert_str_eq(cat_image_column_name(buf, d, "public", "customers", 3), "name");
+	ck_assert_ptr_null(cat_image_column_name(buf, d, "public", "customers", 4));
+	ck_assert_ptr_null(cat_image_column_name(buf, d, "public", "customers", 0));
+	ck_assert_int_eq(cat_image_relkind(buf, d, "public", "events"), 'p');
+	ck_assert_int_eq(cat_image_relkind(buf, d, "public", "customers_id_seq"), 'S');
+	ck_assert_int_eq(cat_image_relkind(buf, d, "public", "nope"), 0);
 	/* the image is position independent */
 	{
 		uint64_t *moved = malloc(size);
