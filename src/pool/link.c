@@ -29,6 +29,7 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
+#include "neki/tls.h"
 #include "pool_int.h"
 
 static const char *const link_state_names[LINK_ST_COUNT] = {
@@ -314,14 +315,39 @@ link_local_addr(const struct link *l, char *buf, size_t len)
 	}
 }
 
+/* server_tls_sslmode negotiation ended: go on with the StartupMessage, or give up. */
+static void
+link_tls_done(struct sbuf *sb, bool ok, const char *errmsg, void *arg)
+{
+	struct link *l = arg;
+
+	if (!ok) {
+		link_log(l, LOG_LVL_WARNING, "server TLS negotiation failed: %s",
+			 errmsg != NULL ? errmsg : "unknown error");
+		link_close(l, false, errmsg != NULL ? errmsg : "server TLS negotiation failed");
+		return;
+	}
+	if (!link_send_startup(l))
+		link_close(l, false, "failed to send startup packet");
+}
+
+/* Connected: with server TLS configured (TCP only), negotiate it first; then log in. */
 static void
 link_on_connected(struct link *l)
 {
+	const struct pool *p = l->pool;
+	struct tls_ctx *ctx = tls_server_ctx();
 	char local[128];
 
-	if (l->pool->cfg->log_connections) {
+	if (p->cfg->log_connections) {
 		link_local_addr(l, local, sizeof(local));
 		link_log(l, LOG_LVL_INFO, "new connection to server (from %s)", local);
+	}
+	if (ctx != NULL && !sbuf_is_unix(&l->sb)) {
+		if (!tls_sbuf_connect(&l->sb, ctx, l->host_idx < p->nhosts ?
+				      p->hosts[l->host_idx].name : NULL, link_tls_done, l))
+			link_close(l, false, "out of memory");
+		return;
 	}
 	if (!link_send_startup(l))
 		link_close(l, false, "failed to send startup packet");

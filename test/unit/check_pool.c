@@ -34,6 +34,7 @@
 #include "neki/pool.h"
 #include "neki/proto.h"
 #include "neki/scram.h"
+#include "neki/tls.h"
 #include "suites.h"
 
 /* ---- the cluster (suite-wide, started in the parent process) ---- */
@@ -1451,6 +1452,48 @@ START_TEST(test_reconfigure_moves_links)
 }
 END_TEST
 
+/* server_tls_sslmode: TCP links speak TLS (pg_stat_ssl says so), unix ones stay plain. */
+START_TEST(test_server_tls)
+{
+	struct pool *p;
+	struct tclient a;
+	struct nk_error err;
+
+	NEED_CLUSTER();
+	load_cfg("db = host=127.0.0.1 port=%d dbname=postgres\n"
+		 "sock = host=%2$s port=%1$d dbname=postgres\n",
+		 "pool_mode = transaction\nserver_tls_sslmode = require");
+	ck_assert_msg(tls_init(cfg, &err), "%s", err.message);
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	ck_assert(tls_sbuf_is_tls(link_sbuf(a.link)));
+	ck_assert_str_eq(tc_query(&a, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"),
+			 "t");
+	pool_release(a.link, NULL);
+	pool_free(p);
+	p = mk_pool("sock", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	ck_assert(!tls_sbuf_is_tls(link_sbuf(a.link)));
+	pool_release(a.link, NULL);
+	pool_free(p);
+	tls_cleanup();
+	drop_cfg();
+
+	/* verify-full without the server's CA: the handshake fails, the link is not used */
+	load_cfg(DB_TCP, "server_tls_sslmode = verify-full\nquery_wait_timeout = 1");
+	if (!tls_init(cfg, &err)) {
+		fprintf(stderr, "check_pool: verify-full needs a CA file here: %s\n", err.message);
+		return;
+	}
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get(&a, p);
+	ck_assert(a.failed);
+	ck_assert(log_has("server TLS negotiation failed: "));
+	pool_free(p);
+	tls_cleanup();
+}
+END_TEST
+
 Suite *
 pool_suite(void)
 {
@@ -1484,6 +1527,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_evict_for_db_and_user_limits);
 	tcase_add_test(tc, test_fast_close_kill_maxwait);
 	tcase_add_test(tc, test_reconfigure_moves_links);
+	tcase_add_test(tc, test_server_tls);
 	suite_add_tcase(s, tc);
 	return s;
 }
