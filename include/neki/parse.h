@@ -327,6 +327,19 @@ struct stmt {
 struct stmt *parse_statement(struct rarena *a, const char *sql, const struct parse_norm *norm,
 			     struct nk_error *err);
 
+/* One statement of a multi-statement text. */
+struct parse_span {
+	uint32_t start, len;	/* bytes of the statement in the text (no ';') */
+};
+
+/*
+ * Split <sql> into its statements with the Postgres scanner (semicolons inside strings,
+ * comments and dollar quotes do not split). <out> is allocated in <a>; empty statements are
+ * skipped. False only on no memory or a scanner error (53200 / 42601 in <err>).
+ */
+bool parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t *n,
+		 struct nk_error *err) NK_MUSTCHECK;
+
 /* "SELECT", "INSERT", ... */
 const char *stmt_kind_str(enum stmt_kind k);
 

@@ -78,6 +78,7 @@ struct plan_input {
 	uint32_t nparams;
 	const struct parse_norm *norm;		/* this execution's literals; NULL: none */
 	bool extended;				/* extended query protocol */
+	bool multi_statement;			/* one of several statements of a Query */
 };
 
 enum plan_kind {

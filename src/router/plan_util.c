@@ -365,7 +365,7 @@ plan_copy(struct pctx *c)
 
 	if (c->in->extended)
 		return nk_error_nk013(c->err, 55);
-	if (c->s->nstatements > 1)
+	if (c->s->nstatements > 1 || c->in->multi_statement)
 		return nk_error_nk013(c->err, 54);
 	if (cp->has_query)
 		return nk_error_nk013(c->err, cp->is_from ? 48 : 49);

@@ -302,6 +302,27 @@ START_TEST(test_parse_error)
 }
 END_TEST
 
+START_TEST(test_split)
+{
+	static const char sql[] = "SELECT ';' ; /* ; */ INSERT INTO t VALUES ($$;$$);;COPY t FROM STDIN";
+	struct rarena *a = rarena_new();
+	struct parse_span *v;
+	struct nk_error err;
+	uint32_t n;
+
+	ck_assert(parse_split(a, sql, &v, &n, &err));
+	ck_assert_uint_eq(n, 3);
+	ck_assert_uint_eq(v[0].len, strlen("SELECT ';'"));
+	ck_assert_int_eq(strncmp(sql + v[0].start, "SELECT ';'", v[0].len), 0);
+	ck_assert_uint_eq(v[1].len, strlen("/* ; */ INSERT INTO t VALUES ($$;$$)"));
+	ck_assert_int_eq(strncmp(sql + v[1].start, "/* ; */ INSERT INTO t VALUES ($$;$$)",
+				 v[1].len), 0);
+	ck_assert_uint_eq(v[2].len, strlen("COPY t FROM STDIN"));
+	ck_assert_int_eq(strncmp(sql + v[2].start, "COPY t FROM STDIN", v[2].len), 0);
+	rarena_free(a);
+}
+END_TEST
+
 Suite *
 router_suite(void)
 {
@@ -318,6 +339,7 @@ router_suite(void)
 	tcase_add_loop_test(tc, test_model_flags, 0, NK_ARRAY_LEN(flag_cases));
 	tcase_add_test(tc, test_model_utility);
 	tcase_add_test(tc, test_parse_error);
+	tcase_add_test(tc, test_split);
 	suite_add_tcase(s, tc);
 	router_add_plan_tests(s);
 	return s;
