@@ -271,6 +271,7 @@ dns_host_query(struct dns_host *h)
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = ARES_AI_ENVHOSTS;	/* CARES_HOSTS may name another hosts file */
 	ares_getaddrinfo(h->d->ch, h->name, NULL, &hints, dns_ares_cb, h);
 	dns_rearm_timer(h->d);
 }

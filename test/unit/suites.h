@@ -21,7 +21,8 @@
 	X(admin) \
 	X(router) \
 	X(catalog) \
-	X(tls)
+	X(tls) \
+	X(dnssrv)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)
