@@ -10,6 +10,7 @@
  *   store.c     the SQL of the durable store and the router registry
  *   pgconn.c    the libpq adapter (the only file that includes libpq-fe.h)
  *   catload.c   loading the catalog (src/catalog) and publishing it into shm
+ *   catcheck.c  set_data_topology's fresh catalog check of the new document's databases
  */
 #ifndef NEKI_ADMIN_ADMIN_INT_H
 #define NEKI_ADMIN_ADMIN_INT_H
@@ -316,6 +317,23 @@ NK_MUSTCHECK bool catload_check(const struct topo_model *m, const struct topo_mo
 void catload_add_findings(const struct topo_model *m, struct topo_findings *f);
 /* The last published catalog version (0 = none yet). */
 uint64_t catload_version(void);
+
+/*
+ * ---- catcheck.c ----
+ * catload_check() judges a new document by the catalog already loaded for the published
+ * topology; catcheck_run() reads the catalog of the new document's databases fresh, just
+ * before the store (the first topology, a database new to the topology, tables changed since
+ * the last load).
+ */
+
+typedef void (*catcheck_done_fn)(void *arg, const struct nk_error *err);
+
+/*
+ * Check the rules of <m> that need the shards' catalog (V4 fails, V11 is logged), reading it
+ * from the authoritative shard <auth_uid>. <done> gets NULL when the topology passes.
+ */
+void catcheck_run(const struct topo_model *m, const char *auth_uid, bool force,
+		  catcheck_done_fn done, void *arg);
 
 /* ---- pgconn.c: libpq on the admin's event loop ---- */
 

@@ -577,7 +577,20 @@ ddl_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 		  0, NULL, locked_cb, j);
 }
 
-/* Start the transaction of the job at the head of the queue. */
+/* The catalog rules passed (or <err>): start the store transaction. */
+static void
+catalog_checked(void *arg, const struct nk_error *err)
+{
+	struct set_job *j = arg;
+
+	if (err != NULL) {
+		job_fail(j, err);
+		return;
+	}
+	pgc_query(writer, store_ddl, 0, NULL, ddl_cb, j);
+}
+
+/* Check the catalog rules, then store the job at the head of the queue. */
 static void
 set_run_next(void)
 {
@@ -598,7 +611,7 @@ set_run_next(void)
 	}
 	pgc_set_conninfo(writer, conninfo);
 	free(conninfo);
-	pgc_query(writer, store_ddl, 0, NULL, ddl_cb, j);
+	catcheck_run(j->model, auth, j->force, catalog_checked, j);
 }
 
 /* Read the options JSON: comment, expected_revision, force; anything else is an error. */

@@ -372,3 +372,17 @@ def test_force_records_suppressed_findings(sharded, pg_cluster, cluster_db):
     assert json.loads(pg_cluster.sql("shard-a", "SELECT suppressed_findings FROM "
                                      "__neki.data_topology_log WHERE revision = 2",
                                      dbname=cluster_db)[0][0]) == []
+
+
+def test_shard_key_type_checked_against_catalog(sharded, pg_cluster, cluster_db):
+    """V4: the authoritative shard's catalog says the shard key's type cannot be routed."""
+    inst = sharded()
+    pg_cluster.sql("shard-a", "CREATE TABLE orders (id int, customer_id point)",
+                   dbname=cluster_db)
+    e = run_err(inst, set_sql(topology(cluster_db), overwrite=False))
+    assert e.diag.sqlstate == "22023"
+    assert "tables/shard-key-type" in str(e) or "customer_id" in str(e)
+    assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()") == [(0,)]
+    pg_cluster.sql("shard-a", "ALTER TABLE orders ALTER customer_id TYPE bigint USING 0",
+                   dbname=cluster_db)
+    assert run(inst, set_sql(topology(cluster_db), overwrite=False)) == [(True, 1)]
