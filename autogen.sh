@@ -5,8 +5,11 @@
 #                         (as root, with apt-get; a no-op when everything is there)
 set -e
 cd "$(dirname "$0")"
-BUILD_DEPS="autoconf automake libtool pkg-config gcc make libevent-dev libc-ares-dev libssl-dev
-libpq-dev libxxhash-dev libcjson-dev check libpg-query-dev libicu-dev"
+# the tools, plus every Debian package that configure.ac names for a library (so a dependency
+# added to configure.ac is installed here without a second list to keep in step)
+BUILD_DEPS="autoconf automake libtool pkg-config gcc make $(sed -n \
+	-e 's/^NK_REQUIRE_PC(\[[^]]*\], *\[[^]]*\], *\[\([a-z0-9.+-]*\)\]).*/\1/p' \
+	-e 's/.*install the Debian package \([a-z0-9][a-z0-9.+-]*\).*/\1/p' configure.ac | sort -u)"
 if [ "${1:-}" = "--deps" ]; then
 	missing=""
 	for p in $BUILD_DEPS; do
