@@ -317,21 +317,25 @@ catload_topology_changed(void)
 	catload_refresh();
 }
 
-/* Every CATLOAD_POLL_MS: refresh requests from workers, and retries. */
+/*
+ * Every CATLOAD_POLL_MS: refresh requests from workers, and retries. After a failed load or
+ * publication, requests wait for the retry too, so a shard that is down is not asked again
+ * every poll.
+ */
 static void
 poll_cb(evutil_socket_t fd, short what, void *arg)
 {
-	uint64_t now = shm_now_ms();
+	uint64_t requested = shm_cat_requested();
 
-	if (shm_cat_requested() > cl_served && (cl_job == NULL || cl_job->requested <
-						 shm_cat_requested())) {
+	if (cl_retry_at != 0) {
+		if (shm_now_ms() < cl_retry_at || cl_job != NULL)
+			return;
+		cl_retry_at = 0;
 		catload_refresh();
 		return;
 	}
-	if (cl_retry_at != 0 && now >= cl_retry_at && cl_job == NULL) {
-		cl_retry_at = 0;
+	if (requested > cl_served && (cl_job == NULL || cl_job->requested < requested))
 		catload_refresh();
-	}
 }
 
 void
