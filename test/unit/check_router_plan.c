@@ -271,6 +271,15 @@ static const struct shape_case shape_cases[] = {
 	{ "INSERT INTO order_items (customer_id, order_id) SELECT 5, id FROM orders WHERE "
 	  "customer_id = 5", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:5" },
 	{ "INSERT INTO audit_log (msg) VALUES ('x')", PLAN_SINGLE, PLAN_OP_UNSHARDED, "auth" },
+	{ "UPDATE orders o SET status = 'x' FROM order_items i WHERE i.customer_id = o.customer_id "
+	  "AND o.customer_id = 77", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:77" },
+	{ "MERGE INTO orders o USING order_items i ON o.customer_id = i.customer_id WHEN MATCHED "
+	  "THEN DELETE", PLAN_SCATTER, PLAN_OP_SCATTER, ALL_CUST },
+	{ "SELECT * FROM orders o, products p WHERE o.customer_id = 1 AND lower(p.sku) = 'x'",
+	  PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:1" },
+	{ "SELECT * FROM orders o JOIN countries c ON true JOIN currencies u ON true WHERE "
+	  "o.customer_id IN (3, 4)", PLAN_SHARD_SET, PLAN_OP_IN, "c:3,c:4" },
+
 	{ "CREATE TABLE t (a int)", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
 	  "auth,shard-a,shard-b,shard-c,shard-d" },
 	{ "VACUUM ANALYZE orders", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
@@ -375,6 +384,23 @@ static const struct reject_case reject_cases[] = {
 	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
 	{ "SELECT * FROM orders WHERE customer_id = ANY($1)",
 	  NK(115, "Multiple routing-parameter values are unavailable.") },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, (SELECT 1))",
+	  NK(69, "Subqueries in VALUES are unavailable.") },
+	{ "ALTER FOREIGN DATA WRAPPER w OPTIONS (ADD a '1')",
+	  NK(312, "Foreign data wrappers are unavailable.") },
+	{ "ALTER FOREIGN TABLE ft ALTER COLUMN a OPTIONS (ADD b '1')",
+	  NK(314, "Foreign tables are unavailable.") },
+	{ "DROP SERVER s", NK(313, "Creating a foreign server is unavailable.") },
+	{ "COPY orders FROM PROGRAM 'cat x'", NK(41, "File COPY is unavailable for sharded "
+						  "tables.") },
+	{ "SELECT * FROM orders o, products p WHERE o.customer_id = 1",
+	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
+	{ "SELECT * FROM orders o WHERE customer_id IN (SELECT customer_id FROM order_items)",
+	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
+	{ "SELECT * FROM countries JOIN audit_log ON true",
+	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
+	{ "SELECT * FROM orders o JOIN audit_log a ON true",
+	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
 	{ "INSERT INTO orders (customer_id, id) VALUES (1, (SELECT 1) + 1)",
 	  NK(116, "This INSERT subquery shape is unavailable.") },
 	{ "INSERT INTO orders (customer_id, id) SELECT customer_id, id FROM orders",
