@@ -979,12 +979,57 @@ START_TEST(test_plan_cache)
 }
 END_TEST
 
+/* ---- robustness: every prefix of every statement above plans or fails cleanly ---- */
+
+static void
+plan_prefixes(const char *sql)
+{
+	size_t len = strlen(sql);
+	char *buf = malloc(len + 1);
+	struct plan_session sess;
+
+	ck_assert_ptr_nonnull(buf);
+	plan_session_init(&sess, "store");
+	for (size_t k = 0; k <= len; k++) {
+		struct rarena *a = rarena_new();
+		struct parse_norm n;
+		struct nk_error err;
+		struct plan_input in;
+		struct plan p;
+		const struct stmt *s;
+
+		memcpy(buf, sql, k);
+		buf[k] = '\0';
+		ck_assert(parse_normalize(a, buf, &n));
+		s = parse_statement(a, buf, &n, &err);
+		memset(&in, 0, sizeof(in));
+		in.topo = img;
+		in.cat = &fx_cat;
+		in.sess = &sess;
+		in.norm = &n;
+		if (s && !plan_build(a, s, &in, &p, &err))
+			ck_assert(err.sqlstate[0] != '\0' && err.message[0] != '\0');
+		rarena_free(a);
+	}
+	free(buf);
+}
+
+START_TEST(test_prefixes)
+{
+	for (size_t i = 0; i < NK_ARRAY_LEN(shape_cases); i++)
+		plan_prefixes(shape_cases[i].sql);
+	for (size_t i = 0; i < NK_ARRAY_LEN(reject_cases); i++)
+		plan_prefixes(reject_cases[i].sql);
+}
+END_TEST
+
 /* router_add_plan_tests: see router_fixtures.h. */
 void
 router_add_plan_tests(Suite *s)
 {
 	TCase *tc = tcase_create("plan");
 
+	tcase_set_timeout(tc, 60);
 	tcase_add_unchecked_fixture(tc, setup_image, teardown_image);
 	tcase_add_loop_test(tc, test_plan_shapes, 0, NK_ARRAY_LEN(shape_cases));
 	tcase_add_loop_test(tc, test_plan_rejects, 0, NK_ARRAY_LEN(reject_cases));
@@ -1000,5 +1045,6 @@ router_add_plan_tests(Suite *s)
 	tcase_add_test(tc, test_tx_mode_single_and_prefer);
 	tcase_add_test(tc, test_direct_shard);
 	tcase_add_test(tc, test_plan_cache);
+	tcase_add_test(tc, test_prefixes);
 	suite_add_tcase(s, tc);
 }
