@@ -332,6 +332,7 @@ child_run(const struct child_spec *s)
 		spec.on_start();
 	shm_proc_beat(slot);
 	shm_proc_set_state(slot, SHM_PST_RUNNING);
+	child_switch_topology();	/* a restarted process starts on the published revision */
 	mbox_cb(-1, 0, NULL);		/* commands posted before we were up */
 	event_base_dispatch(base);
 	child_exit(0);
