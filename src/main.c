@@ -35,6 +35,7 @@
 #include "neki/router.h"
 #include "neki/sdnotify.h"
 #include "neki/shm.h"
+#include "neki/tls.h"
 #include "neki/worker.h"
 
 #define BACKOFF_FIRST_MS 100		/* delay before restarting a child that died young */
@@ -194,6 +195,8 @@ check_startup(const struct cfg *c, struct run_user *ru)
 		fatal("in daemon mode (-d) a logfile or syslog is required");
 	if (!daemon_pidfile_check(c->pidfile, &err))
 		fatal("%s", err.message);
+	if (!tls_check(c, &err))
+		fatal("TLS setup failed: %s", err.message);
 }
 
 /* A start-up failure after sockets were bound: remove what we created, then exit 1. */

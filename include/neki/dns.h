@@ -121,4 +121,19 @@ struct dns_info {
 };
 void dns_get_info(const struct dns *d, struct dns_info *out);
 
+/* ---- the process's resolver (workers) ---- */
+
+/*
+ * Create this process's resolver on <base> from the settings of <c> (once, at start). False
+ * with <err> when c-ares cannot start.
+ */
+NK_MUSTCHECK bool dns_process_init(struct event_base *base, const struct cfg *c,
+				   struct nk_error *err);
+/* The process's resolver (borrowed), or NULL before dns_process_init(). */
+struct dns *dns_process(void);
+/* RELOAD: apply the reloadable DNS settings of <c> (no-op without a resolver). */
+void dns_process_reload(const struct cfg *c);
+/* Free the process's resolver (exit, tests). */
+void dns_process_free(void);
+
 #endif /* NEKI_DNS_H */

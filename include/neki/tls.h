@@ -73,12 +73,15 @@ enum cfg_sslmode tls_ctx_sslmode(const struct tls_ctx *ctx);
  */
 NK_MUSTCHECK bool tls_init(const struct cfg *c, struct nk_error *err);
 
+/* Build and drop the contexts <c> asks for: start-up validation in the master. */
+NK_MUSTCHECK bool tls_check(const struct cfg *c, struct nk_error *err);
+
 /*
  * RELOAD: rebuild both contexts from <c> (re-reading the files). On failure logs the reason
  * and "TLS configuration could not be reloaded, keeping old configuration", keeps the old
  * pair and returns false. <server_changed> (may be NULL) is set when the server-side
  * settings or file contents differ from the previous ones (pgbouncer then reconnects the
- * servers).
+ * servers). Does nothing (true) in a process that never ran tls_init() (the master).
  */
 bool tls_reload(const struct cfg *c, bool *server_changed);
 

@@ -883,3 +883,49 @@ dns_free(struct dns *d)
 	event_free(d->zone_timer);
 	free(d);
 }
+
+/* ---- the process's resolver ---- */
+
+static struct dns *dns_proc;	/* dns_process_init(); owned */
+
+/* Create the process's resolver from <c>. */
+bool
+dns_process_init(struct event_base *base, const struct cfg *c, struct nk_error *err)
+{
+	struct dns_opts o;
+	struct dns_opts_ext x;
+
+	if (dns_proc != NULL)
+		return true;
+	dns_opts_from_cfg(&o, &x, c);
+	dns_proc = dns_new_ext(base, &o, &x, err);
+	return dns_proc != NULL;
+}
+
+struct dns *
+dns_process(void)
+{
+	return dns_proc;
+}
+
+/* Apply the reloadable settings of <c> to the process's resolver. */
+void
+dns_process_reload(const struct cfg *c)
+{
+	struct dns_opts o;
+	struct dns_opts_ext x;
+
+	if (dns_proc == NULL)
+		return;
+	dns_opts_from_cfg(&o, &x, c);
+	x.addr_gone = dns_proc->addr_gone;
+	x.addr_gone_arg = dns_proc->addr_gone_arg;
+	dns_reconfigure(dns_proc, &o, &x);
+}
+
+void
+dns_process_free(void)
+{
+	dns_free(dns_proc);
+	dns_proc = NULL;
+}

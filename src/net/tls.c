@@ -91,6 +91,7 @@ struct tls_conn {
 /* The process's current contexts (tls_init / tls_reload). */
 static struct tls_ctx *tls_cur_client;
 static struct tls_ctx *tls_cur_server;
+static bool tls_ready;		/* tls_init() succeeded in this process */
 static BIO_METHOD *tls_bio_meth;
 
 static ssize_t tls_io_recv(struct sbuf *sb, void *buf, size_t len);
@@ -578,6 +579,20 @@ tls_init(const struct cfg *c, struct nk_error *err)
 	if (!tls_build_pair(c, &cl, &sv, err))
 		return false;
 	tls_swap_pair(cl, sv);
+	tls_ready = true;
+	return true;
+}
+
+/* Validate <c>'s TLS settings and files without keeping anything. */
+bool
+tls_check(const struct cfg *c, struct nk_error *err)
+{
+	struct tls_ctx *cl, *sv;
+
+	if (!tls_build_pair(c, &cl, &sv, err))
+		return false;
+	tls_ctx_unref(cl);
+	tls_ctx_unref(sv);
 	return true;
 }
 
@@ -598,6 +613,8 @@ tls_reload(const struct cfg *c, bool *server_changed)
 
 	if (server_changed != NULL)
 		*server_changed = false;
+	if (!tls_ready)
+		return true;	/* this process does not use TLS (the master) */
 	if (!tls_build_pair(c, &cl, &sv, &err)) {
 		log_error("%s", err.message);
 		log_warn("TLS configuration could not be reloaded, keeping old configuration");
@@ -625,6 +642,7 @@ void
 tls_cleanup(void)
 {
 	tls_swap_pair(NULL, NULL);
+	tls_ready = false;
 }
 
 /* Answer 'S' to an SSLRequest: a client context exists and the client is not on Unix. */

@@ -25,7 +25,9 @@
 #include <event2/event.h>
 
 #include "neki/config.h"
+#include "neki/dns.h"
 #include "neki/log.h"
+#include "neki/tls.h"
 
 enum child_exit_mode {
 	CHILD_RUN = 0,			/* serving */
@@ -317,6 +319,23 @@ setup_events(void)
 		fatal("could not set up the event loop");
 }
 
+/*
+ * Workers: the TLS contexts (client and server side) and the resolver for server host names
+ * (net/tls.c, net/dns.c). A worker never serves with TLS settings it cannot honour.
+ */
+static void
+start_net(void)
+{
+	struct nk_error err;
+
+	if (spec.kind != SHM_PROC_WORKER)
+		return;
+	if (!tls_init(cfg_current(), &err))
+		fatal("TLS setup failed: %s", err.message);
+	if (!dns_process_init(base, cfg_current(), &err))
+		fatal("%s", err.message);
+}
+
 void
 child_run(const struct child_spec *s)
 {
@@ -328,6 +347,7 @@ child_run(const struct child_spec *s)
 	shm_proc_set_state(slot, SHM_PST_STARTING);
 	shm_stats_read(slot, &stats);	/* totals survive a restart of this slot */
 	setup_events();
+	start_net();
 	if (spec.on_start != NULL)
 		spec.on_start();
 	shm_proc_beat(slot);

@@ -12,7 +12,9 @@
 #include "neki/worker.h"
 
 #include "neki/config.h"
+#include "neki/dns.h"
 #include "neki/log.h"
+#include "neki/tls.h"
 
 static bool cli_quiet;		/* -q */
 static int cli_verbose;		/* number of -v */
@@ -48,6 +50,8 @@ reload_config(void)
 	}
 	cfg_set_current(nc);
 	cfg_unref(nc);
+	(void)tls_reload(cfg_current(), NULL);	/* logs and keeps the old TLS pair on failure */
+	dns_process_reload(cfg_current());
 	if (!reload_configure_log(cfg_current(), cli_quiet, cli_verbose))
 		log_warn("could not reopen the logfile; logging goes where it went before");
 	return true;

@@ -23,6 +23,7 @@
 
 #include <event2/event.h>
 
+#include "neki/config.h"
 #include "neki/dns.h"
 #include "suites.h"
 
@@ -598,6 +599,29 @@ START_TEST(test_free_with_queries_in_flight)
 }
 END_TEST
 
+START_TEST(test_process_resolver)
+{
+	struct cfg c;
+	struct nk_error err;
+	struct ans a;
+
+	memset(&c, 0, sizeof(c));
+	c.dns_max_ttl = 15;
+	c.dns_nxdomain_ttl = 15;
+	c.resolv_conf = resolv;
+	ck_assert_ptr_null(dns_process());
+	dns_process_reload(&c);		/* no resolver yet: nothing happens */
+	ck_assert(dns_process_init(base, &c, &err));
+	ck_assert_ptr_nonnull(dns_process());
+	a = resolve(dns_process(), "127.0.0.1", 5);
+	ck_assert(a.ok);
+	c.dns_zone_check_period = 1;
+	dns_process_reload(&c);
+	dns_process_free();
+	ck_assert_ptr_null(dns_process());
+}
+END_TEST
+
 Suite *
 dnssrv_suite(void)
 {
@@ -612,6 +636,7 @@ dnssrv_suite(void)
 	tcase_add_test(tc, test_zone_serial_check);
 	tcase_add_test(tc, test_hosts_file_and_numeric);
 	tcase_add_test(tc, test_free_with_queries_in_flight);
+	tcase_add_test(tc, test_process_resolver);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -832,6 +832,15 @@ START_TEST(test_reload)
 	sh("cp %s %s && cp %s %s", path("server.key"), path("live.key"), path("server.crt"),
 	   path("live.crt"));
 	cfg_fill();
+	/* before tls_init (the master): reload is a no-op, tls_check validates */
+	ck_assert(tls_reload(&tcfg, &changed));
+	ck_assert(!changed);
+	ck_assert_ptr_null(tls_client_ctx());
+	ck_assert(tls_check(&tcfg, &err));
+	tcfg.client_tls_key_file = tcfg.server_tls_ca_file;	/* a certificate, not a key */
+	ck_assert(!tls_check(&tcfg, &err));
+	ck_assert(strncmp(err.message, "could not load client_tls_key_file", 34) == 0);
+	cfg_fill();
 	ck_assert(tls_init(&tcfg, &err));
 	ck_assert(tls_client_offer(false) && !tls_client_offer(true));
 	ck_assert(tls_client_required(false) && !tls_client_required(true));
