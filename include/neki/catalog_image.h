@@ -14,6 +14,7 @@
 
 #include "neki/catalog.h"
 #include "neki/keyspace.h"
+#include "neki/shm.h"
 
 #define CAT_IMAGE_MAGIC UINT32_C(0x49434b4e)	/* "NKCI" */
 #define CAT_IMAGE_VERSION 1
@@ -133,5 +134,33 @@ const char *cat_image_column_name(const void *img, uint32_t d, const char *schem
 /* pg_class.relkind letter of <schema>.<table> ('r', 'p', 'v', 'm', 'S', 'i', 'f'); 0 when
  * unknown. */
 char cat_image_relkind(const void *img, uint32_t d, const char *schema, const char *table);
+
+/* ---- a worker's view: the published image pinned, one database chosen (view.c) ---- */
+
+struct cat_view {
+	const void *img;		/* borrowed from shm while pinned; NULL when none */
+	uint32_t db;			/* database number in img; CAT_IMG_NONE when absent */
+	uint64_t version;		/* catalog version of img (0: none) */
+	struct shm_topo_ref ref;	/* the pin */
+	bool pinned;
+};
+
+/*
+ * Pin the published catalog image and select database <dbname> in it. Always fills <v>:
+ * with no catalog published, img is NULL and db CAT_IMG_NONE (every lookup answers
+ * "unknown"). Release with cat_view_release() (before the next acquire).
+ */
+void cat_view_acquire(struct cat_view *v, const char *dbname);
+void cat_view_release(struct cat_view *v);
+
+/*
+ * struct plan_catalog callbacks over a struct cat_view <arg>: the type OID of a column
+ * (domains resolved to their base type, as routing reads values), the name of column <n>
+ * (1-based), the relkind letter. 0 / NULL when unknown.
+ */
+uint32_t cat_view_column_type(void *arg, const char *schema, const char *table,
+			      const char *column);
+const char *cat_view_column_name(void *arg, const char *schema, const char *table, uint32_t n);
+char cat_view_relkind(void *arg, const char *schema, const char *table);
 
 #endif /* NEKI_CATALOG_IMAGE_H */

@@ -689,6 +689,44 @@ START_TEST(test_shm_refresh_requests)
 }
 END_TEST
 
+START_TEST(test_shm_view)
+{
+	struct cat_view v;
+
+	/* nothing published: every lookup is "unknown" */
+	cat_view_acquire(&v, "store");
+	ck_assert_ptr_null(v.img);
+	ck_assert_uint_eq(cat_view_column_type(&v, "public", "orders", "id"), 0);
+	ck_assert_ptr_null(cat_view_column_name(&v, "public", "orders", 1));
+	ck_assert_int_eq(cat_view_relkind(&v, "public", "orders"), 0);
+	cat_view_release(&v);
+	publish_store(3, 0);
+	cat_view_acquire(&v, "store");
+	ck_assert_uint_eq(v.version, 3);
+	ck_assert_uint_eq(atomic_load(&shm_header()->cat[v.ref.slot].pins), 1);
+	ck_assert_uint_eq(cat_view_column_type(&v, "public", "orders", "id"), 20);
+	ck_assert_uint_eq(cat_view_column_type(&v, "public", "customers", "email"), 25);
+	ck_assert_uint_eq(cat_view_column_type(&v, "public", "orders", "nope"), 0);
+	ck_assert_str_eq(cat_view_column_name(&v, "public", "orders", 2), "id");
+	ck_assert_int_eq(cat_view_relkind(&v, "public", "v_orders"), 'v');
+	/* a new version does not disturb the pinned view; the next acquire sees it */
+	publish_store(4, 0);
+	ck_assert_str_eq(cat_view_column_name(&v, "public", "orders", 1), "customer_id");
+	cat_view_release(&v);
+	cat_view_acquire(&v, "store");
+	ck_assert_uint_eq(v.version, 4);
+	cat_view_release(&v);
+	/* a database the catalog lacks */
+	cat_view_acquire(&v, "other");
+	ck_assert_ptr_nonnull(v.img);
+	ck_assert_uint_eq(v.db, CAT_IMG_NONE);
+	ck_assert_uint_eq(cat_view_column_type(&v, "public", "orders", "id"), 0);
+	cat_view_release(&v);
+	for (unsigned i = 0; i < SHM_CAT_SLOTS; i++)
+		ck_assert_uint_eq(atomic_load(&shm_header()->cat[i].pins), 0);
+}
+END_TEST
+
 Suite *
 catalog_suite(void)
 {
@@ -712,6 +750,7 @@ catalog_suite(void)
 	tcase_add_checked_fixture(tc, shm_setup, shm_teardown);
 	tcase_add_test(tc, test_shm_publish_pin);
 	tcase_add_test(tc, test_shm_refresh_requests);
+	tcase_add_test(tc, test_shm_view);
 	suite_add_tcase(s, tc);
 	return s;
 }
