@@ -23,6 +23,9 @@ struct event_base;
 /* Called for each accepted, non-blocking connection <fd> that arrived on <l>. */
 typedef void (*child_accept_fn)(int fd, const struct listener *l);
 
+/* Called for a forwarded CancelRequest (SHM_CMD_CANCEL): <key> is the BackendKeyData. */
+typedef void (*child_cancel_fn)(const uint8_t *key, size_t len);
+
 /* What one child process is. */
 struct child_spec {
 	unsigned slot;			/* its shm process slot */
@@ -30,6 +33,7 @@ struct child_spec {
 	enum listen_kind listens;	/* which listeners it accepts on */
 	child_accept_fn on_accept;	/* takes ownership of the accepted fd */
 	void (*on_start)(void);		/* NULL, or called once the loop exists, before serving */
+	child_cancel_fn on_cancel;	/* NULL: forwarded cancels are ignored */
 };
 
 /* Run the child's loop until it is told to exit; never returns. */

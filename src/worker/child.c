@@ -260,11 +260,14 @@ handle_command(const struct shm_msg *m)
 	case SHM_CMD_SET:
 		child_apply_setting(m->name);
 		break;
+	case SHM_CMD_CANCEL:
+		if (spec.on_cancel != NULL)
+			spec.on_cancel(m->key, m->key_len <= SHM_MSG_KEY_MAX ? m->key_len : 0);
+		break;
 	case SHM_CMD_DISABLE:
 	case SHM_CMD_ENABLE:
 	case SHM_CMD_RECONNECT:
 	case SHM_CMD_KILL:
-	case SHM_CMD_CANCEL:
 		/* these concern server links and sessions; a process without any has none to act on */
 		break;
 	case SHM_CMD_NONE:

@@ -2,3 +2,9 @@
 libneki_a_SOURCES += src/worker/child.c src/worker/worker.c src/worker/reload.c \
 	src/worker/prelogin.c
 noinst_HEADERS += include/neki/worker.h
+# the client session: state machine, startup, auth, forwarding, cancel, varcache, prepared
+# statements, the worker's pools
+libneki_a_SOURCES += src/worker/session.c src/worker/session_startup.c \
+	src/worker/session_auth.c src/worker/session_fwd.c src/worker/session_cancel.c \
+	src/worker/varcache.c src/worker/prepared.c src/worker/spool.c
+noinst_HEADERS += include/neki/session.h src/worker/session_int.h

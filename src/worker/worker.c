@@ -1,12 +1,15 @@
 /*
  * worker.c - the worker process: the child runtime on the main listeners.
  *
- * A worker accepts clients on the sockets the master bound (TCP and Unix) and, until
- * the session layer exists, answers them with the pre-login responder.
+ * A worker accepts clients on the sockets the master bound (TCP and Unix) and runs their
+ * sessions (src/worker/session*.c); cancels forwarded by other workers arrive through its
+ * shm mailbox.
  */
 #include "neki/base.h"
 
 #include "neki/worker.h"
+
+#include "neki/session.h"
 
 void
 worker_main(unsigned slot)
@@ -15,7 +18,8 @@ worker_main(unsigned slot)
 		.slot = slot,
 		.kind = SHM_PROC_WORKER,
 		.listens = LISTEN_MAIN,
-		.on_accept = prelogin_accept,
+		.on_accept = session_accept,
+		.on_cancel = session_cancel_forwarded,
 	};
 
 	child_run(&s);

@@ -1,0 +1,455 @@
+/*
+ * session.c - the client session state machine: accept, the sbuf callback that dispatches
+ * by state, closing and reaping, the janitor (client_login_timeout, client_idle_timeout,
+ * query_timeout, idle_transaction_timeout) and pgbouncer's "C-0x...:" log prefix.
+ *
+ * The transition table is in session_int.h (enum sess_state). Phase handlers live in
+ * session_startup.c / session_auth.c (LOGIN), session_fwd.c (IDLE, WAIT, ACTIVE).
+ * Entry points: session_accept(), session_count(), sess_close(), sess_set_state().
+ */
+#include "neki/base.h"
+
+#include "neki/session.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "neki/log.h"
+#include "neki/net.h"
+#include "neki/pktbuf.h"
+#include "neki/worker.h"
+#include "session_int.h"
+
+#define SESS_JANITOR_MS 100		/* how often timeouts are checked */
+
+static struct list sess_lists[SESS_ST_COUNT];	/* sessions by state */
+static bool sess_lists_ready;
+static struct session *dead_list;	/* CLOSED sessions, freed by reap_cb */
+static struct event *reap_ev;		/* owned: frees dead sessions (activated) */
+static struct event *janitor_ev;	/* owned: periodic timeouts */
+
+static const char *const sess_state_names[SESS_ST_COUNT] = {
+	[SESS_ST_LOGIN] = "login",
+	[SESS_ST_AUTHQ] = "auth-query",
+	[SESS_ST_WELCOME] = "welcome",
+	[SESS_ST_IDLE] = "idle",
+	[SESS_ST_WAIT] = "waiting",
+	[SESS_ST_ACTIVE] = "active",
+	[SESS_ST_CLOSED] = "closed",
+};
+
+uint64_t
+sess_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+const char *
+sess_state_str(enum sess_state st)
+{
+	return (unsigned)st < SESS_ST_COUNT ? sess_state_names[st] : "?";
+}
+
+size_t
+session_count(void)
+{
+	size_t n = 0;
+
+	if (!sess_lists_ready)
+		return 0;
+	for (int i = 0; i < SESS_ST_CLOSED; i++)
+		n += list_count(&sess_lists[i]);
+	return n;
+}
+
+struct shm_stats *
+sess_stats(void)
+{
+	return child_stats();
+}
+
+/* The only writer of s->state: moves the session between the state lists. */
+void
+sess_set_state(struct session *s, enum sess_state st)
+{
+	NK_ASSERT((unsigned)st < SESS_ST_COUNT);
+	NK_ASSERT(s->state != SESS_ST_CLOSED || st == SESS_ST_CLOSED);
+	if (list_node_linked(&s->node))
+		list_remove(&sess_lists[s->state], &s->node);
+	log_noise("C-%p: %s -> %s", (void *)s, sess_state_str(s->state), sess_state_str(st));
+	s->state = st;
+	list_push_back(&sess_lists[st], &s->node);
+}
+
+/* Log with pgbouncer's client prefix: "C-0x...: db/user@addr:port msg". */
+void
+sess_log(const struct session *s, int lvl, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	if (!log_enabled((enum log_level)lvl))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (s->is_unix)
+		log_msg((enum log_level)lvl, "C-%p: %s/%s@unix(%d):%d %s", (const void *)s,
+			s->dbname ? s->dbname : "(nodb)", s->user ? s->user : "(nouser)",
+			(int)getpid(), s->cfg->listen_port, msg);
+	else
+		log_msg((enum log_level)lvl, "C-%p: %s/%s@%s:%d %s", (const void *)s,
+			s->dbname ? s->dbname : "(nodb)", s->user ? s->user : "(nouser)",
+			s->addr, s->port, msg);
+}
+
+bool
+sess_send_pb(struct session *s, struct pktbuf *pb)
+{
+	bool ok = !pktbuf_failed(pb) && sbuf_send(&s->sb, pb->buf, pb->len);
+
+	pktbuf_cleanup(pb);
+	return ok;
+}
+
+bool
+sess_send_error(struct session *s, const struct nk_error *err)
+{
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 128);
+	pktbuf_write_error(&pb, err);
+	return sess_send_pb(s, &pb);
+}
+
+/* ---- closing ---- */
+
+static void
+sess_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	while (dead_list != NULL) {
+		struct session *s = dead_list;
+
+		dead_list = s->next_dead;
+		list_remove(&sess_lists[SESS_ST_CLOSED], &s->node);
+		sbuf_cleanup(&s->sb);
+		if (s->ev_release != NULL)
+			event_free(s->ev_release);
+		cfg_unref((struct cfg *)s->cfg);
+		free(s->user);
+		free(s->dbname);
+		free(s->app_name);
+		free(s->secret);
+		free(s);
+	}
+}
+
+/* Give back everything the session holds except its memory. */
+static void
+sess_release_all(struct session *s, const char *reason)
+{
+	if (pool_waiter_is_queued(&s->waiter))
+		pool_cancel_wait(&s->waiter);
+	if (s->release_pending)
+		event_del(s->ev_release);
+	s->release_pending = false;
+	if (s->authq_link != NULL) {
+		pool_release(s->authq_link, "client gone during auth_query");
+		s->authq_link = NULL;
+	}
+	sess_drop_link(s, reason);
+	if (s->attached && s->sp != NULL)
+		pool_client_detach(spool_pool(s->sp));
+	s->attached = false;
+	sess_release_counts(s);
+	sess_auth_cleanup(s);
+	sess_reqs_cleanup(s);
+	varcache_cleanup(&s->vars);
+	prep_client_cleanup(&s->prep);
+}
+
+void
+sess_close(struct session *s, const char *reason, const struct nk_error *err)
+{
+	uint64_t age;
+
+	if (s->state == SESS_ST_CLOSED)
+		return;
+	if (err != NULL && !sess_send_error(s, err))
+		log_debug("C-%p: could not send the error", (void *)s);
+	age = (sess_now_us() - s->connect_us) / 1000000u;
+	if (s->cfg->log_disconnections)
+		sess_log(s, LOG_LVL_INFO, "closing because: %s (age=%llus)", reason,
+			 (unsigned long long)age);
+	sess_release_all(s, reason);
+	sbuf_close(&s->sb);
+	sess_set_state(s, SESS_ST_CLOSED);
+	s->next_dead = dead_list;
+	dead_list = s;
+	event_active(reap_ev, EV_TIMEOUT, 0);
+	child_client_closed();
+}
+
+void
+sess_fatal(struct session *s, const char *msg)
+{
+	struct nk_error err;
+
+	nk_error_set(&err, "08P01", "%s", msg);
+	err.severity = NK_SEV_FATAL;
+	sess_close(s, msg, &err);
+}
+
+/* ---- timeouts ---- */
+
+/* The effective setting: [users] entry, then the global value. */
+static double
+sess_user_time(const struct session *s, double user_val, double global_val)
+{
+	return s->ucfg != NULL && user_val >= 0 ? user_val : global_val;
+}
+
+double
+sess_query_timeout(const struct session *s)
+{
+	return sess_user_time(s, s->ucfg ? s->ucfg->query_timeout : -1, s->cfg->query_timeout);
+}
+
+static bool
+sess_expired(uint64_t since, double secs, uint64_t now)
+{
+	return secs > 0 && since != 0 && now - since >= (uint64_t)(secs * 1e6);
+}
+
+static void
+sess_check_login(struct session *s, uint64_t now)
+{
+	if (sess_expired(s->connect_us, s->cfg->client_login_timeout, now))
+		sess_fatal(s, "client_login_timeout");
+}
+
+static void
+sess_check_idle(struct session *s, uint64_t now)
+{
+	double t = sess_user_time(s, s->ucfg ? s->ucfg->client_idle_timeout : -1,
+				  s->cfg->client_idle_timeout);
+
+	if (sess_expired(s->activity_us, t, now))
+		sess_fatal(s, "client_idle_timeout");
+}
+
+/* ACTIVE: a query running too long is cancelled; an idle transaction is closed. */
+static void
+sess_check_active(struct session *s, uint64_t now)
+{
+	double idle_tx = sess_user_time(s, s->ucfg ? s->ucfg->idle_transaction_timeout : -1,
+					s->cfg->idle_transaction_timeout);
+
+	if (s->query_start_us != 0) {
+		if (sess_expired(s->query_start_us, sess_query_timeout(s), now)) {
+			sess_cancel_backend(s);
+			sess_fatal(s, "query timeout");
+		}
+		return;
+	}
+	if (s->tx_status != 'I' && sess_expired(s->activity_us, idle_tx, now))
+		sess_fatal(s, "idle transaction timeout");
+	else if (s->tx_status == 'I')
+		sess_check_idle(s, now);
+}
+
+typedef void (*sess_check_fn)(struct session *s, uint64_t now);
+
+static void
+sess_check_list(enum sess_state st, sess_check_fn fn, uint64_t now)
+{
+	struct list_node *n = list_first(&sess_lists[st]);
+
+	while (n != NULL) {
+		struct session *s = container_of(n, struct session, node);
+
+		n = list_next(&sess_lists[st], n);
+		fn(s, now);	/* may move s to CLOSED: the next node was taken first */
+	}
+}
+
+static void
+sess_janitor_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t now = sess_now_us();
+
+	sess_check_list(SESS_ST_LOGIN, sess_check_login, now);
+	sess_check_list(SESS_ST_AUTHQ, sess_check_login, now);
+	sess_check_list(SESS_ST_WELCOME, sess_check_login, now);
+	sess_check_list(SESS_ST_IDLE, sess_check_idle, now);
+	sess_check_list(SESS_ST_ACTIVE, sess_check_active, now);
+}
+
+/* ---- dispatch ---- */
+
+/* The client's sbuf callback. */
+static bool
+sess_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int err,
+	     void *arg)
+{
+	struct session *s = arg;
+
+	switch (ev) {
+	case SBUF_EV_PKT:
+		break;
+	case SBUF_EV_EOF:
+		sess_close(s, s->state == SESS_ST_LOGIN ? "client unexpected eof" :
+			   "client unexpected eof", NULL);
+		return false;
+	case SBUF_EV_RECV_FAILED:
+	case SBUF_EV_SEND_FAILED:
+		sess_close(s, "client connection failed", NULL);
+		return false;
+	case SBUF_EV_BAD_PKT:
+		sess_fatal(s, "invalid message length");
+		return false;
+	case SBUF_EV_CONNECT_OK:
+	case SBUF_EV_CONNECT_FAILED:
+	case SBUF_EV_SEND_DONE:
+		return false;
+	}
+	s->activity_us = sess_now_us();
+	switch (s->state) {
+	case SESS_ST_LOGIN:
+		return sess_on_login_pkt(s, pkt);
+	case SESS_ST_IDLE:
+	case SESS_ST_ACTIVE:
+		return sess_on_work_pkt(s, pkt);
+	case SESS_ST_AUTHQ:
+	case SESS_ST_WELCOME:
+	case SESS_ST_WAIT:
+		return false;	/* paused: offered again after sbuf_continue() */
+	case SESS_ST_CLOSED:
+		break;
+	}
+	return false;
+}
+
+/* ---- accept ---- */
+
+static bool
+sess_module_init(struct event_base *base)
+{
+	if (sess_lists_ready)
+		return true;
+	for (int i = 0; i < SESS_ST_COUNT; i++)
+		list_init(&sess_lists[i]);
+	reap_ev = event_new(base, -1, 0, sess_reap_cb, NULL);
+	janitor_ev = event_new(base, -1, EV_PERSIST, sess_janitor_cb, NULL);
+	if (reap_ev == NULL || janitor_ev == NULL)
+		return false;
+	struct timeval tv = { 0, SESS_JANITOR_MS * 1000 };
+	if (event_add(janitor_ev, &tv) == -1)
+		return false;
+	sess_lists_ready = true;
+	return true;
+}
+
+/* Fill the peer address fields from the socket. */
+static void
+sess_peer_init(struct session *s, int fd)
+{
+	socklen_t sl = sizeof(s->peer);
+
+	snprintf(s->addr, sizeof(s->addr), "unix");
+	if (getpeername(fd, (struct sockaddr *)&s->peer, &sl) == -1)
+		return;
+	if (s->peer.ss_family == AF_UNIX) {
+		s->is_unix = true;
+	} else if (s->peer.ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&s->peer;
+
+		inet_ntop(AF_INET, &in->sin_addr, s->addr, sizeof(s->addr));
+		s->port = ntohs(in->sin_port);
+	} else if (s->peer.ss_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&s->peer;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, s->addr, sizeof(s->addr));
+		s->port = ntohs(in6->sin6_port);
+	}
+}
+
+static struct session *
+sess_new(struct event_base *base, const struct cfg *c, int fd)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	struct sbuf_opts o;
+
+	if (s == NULL)
+		return NULL;
+	list_node_init(&s->node);
+	s->cfg = c;
+	cfg_ref((struct cfg *)c);
+	s->connect_us = s->activity_us = sess_now_us();
+	s->tx_status = 'I';
+	sess_peer_init(s, fd);
+	sbuf_opts_from_cfg(&o, c);
+	s->ev_release = event_new(base, -1, 0, (event_callback_fn)sess_release_cb, s);
+	if (!sbuf_init(&s->sb, base, sess_sbuf_cb, s, &o) || s->ev_release == NULL) {
+		sbuf_cleanup(&s->sb);
+		if (s->ev_release != NULL)
+			event_free(s->ev_release);
+		cfg_unref((struct cfg *)c);
+		free(s);
+		return NULL;
+	}
+	sbuf_set_startup(&s->sb, true);
+	return s;
+}
+
+void
+session_accept(int fd, const struct listener *l)
+{
+	struct event_base *base = child_base();
+	const struct cfg *c = cfg_current();
+	struct session *s;
+
+	if (!sess_module_init(base) || (s = sess_new(base, c, fd)) == NULL) {
+		log_warn("out of memory accepting a client on %s", l->name);
+		close(fd);
+		return;
+	}
+	sess_cancel_key_init(s);
+	child_client_opened();
+	sess_set_state(s, SESS_ST_LOGIN);
+	if (!sbuf_accept(&s->sb, fd, s->is_unix)) {
+		if (sbuf_fd(&s->sb) != fd)
+			close(fd);
+		sess_close(s, "could not watch the client socket", NULL);
+	}
+}
+
+/* The session whose BackendKeyData pid is <pid> (any live state), or NULL. */
+struct session *
+sess_find_by_key(uint32_t pid)
+{
+	if (!sess_lists_ready)
+		return NULL;
+	for (int st = 0; st < SESS_ST_CLOSED; st++) {
+		for (struct list_node *n = list_first(&sess_lists[st]); n != NULL;
+		     n = list_next(&sess_lists[st], n)) {
+			struct session *s = container_of(n, struct session, node);
+
+			if (s->key_pid == pid)
+				return s;
+		}
+	}
+	return NULL;
+}

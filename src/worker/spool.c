@@ -1,0 +1,256 @@
+/*
+ * spool.c - the worker's pools (one struct pool per (database, login user)), the session
+ * layer's per-link data, and the global limits over shm counters.
+ *
+ * Global counters (shm_counter_*, ids 0..SHM_N_COUNTERS-1) are assigned by range:
+ *   0            max_client_conn (every client, as pgbouncer counts them)
+ *   1..127       client connections per database   (max_db_client_connections)
+ *   128..255     client connections per user       (max_user_client_connections)
+ *   256..511     server connections per database   (max_db_connections)
+ *   512..767     server connections per user       (max_user_connections)
+ *   768..1023    server connections per pool       (pool_size + reserve_pool_size)
+ * Names are hashed into their range. Every process derives the same id from the same name,
+ * so the limits are global; two names sharing a bucket share a counter (which can only make
+ * a limit stricter, never looser). Entry points: spool_get_or_create(), spool_link_ext(),
+ * spool_client_try(), spool_limits_ops().
+ */
+#include "neki/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/log.h"
+#include "neki/worker.h"
+#include "session_int.h"
+
+#define CNT_CLIENTS 0
+#define CNT_DB_CLIENTS 1
+#define CNT_DB_CLIENTS_N 127
+#define CNT_USER_CLIENTS 128
+#define CNT_USER_CLIENTS_N 128
+#define CNT_DB_SERVERS 256
+#define CNT_USER_SERVERS 512
+#define CNT_POOL_SERVERS 768
+#define CNT_RANGE 256
+
+struct spool {
+	struct spool *next;		/* the worker's list */
+	char *db;			/* owned: client-side database name */
+	char *user;			/* owned: server login user */
+	struct cfg *cfg;		/* counted reference: what the pool was configured with */
+	struct pool *pool;		/* owned */
+};
+
+static struct spool *spools;		/* owned list */
+
+static uint64_t
+spool_hash2(const char *a, const char *b)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	for (const char *p = a; *p != '\0'; p++)
+		h = (h ^ (uint8_t)*p) * UINT64_C(1099511628211);
+	h = (h ^ 0xff) * UINT64_C(1099511628211);
+	for (const char *p = b; p != NULL && *p != '\0'; p++)
+		h = (h ^ (uint8_t)*p) * UINT64_C(1099511628211);
+	return h;
+}
+
+static unsigned
+spool_cnt(unsigned base, unsigned n, const char *a, const char *b)
+{
+	return base + (unsigned)(spool_hash2(a, b) % n);
+}
+
+/* ---- pool limits over shm ---- */
+
+static bool
+spool_lim_try(void *ctx, const char *db, const char *user, int pool_max, int db_max,
+	      int user_max)
+{
+	unsigned cp = spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user);
+	unsigned cd = spool_cnt(CNT_DB_SERVERS, CNT_RANGE, db, NULL);
+	unsigned cu = spool_cnt(CNT_USER_SERVERS, CNT_RANGE, user, NULL);
+
+	if (!shm_counter_try_acquire(cp, pool_max))
+		return false;
+	if (!shm_counter_try_acquire(cd, db_max > 0 ? db_max : 0)) {
+		shm_counter_release(cp);
+		return false;
+	}
+	if (!shm_counter_try_acquire(cu, user_max > 0 ? user_max : 0)) {
+		shm_counter_release(cd);
+		shm_counter_release(cp);
+		return false;
+	}
+	return true;
+}
+
+static void
+spool_lim_release(void *ctx, const char *db, const char *user)
+{
+	shm_counter_release(spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user));
+	shm_counter_release(spool_cnt(CNT_DB_SERVERS, CNT_RANGE, db, NULL));
+	shm_counter_release(spool_cnt(CNT_USER_SERVERS, CNT_RANGE, user, NULL));
+}
+
+static int
+spool_lim_count(void *ctx, const char *db, const char *user)
+{
+	return (int)shm_counter_get(spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user));
+}
+
+static const struct pool_limits_ops spool_shm_limits = {
+	.try_acquire = spool_lim_try,
+	.release = spool_lim_release,
+	.count = spool_lim_count,
+};
+
+const struct pool_limits_ops *
+spool_limits_ops(void)
+{
+	return &spool_shm_limits;
+}
+
+/* ---- client limits ---- */
+
+static int
+spool_db_client_max(const struct session *s)
+{
+	if (s->db != NULL && s->db->max_db_client_connections >= 0)
+		return s->db->max_db_client_connections;
+	return s->cfg->max_db_client_connections;
+}
+
+static int
+spool_user_client_max(const struct session *s)
+{
+	if (s->ucfg != NULL && s->ucfg->max_user_client_connections >= 0)
+		return s->ucfg->max_user_client_connections;
+	return s->cfg->max_user_client_connections;
+}
+
+/* Take one unit of counter <id> under <max> (0 = unlimited) into *<flag>. */
+static bool
+spool_take(unsigned id, int max, bool *flag)
+{
+	if (flag == NULL || *flag)
+		return true;
+	if (!shm_counter_try_acquire(id, max > 0 ? max : 0))
+		return false;
+	*flag = true;
+	return true;
+}
+
+bool
+spool_client_try(const struct session *s, bool *g, bool *d, bool *u, struct nk_error *err)
+{
+	if (!spool_take(CNT_CLIENTS, s->cfg->max_client_conn, g))
+		return nk_error_set(err, "08P01", "no more connections allowed (max_client_conn)");
+	if (d != NULL && !spool_take(spool_cnt(CNT_DB_CLIENTS, CNT_DB_CLIENTS_N, s->dbname, NULL),
+				     spool_db_client_max(s), d))
+		return nk_error_set(err, "08P01",
+				    "client connections exceeded (max_db_client_connections)");
+	if (u != NULL &&
+	    !spool_take(spool_cnt(CNT_USER_CLIENTS, CNT_USER_CLIENTS_N, s->user, NULL),
+			spool_user_client_max(s), u))
+		return nk_error_set(err, "08P01",
+				    "client connections exceeded (max_user_client_connections)");
+	return true;
+}
+
+void
+spool_client_release(const struct session *s, bool *g, bool *d, bool *u)
+{
+	if (*g)
+		shm_counter_release(CNT_CLIENTS);
+	if (*d)
+		shm_counter_release(spool_cnt(CNT_DB_CLIENTS, CNT_DB_CLIENTS_N, s->dbname, NULL));
+	if (*u)
+		shm_counter_release(spool_cnt(CNT_USER_CLIENTS, CNT_USER_CLIENTS_N, s->user, NULL));
+	*g = *d = *u = false;
+}
+
+/* ---- pools ---- */
+
+struct pool *
+spool_pool(struct spool *sp)
+{
+	return sp->pool;
+}
+
+/* A newer configuration is in force: point the pool at its entries. */
+static void
+spool_reconfigure(struct spool *sp, const struct cfg *c, const struct cfg_database *db)
+{
+	pool_reconfigure(sp->pool, c, db, cfg_user_find(c, sp->user));
+	cfg_ref((struct cfg *)c);
+	cfg_unref(sp->cfg);
+	sp->cfg = (struct cfg *)c;
+}
+
+struct spool *
+spool_get_or_create(const struct cfg *c, const struct cfg_database *db, const char *dbname,
+		    const char *user, const char *password, struct nk_error *err)
+{
+	struct pool_conf pc = {
+		.cfg = c, .db = db, .user = cfg_user_find(c, user), .db_name = dbname,
+		.user_name = user, .password = password, .limits = &spool_shm_limits,
+	};
+	struct spool *sp;
+
+	for (sp = spools; sp != NULL; sp = sp->next) {
+		if (strcmp(sp->db, dbname) == 0 && strcmp(sp->user, user) == 0) {
+			if (sp->cfg != c)
+				spool_reconfigure(sp, c, db);
+			return sp;
+		}
+	}
+	sp = calloc(1, sizeof(*sp));
+	if (sp == NULL || (sp->db = strdup(dbname)) == NULL || (sp->user = strdup(user)) == NULL)
+		goto fail_oom;
+	sp->pool = pool_new(child_base(), &pc, err);
+	if (sp->pool == NULL)
+		goto fail;
+	sp->cfg = (struct cfg *)c;
+	cfg_ref(sp->cfg);
+	sp->next = spools;
+	spools = sp;
+	return sp;
+fail_oom:
+	nk_error_set(err, "53200", "no memory for pool");
+fail:
+	if (sp != NULL) {
+		free(sp->db);
+		free(sp->user);
+		free(sp);
+	}
+	return NULL;
+}
+
+/* ---- per-link data ---- */
+
+static void
+spool_link_ext_free(void *data)
+{
+	struct link_ext *ext = data;
+
+	prep_link_cleanup(&ext->prep);
+	free(ext->search_path);
+	free(ext);
+}
+
+struct link_ext *
+spool_link_ext(struct link *l)
+{
+	struct link_ext *ext = link_user_data(l);
+
+	if (ext != NULL)
+		return ext;
+	ext = calloc(1, sizeof(*ext));
+	if (ext != NULL)
+		link_set_user_data(l, ext, spool_link_ext_free);
+	return ext;
+}
