@@ -142,6 +142,12 @@ void pool_reconnect(struct pool *p);
 /* KILL: close every link at once; clients holding one get LINK_EV_BROKEN with <reason>. */
 void pool_close_all(struct pool *p, const char *reason);
 
+/*
+ * Close this worker's least recently used idle link with <reason>, so that its slot in the
+ * global limits goes to another worker whose clients wait. False when no link is idle.
+ */
+bool pool_close_idle(struct pool *p, const char *reason);
+
 /* Links in state <st> in this worker, and queued waiters. */
 size_t pool_count(const struct pool *p, enum link_state st);
 size_t pool_waiting(const struct pool *p);

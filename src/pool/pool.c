@@ -1149,3 +1149,15 @@ pool_limits_local_ops(void)
 {
 	return &pool_limits_local_table;
 }
+
+/* Close the least recently used idle link (see neki/pool.h). */
+bool
+pool_close_idle(struct pool *p, const char *reason)
+{
+	struct list_node *n = list_last(&p->lists[LINK_ST_IDLE]);
+
+	if (n == NULL)
+		return false;
+	link_close(container_of(n, struct link, node), true, reason);
+	return true;
+}

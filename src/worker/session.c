@@ -134,6 +134,21 @@ sess_send_error(struct session *s, const struct nk_error *err)
 	return sess_send_pb(s, &pb);
 }
 
+void
+sess_wait_begin(struct session *s, struct spool *sp)
+{
+	s->wait_sp = sp;
+	spool_wait_begin(sp, &s->counted_wait);
+}
+
+void
+sess_wait_end(struct session *s)
+{
+	if (s->wait_sp != NULL)
+		spool_wait_end(s->wait_sp, &s->counted_wait);
+	s->wait_sp = NULL;
+}
+
 /* ---- closing ---- */
 
 static void
@@ -162,6 +177,7 @@ sess_release_all(struct session *s, const char *reason)
 {
 	if (pool_waiter_is_queued(&s->waiter))
 		pool_cancel_wait(&s->waiter);
+	sess_wait_end(s);
 	if (s->release_pending)
 		event_del(s->ev_release);
 	s->release_pending = false;
@@ -295,6 +311,7 @@ sess_janitor_cb(evutil_socket_t fd, short what, void *arg)
 	sess_check_list(SESS_ST_WELCOME, sess_check_login, now);
 	sess_check_list(SESS_ST_IDLE, sess_check_idle, now);
 	sess_check_list(SESS_ST_ACTIVE, sess_check_active, now);
+	spool_shed_idle();
 }
 
 /* ---- dispatch ---- */

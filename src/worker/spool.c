@@ -4,14 +4,17 @@
  *
  * Global counters (shm_counter_*, ids 0..SHM_N_COUNTERS-1) are assigned by range:
  *   0            max_client_conn (every client, as pgbouncer counts them)
- *   1..127       client connections per database   (max_db_client_connections)
- *   128..255     client connections per user       (max_user_client_connections)
+ *   1..63        client connections per database   (max_db_client_connections)
+ *   64..127      client connections per user       (max_user_client_connections)
+ *   128..255     clients waiting for a link, per pool (all workers)
  *   256..511     server connections per database   (max_db_connections)
  *   512..767     server connections per user       (max_user_connections)
  *   768..1023    server connections per pool       (pool_size + reserve_pool_size)
  * Names are hashed into their range. Every process derives the same id from the same name,
  * so the limits are global; two names sharing a bucket share a counter (which can only make
- * a limit stricter, never looser). Entry points: spool_get_or_create(), spool_link_ext(),
+ * a limit stricter, never looser). Because the limits are global, idle links in one worker
+ * could starve the clients of another: each worker's janitor closes its idle links of a pool
+ * while clients of that pool wait in other workers (spool_shed_idle). Entry points: spool_get_or_create(), spool_link_ext(),
  * spool_client_try(), spool_limits_ops().
  */
 #include "neki/base.h"
@@ -27,9 +30,11 @@
 
 #define CNT_CLIENTS 0
 #define CNT_DB_CLIENTS 1
-#define CNT_DB_CLIENTS_N 127
-#define CNT_USER_CLIENTS 128
-#define CNT_USER_CLIENTS_N 128
+#define CNT_DB_CLIENTS_N 63
+#define CNT_USER_CLIENTS 64
+#define CNT_USER_CLIENTS_N 64
+#define CNT_POOL_WAITERS 128
+#define CNT_POOL_WAITERS_N 128
 #define CNT_DB_SERVERS 256
 #define CNT_USER_SERVERS 512
 #define CNT_POOL_SERVERS 768
@@ -228,6 +233,43 @@ fail:
 		free(sp);
 	}
 	return NULL;
+}
+
+/* ---- waiting across workers ---- */
+
+static unsigned
+spool_wait_id(const struct spool *sp)
+{
+	return spool_cnt(CNT_POOL_WAITERS, CNT_POOL_WAITERS_N, sp->db, sp->user);
+}
+
+void
+spool_wait_begin(struct spool *sp, bool *flag)
+{
+	if (*flag)
+		return;
+	*flag = shm_counter_try_acquire(spool_wait_id(sp), 0);
+}
+
+void
+spool_wait_end(struct spool *sp, bool *flag)
+{
+	if (!*flag)
+		return;
+	shm_counter_release(spool_wait_id(sp));
+	*flag = false;
+}
+
+void
+spool_shed_idle(void)
+{
+	for (struct spool *sp = spools; sp != NULL; sp = sp->next) {
+		int64_t waiting = shm_counter_get(spool_wait_id(sp));
+
+		if (waiting > (int64_t)pool_waiting(sp->pool) &&
+		    pool_count(sp->pool, LINK_ST_IDLE) > 0)
+			(void)pool_close_idle(sp->pool, "idle link released for another worker");
+	}
 }
 
 /* ---- per-link data ---- */

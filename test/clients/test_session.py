@@ -1,0 +1,405 @@
+"""The client session through neki with real clients (psql, psycopg, raw protocol): pool modes,
+session state across links, prepared statements, global limits, cancel, timeouts, errors.
+
+Every test runs neki (the `neki` fixture) in front of shard-a of the private cluster."""
+import subprocess
+import threading
+import time
+
+import psycopg
+import pytest
+
+from conftest import wait_until
+from pgwire import Wire, error_fields, errors_in
+
+
+def db_line(pg, db, **extra):
+    parts = [f"host=127.0.0.1", f"port={pg.port('shard-a')}", f"dbname={db}"]
+    parts += [f"{k}={v}" for k, v in extra.items()]
+    return f"{db} = {' '.join(parts)}"
+
+
+def start(neki, pg, db, **settings):
+    return neki(settings=settings, databases=db_line(pg, db))
+
+
+def server_sql(pg, db, sql):
+    return pg.sql("shard-a", sql, dbname=db)
+
+
+# ---------------------------------------------------------------------------------------------
+# basics
+
+
+def test_psql_select_and_parameters(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db)
+    out = subprocess.run(
+        ["psql", "-X", "-At", "-h", "127.0.0.1", "-p", str(n.port), "-U", "postgres",
+         "-d", cluster_db, "-c", "select 40 + 2, current_setting('application_name')"],
+        capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "42|psql"
+    log = n.log()
+    assert f"login attempt: db={cluster_db} user=postgres tls=no" in log
+    n.wait_log(r"C-0x[0-9a-f]+: \S+/postgres@127\.0\.0\.1:\d+ closing because: "
+               r"client close request \(age=\d+s\)")
+
+
+def test_welcome_parameters_and_key(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db)
+    w = Wire(n.port)
+    msgs = w.login(database=cluster_db, extra={"application_name": "wire-app",
+                                                "TimeZone": "Europe/Paris"})
+    params = dict(b.rstrip(b"\0").split(b"\0") for t, b in msgs if t == "S")
+    assert params[b"application_name"] == b"wire-app"
+    assert params[b"TimeZone"] == b"Europe/Paris"
+    assert params[b"server_version"].startswith(b"15")
+    for name in (b"server_encoding", b"client_encoding", b"DateStyle", b"integer_datetimes",
+                 b"standard_conforming_strings", b"IntervalStyle", b"is_superuser",
+                 b"session_authorization"):
+        assert name in params
+    assert [t for t, _ in msgs][0] == "R" and [t for t, _ in msgs][-2:] == ["K", "Z"]
+    rows = w.query("select current_setting('TimeZone')")
+    assert any(t == "D" and b"Europe/Paris" in b for t, b in rows)
+    w.close()
+
+
+def test_unsupported_startup_parameter(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, ignore_startup_parameters="extra_float_digits")
+    w = Wire(n.port)
+    w.startup(database=cluster_db, extra={"bogus_param": "1"})
+    errs = errors_in(w.read_all())
+    assert errs and errs[0]["C"] == "08P01" and errs[0]["S"] == "FATAL"
+    assert errs[0]["M"] == "unsupported startup parameter: bogus_param"
+    w = Wire(n.port)
+    msgs = w.login(database=cluster_db, extra={"extra_float_digits": "3"})
+    assert msgs[-1][0] == "Z"
+    w = Wire(n.port)
+    w.startup(database=cluster_db, extra={"options": "-c geqo=off"})
+    errs = errors_in(w.read_all())
+    assert errs and errs[0]["M"] == "unsupported startup parameter in options: geqo"
+    with n.connect(dbname=cluster_db, options="-c DateStyle=German") as c:
+        assert c.execute("show DateStyle").fetchone()[0] == "German, DMY"
+
+
+def test_ssl_and_gssenc_refused_then_login(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db)
+    for code in (80877103, 80877104):
+        w = Wire(n.port)
+        w.raw(b"\0\0\0\x08" + code.to_bytes(4, "big"))
+        assert w.read_byte() == b"N"
+        assert w.login(database=cluster_db)[-1][0] == "Z"
+        w.close()
+    with n.connect(dbname=cluster_db, sslmode="prefer") as c:
+        assert c.execute("select 1").fetchone() == (1,)
+
+
+def test_no_such_database_after_auth(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db)
+    with pytest.raises(psycopg.OperationalError, match="no such database: nope"):
+        n.connect(dbname="nope")
+
+
+def test_auto_database(pg_cluster, cluster_db, neki):
+    n = neki(databases=f"* = host=127.0.0.1 port={pg_cluster.port('shard-a')}")
+    with n.connect(dbname=cluster_db) as c:
+        assert c.execute("select current_database()").fetchone() == (cluster_db,)
+
+
+def test_function_call_refused(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db)
+    w = Wire(n.port)
+    w.login(database=cluster_db)
+    w.send(b"F", (1598).to_bytes(4, "big") + b"\0\0\0\0\0\0")
+    msgs = w.read_until("Z")
+    errs = errors_in(msgs)
+    assert errs[0]["C"] == "0A000" and "function call" in errs[0]["M"]
+    assert any(t == "D" for t, _ in w.query("select 1"))
+
+
+def test_max_client_conn(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, max_client_conn=2, workers=2)
+    a = n.connect(dbname=cluster_db)
+    b = n.connect(dbname=cluster_db)
+    with pytest.raises(psycopg.OperationalError,
+                       match=r"no more connections allowed \(max_client_conn\)"):
+        n.connect(dbname=cluster_db)
+    a.close()
+
+    def can_connect():
+        try:
+            n.connect(dbname=cluster_db).close()
+            return True
+        except psycopg.OperationalError:
+            return False
+    wait_until(can_connect, 5, what="a free client slot")
+    b.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# pool modes
+
+
+def test_session_mode_listen_notify(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, pool_mode="session", default_pool_size=4)
+    got = []
+    with n.connect(dbname=cluster_db) as a, n.connect(dbname=cluster_db) as b:
+        a.add_notify_handler(lambda note: got.append((note.channel, note.payload)))
+        a.execute("LISTEN chan")
+        b.execute("NOTIFY chan, 'hello'")
+        wait_until(lambda: a.execute("select 1") and got, 5, what="the notification")
+    assert got == [("chan", "hello")]
+
+
+def test_statement_mode_refuses_transactions(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, pool_mode="statement")
+    with n.connect(dbname=cluster_db) as c:
+        assert c.execute("select 1").fetchone() == (1,)
+        with pytest.raises(psycopg.OperationalError,
+                           match="transaction blocks not allowed in statement pooling mode"):
+            c.execute("BEGIN")
+
+
+def test_per_user_pool_mode_override(pg_cluster, cluster_db, neki):
+    n = neki(settings={"pool_mode": "statement"}, databases=db_line(pg_cluster, cluster_db),
+             users="postgres = pool_mode=session")
+    with n.connect(dbname=cluster_db) as c:
+        c.execute("BEGIN")
+        c.execute("select 1")
+        c.execute("COMMIT")
+
+
+def test_transaction_mode_session_state_over_two_links(pg_cluster, cluster_db, neki):
+    server_sql(pg_cluster, cluster_db, "create schema s1; create table s1.t(v text);"
+               "insert into s1.t values ('from s1')")
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=2,
+              workers=1)
+    a = n.connect(dbname=cluster_db)
+    b = n.connect(dbname=cluster_db)
+    a.execute("SET search_path TO s1, public")
+    a.execute("SET TimeZone = 'Asia/Tokyo'")
+    pids = set()
+    for i in range(200):
+        if i % 2:
+            b.execute("BEGIN")          # b holds one link: a gets the other one
+        pid, sp, tz, v = a.execute("select pg_backend_pid(), current_setting('search_path'),"
+                                   " current_setting('TimeZone'), (select v from t)").fetchone()
+        if i % 2:
+            b.execute("COMMIT")
+        pids.add(pid)
+        assert (sp, tz, v) == ("s1, public", "Asia/Tokyo", "from s1")
+        sp_b, tz_b = b.execute("select current_setting('search_path'),"
+                               " current_setting('TimeZone')").fetchone()
+        assert sp_b == '"$user", public' and tz_b != "Asia/Tokyo"
+    assert len(pids) == 2
+    a.execute("RESET search_path")
+    assert a.execute("show search_path").fetchone()[0] == '"$user", public'
+    a.close()
+    b.close()
+
+
+def test_transaction_mode_discard_all_resets_state(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=1,
+              workers=1)
+    with n.connect(dbname=cluster_db) as a, n.connect(dbname=cluster_db) as b:
+        a.execute("SET search_path TO pg_catalog")
+        a.execute("DISCARD ALL")
+        assert b.execute("show search_path").fetchone()[0] == '"$user", public'
+        assert a.execute("show search_path").fetchone()[0] == '"$user", public'
+
+
+# ---------------------------------------------------------------------------------------------
+# prepared statements
+
+
+def test_psycopg_prepared_statements_transaction_mode(pg_cluster, cluster_db, neki):
+    server_sql(pg_cluster, cluster_db, "create table kv(k int primary key, v int)")
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=5,
+              max_prepared_statements=10, workers=2)
+    errors = []
+
+    def client(idx):
+        try:
+            with n.connect(dbname=cluster_db, autocommit=False) as c:
+                c.prepare_threshold = 0
+                for i in range(100):
+                    with c.transaction():
+                        c.execute("insert into kv values (%s, %s)", (idx * 1000 + i, i))
+                        r = c.execute("select v from kv where k = %s", (idx * 1000 + i,))
+                        assert r.fetchone() == (i,)
+                        c.execute("select count(*) from kv where v = %s and k > %s",
+                                  (i, -1)).fetchone()
+                    c.commit()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:3]
+    assert server_sql(pg_cluster, cluster_db, "select count(*) from kv") == [(2000,)]
+    stmts = server_sql(pg_cluster, "postgres",
+                       "select count(*) from pg_stat_activity where datname = "
+                       f"'{cluster_db}'")[0][0]
+    assert 1 <= stmts <= 5
+
+
+def test_prepared_statement_unknown_name(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction")
+    w = Wire(n.port)
+    w.login(database=cluster_db)
+    bind = b"\0" + b"nosuch\0" + b"\0\0" + b"\0\0" + b"\0\0"
+    w.send(b"B", bind)
+    w.send(b"S", b"")
+    errs = errors_in(w.read_all())
+    assert errs and errs[0]["M"] == "prepared statement did not exist"
+
+
+def test_prepared_lru_evicts_on_link(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=1,
+              max_prepared_statements=3, workers=1)
+    with n.connect(dbname=cluster_db) as c:
+        c.prepare_threshold = 0
+        for i in range(8):
+            assert c.execute(f"select {i} + %s", (1,)).fetchone() == (i + 1,)
+        count = c.execute("select count(*) from pg_prepared_statements").fetchone()[0]
+        assert count <= 3
+        for i in range(8):   # evicted ones are prepared again transparently
+            assert c.execute(f"select {i} + %s", (2,)).fetchone() == (i + 2,)
+
+
+# ---------------------------------------------------------------------------------------------
+# limits, cancel, timeouts
+
+
+def test_global_pool_size_across_workers(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=5,
+              workers=4)
+    stop = threading.Event()
+    errors, peak = [], [0]
+
+    def client():
+        try:
+            with n.connect(dbname=cluster_db) as c:
+                for _ in range(5):
+                    c.execute("select pg_sleep(0.05)")
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    def sampler():
+        while not stop.is_set():
+            cnt = server_sql(pg_cluster, "postgres", "select count(*) from pg_stat_activity "
+                             f"where datname = '{cluster_db}'")[0][0]
+            peak[0] = max(peak[0], cnt)
+            time.sleep(0.02)
+
+    s = threading.Thread(target=sampler)
+    s.start()
+    threads = [threading.Thread(target=client) for _ in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    stop.set()
+    s.join()
+    assert not errors, errors[:3]
+    assert 1 <= peak[0] <= 5
+
+
+@pytest.mark.parametrize("attempt", range(4))
+def test_cancel_from_another_connection(pg_cluster, cluster_db, neki, attempt):
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", workers=4)
+    with n.connect(dbname=cluster_db) as c:
+        result = {}
+
+        def run():
+            t0 = time.monotonic()
+            try:
+                c.execute("select pg_sleep(30)")
+            except psycopg.errors.QueryCanceled as e:
+                result["err"] = e
+            result["t"] = time.monotonic() - t0
+
+        t = threading.Thread(target=run)
+        t.start()
+        wait_until(lambda: server_sql(pg_cluster, "postgres",
+                                      "select 1 from pg_stat_activity where query like "
+                                      "'select pg_sleep(30)%'"), 5, what="the query")
+        t0 = time.monotonic()
+        c.cancel()
+        t.join(10)
+        assert "err" in result and result["err"].sqlstate == "57014"
+        assert time.monotonic() - t0 < 1.0
+        assert c.execute("select 1").fetchone() == (1,)
+
+
+def test_cancel_of_idle_or_unknown_key_does_nothing(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, workers=2)
+    with n.connect(dbname=cluster_db) as c:
+        c.cancel()
+        w = Wire(n.port)
+        w.raw(b"\0\0\0\x10" + (80877102).to_bytes(4, "big") + b"\x7f\0\0\x01\0\0\0\x02")
+        assert w.read_all() == []
+        assert c.execute("select 1").fetchone() == (1,)
+
+
+def test_query_timeout(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, query_timeout=1)
+    with n.connect(dbname=cluster_db) as c:
+        t0 = time.monotonic()
+        with pytest.raises(psycopg.OperationalError, match="query timeout"):
+            c.execute("select pg_sleep(10)")
+        assert time.monotonic() - t0 < 3
+    n.wait_log("closing because: query timeout")
+
+
+def test_client_idle_timeout(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, client_idle_timeout=1)
+    w = Wire(n.port)
+    w.login(database=cluster_db)
+    t0 = time.monotonic()
+    errs = errors_in(w.read_all())
+    assert errs and errs[0]["M"] == "client_idle_timeout"
+    assert time.monotonic() - t0 < 3
+
+
+def test_idle_transaction_timeout(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, idle_transaction_timeout=1)
+    w = Wire(n.port)
+    w.login(database=cluster_db)
+    w.query("BEGIN")
+    errs = errors_in(w.read_all())
+    assert errs and errs[0]["M"] == "idle transaction timeout"
+
+
+def test_client_login_timeout(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, client_login_timeout=1)
+    w = Wire(n.port)
+    w.raw(b"\0\0")   # half a startup packet, then nothing
+    t0 = time.monotonic()
+    w.read_all()
+    assert time.monotonic() - t0 < 3
+
+
+def test_application_name_add_host(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, application_name_add_host=1)
+    with n.connect(dbname=cluster_db, application_name="app1") as c:
+        name = c.execute("show application_name").fetchone()[0]
+    assert name.startswith("app1 - 127.0.0.1:")
+
+
+def test_copy_in_and_out(pg_cluster, cluster_db, neki):
+    server_sql(pg_cluster, cluster_db, "create table cp(a int, b text)")
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction")
+    with n.connect(dbname=cluster_db) as c:
+        with c.cursor().copy("copy cp from stdin") as cp:
+            for i in range(1000):
+                cp.write_row((i, f"row {i}"))
+        out = bytearray()
+        with c.cursor().copy("copy cp to stdout") as cp:
+            for chunk in cp:
+                out += chunk
+        assert out.count(b"\n") == 1000
+        assert c.execute("select count(*) from cp").fetchone() == (1000,)
