@@ -239,7 +239,7 @@ sess_auth_run(struct session *s)
 		break;
 	case CFG_AUTH_TRUST:
 		if (s->user_unknown && !sess_trust_unchecked(s))
-			sess_auth_method_fail(s, "trust");
+			sess_auth_method_fail(s, "\"trust\"");
 		else
 			sess_login_done(s);
 		break;

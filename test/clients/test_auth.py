@@ -1,0 +1,138 @@
+"""Client authentication through neki, for every auth_type, against the cluster's roles:
+neki_test (SCRAM on the server), neki_md5 (md5), neki_plain (cleartext password). Each accepts
+the right password and refuses a wrong one with Postgres' own error (28P01)."""
+import hashlib
+
+import psycopg
+import pytest
+
+WRONG = "certainly-not-the-password"
+
+
+def md5_secret(user, password):
+    return "md5" + hashlib.md5((password + user).encode()).hexdigest()
+
+
+def auth_file(n, lines):
+    path = n.dir / "userlist.txt"
+    path.write_text("".join(f'"{u}" "{p}"\n' for u, p in lines))
+    path.chmod(0o644)
+    return path
+
+
+def start(neki, pg, db, users_lines, **settings):
+    n = neki(databases=f"{db} = host=127.0.0.1 port={pg.port('shard-a')} dbname={db}",
+             start=False)
+    path = auth_file(n, users_lines)
+    n.update({"auth_file": path, **settings})
+    n.start()
+    return n
+
+
+def ok(n, db, user, password):
+    with n.connect(dbname=db, user=user, password=password) as c:
+        return c.execute("select current_user").fetchone()[0]
+
+
+def refused(n, db, user, password, match=None):
+    with pytest.raises(psycopg.OperationalError) as ei:
+        n.connect(dbname=db, user=user, password=password)
+    msg = str(ei.value)
+    assert (match or f'password authentication failed for user "{user}"') in msg, msg
+    return msg
+
+
+def test_plain(pg_cluster, cluster_db, neki):
+    pg = pg_cluster
+    n = start(neki, pg, cluster_db, [(pg.plain_user, pg.plain_password)], auth_type="plain")
+    assert ok(n, cluster_db, pg.plain_user, pg.plain_password) == pg.plain_user
+    refused(n, cluster_db, pg.plain_user, WRONG)
+    refused(n, cluster_db, "nobody_here", WRONG)
+    n.wait_log("closing because: password authentication failed")
+
+
+def test_md5(pg_cluster, cluster_db, neki):
+    pg = pg_cluster
+    n = start(neki, pg, cluster_db, [(pg.md5_user, md5_secret(pg.md5_user, pg.md5_password))],
+              auth_type="md5")
+    assert ok(n, cluster_db, pg.md5_user, pg.md5_password) == pg.md5_user
+    refused(n, cluster_db, pg.md5_user, WRONG)
+    refused(n, cluster_db, "nobody_here", WRONG)
+
+
+def test_scram_client_and_server(pg_cluster, cluster_db, neki):
+    pg = pg_cluster
+    n = start(neki, pg, cluster_db, [(pg.test_user, pg.test_password)],
+              auth_type="scram-sha-256")
+    assert ok(n, cluster_db, pg.test_user, pg.test_password) == pg.test_user
+    refused(n, cluster_db, pg.test_user, WRONG)
+    refused(n, cluster_db, "nobody_here", WRONG)
+    # libpq refuses channel binding it cannot get; require it and neki must not offer PLUS
+    with pytest.raises(psycopg.OperationalError, match="channel binding"):
+        n.connect(dbname=cluster_db, user=pg.test_user, password=pg.test_password,
+                  channel_binding="require", sslmode="disable")
+
+
+def test_scram_pass_through_with_stored_secret(pg_cluster, cluster_db, neki):
+    pg = pg_cluster
+    secret = pg.sql("shard-a", "select rolpassword from pg_authid where rolname = %s",
+                    (pg.test_user,))[0][0]
+    assert secret.startswith("SCRAM-SHA-256$")
+    n = start(neki, pg, cluster_db, [(pg.test_user, secret)], auth_type="md5")
+    # md5 with a SCRAM secret switches to SCRAM; the server login reuses the client's keys
+    assert ok(n, cluster_db, pg.test_user, pg.test_password) == pg.test_user
+    refused(n, cluster_db, pg.test_user, WRONG)
+
+
+def test_trust_requires_known_user_with_auth_file(pg_cluster, cluster_db, neki):
+    n = start(neki, pg_cluster, cluster_db, [("postgres", "")], auth_type="trust")
+    assert ok(n, cluster_db, "postgres", None) == "postgres"
+    refused(n, cluster_db, "nobody_here", None, match='"trust" authentication failed')
+
+
+def test_any_uses_forced_user(pg_cluster, cluster_db, neki):
+    port = pg_cluster.port("shard-a")
+    n = neki(settings={"auth_type": "any"},
+             databases=f"{cluster_db} = host=127.0.0.1 port={port} dbname={cluster_db} "
+                       "user=postgres")
+    assert ok(n, cluster_db, "whoever", None) == "postgres"
+
+
+def test_hba(pg_cluster, cluster_db, neki):
+    pg = pg_cluster
+    n = neki(databases=f"{cluster_db} = host=127.0.0.1 port={pg.port('shard-a')} "
+                       f"dbname={cluster_db}", start=False)
+    hba = n.dir / "hba.conf"
+    hba.write_text(f"host all {pg.plain_user} 127.0.0.1/32 password\n"
+                   f"host all {pg.md5_user} 127.0.0.1/32 md5\n"
+                   f"host all {pg.test_user} 127.0.0.1/32 scram-sha-256\n"
+                   "host all postgres 127.0.0.1/32 trust\n"
+                   "host all rejected_user 0.0.0.0/0 reject\n")
+    hba.chmod(0o644)
+    path = auth_file(n, [(pg.plain_user, pg.plain_password),
+                         (pg.md5_user, md5_secret(pg.md5_user, pg.md5_password)),
+                         (pg.test_user, pg.test_password), ("postgres", ""),
+                         ("rejected_user", "x")])
+    n.update({"auth_type": "hba", "auth_hba_file": hba, "auth_file": path})
+    n.start()
+    for user, pw in ((pg.plain_user, pg.plain_password), (pg.md5_user, pg.md5_password),
+                     (pg.test_user, pg.test_password)):
+        assert ok(n, cluster_db, user, pw) == user
+        refused(n, cluster_db, user, WRONG)
+    assert ok(n, cluster_db, "postgres", None) == "postgres"
+    refused(n, cluster_db, "rejected_user", "x",
+            match='pg_hba.conf rejects connection for host "127.0.0.1", user "rejected_user"')
+    refused(n, cluster_db, "unlisted", "x", match="no pg_hba.conf entry for host")
+
+
+def test_auth_query(pg_cluster, cluster_db, neki):
+    pg = pg_cluster
+    n = start(neki, pg, cluster_db, [("postgres", "")], auth_type="md5", auth_user="postgres")
+    # neki_md5 is not in the auth_file: its secret comes from pg_authid via auth_query
+    assert ok(n, cluster_db, pg.md5_user, pg.md5_password) == pg.md5_user
+    refused(n, cluster_db, pg.md5_user, WRONG)
+    refused(n, cluster_db, "nobody_here", WRONG)
+    # a role without a password (NULL secret) can never log in
+    pg.sql("shard-a", "do $$ begin if not exists (select from pg_roles where rolname = "
+           "'neki_nopw') then create role neki_nopw login; end if; end $$")
+    refused(n, cluster_db, "neki_nopw", "anything")
