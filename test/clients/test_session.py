@@ -403,3 +403,18 @@ def test_copy_in_and_out(pg_cluster, cluster_db, neki):
                 out += chunk
         assert out.count(b"\n") == 1000
         assert c.execute("select count(*) from cp").fetchone() == (1000,)
+
+
+def test_jdbc_prepared_statements_transaction_mode(pg_cluster, cluster_db, neki):
+    jar = "/usr/share/java/postgresql.jar"
+    src = __import__("pathlib").Path(__file__).resolve().parent / "jdbc" / "PreparedTx.java"
+    server_sql(pg_cluster, cluster_db, "create table jt(k int primary key, v int)")
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=5,
+              workers=2, ignore_startup_parameters="extra_float_digits")
+    url = (f"jdbc:postgresql://127.0.0.1:{n.port}/{cluster_db}?user=postgres"
+           "&prepareThreshold=1&sslmode=disable")
+    res = subprocess.run(["java", "-cp", jar, str(src), url, "20", "100"],
+                         capture_output=True, text=True, timeout=170)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "errors=0 rows=2000", res.stdout + res.stderr[-2000:]
+    assert server_sql(pg_cluster, cluster_db, "select count(*) from jt") == [(2000,)]
