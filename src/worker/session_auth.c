@@ -386,6 +386,7 @@ sess_on_sasl_response(struct session *s, const uint8_t *body, size_t len)
 		sess_close(s, "failed to send auth req", NULL);
 		return;
 	}
+	s->scram_keys = s->scram.keys;
 	sess_auth_cleanup(s);
 	sess_login_done(s);
 }

@@ -185,6 +185,7 @@ struct session {
 	/* authentication */
 	uint8_t md5_salt[4];
 	struct scram_server scram;	/* SCRAM exchange state */
+	struct scram_keys scram_keys;	/* recovered from a successful SCRAM login */
 	bool scram_active;
 
 	/* the link */

@@ -24,3 +24,4 @@ noinst_PROGRAMS += test/unit/catalog_dump
 test_unit_catalog_dump_SOURCES = test/unit/catalog_dump.c
 test_unit_catalog_dump_LDADD = libneki.a $(DEP_LIBS)
 unit_sources += test/unit/check_dns_server.c
+unit_sources += test/unit/check_session.c

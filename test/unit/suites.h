@@ -22,7 +22,8 @@
 	X(router) \
 	X(catalog) \
 	X(tls) \
-	X(dnssrv)
+	X(dnssrv) \
+	X(session)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)
