@@ -249,10 +249,15 @@ sess_expired(uint64_t since, double secs, uint64_t now)
 	return secs > 0 && since != 0 && now - since >= (uint64_t)(secs * 1e6);
 }
 
+/* Before a startup packet the client is dropped silently (as Postgres), after it with an error. */
 static void
 sess_check_login(struct session *s, uint64_t now)
 {
-	if (sess_expired(s->connect_us, s->cfg->client_login_timeout, now))
+	if (!sess_expired(s->connect_us, s->cfg->client_login_timeout, now))
+		return;
+	if (s->auth_step == SESS_AUTH_STARTUP && s->state == SESS_ST_LOGIN)
+		sess_close(s, "client_login_timeout", NULL);
+	else
 		sess_fatal(s, "client_login_timeout");
 }
 
@@ -327,15 +332,17 @@ sess_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, in
 	case SBUF_EV_PKT:
 		break;
 	case SBUF_EV_EOF:
-		sess_close(s, s->state == SESS_ST_LOGIN ? "client unexpected eof" :
-			   "client unexpected eof", NULL);
+		sess_close(s, "client unexpected eof", NULL);
 		return false;
 	case SBUF_EV_RECV_FAILED:
 	case SBUF_EV_SEND_FAILED:
 		sess_close(s, "client connection failed", NULL);
 		return false;
 	case SBUF_EV_BAD_PKT:
-		sess_fatal(s, "invalid message length");
+		if (s->auth_step == SESS_AUTH_STARTUP)	/* Postgres only logs this one */
+			sess_close(s, "invalid length of startup packet", NULL);
+		else
+			sess_fatal(s, "invalid message length");
 		return false;
 	case SBUF_EV_CONNECT_OK:
 	case SBUF_EV_CONNECT_FAILED:

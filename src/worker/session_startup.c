@@ -210,8 +210,10 @@ sess_on_login_pkt(struct session *s, const struct sbuf_pkt *pkt)
 	if (pkt->avail < pkt->len) {
 		if (pkt->len <= PROTO_MAX_STARTUP_LEN + 5 && sbuf_hold(&s->sb, pkt->len))
 			return true;
-		sess_fatal(s, pkt->type == 0 ? "invalid length of startup packet" :
-			   "client sent too big packet in startup phase");
+		if (pkt->type == 0)	/* Postgres logs this one and closes without a reply */
+			sess_close(s, "invalid length of startup packet", NULL);
+		else
+			sess_fatal(s, "client sent too big packet in startup phase");
 		return false;
 	}
 	sbuf_skip(&s->sb, pkt->len);
@@ -358,6 +360,8 @@ sess_login_done(struct session *s)
 	}
 	if (!sess_check_client_limits(s))
 		return;
+	if (s->scram_keys.valid && sess_server_password(s) == s->secret)
+		pool_set_scram_keys(spool_pool(s->sp), &s->scram_keys);
 	s->mode = sess_pool_mode(s);
 	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->max_prepared_statements > 0;
 	pool_client_attach(spool_pool(s->sp));

@@ -37,10 +37,10 @@ def logged_in(port, db):
 
 
 def bad_clients(port, db, rng):
-    # startup packet longer than Postgres allows
+    # startup packet longer than Postgres allows: closed without a reply, as Postgres does
     w = Wire(port)
     w.raw(struct.pack("!II", 20000, 196608))
-    expect_fatal(w, "invalid length of startup packet")
+    assert w.read_all() == []
     # startup packet length below its minimum
     w = Wire(port)
     w.raw(struct.pack("!II", 4, 196608))
