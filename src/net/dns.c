@@ -474,6 +474,19 @@ dns_numeric(struct dns_req *r, const char *name)
 	return true;
 }
 
+/* A Unix socket directory ("/dir", "@abstract") is no host name: fail <r> from the loop. */
+static bool
+dns_unix_dir(struct dns_req *r, const char *name)
+{
+	if (name[0] != '/' && name[0] != '@')
+		return false;
+	r->answered = true;
+	snprintf(r->err, sizeof(r->err), "could not resolve host \"%.200s\": it is a Unix "
+		 "socket directory", name);
+	event_active(r->ev, EV_TIMEOUT, 0);
+	return true;
+}
+
 /* Answer <r> for <host>: from the cache, by joining a running query, or by a new query. */
 static bool
 dns_req_start(struct dns *d, struct dns_req *r, const char *host)
@@ -511,7 +524,7 @@ dns_lookup(struct dns *d, const char *host, int port, dns_cb_fn cb, void *arg)
 	}
 	r->next = d->reqs;
 	d->reqs = r;
-	if (dns_numeric(r, host) || dns_req_start(d, r, host))
+	if (dns_numeric(r, host) || dns_unix_dir(r, host) || dns_req_start(d, r, host))
 		return r;
 	dns_req_free(r);
 	return NULL;

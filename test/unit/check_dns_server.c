@@ -580,6 +580,11 @@ START_TEST(test_hosts_file_and_numeric)
 	ck_assert_str_eq(a.ip, "10.4.4.4");
 	a = resolve(d, "not-in-hosts.example", 1);
 	ck_assert(!a.ok);
+	/* Unix socket directories never reach the resolver */
+	a = resolve(d, "/var/run/postgresql", 1);
+	ck_assert(!a.ok);
+	ck_assert_str_eq(a.err, "could not resolve host \"/var/run/postgresql\": it is a Unix "
+			 "socket directory");
 	dns_free(d);
 	unsetenv("CARES_HOSTS");
 }
