@@ -418,3 +418,30 @@ def test_jdbc_prepared_statements_transaction_mode(pg_cluster, cluster_db, neki)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "errors=0 rows=2000", res.stdout + res.stderr[-2000:]
     assert server_sql(pg_cluster, cluster_db, "select count(*) from jt") == [(2000,)]
+
+
+def node_pg_path():
+    """Where the npm `pg` module is (NEKI_NODE_PATH, or a node_modules some test set up)."""
+    import os
+    from pathlib import Path
+    for cand in (os.environ.get("NEKI_NODE_PATH"), "/tmp/nodepg/node_modules",
+                 "/usr/lib/node_modules", "/usr/share/nodejs"):
+        if cand and (Path(cand) / "pg").is_dir():
+            return cand
+    return None
+
+
+def test_node_postgres_named_queries_transaction_mode(pg_cluster, cluster_db, neki):
+    path = node_pg_path()
+    if path is None:
+        pytest.skip("node-postgres (npm pg) is not installed; set NEKI_NODE_PATH")
+    import os
+    src = __import__("pathlib").Path(__file__).resolve().parent / "node" / "prepared_tx.js"
+    server_sql(pg_cluster, cluster_db, "create table nt(k int primary key, v int)")
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=5,
+              workers=2)
+    res = subprocess.run(["node", str(src), str(n.port), cluster_db, "20", "100"],
+                         capture_output=True, text=True, timeout=170,
+                         env={**os.environ, "NODE_PATH": path})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "errors=0 rows=2000", res.stdout + res.stderr[-2000:]
