@@ -215,6 +215,26 @@ sess_attach(struct session *s, struct link *l)
 	return true;
 }
 
+/*
+ * The pool runs server_reset_query (DISCARD ALL) on this release: the server forgets its
+ * prepared statements and search_path, so the link's session data must too.
+ */
+static void
+sess_forget_link_state(struct session *s, struct link *l)
+{
+	struct link_ext *ext;
+
+	if (s->cfg->server_reset_query[0] == '\0' ||
+	    (s->mode != CFG_POOL_SESSION && !s->cfg->server_reset_query_always))
+		return;
+	ext = link_user_data(l);
+	if (ext == NULL)
+		return;
+	prep_link_clear(&ext->prep);
+	free(ext->search_path);
+	ext->search_path = NULL;
+}
+
 /* Give the link back to its pool (clean at 'I'); the session goes IDLE. */
 static void
 sess_release_link(struct session *s)
@@ -227,6 +247,7 @@ sess_release_link(struct session *s)
 	sbuf_detach(&s->sb);
 	s->link = NULL;
 	sess_reqs_cleanup(s);
+	sess_forget_link_state(s, l);
 	pool_release(l, NULL);
 	if (s->state == SESS_ST_ACTIVE)
 		sess_set_state(s, SESS_ST_IDLE);
@@ -275,6 +296,7 @@ sess_drop_link(struct session *s, const char *reason)
 	}
 	if (sbuf_is_empty(&s->sb) && !sbuf_is_closed(&s->sb))
 		sbuf_detach(&s->sb);
+	sess_forget_link_state(s, l);
 	pool_release(l, NULL);
 	(void)reason;
 }

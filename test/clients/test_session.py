@@ -445,3 +445,13 @@ def test_node_postgres_named_queries_transaction_mode(pg_cluster, cluster_db, ne
                          env={**os.environ, "NODE_PATH": path})
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "errors=0 rows=2000", res.stdout + res.stderr[-2000:]
+
+
+def test_prepared_statements_survive_server_reset_query_always(pg_cluster, cluster_db, neki):
+    # DISCARD ALL after every transaction drops the server's statements: neki must re-prepare
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=1,
+              server_reset_query_always=1, workers=1)
+    with n.connect(dbname=cluster_db) as c:
+        c.prepare_threshold = 0
+        for i in range(20):
+            assert c.execute("select %s::int + 1", (i,)).fetchone() == (i + 1,)
