@@ -38,6 +38,7 @@ size_t rarena_used(const struct rarena *a);
 struct parse_literal {
 	uint32_t start, len;		/* the token in the original text */
 	const char *value;		/* its value as Postgres text (unescaped); arena */
+	bool quoted;			/* a '...' string (else a number) */
 };
 
 struct parse_norm {

@@ -270,6 +270,8 @@ lex_string(struct norm_lex *l)
 		*w = '\0';
 	}
 	add_literal(l, start, end - start, v);
+	if (!l->oom)
+		l->lits[l->nlits - 1].quoted = true;
 }
 
 /* Copy a quoted run (<q>...<q> with doubled <q> inside) verbatim. */

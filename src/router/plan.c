@@ -326,6 +326,16 @@ pred_matches(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_pred
 	return true;
 }
 
+/* A normalised number literal (not a string, not a parameter). */
+static bool
+is_number_literal(const struct pctx *c, const struct stmt_value *v)
+{
+	const struct parse_norm *n = c->in->norm;
+
+	return v->kind == STMT_V_SLOT && !v->is_param && n && v->slot >= n->nparams &&
+	       v->slot - n->nparams < n->nlits && !n->lits[v->slot - n->nparams].quoted;
+}
+
 static bool
 pred_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_pred *pred,
 	 struct rset *out)
@@ -345,8 +355,16 @@ pred_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_pred *pr
 		return false;
 	out->all = false;
 	for (uint32_t i = 0; i < pred->nvals; i++) {
-		if (!plan_value_range(c, p, &pred->vals[i], direct, &range, &is_null))
-			return false;
+		if (!plan_value_range(c, p, &pred->vals[i], direct, &range, &is_null)) {
+			if (!is_number_literal(c, &pred->vals[i]))
+				return false;
+			/* `int_col = 1.5`: Postgres compares as numeric and finds nothing; no
+			 * routing value, so leave every range (the shards answer) */
+			nk_error_clear(c->err);
+			out->all = true;
+			out->bits = NULL;
+			return true;
+		}
 		if (!is_null)
 			out->bits[range] = 1;
 	}
