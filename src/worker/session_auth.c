@@ -20,6 +20,7 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
+#include "neki/tls.h"
 #include "session_int.h"
 
 /* Worker-wide caches, reloaded when the configuration object changes. */
@@ -137,7 +138,8 @@ sess_hba_to_auth(enum hba_method m)
 static bool
 sess_hba_method(struct session *s, enum cfg_auth_type *out)
 {
-	struct hba_conn hc = { .db = s->dbname, .user = s->user, .is_unix = s->is_unix };
+	struct hba_conn hc = { .db = s->dbname, .user = s->user, .is_unix = s->is_unix,
+			       .is_tls = tls_sbuf_is_tls(&s->sb) };
 	enum hba_method m = HBA_NO_MATCH;
 	struct nk_error err;
 
@@ -224,6 +226,33 @@ sess_trust_unchecked(const struct session *s)
 	       (s->db == NULL || s->db->auth_user == NULL || s->db->auth_user[0] == '\0');
 }
 
+/*
+ * auth_type=cert (net/tls.c): the client certificate's CN must be the user name, as
+ * pgbouncer; each failure is logged with pgbouncer's reason.
+ */
+static void
+sess_auth_cert(struct session *s)
+{
+	const char *why = NULL;
+	struct nk_error err;
+	char cn[256];
+
+	if (!tls_sbuf_is_tls(&s->sb))
+		why = "TLS connection required";
+	else if (!tls_sbuf_peer_cn(&s->sb, cn, sizeof(cn)))
+		why = "TLS client certificate required";
+	else if ((s->user_unknown && !sess_trust_unchecked(s)) || strcmp(cn, s->user) != 0)
+		why = "TLS certificate name mismatch";
+	if (why == NULL) {
+		sess_login_done(s);
+		return;
+	}
+	sess_log(s, LOG_LVL_ERROR, "%s", why);
+	nk_error_set(&err, "28000", "certificate authentication failed");
+	err.severity = NK_SEV_FATAL;
+	sess_close(s, "certificate authentication failed", &err);
+}
+
 /* Run the chosen method. */
 static void
 sess_auth_run(struct session *s)
@@ -250,8 +279,10 @@ sess_auth_run(struct session *s)
 	case CFG_AUTH_SCRAM:
 		sess_request_sasl(s);
 		break;
-	case CFG_AUTH_PEER:
 	case CFG_AUTH_CERT:
+		sess_auth_cert(s);
+		break;
+	case CFG_AUTH_PEER:
 	case CFG_AUTH_HBA:
 	case CFG_AUTH_REJECT:
 		sess_fatal(s, "login rejected");

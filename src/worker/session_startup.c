@@ -19,6 +19,7 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
+#include "neki/tls.h"
 #include "session_int.h"
 
 /* True when comma list <list> contains <name> (case-insensitive, spaces ignored). */
@@ -137,13 +138,82 @@ sess_refuse(struct session *s, struct nk_error *err)
 	sess_close(s, err->message, err);
 }
 
+/* ---- client TLS (net/tls.c) ---- */
+
+/* The client's TLS negotiation ended; on failure the session closes. */
+static void
+sess_tls_done(struct sbuf *sb, bool ok, const char *errmsg, void *arg)
+{
+	struct session *s = arg;
+
+	(void)sb;
+	if (!ok)
+		sess_close(s, errmsg != NULL ? errmsg : "TLS handshake failed", NULL);
+}
+
+/* SSLRequest (already skipped): 'S' and the handshake when client TLS is on, else 'N'. */
+static void
+sess_on_ssl_request(struct session *s)
+{
+	struct nk_error err;
+
+	if (tls_sbuf_is_tls(&s->sb)) {
+		sess_close(s, "SSL req inside SSL", NULL);
+		return;
+	}
+	if (!tls_client_offer(s->is_unix)) {
+		if (!sbuf_send(&s->sb, "N", 1))
+			sess_close(s, "failed to nak SSL", NULL);
+		return;
+	}
+	if (!sbuf_send(&s->sb, "S", 1)) {
+		sess_close(s, "failed to ack SSL", NULL);
+		return;
+	}
+	if (!tls_sbuf_accept(&s->sb, tls_client_ctx(), sess_tls_done, s, &err))
+		sess_close(s, err.message, NULL);
+}
+
+/* Direct TLS (PG17 sslnegotiation=direct): the first packet is a TLS ClientHello. */
+static bool
+sess_on_client_hello(struct session *s, const struct sbuf_pkt *pkt)
+{
+	struct nk_error err;
+
+	if (!tls_client_offer(s->is_unix) || tls_sbuf_is_tls(&s->sb)) {
+		sess_close(s, "direct TLS connection refused: client TLS is off", NULL);
+		return false;
+	}
+	if (!tls_sbuf_accept_direct(&s->sb, tls_client_ctx(), pkt, sess_tls_done, s, &err)) {
+		sess_close(s, err.message, NULL);
+		return false;
+	}
+	return true;
+}
+
+/* client_tls_sslmode require and stronger: a plain TCP client is refused (pgbouncer's text). */
+static bool
+sess_tls_missing(struct session *s)
+{
+	struct nk_error err;
+
+	if (!tls_client_required(s->is_unix) || tls_sbuf_is_tls(&s->sb))
+		return false;
+	nk_error_set(&err, "08P01", "SSL required");
+	sess_refuse(s, &err);
+	return true;
+}
+
 /* A whole StartupMessage. */
 static void
 sess_on_startup_msg(struct session *s, const struct proto_startup *st)
 {
 	struct nk_error err;
 	struct pktbuf pb;
+	char tls[128];
 
+	if (sess_tls_missing(s))
+		return;
 	s->user = strdup(st->user);
 	s->dbname = strdup(st->database);
 	if (s->user == NULL || s->dbname == NULL) {
@@ -168,9 +238,10 @@ sess_on_startup_msg(struct session *s, const struct proto_startup *st)
 	}
 	sbuf_set_startup(&s->sb, false);
 	sess_find_db(s);
+	tls_sbuf_info(&s->sb, tls, sizeof(tls));
 	if (s->cfg->log_connections)
-		sess_log(s, LOG_LVL_INFO, "login attempt: db=%s user=%s tls=no", s->dbname,
-			 s->user);
+		sess_log(s, LOG_LVL_INFO, "login attempt: db=%s user=%s tls=%s", s->dbname,
+			 s->user, tls[0] != '\0' ? tls : "no");
 	sess_auth_start(s);
 }
 
@@ -187,6 +258,8 @@ sess_on_startup_pkt(struct session *s, const uint8_t *body, size_t len)
 	}
 	switch (st.kind) {
 	case PROTO_STARTUP_SSL:
+		sess_on_ssl_request(s);
+		break;
 	case PROTO_STARTUP_GSSENC:
 		if (!sbuf_send(&s->sb, "N", 1))
 			sess_close(s, "failed to nak SSL", NULL);
@@ -207,6 +280,8 @@ sess_on_login_pkt(struct session *s, const struct sbuf_pkt *pkt)
 {
 	uint32_t hdr = pkt->type == 0 ? 4 : 5;
 
+	if (s->auth_step == SESS_AUTH_STARTUP && tls_pkt_is_client_hello(pkt))
+		return sess_on_client_hello(s, pkt);
 	if (pkt->avail < pkt->len) {
 		if (pkt->len <= PROTO_MAX_STARTUP_LEN + 5 && sbuf_hold(&s->sb, pkt->len))
 			return true;

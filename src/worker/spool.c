@@ -24,6 +24,7 @@
 
 #include <event2/event.h>
 
+#include "neki/dns.h"
 #include "neki/log.h"
 #include "neki/worker.h"
 #include "session_int.h"
@@ -203,6 +204,7 @@ spool_get_or_create(const struct cfg *c, const struct cfg_database *db, const ch
 	struct pool_conf pc = {
 		.cfg = c, .db = db, .user = cfg_user_find(c, user), .db_name = dbname,
 		.user_name = user, .password = password, .limits = &spool_shm_limits,
+		.dns = dns_process(),	/* the worker's resolver (net/dns.c); NULL: getaddrinfo */
 	};
 	struct spool *sp;
 

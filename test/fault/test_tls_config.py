@@ -60,3 +60,111 @@ def test_failed_tls_reload_keeps_old_configuration(neki):
     inst.reload()
     inst.wait_log(r"TLS configuration could not be reloaded, keeping old configuration")
     assert inst.alive()
+
+
+# ---------------------------------------------------------------------------------------------
+# client TLS through the session (real Postgres behind neki)
+
+def make_client_pki():
+    """CA, server certificate for localhost / 127.0.0.1, client certificate CN=postgres."""
+    d = make_pki()
+    run = lambda cmd: subprocess.run(cmd, shell=True, cwd=str(d), check=True,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (d / "san.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+        "-out server.crt -days 2 -extfile san.cnf")
+    run("openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+        "-keyout client.key -out client.csr -subj /CN=postgres")
+    run("openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+        "-out client.crt -days 2")
+    for f in os.listdir(d):
+        os.chmod(d / f, 0o644)
+    os.chmod(d / "client.key", 0o600)
+    return d
+
+
+def tls_neki(neki, pg, db, pki, **settings):
+    s = {"client_tls_sslmode": "require", "client_tls_key_file": str(pki / "server.key"),
+         "client_tls_cert_file": str(pki / "server.crt"), "workers": 1}
+    s.update(settings)
+    line = f"{db} = host=127.0.0.1 port={pg.port('shard-a')} dbname={db}"
+    return neki(settings=s, databases=line)
+
+
+def psql(port, db, sslmode, pki, host="127.0.0.1", cert=False):
+    conn = (f"host={host} port={port} dbname={db} user=postgres sslmode={sslmode} "
+            f"sslrootcert={pki / 'ca.crt'}")
+    if cert:
+        conn += f" sslcert={pki / 'client.crt'} sslkey={pki / 'client.key'}"
+    else:
+        conn += f" sslcert={pki / 'none.crt'} sslkey={pki / 'none.key'}"
+    return subprocess.run(["psql", "-X", "-At", conn, "-c", "select 40 + 2"],
+                          capture_output=True, text=True, timeout=20)
+
+
+def test_client_verify_full_and_login_line(pg_cluster, cluster_db, neki):
+    pki = make_client_pki()
+    n = tls_neki(neki, pg_cluster, cluster_db, pki)
+    out = psql(n.port, cluster_db, "verify-full", pki)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "42"
+    n.wait_log(rf"login attempt: db={cluster_db} user=postgres tls=TLSv1\.3/TLS_AES_256_GCM_"
+               r"SHA384/ECDH=X25519")
+    # verify-full against a name the certificate does not carry fails on the client
+    out = psql(n.port, cluster_db, "verify-full", pki, host="127.0.0.2")
+    assert out.returncode != 0
+
+
+def test_client_require_refuses_plain(pg_cluster, cluster_db, neki):
+    pki = make_client_pki()
+    n = tls_neki(neki, pg_cluster, cluster_db, pki)
+    out = psql(n.port, cluster_db, "disable", pki)
+    assert out.returncode != 0
+    assert "SSL required" in out.stderr
+
+
+def test_client_cert_auth(pg_cluster, cluster_db, neki):
+    pki = make_client_pki()
+    n = tls_neki(neki, pg_cluster, cluster_db, pki, client_tls_sslmode="verify-full",
+                 client_tls_ca_file=str(pki / "ca.crt"), auth_type="cert")
+    out = psql(n.port, cluster_db, "verify-full", pki, cert=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "42"
+    out = psql(n.port, cluster_db, "verify-full", pki, cert=False)
+    assert out.returncode != 0
+
+
+def direct_tls(port, pki, alpn, db="postgres"):
+    """A PG17-style direct TLS client: ClientHello first; returns the first reply type."""
+    import socket
+    import ssl
+    import struct
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        s = ctx.wrap_socket(raw, server_hostname="localhost")
+    except (ssl.SSLError, ConnectionError) as e:
+        raw.close()
+        return f"handshake failed: {e}"
+    body = struct.pack("!i", 196608) + b"user\0postgres\0database\0" + db.encode() + b"\0\0"
+    try:
+        s.sendall(struct.pack("!i", len(body) + 4) + body)
+        first = s.recv(1)
+    except (ssl.SSLError, ConnectionError, OSError) as e:
+        return f"closed: {e}"
+    finally:
+        s.close()
+    return first.decode() if first else "eof"
+
+
+def test_direct_tls_needs_alpn(pg_cluster, cluster_db, neki):
+    pki = make_client_pki()
+    n = tls_neki(neki, pg_cluster, cluster_db, pki)
+    assert direct_tls(n.port, pki, ["postgresql"], cluster_db) == "R"
+    assert direct_tls(n.port, pki, ["http/1.1"]).startswith("handshake failed")
+    assert direct_tls(n.port, pki, None) in ("eof",) or \
+        direct_tls(n.port, pki, None).startswith("closed")
+    n.wait_log(r"received direct SSL connection request without ALPN protocol negotiation "
+               r"extension")
