@@ -1289,9 +1289,20 @@ START_TEST(test_dns_hosts)
 	char tcp_label[32];
 
 	NEED_CLUSTER();
+	/*
+	 * A test-owned hosts file: "localhost" may also map to ::1, where the cluster does not
+	 * listen (Debian's default /etc/hosts), so use a name that maps to 127.0.0.1 only.
+	 */
+	char hosts[] = "/tmp/neki-pool-hosts.XXXXXX";
+	int hfd = mkstemp(hosts);
+
+	ck_assert_int_ne(hfd, -1);
+	ck_assert_int_gt(write(hfd, "127.0.0.1 neki-pool-db.test\n", 28), 0);
+	close(hfd);
+	setenv("CARES_HOSTS", hosts, 1);
 	d = dns_new(base, &o, &err);
 	ck_assert_ptr_nonnull(d);
-	load_cfg("db = host=localhost port=%d dbname=postgres\n"
+	load_cfg("db = host=neki-pool-db.test port=%d dbname=postgres\n"
 		 "bad = host=no-such-host.invalid port=%1$d dbname=postgres\n",
 		 "pool_mode = transaction\nquery_wait_timeout = 0.5");
 	pc.cfg = cfg;
@@ -1324,6 +1335,8 @@ START_TEST(test_dns_hosts)
 			 "lookup failed (server_login_retry)");
 	pool_free(p);
 	dns_free(d);
+	unsetenv("CARES_HOSTS");
+	unlink(hosts);
 }
 END_TEST
 
