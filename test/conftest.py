@@ -63,9 +63,22 @@ def tmp_base():
     return tempfile.gettempdir()
 
 
+_private_dirs = []
+
+
+def _remove_private_dirs():
+    for d in _private_dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+atexit.register(_remove_private_dirs)
+
+
 def make_private_dir(prefix):
-    """A temp dir that the unprivileged run-as user can use (when root)."""
+    """A temp dir that the unprivileged run-as user can use (when root). Removed at the end
+    of the test session at the latest, so no test leaves it behind."""
     d = tempfile.mkdtemp(prefix=prefix, dir=tmp_base())
+    _private_dirs.append(d)
     os.chmod(d, 0o755)
     if IS_ROOT:
         pw = pwd.getpwnam(run_as_user())
