@@ -2,7 +2,7 @@
  * shm_cat.c - catalog image slots in shared memory, and catalog refresh requests.
  *
  * SHM_CAT_SLOTS byte areas each hold one self-contained catalog image (neki/catalog_image.h).
- * They follow the topology slots' protocol (shm_topo.c): the published image is named by
+ * They follow the image slot protocol (shm_image.c): the published image is named by
  * one atomic word, cat_current = version << 8 | (slot + 1); the writer (the admin) claims a
  * slot that is neither current nor pinned by setting SHM_TOPO_WRITER in its pin count,
  * fills it, publishes it, then drops the writer bit; readers pin the current slot and check
@@ -18,51 +18,30 @@
 
 #include "shm_int.h"
 
-_Static_assert(SHM_CAT_SLOTS < 255, "slot index must fit in the low byte of cat_current");
-
-static uint64_t
-current_word(void)
+/* The catalog family: header words and slot areas (the protocol is in shm_image.c). */
+static struct shm_image_family
+cat_family(void)
 {
-	return atomic_load_explicit(&shm_header()->cat_current, memory_order_acquire);
-}
+	struct shm_header *h = shm_header();
 
-/* Slot named by a cat_current word, or -1 for none. */
-static int
-word_slot(uint64_t w)
-{
-	return (int)(w & 0xff) - 1;
+	return (struct shm_image_family){ &h->cat_current, h->cat, SHM_CAT_SLOTS,
+					  shm_layout_get()->cat_off };
 }
 
 bool
 shm_cat_claim(unsigned *slot)
 {
-	struct shm_header *h = shm_header();
+	struct shm_image_family f = cat_family();
 
-	for (unsigned s = 0; s < SHM_CAT_SLOTS; s++) {
-		uint32_t zero = 0;
-
-		if (word_slot(current_word()) == (int)s)
-			continue;
-		if (!atomic_compare_exchange_strong(&h->cat[s].pins, &zero, SHM_TOPO_WRITER))
-			continue;
-		/* Another writer may have published s before our claim: look again. */
-		if (word_slot(current_word()) == (int)s) {
-			atomic_fetch_and(&h->cat[s].pins, ~SHM_TOPO_WRITER);
-			continue;
-		}
-		*slot = s;
-		return true;
-	}
-	return false;
+	return shm_image_claim(&f, slot);
 }
 
 void *
 shm_cat_data(unsigned slot)
 {
-	const struct shm_layout *l = shm_layout_get();
+	struct shm_image_family f = cat_family();
 
-	NK_ASSERT(slot < SHM_CAT_SLOTS);
-	return l->base + l->cat_off + (size_t)slot * l->topo_area;
+	return shm_image_data(&f, slot);
 }
 
 size_t
@@ -75,63 +54,44 @@ shm_cat_capacity(void)
 void
 shm_cat_publish(unsigned slot, uint64_t version, uint64_t served, size_t len)
 {
+	struct shm_image_family f = cat_family();
 	struct shm_header *h = shm_header();
-	struct shm_topo_slot *cs = &h->cat[slot];
 
-	NK_ASSERT(slot < SHM_CAT_SLOTS && len <= shm_cat_capacity());
-	NK_ASSERT(atomic_load(&cs->pins) & SHM_TOPO_WRITER);
-	NK_ASSERT(version < (UINT64_C(1) << 56));
-	atomic_store(&cs->revision, version);
-	atomic_store(&cs->len, len);
-	atomic_store_explicit(&h->cat_current, version << 8 | (slot + 1), memory_order_release);
+	shm_image_publish(&f, slot, version, len);
 	atomic_store(&h->catalog_version, version);
 	atomic_store(&h->cat_served, served);
-	atomic_fetch_and(&cs->pins, ~SHM_TOPO_WRITER);
 }
 
 void
 shm_cat_abandon(unsigned slot)
 {
-	NK_ASSERT(slot < SHM_CAT_SLOTS);
-	atomic_fetch_and(&shm_header()->cat[slot].pins, ~SHM_TOPO_WRITER);
+	struct shm_image_family f = cat_family();
+
+	shm_image_abandon(&f, slot);
 }
 
 bool
 shm_cat_pin(struct shm_topo_ref *ref)
 {
-	struct shm_header *h = shm_header();
+	struct shm_image_family f = cat_family();
 
-	for (;;) {
-		uint64_t w = current_word();
-		int s = word_slot(w);
-		uint32_t prev;
-
-		if (s < 0)
-			return false;
-		prev = atomic_fetch_add(&h->cat[s].pins, 1);
-		if ((prev & SHM_TOPO_WRITER) == 0 && current_word() == w) {
-			ref->slot = (unsigned)s;
-			ref->revision = w >> 8;
-			ref->data = shm_cat_data((unsigned)s);
-			ref->len = atomic_load(&h->cat[s].len);
-			return true;
-		}
-		atomic_fetch_sub(&h->cat[s].pins, 1);
-	}
+	return shm_image_pin(&f, ref);
 }
 
 void
 shm_cat_unpin(const struct shm_topo_ref *ref)
 {
-	uint32_t prev = atomic_fetch_sub(&shm_header()->cat[ref->slot].pins, 1);
+	struct shm_image_family f = cat_family();
 
-	NK_ASSERT((prev & ~SHM_TOPO_WRITER) > 0);
+	shm_image_unpin(&f, ref);
 }
 
 uint64_t
 shm_cat_version(void)
 {
-	return current_word() >> 8;
+	struct shm_image_family f = cat_family();
+
+	return shm_image_version(&f);
 }
 
 uint64_t

@@ -27,6 +27,23 @@ struct shm_layout {
 	size_t cat_off;			/* SHM_CAT_SLOTS areas of topo_area bytes */
 };
 
+/* One family of image slots (topology or catalog), see shm_image.c. */
+struct shm_image_family {
+	_Atomic uint64_t *current;	/* borrowed: version << 8 | (slot + 1); 0 = none */
+	struct shm_topo_slot *slots;	/* borrowed: the family's slot headers */
+	unsigned nslots;
+	size_t off;			/* offset of slot 0's bytes in the mapping */
+};
+
+bool shm_image_claim(const struct shm_image_family *f, unsigned *slot);
+void *shm_image_data(const struct shm_image_family *f, unsigned slot);
+void shm_image_publish(const struct shm_image_family *f, unsigned slot, uint64_t version,
+		       size_t len);
+void shm_image_abandon(const struct shm_image_family *f, unsigned slot);
+bool shm_image_pin(const struct shm_image_family *f, struct shm_topo_ref *ref);
+void shm_image_unpin(const struct shm_image_family *f, const struct shm_topo_ref *ref);
+uint64_t shm_image_version(const struct shm_image_family *f);
+
 /* The layout of the mapped segment (NK_ASSERTs that it is mapped). */
 const struct shm_layout *shm_layout_get(void);
 
