@@ -59,14 +59,7 @@ void child_switch_topology(void);
 /* True once a shutdown command arrived (handlers should not start new work). */
 bool child_is_stopping(void);
 
-/*
- * The pre-login responder: takes an accepted connection <fd> from <l>, reads its
- * startup packet, refuses SSL/GSSENC with 'N' and answers a StartupMessage with a
- * FATAL ErrorResponse (the session layer replaces it). Owns <fd> from here on.
- */
-void prelogin_accept(int fd, const struct listener *l);
-
-/* A worker process: child_run() with the main listeners and the pre-login responder. */
+/* A worker process: child_run() with the main listeners and the client sessions. */
 NK_NORETURN void worker_main(unsigned slot);
 
 /*

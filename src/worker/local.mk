@@ -1,6 +1,5 @@
-# worker module files: the child runtime, the worker process, reload, pre-login responder
-libneki_a_SOURCES += src/worker/child.c src/worker/worker.c src/worker/reload.c \
-	src/worker/prelogin.c
+# worker module files: the child runtime, the worker process, reload
+libneki_a_SOURCES += src/worker/child.c src/worker/worker.c src/worker/reload.c
 noinst_HEADERS += include/neki/worker.h
 # the client session: state machine, startup, auth, forwarding, cancel, varcache, prepared
 # statements, the worker's pools
