@@ -2,7 +2,7 @@
  * neki/login.h - neki logging into a Postgres server (backend authentication).
  *
  * One struct login per backend connection being opened. The link feeds every
- * AuthenticationXXX ('R') message body it receives to login_on_auth(), which
+ * Authentication* ('R') message body it receives to login_on_auth(), which
  * writes the answer (PasswordMessage, SASLInitialResponse, SASLResponse) into a
  * pktbuf, until AuthenticationOk. Credentials, as pgbouncer uses them:
  *   - a plain password answers cleartext, md5 and SCRAM requests;
