@@ -12,6 +12,8 @@
 
 #include <string.h>
 
+#include "neki/image_area.h"
+
 #include "image_int.h"
 
 #define CIMG_MAX_DBS 1024
@@ -19,8 +21,7 @@
 struct cimg_w {
 	uint8_t *buf;				/* NULL while measuring */
 	struct cimg_hdr h;			/* the layout being filled */
-	uint32_t list_used;			/* words used in the list area */
-	uint32_t str_used;			/* bytes used in the string area */
+	struct image_area a;			/* strings and lists */
 	const struct catalog *const *cats;	/* borrowed, in name order */
 	size_t n;
 };
@@ -31,51 +32,11 @@ w_at(struct cimg_w *w, uint32_t off)
 	return w->buf ? w->buf + off : NULL;
 }
 
-/* Append <s> to the string area; returns its offset, 0 for NULL. */
-static uint32_t
-w_str(struct cimg_w *w, const char *s)
-{
-	uint32_t off, n;
-
-	if (!s)
-		return 0;
-	n = (uint32_t)strlen(s) + 1;
-	off = w->h.strings.off + w->str_used;
-	if (w->buf)
-		memcpy(w->buf + off, s, n);
-	w->str_used += n;
-	return off;
-}
-
-/* New list of <n> items; returns its handle (0 is the shared empty list). */
-static uint32_t
-w_list(struct cimg_w *w, uint32_t n)
-{
-	uint32_t h = w->list_used;
-	uint32_t *words = w_at(w, w->h.lists.off);
-
-	if (n == 0)
-		return 0;
-	if (words)
-		words[h] = n;
-	w->list_used += n + 1;
-	return h;
-}
-
-static void
-w_list_set(struct cimg_w *w, uint32_t list, uint32_t i, uint32_t v)
-{
-	uint32_t *words = w_at(w, w->h.lists.off);
-
-	if (words)
-		words[list + 1 + i] = v;
-}
-
 static void
 fill_column(struct cimg_w *w, const struct cat_column *c, struct cimg_col *out)
 {
 	struct cimg_col ic = {
-		.name = w_str(w, c->name),
+		.name = image_str(&w->a, c->name),
 		.type_oid = c->type_oid,
 		.typmod = c->typmod,
 		.attnum = c->attnum,
@@ -83,8 +44,8 @@ fill_column(struct cimg_w *w, const struct cat_column *c, struct cimg_col *out)
 			 (c->has_default ? CIMG_COL_HAS_DEFAULT : 0) |
 			 (c->generated ? CIMG_COL_GENERATED : 0),
 		.identity = c->identity,
-		.seq_schema = w_str(w, c->seq.schema),
-		.seq_name = w_str(w, c->seq.name),
+		.seq_schema = image_str(&w->a, c->seq.schema),
+		.seq_name = image_str(&w->a, c->seq.name),
 	};
 
 	if (out)
@@ -94,10 +55,11 @@ fill_column(struct cimg_w *w, const struct cat_column *c, struct cimg_col *out)
 static void
 fill_key(struct cimg_w *w, const struct cat_key *k, struct cimg_key *out)
 {
-	struct cimg_key ik = { w_str(w, k->name), k->primary, w_list(w, (uint32_t)k->ncols), 0 };
+	struct cimg_key ik = { image_str(&w->a, k->name), k->primary,
+			       image_list(&w->a, (uint32_t)k->ncols), 0 };
 
 	for (size_t i = 0; i < k->ncols; i++)
-		w_list_set(w, ik.cols, (uint32_t)i, k->cols[i]);
+		image_list_set(&w->a, ik.cols, (uint32_t)i, k->cols[i]);
 	if (out)
 		*out = ik;
 }
@@ -105,11 +67,14 @@ fill_key(struct cimg_w *w, const struct cat_key *k, struct cimg_key *out)
 static uint32_t
 fill_children(struct cimg_w *w, const struct cat_table *t)
 {
-	uint32_t h = w_list(w, (uint32_t)t->nchildren * 2);
+	uint32_t h = image_list(&w->a, (uint32_t)t->nchildren * 2);
 
 	for (size_t i = 0; i < t->nchildren; i++) {
-		w_list_set(w, h, (uint32_t)(2 * i), w_str(w, t->children[i].schema));
-		w_list_set(w, h, (uint32_t)(2 * i + 1), w_str(w, t->children[i].name));
+		uint32_t schema = image_str(&w->a, t->children[i].schema);
+		uint32_t name = image_str(&w->a, t->children[i].name);
+
+		image_list_set(&w->a, h, (uint32_t)(2 * i), schema);
+		image_list_set(&w->a, h, (uint32_t)(2 * i + 1), name);
 	}
 	return h;
 }
@@ -124,7 +89,8 @@ fill_table(struct cimg_w *w, const struct cat_table *t, uint32_t tn, uint32_t *c
 	struct cimg_key *keys = w_at(w, w->h.keys.off);
 	struct cimg_table it = {
 		t->seq.start, t->seq.increment, t->seq.min, t->seq.max, t->seq.cache,
-		t->seq.type_oid, t->seq.cycle, w_str(w, t->schema), w_str(w, t->name), t->oid,
+		t->seq.type_oid, t->seq.cycle, image_str(&w->a, t->schema),
+		image_str(&w->a, t->name), t->oid,
 		t->kind, t->is_partition, *col, (uint32_t)t->ncols, *key, (uint32_t)t->nkeys,
 		fill_children(w, t),
 	};
@@ -141,13 +107,13 @@ static void
 fill_type(struct cimg_w *w, const struct cat_type *t, struct cimg_type *out)
 {
 	struct cimg_type it = {
-		t->oid, w_str(w, t->schema), w_str(w, t->name), t->len, t->byval,
+		t->oid, image_str(&w->a, t->schema), image_str(&w->a, t->name), t->len, t->byval,
 		(uint8_t)t->category, t->typtype, t->base_oid, t->elem_oid,
-		w_list(w, (uint32_t)t->nlabels),
+		image_list(&w->a, (uint32_t)t->nlabels),
 	};
 
 	for (size_t i = 0; i < t->nlabels; i++)
-		w_list_set(w, it.labels, (uint32_t)i, w_str(w, t->labels[i]));
+		image_list_set(&w->a, it.labels, (uint32_t)i, image_str(&w->a, t->labels[i]));
 	if (out)
 		*out = it;
 }
@@ -160,16 +126,11 @@ fill(struct cimg_w *w)
 	struct cimg_type *types = w_at(w, w->h.types.off);
 	uint32_t tn = 0, col = 0, key = 0, ty = 0;
 
-	w->list_used = 1;	/* word 0: the empty list */
-	w->str_used = 1;	/* offset 0: NULL */
-	if (w->buf) {
-		((uint32_t *)w_at(w, w->h.lists.off))[0] = 0;
-		w->buf[w->h.strings.off] = '\0';
-	}
+	image_area_begin(&w->a, w->buf, w->h.lists.off, w->h.strings.off);
 	for (size_t d = 0; d < w->n; d++) {
 		const struct catalog *c = w->cats[d];
-		struct cimg_db idb = { w_str(w, c->dbname), w_str(w, c->collate),
-				       w_str(w, c->ctype), tn, (uint32_t)c->ntables, ty,
+		struct cimg_db idb = { image_str(&w->a, c->dbname), image_str(&w->a, c->collate),
+				       image_str(&w->a, c->ctype), tn, (uint32_t)c->ntables, ty,
 				       (uint32_t)c->ntypes, 0 };
 
 		for (size_t i = 0; i < c->ntables; i++, tn++)
@@ -216,8 +177,8 @@ layout(struct cimg_w *w)
 	place(&off, &w->h.cols, nc, sizeof(struct cimg_col));
 	place(&off, &w->h.keys, nk, sizeof(struct cimg_key));
 	place(&off, &w->h.types, nty, sizeof(struct cimg_type));
-	place(&off, &w->h.lists, w->list_used, sizeof(uint32_t));
-	place(&off, &w->h.strings, w->str_used, 1);
+	place(&off, &w->h.lists, w->a.list_used, sizeof(uint32_t));
+	place(&off, &w->h.strings, w->a.str_used, 1);
 	return off;
 }
 

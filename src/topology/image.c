@@ -13,14 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "neki/image_area.h"
+
 #include "image_int.h"
 #include "topo_int.h"
 
 struct img_w {
 	uint8_t *buf;			/* NULL while measuring */
 	struct img_hdr h;		/* the layout being filled */
-	uint32_t list_used;		/* words used in the list area */
-	uint32_t str_used;		/* bytes used in the string area */
+	struct image_area a;		/* strings and lists */
 	const struct topo_model *m;	/* borrowed */
 };
 
@@ -30,53 +31,13 @@ w_at(struct img_w *w, uint32_t off)
 	return w->buf ? w->buf + off : NULL;
 }
 
-/* Append <s> to the string area; returns its offset, 0 for NULL. */
-static uint32_t
-w_str(struct img_w *w, const char *s)
-{
-	uint32_t off, n;
-
-	if (!s)
-		return 0;
-	n = (uint32_t)strlen(s) + 1;
-	off = w->h.strings.off + w->str_used;
-	if (w->buf)
-		memcpy(w->buf + off, s, n);
-	w->str_used += n;
-	return off;
-}
-
-/* New list of <n> items; returns its handle (0 is the shared empty list). */
-static uint32_t
-w_list(struct img_w *w, uint32_t n)
-{
-	uint32_t h = w->list_used;
-	uint32_t *words = w_at(w, w->h.lists.off);
-
-	if (n == 0)
-		return 0;
-	if (words)
-		words[h] = n;
-	w->list_used += n + 1;
-	return h;
-}
-
-static void
-w_list_set(struct img_w *w, uint32_t list, uint32_t i, uint32_t v)
-{
-	uint32_t *words = w_at(w, w->h.lists.off);
-
-	if (words)
-		words[list + 1 + i] = v;
-}
-
 static uint32_t
 w_strlist(struct img_w *w, const struct topo_strlist *l)
 {
-	uint32_t h = w_list(w, (uint32_t)l->n);
+	uint32_t h = image_list(&w->a, (uint32_t)l->n);
 
 	for (size_t i = 0; i < l->n; i++)
-		w_list_set(w, h, (uint32_t)i, w_str(w, l->v[i]));
+		image_list_set(&w->a, h, (uint32_t)i, image_str(&w->a, l->v[i]));
 	return h;
 }
 
@@ -100,7 +61,7 @@ index_no(const struct topo_model *m, const char *name)
 static uint32_t
 w_group_shards(struct img_w *w, const struct topo_shard_group *g)
 {
-	uint32_t h = w_list(w, (uint32_t)topo_group_shard_count(g)), k = 0;
+	uint32_t h = image_list(&w->a, (uint32_t)topo_group_shard_count(g)), k = 0;
 
 	for (size_t i = 0; i < g->nranges; i++) {
 		const char *uid = g->ranges[i].shard_uid;
@@ -112,7 +73,7 @@ w_group_shards(struct img_w *w, const struct topo_shard_group *g)
 			if (g->ranges[j].shard_uid && strcmp(g->ranges[j].shard_uid, uid) == 0)
 				break;
 		if (j == i)
-			w_list_set(w, h, k++, w_str(w, uid));
+			image_list_set(&w->a, h, k++, image_str(&w->a, uid));
 	}
 	return h;
 }
@@ -127,12 +88,13 @@ fill_groups(struct img_w *w)
 
 	for (size_t gi = 0; gi < w->m->ngroups; gi++) {
 		const struct topo_shard_group *g = &w->m->groups[gi];
-		struct img_group ig = { w_str(w, g->uid), index_no(w->m, g->default_shard_index),
-					r, (uint32_t)g->nranges, w_group_shards(w, g), 0 };
+		struct img_group ig = { image_str(&w->a, g->uid),
+					index_no(w->m, g->default_shard_index), r,
+					(uint32_t)g->nranges, w_group_shards(w, g), 0 };
 
 		for (size_t j = 0; j < g->nranges; j++, r++) {
 			const struct topo_key_range *kr = &g->ranges[j];
-			struct img_range ir = { kr->start, kr->end, w_str(w, kr->shard_uid),
+			struct img_range ir = { kr->start, kr->end, image_str(&w->a, kr->shard_uid),
 						kr->has_end };
 
 			if (ranges) {
@@ -152,8 +114,8 @@ fill_indexes(struct img_w *w)
 
 	for (size_t i = 0; i < w->m->nindexes; i++) {
 		const struct topo_shard_index *ix = &w->m->indexes[i];
-		uint32_t name = w_str(w, ix->name);
-		uint32_t column = w_str(w, ix->columns.n ? ix->columns.v[0] : NULL);
+		uint32_t name = image_str(&w->a, ix->name);
+		uint32_t column = image_str(&w->a, ix->columns.n ? ix->columns.v[0] : NULL);
 
 		if (!out)
 			continue;
@@ -198,9 +160,9 @@ fill_table(struct img_w *w, size_t dbn, struct img_rel *r, const struct topo_tab
 	r->kind = IMG_REL_TABLE;
 	r->group = group_no(w->m, t->shard_group);
 	r->index = index_no(w->m, t->shard_index);
-	r->list = w_list(w, (uint32_t)t->nsis);
+	r->list = image_list(&w->a, (uint32_t)t->nsis);
 	for (size_t k = 0; k < t->nsis; k++)
-		w_list_set(w, r->list, (uint32_t)k, gsi_no(w->m, dbn, t->sis[k].name));
+		image_list_set(&w->a, r->list, (uint32_t)k, gsi_no(w->m, dbn, t->sis[k].name));
 	put_rel(w, n, r);
 }
 
@@ -208,9 +170,9 @@ static void
 fill_ref(struct img_w *w, struct img_rel *r, const struct topo_ref_table *t, uint32_t *n)
 {
 	r->kind = IMG_REL_REFERENCE;
-	r->list = w_list(w, (uint32_t)t->shard_groups.n);
+	r->list = image_list(&w->a, (uint32_t)t->shard_groups.n);
 	for (size_t k = 0; k < t->shard_groups.n; k++)
-		w_list_set(w, r->list, (uint32_t)k, group_no(w->m, t->shard_groups.v[k]));
+		image_list_set(&w->a, r->list, (uint32_t)k, group_no(w->m, t->shard_groups.v[k]));
 	put_rel(w, n, r);
 }
 
@@ -220,7 +182,7 @@ fill_schema_rels(struct img_w *w, size_t dbn, const struct topo_schema *s, uint3
 		 uint32_t *n)
 {
 	size_t it = 0, ir = 0, iq = 0;
-	uint32_t schema = w_str(w, s->name);
+	uint32_t schema = image_str(&w->a, s->name);
 
 	while (it < s->ntables || ir < s->nrefs || iq < s->nseqs) {
 		const char *nt = it < s->ntables ? s->tables[it].name : NULL;
@@ -233,7 +195,7 @@ fill_schema_rels(struct img_w *w, size_t dbn, const struct topo_schema *s, uint3
 			least = nr;
 		if (!least || (nq && strcmp(nq, least) < 0))
 			least = nq;
-		r.name = w_str(w, least);
+		r.name = image_str(&w->a, least);
 		if (nt && strcmp(nt, least) == 0) {
 			fill_table(w, dbn, &r, &s->tables[it++], n);
 		} else if (nr && strcmp(nr, least) == 0) {
@@ -255,8 +217,9 @@ fill_gsis(struct img_w *w, size_t dbn, uint32_t dbs, uint32_t *n)
 	for (size_t g = 0; g < d->ngsis; g++, (*n)++) {
 		const struct topo_gsi *gs = &d->gsis[g];
 		struct img_gsi ig = {
-			dbs, w_str(w, gs->name), w_str(w, gs->schema), w_str(w, gs->table),
-			w_str(w, gs->owner_table), w_strlist(w, &gs->columns),
+			dbs, image_str(&w->a, gs->name), image_str(&w->a, gs->schema),
+			image_str(&w->a, gs->table),
+			image_str(&w->a, gs->owner_table), w_strlist(w, &gs->columns),
 			w_strlist(w, &gs->owner_sk_columns), w_strlist(w, &gs->owner_pk_columns),
 			(gs->unique ? IMG_GSI_UNIQUE : 0) | (gs->ignore_null ? IMG_GSI_IGNORE_NULL : 0) |
 				(gs->enabled ? IMG_GSI_ENABLED : 0),
@@ -276,11 +239,12 @@ fill_databases(struct img_w *w)
 
 	for (size_t d = 0; d < w->m->ndbs; d++) {
 		const struct topo_database *db = &w->m->dbs[d];
-		struct img_db idb = { w_str(w, db->name), group_no(w->m, db->default_shard_group) };
+		struct img_db idb = { image_str(&w->a, db->name),
+				      group_no(w->m, db->default_shard_group) };
 
 		for (size_t s = 0; s < db->nschemas; s++, nsch++) {
 			const struct topo_schema *sc = &db->schemas[s];
-			struct img_schema is = { idb.name, w_str(w, sc->name),
+			struct img_schema is = { idb.name, image_str(&w->a, sc->name),
 						 group_no(w->m, sc->default_shard_group) };
 
 			if (schemas)
@@ -297,12 +261,7 @@ fill_databases(struct img_w *w)
 static void
 fill(struct img_w *w)
 {
-	w->list_used = 1;	/* word 0: the empty list */
-	w->str_used = 1;	/* byte 0: offset 0 means NULL */
-	if (w->buf) {
-		((uint32_t *)(w->buf + w->h.lists.off))[0] = 0;
-		w->buf[w->h.strings.off] = '\0';
-	}
+	image_area_begin(&w->a, w->buf, w->h.lists.off, w->h.strings.off);
 	fill_groups(w);
 	fill_indexes(w);
 	fill_databases(w);
@@ -362,9 +321,9 @@ layout(struct img_w *w, size_t json_len)
 				       (uint32_t)m->ndbs };
 	h->gsis = (struct img_section){ place(&cur, ngsis * sizeof(struct img_gsi)),
 					(uint32_t)ngsis };
-	h->lists = (struct img_section){ place(&cur, w->list_used * sizeof(uint32_t)),
-					 w->list_used };
-	h->strings = (struct img_section){ place(&cur, w->str_used), w->str_used };
+	h->lists = (struct img_section){ place(&cur, w->a.list_used * sizeof(uint32_t)),
+					 w->a.list_used };
+	h->strings = (struct img_section){ place(&cur, w->a.str_used), w->a.str_used };
 	h->json = (struct img_section){ place(&cur, json_len + 1), (uint32_t)json_len };
 	return cur;
 }

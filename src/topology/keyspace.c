@@ -299,18 +299,6 @@ ks_routing_value(enum ks_index_type itype, int64_t modulus, const struct ks_valu
 	return true;
 }
 
-static int
-hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* ks_bound_parse_hex: see keyspace.h. */
 bool
 ks_bound_parse_hex(const char *s, uint64_t *out)
@@ -321,7 +309,7 @@ ks_bound_parse_hex(const char *s, uint64_t *out)
 	if (n < 1 || n > 16)
 		return false;
 	for (size_t i = 0; i < n; i++) {
-		int d = hex_digit(s[i]);
+		int d = ksi_hex_digit(s[i]);
 
 		if (d < 0)
 			return false;

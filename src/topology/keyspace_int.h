@@ -34,6 +34,12 @@ void ksi_numeric_special(struct ks_value *out, const char *text);
 /* Days since 2000-01-01 of the proleptic Gregorian date <y>-<m>-<d> (year 0 = 1 BC). */
 int64_t ksi_days_from_civil(int64_t y, int m, int d);
 
+/* Value of hex digit <c>, -1 when <c> is not one. */
+int ksi_hex_digit(char c);
+
+/* Value of hex digit <c>, -1 when <c> is not one (pgtext.c). */
+int ksi_hex_digit(char c);
+
 /* Fill <err> with Postgres' "invalid input syntax for type <tname>" for <s>/<len>. */
 bool ksi_syntax_error(struct nk_error *err, const char *tname, const char *s, size_t len);
 

@@ -279,8 +279,9 @@ text_numeric(const char *s0, size_t len0, struct ks_value *out, struct nk_error 
 	return ok;
 }
 
-static int
-hexval(char c)
+/* ksi_hex_digit: see keyspace_int.h. */
+int
+ksi_hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -305,13 +306,13 @@ bytea_hex(const char *s, size_t len, char *buf, size_t *n, struct nk_error *err)
 			i++;
 			continue;
 		}
-		hi = hexval(s[i]);
+		hi = ksi_hex_digit(s[i]);
 		if (hi < 0)
 			return nk_error_set(err, "22023", "invalid hexadecimal digit: \"%c\"", s[i]);
 		if (i + 1 >= len)
 			return nk_error_set(err, "22023",
 					    "invalid hexadecimal data: odd number of digits");
-		lo = hexval(s[i + 1]);
+		lo = ksi_hex_digit(s[i + 1]);
 		if (lo < 0)
 			return nk_error_set(err, "22023", "invalid hexadecimal digit: \"%c\"",
 					    s[i + 1]);
@@ -386,8 +387,8 @@ text_uuid(const char *s0, size_t len0, struct ks_value *out, struct nk_error *er
 		len -= 2;
 	}
 	for (int b = 0; b < 16; b++) {
-		int hi = i < len ? hexval(s[i]) : -1;
-		int lo = i + 1 < len ? hexval(s[i + 1]) : -1;
+		int hi = i < len ? ksi_hex_digit(s[i]) : -1;
+		int lo = i + 1 < len ? ksi_hex_digit(s[i + 1]) : -1;
 
 		if (hi < 0 || lo < 0)
 			return ksi_syntax_error(err, "uuid", s0, len0);
