@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "neki/dns.h"
+#include "evloop.h"
 #include "suites.h"
 
 static struct event_base *base;
@@ -53,29 +54,17 @@ answer_cb(void *arg, const struct sockaddr *sa, socklen_t len, const char *errms
 	}
 }
 
-static void
-tick_cb(evutil_socket_t fd, short what, void *arg)
+static bool
+answered(void *arg)
 {
+	return ((struct answer *)arg)->calls > 0;
 }
 
 /* Run the loop until <a> got an answer or <secs> passed. */
 static bool
 wait_answer(struct answer *a, double secs)
 {
-	struct event *tick = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
-	struct timeval tv = { 0, 5000 };
-	struct timespec t0, t1;
-
-	event_add(tick, &tv);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (a->calls == 0) {
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 > secs)
-			break;
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	event_free(tick);
-	return a->calls > 0;
+	return evloop_run_until(base, answered, a, secs);
 }
 
 static struct dns *

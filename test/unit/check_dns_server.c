@@ -25,6 +25,7 @@
 
 #include "neki/config.h"
 #include "neki/dns.h"
+#include "evloop.h"
 #include "suites.h"
 
 #define MAX_NAMES 8
@@ -221,36 +222,11 @@ ans_cb(void *arg, const struct sockaddr *sa, socklen_t len, const char *errmsg)
 	a->port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
 }
 
-static void
-tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	(void)arg;
-}
-
+/* Run the loop until <done>(<arg>) or <secs> seconds (evloop.h). */
 static bool
 run_until(bool (*done)(void *), void *arg, double secs)
 {
-	struct event *tick = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
-	struct timeval tv = { 0, 5000 };
-	struct timespec t0, t1;
-	bool ok = false;
-
-	event_add(tick, &tv);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		if (done(arg)) {
-			ok = true;
-			break;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 > secs)
-			break;
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	event_free(tick);
-	return ok;
+	return evloop_run_until(base, done, arg, secs);
 }
 
 static bool
@@ -259,18 +235,11 @@ answered(void *arg)
 	return ((struct ans *)arg)->calls > 0;
 }
 
-static bool
-never(void *arg)
-{
-	(void)arg;
-	return false;
-}
-
 /* Let the loop run for <secs> (the cache's clock moves; nothing is expected). */
 static void
 pass(double secs)
 {
-	(void)run_until(never, NULL, secs);
+	(void)run_until(evloop_never, NULL, secs);
 }
 
 /* Look <name> up and wait for the answer. */

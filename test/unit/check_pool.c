@@ -35,6 +35,7 @@
 #include "neki/proto.h"
 #include "neki/scram.h"
 #include "neki/tls.h"
+#include "evloop.h"
 #include "suites.h"
 
 /* ---- the cluster (suite-wide, started in the parent process) ---- */
@@ -153,47 +154,18 @@ static struct cfg *cfg;
 static struct pool_limits_local *lim;
 static char logpath[256];
 
-static void
-tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-}
-
-/* Run the loop until <done>(<arg>) or <secs>: bounded polling, no bare sleeps. */
+/* Run the loop until <done>(<arg>) or <secs> seconds (evloop.h). */
 static bool
 run_until(bool (*done)(void *), void *arg, double secs)
 {
-	struct event *tick = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
-	struct timeval tv = { 0, 10000 };
-	struct timespec t0, t1;
-	bool ok = false;
-
-	event_add(tick, &tv);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		if (done(arg)) {
-			ok = true;
-			break;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 > secs)
-			break;
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	event_free(tick);
-	return ok;
-}
-
-static bool
-never(void *arg)
-{
-	return false;
+	return evloop_run_until(base, done, arg, secs);
 }
 
 /* Spin the loop for <secs> (to let timers fire); a bounded wait on nothing. */
 static void
 run_for(double secs)
 {
-	(void)run_until(never, NULL, secs);
+	(void)run_until(evloop_never, NULL, secs);
 }
 
 static void

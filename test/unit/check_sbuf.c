@@ -21,6 +21,7 @@
 #include <event2/event.h>
 
 #include "neki/sbuf.h"
+#include "evloop.h"
 #include "suites.h"
 
 #define MAX_SEEN 64
@@ -82,34 +83,11 @@ tc_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int err, 
 
 static struct event_base *base;
 
-static void
-tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-}
-
-/* Run the loop until <done>(<arg>) or <secs> seconds: bounded, no bare sleeps. */
+/* Run the loop until <done>(<arg>) or <secs> seconds (evloop.h). */
 static bool
 run_until(bool (*done)(void *), void *arg, double secs)
 {
-	struct event *tick = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
-	struct timeval tv = { 0, 5000 };
-	struct timespec t0, t1;
-	bool ok = false;
-
-	event_add(tick, &tv);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		if (done(arg)) {
-			ok = true;
-			break;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 > secs)
-			break;
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	event_free(tick);
-	return ok;
+	return evloop_run_until(base, done, arg, secs);
 }
 
 static void

@@ -29,6 +29,7 @@
 #include "neki/config.h"
 #include "neki/sbuf.h"
 #include "neki/tls.h"
+#include "evloop.h"
 #include "suites.h"
 
 #define PKT_BODY 10000
@@ -111,36 +112,11 @@ pki_teardown(void)
 
 /* ---- loop ---- */
 
-static void
-tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	(void)arg;
-}
-
+/* Run the loop until <done>(<arg>) or <secs> seconds (evloop.h). */
 static bool
 run_until(bool (*done)(void *), void *arg, double secs)
 {
-	struct event *tick = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
-	struct timeval tv = { 0, 5000 };
-	struct timespec t0, t1;
-	bool ok = false;
-
-	event_add(tick, &tv);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		if (done(arg)) {
-			ok = true;
-			break;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 > secs)
-			break;
-		event_base_loop(base, EVLOOP_ONCE);
-	}
-	event_free(tick);
-	return ok;
+	return evloop_run_until(base, done, arg, secs);
 }
 
 /* ---- the two ends ---- */

@@ -1,5 +1,6 @@
 # Check unit suites: one check_<module>.c per module, run by check_main.c
-unit_sources += test/unit/check_main.c test/unit/check_common.c
+unit_sources += test/unit/check_main.c test/unit/check_common.c test/unit/evloop.c
+noinst_HEADERS += test/unit/evloop.h
 unit_sources += test/unit/check_proto.c test/unit/check_auth.c
 unit_sources += test/unit/check_config.c
 unit_sources += test/unit/check_shm.c
