@@ -55,6 +55,9 @@ const char *link_state_str(enum link_state st);
 
 enum link_state link_state(const struct link *l);
 
+/* The link's global socket id (SHOW SERVERS `id`; shared numbering with the clients). */
+uint64_t link_id(const struct link *l);
+
 /* The server connection's transport (to forward into, or to act on inside link_cb_fn). */
 struct sbuf *link_sbuf(struct link *l);
 

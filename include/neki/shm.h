@@ -25,7 +25,7 @@
 #include <stdatomic.h>
 
 #define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
-#define SHM_LAYOUT_VERSION 2
+#define SHM_LAYOUT_VERSION 3
 #define SHM_CACHE_LINE 64
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
@@ -156,6 +156,7 @@ struct shm_header {
 	_Atomic uint64_t cat_requests;		/* catalog refreshes asked for (shm_cat_request_refresh) */
 	_Atomic uint64_t cat_served;		/* requests the published catalog includes */
 	struct shm_topo_slot cat[SHM_CAT_SLOTS];	/* revision = catalog version */
+	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t last_socket_id; /* shm_socket_id_next() */
 };
 
 /* A pinned topology image (see shm_topo_pin). */
@@ -194,6 +195,14 @@ void shm_attach_self(int i);
 
 /* The slot this process owns, or -1 (master). */
 int shm_self(void);
+
+/*
+ * The id of a new client or server socket (SHOW CLIENTS / SERVERS `id`, KILL_CLIENT): one
+ * counter for every process, clients and servers alike, as pgbouncer's single counter, so
+ * ids are global and consecutive (1, 2, ...). One atomic add per connection. Without a
+ * segment (unit tests) a process-local counter.
+ */
+uint64_t shm_socket_id_next(void);
 
 /* Monotonic clock in milliseconds (what heartbeat_ms holds). */
 uint64_t shm_now_ms(void);

@@ -34,6 +34,7 @@
 #include "neki/log.h"
 #include "neki/proto.h"
 #include "neki/sbuf.h"
+#include "neki/shm.h"
 #include "neki/tls.h"
 #include "neki/worker.h"
 
@@ -66,7 +67,6 @@ struct adm_conn {
 
 static struct adm_conn *dead_list;	/* closed connections, freed by reap_cb */
 static struct adm_conn *live_list;	/* open connections (weak links) */
-static uint64_t next_id = 1;		/* ids of console connections */
 static struct event *reap_ev;		/* owned */
 
 static const char *
@@ -576,7 +576,7 @@ console_accept(int fd, bool is_unix, bool forwarded)
 		log_warn("could not watch a console connection");
 		goto fail;
 	}
-	c->id = next_id++;
+	c->id = shm_socket_id_next();
 	c->connect_time = c->request_time = time(NULL);
 	c->next = live_list;
 	if (live_list != NULL)

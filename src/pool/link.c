@@ -29,6 +29,7 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
+#include "neki/shm.h"
 #include "neki/tls.h"
 #include "pool_int.h"
 
@@ -54,6 +55,12 @@ link_state_str(enum link_state st)
 }
 
 /* The state of <l> (which pool list it is on). */
+uint64_t
+link_id(const struct link *l)
+{
+	return l->id;
+}
+
 enum link_state
 link_state(const struct link *l)
 {
@@ -702,6 +709,7 @@ link_new(struct pool *p)
 	l->tx_status = '?';
 	list_node_init(&l->node);
 	l->connect_us = pool_now_us();
+	l->id = shm_socket_id_next();
 	if (!sbuf_init(&l->sb, p->base, link_sbuf_cb, l, &p->sbuf_opts) ||
 	    (l->timer = event_new(p->base, -1, 0, link_timer_cb, l)) == NULL) {
 		if (l->timer != NULL)

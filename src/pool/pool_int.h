@@ -50,6 +50,7 @@ struct link {
 	struct sbuf sb;			/* the server connection (embedded) */
 	struct list_node node;		/* on pool->lists[state] */
 	enum link_state state;		/* written by link_set_state() only */
+	uint64_t id;			/* global socket id (shm_socket_id_next), SHOW SERVERS */
 	struct pool *pool;		/* borrowed: the owner */
 	struct event *timer;		/* owned: login timeout (server_connect_timeout) */
 	size_t host_idx;		/* which of the pool's hosts */

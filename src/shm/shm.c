@@ -201,6 +201,17 @@ shm_self(void)
 }
 
 uint64_t
+shm_socket_id_next(void)
+{
+	static uint64_t local_last;	/* without a segment */
+
+	if (layout.base == NULL)
+		return ++local_last;
+	return atomic_fetch_add_explicit(&shm_header()->last_socket_id, 1,
+					 memory_order_relaxed) + 1;
+}
+
+uint64_t
 shm_now_ms(void)
 {
 	struct timespec ts;

@@ -423,6 +423,7 @@ sess_new(struct event_base *base, const struct cfg *c, int fd)
 	cfg_ref((struct cfg *)c);
 	s->connect_us = s->activity_us = sess_now_us();
 	s->tx_status = 'I';
+	s->id = shm_socket_id_next();
 	sess_peer_init(s, fd);
 	sbuf_opts_from_cfg(&o, c);
 	s->ev_release = event_new(base, -1, 0, (event_callback_fn)sess_release_cb, s);

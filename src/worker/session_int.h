@@ -155,6 +155,8 @@ struct session {
 	enum sess_state state;		/* written by sess_set_state() only */
 	enum sess_auth_step auth_step;
 	enum cfg_auth_type auth_method;	/* the method in use for this login */
+	uint64_t id;			/* global socket id (shm_socket_id_next): SHOW CLIENTS,
+					 * KILL_CLIENT */
 	uint32_t key_pid;		/* our BackendKeyData: encodes the worker */
 	uint32_t key_secret;
 

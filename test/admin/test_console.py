@@ -200,3 +200,16 @@ def test_console_tls(neki):
         assert conn.pgconn.ssl_in_use
     with pytest.raises(psycopg.OperationalError, match="SSL required"):
         inst.admin_connect(dbname="pgbouncer", user="admin", sslmode="disable")
+
+
+def test_socket_ids_are_global(console):
+    """Client and server ids come from one counter in shm for every process (pgbouncer's
+    single counter): a worker's client taken between two console sessions uses the id
+    between theirs."""
+    with console.admin_connect(dbname="pgbouncer", user="admin") as a:
+        first = [r[20] for r in a.execute("SHOW CLIENTS").fetchall()]
+        with pytest.raises(psycopg.OperationalError, match="no such database"):
+            console.connect(dbname="nosuch", user="admin")
+        with console.admin_connect(dbname="pgbouncer", user="admin") as b:
+            ids = sorted(r[20] for r in b.execute("SHOW CLIENTS").fetchall())
+    assert len(first) == 1 and ids == [first[0], first[0] + 2]
