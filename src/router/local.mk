@@ -4,5 +4,5 @@ libneki_a_SOURCES += src/router/parse.c src/router/parse_expr.c src/router/parse
 	src/router/rarena.c src/router/normalize.c
 noinst_HEADERS += include/neki/router.h include/neki/parse.h src/router/parse_int.h
 libneki_a_SOURCES += src/router/plan.c src/router/plan_insert.c src/router/plan_util.c \
-	src/router/plan_cache.c src/router/explain.c
-noinst_HEADERS += include/neki/plan.h src/router/plan_int.h
+	src/router/plan_cache.c src/router/explain.c src/router/sequence.c
+noinst_HEADERS += include/neki/plan.h src/router/plan_int.h include/neki/sequence.h

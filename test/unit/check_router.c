@@ -342,5 +342,6 @@ router_suite(void)
 	tcase_add_test(tc, test_split);
 	suite_add_tcase(s, tc);
 	router_add_plan_tests(s);
+	router_add_seq_tests(s);
 	return s;
 }

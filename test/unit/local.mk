@@ -15,7 +15,7 @@ noinst_HEADERS += test/unit/topo_fixtures.h
 unit_sources += test/unit/check_pool.c
 unit_sources += test/unit/check_admin.c
 unit_sources += test/unit/check_router.c test/unit/check_router_plan.c \
-	test/unit/router_fixtures.c
+	test/unit/check_router_seq.c test/unit/router_fixtures.c
 noinst_HEADERS += test/unit/router_fixtures.h
 unit_sources += test/unit/check_dns.c
 unit_sources += test/unit/check_catalog.c
@@ -26,3 +26,7 @@ test_unit_catalog_dump_SOURCES = test/unit/catalog_dump.c
 test_unit_catalog_dump_LDADD = libneki.a $(DEP_LIBS)
 unit_sources += test/unit/check_dns_server.c
 unit_sources += test/unit/check_session.c
+# router_sql: prints the router's generated SQL for test/router/test_sequence.py
+noinst_PROGRAMS += test/unit/router_sql
+test_unit_router_sql_SOURCES = test/unit/router_sql.c
+test_unit_router_sql_LDADD = libneki.a $(DEP_LIBS)

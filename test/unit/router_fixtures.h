@@ -24,4 +24,7 @@ void rt_fx_done(struct rt_fx *fx);
 /* Plan tests (check_router_plan.c). */
 void router_add_plan_tests(Suite *s);
 
+/* Sequence allocator tests (check_router_seq.c). */
+void router_add_seq_tests(Suite *s);
+
 #endif
