@@ -139,6 +139,20 @@ void pool_client_detach(struct pool *p);
 /* Mark every link close_needed (RECONNECT): idle ones close now, others at release. */
 void pool_reconnect(struct pool *p);
 
+/*
+ * PAUSE (<on>) / RESUME. While paused no link is handed out or opened: pool_acquire() always
+ * queues (query_wait_timeout still applies), idle links close now and the others at their
+ * release ("pause mode"). RESUME serves the queue.
+ */
+void pool_pause(struct pool *p, bool on);
+bool pool_is_paused(const struct pool *p);
+/* Links that exist in any state but closing (PAUSE is done at 0). */
+size_t pool_link_total(const struct pool *p);
+/* Links still marked close_needed (WAIT_CLOSE is done at 0). */
+size_t pool_close_needed_count(const struct pool *p);
+/* End every queued wait with a FATAL <msg> (SQLSTATE 08P01). */
+void pool_fail_waiting(struct pool *p, const char *msg);
+
 /* KILL: close every link at once; clients holding one get LINK_EV_BROKEN with <reason>. */
 void pool_close_all(struct pool *p, const char *reason);
 

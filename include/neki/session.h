@@ -13,6 +13,7 @@
 #include "neki/base.h"
 
 struct listener;
+struct shm_msg;
 
 /* Take the accepted, non-blocking client socket <fd> from listener <l>; owns <fd> from here. */
 void session_accept(int fd, const struct listener *l);
@@ -26,5 +27,20 @@ void session_cancel_forwarded(const uint8_t *key, size_t len);
 
 /* Number of client sessions alive in this worker (SHOW CLIENTS, shutdown). */
 size_t session_count(void);
+
+/*
+ * A pooling command from the mailbox (PAUSE, RESUME, KILL, KILL_CLIENT, RECONNECT, DISABLE,
+ * ENABLE, WAIT_CLOSE; src/worker/sctl.c). Returns true when it is done, false when it waits
+ * (PAUSE until the links are gone, WAIT_CLOSE until no link is close_needed): poll
+ * session_control_settled() until every wait is over.
+ */
+bool session_control(const struct shm_msg *m);
+bool session_control_settled(void);
+
+/* Server links of this worker in any state but closing (SHUTDOWN WAIT_FOR_SERVERS). */
+size_t session_link_count(void);
+
+/* SHUTDOWN WAIT_FOR_SERVERS / SIGINT: pause every pool, fail the clients waiting for a link. */
+void session_shutdown_servers(void);
 
 #endif /* NEKI_SESSION_H */

@@ -67,6 +67,8 @@ enum shm_cmd {
 	SHM_CMD_DISABLE = 11,		/* DISABLE db: refuse new clients of name[] */
 	SHM_CMD_ENABLE = 12,		/* ENABLE db */
 	SHM_CMD_SET = 13,		/* console SET: name[] holds "key=value" */
+	SHM_CMD_KILL_CLIENT = 14,	/* KILL_CLIENT: key[] holds the uint64_t client id */
+	SHM_CMD_WAIT_CLOSE = 15,	/* WAIT_CLOSE [db]: acked when no link is close_needed */
 };
 
 /* One mailbox message. */
@@ -127,6 +129,8 @@ struct shm_proc {
 	_Atomic uint64_t revision_seen;		/* topology revision this process serves */
 	_Atomic int64_t clients;		/* connected clients (gauge) */
 	_Atomic int64_t links;			/* server links (gauge) */
+	_Atomic uint64_t ctl_found_seq;		/* seq of the last KILL_CLIENT that found its
+						 * client in this process */
 	_Atomic uint32_t stats_seq;		/* seqlock: odd while stats are written */
 	_Atomic uint64_t stats[SHM_STATS_WORDS]; /* struct shm_stats, word by word */
 	int eventfd;				/* wakes the owner; created by the master */

@@ -34,6 +34,17 @@ struct child_spec {
 	child_accept_fn on_accept;	/* takes ownership of the accepted fd */
 	void (*on_start)(void);		/* NULL, or called once the loop exists, before serving */
 	child_cancel_fn on_cancel;	/* NULL: forwarded cancels are ignored */
+	/*
+	 * Pooling commands (PAUSE, RESUME, KILL, KILL_CLIENT, RECONNECT, DISABLE, ENABLE,
+	 * WAIT_CLOSE). on_control returns false when the command waits: its acknowledgement
+	 * (and every later one) is held until control_settled() returns true. NULL: acked at once.
+	 */
+	bool (*on_control)(const struct shm_msg *m);
+	bool (*control_settled)(void);
+	/* Server links left (SHUTDOWN WAIT_FOR_SERVERS exits at 0); NULL: the shm gauge. */
+	size_t (*server_links)(void);
+	/* SHUTDOWN WAIT_FOR_SERVERS began: stop handing out links. NULL: nothing to do. */
+	void (*on_stop_servers)(void);
 };
 
 /* Run the child's loop until it is told to exit; never returns. */

@@ -39,6 +39,8 @@ struct ctl_job {
 	uint64_t *seqs;			/* owned: shm_n_procs() sequence numbers */
 	uint64_t deadline_ms;
 	struct event *timer;		/* owned */
+	/* NULL, or answers instead of the plain tag once every worker acted */
+	void (*finish)(struct ctl_job *j);
 };
 
 /* Databases paused / disabled through the console (for RESUME's check). */
@@ -85,7 +87,10 @@ ctl_poll(evutil_socket_t fd, short what, void *arg)
 	struct nk_error err;
 
 	if (shm_mbox_broadcast_done(j->seqs)) {
-		ctl_done(j->req, j->tag);
+		if (j->finish != NULL)
+			j->finish(j);
+		else
+			ctl_done(j->req, j->tag);
 		ctl_job_free(j);
 	} else if (shm_now_ms() >= j->deadline_ms) {
 		nk_error_set(&err, "57014", "not every neki worker acted on %s within %d s", j->tag,
@@ -98,12 +103,12 @@ ctl_poll(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Post <cmd> (with database <db> or NULL) to every worker; answer <tag> once all acted. */
+/* Post <m> to every worker; answer <tag> (or call <finish>) once all acted. */
 static void
-ctl_broadcast(struct adm_req *req, enum shm_cmd cmd, const char *db, const char *tag)
+ctl_broadcast_msg(struct adm_req *req, struct shm_msg m, const char *tag,
+		  void (*finish)(struct ctl_job *j))
 {
 	struct ctl_job *j = calloc(1, sizeof(*j));
-	struct shm_msg m = { .cmd = cmd };
 
 	if (j == NULL || (j->seqs = calloc(shm_n_procs(), sizeof(uint64_t))) == NULL ||
 	    (j->timer = evtimer_new(child_base(), ctl_poll, j)) == NULL) {
@@ -112,13 +117,56 @@ ctl_broadcast(struct adm_req *req, enum shm_cmd cmd, const char *db, const char 
 		ctl_fail(req, "53200", "out of memory");
 		return;
 	}
-	if (db != NULL)
-		snprintf(m.name, sizeof(m.name), "%s", db);
 	j->req = req;
 	j->tag = tag;
+	j->finish = finish;
 	j->deadline_ms = shm_now_ms() + CTL_TIMEOUT_MS;
 	(void)shm_mbox_broadcast(SHM_PROC_WORKER, &m, j->seqs);
 	ctl_poll(-1, 0, j);
+}
+
+/* Post <cmd> (with database <db> or NULL) to every worker; answer <tag> once all acted. */
+static void
+ctl_broadcast(struct adm_req *req, enum shm_cmd cmd, const char *db, const char *tag)
+{
+	struct shm_msg m = { .cmd = cmd };
+
+	/* callers checked the length: names and SET's "key=value" fit SHM_MSG_NAME_MAX */
+	if (db != NULL)
+		memcpy(m.name, db, strnlen(db, sizeof(m.name) - 1));
+	ctl_broadcast_msg(req, m, tag, NULL);
+}
+
+/* KILL_CLIENT acted everywhere: did a worker find the client (its ctl_found_seq)? */
+static void
+ctl_kill_client_done(struct ctl_job *j)
+{
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		if (j->seqs[i] != 0 && atomic_load(&shm_proc(i)->ctl_found_seq) == j->seqs[i]) {
+			ctl_done(j->req, "KILL_CLIENT");
+			return;
+		}
+	}
+	ctl_fail(j->req, "08P01", "client not found");
+}
+
+/* KILL_CLIENT id: the id of SHOW CLIENTS (global across workers). */
+static void
+ctl_kill_client(struct adm_req *req, const char *arg)
+{
+	struct shm_msg m = { .cmd = SHM_CMD_KILL_CLIENT, .key_len = sizeof(uint64_t) };
+	unsigned long long id;
+	uint64_t id64;
+	char *end;
+
+	if (arg == NULL || !isdigit((unsigned char)arg[0]) ||
+	    (id = strtoull(arg, &end, 10), *end != '\0')) {
+		ctl_fail(req, "08P01", "invalid client pointer supplied");
+		return;
+	}
+	id64 = id;
+	memcpy(m.key, &id64, sizeof(id64));
+	ctl_broadcast_msg(req, m, "KILL_CLIENT", ctl_kill_client_done);
 }
 
 /* True when every live worker is in state <st> (false when there is none). */
@@ -299,15 +347,17 @@ ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *
 		if (arg == NULL || check_db(req, "reconnect", arg))
 			ctl_broadcast(req, SHM_CMD_RECONNECT, arg, "RECONNECT");
 	} else if (strcmp(verb, "kill") == 0) {
-		if (arg == NULL || check_db(req, "kill", arg)) {
+		if (workers_all(SHM_PST_PAUSED))
+			ctl_fail(req, "08P01", "already suspended/paused");
+		else if (arg == NULL || check_db(req, "kill", arg)) {
 			mark_killed(arg);
 			ctl_broadcast(req, SHM_CMD_KILL, arg, "KILL");
 		}
 	} else if (strcmp(verb, "disable") == 0 || strcmp(verb, "enable") == 0) {
 		ctl_disable_enable(req, verb, arg);
 	} else if (strcmp(verb, "wait_close") == 0) {
-		if (arg == NULL || check_db(req, "wait_close", arg))
-			ctl_broadcast(req, SHM_CMD_NONE, arg, "WAIT_CLOSE");
+		if (arg == NULL || check_db(req, "wait in", arg))
+			ctl_broadcast(req, SHM_CMD_WAIT_CLOSE, arg, "WAIT_CLOSE");
 	} else if (strcmp(verb, "reload") == 0 && arg == NULL) {
 		ctl_reload(req);
 	} else if (strcmp(verb, "shutdown") == 0) {
@@ -316,10 +366,7 @@ ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *
 		ctl_fail(req, "0A000", "SUSPEND is not supported: neki has no online restart (-R);"
 			 " use so_reuseport and SHUTDOWN WAIT_FOR_CLIENTS");
 	} else if (strcmp(verb, "kill_client") == 0) {
-		if (arg == NULL)
-			ctl_fail(req, "08P01", "invalid client pointer supplied");
-		else
-			ctl_fail(req, "08P01", "client not found");
+		ctl_kill_client(req, arg);
 	} else {
 		ctl_fail(req, "08P01", "invalid command '%s', use SHOW HELP;", sql);
 	}

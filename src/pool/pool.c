@@ -415,6 +415,8 @@ pool_dispatch(struct pool *p)
 	struct pool_waiter *w;
 	struct link *l;
 
+	if (p->paused)
+		return;
 	while ((w = pool_first_waiter(p)) != NULL && (l = pool_take_idle(p)) != NULL)
 		pool_give(w, l);
 	if (!list_empty(&p->waiters) && !p->freeing)
@@ -459,7 +461,7 @@ pool_acquire(struct pool *p, struct pool_waiter *w, struct link **out, struct nk
 		nk_error_set(err, "08P01", "pooler is shutting down");
 		return POOL_FAILED;
 	}
-	if (list_empty(&p->waiters)) {
+	if (list_empty(&p->waiters) && !p->paused) {
 		l = pool_take_idle(p);
 		if (l != NULL) {
 			link_activate(l, w->link_cb, w->ctx);
@@ -526,6 +528,8 @@ pool_release(struct link *l, const char *dirty_reason)
 		link_close(l, true, "server lifetime over");
 	} else if (l->close_needed) {
 		link_close(l, true, "close_needed");
+	} else if (p->paused) {
+		link_close(l, true, "pause mode");
 	} else if (pool_wants_reset(p)) {
 		link_start_test(l, LINK_TEST_RESET, p->cfg->server_reset_query);
 	} else {
@@ -568,6 +572,8 @@ pool_on_login_ok(struct link *l)
 	if (!p->welcome_ready && p->welcome == NULL)
 		pool_save_welcome(p, l);
 	link_set_state(l, LINK_ST_IDLE);
+	if (p->paused)
+		link_close(l, true, "pause mode");
 	pool_kick(p);
 }
 
@@ -598,6 +604,8 @@ pool_on_test_done(struct link *l)
 {
 	l->fresh = true;
 	link_set_state(l, LINK_ST_IDLE);
+	if (l->pool->paused)
+		link_close(l, true, "pause mode");
 	pool_kick(l->pool);
 }
 
@@ -644,6 +652,8 @@ pool_check_unused(struct pool *p, struct link *l, uint64_t now)
 
 	if (l->close_needed) {
 		link_close(l, true, "obsolete connection");
+	} else if (p->paused) {
+		link_close(l, true, "pause mode");
 	} else if (pool_life_over(p, l, now)) {
 		p->last_lifetime_close_us = now;
 		link_close(l, true, "server lifetime over");
@@ -712,7 +722,8 @@ pool_janitor_cb(evutil_socket_t fd, short what, void *arg)
 	pool_check_list(p, LINK_ST_IDLE, now);
 	pool_check_list(p, LINK_ST_USED, now);
 	pool_check_waiters(p, now);
-	pool_check_min_size(p);
+	if (!p->paused)
+		pool_check_min_size(p);
 	if (!list_empty(&p->waiters))
 		pool_dispatch(p);
 }
@@ -958,6 +969,59 @@ pool_reconnect(struct pool *p)
 	}
 	pool_check_list(p, LINK_ST_IDLE, pool_now_us());
 	pool_check_list(p, LINK_ST_USED, pool_now_us());
+}
+
+/* PAUSE / RESUME; see neki/pool.h. */
+void
+pool_pause(struct pool *p, bool on)
+{
+	if (p->paused == on)
+		return;
+	p->paused = on;
+	if (on) {
+		pool_check_list(p, LINK_ST_IDLE, pool_now_us());
+		pool_check_list(p, LINK_ST_USED, pool_now_us());
+	} else {
+		pool_kick(p);
+	}
+}
+
+bool
+pool_is_paused(const struct pool *p)
+{
+	return p->paused;
+}
+
+size_t
+pool_link_total(const struct pool *p)
+{
+	size_t n = 0;
+
+	for (int st = LINK_ST_LOGIN; st < LINK_ST_CLOSING; st++)
+		n += list_count(&p->lists[st]);
+	return n;
+}
+
+size_t
+pool_close_needed_count(const struct pool *p)
+{
+	size_t n = 0;
+
+	for (int st = LINK_ST_LOGIN; st < LINK_ST_CLOSING; st++) {
+		for (struct list_node *ln = list_first(&p->lists[st]); ln != NULL;
+		     ln = list_next(&p->lists[st], ln))
+			n += container_of(ln, struct link, node)->close_needed;
+	}
+	return n;
+}
+
+void
+pool_fail_waiting(struct pool *p, const char *msg)
+{
+	struct nk_error err;
+
+	nk_error_set(&err, "08P01", "%s", msg);
+	pool_fail_waiters(p, &err);
 }
 
 /* KILL: close every link now; clients holding one get LINK_EV_BROKEN with <reason>. */

@@ -112,6 +112,7 @@ struct pool {
 	size_t nwelcome;
 	bool welcome_ready;
 	int n_clients;			/* pool_client_attach() count */
+	bool paused;			/* pool_pause(): no link handed out, released ones closed */
 	bool freeing;			/* pool_free() in progress */
 };
 

@@ -274,6 +274,7 @@ shm_proc_reset(unsigned i, enum shm_proc_kind kind)
 	atomic_store(&p->revision_seen, 0);
 	atomic_store(&p->clients, 0);
 	atomic_store(&p->links, 0);
+	atomic_store(&p->ctl_found_seq, 0);
 }
 
 /* Seqlock writer: readers retry while stats_seq is odd or has moved. */

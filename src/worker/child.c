@@ -5,7 +5,9 @@
  *   - a read event per inherited listening socket of the child's kind: accept until
  *     EAGAIN (several processes share a socket, so losing the race is normal) and hand
  *     each connection to the child's accept function;
- *   - the shm mailbox eventfd: take every pending command, act, acknowledge;
+ *   - the shm mailbox eventfd: take every pending command, act, acknowledge; a pooling
+ *     command that waits (PAUSE until the links are gone) holds its acknowledgement, and
+ *     every later one, until the handler says it is settled (polled every 20 ms);
  *   - a one-second tick: heartbeat and stats into the shm slot, and exit if the master
  *     is gone (PR_SET_PDEATHSIG does that too; the tick covers the fork window).
  * Shutdown modes: SHUTDOWN_NOW exits at once; SHUTDOWN_CLIENTS stops listening and
@@ -29,6 +31,8 @@
 #include "neki/log.h"
 #include "neki/tls.h"
 
+#define CHILD_CTL_POLL_MS 20		/* held commands and shutdown conditions are polled */
+
 enum child_exit_mode {
 	CHILD_RUN = 0,			/* serving */
 	CHILD_WAIT_CLIENTS = 1,		/* SIGTERM: exit when no client is left */
@@ -42,6 +46,9 @@ static struct event *listen_ev[LISTEN_MAX]; /* owned; NULL when not listening */
 static struct event *mbox_ev;		/* owned */
 static struct event *tick_ev;		/* owned */
 static struct event *accept_pause_ev;	/* owned: resumes accepting after a shortage */
+static struct event *ctl_ev;		/* owned: polls held commands and shutdown conditions */
+static uint64_t taken_seq;		/* last mailbox message taken */
+static uint64_t held_seq;		/* first message whose ack waits (0 = none) */
 static enum child_exit_mode exit_mode;
 static pid_t master_pid;		/* getppid() at start; a change means it died */
 static struct shm_stats stats;		/* this process's totals; published each tick */
@@ -102,13 +109,22 @@ child_exit(int status)
 	exit(status);
 }
 
+/* Server links this process still has (what SHUTDOWN WAIT_FOR_SERVERS waits for). */
+static size_t
+child_server_links(void)
+{
+	if (spec.server_links != NULL)
+		return spec.server_links();
+	return (size_t)atomic_load(&slot->links);
+}
+
 /* Exit when the current shutdown mode's condition holds. */
 static void
 check_exit(void)
 {
 	if (exit_mode == CHILD_WAIT_CLIENTS && atomic_load(&slot->clients) == 0)
 		child_exit(0);
-	else if (exit_mode == CHILD_WAIT_SERVERS && atomic_load(&slot->links) == 0)
+	else if (exit_mode == CHILD_WAIT_SERVERS && child_server_links() == 0)
 		child_exit(0);
 }
 
@@ -215,6 +231,46 @@ start_listening(void)
 	}
 }
 
+/* Poll held commands / the shutdown condition again soon. */
+static void
+ctl_poll_arm(void)
+{
+	struct timeval tv = { 0, CHILD_CTL_POLL_MS * 1000 };
+
+	if (ctl_ev != NULL && !evtimer_pending(ctl_ev, NULL))
+		evtimer_add(ctl_ev, &tv);
+}
+
+/* Acknowledge what was taken, up to the first held command. */
+static void
+ctl_ack(void)
+{
+	if (held_seq != 0 && spec.control_settled != NULL && spec.control_settled())
+		held_seq = 0;
+	shm_mbox_ack(slot, held_seq != 0 ? held_seq - 1 : taken_seq);
+	if (held_seq != 0)
+		ctl_poll_arm();
+}
+
+static void
+ctl_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	ctl_ack();
+	check_exit();
+	if (exit_mode != CHILD_RUN)
+		ctl_poll_arm();
+}
+
+/* A pooling command: to the handler, and hold the ack while it waits. */
+static void
+child_control(const struct shm_msg *m)
+{
+	if (spec.on_control == NULL || spec.on_control(m))
+		return;
+	if (held_seq == 0)
+		held_seq = m->seq;
+}
+
 /* Enter shutdown mode <mode>: stop listening, then exit when its condition holds. */
 static void
 begin_shutdown(enum child_exit_mode mode)
@@ -223,6 +279,9 @@ begin_shutdown(enum child_exit_mode mode)
 		stop_listening();
 	exit_mode = mode;
 	shm_proc_set_state(slot, SHM_PST_STOPPING);
+	if (mode == CHILD_WAIT_SERVERS && spec.on_stop_servers != NULL)
+		spec.on_stop_servers();
+	ctl_poll_arm();
 	check_exit();
 }
 
@@ -238,12 +297,14 @@ handle_command(const struct shm_msg *m)
 			log_warn("keeping the previous configuration");
 		break;
 	case SHM_CMD_PAUSE:
-		if (st == SHM_PST_RUNNING)
+		if (st == SHM_PST_RUNNING && m->name[0] == '\0')
 			shm_proc_set_state(slot, SHM_PST_PAUSED);
+		child_control(m);
 		break;
 	case SHM_CMD_RESUME:
-		if (st == SHM_PST_PAUSED)
+		if (st == SHM_PST_PAUSED && m->name[0] == '\0')
 			shm_proc_set_state(slot, SHM_PST_RUNNING);
+		child_control(m);
 		break;
 	case SHM_CMD_SHUTDOWN_NOW:
 		shm_mbox_ack(slot, m->seq);
@@ -268,7 +329,9 @@ handle_command(const struct shm_msg *m)
 	case SHM_CMD_ENABLE:
 	case SHM_CMD_RECONNECT:
 	case SHM_CMD_KILL:
-		/* these concern server links and sessions; a process without any has none to act on */
+	case SHM_CMD_KILL_CLIENT:
+	case SHM_CMD_WAIT_CLOSE:
+		child_control(m);
 		break;
 	case SHM_CMD_NONE:
 		break;
@@ -285,9 +348,10 @@ mbox_cb(evutil_socket_t fd, short what, void *arg)
 	while (shm_mbox_take(slot, &m)) {
 		log_debug("%s: got command %u (seq %llu)", shm_proc_kind_str(spec.kind), m.cmd,
 			  (unsigned long long)m.seq);
+		taken_seq = m.seq;
 		handle_command(&m);
-		shm_mbox_ack(slot, m.seq);
 	}
+	ctl_ack();
 }
 
 /* Once a second: heartbeat, stats, and exit when the master is gone. */
@@ -296,6 +360,8 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	shm_proc_beat(slot);
 	shm_stats_publish(slot, &stats);
+	if (spec.server_links != NULL)
+		atomic_store(&slot->links, (int64_t)spec.server_links());
 	child_switch_topology();
 	if (getppid() != master_pid) {
 		log_warn("%s: the master process is gone, exiting", shm_proc_kind_str(spec.kind));
@@ -316,7 +382,8 @@ setup_events(void)
 	mbox_ev = event_new(base, slot->eventfd, EV_READ | EV_PERSIST, mbox_cb, NULL);
 	tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
 	accept_pause_ev = evtimer_new(base, resume_accepting_cb, NULL);
-	if (mbox_ev == NULL || tick_ev == NULL || accept_pause_ev == NULL ||
+	ctl_ev = evtimer_new(base, ctl_poll_cb, NULL);
+	if (mbox_ev == NULL || tick_ev == NULL || accept_pause_ev == NULL || ctl_ev == NULL ||
 	    event_add(mbox_ev, NULL) == -1 ||
 	    event_add(tick_ev, &one_sec) == -1)
 		fatal("could not set up the event loop");

@@ -478,3 +478,60 @@ sess_find_by_key(uint32_t pid)
 	}
 	return NULL;
 }
+
+/* Close with FATAL <msg> every session of <st> that <match> selects. */
+static size_t
+sess_kill_where(bool (*match)(const struct session *s, const void *arg), const void *arg,
+		const char *msg)
+{
+	size_t n = 0;
+
+	if (!sess_lists_ready)
+		return 0;
+	for (int st = 0; st < SESS_ST_CLOSED; st++) {
+		struct list_node *nd = list_first(&sess_lists[st]);
+
+		while (nd != NULL) {
+			struct session *s = container_of(nd, struct session, node);
+
+			nd = list_next(&sess_lists[st], nd);
+			if (match(s, arg)) {
+				sess_fatal(s, msg);
+				n++;
+				nd = list_first(&sess_lists[st]);	/* closing may move others */
+			}
+		}
+	}
+	return n;
+}
+
+static bool
+sess_is_of_db(const struct session *s, const void *arg)
+{
+	const char *db = arg;
+
+	return s->sp != NULL && s->state != SESS_ST_CLOSED &&
+	       (db[0] == '\0' || strcmp(s->dbname, db) == 0);
+}
+
+static bool
+sess_has_id(const struct session *s, const void *arg)
+{
+	return s->state != SESS_ST_CLOSED && s->id == *(const uint64_t *)arg;
+}
+
+void
+sess_kill_db(const char *db, const char *msg)
+{
+	size_t n = sess_kill_where(sess_is_of_db, db, msg);
+
+	if (n > 0)
+		log_info("closed %zu client%s of %s: %s", n, n == 1 ? "" : "s",
+			 db[0] ? db : "every database", msg);
+}
+
+bool
+sess_kill_id(uint64_t id, const char *msg)
+{
+	return sess_kill_where(sess_has_id, &id, msg) > 0;
+}

@@ -252,6 +252,10 @@ double sess_query_timeout(const struct session *s);
 struct session *sess_find_by_key(uint32_t pid);
 /* This worker's stats (SHOW STATS fields). */
 struct shm_stats *sess_stats(void);
+/* KILL: close every logged-in session of database <db> ("" = all) with FATAL <msg>. */
+void sess_kill_db(const char *db, const char *msg);
+/* KILL_CLIENT: close the session with global id <id> with FATAL <msg>; false if not here. */
+bool sess_kill_id(uint64_t id, const char *msg);
 
 /* ---- session_startup.c ---- */
 
@@ -368,5 +372,15 @@ void spool_wait_end(struct spool *sp, bool *flag);
 void spool_shed_idle(void);
 /* The pool_limits_ops over shm counters. */
 const struct pool_limits_ops *spool_limits_ops(void);
+/* Walk the worker's pools; the client-side database name of one. */
+struct spool *spool_first(void);
+struct spool *spool_next(const struct spool *sp);
+const char *spool_db(const struct spool *sp);
+
+/* ---- sctl.c: the console's pooling commands ---- */
+
+/* PAUSE / KILL in force for database <db> (or for all) / DISABLE in force for <db>. */
+bool sctl_db_paused(const char *db);
+bool sctl_db_disabled(const char *db);
 
 #endif /* NEKI_WORKER_SESSION_INT_H */

@@ -238,6 +238,11 @@ sess_on_startup_msg(struct session *s, const struct proto_startup *st)
 	}
 	sbuf_set_startup(&s->sb, false);
 	sess_find_db(s);
+	if (!s->db_missing && sctl_db_disabled(s->dbname)) {
+		nk_error_set(&err, "08P01", "database \"%s\" is disabled", s->dbname);
+		sess_refuse(s, &err);
+		return;
+	}
 	tls_sbuf_info(&s->sb, tls, sizeof(tls));
 	if (s->cfg->log_connections)
 		sess_log(s, LOG_LVL_INFO, "login attempt: db=%s user=%s tls=%s", s->dbname,

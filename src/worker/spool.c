@@ -223,6 +223,7 @@ spool_get_or_create(const struct cfg *c, const struct cfg_database *db, const ch
 		goto fail;
 	sp->cfg = (struct cfg *)c;
 	cfg_ref(sp->cfg);
+	pool_pause(sp->pool, sctl_db_paused(dbname));
 	sp->next = spools;
 	spools = sp;
 	return sp;
@@ -235,6 +236,24 @@ fail:
 		free(sp);
 	}
 	return NULL;
+}
+
+struct spool *
+spool_first(void)
+{
+	return spools;
+}
+
+struct spool *
+spool_next(const struct spool *sp)
+{
+	return sp->next;
+}
+
+const char *
+spool_db(const struct spool *sp)
+{
+	return sp->db;
 }
 
 /* ---- waiting across workers ---- */

@@ -20,6 +20,10 @@ worker_main(unsigned slot)
 		.listens = LISTEN_MAIN,
 		.on_accept = session_accept,
 		.on_cancel = session_cancel_forwarded,
+		.on_control = session_control,
+		.control_settled = session_control_settled,
+		.server_links = session_link_count,
+		.on_stop_servers = session_shutdown_servers,
 	};
 
 	child_run(&s);
