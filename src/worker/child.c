@@ -109,13 +109,25 @@ child_exit(int status)
 	exit(status);
 }
 
-/* Server links this process still has (what SHUTDOWN WAIT_FOR_SERVERS waits for). */
-static size_t
+/*
+ * Server links left in every process (what SHUTDOWN WAIT_FOR_SERVERS waits for): this
+ * process's own count is published first, the others' gauges are at most one poll old. As in
+ * pgbouncer, no process leaves (dropping its idle clients) while another still has links.
+ */
+static int64_t
 child_server_links(void)
 {
+	int64_t n = 0;
+
 	if (spec.server_links != NULL)
-		return spec.server_links();
-	return (size_t)atomic_load(&slot->links);
+		atomic_store(&slot->links, (int64_t)spec.server_links());
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		struct shm_proc *p = shm_proc(i);
+
+		if (atomic_load(&p->pid) != 0)
+			n += atomic_load(&p->links);
+	}
+	return n;
 }
 
 /* Exit when the current shutdown mode's condition holds. */

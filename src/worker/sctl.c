@@ -105,6 +105,12 @@ sctl_db_paused(const char *db)
 }
 
 bool
+sctl_shutting_down(void)
+{
+	return shutting_down;
+}
+
+bool
 sctl_db_disabled(const char *db)
 {
 	return names_has(&disabled, db);

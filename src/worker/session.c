@@ -271,13 +271,22 @@ sess_check_idle(struct session *s, uint64_t now)
 		sess_fatal(s, "client_idle_timeout");
 }
 
-/* ACTIVE: a query running too long is cancelled; an idle transaction is closed. */
+/*
+ * ACTIVE: a query running too long is cancelled; an idle transaction is closed; with
+ * server_fast_close a close_needed link between transactions is closed with its client.
+ */
 static void
 sess_check_active(struct session *s, uint64_t now)
 {
 	double idle_tx = sess_user_time(s, s->ucfg ? s->ucfg->idle_transaction_timeout : -1,
 					s->cfg->idle_transaction_timeout);
 
+	if (s->link != NULL && s->query_start_us == 0 && s->syncs_sent == s->z_recv &&
+	    !s->unsynced && link_fast_close_due(s->link)) {
+		/* server_fast_close: the link goes between transactions, and the client with it */
+		sess_fatal(s, "database configuration changed");
+		return;
+	}
 	if (s->query_start_us != 0) {
 		if (sess_expired(s->query_start_us, sess_query_timeout(s), now)) {
 			sess_cancel_backend(s);

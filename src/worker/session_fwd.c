@@ -497,6 +497,11 @@ sess_need_link(struct session *s)
 	case POOL_GOT:
 		return sess_attach(s, l);
 	case POOL_QUEUED:
+		if (sctl_shutting_down()) {	/* SHUTDOWN WAIT_FOR_SERVERS: nothing will come */
+			pool_cancel_wait(&s->waiter);
+			sess_fatal(s, "server shutting down");
+			return false;
+		}
 		sess_wait_begin(s, s->sp);
 		sess_set_state(s, SESS_ST_WAIT);
 		return false;

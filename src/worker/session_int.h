@@ -382,5 +382,7 @@ const char *spool_db(const struct spool *sp);
 /* PAUSE / KILL in force for database <db> (or for all) / DISABLE in force for <db>. */
 bool sctl_db_paused(const char *db);
 bool sctl_db_disabled(const char *db);
+/* SHUTDOWN WAIT_FOR_SERVERS is in progress: a client needing a link is closed. */
+bool sctl_shutting_down(void);
 
 #endif /* NEKI_WORKER_SESSION_INT_H */

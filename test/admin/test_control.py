@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import wait_until
+from conftest import port_accepts, wait_until
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -247,14 +247,44 @@ def test_kill_client(pg_cluster, cluster_db, neki):
 
 
 def test_shutdown_wait_for_servers(pg_cluster, cluster_db, neki):
-    bench_db = cluster_db
-    n = start_neki(neki, pg_cluster, bench_db)
-    with n.connect(dbname=bench_db) as a:
+    n = start_neki(neki, pg_cluster, cluster_db)
+    with n.connect(dbname=cluster_db) as a, n.connect(dbname=cluster_db) as b:
         a.execute("begin")
         a.execute("select 1")
+        b.execute("select 1")               # logged in, no link between transactions
         assert console(n, "SHUTDOWN WAIT_FOR_SERVERS") == "SHUTDOWN"
-        time_left = n.alive()
-        assert time_left, "neki exited while a transaction held a link"
-        a.execute("select 2")
+        # every worker has begun the shutdown once none of them listens any more
+        wait_until(lambda: not port_accepts(n.port), 10, what="listeners closed")
+        with pytest.raises(psycopg.OperationalError, match="server shutting down"):
+            b.execute("select 2")           # no link will come any more
+        assert n.alive(), "neki exited while a transaction held a link"
+        a.execute("select 2")               # the transaction in progress finishes
         a.execute("commit")
         n.wait_exit(10)
+    assert backends(pg_cluster, cluster_db) == set()
+
+
+@pytest.mark.parametrize("fast", [0, 1])
+def test_server_fast_close_session_mode(pg_cluster, cluster_db, neki, fast):
+    n = start_neki(neki, pg_cluster, cluster_db, mode="session", server_fast_close=fast)
+    with n.connect(dbname=cluster_db) as idle, n.connect(dbname=cluster_db) as busy:
+        pid = idle.execute("select pg_backend_pid()").fetchone()[0]
+        busy.execute("begin")
+        busy.execute("select 1")
+        assert console(n, "RECONNECT") == "RECONNECT"
+        if not fast:    # session mode keeps the link until the client leaves
+            assert idle.execute("select pg_backend_pid()").fetchone()[0] == pid
+            busy.execute("commit")
+            assert busy.execute("select 2").fetchone() == (2,)
+            return
+        # the idle session's link is closed between transactions, and the client with it
+        wait_until(lambda: pid not in backends(pg_cluster, cluster_db), 10,
+                   what="fast close of the idle session's link")
+        with pytest.raises(psycopg.OperationalError, match="database configuration changed"):
+            idle.execute("select 1")
+        busy.execute("select 2")        # a transaction in progress finishes first
+        busy.execute("commit")
+        wait_until(lambda: len(backends(pg_cluster, cluster_db)) == 0, 10,
+                   what="fast close after commit")
+        with pytest.raises(psycopg.OperationalError, match="database configuration changed"):
+            busy.execute("select 3")
