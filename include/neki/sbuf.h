@@ -187,7 +187,10 @@ NK_MUSTCHECK bool sbuf_hold(struct sbuf *sb, uint32_t pkt_len);
 
 /* ---- flow control ---- */
 
-/* Stop reading until sbuf_continue(). */
+/*
+ * Stop reading until sbuf_continue() (the read event is left added until the socket becomes
+ * readable, so a pause/continue pair with a quiet peer costs no epoll_ctl).
+ */
 void sbuf_pause(struct sbuf *sb);
 /* Resume reading; buffered packets are processed from the loop, not inside this call. */
 void sbuf_continue(struct sbuf *sb);

@@ -341,14 +341,18 @@ sbuf_unlink_dst(struct sbuf *sb)
 	sb->dst_next = NULL;
 }
 
-/* Restart reading on <sb> from the loop (never inside the current call chain). */
+/*
+ * Restart reading on <sb> from the loop (never inside the current call chain). The handler
+ * runs with EV_TIMEOUT, not EV_READ: it processes what is buffered, and reads only when the
+ * socket is reported readable (or the I/O layer may hold bytes).
+ */
 static void
 sbuf_kick(struct sbuf *sb)
 {
 	if (sb->closed || sb->paused || sb->waiting || sb->eof || sb->fd == -1)
 		return;
 	sbuf_read_on(sb);
-	event_active(sb->ev_read, EV_READ, 0);
+	event_active(sb->ev_read, EV_TIMEOUT, 0);
 }
 
 /* The queue of <dst> drained (or <dst> closed): let blocked sources read again. */
@@ -751,7 +755,12 @@ sbuf_must_wait(struct sbuf *sb)
 	return true;
 }
 
-/* Readable (or kicked): process, flush forwards, read; at most loopcnt reads. */
+/*
+ * Readable (or kicked): process, flush forwards, read; at most loopcnt reads. A kick on a
+ * plain socket reads nothing (the level-triggered event reports waiting bytes; a speculative
+ * recv() there mostly costs an EAGAIN). Paused: the event was left on (sbuf_pause); stop it
+ * now that the socket has bytes for us.
+ */
 static void
 sbuf_read_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -759,6 +768,12 @@ sbuf_read_cb(evutil_socket_t fd, short what, void *arg)
 	unsigned reads = 0;
 	enum sbuf_fill rc = SBUF_FILL_FULL;
 
+	if (sb->paused) {
+		sbuf_read_off(sb);
+		return;
+	}
+	if (!(what & EV_READ) && sb->io == &sbuf_plain_table)
+		rc = SBUF_FILL_SHORT;
 	for (;;) {
 		if (!sbuf_process(sb)) {
 			sbuf_flush_batch(sb);
@@ -777,12 +792,15 @@ sbuf_read_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- flow control, close ---- */
 
-/* Stop reading until sbuf_continue(). */
+/*
+ * Stop reading until sbuf_continue(). The read event stays added: a paused client usually
+ * sends nothing until it is answered, so the event is only removed if the socket becomes
+ * readable meanwhile (sbuf_read_cb), saving two epoll_ctl calls per pause.
+ */
 void
 sbuf_pause(struct sbuf *sb)
 {
 	sb->paused = true;
-	sbuf_read_off(sb);
 }
 
 /* Resume reading; what is buffered is processed from the loop. */
