@@ -105,6 +105,17 @@ struct shm_stats {
 
 #define SHM_STATS_WORDS (sizeof(struct shm_stats) / sizeof(uint64_t))
 
+#define SHM_DB_STATS_MAX 128	/* databases with their own stats, per process */
+
+/*
+ * One database's stats as a process published them. name "" is the overflow entry: the
+ * databases beyond SHM_DB_STATS_MAX - 1 of one process (counted in totals, not listed).
+ */
+struct shm_dbstat {
+	char name[SHM_MSG_NAME_MAX];		/* client-side database name */
+	struct shm_stats st;
+};
+
 /* One mailbox cell (Vyukov bounded queue: seq tells whose turn the cell is). */
 struct shm_mbox_cell {
 	_Atomic uint64_t turn;
@@ -223,6 +234,26 @@ void shm_proc_reset(unsigned i, enum shm_proc_kind kind);
 /* Publish <s> into <p> (owner) / read a consistent copy (anyone). */
 void shm_stats_publish(struct shm_proc *p, const struct shm_stats *s);
 void shm_stats_read(const struct shm_proc *p, struct shm_stats *out);
+
+/*
+ * Per-database stats (shm_dbstats.c). The owner process counts into plain process-local
+ * counters (shm_dbstats_get: no atomics on the hot path) and copies them into its slot's
+ * area once a second (shm_dbstats_publish, a seqlock); readers copy an area out
+ * (shm_dbstats_read) and add the processes up by name.
+ */
+/* The counters of database <name> in this process (created on first use; never NULL). */
+struct shm_stats *shm_dbstats_get(const char *name);
+/* Publish this process's per-database counters into slot <i>'s area. */
+void shm_dbstats_publish(unsigned i);
+/* Start from what slot <i>'s area holds (a restarted child keeps its slot's totals). */
+void shm_dbstats_restore(unsigned i);
+/* The sum of this process's per-database counters into <out>. */
+void shm_dbstats_total(struct shm_stats *out);
+/*
+ * Copy slot <i>'s published entries into <out> (room for SHM_DB_STATS_MAX); returns how
+ * many. A consistent copy (retries while the owner writes).
+ */
+size_t shm_dbstats_read(unsigned i, struct shm_dbstat *out);
 
 /*
  * Post <msg> to slot <i>'s mailbox and wake it. Returns the message's sequence

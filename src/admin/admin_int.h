@@ -21,6 +21,7 @@
 #include "neki/auth.h"
 #include "neki/pktbuf.h"
 #include "neki/scram.h"
+#include "neki/shm.h"
 
 struct event_base;
 struct topo_model;
@@ -197,13 +198,34 @@ void adm_req_finish(struct adm_req *req);
  */
 void adm_command(struct adm_req *req, const char *sql);
 
-/* Once a second (follow.c's tick): keep the stats_period snapshots for the averages. */
+/* ---- stats.c ---- */
+
+/* Once a second (follow.c's tick): every stats_period, the snapshots and the log_stats line. */
 void adm_stats_tick(void);
-/* The stats_period average of field <i> of struct shm_stats (pgbouncer's rules). */
-uint64_t stats_avg(size_t i);
-struct shm_stats;
-/* The sum of every process's published stats now. */
-void adm_stats_sum(struct shm_stats *sum);
+
+/* One database's stats: the live sums over every process and the older snapshot. */
+struct stats_row {
+	char name[SHM_MSG_NAME_MAX];
+	struct shm_stats cur;
+	struct shm_stats older;
+};
+
+/*
+ * The databases' rows, sorted by name, the admin database `pgbouncer` included; <total>
+ * gets the sum of everything (unlisted overflow too). Caller frees; NULL (n 0) on no memory.
+ */
+struct stats_row *stats_rows(size_t *n, struct shm_stats *total);
+/* pgbouncer's calc_average of <cur> against <old> over the time since <old> was taken. */
+void stats_average(const struct shm_stats *cur, const struct shm_stats *old,
+		   struct shm_stats *avg);
+/* The totals' older snapshot. */
+const struct shm_stats *stats_total_older(void);
+/* pgbouncer's name of stats field <k> (SHOW TOTALS without the total_/avg_ prefix). */
+const char *stats_field_name(size_t k);
+void stats_show_stats(struct adm_result *r);
+void stats_show_totals_by_db(struct adm_result *r);
+void stats_show_averages(struct adm_result *r);
+void stats_show_totals(struct adm_result *r);
 
 /* cmd_ctl.c: the control commands (admin only) and SET. */
 void ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *sql);

@@ -411,82 +411,6 @@ show_lists(struct adm_result *r)
 	}
 }
 
-static void
-show_totals(struct adm_result *r)
-{
-	static const struct adm_col cols[] = { { "name", ADM_T_TEXT }, { "value", ADM_T_NUMERIC } };
-	static const char *const names[] = {
-		"server_assignment_count", "xact_count", "query_count", "client_bytes",
-		"server_bytes", "xact_time", "query_time", "wait_time", "ps_client_parse_count",
-		"ps_server_parse_count", "ps_bind_count",
-	};
-	struct shm_stats sum;
-	const uint64_t *w = (const uint64_t *)&sum;
-
-	_Static_assert(NK_ARRAY_LEN(names) == SHM_STATS_WORDS, "one name per stats field");
-	adm_stats_sum(&sum);
-	adm_result_columns(r, cols, 2);
-	for (int avg = 0; avg < 2; avg++) {
-		for (size_t i = 0; i < NK_ARRAY_LEN(names); i++) {
-			char name[64], v[24];
-			const char *vals[2] = { name, v };
-
-			snprintf(name, sizeof(name), "%s_%s", avg ? "avg" : "total", names[i]);
-			snprintf(v, sizeof(v), "%" PRIu64, avg ? stats_avg(i) : w[i]);
-			adm_result_row(r, vals);
-		}
-	}
-}
-
-/* STATS, STATS_TOTALS, STATS_AVERAGES: per-database counters are not in shm yet. */
-static void
-show_stats(struct adm_result *r)
-{
-	static const char *const names[] = {
-		"database", "total_server_assignment_count", "total_xact_count", "total_query_count",
-		"total_received", "total_sent", "total_xact_time", "total_query_time",
-		"total_wait_time", "total_client_parse_count", "total_server_parse_count",
-		"total_bind_count", "avg_server_assignment_count", "avg_xact_count",
-		"avg_query_count", "avg_recv", "avg_sent", "avg_xact_time", "avg_query_time",
-		"avg_wait_time", "avg_client_parse_count", "avg_server_parse_count", "avg_bind_count",
-	};
-	struct adm_col cols[NK_ARRAY_LEN(names)];
-
-	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
-		cols[i] = (struct adm_col){ names[i], i == 0 ? ADM_T_TEXT : ADM_T_NUMERIC };
-	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
-}
-
-static void
-show_stats_totals(struct adm_result *r)
-{
-	static const char *const names[] = {
-		"database", "server_assignment_count", "xact_count", "query_count",
-		"bytes_received", "bytes_sent", "xact_time", "query_time", "wait_time",
-		"client_parse_count", "server_parse_count", "bind_count",
-	};
-	struct adm_col cols[NK_ARRAY_LEN(names)];
-
-	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
-		cols[i] = (struct adm_col){ names[i], i == 0 ? ADM_T_TEXT : ADM_T_NUMERIC };
-	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
-}
-
-static void
-show_stats_averages(struct adm_result *r)
-{
-	static const char *const names[] = {
-		"database", "server_assignment_count", "xact_count", "query_count",
-		"bytes_received", "bytes_sent", "xact_time", "query_time", "wait_time",
-		"avg_client_parse_count", "avg_server_parse_count", "avg_bind_count",
-	};
-	struct adm_col cols[NK_ARRAY_LEN(names)];
-
-	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
-		cols[i] = (struct adm_col){ names[i], i == 0 ? ADM_T_TEXT : ADM_T_NUMERIC };
-	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
-}
-
 /* A header-only SHOW: columns <names> (types <types>: 's' text, 'i' int4, 'q' int8). */
 static void
 header_only(struct adm_result *r, const char *const *names, const char *types, size_t n)
@@ -534,10 +458,10 @@ static const struct { const char *name; show_fn fn; bool admin_only; } shows[] =
 	{ "peer_pools", show_peer_pools, false },
 	{ "state", show_state, false },
 	{ "lists", show_lists, false },
-	{ "totals", show_totals, false },
-	{ "stats", show_stats, false },
-	{ "stats_totals", show_stats_totals, false },
-	{ "stats_averages", show_stats_averages, false },
+	{ "totals", stats_show_totals, false },
+	{ "stats", stats_show_stats, false },
+	{ "stats_totals", stats_show_totals_by_db, false },
+	{ "stats_averages", stats_show_averages, false },
 	{ "mem", show_mem, false },
 	{ "dns_hosts", show_dns_hosts, false },
 	{ "dns_zones", show_dns_zones, false },

@@ -45,6 +45,8 @@ layout_compute(struct shm_layout *l, size_t size, unsigned n_procs)
 	off += align_up(sizeof(_Atomic int64_t) * SHM_N_COUNTERS, SHM_CACHE_LINE);
 	l->shares_off = off;
 	off += align_up(sizeof(_Atomic int32_t) * SHM_N_COUNTERS * n_procs, SHM_CACHE_LINE);
+	l->dbstats_off = off;
+	off += align_up(sizeof(struct shm_dbstats_area) * n_procs, SHM_CACHE_LINE);
 	l->topo_off = off;
 	l->topo_area = size > off ? (size - off) / (SHM_TOPO_SLOTS + SHM_CAT_SLOTS) /
 				    SHM_CACHE_LINE * SHM_CACHE_LINE : 0;

@@ -22,6 +22,7 @@ struct shm_layout {
 	size_t procs_off;		/* struct shm_proc[n_procs] */
 	size_t counters_off;		/* _Atomic int64_t[SHM_N_COUNTERS] */
 	size_t shares_off;		/* _Atomic int32_t[n_procs][SHM_N_COUNTERS] */
+	size_t dbstats_off;		/* struct shm_dbstats_area[n_procs] */
 	size_t topo_off;		/* SHM_TOPO_SLOTS areas of topo_area bytes */
 	size_t topo_area;		/* bytes per topology image slot */
 	size_t cat_off;			/* SHM_CAT_SLOTS areas of topo_area bytes */
@@ -43,6 +44,15 @@ void shm_image_abandon(const struct shm_image_family *f, unsigned slot);
 bool shm_image_pin(const struct shm_image_family *f, struct shm_topo_ref *ref);
 void shm_image_unpin(const struct shm_image_family *f, const struct shm_topo_ref *ref);
 uint64_t shm_image_version(const struct shm_image_family *f);
+
+/* A process's published per-database stats (shm_dbstats.c). */
+struct shm_dbstats_area {
+	_Atomic uint32_t seq;			/* seqlock: odd while written */
+	_Atomic uint32_t n;			/* entries in use */
+	_Atomic uint64_t words[SHM_DB_STATS_MAX][sizeof(struct shm_dbstat) / sizeof(uint64_t)];
+};
+
+struct shm_dbstats_area *shm_dbstats_area(unsigned i);
 
 /* The layout of the mapped segment (NK_ASSERTs that it is mapped). */
 const struct shm_layout *shm_layout_get(void);

@@ -51,7 +51,7 @@ static uint64_t taken_seq;		/* last mailbox message taken */
 static uint64_t held_seq;		/* first message whose ack waits (0 = none) */
 static enum child_exit_mode exit_mode;
 static pid_t master_pid;		/* getppid() at start; a change means it died */
-static struct shm_stats stats;		/* this process's totals; published each tick */
+static struct shm_stats stats;		/* the sum of shm_dbstats, published each tick */
 
 struct event_base *
 child_base(void)
@@ -100,11 +100,20 @@ child_switch_topology(void)
 	atomic_store(&slot->revision_seen, shm_topo_revision());
 }
 
+/* Copy the per-database counters and their sum into the shm slot. */
+static void
+child_publish_stats(void)
+{
+	shm_dbstats_publish(spec.slot);
+	shm_dbstats_total(&stats);
+	shm_stats_publish(slot, &stats);
+}
+
 /* Publish the final stats and end the process (open connections close with it). */
 static NK_NORETURN void
 child_exit(int status)
 {
-	shm_stats_publish(slot, &stats);
+	child_publish_stats();
 	log_debug("%s %u exiting", shm_proc_kind_str(spec.kind), spec.slot);
 	exit(status);
 }
@@ -371,7 +380,7 @@ static void
 tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	shm_proc_beat(slot);
-	shm_stats_publish(slot, &stats);
+	child_publish_stats();
 	if (spec.server_links != NULL)
 		atomic_store(&slot->links, (int64_t)spec.server_links());
 	child_switch_topology();
@@ -427,7 +436,7 @@ child_run(const struct child_spec *s)
 	slot = shm_proc(spec.slot);
 	atomic_store(&slot->pid, (int32_t)getpid());
 	shm_proc_set_state(slot, SHM_PST_STARTING);
-	shm_stats_read(slot, &stats);	/* totals survive a restart of this slot */
+	shm_dbstats_restore(spec.slot);	/* totals survive a restart of this slot */
 	setup_events();
 	start_net();
 	if (spec.on_start != NULL)

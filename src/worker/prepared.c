@@ -286,7 +286,7 @@ prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, boo
 	if (oids != oids_small)
 		free(oids);
 	ok = sess_track_request(s, REQ_PARSE, swallow, st);
-	sess_stats()->total_server_parse_count++;
+	sess_stats(s)->total_server_parse_count++;
 	return ok;
 }
 
@@ -392,7 +392,7 @@ prep_on_bind(struct session *s, struct link_ext *ext, const uint8_t *body, size_
 	pktbuf_put_string(pb, n->st->name);
 	pktbuf_put_bytes(pb, proto_get_bytes(&r, left), left);
 	pktbuf_end(pb);
-	sess_stats()->total_bind_count++;
+	sess_stats(s)->total_bind_count++;
 	return true;
 }
 

@@ -74,12 +74,6 @@ session_count(void)
 	return n;
 }
 
-struct shm_stats *
-sess_stats(void)
-{
-	return child_stats();
-}
-
 /* The only writer of s->state: moves the session between the state lists. */
 void
 sess_set_state(struct session *s, enum sess_state st)
@@ -433,6 +427,7 @@ sess_new(struct event_base *base, const struct cfg *c, int fd)
 	s->connect_us = s->activity_us = sess_now_us();
 	s->tx_status = 'I';
 	s->id = shm_socket_id_next();
+	s->stats = shm_dbstats_get("");	/* the unlisted bucket until login picks the database */
 	sess_peer_init(s, fd);
 	sbuf_opts_from_cfg(&o, c);
 	s->ev_release = event_new(base, -1, 0, (event_callback_fn)sess_release_cb, s);

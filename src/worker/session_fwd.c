@@ -145,7 +145,7 @@ sess_stats_query_start(struct session *s)
 static void
 sess_stats_query_end(struct session *s, char status)
 {
-	struct shm_stats *st = sess_stats();
+	struct shm_stats *st = sess_stats(s);
 	uint64_t now;
 
 	if (s->query_start_us == 0)
@@ -203,9 +203,9 @@ sess_attach(struct session *s, struct link *l)
 	s->unsynced = false;
 	s->in_copy_in = false;
 	sess_set_state(s, SESS_ST_ACTIVE);
-	sess_stats()->total_server_assignment_count++;
+	sess_stats(s)->total_server_assignment_count++;
 	if (s->wait_start_us != 0) {
-		sess_stats()->total_wait_time += sess_now_us() - s->wait_start_us;
+		sess_stats(s)->total_wait_time += sess_now_us() - s->wait_start_us;
 		s->wait_start_us = 0;
 	}
 	if (!sess_apply_vars(s, l)) {
@@ -327,7 +327,7 @@ sess_on_link_broken(struct session *s, const struct nk_error *err)
 static bool
 sess_fwd_to_client(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 {
-	sess_stats()->total_sent += pkt->len;
+	sess_stats(s)->total_sent += pkt->len;
 	sbuf_forward(link_sbuf(l), &s->sb, pkt->len);
 	return true;
 }
@@ -517,7 +517,7 @@ sess_need_link(struct session *s)
 static bool
 sess_fwd_to_link(struct session *s, const struct sbuf_pkt *pkt)
 {
-	sess_stats()->total_received += pkt->len;
+	sess_stats(s)->total_received += pkt->len;
 	sbuf_forward(&s->sb, link_sbuf(s->link), pkt->len);
 	return true;
 }
@@ -601,7 +601,7 @@ sess_on_named(struct session *s, const struct sbuf_pkt *pkt)
 
 	s->unsynced = true;
 	if (pkt->type == 'P')
-		sess_stats()->total_client_parse_count++;
+		sess_stats(s)->total_client_parse_count++;
 	if (unnamed == 1) {
 		if (pkt->type == 'P' || pkt->type == 'C') {
 			if (!sess_req_push(s, pkt->type == 'P' ? REQ_PARSE : REQ_CLOSE, false, NULL)) {
@@ -610,15 +610,15 @@ sess_on_named(struct session *s, const struct sbuf_pkt *pkt)
 			}
 		}
 		if (pkt->type == 'P')
-			sess_stats()->total_server_parse_count++;
+			sess_stats(s)->total_server_parse_count++;
 		if (pkt->type == 'B')
-			sess_stats()->total_bind_count++;
+			sess_stats(s)->total_bind_count++;
 		return sess_fwd_to_link(s, pkt);
 	}
 	if (pkt->avail < pkt->len)
 		return sess_hold(s, pkt);
 	sbuf_skip(&s->sb, pkt->len);
-	sess_stats()->total_received += pkt->len;
+	sess_stats(s)->total_received += pkt->len;
 	if (!prep_client_msg(s, s->link, pkt->data, pkt->len, &err, &fatal)) {
 		err.severity = NK_SEV_FATAL;
 		sess_close(s, err.message, &err);

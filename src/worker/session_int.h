@@ -174,6 +174,7 @@ struct session {
 	bool db_missing;		/* report "no such database" after auth */
 	bool user_unknown;		/* mock authentication: always fails */
 	char *secret;			/* owned: the user's stored secret (auth_file/auth_query) */
+	struct shm_stats *stats;	/* borrowed: its database's counters (shm_dbstats_get) */
 	struct spool *sp;		/* borrowed: the pool for (db, user) */
 	struct spool *authq_sp;		/* borrowed: auth_user's pool while in AUTHQ */
 	enum cfg_pool_mode mode;	/* effective pool mode */
@@ -250,8 +251,12 @@ NK_MUSTCHECK bool sess_send_error(struct session *s, const struct nk_error *err)
 double sess_query_timeout(const struct session *s);
 /* Iterate all sessions of the worker (cancel lookup). */
 struct session *sess_find_by_key(uint32_t pid);
-/* This worker's stats (SHOW STATS fields). */
-struct shm_stats *sess_stats(void);
+/* The SHOW STATS counters <s> counts into: its database's (plain process-local memory). */
+static inline struct shm_stats *
+sess_stats(const struct session *s)
+{
+	return s->stats;
+}
 /* KILL: close every logged-in session of database <db> ("" = all) with FATAL <msg>. */
 void sess_kill_db(const char *db, const char *msg);
 /* KILL_CLIENT: close the session with global id <id> with FATAL <msg>; false if not here. */

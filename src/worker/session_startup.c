@@ -438,6 +438,7 @@ sess_login_done(struct session *s)
 		sess_refuse(s, &err);
 		return;
 	}
+	s->stats = shm_dbstats_get(s->dbname);
 	if (!sess_check_client_limits(s))
 		return;
 	if (s->scram_keys.valid && sess_server_password(s) == s->secret)

@@ -1,0 +1,85 @@
+"""
+Figures on the console that move with traffic (issue 4): SHOW STATS / STATS_TOTALS /
+STATS_AVERAGES / TOTALS add up every worker's per-database counters from shm, and the admin
+logs pgbouncer's `stats:` line every stats_period (log_stats).
+"""
+import re
+import subprocess
+
+import pytest
+
+from conftest import wait_until
+
+
+def pgbench(port, db, *args, timeout=120):
+    cmd = ["pgbench", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", *args, db]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, f"{cmd}\n{res.stdout}\n{res.stderr}"
+    return res.stdout
+
+
+def show(inst, what):
+    with inst.admin_connect(dbname="pgbouncer", user="admin") as conn:
+        cur = conn.execute(f"SHOW {what}")
+        names = [d.name for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def db_row(inst, what, db):
+    rows = [r for r in show(inst, what) if r["database"] == db]
+    return rows[0] if rows else None
+
+
+@pytest.fixture
+def stats_neki(pg_cluster, cluster_db, neki):
+    port = pg_cluster.port("shard-a")
+    return neki(settings={"workers": 2, "admin_users": "admin", "pool_mode": "transaction",
+                          "default_pool_size": 4},
+                databases=f"{cluster_db} = host=127.0.0.1 port={port} dbname={cluster_db}\n")
+
+
+def test_stats_count_pgbench_transactions(stats_neki, cluster_db, tmp_path):
+    """total_xact_count grows by exactly pgbench's transaction count (4 clients spread over
+    2 workers), and the same figures appear in STATS_TOTALS and TOTALS."""
+    script = tmp_path / "one.sql"
+    script.write_text("BEGIN;\nSELECT 1;\nSELECT 2;\nEND;\n")
+    clients, txns = 4, 25
+    assert db_row(stats_neki, "STATS", cluster_db) is None     # no pool yet: no row
+    out = pgbench(stats_neki.port, cluster_db, "-n", "-f", str(script), "-c", str(clients),
+                  "-j", "2", "-t", str(txns))
+    assert f"number of transactions actually processed: {clients * txns}" in out
+
+    def settled():
+        row = db_row(stats_neki, "STATS", cluster_db)
+        return row if row and row["total_xact_count"] == clients * txns else None
+    row = wait_until(settled, 5, what="the workers' published stats")
+    assert row["total_query_count"] == 4 * clients * txns
+    assert row["total_received"] > 0 and row["total_sent"] > 0
+    assert row["total_server_assignment_count"] >= clients * txns
+    assert row["avg_xact_count"] > 0 and row["avg_query_time"] > 0, row
+    assert row["total_xact_time"] >= row["total_query_time"] / 4
+    totals = db_row(stats_neki, "STATS_TOTALS", cluster_db)
+    assert totals["xact_count"] == clients * txns
+    assert totals["bytes_received"] == row["total_received"]
+    avgs = db_row(stats_neki, "STATS_AVERAGES", cluster_db)
+    assert avgs["xact_count"] > 0
+    assert [r["database"] for r in show(stats_neki, "STATS")] == sorted([cluster_db,
+                                                                        "pgbouncer"])
+    total = {r["name"]: r["value"] for r in show(stats_neki, "TOTALS")}
+    assert total["total_xact_count"] == clients * txns
+    assert total["total_client_bytes"] == row["total_received"]
+
+
+def test_log_stats_line(pg_cluster, cluster_db, neki):
+    """With stats_period = 1 the admin logs pgbouncer's stats line every second."""
+    port = pg_cluster.port("shard-a")
+    inst = neki(settings={"workers": 2, "stats_period": 1},
+                databases=f"{cluster_db} = host=127.0.0.1 port={port} dbname={cluster_db}\n")
+    with inst.connect(dbname=cluster_db) as conn:
+        for _ in range(20):
+            conn.execute("SELECT 1")
+    pattern = (r"LOG stats: (\d+) xacts/s, (\d+) queries/s, \d+ client parses/s, "
+               r"\d+ server parses/s, \d+ binds/s, in (\d+) B/s, out \d+ B/s, "
+               r"xact \d+ us, query \d+ us, wait \d+ us$")
+    wait_until(lambda: any(int(m.group(2)) > 0 for m in re.finditer(pattern, inst.log(), re.M)),
+               6, what="a stats line with queries")
