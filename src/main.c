@@ -629,6 +629,8 @@ setup_resources(const struct cfg *c)
 		fatal("%s", msg);
 	if (!listen_open_all(c, &err))
 		fatal("%s", err.message);
+	if (!admin_forward_open(c->listen_port, &err))
+		fatal("%s", err.message);
 	for (unsigned i = 0; i < n_children; i++)
 		children[i].kind = slot_kind(i);
 }

@@ -9,9 +9,11 @@
  * (admin_is_neki_call) on a sharded database, or a session on the virtual databases
  * `pgbouncer` / `neki`, connects to the admin's internal Unix socket (admin_forward_address),
  * sends a v3 StartupMessage with the client's `user` and database `neki` (or `pgbouncer`), and
- * relays the client's Query messages and the admin's replies. The admin trusts the user name
- * on that socket only when the peer runs under neki's own uid (SO_PEERCRED): the worker has
- * already authenticated the client.
+ * relays the client's Query messages and the admin's replies (neki/admin_relay.h). The admin
+ * trusts the user name on that socket only when the peer runs under neki's own uid
+ * (SO_PEERCRED): the worker has already authenticated the client. The worker adds the startup
+ * parameter ADMIN_LOCAL_PARAM = on when the client is user `pgbouncer` on the main Unix socket
+ * with neki's uid (pgbouncer's rule: admin whatever the auth_type).
  */
 #ifndef NEKI_ADMIN_H
 #define NEKI_ADMIN_H
@@ -21,6 +23,11 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+struct nk_error;
+
+/* Startup parameter of a forwarded login: the client is the local pgbouncer user. */
+#define ADMIN_LOCAL_PARAM "neki.local_admin"
+
 /* Run the admin process on shm slot <slot>; never returns. */
 NK_NORETURN void admin_main(unsigned slot);
 
@@ -28,8 +35,17 @@ NK_NORETURN void admin_main(unsigned slot);
 bool admin_is_neki_call(const char *sql);
 
 /*
- * The address of the admin's internal socket for forwarded connections: the abstract Unix
- * socket "@neki-admin/.s.PGSQL.<port>" (<port> = listen_port; `psql -h @neki-admin` works). Fills <out>; returns the length to pass to connect().
+ * The master, before forking: bind the admin's internal socket for forwarded connections,
+ * the abstract Unix socket "@neki-admin/.s.PGSQL.<port>" (<port> = listen_port;
+ * `psql -h @neki-admin` reaches it), or "@neki-admin-<master pid>/.s.PGSQL.<port>" when
+ * another neki on the same port (so_reuseport) holds the first name. The admin process
+ * (and each restart of it) accepts on the inherited socket. False with <err> on failure.
+ */
+NK_MUSTCHECK bool admin_forward_open(int port, struct nk_error *err);
+
+/*
+ * The address of the admin's internal socket (the one admin_forward_open bound, else the
+ * plain name for <port>). Fills <out>; returns the length to pass to connect().
  */
 socklen_t admin_forward_address(int port, struct sockaddr_un *out);
 

@@ -23,8 +23,10 @@
 
 #include "admin_int.h"
 
-static int forward_fd = -1;		/* owned: the internal socket */
+static int forward_fd = -1;		/* owned: the internal socket (bound by the master) */
 static struct event *forward_ev;	/* owned */
+static struct sockaddr_un forward_sa;	/* its address (inherited by every child) */
+static socklen_t forward_len;		/* 0 until admin_forward_open() */
 
 /* Accept a console connection from listener <l>. */
 static void
@@ -33,19 +35,65 @@ admin_accept(int fd, const struct listener *l)
 	console_accept(fd, l->family == AF_UNIX, false);
 }
 
-socklen_t
-admin_forward_address(int port, struct sockaddr_un *out)
+/* The abstract address "@neki-admin<tag>/.s.PGSQL.<port>" into <out>; its length. */
+static socklen_t
+forward_name(const char *tag, int port, struct sockaddr_un *out)
 {
 	int n;
 
 	memset(out, 0, sizeof(*out));
 	out->sun_family = AF_UNIX;
-	/*
-	 * abstract namespace (sun_path[0] = 0); named as libpq names sockets, so that
-	 * `psql -h @neki-admin -p <listen_port>` reaches it too
-	 */
-	n = snprintf(out->sun_path + 1, sizeof(out->sun_path) - 1, "neki-admin/.s.PGSQL.%d", port);
+	/* abstract namespace (sun_path[0] = 0), named as libpq names sockets */
+	n = snprintf(out->sun_path + 1, sizeof(out->sun_path) - 1, "neki-admin%s/.s.PGSQL.%d",
+		     tag, port);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+socklen_t
+admin_forward_address(int port, struct sockaddr_un *out)
+{
+	if (forward_len == 0)
+		return forward_name("", port, out);
+	*out = forward_sa;
+	return forward_len;
+}
+
+/* Bind and listen on <sa>; the socket or -1 (errno set). */
+static int
+forward_bind(const struct sockaddr_un *sa, socklen_t len)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd == -1)
+		return -1;
+	if (bind(fd, (const struct sockaddr *)sa, len) == -1 || listen(fd, 128) == -1) {
+		int saved = errno;
+
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
+}
+
+bool
+admin_forward_open(int port, struct nk_error *err)
+{
+	char tag[32];
+
+	forward_len = forward_name("", port, &forward_sa);
+	forward_fd = forward_bind(&forward_sa, forward_len);
+	if (forward_fd == -1 && errno == EADDRINUSE) {
+		/* another neki shares listen_port (so_reuseport): a name of our own */
+		snprintf(tag, sizeof(tag), "-%d", (int)getpid());
+		forward_len = forward_name(tag, port, &forward_sa);
+		forward_fd = forward_bind(&forward_sa, forward_len);
+	}
+	if (forward_fd != -1)
+		return true;
+	forward_len = 0;
+	return nk_error_set(err, "58000", "could not open the admin's internal socket: %s",
+			    strerror(errno));
 }
 
 int
@@ -92,20 +140,12 @@ forward_accept_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Listen on the internal socket for connections forwarded by workers. */
+/* Accept on the internal socket (bound by the master) the connections of workers. */
 static void
 forward_listen(void)
 {
-	struct sockaddr_un sa;
-	socklen_t len = admin_forward_address(cfg_current()->listen_port, &sa);
-
-	forward_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (forward_fd == -1 || bind(forward_fd, (struct sockaddr *)&sa, len) == -1 ||
-	    listen(forward_fd, 128) == -1) {
-		log_warn("could not open the admin's internal socket: %s", strerror(errno));
-		if (forward_fd != -1)
-			close(forward_fd);
-		forward_fd = -1;
+	if (forward_fd == -1) {
+		log_warn("the admin's internal socket is not open: no console on the main port");
 		return;
 	}
 	forward_ev = event_new(child_base(), forward_fd, EV_READ | EV_PERSIST, forward_accept_cb,

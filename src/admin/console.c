@@ -30,6 +30,7 @@
 
 #include <event2/event.h>
 
+#include "neki/admin.h"
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/proto.h"
@@ -53,6 +54,7 @@ struct adm_conn {
 	enum con_state state;
 	bool is_unix;			/* arrived over a Unix socket */
 	bool forwarded;			/* a worker's connection on the internal socket */
+	bool local_admin;		/* forwarded: the worker vouches for local user pgbouncer */
 	char user[ADM_NAME_MAX];
 	char db[ADM_NAME_MAX];
 	enum adm_access access;
@@ -212,7 +214,24 @@ peer_is_us(const struct adm_conn *c)
 static bool
 is_local_pgbouncer(const struct adm_conn *c)
 {
-	return strcmp(c->user, "pgbouncer") == 0 && peer_is_us(c);
+	if (strcmp(c->user, "pgbouncer") != 0)
+		return false;
+	if (c->forwarded)	/* the worker checked its client's socket */
+		return c->local_admin && peer_is_us(c);
+	return peer_is_us(c);
+}
+
+/* A forwarded login's ADMIN_LOCAL_PARAM (ignored from anyone else). */
+static void
+con_read_local_param(struct adm_conn *c, const struct proto_startup *st)
+{
+	struct proto_param p;
+	size_t pos = 0;
+
+	while (c->forwarded && proto_startup_next_param(st, &pos, &p)) {
+		if (strcmp(p.name, ADMIN_LOCAL_PARAM) == 0)
+			c->local_admin = strcmp(p.value, "on") == 0;
+	}
 }
 
 /* Login succeeded: AuthenticationOk, parameters, BackendKeyData, ReadyForQuery. */
@@ -367,6 +386,7 @@ con_on_startup_message(struct adm_conn *c, const uint8_t *body, size_t len)
 	snprintf(c->app_name, sizeof(c->app_name), "%s", st.application_name ? st.application_name :
 		 "");
 	snprintf(c->db, sizeof(c->db), "%s", st.database);
+	con_read_local_param(c, &st);
 	if (strcmp(c->db, "neki") != 0 && strcmp(c->db, "pgbouncer") != 0) {
 		char msg[128];
 

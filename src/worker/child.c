@@ -97,7 +97,13 @@ child_apply_setting(const char *kv)
 void
 child_switch_topology(void)
 {
-	atomic_store(&slot->revision_seen, shm_topo_revision());
+	static uint64_t seen = UINT64_MAX; /* what slot->revision_seen holds: store on a change */
+	uint64_t rev = shm_topo_revision();
+
+	if (rev != seen) {
+		seen = rev;
+		atomic_store(&slot->revision_seen, rev);
+	}
 }
 
 /* Copy the per-database counters and their sum into the shm slot. */

@@ -5,5 +5,6 @@ noinst_HEADERS += include/neki/worker.h
 # statements, the worker's pools
 libneki_a_SOURCES += src/worker/session.c src/worker/session_startup.c \
 	src/worker/session_auth.c src/worker/session_fwd.c src/worker/session_cancel.c \
-	src/worker/varcache.c src/worker/prepared.c src/worker/spool.c src/worker/sctl.c
+	src/worker/varcache.c src/worker/prepared.c src/worker/spool.c src/worker/sctl.c \
+	src/worker/session_admin.c
 noinst_HEADERS += include/neki/session.h src/worker/session_int.h

@@ -180,6 +180,7 @@ sess_release_all(struct session *s, const char *reason)
 		s->authq_link = NULL;
 	}
 	sess_drop_link(s, reason);
+	sess_admin_release(s);
 	if (s->attached && s->sp != NULL)
 		pool_client_detach(spool_pool(s->sp));
 	s->attached = false;
@@ -358,6 +359,8 @@ sess_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, in
 		return sess_on_login_pkt(s, pkt);
 	case SESS_ST_IDLE:
 	case SESS_ST_ACTIVE:
+		if (s->relay != NULL)
+			return sess_admin_pkt(s, pkt);
 		return sess_on_work_pkt(s, pkt);
 	case SESS_ST_AUTHQ:
 	case SESS_ST_WELCOME:

@@ -306,6 +306,10 @@ sess_auth_start(struct session *s)
 	const char *secret;
 	const char *auth_user;
 
+	if (sess_console_local_admin(s)) {	/* pgbouncer's rule, whatever auth_type */
+		sess_login_done(s);
+		return;
+	}
 	s->auth_method = s->cfg->auth_type;
 	if (s->auth_method == CFG_AUTH_HBA && !sess_hba_method(s, &s->auth_method))
 		return;

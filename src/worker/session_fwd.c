@@ -22,6 +22,7 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
+#include "neki/worker.h"
 #include "session_int.h"
 
 #define SESS_QUERY_SCAN_MAX 65536	/* Query texts up to this size are scanned whole */
@@ -719,6 +720,13 @@ sess_on_work_pkt(struct session *s, const struct sbuf_pkt *pkt)
 	if (s->link == NULL && (pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f')) {
 		sbuf_skip(&s->sb, pkt->len);	/* COPY leftovers after the server gave up */
 		return true;
+	}
+	if (pkt->type == 'Q' || pkt->type == 'P') {
+		int call = sess_admin_try_call(s, pkt);
+
+		if (call >= 0)
+			return call != 0;
+		child_switch_topology();	/* a statement boundary */
 	}
 	if (!sess_need_link(s))
 		return false;

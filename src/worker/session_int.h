@@ -29,6 +29,7 @@ struct event;
 struct pktbuf;
 struct listener;
 struct spool;
+struct arelay;
 
 /* ---- varcache.c: tracked parameters ---- */
 
@@ -223,6 +224,10 @@ struct session {
 	bool query_timed_out;		/* cancel sent for query_timeout */
 	bool cancel_inflight;
 
+	/* the admin process answers (session_admin.c) */
+	bool console;			/* a client of the console databases pgbouncer / neki */
+	struct arelay *relay;		/* owned: console relay, or the __neki call running */
+
 	struct session *next_dead;	/* reap list (weak) */
 };
 
@@ -311,6 +316,24 @@ void sess_cancel_key_init(struct session *s);
 void sess_cancel_request(uint32_t pid, uint32_t key);
 /* Send a CancelRequest for the query running on <s>'s link (query_timeout, forwarded cancel). */
 void sess_cancel_backend(struct session *s);
+
+/* ---- session_admin.c ---- */
+
+/* At startup: is the database the console (pgbouncer, neki)? Marks the session then. */
+bool sess_console_check(struct session *s);
+/* User pgbouncer on the Unix socket with neki's own uid: a console admin without auth. */
+bool sess_console_local_admin(const struct session *s);
+/* Authenticated console client: relay it to the admin process. */
+void sess_console_start(struct session *s);
+/* A client packet while s->relay is set (console traffic, or paused during a call). */
+bool sess_admin_pkt(struct session *s, const struct sbuf_pkt *pkt);
+/*
+ * A client packet of a logged-in session: a __neki call on a sharded database goes to the
+ * admin. -1 when not one (route as usual), else what the sbuf callback returns.
+ */
+int sess_admin_try_call(struct session *s, const struct sbuf_pkt *pkt);
+/* The session ends: drop its admin connection. */
+void sess_admin_release(struct session *s);
 
 /* ---- varcache.c ---- */
 

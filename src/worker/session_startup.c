@@ -124,11 +124,13 @@ sess_startup_params(struct session *s, const struct proto_startup *st, struct nk
 static void
 sess_find_db(struct session *s)
 {
+	s->ucfg = cfg_user_find(s->cfg, s->user);
+	if (sess_console_check(s))
+		return;
 	s->db = cfg_database_find(s->cfg, s->dbname);
 	if (s->db == NULL)
 		s->db = cfg_database_auto(s->cfg);
 	s->db_missing = s->db == NULL;
-	s->ucfg = cfg_user_find(s->cfg, s->user);
 }
 
 static void
@@ -426,6 +428,10 @@ sess_login_done(struct session *s)
 	char msg[256];
 	const char *pool_user;
 
+	if (s->console) {
+		sess_console_start(s);
+		return;
+	}
 	if (s->db_missing) {
 		snprintf(msg, sizeof(msg), "no such database: %s", s->dbname);
 		sess_fatal(s, msg);

@@ -1,0 +1,153 @@
+/*
+ * session_admin.c - the sessions whose statements the admin process answers
+ * (src/admin/relay.c does the talking):
+ *   - the console on the main port: a client of the virtual database `pgbouncer` or `neki`
+ *     logs in like any client (user `pgbouncer` on the Unix socket with neki's uid needs
+ *     nothing, as pgbouncer), then every message is relayed to the admin, which applies the
+ *     admin_users / stats_users rules;
+ *   - `SELECT * FROM __neki.<fn>(...)` (simple protocol) on a sharded database: the call is
+ *     relayed, the reply goes to the client with the session's own ReadyForQuery status.
+ *     The call runs at once in the admin, outside the client's transaction: allowed inside a
+ *     transaction block, never rolled back.
+ * Entry points: sess_console_check(), sess_console_start(), sess_admin_pkt(),
+ * sess_admin_try_call(), sess_admin_release().
+ */
+#include "neki/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "neki/admin.h"
+#include "neki/admin_relay.h"
+#include "neki/log.h"
+#include "neki/pktbuf.h"
+#include "neki/proto.h"
+#include "session_int.h"
+
+/* The longest query text scanned for a __neki call (a topology document fits). */
+#define SESS_CALL_SCAN_MAX (16u << 20)
+
+bool
+sess_console_check(struct session *s)
+{
+	if (!arelay_is_console_db(s->dbname))
+		return false;
+	s->console = true;
+	s->db = NULL;
+	s->db_missing = true;	/* no pool, no auth_query: the admin database has none */
+	return true;
+}
+
+bool
+sess_console_local_admin(const struct session *s)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!s->console || !s->is_unix || strcmp(s->user, "pgbouncer") != 0)
+		return false;
+	if (getsockopt(sbuf_fd(&s->sb), SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1)
+		return false;
+	return cred.uid == getuid();
+}
+
+/* The admin ended the console session: the client follows. */
+static void
+sess_console_done(void *arg, enum arelay_end end)
+{
+	struct session *s = arg;
+
+	s->relay = NULL;
+	sess_close(s, end == ARELAY_BROKEN ? "admin connection failed" : "admin console closed",
+		   NULL);
+}
+
+void
+sess_console_start(struct session *s)
+{
+	struct arelay_login login = {
+		.user = s->user,
+		.dbname = s->dbname,
+		.app_name = s->vars.val[varcache_index("application_name")],
+		.local_admin = sess_console_local_admin(s),
+	};
+
+	if (login.local_admin && s->cfg->log_connections)
+		sess_log(s, LOG_LVL_INFO, "pgbouncer access from unix socket");
+	s->auth_step = SESS_AUTH_DONE;
+	sbuf_pause(&s->sb);
+	s->relay = arelay_console(&s->sb, &login, sess_console_done, s);
+	if (s->relay == NULL) {
+		sess_fatal(s, "could not reach the admin console");
+		return;
+	}
+	sess_set_state(s, SESS_ST_IDLE);
+}
+
+bool
+sess_admin_pkt(struct session *s, const struct sbuf_pkt *pkt)
+{
+	if (!s->console)
+		return false;	/* a __neki call is running: wait for its end */
+	return arelay_client_pkt(s->relay, &s->sb, pkt);
+}
+
+/* The call's reply went to the client (or the admin connection broke midway). */
+static void
+sess_call_done(void *arg, enum arelay_end end)
+{
+	struct session *s = arg;
+	struct pktbuf pb;
+
+	s->relay = NULL;
+	if (end == ARELAY_BROKEN) {
+		sess_fatal(s, "admin connection failed during a __neki call");
+		return;
+	}
+	pktbuf_init(&pb, 8);
+	pktbuf_write_ready_for_query(&pb, s->link != NULL ? s->tx_status : 'I');
+	if (!sess_send_pb(s, &pb)) {
+		sess_close(s, "client connection failed", NULL);
+		return;
+	}
+	sbuf_continue(&s->sb);
+}
+
+int
+sess_admin_try_call(struct session *s, const struct sbuf_pkt *pkt)
+{
+	struct nk_error err;
+	const char *sql;
+
+	if (pkt->type != 'Q' || s->db == NULL || !s->db->topology || pkt->len > SESS_CALL_SCAN_MAX)
+		return -1;
+	if (s->link != NULL && (s->syncs_sent != s->z_recv || s->unsynced))
+		return -1;	/* the server is still answering: keep the order, let it fail there */
+	if (pkt->avail < pkt->len) {
+		if (sbuf_hold(&s->sb, pkt->len))
+			return 1;
+		sess_fatal(s, "client sent too big packet");
+		return 0;
+	}
+	if (!proto_parse_query(pkt->data + 5, pkt->len - 5, &sql, &err) ||
+	    !admin_is_neki_call(sql))
+		return -1;
+	s->relay = arelay_call(&s->sb, s->user, sql, sess_call_done, s);
+	if (s->relay == NULL) {
+		sess_fatal(s, "could not reach the admin process");
+		return 0;
+	}
+	sbuf_skip(&s->sb, pkt->len);
+	sess_stats()->total_received += pkt->len;
+	return 0;	/* paused until sess_call_done */
+}
+
+void
+sess_admin_release(struct session *s)
+{
+	if (s->relay != NULL)
+		arelay_abandon(s->relay);
+	s->relay = NULL;
+}
