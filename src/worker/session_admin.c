@@ -140,7 +140,7 @@ sess_admin_try_call(struct session *s, const struct sbuf_pkt *pkt)
 		return 0;
 	}
 	sbuf_skip(&s->sb, pkt->len);
-	sess_stats()->total_received += pkt->len;
+	sess_stats(s)->total_received += pkt->len;
 	return 0;	/* paused until sess_call_done */
 }
 
