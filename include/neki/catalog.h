@@ -81,7 +81,9 @@ struct cat_table {
 	size_t ncols;
 	struct cat_key *keys;		/* primary key first, then unique constraints by name */
 	size_t nkeys;
-	struct cat_relref *children;	/* inheritance children and partitions, by name */
+	struct cat_relref *children;	/* inheritance children and partitions, by name; for a
+					 * view or materialized view: the relations its query
+					 * reads (loader rows 'v') */
 	size_t nchildren;
 	struct cat_seq seq;		/* CAT_REL_SEQUENCE only */
 };
@@ -142,8 +144,9 @@ struct cat_rows {
 /*
  * The one query that reads the catalog of the connected database (one round trip). Each row
  * is (kind, v1..v9), kinds: 'd' database, 'r' relation, 'a' column, 't' type, 'e' enum
- * label, 'k' key, 'q' sequence, 's' owned sequence, 'i' inheritance. Every user schema is
- * read (not pg_catalog, information_schema, pg_toast, temporary schemas or __neki).
+ * label, 'k' key, 'q' sequence, 's' owned sequence, 'i' inheritance, 'v' view base. Every
+ * user schema is read (not pg_catalog, information_schema, pg_toast, temporary schemas or
+ * __neki).
  */
 const char *cat_load_sql(void);
 

@@ -163,4 +163,16 @@ uint32_t cat_view_column_type(void *arg, const char *schema, const char *table,
 const char *cat_view_column_name(void *arg, const char *schema, const char *table, uint32_t n);
 char cat_view_relkind(void *arg, const char *schema, const char *table);
 
+/*
+ * The optional struct plan_catalog callbacks: column <n> (1-based) with its identity,
+ * default and owned sequence; a sequence's CACHE (0 unknown); the inheritance children
+ * that are not partitions; the <i>th relation a view or materialized view reads.
+ */
+bool cat_view_column(void *arg, const char *schema, const char *table, uint32_t n,
+		     struct cat_column *out);
+int64_t cat_view_seq_cache(void *arg, const char *schema, const char *name);
+uint32_t cat_view_inh_children(void *arg, const char *schema, const char *table);
+bool cat_view_view_base(void *arg, const char *schema, const char *view, uint32_t i,
+			const char **base_schema, const char **base_name);
+
 #endif /* NEKI_CATALOG_IMAGE_H */

@@ -188,6 +188,9 @@ enum stmt_flag {
 	STMT_F_ON_CONFLICT_UPDATE = 1u << 24,
 	STMT_F_CURRENT_OF = 1u << 25,	/* WHERE CURRENT OF */
 	STMT_F_OUTER_JOIN = 1u << 26,
+	STMT_F_SEQ_WHERE = 1u << 27,	/* nextval() in a WHERE/ON condition */
+	STMT_F_SEQ_SET = 1u << 28,	/* nextval() in UPDATE SET / ON CONFLICT DO UPDATE SET */
+	STMT_F_SEQ_ROW = 1u << 29,	/* nextval() anywhere else but a VALUES cell */
 };
 
 /* INSERT ... SELECT: one select-list entry, a column of the source or a value. */

@@ -14,6 +14,7 @@
 
 #include "neki/base.h"
 
+#include "neki/catalog.h"
 #include "neki/error.h"
 #include "neki/keyspace.h"
 #include "neki/parse.h"
@@ -30,6 +31,18 @@ struct plan_catalog {
 	/* pg_class.relkind ('r', 'p', 'v', 'm', 'S', 'i', 'f', ...); 0 when unknown. May be NULL. */
 	char (*relkind)(void *arg, const char *schema, const char *table);
 	uint64_t version;	/* catalog version: part of the plan cache key */
+	/* Optional (NULL: unknown). Column <attnum> (1-based) of <schema>.<table>; false past
+	 * the end or when unknown. */
+	bool (*column)(void *arg, const char *schema, const char *table, uint32_t attnum,
+		       struct cat_column *out);
+	/* CACHE of sequence <schema>.<name>; 0 when unknown. */
+	int64_t (*seq_cache)(void *arg, const char *schema, const char *name);
+	/* Inheritance children (not partitions) of <schema>.<table>; 0 when none or unknown. */
+	uint32_t (*inh_children)(void *arg, const char *schema, const char *table);
+	/* The <i>th relation the query of view or materialized view <schema>.<view> reads;
+	 * false past the end or when unknown. */
+	bool (*view_base)(void *arg, const char *schema, const char *view, uint32_t i,
+			  const char **base_schema, const char **base_name);
 };
 
 enum plan_fanout {
@@ -79,6 +92,8 @@ struct plan_input {
 	const struct parse_norm *norm;		/* this execution's literals; NULL: none */
 	bool extended;				/* extended query protocol */
 	bool multi_statement;			/* one of several statements of a Query */
+	const char *sql;			/* this execution's text (nextval() spans); NULL:
+						 * the analysed text */
 };
 
 enum plan_kind {
@@ -125,6 +140,27 @@ struct plan_part {
 	uint32_t nrows;
 };
 
+/*
+ * A column of a sharded or reference-table INSERT the executor fills with values of its
+ * sequence reserved by the router (spec 6.1): the column was omitted (or positional VALUES
+ * stopped before it). One value per VALUES row, from the allocator of neki/sequence.h.
+ */
+struct plan_fill {
+	const char *column;
+	const char *seq_schema, *seq_name;
+	const char *home;		/* uid of the sequence's home shard (reserve there) */
+	int64_t cache;			/* the sequence's CACHE; 0 unknown */
+	bool is_key;			/* the shard key: rows route by their new value */
+};
+
+/* A nextval('seq') call the router evaluates: the executor replaces the call's text. */
+struct plan_nextval {
+	const char *seq_schema, *seq_name;
+	const char *home;
+	int64_t cache;
+	uint32_t start, len;		/* the call `nextval('seq')` in plan_input.sql */
+};
+
 /* How COPY FROM (and the executor generally) computes a row's shard. */
 struct plan_key {
 	uint32_t group, index;		/* image numbers */
@@ -148,6 +184,14 @@ struct plan {
 	uint32_t nvalues;
 	struct plan_key key;		/* valid when has_key */
 	bool has_key;
+	struct plan_fill *fills;	/* INSERT: columns to fill with sequence values */
+	uint32_t nfills;
+	uint32_t nrows;			/* INSERT ... VALUES: rows (values per fill) */
+	bool route_by_fill;		/* a fill is the shard key: call plan_fill_route() */
+	const char **cols;		/* fills without a column list: the columns given */
+	uint32_t ncols;
+	struct plan_nextval *nextvals;	/* in text order */
+	uint32_t nnextvals;
 	const char *show_value;		/* NEKI_SHOW: the value */
 	const char *query;		/* normalised text sent to shards (EXPLAIN "Query:") */
 	const struct stmt *stmt;	/* borrowed: the statement planned */
@@ -165,6 +209,27 @@ bool plan_build(struct rarena *a, const struct stmt *s, const struct plan_input 
 /* Shard of one COPY/row key given as text (plan.has_key). */
 bool plan_route_text(const struct plan_input *in, const struct plan *p, const char *text,
 		     size_t len, const char **shard, struct nk_error *err) NK_MUSTCHECK;
+
+/*
+ * Plans with fills whose shard key is filled (route_by_fill): with <values>[f * nrows + r]
+ * the value of fill f for VALUES row r, compute the shards and parts (PLAN_SINGLE or
+ * PLAN_SHARD_SET / INSERT_SPLIT). Allocated in <a>.
+ */
+bool plan_fill_route(struct rarena *a, const struct plan_input *in, struct plan *p,
+		     const int64_t *values, struct nk_error *err) NK_MUSTCHECK;
+
+/*
+ * The text to send for a plan with fills or nextval() calls (plan_rewrite.c): <sql> (the
+ * text planned, plan_input.sql) with each nextval() call replaced by its value
+ * <nextvals>[k] and, for fills, the INSERT restricted to the rows of <part> (NULL: every
+ * row), each row extended by its fill values (<values> as for plan_fill_route), the fill
+ * columns added to the column list (plan.cols written out when the statement had none) and
+ * OVERRIDING SYSTEM VALUE added. NUL-terminated, in <a>; NULL with <err> (42601 when the
+ * text does not have the shape planned, 53200 no memory).
+ */
+char *plan_rewrite(struct rarena *a, const char *sql, const struct plan *p,
+		   const struct plan_part *part, const int64_t *values, const int64_t *nextvals,
+		   struct nk_error *err);
 
 /* ---- __neki.* session settings (plan_util.c) ---- */
 

@@ -245,6 +245,7 @@ pass_count(struct loader *l, size_t nrows)
 				t->nkeys++;
 			break;
 		case 'i':
+		case 'v':
 			if ((t = table_at(l, r, 2)))
 				t->nchildren++;
 			break;
@@ -365,6 +366,7 @@ pass_fill(struct loader *l, size_t nrows)
 			read_sequence(l, r);
 			break;
 		case 'i':
+		case 'v':
 			read_child(l, r);
 			break;
 		}

@@ -13,6 +13,8 @@
  *   q  seqrelid, seqtypid, seqstart, seqincrement, seqmin, seqmax, seqcache, seqcycle
  *   s  table oid, attnum, sequence oid (the sequence a serial or identity column owns)
  *   i  inhrelid, inhparent
+ *   v  a relation the query of a view or materialized view reads, the view (its rewrite
+ *      rule's dependencies; stored with the inheritance children, see catalog.h)
  * Types are those the columns use, followed through domain bases and array elements.
  * Unique indexes that are partial, not valid or over expressions cannot be arbiters by
  * column: partial and invalid ones are left out here, expression ones by load.c.
@@ -70,7 +72,13 @@ static const char load_sql[] =
 	" UNION ALL SELECT 'i', i.inhrelid::text, i.inhparent::text,"
 	" NULL, NULL, NULL, NULL, NULL, NULL, NULL"
 	" FROM pg_catalog.pg_inherits i JOIN rels r ON r.oid = i.inhrelid"
-	" AND r.relkind IN ('r', 'p', 'f')";
+	" AND r.relkind IN ('r', 'p', 'f')"
+	" UNION ALL SELECT DISTINCT 'v', d.refobjid::text, w.ev_class::text,"
+	" NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+	" FROM pg_catalog.pg_rewrite w JOIN rels r ON r.oid = w.ev_class AND r.relkind IN ('v', 'm')"
+	" JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass"
+	" AND d.objid = w.oid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass"
+	" AND d.refobjid <> w.ev_class AND d.deptype = 'n'";
 
 /* cat_load_sql: see catalog.h. A constant string. */
 const char *

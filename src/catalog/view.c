@@ -3,7 +3,9 @@
  * (shm_cat_pin) with one database selected, and the router's struct plan_catalog callbacks
  * over it. A session acquires a view at a statement boundary, plans with it, and releases
  * it; a new catalog version is seen at the next acquire. Entry points: cat_view_acquire(),
- * cat_view_release(), cat_view_column_type(), cat_view_column_name(), cat_view_relkind().
+ * cat_view_release() and the callbacks cat_view_column_type(), cat_view_column_name(),
+ * cat_view_relkind(), cat_view_column(), cat_view_seq_cache(), cat_view_inh_children(),
+ * cat_view_view_base().
  */
 #include "neki/base.h"
 
@@ -69,4 +71,80 @@ cat_view_relkind(void *arg, const char *schema, const char *table)
 	const struct cat_view *v = arg;
 
 	return view_ok(v) ? cat_image_relkind(v->img, v->db, schema, table) : 0;
+}
+
+/* Table number of <schema>.<table> in the view's database, or CAT_IMG_NONE. */
+static uint32_t
+view_table(const struct cat_view *v, const char *schema, const char *table,
+	   struct cat_img_table *out)
+{
+	uint32_t t;
+
+	if (!view_ok(v))
+		return CAT_IMG_NONE;
+	t = cat_image_find_table(v->img, v->db, schema, table);
+	if (t != CAT_IMG_NONE)
+		cat_image_table(v->img, t, out);
+	return t;
+}
+
+bool
+cat_view_column(void *arg, const char *schema, const char *table, uint32_t n,
+		struct cat_column *out)
+{
+	const struct cat_view *v = arg;
+	struct cat_img_table it;
+	uint32_t t = view_table(v, schema, table, &it);
+
+	if (t == CAT_IMG_NONE || n == 0 || n > it.ncols)
+		return false;
+	cat_image_column(v->img, t, n - 1, out);
+	return true;
+}
+
+int64_t
+cat_view_seq_cache(void *arg, const char *schema, const char *name)
+{
+	struct cat_img_table it;
+
+	if (view_table(arg, schema, name, &it) == CAT_IMG_NONE || it.kind != CAT_REL_SEQUENCE)
+		return 0;
+	return it.seq.cache;
+}
+
+uint32_t
+cat_view_inh_children(void *arg, const char *schema, const char *table)
+{
+	const struct cat_view *v = arg;
+	struct cat_img_table it, child;
+	struct cat_relref ref;
+	uint32_t t = view_table(v, schema, table, &it), n = 0;
+
+	if (t == CAT_IMG_NONE || it.kind != CAT_REL_TABLE)
+		return 0;
+	for (uint32_t i = 0; i < it.nchildren; i++) {
+		cat_image_child(v->img, t, i, &ref);
+		if (view_table(v, ref.schema, ref.name, &child) != CAT_IMG_NONE &&
+		    !child.is_partition)
+			n++;
+	}
+	return n;
+}
+
+bool
+cat_view_view_base(void *arg, const char *schema, const char *view, uint32_t i,
+		   const char **base_schema, const char **base_name)
+{
+	const struct cat_view *v = arg;
+	struct cat_img_table it;
+	struct cat_relref ref;
+	uint32_t t = view_table(v, schema, view, &it);
+
+	if (t == CAT_IMG_NONE || (it.kind != CAT_REL_VIEW && it.kind != CAT_REL_MATVIEW) ||
+	    i >= it.nchildren)
+		return false;
+	cat_image_child(v->img, t, i, &ref);
+	*base_schema = ref.schema;
+	*base_name = ref.name;
+	return true;
 }

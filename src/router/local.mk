@@ -4,5 +4,6 @@ libneki_a_SOURCES += src/router/parse.c src/router/parse_expr.c src/router/parse
 	src/router/rarena.c src/router/normalize.c
 noinst_HEADERS += include/neki/router.h include/neki/parse.h src/router/parse_int.h
 libneki_a_SOURCES += src/router/plan.c src/router/plan_insert.c src/router/plan_util.c \
-	src/router/plan_cache.c src/router/explain.c src/router/sequence.c
+	src/router/plan_cache.c src/router/explain.c src/router/sequence.c \
+	src/router/plan_seq.c src/router/plan_rewrite.c
 noinst_HEADERS += include/neki/plan.h src/router/plan_int.h include/neki/sequence.h

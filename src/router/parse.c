@@ -134,6 +134,17 @@ pb_func(struct pb *b, const char *name)
 		*slot = pb_strdup(b, name);
 }
 
+/* Walk <n> (scope 0) as clause <ctx>. */
+static void
+pb_walk_ctx(struct pb *b, const cJSON *n, enum pb_ctx ctx)
+{
+	enum pb_ctx saved = b->ctx;
+
+	b->ctx = ctx;
+	pb_walk(b, n, 0, false);
+	b->ctx = saved;
+}
+
 static bool
 is_cte_name(const struct pb *b, const char *name)
 {
@@ -410,7 +421,7 @@ pb_on_conflict(struct pb *b, const cJSON *oc, struct stmt_insert *ins)
 		ins->nconflict_cols = (uint32_t)n;
 	}
 	ins->set_cols = pb_target_names(b, jget(oc, "targetList"), &ins->nset_cols);
-	pb_walk(b, jget(oc, "targetList"), 0, false);
+	pb_walk_ctx(b, jget(oc, "targetList"), PB_CTX_SET);
 	pb_walk(b, jget(oc, "whereClause"), 0, false);
 }
 
@@ -483,7 +494,9 @@ pb_insert(struct pb *b, const cJSON *ins_node, bool top)
 		b->s->flags |= STMT_F_OVERRIDING_USER;
 	if (sel && is_plain_values(sel)) {
 		b->s->flags |= STMT_F_FROM_VALUES;
+		b->ctx = PB_CTX_VALUES;
 		pb_insert_values(b, jget(sel, "valuesLists"), ins);
+		b->ctx = PB_CTX_OTHER;
 	} else if (sel) {
 		uint16_t scope = pb_scope_new(b, 0);
 
@@ -512,7 +525,7 @@ pb_update_delete(struct pb *b, const char *tag, const cJSON *body, bool top)
 		r->is_target = true;
 	if (update && top)
 		b->s->set_cols = pb_target_names(b, jget(body, "targetList"), &b->s->nset_cols);
-	pb_walk(b, jget(body, "targetList"), 0, false);
+	pb_walk_ctx(b, jget(body, "targetList"), update ? PB_CTX_SET : PB_CTX_OTHER);
 	cJSON_ArrayForEach(item, jget(body, update ? "fromClause" : "usingClause"))
 		pb_from_item(b, item, 0, false);
 	if (merge) {

@@ -72,6 +72,10 @@ pb_funccall(struct pb *b, const cJSON *fc, bool top)
 	if (!name)
 		return;
 	pb_func(b, name);
+	if (strcmp(name, "nextval") == 0)
+		b->s->flags |= b->ctx == PB_CTX_WHERE ? STMT_F_SEQ_WHERE :
+			       b->ctx == PB_CTX_SET ? STMT_F_SEQ_SET :
+			       b->ctx == PB_CTX_VALUES ? 0 : STMT_F_SEQ_ROW;
 	if (is_large_object_name(name))
 		b->s->flags |= STMT_F_LO_CALL;
 	if (!top)
@@ -552,9 +556,9 @@ cond_aexpr(struct pb *b, const cJSON *ax, uint16_t scope)
 	return c;
 }
 
-/* pb_cond: see parse_int.h. */
-struct stmt_cond *
-pb_cond(struct pb *b, const cJSON *n, uint16_t scope)
+/* The condition tree of <n> (pb_cond without the clause context). */
+static struct stmt_cond *
+cond_tree(struct pb *b, const cJSON *n, uint16_t scope)
 {
 	const char *tag = jtag(n), *boolop;
 	const cJSON *body = jbody(n), *arg;
@@ -589,6 +593,19 @@ pb_cond(struct pb *b, const cJSON *n, uint16_t scope)
 		return c;
 	}
 	return cond_new(b, STMT_C_OTHER);
+}
+
+/* pb_cond: see parse_int.h. */
+struct stmt_cond *
+pb_cond(struct pb *b, const cJSON *n, uint16_t scope)
+{
+	enum pb_ctx saved = b->ctx;
+	struct stmt_cond *c;
+
+	b->ctx = PB_CTX_WHERE;
+	c = cond_tree(b, n, scope);
+	b->ctx = saved;
+	return c;
 }
 
 /* pb_cond_and: see parse_int.h. */

@@ -23,6 +23,8 @@ struct pb {
 	const char **ctes;		/* CTE names visible (statement-wide, simplification) */
 	uint32_t nctes, cte_cap;
 	bool in_cond;			/* building a predicate: its values were walked already */
+	enum pb_ctx { PB_CTX_OTHER = 0, PB_CTX_WHERE, PB_CTX_SET, PB_CTX_VALUES } ctx;
+					/* clause being translated (where nextval() is) */
 };
 
 /* ---- cJSON accessors (NULL-safe) ---- */

@@ -65,23 +65,81 @@ render_kx(const struct ks_expr *e, uint32_t n, char *buf, size_t cap)
 
 /* ---- resolution ---- */
 
+#define VIEW_DEPTH_MAX 8
+
+/*
+ * View or materialized view <schema>.<name>: whether its query reads a sharded table
+ * (through views, <depth> levels down), and the resolution of its first base relation.
+ */
+static bool
+view_reads_sharded(struct pctx *c, const char *schema, const char *name, int depth,
+		   struct topo_img_rel *first, bool *have_first)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	const char *bs, *bn;
+	struct topo_img_rel res;
+
+	for (uint32_t i = 0; depth < VIEW_DEPTH_MAX && cat->view_base(cat->arg, schema, name, i, &bs,
+								    &bn); i++) {
+		char k = cat->relkind ? cat->relkind(cat->arg, bs, bn) : 'r';
+
+		if ((k == 'v' || k == 'm') &&
+		    view_reads_sharded(c, bs, bn, depth + 1, first, have_first))
+			return true;
+		if (k == 'v' || k == 'm')
+			continue;
+		topo_image_resolve_table(c->img, c->in->sess->db, bs, bn, &res);
+		if (res.kind == TOPO_REL_TABLE && res.index != TOPO_IMG_NONE)
+			return true;
+		if (!*have_first && res.kind != TOPO_REL_UNROUTABLE) {
+			*first = res;
+			*have_first = true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Relation kinds the catalog knows: sequences and indexes (137), views and materialized
+ * views over sharded tables (122, 123; over other tables they route as their first base
+ * table), inheritance parents read without ONLY (21).
+ */
+static bool
+check_relkind(struct pctx *c, struct prel *p, bool *routed)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	char k = cat->relkind(cat->arg, p->schema, p->r->name);
+	bool have_first = false;
+
+	*routed = false;
+	if (k == 'S' || k == 'i' || k == 'I')
+		return nk_error_nk013(c->err, 137);
+	if ((k == 'v' || k == 'm') && cat->view_base) {
+		if (view_reads_sharded(c, p->schema, p->r->name, 0, &p->res, &have_first))
+			return nk_error_nk013(c->err, k == 'v' ? 122 : 123);
+		*routed = have_first;
+	}
+	if (k == 'r' && !p->r->only && cat->inh_children &&
+	    cat->inh_children(cat->arg, p->schema, p->r->name) > 0)
+		return nk_error_nk013(c->err, 21);
+	return true;
+}
+
 static bool
 resolve_one(struct pctx *c, const struct stmt_rel *r, struct prel *p)
 {
 	const struct plan_catalog *cat = c->in->cat;
+	bool routed = false;
 	uint32_t oid;
 
 	p->r = r;
 	p->schema = r->schema ? r->schema : c->in->sess->schema;
 	if (strcmp(p->schema, "pg_temp") == 0)
 		return nk_error_nk013(c->err, 338);
-	if (cat && cat->relkind && c->s->kind != STMT_COPY) {
-		char k = cat->relkind(cat->arg, p->schema, r->name);
-
-		if (k == 'S' || k == 'i' || k == 'I')
-			return nk_error_nk013(c->err, 137);
-	}
-	topo_image_resolve_table(c->img, c->in->sess->db, p->schema, r->name, &p->res);
+	if (cat && cat->relkind && c->s->kind != STMT_COPY && !check_relkind(c, p, &routed))
+		return false;
+	if (!routed)
+		topo_image_resolve_table(c->img, c->in->sess->db, p->schema, r->name, &p->res);
 	p->sharded = p->res.kind == TOPO_REL_TABLE && p->res.index != TOPO_IMG_NONE;
 	if (!p->sharded)
 		return true;
@@ -780,10 +838,10 @@ plan_dml(struct pctx *c)
 	if (!plan_resolve_rels(c))
 		return false;
 	if (c->s->kind == STMT_INSERT)
-		return plan_insert(c);
+		return plan_insert(c) && plan_nextvals(c);
 	if (!check_dml(c) || !plan_route_rels(c) || !plan_decide(c))
 		return false;
-	return check_multi_shard(c);
+	return check_multi_shard(c) && plan_nextvals(c);
 }
 
 static bool

@@ -203,6 +203,19 @@ check_conflict(struct pctx *c, const struct prel *t)
 	return has_key || nk_error_nk013(c->err, 119);
 }
 
+/* The shard key is filled with sequence values: the shards are known at execution. */
+static bool
+insert_fill_key(struct pctx *c, struct prel *t)
+{
+	const struct stmt_insert *ins = c->s->insert;
+
+	for (uint32_t r = 0; r < ins->nrows; r++)
+		for (uint32_t k = 0; k < ins->ncols; k++)
+			if (!check_cell(c, &ins->rows[r].cells[k]))
+				return false;
+	return plan_fill_key_plan(c, t);
+}
+
 /* plan_insert: see plan_int.h (rels resolved; rels[0] is the target). */
 bool
 plan_insert(struct pctx *c)
@@ -216,13 +229,17 @@ plan_insert(struct pctx *c)
 		return nk_error_nk013(c->err, 141);
 	if (!t->sharded) {
 		/* the target decides; a SELECT source must meet it on its shard */
-		return plan_route_rels(c) && plan_decide(c);
+		return plan_fills(c, t) && plan_route_rels(c) && plan_decide(c);
 	}
 	if (!check_conflict(c, t))
 		return false;
 	pos = key_position(c, t);
+	if (!plan_fills(c, t))
+		return false;
 	if (c->s->flags & STMT_F_FROM_SELECT)
 		return insert_select(c, t, pos);
+	if (pos < 0 && c->out->route_by_fill)
+		return insert_fill_key(c, t);
 	if (pos < 0)
 		return missing_key(c, t);
 	return insert_values(c, t, pos);

@@ -62,6 +62,27 @@ void plan_set_single(struct pctx *c, const char *shard, enum plan_op op);
 /* plan_insert.c */
 bool plan_insert(struct pctx *c);
 
+/* plan_seq.c: sequence values the router supplies (fills of omitted identity/serial
+ * columns, nextval() calls); the target rel <t> is resolved. */
+bool plan_fills(struct pctx *c, struct prel *t);
+bool plan_fill_key_plan(struct pctx *c, struct prel *t);
+bool plan_nextvals(struct pctx *c);
+
+/* plan_rewrite.c: a token of the statement text ('w' word, 'q' quoted identifier, 's' plain
+ * string, 'S' other string, 'p' one of ( ) , . ; :, 'o' anything else). */
+struct ptok {
+	uint32_t start, len;
+	char kind;
+};
+
+/* Tokens of <sql> (comments and whitespace skipped), in <a>; false on no memory. */
+bool plan_lex(struct rarena *a, const char *sql, struct ptok **out, uint32_t *n);
+/* Token <t> is the word or punctuation <word> (case-insensitive). */
+bool ptok_is(const char *sql, const struct ptok *t, const char *word);
+/* Tokens i.. are `nextval ( <arg> [::regclass] )`: the argument's and the ')' token. */
+bool plan_find_nextval(const char *sql, const struct ptok *t, uint32_t n, uint32_t i,
+		       uint32_t *arg, uint32_t *end);
+
 /* plan_util.c */
 bool plan_utility(struct pctx *c);
 bool plan_check_session(struct pctx *c);

@@ -90,6 +90,9 @@ def test_loader_on_storefront(pg_cluster, cluster_db):
     assert "child public.events public.events_2024" in facts
     assert "child public.events public.events_2025" in facts
     assert "child public.audit public.audit_orders" in facts
+    # the relations a view or materialized view reads (rows 'v')
+    assert "child public.v_orders public.orders" in facts
+    assert "child public.mv_counts public.orders" in facts
     # a second schema (search_path lookups)
     assert "table app.customers table partition=0" in facts
 

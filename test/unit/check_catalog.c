@@ -44,6 +44,8 @@ static const char *const store_rows[][CAT_LOAD_COLS] = {
 	{ "r", "16470", "app", "customers", "r", "false", N, N, N, N },
 	{ "r", "16480", "public", "v_orders", "v", "false", N, N, N, N },
 	{ "r", "16490", "public", "customers_pkey", "i", "false", N, N, N, N },
+	{ "r", "16530", "public", "audit", "r", "false", N, N, N, N },
+	{ "r", "16531", "public", "audit_orders", "r", "false", N, N, N, N },
 	{ "a", "16400", "1", "id", "20", "-1", "true", "d", "false", "" },
 	{ "a", "16400", "2", "email", "16510", "-1", "false", "", "false", "" },
 	{ "a", "16400", "4", "name", "25", "-1", "false", "", "false", "" },
@@ -85,6 +87,8 @@ static const char *const store_rows[][CAT_LOAD_COLS] = {
 	{ "s", "16400", "1", "16450", N, N, N, N, N, N },
 	{ "i", "16462", "16460", N, N, N, N, N, N, N },
 	{ "i", "16461", "16460", N, N, N, N, N, N, N },
+	{ "i", "16531", "16530", N, N, N, N, N, N, N },
+	{ "v", "16410", "16480", N, N, N, N, N, N, N },
 };
 
 struct canned {
@@ -132,7 +136,7 @@ START_TEST(test_build_tables)
 	ck_assert_str_eq(c->dbname, "store");
 	ck_assert_str_eq(c->collate, "en_US.UTF-8");
 	ck_assert_str_eq(c->ctype, "C.UTF-8");
-	ck_assert_uint_eq(c->ntables, 13);
+	ck_assert_uint_eq(c->ntables, 15);
 	ck_assert_str_eq(c->tables[0].schema, "app");	/* sorted by (schema, name) */
 	for (size_t i = 1; i < c->ntables; i++) {
 		int r = strcmp(c->tables[i - 1].schema, c->tables[i].schema);
@@ -709,6 +713,28 @@ START_TEST(test_shm_view)
 	ck_assert_uint_eq(cat_view_column_type(&v, "public", "orders", "nope"), 0);
 	ck_assert_str_eq(cat_view_column_name(&v, "public", "orders", 2), "id");
 	ck_assert_int_eq(cat_view_relkind(&v, "public", "v_orders"), 'v');
+	{
+		struct cat_column col;
+		const char *bs, *bn;
+
+		/* the router's optional callbacks */
+		ck_assert(cat_view_column(&v, "public", "customers", 1, &col));
+		ck_assert_str_eq(col.name, "id");
+		ck_assert_int_eq(col.identity, CAT_IDENT_BY_DEFAULT);
+		ck_assert_str_eq(col.seq.name, "customers_id_seq");
+		ck_assert(!cat_view_column(&v, "public", "customers", 4, &col));
+		ck_assert(!cat_view_column(&v, "public", "nope", 1, &col));
+		ck_assert_int_eq(cat_view_seq_cache(&v, "public", "customers_id_seq"), 20);
+		ck_assert_int_eq(cat_view_seq_cache(&v, "public", "customers"), 0);
+		ck_assert_uint_eq(cat_view_inh_children(&v, "public", "audit"), 1);
+		ck_assert_uint_eq(cat_view_inh_children(&v, "public", "events"), 0); /* partitions */
+		ck_assert_uint_eq(cat_view_inh_children(&v, "public", "orders"), 0);
+		ck_assert(cat_view_view_base(&v, "public", "v_orders", 0, &bs, &bn));
+		ck_assert_str_eq(bs, "public");
+		ck_assert_str_eq(bn, "orders");
+		ck_assert(!cat_view_view_base(&v, "public", "v_orders", 1, &bs, &bn));
+		ck_assert(!cat_view_view_base(&v, "public", "audit", 0, &bs, &bn));
+	}
 	/* a new version does not disturb the pinned view; the next acquire sees it */
 	publish_store(4, 0);
 	ck_assert_str_eq(cat_view_column_name(&v, "public", "orders", 1), "customer_id");

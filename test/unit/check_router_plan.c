@@ -33,7 +33,8 @@ static const struct fx_col fx_cols[] = {
 	{ "order_items", "order_id", 20 }, { "order_items", "qty", 23 },
 	{ "orders_by_id", "id", 20 }, { "orders_by_id", "customer_id", 20 },
 	{ "products", "sku", 25 }, { "products", "name", 25 }, { "countries", "code", 25 },
-	{ "countries", "name", 25 }, { "currencies", "code", 25 }, { "audit_log", "msg", 25 },
+	{ "countries", "name", 25 }, { "countries", "id", 20 }, { "currencies", "code", 25 },
+	{ "audit_log", "msg", 25 }, { "audit_log", "id", 20 },
 };
 
 static uint32_t
@@ -67,13 +68,85 @@ fx_relkind(void *arg, const char *schema, const char *table)
 	(void)schema;
 	if (strcmp(table, "orders_id_seq") == 0)
 		return 'S';
-	if (strcmp(table, "order_totals") == 0)
+	if (strcmp(table, "order_totals") == 0 || strcmp(table, "mv_counts") == 0)
 		return 'm';
+	if (strncmp(table, "v_", 2) == 0)
+		return 'v';
 	return 'r';
 }
 
+/* Views: v_orders and mv_counts read orders, v_v_orders reads v_orders, v_countries reads
+ * countries (a reference table). */
+static bool
+fx_view_base(void *arg, const char *schema, const char *view, uint32_t i, const char **bs,
+	     const char **bn)
+{
+	static const char *const views[][2] = {
+		{ "v_orders", "orders" }, { "mv_counts", "orders" }, { "v_v_orders", "v_orders" },
+		{ "v_countries", "countries" },
+	};
+	uint32_t n = 0;
+
+	(void)arg;
+	for (size_t k = 0; k < NK_ARRAY_LEN(views); k++) {
+		if (strcmp(views[k][0], view) == 0 && n++ == i) {
+			*bs = schema;
+			*bn = views[k][1];
+			return true;
+		}
+	}
+	return false;
+}
+
+/* events has an inheritance child. */
+static uint32_t
+fx_inh_children(void *arg, const char *schema, const char *table)
+{
+	(void)arg;
+	(void)schema;
+	return strcmp(table, "events") == 0 ? 1 : 0;
+}
+
+/* Sequences: customers.id GENERATED ALWAYS AS IDENTITY, orders.id, countries.id and
+ * audit_log.id serial. */
+static bool
+fx_column(void *arg, const char *schema, const char *table, uint32_t attnum,
+	  struct cat_column *out)
+{
+	static const struct {
+		const char *table, *column, *seq;
+		char identity;
+	} seqs[] = {
+		{ "customers", "id", "customers_id_seq", 'a' }, { "orders", "id", "orders_id_seq", 0 },
+		{ "countries", "id", "countries_id_seq", 0 }, { "audit_log", "id", "audit_log_id_seq", 0 },
+	};
+
+	memset(out, 0, sizeof(*out));
+	out->name = fx_column_name(arg, schema, table, attnum);
+	if (!out->name)
+		return false;
+	for (size_t i = 0; i < NK_ARRAY_LEN(seqs); i++) {
+		if (strcmp(seqs[i].table, table) != 0 || strcmp(seqs[i].column, out->name) != 0)
+			continue;
+		out->identity = seqs[i].identity ? CAT_IDENT_ALWAYS : CAT_IDENT_NONE;
+		out->has_default = !seqs[i].identity;
+		out->seq.schema = "public";
+		out->seq.name = seqs[i].seq;
+	}
+	return true;
+}
+
+static int64_t
+fx_seq_cache(void *arg, const char *schema, const char *name)
+{
+	(void)arg;
+	(void)schema;
+	return strcmp(name, "orders_id_seq") == 0 ? 50 : 1;
+}
+
 static const struct plan_catalog fx_cat = { NULL, fx_column_type, fx_column_name, fx_relkind,
-					    1 };
+					    1, fx_column, fx_seq_cache, fx_inh_children,
+					    fx_view_base };
 
 static void
 setup_image(void)
@@ -303,6 +376,8 @@ static const struct shape_case shape_cases[] = {
 	  "shard-a,shard-b,shard-c,shard-d" },
 	{ "EXPLAIN SELECT * FROM orders WHERE customer_id = 42", PLAN_SINGLE,
 	  PLAN_OP_EQUAL_UNIQUE, "c:42" },
+	{ "SELECT * FROM v_countries", PLAN_SINGLE, PLAN_OP_REFERENCE, "shard-a" },
+	{ "SELECT * FROM ONLY events", PLAN_SINGLE, PLAN_OP_UNSHARDED, "auth" },
 	{ "BEGIN", PLAN_ROUTER, PLAN_OP_NONE, "" },
 	{ "SET work_mem = '4MB'", PLAN_ROUTER, PLAN_OP_NONE, "" },
 };
@@ -339,6 +414,14 @@ struct reject_case {
 
 static const struct reject_case reject_cases[] = {
 	{ "SELECT * INTO t2 FROM orders", NK(1, "SELECT INTO statements are unavailable.") },
+	{ "SELECT * FROM events", NK(21, "Reading an inheritance parent without ONLY is "
+				     "unavailable.") },
+	{ "DELETE FROM events WHERE true", NK(21, "Reading an inheritance parent without ONLY is "
+						  "unavailable.") },
+	{ "UPDATE v_orders SET status = 'x' WHERE customer_id = 1",
+	  NK(122, "This view cannot be routed safely.") },
+	{ "SELECT * FROM v_v_orders", NK(122, "This view cannot be routed safely.") },
+	{ "SELECT * FROM mv_counts", NK(123, "This materialized view cannot be routed safely.") },
 	{ "ALTER SYSTEM SET work_mem = '1MB'", NK(20, "This statement type is unavailable.") },
 	{ "DO $$ BEGIN END $$", NK(20, "This statement type is unavailable.") },
 	{ "COMMIT AND CHAIN", NK(22, "AND CHAIN is unavailable for this transaction command.") },
@@ -436,6 +519,18 @@ static const struct reject_case reject_cases[] = {
 	  NK(145, "Updating an index column is unavailable.") },
 	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT (customer_id, id) DO "
 	  "UPDATE SET customer_id = 1", NK(145, "Updating an index column is unavailable.") },
+	{ "SELECT nextval('orders_id_seq') FROM orders",
+	  NK(101, "Per-row router-only expression evaluation is unavailable here.") },
+	{ "SELECT nextval(current_schema() || '.s')",
+	  NK(101, "Per-row router-only expression evaluation is unavailable here.") },
+	{ "INSERT INTO orders (customer_id) SELECT customer_id FROM orders WHERE customer_id = 1",
+	  NK(117, "This INSERT SELECT shape is unavailable.") },
+	{ "INSERT INTO customers DEFAULT VALUES",
+	  NK(120, "This column default cannot be materialized on the router.") },
+	{ "DELETE FROM orders WHERE customer_id = 1 AND id < nextval('orders_id_seq')",
+	  NK(146, "This volatile router-only WHERE expression is unavailable.") },
+	{ "UPDATE orders SET id = nextval('orders_id_seq') WHERE customer_id = 1",
+	  NK(147, "This volatile router-only UPDATE assignment is unavailable.") },
 	{ "SELECT count(*), row_number() OVER () FROM orders",
 	  NK(149, "Window functions inside aggregates are unavailable.") },
 	{ "CREATE OPERATOR CLASS c FOR TYPE int4 USING btree AS OPERATOR 1 <",
@@ -745,6 +840,165 @@ START_TEST(test_insert_parts)
 }
 END_TEST
 
+/* ---- sequence values: fills and nextval() (spec 6.1) ---- */
+
+START_TEST(test_fill_omitted_serial)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	const char *sql = "INSERT INTO orders (customer_id, status) VALUES (1, 'a'), (2, 'b'), "
+			  "(1, 'c') RETURNING id";
+	static const int64_t vals[] = { 501, 502, 503 };
+	char want[512];
+
+	ck_assert_msg(plan_sql(&fx, sql, NULL, NULL, 0, &p, &err), "%s", err.message);
+	ck_assert_uint_eq(p.nfills, 1);
+	ck_assert_str_eq(p.fills[0].column, "id");
+	ck_assert_str_eq(p.fills[0].seq_schema, "public");
+	ck_assert_str_eq(p.fills[0].seq_name, "orders_id_seq");
+	ck_assert_str_eq(p.fills[0].home, "auth");	/* sharded owner: authoritative group */
+	ck_assert_int_eq(p.fills[0].cache, 50);
+	ck_assert(!p.fills[0].is_key && !p.route_by_fill);
+	ck_assert_uint_eq(p.nrows, 3);
+	ck_assert_uint_eq(p.nparts, strcmp(shard_of("c:1"), shard_of("c:2")) ? 2 : 1);
+	for (uint32_t k = 0; k < p.nparts; k++) {
+		char *text = plan_rewrite(fx.a, sql, &p, &p.parts[k], vals, NULL, &err);
+
+		ck_assert_ptr_nonnull(text);
+		if (strcmp(p.parts[k].shard, shard_of("c:1")) == 0)
+			snprintf(want, sizeof(want), "INSERT INTO orders (customer_id, status, \"id\") "
+				 "OVERRIDING SYSTEM VALUE VALUES (1, 'a', 501), (1, 'c', 503) "
+				 "RETURNING id");
+		else
+			snprintf(want, sizeof(want), "INSERT INTO orders (customer_id, status, \"id\") "
+				 "OVERRIDING SYSTEM VALUE VALUES (2, 'b', 502) RETURNING id");
+		ck_assert_str_eq(text, want);
+	}
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_fill_positional_and_reference)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	static const int64_t v7 = 7;
+	char *text;
+
+	/* positional VALUES stop before orders.id: the columns are written out */
+	ck_assert(plan_sql(&fx, "insert into public.orders as o values (42) -- x", NULL, NULL, 0,
+			   &p, &err));
+	ck_assert_uint_eq(p.nfills, 1);
+	ck_assert_int_eq(p.kind, PLAN_SINGLE);
+	text = plan_rewrite(fx.a, "insert into public.orders as o values (42) -- x", &p, NULL,
+			    &v7, NULL, &err);
+	ck_assert_str_eq(text, "insert into public.orders as o (\"customer_id\", \"id\") "
+			       "OVERRIDING SYSTEM VALUE VALUES (42, 7) -- x");
+	rt_fx_done(&fx);
+	/* reference-table copies get the same ids */
+	ck_assert(plan_sql(&fx, "INSERT INTO countries VALUES ('fr', 'France')", NULL, NULL, 0, &p,
+			   &err));
+	ck_assert_int_eq(p.kind, PLAN_EVERY_COPY);
+	ck_assert_uint_eq(p.nfills, 1);
+	ck_assert_str_eq(p.fills[0].seq_name, "countries_id_seq");
+	text = plan_rewrite(fx.a, "INSERT INTO countries VALUES ('fr', 'France')", &p, NULL, &v7,
+			    NULL, &err);
+	ck_assert_str_eq(text, "INSERT INTO countries (\"code\", \"name\", \"id\") OVERRIDING "
+			       "SYSTEM VALUE VALUES ('fr', 'France', 7)");
+	rt_fx_done(&fx);
+	/* an unsharded table's own shard holds its sequence: nothing to fill */
+	ck_assert(plan_sql(&fx, "INSERT INTO audit_log (msg) VALUES ('x')", NULL, NULL, 0, &p,
+			   &err));
+	ck_assert_uint_eq(p.nfills, 0);
+	rt_fx_done(&fx);
+	/* given columns are not filled */
+	ck_assert(plan_sql(&fx, "INSERT INTO orders (customer_id, id) VALUES (1, 2)", NULL, NULL, 0,
+			   &p, &err));
+	ck_assert_uint_eq(p.nfills, 0);
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_fill_shard_key)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	struct plan_session sess;
+	struct plan_input in;
+	const char *sql = "INSERT INTO customers (name, email) VALUES ('a', 'x'), ('b', 'y')";
+	int64_t vals[2] = { 1, 0 };
+	char key[32];
+
+	/* a second id on another shard than id 1 */
+	for (int64_t k = 2; !vals[1]; k++) {
+		snprintf(key, sizeof(key), "c:%lld", (long long)k);
+		if (strcmp(shard_of(key), shard_of("c:1")) != 0)
+			vals[1] = k;
+	}
+	ck_assert_msg(plan_sql(&fx, sql, NULL, NULL, 0, &p, &err), "%s", err.message);
+	ck_assert(p.route_by_fill);
+	ck_assert(p.fills[0].is_key);
+	ck_assert_str_eq(p.fills[0].seq_name, "customers_id_seq");
+	ck_assert_uint_eq(p.nshards, 0);	/* known once the values are */
+	plan_session_init(&sess, "store");
+	memset(&in, 0, sizeof(in));
+	in.topo = img;
+	in.cat = &fx_cat;
+	in.sess = &sess;
+	ck_assert_msg(plan_fill_route(fx.a, &in, &p, vals, &err), "%s", err.message);
+	ck_assert_int_eq(p.kind, PLAN_SHARD_SET);
+	ck_assert_uint_eq(p.nparts, 2);
+	ck_assert_str_eq(p.parts[0].shard, shard_of("c:1"));
+	ck_assert_uint_eq(p.parts[0].rows[0], 0);
+	ck_assert_uint_eq(p.parts[1].rows[0], 1);
+	snprintf(key, sizeof(key), "c:%lld", (long long)vals[1]);
+	ck_assert_str_eq(p.parts[1].shard, shard_of(key));
+	ck_assert_str_eq(plan_rewrite(fx.a, sql, &p, &p.parts[0], vals, NULL, &err),
+			 "INSERT INTO customers (name, email, \"id\") OVERRIDING SYSTEM VALUE "
+			 "VALUES ('a', 'x', 1)");
+	/* __neki.tx_mode = single applies once the shards are known */
+	sess.in_transaction = true;
+	sess.tx_mode = PLAN_TX_SINGLE;
+	sess.tx_shard = shard_of("c:1");
+	ck_assert(!plan_fill_route(fx.a, &in, &p, vals, &err));
+	ck_assert_str_eq(err.sqlstate, "0A000");
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_nextval_calls)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	static const int64_t nv[] = { 900, 901 };
+	const char *sql = "SELECT nextval('orders_id_seq'), pg_catalog.nextval("
+			  "'\"public\".\"customers_id_seq\"'::regclass) + 1, 'nextval(''x'')'";
+	const char *ins = "INSERT INTO orders (customer_id, id) VALUES (3, nextval('orders_id_seq'))";
+
+	ck_assert_msg(plan_sql(&fx, sql, NULL, NULL, 0, &p, &err), "%s", err.message);
+	ck_assert_uint_eq(p.nnextvals, 2);
+	ck_assert_str_eq(p.nextvals[0].seq_name, "orders_id_seq");
+	ck_assert_str_eq(p.nextvals[0].home, "auth");
+	ck_assert_int_eq(p.nextvals[0].cache, 50);
+	ck_assert_str_eq(p.nextvals[1].seq_schema, "public");
+	ck_assert_str_eq(p.nextvals[1].seq_name, "customers_id_seq");
+	ck_assert_str_eq(plan_rewrite(fx.a, sql, &p, NULL, NULL, nv, &err),
+			 "SELECT (SELECT 900::int8 AS nextval), (SELECT 901::int8 AS nextval) + 1, "
+			 "'nextval(''x'')'");
+	rt_fx_done(&fx);
+	ck_assert_msg(plan_sql(&fx, ins, NULL, NULL, 0, &p, &err), "%s", err.message);
+	ck_assert_uint_eq(p.nnextvals, 1);
+	ck_assert_str_eq(plan_rewrite(fx.a, ins, &p, NULL, NULL, nv, &err),
+			 "INSERT INTO orders (customer_id, id) VALUES (3, (SELECT 900::int8 AS "
+			 "nextval))");
+	rt_fx_done(&fx);
+}
+END_TEST
+
 /* ---- session settings ---- */
 
 START_TEST(test_neki_settings)
@@ -826,6 +1080,7 @@ static const struct fanout_case fanout_cases[] = {
 	{ "INSERT INTO countries VALUES ('fr', 'France')", PLAN_FANOUT_SINGLE, NULL },
 	{ "CREATE INDEX ON orders (status)", PLAN_FANOUT_SINGLE, NULL },
 	{ "SELECT * FROM orders", PLAN_FANOUT_SCATTER, NULL },
+	{ "SELECT * FROM v_countries", PLAN_FANOUT_SINGLE, NULL },
 };
 
 START_TEST(test_fanout_limit)
@@ -1043,6 +1298,10 @@ router_add_plan_tests(Suite *s)
 	tcase_add_test(tc, test_explain_text_json);
 	tcase_add_test(tc, test_explain_nk017_hint);
 	tcase_add_test(tc, test_insert_parts);
+	tcase_add_test(tc, test_fill_omitted_serial);
+	tcase_add_test(tc, test_fill_positional_and_reference);
+	tcase_add_test(tc, test_fill_shard_key);
+	tcase_add_test(tc, test_nextval_calls);
 	tcase_add_test(tc, test_neki_settings);
 	tcase_add_test(tc, test_neki_statements);
 	tcase_add_loop_test(tc, test_fanout_limit, 0, NK_ARRAY_LEN(fanout_cases));
