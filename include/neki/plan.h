@@ -284,4 +284,92 @@ struct plan_cache_stats {
 
 void plan_cache_stats(const struct plan_cache *c, struct plan_cache_stats *out);
 
+/* ---- merge specification of a multi-shard SELECT (plan_merge.c) ---- */
+
+enum plan_agg {
+	PLAN_AGG_COUNT = 1,	/* partial: count; combine: sum of counts */
+	PLAN_AGG_SUM,		/* partial: sum; combine: sum (floats: final combine SQL) */
+	PLAN_AGG_MIN,
+	PLAN_AGG_MAX,
+	PLAN_AGG_AVG,		/* partials: sum and count; final: final combine SQL */
+	PLAN_AGG_BOOL_AND,	/* also every() */
+	PLAN_AGG_BOOL_OR,
+	PLAN_AGG_STRING_AGG,	/* partial strings joined by the constant delimiter */
+	PLAN_AGG_ARRAY_AGG,	/* partial arrays concatenated */
+};
+
+/* One aggregate call: where its partial values are in the shard result. */
+struct plan_merge_agg {
+	enum plan_agg kind;
+	uint32_t col;		/* shard column of the partial (AVG: the sum) */
+	uint32_t col2;		/* AVG: the count column */
+	const char *delim;	/* STRING_AGG: the delimiter */
+};
+
+/* Text with aggregate results in between: text[0] agg[0] text[1] ... text[nagg]. */
+struct plan_merge_expr {
+	const char **text;
+	uint32_t *agg;
+	uint32_t nagg;
+};
+
+enum plan_mcol_kind {
+	PLAN_MCOL_PLAIN = 0,	/* the shard's value (a group key, or any column without GROUP) */
+	PLAN_MCOL_AGG,		/* one aggregate call: its combined value */
+	PLAN_MCOL_EXPR,		/* an expression over aggregates: final combine SQL */
+};
+
+/* A select-list column of the shard query (visible first, then the hidden ones). */
+struct plan_merge_col {
+	enum plan_mcol_kind kind;
+	uint32_t agg;			/* AGG */
+	struct plan_merge_expr expr;	/* EXPR (and AGG: the call as a template) */
+};
+
+struct plan_merge_sort {
+	uint32_t col;			/* shard column */
+	bool desc, nulls_first;
+	bool byte_order;		/* COLLATE "C"/"POSIX": byte order whatever the database's */
+};
+
+/* LIMIT / OFFSET value: absent, a constant or a slot ($n or normalised literal). */
+struct plan_merge_count {
+	bool present;
+	bool is_slot;
+	uint32_t slot;
+	int64_t value;
+};
+
+struct plan_merge {
+	const char *shard_sql;		/* the statement each shard runs */
+	uint32_t nvisible;		/* client columns: the shard's first nvisible */
+	uint32_t ncols;			/* shard result columns */
+	struct plan_merge_col *cols;	/* ncols */
+	struct plan_merge_agg *aggs;
+	uint32_t naggs;
+	bool grouped;			/* aggregate query: combine partial rows by group */
+	uint32_t *group_cols;		/* columns forming the group key */
+	uint32_t ngroup;
+	bool has_having;
+	struct plan_merge_expr having;	/* evaluated by the final combine SQL */
+	struct plan_merge_sort *sort;
+	uint32_t nsort;
+	bool distinct;			/* DISTINCT, UNION: duplicates across shards removed */
+	uint32_t distinct_on;		/* DISTINCT ON: the leading sort keys forming the key */
+	struct plan_merge_count limit, offset;
+};
+
+/*
+ * Merge spec of a SELECT going to several shards, from the text <sql> the executor sends (the
+ * plan's query: literals normalised to $k). Allocated in <a>. Refuses shapes that cannot be
+ * merged exactly with NK013 (124 INTERSECT/EXCEPT, 125 grouping sets, 126 TABLESAMPLE,
+ * 138 WITH TIES, 106 window functions, 212 user-defined aggregates) or 0A000 naming the shape.
+ */
+bool plan_merge_build(struct rarena *a, const char *sql, struct plan_merge *out,
+		      struct nk_error *err) NK_MUSTCHECK;
+
+/* LIMIT and OFFSET values of this execution (-1: no LIMIT; 0: no OFFSET). */
+bool plan_merge_bind(const struct plan_merge *m, const struct plan_input *in, int64_t *limit,
+		     int64_t *offset, struct nk_error *err) NK_MUSTCHECK;
+
 #endif /* NEKI_PLAN_H */

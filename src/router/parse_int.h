@@ -1,7 +1,7 @@
 /*
  * parse_int.h - private to the libpg_query adapter (parse.c, parse_expr.c, parse_util.c):
  * the translation state and the cJSON accessors over libpg_query's JSON parse tree.
- * Nothing outside these three files sees cJSON or pg_query types.
+ * plan_merge.c also reads the tree through these accessors (the merge spec).
  */
 #ifndef NEKI_ROUTER_PARSE_INT_H
 #define NEKI_ROUTER_PARSE_INT_H

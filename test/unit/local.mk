@@ -30,3 +30,7 @@ unit_sources += test/unit/check_session.c
 noinst_PROGRAMS += test/unit/router_sql
 test_unit_router_sql_SOURCES = test/unit/router_sql.c
 test_unit_router_sql_LDADD = libneki.a $(DEP_LIBS)
+# merge_run: feeds real servers' results through the merge step for test/merge/
+noinst_PROGRAMS += test/unit/merge_run
+test_unit_merge_run_SOURCES = test/unit/merge_run.c
+test_unit_merge_run_LDADD = libneki.a $(DEP_LIBS)

@@ -1,0 +1,73 @@
+/*
+ * neki/merge.h - the merge step of a multi-shard SELECT: turns the result messages of several
+ * shards into the messages one Postgres holding all the rows would have sent. Pure: no sockets,
+ * no event loop; the executor feeds each shard's RowDescription / DataRow / CommandComplete and
+ * pulls client messages.
+ *
+ *   plan_merge_build(sql) -> spec; send spec.shard_sql to every shard (columns >= nvisible in
+ *   text format); merge_new(spec, nshards, options) -> merge_feed(shard, msg) ... merge_pull()
+ *   ... when merge_state() is MERGE_NEED_FINAL: run merge_final_sql() on any one shard (simple
+ *   query protocol) and feed its messages with shard MERGE_FINAL; merge_pull() until MERGE_DONE.
+ *
+ * Without aggregates, GROUP BY or DISTINCT the merge streams: rows go out as soon as their
+ * order is known (one row queued from every unfinished shard). With them, partial rows are
+ * held until every shard completed. See doc/router.md "Merging".
+ */
+#ifndef NEKI_MERGE_H
+#define NEKI_MERGE_H
+
+#include "neki/base.h"
+
+#include "neki/error.h"
+#include "neki/pktbuf.h"
+#include "neki/plan.h"
+
+/* Shard number of the final combine query's messages. */
+#define MERGE_FINAL UINT32_MAX
+
+struct merge_options {
+	const char *collation;	/* the database's LC_COLLATE; NULL, "C", "POSIX", "C.UTF-8": bytes */
+	int64_t limit;		/* plan_merge_bind(): -1 = none */
+	int64_t offset;		/* 0 = none */
+};
+
+enum merge_state {
+	MERGE_NEED_ROWS = 0,	/* feed shard messages */
+	MERGE_NEED_FINAL,	/* run merge_final_sql() on one shard and feed it as MERGE_FINAL */
+	MERGE_DONE,		/* every message pulled, CommandComplete included */
+};
+
+struct merge;
+
+/*
+ * A merge of <nshards> shard results following <spec> (borrowed: it must outlive the merge).
+ * NULL with <err> on no memory or an unusable collation.
+ */
+struct merge *merge_new(const struct plan_merge *spec, uint32_t nshards,
+			const struct merge_options *opt, struct nk_error *err);
+void merge_free(struct merge *m);
+
+/*
+ * One backend message of shard <shard> (0..nshards-1, or MERGE_FINAL): 'T' RowDescription,
+ * 'D' DataRow, 'C' CommandComplete; other types are refused (the executor handles errors,
+ * notices and ReadyForQuery itself). False with <err> on a malformed message, a result that
+ * does not fit the spec, or a value the merge cannot order or combine exactly.
+ */
+bool merge_feed(struct merge *m, uint32_t shard, char type, const uint8_t *body, size_t len,
+		struct nk_error *err) NK_MUSTCHECK;
+
+/* Append every client message that is ready to <out>. False with <err> as merge_feed(). */
+bool merge_pull(struct merge *m, struct pktbuf *out, struct nk_error *err) NK_MUSTCHECK;
+
+enum merge_state merge_state(const struct merge *m);
+
+/* The final combine query (MERGE_NEED_FINAL only; NULL otherwise). Owned by the merge. */
+const char *merge_final_sql(const struct merge *m);
+
+/* Rows of shard <shard> held by the merge (back-pressure: stop reading a shard that is ahead). */
+uint32_t merge_queued(const struct merge *m, uint32_t shard);
+
+/* True when shard <shard> sent its CommandComplete. */
+bool merge_shard_done(const struct merge *m, uint32_t shard);
+
+#endif /* NEKI_MERGE_H */

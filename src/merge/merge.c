@@ -1,0 +1,500 @@
+/*
+ * merge.c - the merge step's life cycle: shard messages in, client messages out. Streaming
+ * mode (no aggregate, GROUP BY or plain DISTINCT) keeps a queue per shard and sends the
+ * smallest head by the sort keys once every unfinished shard has one (a k-way merge; plain
+ * concatenation without ORDER BY), applying OFFSET, LIMIT and DISTINCT ON on the way.
+ * Buffered mode hands the rows to merge_agg.c when every shard completed.
+ */
+#include "neki/base.h"
+
+#include "merge_int.h"
+
+#include "neki/proto.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Locales that order text like byte comparison of UTF-8. */
+static bool
+byte_order_locale(const char *name)
+{
+	static const char *const names[] = { "C", "POSIX", "C.UTF-8", "C.utf8", "ucs_basic" };
+
+	if (!name || !name[0])
+		return true;
+	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
+		if (strcmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* merge_new: see merge.h. */
+struct merge *
+merge_new(const struct plan_merge *spec, uint32_t nshards, const struct merge_options *opt,
+	  struct nk_error *err)
+{
+	struct merge *m = calloc(1, sizeof(*m));
+
+	if (!m || !(m->shards = calloc(nshards ? nshards : 1, sizeof(*m->shards)))) {
+		free(m);
+		nk_error_set(err, "53200", "out of memory");
+		return NULL;
+	}
+	m->spec = spec;
+	m->nshards = nshards;
+	m->limit = opt ? opt->limit : -1;
+	m->offset = opt && opt->offset > 0 ? opt->offset : 0;
+	m->buffered = spec->grouped || (spec->distinct && !spec->distinct_on);
+	if (opt && !byte_order_locale(opt->collation)) {
+		m->loc = newlocale(LC_COLLATE_MASK, opt->collation, (locale_t)0);
+		if (!m->loc) {
+			nk_error_set(err, "0A000", "cannot merge text across shards under collation "
+				     "\"%s\": the locale is not available on the router",
+				     opt->collation);
+			merge_free(m);
+			return NULL;
+		}
+	}
+	return m;
+}
+
+void
+mrow_free(struct mrow *r, uint32_t ncols)
+{
+	if (!r)
+		return;
+	for (uint32_t i = 0; r->owned && i < ncols; i++)
+		free(r->owned[i]);
+	free(r->owned);
+	free(r->vals);
+	free(r->buf);
+	free(r);
+}
+
+/* merge_free: see merge.h. */
+void
+merge_free(struct merge *m)
+{
+	uint32_t nc = m ? m->spec->ncols : 0;
+
+	if (!m)
+		return;
+	for (uint32_t s = 0; s < m->nshards; s++)
+		for (struct mrow *r = m->shards[s].head, *n; r; r = n) {
+			n = r->next;
+			mrow_free(r, nc);
+		}
+	for (uint32_t i = 0; i < m->nrows; i++)
+		mrow_free(m->rows[i], nc);
+	if (m->last && !m->buffered)
+		mrow_free(m->last, nc);
+	for (uint32_t i = 0; m->cols && i < nc; i++)
+		free((char *)m->cols[i].name);
+	if (m->loc)
+		freelocale(m->loc);
+	free(m->cols);
+	free(m->types);
+	free(m->rows);
+	free(m->final_col);
+	free(m->final_sql);
+	free(m->shards);
+	free(m);
+}
+
+/* mrow_set: see merge_int.h. */
+bool
+mrow_set(struct mrow *r, uint32_t c, const void *p, int64_t len)
+{
+	uint8_t *copy = NULL;
+
+	if (p) {
+		copy = malloc(len ? (size_t)len : 1);
+		if (!copy)
+			return false;
+		memcpy(copy, p, (size_t)len);
+	}
+	free(r->owned[c]);
+	r->owned[c] = copy;
+	r->vals[c].p = copy;
+	r->vals[c].len = p ? (uint32_t)len : 0;
+	return true;
+}
+
+static bool
+oom(struct nk_error *err)
+{
+	return nk_error_set(err, "53200", "out of memory");
+}
+
+/* The first RowDescription fixes the columns; later ones must agree in count. */
+static bool
+feed_rowdesc(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len,
+	     struct nk_error *err)
+{
+	struct proto_rowdesc_msg rd;
+	uint32_t nc = m->spec->ncols;
+
+	if (!proto_parse_row_description(body, len, &rd, err))
+		return false;
+	if (rd.ncols != nc)
+		return nk_error_set(err, "XX000", "shard result has %u columns, the merge expects %u",
+				    rd.ncols, nc);
+	sh->described = true;
+	if (m->described)
+		return true;
+	m->cols = calloc(nc ? nc : 1, sizeof(*m->cols));
+	m->types = calloc(nc ? nc : 1, sizeof(*m->types));
+	if (!m->cols || !m->types)
+		return oom(err);
+	proto_rowdesc_columns(&rd, m->cols, nc);
+	for (uint32_t i = 0; i < nc; i++) {
+		m->cols[i].name = strdup(m->cols[i].name);
+		if (!m->cols[i].name)
+			return oom(err);
+		m->types[i].oid = m->cols[i].type_oid;
+		m->types[i].kind = mv_kind_of(m->cols[i].type_oid);
+		m->types[i].binary = m->cols[i].format == 1;
+		m->types[i].loc = m->loc;
+	}
+	for (uint32_t k = 0; k < m->spec->nsort; k++)
+		if (m->spec->sort[k].byte_order)
+			m->types[m->spec->sort[k].col].loc = (locale_t)0;
+	m->described = true;
+	return true;
+}
+
+static struct mrow *
+row_from_datarow(struct merge *m, const uint8_t *body, size_t len, struct nk_error *err)
+{
+	struct proto_datarow_msg dr;
+	uint32_t nc = m->spec->ncols;
+	struct mrow *r;
+
+	if (!proto_parse_data_row(body, len, &dr, err))
+		return NULL;
+	if (dr.ncols != nc) {
+		nk_error_set(err, "XX000", "shard row has %u columns, the merge expects %u",
+			     dr.ncols, nc);
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->buf = malloc(len ? len : 1)) ||
+	    !(r->vals = calloc(nc ? nc : 1, sizeof(*r->vals))) ||
+	    !(r->owned = calloc(nc ? nc : 1, sizeof(*r->owned)))) {
+		mrow_free(r, nc);
+		oom(err);
+		return NULL;
+	}
+	memcpy(r->buf, body, len);
+	if (!proto_parse_data_row(r->buf, len, &dr, err)) {
+		mrow_free(r, nc);
+		return NULL;
+	}
+	proto_datarow_values(&dr, r->vals, nc);
+	r->seq = m->seq++;
+	return r;
+}
+
+static bool
+push_row(struct merge *m, struct mrow *r)
+{
+	if (m->nrows == m->cap) {
+		uint32_t cap = m->cap ? m->cap * 2 : 64;
+		struct mrow **rows = realloc(m->rows, cap * sizeof(*rows));
+
+		if (!rows)
+			return false;
+		m->rows = rows;
+		m->cap = cap;
+	}
+	m->rows[m->nrows++] = r;
+	return true;
+}
+
+static bool
+feed_datarow(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len,
+	     struct nk_error *err)
+{
+	struct mrow *r;
+
+	if (!sh->described)
+		return nk_error_set(err, "08P01", "DataRow before RowDescription from a shard");
+	if (m->state == MERGE_DONE)
+		return true;	/* LIMIT reached: the rest is not needed */
+	r = row_from_datarow(m, body, len, err);
+	if (!r)
+		return false;
+	if (m->buffered) {
+		if (!push_row(m, r)) {
+			mrow_free(r, m->spec->ncols);
+			return oom(err);
+		}
+		return true;
+	}
+	if (sh->tail)
+		sh->tail->next = r;
+	else
+		sh->head = r;
+	sh->tail = r;
+	sh->queued++;
+	return true;
+}
+
+static bool
+all_done(const struct merge *m)
+{
+	for (uint32_t s = 0; s < m->nshards; s++)
+		if (!m->shards[s].done)
+			return false;
+	return true;
+}
+
+static bool
+feed_final(struct merge *m, char type, const uint8_t *body, size_t len, struct nk_error *err)
+{
+	if (m->state != MERGE_NEED_FINAL)
+		return nk_error_set(err, "XX000", "final combine result fed without a final query");
+	if (type == 'T')
+		return true;
+	if (type == 'D')
+		return merge_agg_final_row(m, body, len, err);
+	return merge_agg_final_done(m, err);
+}
+
+/* merge_feed: see merge.h. */
+bool
+merge_feed(struct merge *m, uint32_t shard, char type, const uint8_t *body, size_t len,
+	   struct nk_error *err)
+{
+	struct mshard *sh;
+
+	if (type != 'T' && type != 'D' && type != 'C')
+		return nk_error_set(err, "XX000", "message '%c' is not part of a result to merge",
+				    type);
+	if (shard == MERGE_FINAL)
+		return feed_final(m, type, body, len, err);
+	if (shard >= m->nshards)
+		return nk_error_set(err, "XX000", "merge fed by shard %u of %u", shard, m->nshards);
+	sh = &m->shards[shard];
+	if (sh->done)
+		return nk_error_set(err, "08P01", "result message after CommandComplete");
+	if (type == 'T')
+		return feed_rowdesc(m, sh, body, len, err);
+	if (type == 'D')
+		return feed_datarow(m, sh, body, len, err);
+	sh->done = true;
+	if (m->buffered && all_done(m) && m->state == MERGE_NEED_ROWS)
+		return merge_agg_finish(m, err);
+	return true;
+}
+
+/* Compare one column of two rows, NULLs as <nulls_first> says; no direction applied. */
+static bool
+cmp_col(struct merge *m, const struct mrow *a, const struct mrow *b, uint32_t c,
+	bool nulls_first, int *out, struct nk_error *err)
+{
+	const struct proto_value *x = &a->vals[c], *y = &b->vals[c];
+
+	if (!x->p || !y->p) {
+		*out = !x->p && !y->p ? 0 : (!x->p) == nulls_first ? -1 : 1;
+		return true;
+	}
+	return mv_cmp(&m->types[c], x, y, out, err);
+}
+
+/* merge_cmp_sort: see merge_int.h. */
+bool
+merge_cmp_sort(struct merge *m, const struct mrow *a, const struct mrow *b, uint32_t nkeys,
+	       int *out, struct nk_error *err)
+{
+	*out = 0;
+	for (uint32_t k = 0; k < nkeys && *out == 0; k++) {
+		const struct plan_merge_sort *s = &m->spec->sort[k];
+
+		if (!cmp_col(m, a, b, s->col, s->nulls_first != s->desc, out, err))
+			return false;
+		if (s->desc)
+			*out = -*out;
+	}
+	return true;
+}
+
+/* merge_cmp_cols: see merge_int.h. */
+bool
+merge_cmp_cols(struct merge *m, const struct mrow *a, const struct mrow *b, const uint32_t *cols,
+	       uint32_t n, int *out, struct nk_error *err)
+{
+	*out = 0;
+	for (uint32_t k = 0; k < n && *out == 0; k++)
+		if (!cmp_col(m, a, b, cols[k], false, out, err))
+			return false;
+	return true;
+}
+
+static void
+put_rowdesc(struct merge *m, struct pktbuf *out)
+{
+	pktbuf_write_row_description(out, m->cols, m->spec->nvisible);
+	m->head_sent = true;
+}
+
+/* Send <r> unless OFFSET skips it; false when LIMIT is reached. */
+static bool
+put_row(struct merge *m, const struct mrow *r, struct pktbuf *out)
+{
+	if (m->limit >= 0 && m->sent >= m->limit)
+		return false;
+	if (m->skipped < m->offset) {
+		m->skipped++;
+		return true;
+	}
+	pktbuf_write_data_row(out, r->vals, m->spec->nvisible);
+	m->sent++;
+	return m->limit < 0 || m->sent < m->limit;
+}
+
+static void
+put_tail(struct merge *m, struct pktbuf *out)
+{
+	char tag[32];
+
+	snprintf(tag, sizeof(tag), "SELECT %lld", (long long)m->sent);
+	pktbuf_write_command_complete(out, tag);
+	m->tail_sent = true;
+	m->state = MERGE_DONE;
+}
+
+/* Streaming: the shard whose head goes next, -1 when one must still send (or all ended). */
+static bool
+next_shard(struct merge *m, int *pick, struct nk_error *err)
+{
+	*pick = -1;
+	for (uint32_t s = 0; s < m->nshards; s++) {
+		struct mshard *sh = &m->shards[s];
+		int c;
+
+		if (!sh->head) {
+			if (!sh->done && m->spec->nsort) {
+				*pick = -1;
+				return true;
+			}
+			continue;
+		}
+		if (*pick < 0) {
+			*pick = (int)s;
+			if (!m->spec->nsort)
+				return true;
+			continue;
+		}
+		if (!merge_cmp_sort(m, sh->head, m->shards[*pick].head, m->spec->nsort, &c, err))
+			return false;
+		if (c < 0)
+			*pick = (int)s;
+	}
+	return true;
+}
+
+/* DISTINCT ON: true when <r> repeats the key of the last row sent. */
+static bool
+repeats_last(struct merge *m, const struct mrow *r, bool *out, struct nk_error *err)
+{
+	int c = 1;
+
+	*out = false;
+	if (!m->spec->distinct_on || !m->last)
+		return true;
+	if (!merge_cmp_sort(m, r, m->last, m->spec->distinct_on, &c, err))
+		return false;
+	*out = c == 0;
+	return true;
+}
+
+static bool
+pull_streaming(struct merge *m, struct pktbuf *out, struct nk_error *err)
+{
+	int pick;
+	bool more = true, dup;
+
+	while (more) {
+		if (!next_shard(m, &pick, err))
+			return false;
+		if (pick < 0)
+			break;
+		struct mshard *sh = &m->shards[pick];
+		struct mrow *r = sh->head;
+
+		sh->head = r->next;
+		if (!sh->head)
+			sh->tail = NULL;
+		sh->queued--;
+		if (!repeats_last(m, r, &dup, err)) {
+			mrow_free(r, m->spec->ncols);
+			return false;
+		}
+		if (!dup)
+			more = put_row(m, r, out);
+		mrow_free(m->last, m->spec->ncols);
+		m->last = r;
+	}
+	if (!more || all_done(m))
+		put_tail(m, out);
+	return true;
+}
+
+static bool
+pull_buffered(struct merge *m, struct pktbuf *out)
+{
+	if (!m->finished)
+		return true;
+	for (; m->pos < m->nrows; m->pos++)
+		if (!m->rows[m->pos]->drop && !put_row(m, m->rows[m->pos], out)) {
+			m->pos = m->nrows;
+			break;
+		}
+	put_tail(m, out);
+	return true;
+}
+
+/* merge_pull: see merge.h. */
+bool
+merge_pull(struct merge *m, struct pktbuf *out, struct nk_error *err)
+{
+	if (m->state != MERGE_NEED_ROWS)
+		return true;
+	if (!m->head_sent) {
+		if (!m->described) {
+			if (!all_done(m))
+				return true;
+			return nk_error_set(err, "XX000", "no shard described its result");
+		}
+		put_rowdesc(m, out);
+	}
+	if (m->buffered)
+		return pull_buffered(m, out);
+	return pull_streaming(m, out, err);
+}
+
+enum merge_state
+merge_state(const struct merge *m)
+{
+	return m->state;
+}
+
+const char *
+merge_final_sql(const struct merge *m)
+{
+	return m->state == MERGE_NEED_FINAL ? m->final_sql : NULL;
+}
+
+uint32_t
+merge_queued(const struct merge *m, uint32_t shard)
+{
+	return shard < m->nshards ? m->shards[shard].queued : 0;
+}
+
+bool
+merge_shard_done(const struct merge *m, uint32_t shard)
+{
+	return shard < m->nshards && m->shards[shard].done;
+}

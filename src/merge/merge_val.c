@@ -1,0 +1,292 @@
+/*
+ * merge_val.c - typed comparison of result values as shards send them (text or binary format),
+ * giving the order Postgres' btree operators give: integers, numeric (NaN last), floats (NaN
+ * above every number, -0 = 0), text in byte order or under a libc collation (strcoll_l with a
+ * byte-order tie-break, as Postgres does for deterministic collations), bpchar without trailing
+ * blanks, bytea, bool, date and timestamps (ISO DateStyle in text; infinities), uuid.
+ */
+#include "neki/base.h"
+
+#include "merge_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+	uint32_t oid;
+	enum mv_kind kind;
+	const char *name;
+} mv_types[] = {
+	{ 16, MV_BOOL, "bool" },	  { 17, MV_BYTEA, "bytea" },
+	{ 19, MV_TEXT, "name" },	  { 20, MV_INT, "int8" },
+	{ 21, MV_INT, "int2" },		  { 23, MV_INT, "int4" },
+	{ 25, MV_TEXT, "text" },	  { 26, MV_INT, "oid" },
+	{ 700, MV_FLOAT4, "float4" },	  { 701, MV_FLOAT8, "float8" },
+	{ 1042, MV_BPCHAR, "bpchar" },	  { 1043, MV_TEXT, "varchar" },
+	{ 1082, MV_DATE, "date" },	  { 1114, MV_TIMESTAMP, "timestamp" },
+	{ 1184, MV_TIMESTAMPTZ, "timestamptz" }, { 1700, MV_NUMERIC, "numeric" },
+	{ 2950, MV_UUID, "uuid" },
+};
+
+/* mv_kind_of: see merge_int.h. */
+enum mv_kind
+mv_kind_of(uint32_t oid)
+{
+	for (size_t i = 0; i < NK_ARRAY_LEN(mv_types); i++)
+		if (mv_types[i].oid == oid)
+			return mv_types[i].kind;
+	return MV_UNSUPPORTED;
+}
+
+/* mv_type_name: see merge_int.h. */
+const char *
+mv_type_name(uint32_t oid)
+{
+	for (size_t i = 0; i < NK_ARRAY_LEN(mv_types); i++)
+		if (mv_types[i].oid == oid)
+			return mv_types[i].name;
+	return NULL;
+}
+
+static bool
+bad_value(struct nk_error *err, const struct mv_type *t)
+{
+	return nk_error_set(err, "XX000", "cannot merge a result value of type %u: unexpected %s "
+			    "form", t->oid, t->binary ? "binary" : "text");
+}
+
+static int
+cmp_i64(int64_t a, int64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+bool
+mv_int(const struct mv_type *t, const struct proto_value *v, int64_t *out)
+{
+	char buf[32];
+	char *end;
+	uint64_t u = 0;
+
+	if (t->binary) {
+		if (v->len != 2 && v->len != 4 && v->len != 8)
+			return false;
+		for (uint32_t i = 0; i < v->len; i++)
+			u = u << 8 | v->p[i];
+		if (v->len < 8 && (v->p[0] & 0x80) && t->oid != 26)
+			u |= ~(uint64_t)0 << (v->len * 8);
+		*out = (int64_t)u;
+		return true;
+	}
+	if (v->len == 0 || v->len >= sizeof(buf))
+		return false;
+	memcpy(buf, v->p, v->len);
+	buf[v->len] = '\0';
+	*out = strtoll(buf, &end, 10);
+	return *end == '\0';
+}
+
+bool
+mv_float(const struct mv_type *t, const struct proto_value *v, double *out)
+{
+	char buf[64];
+	char *end;
+
+	if (t->binary) {
+		uint64_t u = 0;
+
+		for (uint32_t i = 0; i < v->len; i++)
+			u = u << 8 | v->p[i];
+		if (v->len == 4) {
+			uint32_t w = (uint32_t)u;
+			float f;
+
+			memcpy(&f, &w, sizeof(f));
+			*out = f;
+		} else if (v->len == 8) {
+			memcpy(out, &u, sizeof(*out));
+		} else {
+			return false;
+		}
+		return true;
+	}
+	if (v->len == 0 || v->len >= sizeof(buf))
+		return false;
+	memcpy(buf, v->p, v->len);
+	buf[v->len] = '\0';
+	*out = strtod(buf, &end);
+	return *end == '\0';
+}
+
+/* Postgres float order: NaN equals NaN and sorts above everything. */
+static int
+cmp_double(double a, double b)
+{
+	if (isnan(a) || isnan(b))
+		return isnan(a) && isnan(b) ? 0 : isnan(a) ? 1 : -1;
+	return a < b ? -1 : a > b;
+}
+
+static int
+cmp_bytes(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? (c < 0 ? -1 : 1) : alen < blen ? -1 : alen > blen;
+}
+
+static int
+cmp_text(const struct mv_type *t, const uint8_t *a, uint32_t alen, const uint8_t *b,
+	 uint32_t blen)
+{
+	if (t->kind == MV_BPCHAR) {
+		while (alen && a[alen - 1] == ' ')
+			alen--;
+		while (blen && b[blen - 1] == ' ')
+			blen--;
+	}
+	if (!t->loc)
+		return cmp_bytes(a, alen, b, blen);
+	char *sa = strndup((const char *)a, alen), *sb = strndup((const char *)b, blen);
+	int c = sa && sb ? strcoll_l(sa, sb, t->loc) : 0;
+
+	free(sa);
+	free(sb);
+	return c ? (c < 0 ? -1 : 1) : cmp_bytes(a, alen, b, blen);
+}
+
+/* Days from 0000-03-01-based civil date (proleptic Gregorian, astronomical years). */
+static int64_t
+days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+	y -= m <= 2;
+	int64_t era = (y >= 0 ? y : y - 399) / 400;
+	int64_t yoe = y - era * 400;
+	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+
+	return era * 146097 + doe;
+}
+
+/* ISO text date/timestamp[tz] -> microseconds (days for date); infinities at the ends. */
+static bool
+time_value(const struct mv_type *t, const struct proto_value *v, int64_t *out)
+{
+	char buf[80];
+	long long y = 0;
+	int mo = 0, d = 0, h = 0, mi = 0, n = 0;
+	double sec = 0;
+	size_t len = v->len;
+	bool bc = false;
+
+	if (t->binary) {
+		struct mv_type it = { .oid = 20, .kind = MV_INT, .binary = true };
+
+		return mv_int(&it, v, out);
+	}
+	if (len >= sizeof(buf))
+		return false;
+	memcpy(buf, v->p, len);
+	buf[len] = '\0';
+	if (strcmp(buf, "infinity") == 0 || strcmp(buf, "-infinity") == 0) {
+		*out = buf[0] == '-' ? INT64_MIN : INT64_MAX;
+		return true;
+	}
+	if (len > 3 && strcmp(buf + len - 3, " BC") == 0) {
+		bc = true;
+		buf[len -= 3] = '\0';
+	}
+	if (sscanf(buf, "%lld-%d-%d%n", &y, &mo, &d, &n) != 3)
+		return false;
+	int64_t days = days_from_civil(bc ? 1 - y : y, mo, d);
+
+	if (t->kind == MV_DATE) {
+		*out = days;
+		return buf[n] == '\0';
+	}
+	const char *p = buf + n;
+	int m2 = 0;
+
+	if (sscanf(p, " %d:%d:%lf%n", &h, &mi, &sec, &m2) != 3)
+		return false;
+	p += m2;
+	int64_t us = (int64_t)llround(sec * 1e6);
+
+	*out = days * 86400000000LL + ((int64_t)h * 3600 + mi * 60) * 1000000LL + us;
+	if (t->kind == MV_TIMESTAMPTZ) {
+		int oh = 0, om = 0, os = 0, sign = *p == '-' ? -1 : 1;
+
+		if (*p != '+' && *p != '-')
+			return false;
+		if (sscanf(p + 1, "%d:%d:%d", &oh, &om, &os) < 1)
+			return false;
+		*out -= sign * ((int64_t)oh * 3600 + om * 60 + os) * 1000000LL;
+	}
+	return true;
+}
+
+static bool
+cmp_numeric(const struct mv_type *t, const struct proto_value *a, const struct proto_value *b,
+	    int *out)
+{
+	struct mdec x, y;
+	bool ok = t->binary ? mdec_from_binary(&x, t->oid, a->p, a->len)
+			    : mdec_from_text(&x, a->p, a->len);
+
+	if (!ok)
+		return false;
+	ok = t->binary ? mdec_from_binary(&y, t->oid, b->p, b->len)
+		       : mdec_from_text(&y, b->p, b->len);
+	if (ok)
+		*out = mdec_cmp(&x, &y);
+	mdec_free(&x);
+	if (ok)
+		mdec_free(&y);
+	return ok;
+}
+
+/* mv_cmp: see merge_int.h. */
+bool
+mv_cmp(const struct mv_type *t, const struct proto_value *a, const struct proto_value *b,
+       int *out, struct nk_error *err)
+{
+	int64_t x = 0, y = 0;
+	double f = 0, g = 0;
+	bool ok = true;
+
+	switch (t->kind) {
+	case MV_INT:
+		ok = mv_int(t, a, &x) && mv_int(t, b, &y);
+		*out = cmp_i64(x, y);
+		break;
+	case MV_NUMERIC:
+		ok = cmp_numeric(t, a, b, out);
+		break;
+	case MV_FLOAT4:
+	case MV_FLOAT8:
+		ok = mv_float(t, a, &f) && mv_float(t, b, &g);
+		*out = cmp_double(f, g);
+		break;
+	case MV_TEXT:
+	case MV_BPCHAR:
+		*out = cmp_text(t, a->p, a->len, b->p, b->len);
+		break;
+	case MV_BYTEA:
+	case MV_BOOL:
+	case MV_UUID:
+		*out = cmp_bytes(a->p, a->len, b->p, b->len);
+		break;
+	case MV_DATE:
+	case MV_TIMESTAMP:
+	case MV_TIMESTAMPTZ:
+		ok = time_value(t, a, &x) && time_value(t, b, &y);
+		*out = cmp_i64(x, y);
+		break;
+	default:
+		return nk_error_set(err, "0A000", "merging values of type %u across shards is not "
+				    "supported", t->oid);
+	}
+	return ok || bad_value(err, t);
+}

@@ -1,0 +1,905 @@
+/*
+ * plan_merge.c - the merge spec of a SELECT sent to several shards (merge.h runs it): which
+ * result columns the client sees, the sort keys, group keys, aggregate partials and their
+ * combine, HAVING, DISTINCT, UNION and LIMIT/OFFSET, and the text each shard runs. The text
+ * is the original with pieces spliced at the positions the parse tree and the token view
+ * give: hidden columns appended to the select list, HAVING/ORDER BY/LIMIT dropped from
+ * aggregate queries (the router applies them), `LIMIT offset+limit` pushed down otherwise.
+ */
+#include "neki/base.h"
+
+#include "neki/plan.h"
+
+#include "parse_int.h"
+#include "plan_merge_int.h"
+
+#include <pg_query.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	enum plan_agg kind;
+} merge_aggs[] = {
+	{ "count", PLAN_AGG_COUNT },	   { "sum", PLAN_AGG_SUM },
+	{ "min", PLAN_AGG_MIN },	   { "max", PLAN_AGG_MAX },
+	{ "avg", PLAN_AGG_AVG },	   { "bool_and", PLAN_AGG_BOOL_AND },
+	{ "every", PLAN_AGG_BOOL_AND },	   { "bool_or", PLAN_AGG_BOOL_OR },
+	{ "string_agg", PLAN_AGG_STRING_AGG }, { "array_agg", PLAN_AGG_ARRAY_AGG },
+};
+
+/* Built-in aggregates without an exact combine here. */
+static const char *const other_aggs[] = {
+	"stddev", "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp",
+	"json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg", "xmlagg", "bit_and",
+	"bit_or", "bit_xor", "corr", "covar_pop", "covar_samp", "regr_avgx", "regr_avgy",
+	"regr_count", "regr_intercept", "regr_r2", "regr_slope", "regr_sxx", "regr_sxy",
+	"regr_syy", "percentile_cont", "percentile_disc", "mode", "any_value", "range_agg",
+	"range_intersect_agg", "json_agg_strict", "jsonb_agg_strict", "bool_xor",
+};
+
+/* Aggregate kind of a FuncCall body, 0 when not an aggregate; -1 with p->err set. */
+static int
+agg_kind(struct pm *p, const cJSON *fc)
+{
+	const char *name = pb_last_name(jget(fc, "funcname"));
+
+	if (!name)
+		return 0;
+	if (jget(fc, "over")) {
+		nk_error_nk013(p->err, 106);
+		return -1;
+	}
+	for (size_t i = 0; i < NK_ARRAY_LEN(merge_aggs); i++)
+		if (strcmp(name, merge_aggs[i].name) == 0)
+			return (int)merge_aggs[i].kind;
+	for (size_t i = 0; i < NK_ARRAY_LEN(other_aggs); i++)
+		if (strcmp(name, other_aggs[i]) == 0) {
+			nk_error_set(p->err, "0A000", "aggregate %s() cannot be combined across "
+				     "shards", name);
+			return -1;
+		}
+	if (jbool(fc, "agg_star") || jbool(fc, "agg_distinct") || jget(fc, "agg_order") ||
+	    jget(fc, "agg_filter") || jbool(fc, "agg_within_group")) {
+		nk_error_nk013(p->err, 212);
+		return -1;
+	}
+	return 0;
+}
+
+/* Aggregate calls found in an expression (outside sub-SELECTs). */
+struct pm_found {
+	const cJSON *calls[64];
+	int kinds[64];
+	uint32_t n;
+	bool column_outside;	/* a column reference outside every aggregate */
+	bool failed;
+};
+
+static void
+find_aggs(struct pm *p, const cJSON *n, struct pm_found *f)
+{
+	if (!n || f->failed)
+		return;
+	if (cJSON_IsObject(n) && n->string && strcmp(n->string, "SubLink") == 0)
+		return;
+	if (cJSON_IsObject(n) && n->string && strcmp(n->string, "ColumnRef") == 0)
+		f->column_outside = true;
+	if (cJSON_IsObject(n) && n->string && strcmp(n->string, "FuncCall") == 0) {
+		int k = agg_kind(p, n);
+
+		if (k < 0 || f->n == NK_ARRAY_LEN(f->calls)) {
+			f->failed = true;
+			if (k >= 0)
+				nk_error_set(p->err, "0A000", "too many aggregate calls to merge");
+			return;
+		}
+		if (k > 0) {
+			f->kinds[f->n] = k;
+			f->calls[f->n++] = n;
+			return;
+		}
+	}
+	for (const cJSON *c = n->child; c; c = c->next)
+		find_aggs(p, c, f);
+}
+
+/* ---- columns and aggregates of the spec ---- */
+
+static bool
+oom(struct pm *p)
+{
+	return nk_error_set(p->err, "53200", "out of memory");
+}
+
+static bool
+grow(struct pm *p, void **arr, uint32_t n, uint32_t *cap, size_t elem)
+{
+	void *na;
+
+	if (n < *cap)
+		return true;
+	na = rarena_alloc(p->a, (*cap ? *cap * 2 : 16) * elem);
+	if (!na)
+		return oom(p);
+	if (*arr)
+		memcpy(na, *arr, n * elem);
+	*arr = na;
+	*cap = *cap ? *cap * 2 : 16;
+	return true;
+}
+
+/* A new column of the shard result; hidden ones get <text> appended to the select list. */
+static int
+add_col(struct pm *p, const char *text)
+{
+	struct plan_merge *m = p->out;
+
+	if (!grow(p, (void **)&m->cols, m->ncols, &p->col_cap, sizeof(*m->cols)))
+		return -1;
+	if (text) {
+		if (!grow(p, (void **)&p->hidden, p->nhidden, &p->hidden_cap, sizeof(*p->hidden)))
+			return -1;
+		p->hidden[p->nhidden++] = text;
+	}
+	memset(&m->cols[m->ncols], 0, sizeof(m->cols[0]));
+	return (int)m->ncols++;
+}
+
+/* Text of a call with its function name replaced by <name>: avg(x) -> sum(x). */
+static const char *
+renamed_call(struct pm *p, const char *name, uint32_t open, uint32_t end)
+{
+	const char *args = pm_text(p, open, end);
+	size_t len = strlen(name) + strlen(args) + 1;
+	char *s = rarena_alloc(p->a, len);
+
+	if (s)
+		snprintf(s, len, "%s%s", name, args);
+	return s;
+}
+
+/* Record aggregate call <fc> (kind <kind>); its partial is column <own> or a hidden one. */
+static int
+add_agg(struct pm *p, const cJSON *fc, int kind, int own)
+{
+	struct plan_merge *m = p->out;
+	uint32_t first = pm_tok_at(p, (uint32_t)jint(fc, "location", 0)), open;
+	uint32_t end = pm_call_end(p, first, &open);
+	struct plan_merge_agg *a;
+
+	if (jbool(fc, "agg_distinct") || jget(fc, "agg_order") || jbool(fc, "agg_within_group")) {
+		nk_error_set(p->err, "0A000", "aggregates with DISTINCT or ORDER BY inside are not "
+			     "merged across shards yet");
+		return -1;
+	}
+	if (!grow(p, (void **)&m->aggs, m->naggs, &p->agg_cap, sizeof(*m->aggs)))
+		return -1;
+	a = &m->aggs[m->naggs];
+	memset(a, 0, sizeof(*a));
+	a->kind = (enum plan_agg)kind;
+	if (kind == PLAN_AGG_STRING_AGG) {
+		const cJSON *d = cJSON_GetArrayItem(jget(fc, "args"), 1);
+
+		a->delim = jstr(jget(jas(d, "A_Const"), "sval"), "sval");
+		a->delim = a->delim ? rarena_strdup(p->a, a->delim) : NULL;
+		if (!a->delim) {
+			nk_error_set(p->err, "0A000", "string_agg() across shards needs a constant "
+				     "delimiter");
+			return -1;
+		}
+	}
+	if (kind == PLAN_AGG_AVG) {
+		int s = add_col(p, renamed_call(p, "sum", open, end));
+		int c = add_col(p, renamed_call(p, "count", open, end));
+
+		if (s < 0 || c < 0)
+			return -1;
+		a->col = (uint32_t)s;
+		a->col2 = (uint32_t)c;
+	} else {
+		int c = own >= 0 ? own : add_col(p, pm_text(p, first, end));
+
+		if (c < 0)
+			return -1;
+		a->col = (uint32_t)c;
+	}
+	return (int)m->naggs++;
+}
+
+/* Template of tokens [first, last) with each aggregate call found in <f> as a hole. */
+static bool
+make_expr(struct pm *p, const struct pm_found *f, uint32_t first, uint32_t last,
+	  struct plan_merge_expr *e)
+{
+	uint32_t at = first;
+
+	e->text = rarena_alloc(p->a, (f->n + 1) * sizeof(*e->text));
+	e->agg = rarena_alloc(p->a, (f->n + 1) * sizeof(*e->agg));
+	if (!e->text || !e->agg)
+		return oom(p);
+	for (uint32_t i = 0; i < f->n; i++) {
+		uint32_t s = pm_tok_at(p, (uint32_t)jint(f->calls[i], "location", 0)), open;
+		uint32_t end = pm_call_end(p, s, &open);
+		int a = add_agg(p, f->calls[i], f->kinds[i], -1);
+
+		if (a < 0 || s < at)
+			return a < 0 ? false : nk_error_set(p->err, "0A000", "cannot splice the "
+							    "aggregate calls of this expression");
+		e->text[i] = pm_text(p, at, s);
+		e->agg[i] = (uint32_t)a;
+		at = end;
+	}
+	e->text[f->n] = pm_text(p, at, last);
+	e->nagg = f->n;
+	return true;
+}
+
+/* The template of a column that is one aggregate call. */
+static bool
+make_expr_single(struct pm *p, struct plan_merge_expr *e, uint32_t a)
+{
+	e->text = rarena_alloc(p->a, 2 * sizeof(*e->text));
+	e->agg = rarena_alloc(p->a, sizeof(*e->agg));
+	if (!e->text || !e->agg)
+		return oom(p);
+	e->text[0] = e->text[1] = "";
+	e->agg[0] = a;
+	e->nagg = 1;
+	return true;
+}
+
+/* Classify column <col> whose expression is <node> written in tokens [first, last). */
+static bool
+classify(struct pm *p, uint32_t col, const cJSON *node, uint32_t first, uint32_t last)
+{
+	struct pm_found f;
+	int a;
+
+	memset(&f, 0, sizeof(f));
+	find_aggs(p, node, &f);
+	if (f.failed)
+		return false;
+	if (f.n == 0)
+		return true;
+	p->out->grouped = true;
+	if (f.n == 1 && f.calls[0] == jget(node, "FuncCall")) {
+		a = add_agg(p, f.calls[0], f.kinds[0], f.kinds[0] == PLAN_AGG_AVG ? -1 : (int)col);
+		if (a < 0)
+			return false;
+		p->out->cols[col].kind = PLAN_MCOL_AGG;
+		p->out->cols[col].agg = (uint32_t)a;
+		return make_expr_single(p, &p->out->cols[col].expr, (uint32_t)a);
+	}
+	if (f.column_outside)
+		return nk_error_set(p->err, "0A000", "expressions mixing columns and aggregates "
+				    "are not merged across shards");
+	struct plan_merge_expr e;
+
+	if (!make_expr(p, &f, first, last, &e))
+		return false;
+	p->out->cols[col].kind = PLAN_MCOL_EXPR;	/* cols may have moved: index again */
+	p->out->cols[col].expr = e;
+	return true;
+}
+
+/* ---- the select list, ORDER BY, GROUP BY, HAVING, LIMIT ---- */
+
+/* Output name of a select-list entry (alias, column or function name); NULL: none. */
+static const char *
+target_name(const cJSON *rt)
+{
+	const cJSON *val = jget(rt, "val"), *cr = jas(val, "ColumnRef"), *fc = jas(val, "FuncCall");
+	const cJSON *fields = jget(cr, "fields");
+
+	if (jstr(rt, "name"))
+		return jstr(rt, "name");
+	if (cr)
+		return jsval(cJSON_GetArrayItem(fields, cJSON_GetArraySize(fields) - 1));
+	return fc ? pb_last_name(jget(fc, "funcname")) : NULL;
+}
+
+/* Tokens of a select-list entry without its alias. */
+static uint32_t
+target_expr_end(const struct pm *p, const cJSON *rt, struct pm_span sp)
+{
+	if (!jstr(rt, "name") || sp.last <= sp.first + 1)
+		return sp.last;
+	return pm_is(p, sp.last - 2, "as") ? sp.last - 2 : sp.last - 1;
+}
+
+/* Integer value of an A_Const node; false when it is not an integer constant. */
+static bool
+const_int(const cJSON *n, int64_t *v)
+{
+	const cJSON *c = jas(n, "A_Const"), *iv = jget(c, "ival");
+
+	if (!iv)
+		return false;
+	*v = jint(iv, "ival", 0);
+	return true;
+}
+
+/* Tokens of an ORDER BY item without ASC/DESC/NULLS FIRST|LAST. */
+static uint32_t
+sort_expr_end(const struct pm *p, struct pm_span sp)
+{
+	uint32_t e = sp.last;
+
+	if (e >= sp.first + 3 && pm_is(p, e - 2, "nulls"))
+		e -= 2;
+	if (e >= sp.first + 2 && (pm_is(p, e - 1, "asc") || pm_is(p, e - 1, "desc")))
+		e -= 1;
+	return e;
+}
+
+static bool
+same_text(struct pm *p, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1)
+{
+	return strcmp(pm_text(p, a0, a1), pm_text(p, b0, b1)) == 0;
+}
+
+struct pm_targets {
+	const cJSON *list;
+	struct pm_span *spans;
+	uint32_t n;
+};
+
+/* Column of ORDER BY item <sb> (SortBy body) written as <sp>; -1 with p->err. */
+static int
+sort_col(struct pm *p, const struct pm_targets *t, const cJSON *sb, struct pm_span sp,
+	 bool set_op)
+{
+	const cJSON *node = jget(sb, "node"), *cr = jas(node, "ColumnRef");
+	uint32_t end = sort_expr_end(p, sp);
+	int64_t pos;
+	int col;
+
+	if (const_int(node, &pos)) {
+		if (pos < 1 || pos > t->n)
+			return nk_error_set(p->err, "42P10", "ORDER BY position %lld is not in "
+					    "select list", (long long)pos), -1;
+		return (int)pos - 1;
+	}
+	if (cr && cJSON_GetArraySize(jget(cr, "fields")) == 1) {
+		const char *name = jsval(cJSON_GetArrayItem(jget(cr, "fields"), 0));
+
+		for (uint32_t i = 0; name && i < t->n; i++)
+			if (target_name(cJSON_GetArrayItem(t->list, (int)i)->child) &&
+			    strcmp(target_name(cJSON_GetArrayItem(t->list, (int)i)->child), name) == 0)
+				return (int)i;
+	}
+	for (uint32_t i = 0; i < t->n; i++) {
+		const cJSON *rt = cJSON_GetArrayItem(t->list, (int)i)->child;
+
+		if (same_text(p, sp.first, end, t->spans[i].first, target_expr_end(p, rt, t->spans[i])))
+			return (int)i;
+	}
+	if (set_op || p->out->distinct)
+		return nk_error_set(p->err, "0A000", "ORDER BY of this query must name an output "
+				    "column to be merged across shards"), -1;
+	col = add_col(p, pm_text(p, sp.first, end));
+	if (col >= 0 && !classify(p, (uint32_t)col, node, sp.first, end))
+		return -1;
+	return col;
+}
+
+static bool
+byte_order_collation(const cJSON *node)
+{
+	const cJSON *cc = jas(node, "CollateClause");
+	const char *name = pb_last_name(jget(cc, "collname"));
+
+	return name && (strcmp(name, "C") == 0 || strcmp(name, "POSIX") == 0 ||
+			strcmp(name, "ucs_basic") == 0);
+}
+
+static bool
+build_sort(struct pm *p, const cJSON *sel, const struct pm_targets *t, bool set_op)
+{
+	const cJSON *list = jget(sel, "sortClause");
+	uint32_t n = (uint32_t)cJSON_GetArraySize(list);
+	struct pm_span sp[n ? n : 1];
+
+	if (!n)
+		return true;
+	if (p->cl[PM_CL_ORDER] >= p->end_tok ||
+	    pm_split(p, p->cl[PM_CL_ORDER] + 2, pm_clause_end(p, PM_CL_ORDER), sp, n) != n)
+		return nk_error_set(p->err, "0A000", "cannot locate the ORDER BY items");
+	p->out->sort = rarena_alloc(p->a, n * sizeof(*p->out->sort));
+	if (!p->out->sort)
+		return oom(p);
+	for (uint32_t i = 0; i < n; i++) {
+		const cJSON *sb = jas(cJSON_GetArrayItem(list, (int)i), "SortBy");
+		const char *dir = jstr(sb, "sortby_dir"), *nulls = jstr(sb, "sortby_nulls");
+		struct plan_merge_sort *s = &p->out->sort[i];
+		int col = sort_col(p, t, sb, sp[i], set_op);
+
+		if (col < 0)
+			return false;
+		if (dir && strcmp(dir, "SORTBY_USING") == 0)
+			return nk_error_set(p->err, "0A000", "ORDER BY ... USING is not merged "
+					    "across shards");
+		s->col = (uint32_t)col;
+		s->desc = dir && strcmp(dir, "SORTBY_DESC") == 0;
+		s->nulls_first = nulls && strcmp(nulls, "SORTBY_NULLS_FIRST") == 0 ? true
+				 : nulls && strcmp(nulls, "SORTBY_NULLS_LAST") == 0 ? false
+										: s->desc;
+		s->byte_order = byte_order_collation(jget(sb, "node"));
+	}
+	p->out->nsort = n;
+	return true;
+}
+
+static bool
+build_group(struct pm *p, const cJSON *sel, uint32_t nvisible)
+{
+	const cJSON *list = jget(sel, "groupClause");
+	uint32_t n = (uint32_t)cJSON_GetArraySize(list);
+	struct pm_span sp[n ? n : 1];
+
+	if (!n)
+		return true;
+	p->out->grouped = true;
+	if (p->cl[PM_CL_GROUP] >= p->end_tok ||
+	    pm_split(p, p->cl[PM_CL_GROUP] + 2, pm_clause_end(p, PM_CL_GROUP), sp, n) != n)
+		return nk_error_set(p->err, "0A000", "cannot locate the GROUP BY items");
+	p->out->group_cols = rarena_alloc(p->a, n * sizeof(*p->out->group_cols));
+	if (!p->out->group_cols)
+		return oom(p);
+	for (uint32_t i = 0; i < n; i++) {
+		const cJSON *node = cJSON_GetArrayItem(list, (int)i);
+		int64_t pos;
+		int col;
+
+		if (jas(node, "GroupingSet"))
+			return nk_error_nk013(p->err, 125);
+		if (const_int(node, &pos) && pos >= 1 && pos <= nvisible)
+			col = (int)pos - 1;
+		else
+			col = add_col(p, pm_text(p, sp[i].first, sp[i].last));
+		if (col < 0)
+			return false;
+		p->out->group_cols[i] = (uint32_t)col;
+	}
+	p->out->ngroup = n;
+	return true;
+}
+
+static bool
+build_having(struct pm *p, const cJSON *sel)
+{
+	const cJSON *h = jget(sel, "havingClause");
+	struct pm_found f;
+
+	if (!h)
+		return true;
+	memset(&f, 0, sizeof(f));
+	find_aggs(p, h, &f);
+	if (f.failed)
+		return false;
+	if (f.column_outside)
+		return nk_error_set(p->err, "0A000", "HAVING conditions on grouped columns are not "
+				    "merged across shards; write them in WHERE");
+	p->out->grouped = true;
+	p->out->has_having = true;
+	return make_expr(p, &f, p->cl[PM_CL_HAVING] + 1, pm_clause_end(p, PM_CL_HAVING),
+			 &p->out->having);
+}
+
+/* LIMIT/OFFSET value: an integer constant, a $n, or nothing (ALL / NULL). */
+static bool
+build_count(struct pm *p, const cJSON *n, struct plan_merge_count *c, const char *what)
+{
+	const cJSON *pr = jas(n, "ParamRef");
+	int64_t v;
+
+	if (!n || jbool(jas(n, "A_Const"), "isnull"))
+		return true;
+	c->present = true;
+	if (const_int(n, &v)) {
+		c->value = v;
+		return true;
+	}
+	if (pr && jint(pr, "number", 0) > 0) {
+		c->is_slot = true;
+		c->slot = (uint32_t)jint(pr, "number", 0) - 1;
+		return true;
+	}
+	return nk_error_set(p->err, "0A000", "%s across shards must be a constant or a parameter",
+			    what);
+}
+
+static bool
+build_limits(struct pm *p, const cJSON *sel)
+{
+	const char *opt = jstr(sel, "limitOption");
+
+	if (opt && strcmp(opt, "LIMIT_OPTION_WITH_TIES") == 0)
+		return nk_error_nk013(p->err, 138);
+	return build_count(p, jget(sel, "limitCount"), &p->out->limit, "LIMIT") &&
+	       build_count(p, jget(sel, "limitOffset"), &p->out->offset, "OFFSET");
+}
+
+/* ---- the shard text ---- */
+
+struct pm_cut {
+	uint32_t from, to;	/* bytes replaced */
+	const char *with;
+};
+
+static uint32_t
+tok_byte(const struct pm *p, uint32_t t)
+{
+	return t < p->ntoks ? p->toks[t].start : (uint32_t)strlen(p->sql);
+}
+
+static void
+count_text(char *buf, size_t len, const struct plan_merge_count *c)
+{
+	if (c->is_slot)
+		snprintf(buf, len, "$%u::int8", c->slot + 1);
+	else
+		snprintf(buf, len, "%lld", (long long)c->value);
+}
+
+/* `LIMIT offset+limit` for the shards ("" when there is no LIMIT). */
+static const char *
+pushed_limit(struct pm *p)
+{
+	const struct plan_merge_count *l = &p->out->limit, *o = &p->out->offset;
+	char a[32], b[32], *s = rarena_alloc(p->a, 96);
+
+	if (!s || !l->present)
+		return s ? "" : NULL;
+	count_text(a, sizeof(a), l);
+	if (!o->present)
+		snprintf(s, 96, "LIMIT %s ", a);
+	else if (!l->is_slot && !o->is_slot)
+		snprintf(s, 96, "LIMIT %lld ", (long long)(l->value + o->value));
+	else {
+		count_text(b, sizeof(b), o);
+		snprintf(s, 96, "LIMIT (%s + %s) ", a, b);
+	}
+	return s;
+}
+
+/* Hidden column texts as ", a, b" to append to the select list. */
+static const char *
+hidden_text(struct pm *p)
+{
+	size_t len = 1;
+	char *s;
+
+	for (uint32_t i = 0; i < p->nhidden; i++)
+		len += strlen(p->hidden[i]) + 2;
+	s = rarena_alloc(p->a, len);
+	if (!s)
+		return NULL;
+	for (uint32_t i = 0; i < p->nhidden; i++) {
+		strcat(s, ", ");
+		strcat(s, p->hidden[i]);
+	}
+	return s;
+}
+
+static bool
+splice(struct pm *p, const struct pm_cut *cuts, uint32_t n)
+{
+	size_t len = strlen(p->sql) + 1, at = 0;
+	char *s;
+
+	for (uint32_t i = 0; i < n; i++)
+		len += cuts[i].with ? strlen(cuts[i].with) : 0;
+	s = rarena_alloc(p->a, len);
+	if (!s)
+		return oom(p);
+	for (uint32_t i = 0; i < n; i++) {
+		if (!cuts[i].with)
+			return oom(p);
+		if (cuts[i].from < at)
+			return nk_error_set(p->err, "0A000", "cannot rewrite this query for shards");
+		strncat(s, p->sql + at, cuts[i].from - at);
+		strcat(s, cuts[i].with);
+		at = cuts[i].to;
+	}
+	strcat(s, p->sql + at);
+	p->out->shard_sql = s;
+	return true;
+}
+
+/* Region of clause <c> and, for LIMIT, OFFSET and FETCH together. */
+static void
+clause_cut(struct pm *p, int c, struct pm_cut *cut, const char *with)
+{
+	uint32_t first = p->cl[c], end = pm_clause_end(p, c);
+
+	if (c == PM_CL_LIMIT) {
+		for (int k = PM_CL_LIMIT; k <= PM_CL_FETCH; k++)
+			first = p->cl[k] < first ? p->cl[k] : first;
+		end = p->cl[PM_CL_FOR] < p->end_tok && p->cl[PM_CL_FOR] > first ? p->cl[PM_CL_FOR]
+										 : p->end_tok;
+	}
+	cut->from = tok_byte(p, first);
+	cut->to = tok_byte(p, end);
+	cut->with = with;
+}
+
+static bool
+has_limit_clause(const struct pm *p)
+{
+	return p->cl[PM_CL_LIMIT] < p->end_tok || p->cl[PM_CL_OFFSET] < p->end_tok ||
+	       p->cl[PM_CL_FETCH] < p->end_tok;
+}
+
+static bool
+shard_text(struct pm *p, uint32_t targets_end)
+{
+	struct pm_cut cuts[4];
+	uint32_t n = 0;
+
+	if (p->nhidden) {
+		cuts[n].from = cuts[n].to = p->toks[targets_end - 1].end;
+		cuts[n++].with = hidden_text(p);
+	}
+	if (p->out->grouped && p->cl[PM_CL_HAVING] < p->end_tok)
+		clause_cut(p, PM_CL_HAVING, &cuts[n++], "");
+	if (p->out->grouped && p->cl[PM_CL_ORDER] < p->end_tok)
+		clause_cut(p, PM_CL_ORDER, &cuts[n++], "");
+	if (has_limit_clause(p))
+		clause_cut(p, PM_CL_LIMIT, &cuts[n++], p->out->grouped ? "" : pushed_limit(p));
+	return splice(p, cuts, n);
+}
+
+/* ---- statements ---- */
+
+static bool
+has_key(const cJSON *n, const char *key)
+{
+	for (const cJSON *c = n ? n->child : NULL; c; c = c->next)
+		if ((c->string && strcmp(c->string, key) == 0) || has_key(c, key))
+			return true;
+	return false;
+}
+
+/* UNION arms: all UNION or all UNION ALL; the leftmost arm names the columns. */
+static bool
+set_op_arms(struct pm *p, const cJSON *sel, int *all, const cJSON **leftmost)
+{
+	const char *op = jstr(sel, "op");
+
+	if (!op || strcmp(op, "SETOP_NONE") == 0) {
+		*leftmost = *leftmost ? *leftmost : sel;
+		return true;
+	}
+	if (strcmp(op, "SETOP_UNION") != 0)
+		return nk_error_nk013(p->err, 124);
+	if (*all >= 0 && *all != (int)jbool(sel, "all"))
+		return nk_error_set(p->err, "0A000", "mixing UNION and UNION ALL is not merged "
+				    "across shards");
+	*all = jbool(sel, "all");
+	return set_op_arms(p, jget(sel, "larg"), all, leftmost) &&
+	       set_op_arms(p, jget(sel, "rarg"), all, leftmost);
+}
+
+static bool
+build_set_op(struct pm *p, const cJSON *sel)
+{
+	const cJSON *left = NULL;
+	int all = -1;
+	struct pm_targets t;
+
+	if (!set_op_arms(p, sel, &all, &left))
+		return false;
+	t.list = jget(left, "targetList");
+	t.n = (uint32_t)cJSON_GetArraySize(t.list);
+	t.spans = NULL;
+	for (uint32_t i = 0; i < t.n; i++)
+		if (add_col(p, NULL) < 0)
+			return false;
+	p->out->nvisible = t.n;
+	p->out->distinct = !all;
+	pm_clauses(p, 0, 0);
+	for (int c = PM_CL_FROM; c <= PM_CL_WINDOW; c++)
+		p->cl[c] = p->ntoks;
+	if (!build_sort(p, sel, &t, true) || !build_limits(p, sel))
+		return false;
+	struct pm_cut cut;
+
+	if (!has_limit_clause(p))
+		return splice(p, NULL, 0);
+	clause_cut(p, PM_CL_LIMIT, &cut, pushed_limit(p));
+	return splice(p, &cut, 1);
+}
+
+/* First token of the select list, after SELECT [ALL | DISTINCT [ON (...)]]. */
+static uint32_t
+targets_start(struct pm *p)
+{
+	uint32_t t = 0;
+
+	while (t < p->ntoks && !(p->toks[t].depth == 0 && pm_is(p, t, "select")))
+		t++;
+	t++;
+	if (pm_is(p, t, "all"))
+		return t + 1;
+	if (!pm_is(p, t, "distinct"))
+		return t;
+	if (!pm_is(p, t + 1, "on"))
+		return t + 1;
+	for (t += 3; t < p->ntoks && !(pm_is(p, t, ")") && p->toks[t].depth == 0); t++)
+		;
+	return t + 1;
+}
+
+static bool
+build_distinct(struct pm *p, const cJSON *sel)
+{
+	const cJSON *d = jget(sel, "distinctClause");
+	int n = cJSON_GetArraySize(d);
+
+	if (n == 0)
+		return true;
+	if (n == 1 && !cJSON_GetArrayItem(d, 0)->child) {
+		p->out->distinct = true;
+		return true;
+	}
+	p->out->distinct_on = (uint32_t)n;
+	return true;
+}
+
+static bool
+build_plain(struct pm *p, const cJSON *sel)
+{
+	struct pm_targets t;
+	uint32_t first = targets_start(p), end = p->end_tok;
+
+	t.list = jget(sel, "targetList");
+	t.n = (uint32_t)cJSON_GetArraySize(t.list);
+	if (!t.n)
+		return nk_error_set(p->err, "0A000", "this SELECT shape is not merged across shards");
+	pm_clauses(p, first, 0);
+	for (int c = 0; c < PM_CL_COUNT; c++)
+		end = p->cl[c] < end ? p->cl[c] : end;
+	t.spans = rarena_alloc(p->a, t.n * sizeof(*t.spans));
+	if (!t.spans)
+		return oom(p);
+	if (pm_split(p, first, end, t.spans, t.n) != t.n)
+		return nk_error_set(p->err, "0A000", "cannot locate the select list items");
+	for (uint32_t i = 0; i < t.n; i++)
+		if (add_col(p, NULL) < 0)
+			return false;
+	p->out->nvisible = t.n;
+	if (!build_distinct(p, sel))
+		return false;
+	for (uint32_t i = 0; i < t.n; i++) {
+		const cJSON *rt = cJSON_GetArrayItem(t.list, (int)i)->child;
+
+		if (!classify(p, i, jget(rt, "val"), t.spans[i].first,
+			      target_expr_end(p, rt, t.spans[i])))
+			return false;
+	}
+	if (!build_group(p, sel, t.n) || !build_having(p, sel) || !build_sort(p, sel, &t, false) ||
+	    !build_limits(p, sel))
+		return false;
+	if (p->out->distinct_on && (p->out->nsort < p->out->distinct_on || p->out->grouped))
+		return nk_error_set(p->err, "0A000", "DISTINCT ON across shards needs an ORDER BY "
+				    "starting with its expressions");
+	return shard_text(p, end);
+}
+
+static bool
+build_select(struct pm *p, const cJSON *sel)
+{
+	const char *op = jstr(sel, "op");
+
+	if (has_key(sel, "RangeTableSample"))
+		return nk_error_nk013(p->err, 126);
+	if (has_key(sel, "GroupingSet"))
+		return nk_error_nk013(p->err, 125);
+	if (has_key(sel, "over"))
+		return nk_error_nk013(p->err, 106);
+	p->end_tok = p->ntoks;
+	for (uint32_t t = 0; t < p->ntoks; t++)
+		if (pm_is(p, t, ";") && p->toks[t].depth == 0) {
+			p->end_tok = t;
+			break;
+		}
+	if (op && strcmp(op, "SETOP_NONE") != 0)
+		return build_set_op(p, sel);
+	return build_plain(p, sel);
+}
+
+/* plan_merge_build: see plan.h. */
+bool
+plan_merge_build(struct rarena *a, const char *sql, struct plan_merge *out, struct nk_error *err)
+{
+	struct pm p;
+	PgQueryParseResult res;
+	cJSON *tree = NULL;
+	const cJSON *sel;
+	bool ok = false;
+
+	memset(out, 0, sizeof(*out));
+	memset(&p, 0, sizeof(p));
+	p.a = a;
+	p.sql = sql;
+	p.out = out;
+	p.err = err;
+	res = pg_query_parse(sql);
+	if (res.error) {
+		nk_error_set(err, "42601", "%s", res.error->message);
+	} else if (!(tree = cJSON_Parse(res.parse_tree)) || !pm_scan(&p)) {
+		oom(&p);
+	} else {
+		sel = jas(jget(cJSON_GetArrayItem(jget(tree, "stmts"), 0), "stmt"), "SelectStmt");
+		ok = sel ? build_select(&p, sel)
+			 : nk_error_set(err, "0A000", "only SELECT results are merged across shards");
+	}
+	cJSON_Delete(tree);
+	pg_query_free_parse_result(res);
+	return ok;
+}
+
+/* Value of one LIMIT/OFFSET of this execution; -1 when NULL. */
+static bool
+bind_count(const struct plan_merge_count *c, const struct plan_input *in, int64_t *v,
+	   struct nk_error *err)
+{
+	char buf[32];
+	const char *text = NULL;
+
+	if (!c->is_slot) {
+		*v = c->value;
+		return true;
+	}
+	if (c->slot < in->nparams) {
+		const struct plan_param *pp = &in->params[c->slot];
+
+		if (pp->len < 0) {
+			*v = -1;
+			return true;
+		}
+		if (pp->binary && (pp->len == 8 || pp->len == 4 || pp->len == 2)) {
+			uint64_t u = 0;
+
+			for (int32_t i = 0; i < pp->len; i++)
+				u = u << 8 | pp->data[i];
+			if (pp->len < 8 && (pp->data[0] & 0x80))
+				u |= ~(uint64_t)0 << (pp->len * 8);
+			*v = (int64_t)u;
+			return true;
+		}
+		if (!pp->binary && (size_t)pp->len < sizeof(buf)) {
+			memcpy(buf, pp->data, (size_t)pp->len);
+			buf[pp->len] = '\0';
+			text = buf;
+		}
+	} else if (in->norm && c->slot - in->nparams < in->norm->nlits) {
+		text = in->norm->lits[c->slot - in->nparams].value;
+	}
+	char *end;
+
+	if (!text || (*v = strtoll(text, &end, 10), *end != '\0'))
+		return nk_error_set(err, "22P02", "invalid LIMIT or OFFSET value");
+	return true;
+}
+
+/* plan_merge_bind: see plan.h. */
+bool
+plan_merge_bind(const struct plan_merge *m, const struct plan_input *in, int64_t *limit,
+		int64_t *offset, struct nk_error *err)
+{
+	*limit = -1;
+	*offset = 0;
+	if (m->limit.present && !bind_count(&m->limit, in, limit, err))
+		return false;
+	if (m->offset.present && !bind_count(&m->offset, in, offset, err))
+		return false;
+	if (*offset < 0)
+		*offset = 0;
+	if (*limit < -1 || (m->offset.present && !m->offset.is_slot && m->offset.value < 0))
+		return nk_error_set(err, "2201W", "LIMIT must not be negative");
+	return true;
+}
