@@ -7,4 +7,7 @@ libneki_a_SOURCES += src/worker/session.c src/worker/session_startup.c \
 	src/worker/session_auth.c src/worker/session_fwd.c src/worker/session_cancel.c \
 	src/worker/varcache.c src/worker/prepared.c src/worker/spool.c src/worker/sctl.c \
 	src/worker/session_admin.c
-noinst_HEADERS += include/neki/session.h src/worker/session_int.h
+# the executor of sharded databases (topology=yes): statement loop, shard links, texts
+libneki_a_SOURCES += src/worker/route.c src/worker/route_exec.c src/worker/route_sql.c \
+	src/worker/route_ext.c
+noinst_HEADERS += include/neki/session.h src/worker/session_int.h src/worker/route_int.h

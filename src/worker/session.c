@@ -27,6 +27,7 @@
 #include "neki/net.h"
 #include "neki/pktbuf.h"
 #include "neki/worker.h"
+#include "route_int.h"
 #include "session_int.h"
 
 #define SESS_JANITOR_MS 100		/* how often timeouts are checked */
@@ -181,6 +182,7 @@ sess_release_all(struct session *s, const char *reason)
 	}
 	sess_drop_link(s, reason);
 	sess_admin_release(s);
+	route_session_free(s);
 	if (s->attached && s->sp != NULL)
 		pool_client_detach(spool_pool(s->sp));
 	s->attached = false;

@@ -23,6 +23,7 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "neki/worker.h"
+#include "route_int.h"
 #include "session_int.h"
 
 #define SESS_QUERY_SCAN_MAX 65536	/* Query texts up to this size are scanned whole */
@@ -728,6 +729,8 @@ sess_on_work_pkt(struct session *s, const struct sbuf_pkt *pkt)
 			return call != 0;
 		child_switch_topology();	/* a statement boundary */
 	}
+	if (s->route != NULL)
+		return route_on_pkt(s, pkt);
 	if (!sess_need_link(s))
 		return false;
 	if (s->release_pending) {

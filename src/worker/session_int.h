@@ -30,6 +30,7 @@ struct pktbuf;
 struct listener;
 struct spool;
 struct arelay;
+struct route;
 
 /* ---- varcache.c: tracked parameters ---- */
 
@@ -227,6 +228,8 @@ struct session {
 	/* the admin process answers (session_admin.c) */
 	bool console;			/* a client of the console databases pgbouncer / neki */
 	struct arelay *relay;		/* owned: console relay, or the __neki call running */
+
+	struct route *route;		/* owned: sharded database (route.c); NULL = pass-through */
 
 	struct session *next_dead;	/* reap list (weak) */
 };

@@ -20,6 +20,7 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "neki/tls.h"
+#include "route_int.h"
 #include "session_int.h"
 
 /* True when comma list <list> contains <name> (case-insensitive, spaces ignored). */
@@ -453,6 +454,10 @@ sess_login_done(struct session *s)
 	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->max_prepared_statements > 0;
 	pool_client_attach(spool_pool(s->sp));
 	s->attached = true;
+	if (s->db->topology && shm_topo_revision() != 0 && !route_session_start(s)) {
+		sess_fatal(s, "out of memory");
+		return;
+	}
 	pool_waiter_init(&s->waiter, sess_pool_ready, sess_link_cb, s);
 	if (pool_welcome_ready(spool_pool(s->sp)))
 		sess_send_welcome(s);

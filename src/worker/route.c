@@ -1,0 +1,993 @@
+/*
+ * route.c - a routed session (sharded database): the statement loop. Each simple Query is
+ * split into statements (parse_split); each statement is normalised, looked up in the
+ * worker's plan cache (parsed and cached on a miss) and planned against the published
+ * topology image, the catalog view and the session's __neki settings; then the plan runs:
+ * the router answers PLAN_ROUTER itself (transactions, SET/SHOW, __neki.*, EXPLAIN
+ * (NEKI_PLAN)), every other kind becomes an exec on shard links (route_exec.c). The router
+ * owns ReadyForQuery and the transaction status the client sees. Entry points:
+ * route_session_start(), route_session_free(), route_on_pkt(), route_exec_finished().
+ */
+#include "neki/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/catalog_image.h"
+#include "neki/log.h"
+#include "neki/pktbuf.h"
+#include "neki/proto.h"
+#include "neki/topology_image.h"
+#include "neki/worker.h"
+#include "route_int.h"
+#include "session_int.h"
+
+#define ROUTE_CACHE_ENTRIES 1024
+#define ROUTE_SPLIT_ROWS_MAX 4096	/* VALUES rows of one split INSERT */
+#define ROUTE_CAT_WAIT_US 5000000	/* longest wait for a catalog refresh after DDL */
+#define ROUTE_OID_TEXT 25
+#define ROUTE_OID_JSON 114
+
+/* Flags whose statements need a merge step across shards (issue 7's src/merge plugs in). */
+#define ROUTE_MERGE_FLAGS (STMT_F_AGG | STMT_F_ORDER | STMT_F_LIMIT | STMT_F_OFFSET | \
+			   STMT_F_GROUP | STMT_F_HAVING | STMT_F_DISTINCT | STMT_F_UNION | \
+			   STMT_F_INTERSECT | STMT_F_WINDOW | STMT_F_WITH_TIES | \
+			   STMT_F_GROUPING_SETS)
+
+enum rstep {
+	RSTEP_DONE = 0,		/* answered; go on with the next statement */
+	RSTEP_ASYNC,		/* an exec runs; route_exec_finished() goes on */
+	RSTEP_STOP,		/* an error was sent; the rest of the Query is skipped */
+};
+
+static struct plan_cache *route_cache;	/* the worker's plan cache */
+
+static void route_next(struct route *r);
+
+/* ---- replies ---- */
+
+bool
+route_send(struct route *r, struct pktbuf *pb)
+{
+	if (sess_send_pb(r->s, pb))
+		return true;
+	sess_close(r->s, "client connection failed", NULL);
+	return false;
+}
+
+/* Send <err> as ErrorResponse (a client gone closes the session). */
+static void
+route_send_err(struct route *r, const struct nk_error *err)
+{
+	if (!sess_send_error(r->s, err))
+		sess_close(r->s, "client connection failed", NULL);
+}
+
+static bool
+route_reply_tag(struct route *r, const char *tag)
+{
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 64);
+	pktbuf_write_command_complete(&pb, tag);
+	return route_send(r, &pb);
+}
+
+static bool
+route_reply_notice(struct route *r, const char *sqlstate, const char *msg)
+{
+	struct nk_error e;
+	struct pktbuf pb;
+
+	nk_error_set(&e, sqlstate, "%s", msg);
+	e.severity = NK_SEV_WARNING;
+	pktbuf_init(&pb, 128);
+	pktbuf_write_notice(&pb, &e);
+	return route_send(r, &pb);
+}
+
+/* An error ends the statement: inside a transaction block it is aborted (as Postgres). */
+static enum rstep
+route_fail(struct route *r, const struct nk_error *err)
+{
+	struct nk_error e = *err;
+
+	e.severity = NK_SEV_ERROR;
+	if (r->tx == 'T')
+		r->tx = 'E';
+	route_send_err(r, &e);
+	return RSTEP_STOP;
+}
+
+/* A one-column result: <name> of type <oid>, rows <vals>[0..n), then <tag>. */
+static bool
+route_reply_rows(struct route *r, const char *name, uint32_t oid, const char *const *vals,
+		 size_t n, const char *tag)
+{
+	struct proto_column col = { name, 0, 0, oid, -1, -1, 0 };
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 256);
+	pktbuf_write_row_description(&pb, &col, 1);
+	for (size_t i = 0; i < n; i++)
+		pktbuf_write_data_row_text(&pb, &vals[i], 1);
+	pktbuf_write_command_complete(&pb, tag);
+	return route_send(r, &pb);
+}
+
+/* ---- the Query ---- */
+
+static void
+route_query_end(struct route *r)
+{
+	struct pktbuf pb;
+
+	sess_stats(r->s)->total_query_count++;
+	if (r->tx == 'I')
+		route_release_links(r);
+	pktbuf_init(&pb, 8);
+	pktbuf_write_ready_for_query(&pb, r->tx);
+	if (!route_send(r, &pb))
+		return;
+	r->busy = false;
+	if (!r->in_cb)
+		sbuf_continue(&r->s->sb);
+}
+
+/* The shard that answers statements needing "any shard": one the transaction uses, or the
+ * authoritative group's shard. */
+static const char *
+route_any_shard(struct route *r, const void *img)
+{
+	for (uint32_t i = 0; i < r->nsh; i++)
+		if (r->sh[i].in_tx)
+			return r->sh[i].uid;
+	return topo_image_group_shard(img, topo_image_authoritative(img), 0);
+}
+
+static const char *
+route_tx_shard(const struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsh; i++)
+		if (r->sh[i].in_tx)
+			return r->sh[i].uid;
+	return NULL;
+}
+
+/* Set up an exec on <uids>[0..n) running <sql>. */
+static bool
+route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const char *sql,
+		 struct nk_error *err)
+{
+	route_exec_reset(r);
+	free(r->stmt_sql);
+	if ((r->stmt_sql = strdup(sql)) == NULL)
+		return nk_error_set(err, "53200", "out of memory");
+	for (uint32_t i = 0; i < n; i++) {
+		struct rshard *sh = route_shard(r, uids[i], err);
+
+		if (sh == NULL)
+			return false;
+		r->tg[r->ntg++] = (uint32_t)(sh - r->sh);
+	}
+	r->sequential = false;
+	r->all_shards_ddl = false;
+	r->combine = n == 1 ? RX_PASS : RX_SUM;
+	r->after = RX_AFTER_STMT;
+	r->end_tag[0] = '\0';
+	return true;
+}
+
+static enum rstep
+route_exec_run(struct route *r)
+{
+	struct nk_error err;
+
+	r->busy = true;
+	if (!route_exec_start(r, &err))
+		return route_fail(r, &err);
+	return RSTEP_ASYNC;
+}
+
+/* ---- transactions ---- */
+
+static int
+route_uid_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* COMMIT or ROLLBACK on every shard the transaction touched (COMMIT in uid order). */
+static enum rstep
+route_tx_end(struct route *r, bool commit, const char *tag)
+{
+	const char *uids[ROUTE_SHARDS_MAX];
+	uint32_t n = 0;
+	struct nk_error err;
+
+	for (uint32_t i = 0; i < r->nsh; i++)
+		if (r->sh[i].in_tx)
+			uids[n++] = r->sh[i].uid;
+	free(r->begin_sql);
+	r->begin_sql = NULL;
+	if (n == 0) {
+		r->tx = 'I';
+		return route_reply_tag(r, tag) ? RSTEP_DONE : RSTEP_STOP;
+	}
+	qsort(uids, n, sizeof(uids[0]), route_uid_cmp);
+	if (!route_exec_setup(r, uids, n, commit ? "COMMIT" : "ROLLBACK", &err))
+		return route_fail(r, &err);
+	r->sequential = commit;
+	r->combine = RX_QUIET;
+	r->after = commit ? RX_AFTER_COMMIT : RX_AFTER_ROLLBACK;
+	snprintf(r->end_tag, sizeof(r->end_tag), "%s", tag);
+	return route_exec_run(r);
+}
+
+static enum rstep
+route_tx(struct route *r, const struct stmt_tx *tx, const char *sql)
+{
+	switch (tx->kind) {
+	case STMT_TX_BEGIN:
+		if (r->tx != 'I') {
+			if (!route_reply_notice(r, "25001", "there is already a transaction in "
+						"progress"))
+				return RSTEP_STOP;
+		} else {
+			free(r->begin_sql);
+			r->begin_sql = strdup(sql);
+			r->tx = 'T';
+		}
+		return route_reply_tag(r, strncasecmp(sql, "start", 5) == 0 ?
+				       "START TRANSACTION" : "BEGIN") ? RSTEP_DONE : RSTEP_STOP;
+	case STMT_TX_COMMIT:
+	case STMT_TX_ROLLBACK:
+		if (r->tx == 'I') {
+			if (!route_reply_notice(r, "25P01", "there is no transaction in progress"))
+				return RSTEP_STOP;
+			return route_reply_tag(r, tx->kind == STMT_TX_COMMIT ? "COMMIT" :
+					       "ROLLBACK") ? RSTEP_DONE : RSTEP_STOP;
+		}
+		if (tx->kind == STMT_TX_COMMIT && r->tx == 'T')
+			return route_tx_end(r, true, "COMMIT");
+		return route_tx_end(r, false, "ROLLBACK");
+	default:
+		break;
+	}
+	{
+		struct nk_error err;
+
+		nk_error_nk013(&err, 23);
+		return route_fail(r, &err);
+	}
+}
+
+/* ---- SET / SHOW / __neki ---- */
+
+/* Remember a session SET (replayed on links acquired later); NULL <sql>: forget <name>. */
+static void
+route_remember_set(struct route *r, const char *name, const char *sql)
+{
+	uint32_t i;
+
+	for (i = 0; i < r->nsets; i++)
+		if (route_streq(r->set_names[i], name))
+			break;
+	if (i < r->nsets) {
+		free(r->sets[i]);
+		free(r->set_names[i]);
+		r->nsets--;
+		memmove(&r->sets[i], &r->sets[i + 1], (r->nsets - i) * sizeof(r->sets[0]));
+		memmove(&r->set_names[i], &r->set_names[i + 1],
+			(r->nsets - i) * sizeof(r->set_names[0]));
+	}
+	if (sql == NULL || r->nsets == ROUTE_SETS_MAX)
+		return;
+	r->sets[r->nsets] = strdup(sql);
+	r->set_names[r->nsets] = strdup(name);
+	if (r->sets[r->nsets] == NULL || r->set_names[r->nsets] == NULL) {
+		free(r->sets[r->nsets]);
+		free(r->set_names[r->nsets]);
+		return;
+	}
+	r->nsets++;
+}
+
+static void
+route_forget_sets(struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsets; i++) {
+		free(r->sets[i]);
+		free(r->set_names[i]);
+	}
+	r->nsets = 0;
+}
+
+/* Ordinary SET / RESET / SHOW: run on the transaction's shards or one shard. */
+static enum rstep
+route_set(struct route *r, const struct plan *p, const char *sql, const void *img)
+{
+	const struct stmt_set *set = p->stmt->set;
+	const char *uids[ROUTE_SHARDS_MAX];
+	uint32_t n = 0;
+	struct nk_error err;
+
+	for (uint32_t i = 0; i < r->nsh; i++)
+		if (r->sh[i].in_tx)
+			uids[n++] = r->sh[i].uid;
+	if (n == 0)
+		uids[n++] = p->nshards > 0 ? p->shards[0] : route_any_shard(r, img);
+	if (!route_exec_setup(r, uids, n, sql, &err))
+		return route_fail(r, &err);
+	r->combine = n == 1 ? RX_PASS : RX_FIRST;
+	free(r->set_name);
+	r->set_name = NULL;
+	if (p->action == PLAN_ACT_SET && set != NULL && !set->is_local &&
+	    set->kind != STMT_SET_TRANSACTION && set->kind != STMT_SET_SNAPSHOT) {
+		r->after = RX_AFTER_SET;
+		r->set_name = strdup(set->kind == STMT_SET_RESET_ALL ? "" :
+				     set->kind == STMT_SET_SESSION_CHARACTERISTICS ||
+				     set->name == NULL ? "\x01session" : set->name);
+		r->set_forget = set->kind == STMT_SET_RESET || set->kind == STMT_SET_DEFAULT;
+	}
+	return route_exec_run(r);
+}
+
+static enum rstep
+route_neki(struct route *r, const struct plan *p)
+{
+	const struct stmt_set *set = p->stmt->set;
+	struct nk_error err;
+
+	if (p->action == PLAN_ACT_NEKI_SHOW) {
+		const char *v = p->show_value != NULL ? p->show_value : "";
+
+		return route_reply_rows(r, set->name, ROUTE_OID_TEXT, &v, 1, "SHOW") ?
+		       RSTEP_DONE : RSTEP_STOP;
+	}
+	if (!plan_neki_apply(&r->ps, set->name,
+			     set->kind == STMT_SET_VALUE ? set->value : NULL, &err))
+		return route_fail(r, &err);
+	return route_reply_tag(r, set->kind == STMT_SET_RESET ? "RESET" : "SET") ?
+	       RSTEP_DONE : RSTEP_STOP;
+}
+
+static enum rstep
+route_explain(struct route *r, const struct plan *p)
+{
+	bool json = !p->stmt->explain->format_text;
+	char *text = plan_explain(p->inner, json);
+	const char *lines[256];
+	size_t n = 0;
+	struct nk_error err;
+	bool ok;
+
+	if (text == NULL) {
+		nk_error_set(&err, "53200", "out of memory");
+		return route_fail(r, &err);
+	}
+	if (json) {
+		lines[n++] = text;
+	} else {
+		for (char *l = text; l != NULL && *l != '\0' && n < 256;) {
+			char *nl = strchr(l, '\n');
+
+			lines[n++] = l;
+			if (nl != NULL)
+				*nl++ = '\0';
+			l = nl;
+		}
+	}
+	ok = route_reply_rows(r, "QUERY PLAN", json ? ROUTE_OID_JSON : ROUTE_OID_TEXT, lines, n,
+			      "EXPLAIN");
+	free(text);
+	return ok ? RSTEP_DONE : RSTEP_STOP;
+}
+
+static enum rstep
+route_action(struct route *r, const struct plan *p, const char *sql, const void *img)
+{
+	struct nk_error err;
+	struct pktbuf pb;
+
+	switch (p->action) {
+	case PLAN_ACT_EMPTY:
+		pktbuf_init(&pb, 8);
+		pktbuf_write_empty_query(&pb);
+		return route_send(r, &pb) ? RSTEP_DONE : RSTEP_STOP;
+	case PLAN_ACT_TX:
+		return route_tx(r, p->stmt->tx, sql);
+	case PLAN_ACT_SET:
+	case PLAN_ACT_SHOW:
+		return route_set(r, p, sql, img);
+	case PLAN_ACT_NEKI_SET:
+	case PLAN_ACT_NEKI_SHOW:
+		return route_neki(r, p);
+	case PLAN_ACT_EXPLAIN:
+		return route_explain(r, p);
+	case PLAN_ACT_SESSION:
+		if (p->stmt->tag != NULL && route_streq(p->stmt->tag, "DiscardStmt") &&
+		    strncasecmp(sql, "discard all", 11) == 0) {
+			route_forget_sets(r);
+			return route_reply_tag(r, "DISCARD ALL") ? RSTEP_DONE : RSTEP_STOP;
+		}
+		/* FALLTHROUGH */
+	default:
+		nk_error_set(&err, "0A000", "%s is not supported on a sharded database",
+			     p->stmt->tag != NULL ? p->stmt->tag : "this statement");
+		return route_fail(r, &err);
+	}
+}
+
+/* ---- shard plans ---- */
+
+/* INSERT split: each shard gets its rows; RETURNING rows come back in input order. */
+static enum rstep
+route_split(struct route *r, const struct plan *p, const char *sql)
+{
+	static uint32_t starts[ROUTE_SPLIT_ROWS_MAX], lens[ROUTE_SPLIT_ROWS_MAX];
+	const char *uids[ROUTE_SHARDS_MAX];
+	uint32_t nrows, n = p->nparts < ROUTE_SHARDS_MAX ? p->nparts : ROUTE_SHARDS_MAX;
+	struct nk_error err;
+
+	if (r->ext_exec || !route_values_rows(sql, starts, lens, ROUTE_SPLIT_ROWS_MAX, &nrows) ||
+	    nrows != p->stmt->insert->nrows) {
+		nk_error_set(&err, "0A000", "this multi-row INSERT cannot be split across shards");
+		return route_fail(r, &err);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		uids[i] = p->parts[i].shard;
+	if (!route_exec_setup(r, uids, n, sql, &err))
+		return route_fail(r, &err);
+	free(r->split_shard);
+	free(r->split_pos);
+	r->split_shard = calloc(nrows, sizeof(uint32_t));
+	r->split_pos = calloc(nrows, sizeof(uint32_t));
+	if (r->split_shard == NULL || r->split_pos == NULL) {
+		nk_error_set(&err, "53200", "out of memory");
+		return route_fail(r, &err);
+	}
+	r->split_n = nrows;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rshard *sh = &r->sh[r->tg[i]];
+
+		sh->sql = route_insert_part(sql, starts, lens, nrows, p->parts[i].rows,
+					    p->parts[i].nrows);
+		if (sh->sql == NULL) {
+			nk_error_set(&err, "53200", "out of memory");
+			return route_fail(r, &err);
+		}
+		for (uint32_t k = 0; k < p->parts[i].nrows; k++) {
+			r->split_shard[p->parts[i].rows[k]] = i;
+			r->split_pos[p->parts[i].rows[k]] = k;
+		}
+	}
+	r->combine = RX_SPLIT;
+	return route_exec_run(r);
+}
+
+static enum rstep
+route_shards(struct route *r, const struct plan *p, const char *sql)
+{
+	struct nk_error err;
+
+	if (p->stmt->kind == STMT_COPY && p->stmt->copy != NULL && p->stmt->copy->is_from) {
+		nk_error_set(&err, "0A000", "COPY FROM through a sharded database is not "
+			     "supported yet");
+		return route_fail(r, &err);
+	}
+	if (p->nfills > 0 || p->nnextvals > 0) {
+		nk_error_set(&err, "0A000", "sequence values reserved by the router (omitted "
+			     "identity/serial columns, nextval()) are not supported by the executor "
+			     "yet");
+		nk_error_hint(&err, "Give the column's value in the statement.");
+		return route_fail(r, &err);
+	}
+	if (p->op == PLAN_OP_INSERT_SPLIT && p->nparts > 1)
+		return route_split(r, p, sql);
+	if ((p->kind == PLAN_SHARD_SET || p->kind == PLAN_SCATTER) && p->nshards > 1 &&
+	    (p->merge & ROUTE_MERGE_FLAGS) != 0) {
+		nk_error_set(&err, "0A000", "this %s needs a merge step across %u shards, which "
+			     "is not supported yet", stmt_kind_str(p->stmt->kind), p->nshards);
+		nk_error_hint(&err, "Restrict the statement to one shard with an equality on "
+			      "the shard key.");
+		return route_fail(r, &err);
+	}
+	if (!route_exec_setup(r, p->shards, p->nshards, sql, &err))
+		return route_fail(r, &err);
+	r->all_shards_ddl = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
+	if (p->kind == PLAN_ALL_SHARDS || p->kind == PLAN_EVERY_COPY) {
+		r->sequential = true;
+		r->combine = p->nshards == 1 ? RX_PASS : RX_FIRST;
+		snprintf(r->end_tag, sizeof(r->end_tag), "%s",
+			 p->kind == PLAN_EVERY_COPY ? "Committed" : "Applied");
+	}
+	return route_exec_run(r);
+}
+
+/* ---- one statement ---- */
+
+static bool
+route_is_tx_end(const struct plan *p)
+{
+	return p->kind == PLAN_ROUTER && p->action == PLAN_ACT_TX &&
+	       (p->stmt->tx->kind == STMT_TX_COMMIT || p->stmt->tx->kind == STMT_TX_ROLLBACK);
+}
+
+static enum rstep
+route_dispatch(struct route *r, const struct plan *p, const char *sql, const void *img)
+{
+	struct nk_error err;
+
+	if (r->tx == 'E' && !route_is_tx_end(p)) {
+		nk_error_set(&err, "25P02", "current transaction is aborted, commands ignored "
+			     "until end of transaction block");
+		return route_fail(r, &err);
+	}
+	if (p->kind == PLAN_ROUTER)
+		return route_action(r, p, sql, img);
+	return route_shards(r, p, sql);
+}
+
+/* Normalise, look up or parse, plan, run: all while the topology image is pinned. */
+static enum rstep
+route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param *params,
+	   uint32_t nparams)
+{
+	struct shm_topo_ref ref;
+	struct cat_view cv;
+	struct plan_catalog pc;
+	struct parse_norm norm;
+	const struct stmt *st;
+	struct plan p;
+	struct nk_error err;
+	enum rstep rc;
+
+	if (!shm_topo_pin(&ref)) {
+		nk_error_set(&err, "08000", "no data topology is published");
+		return route_fail(r, &err);
+	}
+	cat_view_acquire(&cv, r->db);
+	pc = (struct plan_catalog){ &cv, cat_view_column_type, cat_view_column_name,
+				    cat_view_relkind, cv.version, cat_view_column,
+				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base };
+	if (!r->ext_exec)
+		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
+	r->ps.in_transaction = r->tx != 'I';
+	r->ps.tx_shard = route_tx_shard(r);
+	if (!parse_normalize(r->arena, sql, &norm)) {
+		nk_error_set(&err, "53200", "out of memory");
+		rc = route_fail(r, &err);
+	} else if ((st = plan_cache_get(route_cache, &norm, ref.revision, cv.version)) == NULL &&
+		   (st = plan_cache_put(route_cache, sql, &norm, ref.revision, cv.version,
+					&err)) == NULL) {
+		rc = route_fail(r, &err);
+	} else {
+		struct plan_input in = { ref.data, &pc, &r->ps, params, nparams, &norm,
+					 r->ext_exec, multi, sql };
+
+		if (!plan_build(r->arena, st, &in, &p, &err))
+			rc = route_fail(r, &err);
+		else
+			rc = route_dispatch(r, &p, sql, ref.data);
+	}
+	cat_view_release(&cv);
+	shm_topo_unpin(&ref);
+	return rc;
+}
+
+bool
+route_analyse(struct route *r, const char *sql, struct nk_error *err)
+{
+	struct parse_norm norm;
+	uint64_t rev = shm_topo_revision();
+	struct cat_view cv;
+	bool ok;
+
+	cat_view_acquire(&cv, r->db);
+	rarena_reset(r->arena);
+	if (!parse_normalize(r->arena, sql, &norm))
+		ok = nk_error_set(err, "53200", "out of memory");
+	else
+		ok = plan_cache_get(route_cache, &norm, rev, cv.version) != NULL ||
+		     plan_cache_put(route_cache, sql, &norm, rev, cv.version, err) != NULL;
+	cat_view_release(&cv);
+	return ok;
+}
+
+bool
+route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
+	      uint32_t nparams)
+{
+	enum rstep rc;
+
+	child_switch_topology();
+	rc = route_stmt(r, sql, false, params, nparams);
+	if (r->s->state == SESS_ST_CLOSED)
+		return false;
+	if (rc != RSTEP_ASYNC) {
+		r->ext_exec = false;
+		if (rc == RSTEP_STOP)
+			r->ext_failed = true;
+	}
+	return true;
+}
+
+bool
+route_describe_stmt(struct route *r, const char *sql)
+{
+	struct shm_topo_ref ref;
+	const char *uid;
+	struct nk_error err;
+	bool ok;
+
+	(void)sql;
+	if (!shm_topo_pin(&ref)) {
+		nk_error_set(&err, "08000", "no data topology is published");
+		route_fail(r, &err);
+		r->ext_exec = false;
+		r->ext_failed = true;
+		return r->s->state != SESS_ST_CLOSED;
+	}
+	uid = route_any_shard(r, ref.data);
+	ok = route_exec_setup(r, &uid, 1, "", &err);
+	shm_topo_unpin(&ref);
+	if (!ok || route_exec_run(r) == RSTEP_STOP) {
+		if (!ok)
+			route_fail(r, &err);
+		r->ext_exec = false;
+		r->ext_failed = true;
+	}
+	return r->s->state != SESS_ST_CLOSED;
+}
+
+static void
+route_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	route_next(arg);
+}
+
+/* Run the statements of the Query from r->cur on, until one goes async or fails. */
+static void
+route_next(struct route *r)
+{
+	while (r->cur < r->nspans) {
+		const struct parse_span *sp = &r->spans[r->cur];
+		char *sql;
+		enum rstep rc;
+
+		if (r->cat_wait != 0 && shm_cat_served() < r->cat_wait &&
+		    sess_now_us() < r->poll_deadline_us) {
+			struct timeval tv = { 0, 10000 };
+
+			evtimer_add(r->ev_poll, &tv);
+			return;
+		}
+		r->cat_wait = 0;
+		child_switch_topology();
+		sql = strndup(r->query + sp->start, sp->len);
+		if (sql == NULL) {
+			sess_fatal(r->s, "out of memory");
+			return;
+		}
+		rc = route_stmt(r, sql, r->nspans > 1, NULL, 0);
+		free(sql);
+		if (rc == RSTEP_ASYNC || r->s->state == SESS_ST_CLOSED)
+			return;
+		if (rc == RSTEP_STOP)
+			break;
+		r->cur++;
+	}
+	route_query_end(r);
+}
+
+/* ---- the end of an exec ---- */
+
+/* An extended-protocol exec ended: the batch goes on (or skips to Sync after an error). */
+static void
+route_ext_done(struct route *r, bool ok)
+{
+	r->ext_exec = false;
+	r->ext_portal_describe = false;
+	r->busy = false;
+	if (!ok) {
+		r->ext_failed = true;
+		if (r->tx == 'T')
+			r->tx = 'E';
+	}
+	if (r->sync_pending && !route_ext_sync(r))
+		return;
+	if (!r->in_cb && r->s->state != SESS_ST_CLOSED)
+		sbuf_continue(&r->s->sb);
+}
+
+/* The statement ended: next one of the Query, or the Query's end after an error. */
+static void
+route_stmt_end(struct route *r, bool ok)
+{
+	if (r->ext_exec) {
+		route_ext_done(r, ok);
+		return;
+	}
+	if (!ok) {
+		route_query_end(r);
+		return;
+	}
+	r->cur++;
+	route_next(r);
+}
+
+/* The failed target of a sequential exec (its number in tg), or ntg. */
+static uint32_t
+route_failed_at(const struct route *r)
+{
+	for (uint32_t i = 0; i < r->ntg; i++)
+		if (r->sh[r->tg[i]].failed)
+			return i;
+	return r->ntg;
+}
+
+/* The combined CommandComplete (and RX_SPLIT's rows in input order). */
+static bool
+route_combine(struct route *r)
+{
+	struct rshard *first = &r->sh[r->tg[0]];
+	uint64_t total = 0;
+	char tag[96];
+	struct pktbuf pb;
+
+	if (r->combine == RX_PASS || r->combine == RX_QUIET)
+		return true;
+	pktbuf_init(&pb, 256);
+	if (r->combine == RX_SPLIT) {
+		for (uint32_t i = 0; i < r->split_n; i++) {
+			struct rshard *sh = &r->sh[r->tg[r->split_shard[i]]];
+
+			if (r->split_pos[i] < sh->nrows)
+				pktbuf_put_bytes(&pb, sh->rows[r->split_pos[i]].msg,
+						       sh->rows[r->split_pos[i]].len);
+		}
+	}
+	for (uint32_t i = 0; i < r->ntg; i++)
+		total += r->sh[r->tg[i]].count;
+	if (r->combine == RX_FIRST)
+		total = first->count;
+	if (first->counted)
+		snprintf(tag, sizeof(tag), "%s %llu", first->tag, (unsigned long long)total);
+	else
+		snprintf(tag, sizeof(tag), "%s", first->tag);
+	pktbuf_write_command_complete(&pb, tag);
+	return route_send(r, &pb);
+}
+
+static void
+route_after_error(struct route *r)
+{
+	if (!r->err_forwarded) {
+		if (r->sequential && r->after == RX_AFTER_STMT && r->ntg > 1)
+			route_detail_shards(r, &r->err, r->end_tag, 0, route_failed_at(r));
+		route_send_err(r, &r->err);
+	}
+	if (r->tx == 'T')
+		r->tx = 'E';
+	route_stmt_end(r, false);
+}
+
+/* A COMMIT failed on one shard: the later ones are rolled back, the client told which. */
+static void
+route_after_commit(struct route *r)
+{
+	uint32_t k = route_failed_at(r);
+	const char *rest[ROUTE_SHARDS_MAX];
+	uint32_t n = 0;
+	struct nk_error e;
+
+	r->commit_err = r->err;
+	r->commit_failed = true;
+	route_detail_shards(r, &r->commit_err, "The transaction was committed", 0, k);
+	for (uint32_t i = k + 1; i < r->ntg; i++)
+		rest[n++] = r->sh[r->tg[i]].uid;
+	r->tx = 'I';
+	if (n > 0 && route_exec_setup(r, rest, n, "ROLLBACK", &e)) {
+		r->combine = RX_QUIET;
+		r->after = RX_AFTER_ROLLBACK;
+		if (route_exec_start(r, &e))
+			return;
+	}
+	r->commit_failed = false;
+	route_send_err(r, &r->commit_err);
+	route_exec_reset(r);
+	route_stmt_end(r, false);
+}
+
+/* COMMIT / ROLLBACK went through on the shards (or a COMMIT failed). */
+static void
+route_after_tx(struct route *r)
+{
+	bool stop;
+
+	for (uint32_t i = 0; i < r->ntg; i++)
+		r->sh[r->tg[i]].in_tx = false;
+	if (r->after == RX_AFTER_COMMIT && r->has_err) {
+		route_after_commit(r);
+		return;
+	}
+	r->tx = 'I';
+	stop = r->commit_failed || r->has_err;
+	if (r->commit_failed)
+		route_send_err(r, &r->commit_err);
+	else if (r->has_err)
+		route_send_err(r, &r->err);
+	else if (!route_reply_tag(r, r->end_tag))
+		return;
+	r->commit_failed = false;
+	route_exec_reset(r);
+	route_stmt_end(r, !stop);
+}
+
+void
+route_exec_finished(struct route *r)
+{
+	if (r->s->state == SESS_ST_CLOSED)
+		return;
+	if (r->after == RX_AFTER_COMMIT || r->after == RX_AFTER_ROLLBACK) {
+		route_after_tx(r);
+		return;
+	}
+	if (r->has_err) {
+		route_after_error(r);
+		return;
+	}
+	if (!route_combine(r))
+		return;
+	if (r->after == RX_AFTER_SET && r->set_name != NULL) {
+		if (r->set_name[0] == '\0')
+			route_forget_sets(r);
+		else
+			route_remember_set(r, r->set_name, r->set_forget ? NULL : r->stmt_sql);
+	}
+	if (r->all_shards_ddl) {
+		r->cat_wait = shm_cat_request_refresh();
+		r->poll_deadline_us = sess_now_us() + ROUTE_CAT_WAIT_US;
+	}
+	route_exec_reset(r);
+	route_stmt_end(r, true);
+}
+
+static void
+route_finish_cb(evutil_socket_t fd, short what, void *arg)
+{
+	route_exec_finished(arg);
+}
+
+/* ---- client packets ---- */
+
+static bool
+route_on_query(struct route *r, const struct sbuf_pkt *pkt)
+{
+	struct session *s = r->s;
+	const char *sql;
+	struct nk_error err;
+
+	if (pkt->avail < pkt->len) {
+		if (sbuf_hold(&s->sb, pkt->len))
+			return true;
+		sess_fatal(s, "client sent too big packet");
+		return false;
+	}
+	sess_stats(r->s)->total_received += pkt->len;
+	if (!proto_parse_query(pkt->data + 5, pkt->len - 5, &sql, &err)) {
+		err.severity = NK_SEV_FATAL;
+		sess_close(s, err.message, &err);
+		return false;
+	}
+	free(r->query);
+	r->query = strdup(sql);
+	sbuf_skip(&s->sb, pkt->len);
+	if (r->query == NULL) {
+		sess_fatal(s, "out of memory");
+		return false;
+	}
+	r->busy = true;
+	r->in_cb = true;
+	rarena_reset(r->query_arena);
+	r->cur = 0;
+	if (!parse_split(r->query_arena, r->query, &r->spans, &r->nspans, &err)) {
+		(void)route_fail(r, &err);
+		route_query_end(r);
+	} else if (r->nspans == 0) {
+		struct pktbuf pb;
+
+		pktbuf_init(&pb, 8);
+		pktbuf_write_empty_query(&pb);
+		if (route_send(r, &pb))
+			route_query_end(r);
+	} else {
+		route_next(r);
+	}
+	r->in_cb = false;
+	return s->state != SESS_ST_CLOSED && !r->busy;
+}
+
+bool
+route_on_pkt(struct session *s, const struct sbuf_pkt *pkt)
+{
+	struct route *r = s->route;
+
+	switch (pkt->type) {
+	case 'Q':
+		return route_on_query(r, pkt);
+	case 'P':
+	case 'B':
+	case 'D':
+	case 'E':
+	case 'C':
+	case 'H':
+	case 'S':
+		return route_on_ext(r, pkt);
+	default:	/* CopyData / CopyDone / CopyFail outside COPY */
+		sbuf_skip(&s->sb, pkt->len);
+		return true;
+	}
+}
+
+/* ---- the session ---- */
+
+bool
+route_session_start(struct session *s)
+{
+	struct route *r;
+
+	if (route_cache == NULL && (route_cache = plan_cache_new(ROUTE_CACHE_ENTRIES)) == NULL)
+		return false;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return false;
+	r->s = s;
+	r->tx = 'I';
+	r->db = strdup(s->dbname);
+	r->arena = rarena_new();
+	r->query_arena = rarena_new();
+	r->ev = event_new(child_base(), -1, 0, route_finish_cb, r);
+	r->ev_poll = evtimer_new(child_base(), route_poll_cb, r);
+	if (r->db == NULL || r->arena == NULL || r->query_arena == NULL || r->ev == NULL ||
+	    r->ev_poll == NULL) {
+		s->route = r;
+		route_session_free(s);
+		return false;
+	}
+	plan_session_init(&r->ps, r->db);
+	s->route = r;
+	return true;
+}
+
+void
+route_session_free(struct session *s)
+{
+	struct route *r = s->route;
+
+	if (r == NULL)
+		return;
+	route_drop_links(r);
+	route_exec_reset(r);
+	route_forget_sets(r);
+	route_ext_free(r);
+	free(r->ext_msg);
+	if (r->ev != NULL)
+		event_free(r->ev);
+	if (r->ev_poll != NULL)
+		event_free(r->ev_poll);
+	rarena_free(r->arena);
+	rarena_free(r->query_arena);
+	free(r->db);
+	free(r->query);
+	free(r->begin_sql);
+	free(r->stmt_sql);
+	free(r->set_name);
+	free(r->split_shard);
+	free(r->split_pos);
+	free(r);
+	s->route = NULL;
+}

@@ -1,0 +1,538 @@
+/*
+ * route_exec.c - a routed session's shard links: per-shard pools (one struct cfg_database
+ * per shard built from its [shards] connection string), acquiring links for an exec,
+ * replaying the session's SETs and the lazy BEGIN on them, sending the statement, and
+ * reading the answers in plan order (see route_int.h). Entry points: route_shard(),
+ * route_exec_start(), route_release_links(), route_drop_links().
+ */
+#include "neki/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/log.h"
+#include "neki/pktbuf.h"
+#include "neki/proto.h"
+#include "route_int.h"
+#include "session_int.h"
+
+#define ROUTE_SET_SQL_MAX 8192
+
+/* ---- per-shard pools ---- */
+
+/* A [databases]-like entry for one shard, kept for the worker's life (pools borrow it). */
+struct rshard_db {
+	struct rshard_db *next;
+	const struct cfg *cfg;		/* counted reference */
+	char *uid, *client_db;
+	char name[192];
+	struct cfg_database d;
+};
+
+static struct rshard_db *shard_dbs;
+
+static const struct cfg_database *
+route_shard_db(const struct session *s, const struct cfg_shard *shd)
+{
+	struct rshard_db *e;
+
+	for (e = shard_dbs; e != NULL; e = e->next)
+		if (e->cfg == s->cfg && route_streq(e->uid, shd->uid) && route_streq(e->client_db, s->dbname))
+			return &e->d;
+	e = calloc(1, sizeof(*e));
+	if (e == NULL || (e->uid = strdup(shd->uid)) == NULL ||
+	    (e->client_db = strdup(s->dbname)) == NULL) {
+		if (e != NULL)
+			free(e->uid);
+		free(e);
+		return NULL;
+	}
+	e->cfg = s->cfg;
+	cfg_ref((struct cfg *)s->cfg);
+	e->d = *s->db;			/* pool settings of the logical database */
+	snprintf(e->name, sizeof(e->name), "%s@%s", s->dbname, shd->uid);
+	e->d.name = e->name;
+	e->d.dbname = shd->dbname != NULL ? shd->dbname : e->client_db;
+	e->d.host = shd->host;
+	e->d.port = shd->port > 0 ? shd->port : 5432;
+	e->d.user = shd->user;
+	e->d.password = shd->password;
+	e->d.connect_query = NULL;
+	e->d.topology = false;
+	e->next = shard_dbs;
+	shard_dbs = e;
+	return &e->d;
+}
+
+static bool route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
+			  const struct nk_error *err, void *ctx);
+static void route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *err);
+
+struct rshard *
+route_shard(struct route *r, const char *uid, struct nk_error *err)
+{
+	const struct session *s = r->s;
+	const struct cfg_shard *shd;
+	const struct cfg_database *d;
+	struct rshard *sh;
+	const char *user, *password;
+
+	for (uint32_t i = 0; i < r->nsh; i++)
+		if (route_streq(r->sh[i].uid, uid))
+			return &r->sh[i];
+	if (r->nsh == ROUTE_SHARDS_MAX || strlen(uid) >= PLAN_SHARD_MAX) {
+		nk_error_set(err, "54000", "too many shards in one session");
+		return NULL;
+	}
+	shd = cfg_shard_find(s->cfg, uid);
+	if (shd == NULL) {
+		nk_error_set(err, "08000", "shard \"%s\" is not declared in [shards]", uid);
+		return NULL;
+	}
+	if ((d = route_shard_db(s, shd)) == NULL) {
+		nk_error_set(err, "53200", "out of memory");
+		return NULL;
+	}
+	user = shd->user != NULL ? shd->user :
+	       (s->db->user != NULL && s->db->user[0] != '\0' ? s->db->user : s->user);
+	password = shd->password != NULL ? shd->password :
+		   (s->db->password != NULL ? s->db->password : s->secret);
+	sh = &r->sh[r->nsh];
+	memset(sh, 0, sizeof(*sh));
+	sh->sp = spool_get_or_create(s->cfg, d, d->name, user, password, err);
+	if (sh->sp == NULL)
+		return NULL;
+	sh->r = r;
+	strcpy(sh->uid, uid);
+	pool_waiter_init(&sh->waiter, route_pool_ready, route_link_cb, sh);
+	r->nsh++;
+	return sh;
+}
+
+/* ---- sending ---- */
+
+static bool
+route_link_query(struct link *l, const char *sql)
+{
+	struct pktbuf pb;
+	bool ok;
+
+	pktbuf_init(&pb, strlen(sql) + 8);
+	pktbuf_write_query(&pb, sql);
+	ok = !pktbuf_failed(&pb) && link_send(l, pb.buf, pb.len);
+	pktbuf_cleanup(&pb);
+	return ok;
+}
+
+/* The session's parameters and SETs on a link that just came from the pool. */
+static bool
+route_attach(struct rshard *sh, struct link *l)
+{
+	struct route *r = sh->r;
+	struct link_ext *ext = spool_link_ext(l);
+	char sql[ROUTE_SET_SQL_MAX];
+	size_t off;
+	int n;
+
+	sh->link = l;
+	sh->in_tx = false;
+	sh->swallow = 0;
+	if (ext == NULL)
+		return false;
+	sql[0] = '\0';
+	n = varcache_diff_sql(&r->s->vars, l, ext->search_path, sql, sizeof(sql));
+	if (n < 0)
+		return false;
+	off = strlen(sql);
+	for (uint32_t i = 0; i < r->nsets; i++) {
+		int w = snprintf(sql + off, sizeof(sql) - off, "%s;", r->sets[i]);
+
+		if (w < 0 || (size_t)w >= sizeof(sql) - off)
+			return false;
+		off += (size_t)w;
+	}
+	if (off == 0)
+		return true;
+	sh->swallow++;
+	return route_link_query(l, sql);
+}
+
+/* Send the statement of the current exec to <sh> (lazy BEGIN first inside a transaction). */
+static bool
+route_send_one(struct route *r, struct rshard *sh)
+{
+	if (r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->after == RX_AFTER_STMT) {
+		if (!route_link_query(sh->link, r->begin_sql))
+			return false;
+		sh->swallow++;
+		sh->in_tx = true;
+	}
+	sh->sent = true;
+	if (r->ext_exec && (r->after == RX_AFTER_STMT || r->after == RX_AFTER_SET))
+		return link_send(sh->link, r->ext_msg, r->ext_len);
+	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql);
+}
+
+static void
+route_fail_send(struct route *r, struct rshard *sh)
+{
+	struct nk_error e;
+
+	nk_error_set(&e, "08006", "could not send the statement to shard \"%s\"", sh->uid);
+	e.severity = NK_SEV_FATAL;
+	sess_close(r->s, e.message, &e);
+}
+
+/* Every target has a link: send (all of them, or the first when sequential). */
+static void
+route_exec_go(struct route *r)
+{
+	if (r->has_err) {		/* a link could not be had: nothing was sent */
+		event_active(r->ev, EV_TIMEOUT, 0);
+		return;
+	}
+	for (uint32_t i = 0; i < r->ntg; i++) {
+		struct rshard *sh = &r->sh[r->tg[i]];
+
+		if (!route_send_one(r, sh)) {
+			route_fail_send(r, sh);
+			return;
+		}
+		if (r->sequential)
+			break;
+	}
+	sbuf_continue(link_sbuf(r->sh[r->tg[0]].link));
+}
+
+static void
+route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *err)
+{
+	struct rshard *sh = w->ctx;
+	struct route *r = sh->r;
+
+	sh->waiting = false;
+	r->nwait--;
+	if (l == NULL) {
+		if (!r->has_err) {
+			r->err = *err;
+			r->err.severity = NK_SEV_ERROR;
+			r->has_err = true;
+		}
+	} else if (!route_attach(sh, l)) {
+		route_fail_send(r, sh);
+		return;
+	}
+	if (r->nwait == 0)
+		route_exec_go(r);
+}
+
+bool
+route_exec_start(struct route *r, struct nk_error *err)
+{
+	struct link *l;
+
+	r->pos = 0;
+	r->nwait = 0;
+	r->rowdesc_sent = r->has_err = r->err_forwarded = false;
+	for (uint32_t i = 0; i < r->ntg; i++) {
+		struct rshard *sh = &r->sh[r->tg[i]];
+
+		sh->target = true;
+		if (sh->link != NULL)
+			continue;
+		switch (pool_acquire(spool_pool(sh->sp), &sh->waiter, &l, err)) {
+		case POOL_GOT:
+			if (!route_attach(sh, l))
+				return nk_error_set(err, "08006", "could not prepare a link of "
+						    "shard \"%s\"", sh->uid);
+			break;
+		case POOL_QUEUED:
+			sh->waiting = true;
+			r->nwait++;
+			break;
+		case POOL_FAILED:
+			if (r->nwait > 0) {	/* the queued ones end the exec */
+				r->err = *err;
+				r->has_err = true;
+				return true;
+			}
+			return false;
+		}
+	}
+	if (r->nwait == 0)
+		route_exec_go(r);
+	return true;
+}
+
+/* ---- answers ---- */
+
+/* Whole packet needed: hold it (a too big one ends the session). */
+static bool
+route_need_whole(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (sbuf_hold(link_sbuf(l), pkt->len))
+		return true;
+	sess_fatal(r->s, "server sent too big packet");
+	return false;
+}
+
+static bool
+route_fwd(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+{
+	sess_stats(r->s)->total_sent += pkt->len;
+	sbuf_forward(link_sbuf(l), &r->s->sb, pkt->len);
+	return true;
+}
+
+static bool
+route_skip(struct link *l, const struct sbuf_pkt *pkt)
+{
+	sbuf_skip(link_sbuf(l), pkt->len);
+	return true;
+}
+
+/* Answers to an injected Query (SET replay, BEGIN): dropped up to their ReadyForQuery. */
+static bool
+route_swallow(struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (pkt->type == 'E')
+		log_warn("S: shard %s: an injected statement failed", sh->uid);
+	if (pkt->type == 'Z')
+		sh->swallow--;
+	return route_skip(l, pkt);
+}
+
+/* CommandComplete of a target. */
+static bool
+route_on_complete(struct route *r, struct rshard *sh, struct link *l,
+		  const struct sbuf_pkt *pkt)
+{
+	const char *tag;
+	struct nk_error e;
+	bool has_count;
+
+	if (r->combine == RX_PASS)
+		return route_fwd(r, l, pkt);
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (proto_parse_command_complete(pkt->data + 5, pkt->len - 5, &tag, &e)) {
+		route_tag_split(tag, sh->tag, sizeof(sh->tag), &sh->count, &has_count);
+		sh->counted = has_count;
+	}
+	return route_skip(l, pkt);
+}
+
+static bool
+route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	sh->failed = true;
+	if (r->combine == RX_PASS && !r->has_err) {
+		r->has_err = r->err_forwarded = true;
+		route_error_from_msg(pkt->data, pkt->avail, &r->err);
+		return route_fwd(r, l, pkt);
+	}
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (!r->has_err) {
+		route_error_from_msg(pkt->data, pkt->len, &r->err);
+		r->has_err = true;
+	}
+	return route_skip(l, pkt);
+}
+
+/* RX_SPLIT: keep the DataRow to put it back in input order at the end. */
+static bool
+route_keep_row(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	struct rrow *nr;
+
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (sh->nrows == sh->caprows) {
+		uint32_t ncap = sh->caprows ? sh->caprows * 2 : 16;
+
+		nr = realloc(sh->rows, ncap * sizeof(*nr));
+		if (nr == NULL) {
+			sess_fatal(r->s, "out of memory");
+			return false;
+		}
+		sh->rows = nr;
+		sh->caprows = ncap;
+	}
+	nr = &sh->rows[sh->nrows];
+	if ((nr->msg = malloc(pkt->len)) == NULL) {
+		sess_fatal(r->s, "out of memory");
+		return false;
+	}
+	memcpy(nr->msg, pkt->data, pkt->len);
+	nr->len = pkt->len;
+	sh->nrows++;
+	return route_skip(l, pkt);
+}
+
+/* ParameterStatus: the client wants that value from now on (forwarded once). */
+static bool
+route_on_param(struct route *r, struct link *l, const struct sbuf_pkt *pkt, bool first)
+{
+	struct proto_param p;
+	struct nk_error e;
+
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (proto_parse_parameter_status(pkt->data + 5, pkt->len - 5, &p, &e) &&
+	    varcache_index(p.name) >= 0)
+		(void)varcache_set(&r->s->vars, p.name, p.value);
+	return first && r->combine != RX_QUIET ? route_fwd(r, l, pkt) : route_skip(l, pkt);
+}
+
+/* The target being read reached its ReadyForQuery. */
+static bool
+route_target_done(struct route *r, struct rshard *sh, struct link *l,
+		  const struct sbuf_pkt *pkt)
+{
+	route_skip(l, pkt);
+	sh->done = true;
+	r->pos++;
+	if (r->pos < r->ntg && !(r->sequential && sh->failed)) {
+		struct rshard *next = &r->sh[r->tg[r->pos]];
+
+		if (r->sequential && !route_send_one(r, next)) {
+			route_fail_send(r, next);
+			return false;
+		}
+		sbuf_continue(link_sbuf(next->link));
+		return true;
+	}
+	r->pos = r->ntg;
+	event_active(r->ev, EV_TIMEOUT, 0);
+	return true;
+}
+
+static bool
+route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	bool first = r->tg[0] == (uint32_t)(sh - r->sh);
+
+	switch (pkt->type) {
+	case 'Z':
+		return route_target_done(r, sh, l, pkt);
+	case 'C':
+		return route_on_complete(r, sh, l, pkt);
+	case 'E':
+		return route_on_error(r, sh, l, pkt);
+	case 'S':
+		return route_on_param(r, l, pkt, first);
+	case '1':
+	case '2':
+		return route_skip(l, pkt);
+	case 't':
+		if (r->combine == RX_QUIET || r->ext_portal_describe || !first)
+			return route_skip(l, pkt);
+		return route_fwd(r, l, pkt);
+	case 'T':
+	case 'n':
+		if (r->combine == RX_QUIET || r->rowdesc_sent ||
+		    (r->combine == RX_FIRST && !first))
+			return route_skip(l, pkt);
+		r->rowdesc_sent = true;
+		return route_fwd(r, l, pkt);
+	case 'D':
+		if (r->combine == RX_SPLIT)
+			return route_keep_row(r, sh, l, pkt);
+		if (r->combine == RX_QUIET || (r->combine == RX_FIRST && !first))
+			return route_skip(l, pkt);
+		return route_fwd(r, l, pkt);
+	case 'I':
+		return r->combine == RX_PASS ? route_fwd(r, l, pkt) : route_skip(l, pkt);
+	default:	/* notices, notifications, COPY out */
+		return r->combine == RX_QUIET ? route_skip(l, pkt) : route_fwd(r, l, pkt);
+	}
+}
+
+static bool
+route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
+	      const struct nk_error *err, void *ctx)
+{
+	struct rshard *sh = ctx;
+	struct route *r = sh->r;
+
+	if (ev == LINK_EV_BROKEN) {
+		struct nk_error e;
+
+		sh->link = NULL;
+		nk_error_set(&e, "08006", "the connection to shard \"%s\" was lost: %s", sh->uid,
+			     err != NULL ? err->message : "server conn crashed?");
+		e.severity = NK_SEV_FATAL;
+		sess_close(r->s, e.message, &e);
+		return false;
+	}
+	if (sh->link != l || r->s->state == SESS_ST_CLOSED)
+		return route_skip(l, pkt);
+	if (sh->swallow > 0)
+		return route_swallow(sh, l, pkt);
+	if (!sh->target || sh->done || r->pos >= r->ntg || r->tg[r->pos] != (uint32_t)(sh - r->sh))
+		return false;	/* not its turn: paused until it is */
+	return route_on_answer(r, sh, l, pkt);
+}
+
+/* ---- release ---- */
+
+void
+route_exec_reset(struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		struct rshard *sh = &r->sh[i];
+
+		sh->target = sh->sent = sh->done = sh->failed = false;
+		free(sh->sql);
+		sh->sql = NULL;
+		sh->count = 0;
+		sh->counted = false;
+		sh->tag[0] = '\0';
+		for (uint32_t k = 0; k < sh->nrows; k++)
+			free(sh->rows[k].msg);
+		free(sh->rows);
+		sh->rows = NULL;
+		sh->nrows = sh->caprows = 0;
+	}
+	r->ntg = r->pos = 0;
+}
+
+void
+route_release_links(struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		struct rshard *sh = &r->sh[i];
+		struct link *l = sh->link;
+
+		if (l == NULL || sh->swallow > 0)
+			continue;
+		sh->link = NULL;
+		sh->in_tx = false;
+		pool_release(l, link_tx_status(l) == 'I' ? NULL :
+			     "client disconnect while server was not ready");
+	}
+}
+
+void
+route_drop_links(struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		struct rshard *sh = &r->sh[i];
+		struct link *l = sh->link;
+
+		if (sh->waiting)
+			pool_cancel_wait(&sh->waiter);
+		sh->waiting = false;
+		sh->link = NULL;
+		if (l == NULL)
+			continue;
+		if (r->busy || sh->swallow > 0 || link_tx_status(l) != 'I')
+			link_close(l, true, "client disconnect while server was not ready");
+		else
+			pool_release(l, NULL);
+	}
+}

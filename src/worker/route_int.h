@@ -1,0 +1,220 @@
+/*
+ * route_int.h - the executor of sharded databases (a session whose [databases] entry has
+ * topology=yes): shared by src/worker/route*.c and the session hooks only.
+ *
+ * A routed session plans every statement with the router (plan.h) and runs the plan on
+ * links of per-shard pools, one struct rshard per shard it uses. route.c is the session
+ * glue and the statement loop (split, normalise, cache, plan, router actions); route_exec.c
+ * acquires links, sends to shards and reads their answers; route_sql.c builds per-shard
+ * texts (INSERT split), reads command tags and shard errors.
+ *
+ * Execution of one statement ("exec"): a list of target shards in plan order. Parallel
+ * execs send to every target first and then read the answers target by target (the links
+ * not being read are paused, so the answers arrive in plan order); sequential execs send
+ * to the next target only after the previous one answered without error. How the answers
+ * combine is enum rx_combine. The router owns ReadyForQuery: the shards' own are consumed.
+ */
+#ifndef NEKI_WORKER_ROUTE_INT_H
+#define NEKI_WORKER_ROUTE_INT_H
+
+#include "neki/base.h"
+
+#include <string.h>
+
+#include "neki/error.h"
+#include "neki/parse.h"
+#include "neki/plan.h"
+#include "neki/pool.h"
+#include "neki/sbuf.h"
+#include "neki/shm.h"
+
+struct session;
+struct spool;
+struct event;
+
+#define ROUTE_SHARDS_MAX 32	/* shards one session may use */
+#define ROUTE_SETS_MAX 32	/* session SETs replayed on new links */
+
+/* How the answers of an exec's targets reach the client. */
+enum rx_combine {
+	RX_PASS = 0,	/* one target: everything forwarded as the shard sends it */
+	RX_SUM,		/* rows concatenated, CommandComplete counts summed */
+	RX_FIRST,	/* rows and tag of the first target only (DDL, every copy, SET) */
+	RX_SPLIT,	/* INSERT split: counts summed, RETURNING rows back in input order */
+	RX_QUIET,	/* nothing forwarded (COMMIT / ROLLBACK on the shards) */
+};
+
+/* A DataRow kept for reordering (RX_SPLIT). */
+struct rrow {
+	uint8_t *msg;		/* owned: the whole message */
+	uint32_t len;
+};
+
+/* A statement of the extended protocol (Parse), by client name. */
+struct rstmt {
+	struct rstmt *next;
+	char *name, *query;		/* owned */
+	uint8_t *oids;			/* owned: noids big-endian uint32 */
+	uint16_t noids;
+};
+
+/* The bound portal (Bind): its statement's text and the Bind after the two names. */
+struct rportal {
+	bool valid;
+	bool describe;			/* Describe P arrived: answered with the Execute */
+	char *name, *query;		/* owned */
+	uint8_t *oids;			/* owned */
+	uint16_t noids;
+	uint8_t *bind_rest;		/* owned: formats, values, result formats */
+	size_t bind_len;
+};
+
+/* One shard the session uses. */
+struct rshard {
+	struct route *r;		/* back pointer */
+	char uid[PLAN_SHARD_MAX];
+	struct spool *sp;		/* borrowed: the pool for (shard, user) */
+	struct link *link;		/* weak: held link, NULL when none */
+	struct pool_waiter waiter;
+	bool waiting;			/* queued in the pool */
+	bool in_tx;			/* BEGIN was sent in the current transaction */
+	uint32_t swallow;		/* injected Queries whose answers are dropped */
+	/* the current exec */
+	bool target, sent, done, failed;
+	char *sql;			/* owned: per-shard text (INSERT split); NULL = statement */
+	uint64_t count;			/* rows of its CommandComplete */
+	bool counted;			/* its tag had a row count */
+	char tag[64];			/* its CommandComplete tag without the count */
+	struct rrow *rows;		/* RX_SPLIT */
+	uint32_t nrows, caprows;
+};
+
+/* What the current exec does once every target answered. */
+enum rx_after {
+	RX_AFTER_STMT = 0,	/* a statement: combine, next statement */
+	RX_AFTER_COMMIT,	/* COMMIT on the shards */
+	RX_AFTER_ROLLBACK,	/* ROLLBACK on the shards (also after a failed COMMIT) */
+	RX_AFTER_SET,		/* a session SET ran: remember it for new links */
+};
+
+struct route {
+	struct session *s;		/* borrowed */
+	struct rarena *arena;		/* owned: per statement */
+	struct plan_session ps;		/* __neki.* settings */
+	char *db;			/* owned: database name in the topology */
+	struct rshard sh[ROUTE_SHARDS_MAX];
+	uint32_t nsh;
+	char tx;			/* 'I', 'T' or 'E' as the client sees it */
+	char *begin_sql;		/* owned: BEGIN text sent lazily to each shard */
+	char *sets[ROUTE_SETS_MAX];	/* owned: session SET statements, replayed on new links */
+	char *set_names[ROUTE_SETS_MAX];
+	uint32_t nsets;
+	uint64_t cat_wait;		/* catalog refresh to wait for before planning (0 none) */
+	struct event *ev;		/* owned: deferred end of an exec */
+	struct event *ev_poll;		/* owned: catalog refresh poll timer */
+	uint64_t poll_deadline_us;	/* give up waiting for the catalog then */
+	bool in_cb;			/* inside the client's packet callback */
+	bool busy;			/* a Query is being executed */
+	bool ext_failed;		/* extended protocol: an error, skip up to Sync */
+	struct rstmt *stmts;		/* owned: extended-protocol statements */
+	struct rportal portal;		/* the (one) bound portal */
+	bool ext_exec;			/* the current exec runs an extended-protocol batch */
+	bool ext_portal_describe;	/* ... that only describes a portal (no 't') */
+	bool sync_pending;		/* Sync waits for that describe */
+	uint8_t *ext_msg;		/* owned: the messages every target gets */
+	size_t ext_len;
+	/* the Query being executed */
+	char *query;			/* owned: its text */
+	struct parse_span *spans;	/* in query_arena */
+	uint32_t nspans, cur;
+	struct rarena *query_arena;	/* owned: spans of the current Query */
+	/* the current exec */
+	uint32_t tg[ROUTE_SHARDS_MAX];	/* shard numbers, in plan order */
+	uint32_t ntg, pos, nwait;
+	bool sequential;
+	enum rx_combine combine;
+	enum rx_after after;
+	bool rowdesc_sent;
+	bool has_err;
+	bool err_forwarded;		/* RX_PASS: the shard's ErrorResponse went to the client */
+	struct nk_error err;		/* first error of the exec */
+	char *stmt_sql;			/* owned: the statement text sent to the shards */
+	char *set_name;			/* owned: RX_AFTER_SET: the parameter name (NULL: RESET ALL) */
+	uint32_t *split_shard;		/* owned: RX_SPLIT: input row -> target index */
+	uint32_t *split_pos;		/* owned: RX_SPLIT: input row -> row of that target */
+	uint32_t split_n;
+	char end_tag[64];		/* tag to send when the exec ends (COMMIT, ROLLBACK) */
+	bool all_shards_ddl;		/* DDL on every shard: refresh the catalog after it */
+	bool set_forget;		/* RX_AFTER_SET: RESET name (forget it) */
+	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
+	struct nk_error commit_err;	/* what the client is told then */
+};
+
+static inline bool
+route_streq(const char *a, const char *b)
+{
+	return strcmp(a, b) == 0;
+}
+
+/* ---- route.c ---- */
+
+/* Make <s> a routed session (login of a topology=yes database); false on no memory. */
+NK_MUSTCHECK bool route_session_start(struct session *s);
+/* Give back its links and memory (session close). */
+void route_session_free(struct session *s);
+
+/* A client packet of a routed session (the session's sess_on_work_pkt hands it over). */
+bool route_on_pkt(struct session *s, const struct sbuf_pkt *pkt);
+/* The current exec ended (deferred from the last answer): combine and go on. */
+void route_exec_finished(struct route *r);
+/* Send <pb> (freed) to the client; false when the client is gone (the session is closed). */
+NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
+
+/* Normalise and analyse <sql> (cached): syntax errors at Parse. */
+NK_MUSTCHECK bool route_analyse(struct route *r, const char *sql, struct nk_error *err);
+/* Plan <sql> with bound <params> and run it with r->ext_msg; false when the session closed. */
+bool route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
+		   uint32_t nparams);
+/* Send r->ext_msg (Parse + Describe S + Sync) to one shard holding the tables of <sql>. */
+bool route_describe_stmt(struct route *r, const char *sql);
+
+/* ---- route_ext.c ---- */
+
+/* Parse / Bind / Describe / Execute / Close / Sync / Flush of a routed session. */
+bool route_on_ext(struct route *r, const struct sbuf_pkt *pkt);
+/* The Sync that waited for an exec. */
+bool route_ext_sync(struct route *r);
+void route_ext_free(struct route *r);
+
+/* ---- route_exec.c ---- */
+
+/* The rshard of <uid> (added when new); NULL when too many or the shard is not declared. */
+struct rshard *route_shard(struct route *r, const char *uid, struct nk_error *err);
+/* Start the exec set up in r->tg/ntg/...: acquire links, send. False: nothing was sent. */
+NK_MUSTCHECK bool route_exec_start(struct route *r, struct nk_error *err);
+/* Give back every link (outside a transaction) / break them at session close. */
+void route_release_links(struct route *r);
+void route_drop_links(struct route *r);
+/* Clear the per-exec state of every shard. */
+void route_exec_reset(struct route *r);
+
+/* ---- route_sql.c ---- */
+
+/*
+ * Split INSERT ... VALUES <sql> into prefix, rows and suffix: <starts>/<lens> receive up to
+ * <max> row spans (each "(...)"), *<n> the row count. False when the text has no VALUES list.
+ */
+bool route_values_rows(const char *sql, uint32_t *starts, uint32_t *lens, uint32_t max,
+		       uint32_t *n);
+/* <sql> with only the VALUES rows <rows>[0..n) (malloc'd; NULL on no memory). */
+char *route_insert_part(const char *sql, const uint32_t *starts, const uint32_t *lens,
+			uint32_t nall, const uint32_t *rows, uint32_t n);
+/* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
+void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
+/* Read an ErrorResponse message (whole, with type and length) into <out>. */
+void route_error_from_msg(const uint8_t *msg, uint32_t len, struct nk_error *out);
+/* Append "<word> on shards a, b" of the targets [0, upto) to <err>'s DETAIL. */
+void route_detail_shards(struct route *r, struct nk_error *err, const char *what,
+			 uint32_t from, uint32_t upto);
+
+#endif /* NEKI_WORKER_ROUTE_INT_H */

@@ -1,0 +1,241 @@
+/*
+ * route_sql.c - texts of a routed session: the VALUES rows of an INSERT (a lexical scan
+ * that knows quotes, dollar quotes, comments and parentheses) to build each shard's part of
+ * a split INSERT, CommandComplete tags, ErrorResponses of shards, and the DETAIL naming
+ * the shards a statement reached. Pure functions of their arguments.
+ */
+#include "neki/base.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "neki/proto.h"
+#include "route_int.h"
+
+/* End of the quoted / commented token starting at <p> (or p itself when not one). */
+static const char *
+rsql_skip_token(const char *sql, const char *p)
+{
+	if (p[0] == '-' && p[1] == '-') {
+		while (*p != '\0' && *p != '\n')
+			p++;
+		return p;
+	}
+	if (p[0] == '/' && p[1] == '*') {
+		const char *e = strstr(p + 2, "*/");
+
+		return e != NULL ? e + 2 : p + strlen(p);
+	}
+	if (*p == '\'' || *p == '"') {
+		char q = *p++;
+		bool esc = q == '\'' && p - 1 > sql && (p[-2] == 'e' || p[-2] == 'E');
+
+		for (; *p != '\0'; p++) {
+			if (esc && *p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == q && p[1] == q)
+				p++;
+			else if (*p == q)
+				return p + 1;
+		}
+		return p;
+	}
+	if (*p == '$') {
+		const char *t = p + 1;
+
+		while (isalnum((unsigned char)*t) || *t == '_')
+			t++;
+		if (*t == '$' && !isdigit((unsigned char)p[1])) {
+			size_t tl = (size_t)(t - p) + 1;
+			const char *e = p + tl;
+
+			while ((e = strchr(e, '$')) != NULL && strncmp(e, p, tl) != 0)
+				e++;
+			return e != NULL ? e + tl : p + strlen(p);
+		}
+	}
+	return p;
+}
+
+static bool
+rsql_word_at(const char *sql, const char *p, const char *word)
+{
+	size_t n = strlen(word);
+
+	return strncasecmp(p, word, n) == 0 && !isalnum((unsigned char)p[n]) && p[n] != '_' &&
+	       (p == sql || (!isalnum((unsigned char)p[-1]) && p[-1] != '_'));
+}
+
+/* The first top-level VALUES keyword of <sql>, or NULL. */
+static const char *
+rsql_find_values(const char *sql)
+{
+	int depth = 0;
+
+	for (const char *p = sql; *p != '\0';) {
+		const char *e = rsql_skip_token(sql, p);
+
+		if (e != p) {
+			p = e;
+			continue;
+		}
+		if (*p == '(')
+			depth++;
+		else if (*p == ')')
+			depth--;
+		else if (depth == 0 && rsql_word_at(sql, p, "values"))
+			return p + 6;
+		p++;
+	}
+	return NULL;
+}
+
+/* The ")" closing the "(" at <p>, or NULL. */
+static const char *
+rsql_close_paren(const char *sql, const char *p)
+{
+	int depth = 0;
+
+	while (*p != '\0') {
+		const char *e = rsql_skip_token(sql, p);
+
+		if (e != p) {
+			p = e;
+			continue;
+		}
+		if (*p == '(')
+			depth++;
+		else if (*p == ')' && --depth == 0)
+			return p;
+		p++;
+	}
+	return NULL;
+}
+
+static const char *
+rsql_skip_blank(const char *sql, const char *p)
+{
+	for (;;) {
+		const char *e;
+
+		while (isspace((unsigned char)*p))
+			p++;
+		if ((p[0] == '-' && p[1] == '-') || (p[0] == '/' && p[1] == '*')) {
+			e = rsql_skip_token(sql, p);
+			p = e;
+			continue;
+		}
+		return p;
+	}
+}
+
+bool
+route_values_rows(const char *sql, uint32_t *starts, uint32_t *lens, uint32_t max, uint32_t *n)
+{
+	const char *p = rsql_find_values(sql);
+
+	*n = 0;
+	if (p == NULL)
+		return false;
+	for (;;) {
+		const char *close;
+
+		p = rsql_skip_blank(sql, p);
+		if (*p != '(' || (close = rsql_close_paren(sql, p)) == NULL || *n == max)
+			return false;
+		starts[*n] = (uint32_t)(p - sql);
+		lens[*n] = (uint32_t)(close + 1 - p);
+		(*n)++;
+		p = rsql_skip_blank(sql, close + 1);
+		if (*p != ',')
+			return true;
+		p++;
+	}
+}
+
+char *
+route_insert_part(const char *sql, const uint32_t *starts, const uint32_t *lens, uint32_t nall,
+		  const uint32_t *rows, uint32_t n)
+{
+	size_t head = starts[0], tail_at = starts[nall - 1] + lens[nall - 1];
+	size_t size = head + strlen(sql + tail_at) + 1, off;
+	char *out;
+
+	for (uint32_t i = 0; i < n; i++)
+		size += lens[rows[i]] + 2;
+	if ((out = malloc(size)) == NULL)
+		return NULL;
+	memcpy(out, sql, head);
+	off = head;
+	for (uint32_t i = 0; i < n; i++) {
+		if (i > 0) {
+			memcpy(out + off, ", ", 2);
+			off += 2;
+		}
+		memcpy(out + off, sql + starts[rows[i]], lens[rows[i]]);
+		off += lens[rows[i]];
+	}
+	strcpy(out + off, sql + tail_at);
+	return out;
+}
+
+void
+route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count)
+{
+	const char *sp = strrchr(tag, ' ');
+	size_t n;
+
+	*has_count = false;
+	*count = 0;
+	if (sp != NULL && sp[1] != '\0' && strspn(sp + 1, "0123456789") == strlen(sp + 1)) {
+		*has_count = true;
+		*count = strtoull(sp + 1, NULL, 10);
+		n = (size_t)(sp - tag);
+	} else {
+		n = strlen(tag);
+	}
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(head, tag, n);
+	head[n] = '\0';
+}
+
+void
+route_error_from_msg(const uint8_t *msg, uint32_t len, struct nk_error *out)
+{
+	struct proto_server_error se;
+	struct nk_error e;
+
+	nk_error_set(out, "XX000", "a shard failed");
+	if (len < 5 || !proto_parse_server_error(msg + 5, len - 5, &se, &e))
+		return;
+	proto_server_error_to_nk(&se, out);
+	out->severity = NK_SEV_ERROR;
+}
+
+void
+route_detail_shards(struct route *r, struct nk_error *err, const char *what, uint32_t from,
+		    uint32_t upto)
+{
+	size_t off = strlen(err->detail);
+	int w;
+
+	if (off > 0 && off + 1 < sizeof(err->detail)) {
+		err->detail[off++] = ' ';
+		err->detail[off] = '\0';
+	}
+	if (from >= upto) {
+		w = snprintf(err->detail + off, sizeof(err->detail) - off, "%s on no shard.", what);
+		(void)w;
+		return;
+	}
+	w = snprintf(err->detail + off, sizeof(err->detail) - off, "%s on shard%s ", what,
+		     upto - from > 1 ? "s" : "");
+	for (uint32_t i = from; i < upto && w > 0 && (size_t)w < sizeof(err->detail) - off; i++) {
+		off += (size_t)w;
+		w = snprintf(err->detail + off, sizeof(err->detail) - off, "%s%s%s",
+			     i > from ? ", " : "", r->sh[r->tg[i]].uid, i + 1 == upto ? "." : "");
+	}
+}

@@ -1,0 +1,349 @@
+"""
+Statement routing through neki (issue 6's executor): one storefront database on every server of the session's
+cluster, one neki in front of it whose [databases] entry is topology=yes, the storefront
+topology (etc/topology-storefront.json, authority on the `auth` server) applied through
+the admin port, and the schema created through neki (DDL runs on every shard). The
+`reference` server gets the same schema directly: compare() runs one SQL text on both.
+"""
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+
+from conftest import Neki, wait_until
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+SCHEMA = [
+    "CREATE TABLE countries (code text PRIMARY KEY, name text NOT NULL)",
+    "CREATE TABLE customers (id bigint PRIMARY KEY, name text NOT NULL, "
+    "country text REFERENCES countries)",
+    "CREATE TABLE orders (customer_id bigint NOT NULL, id bigint NOT NULL, "
+    "status text NOT NULL DEFAULT 'new', total numeric(10,2), PRIMARY KEY (customer_id, id))",
+    "CREATE TABLE order_items (customer_id bigint NOT NULL, order_id bigint NOT NULL, "
+    "line int NOT NULL, sku text NOT NULL, qty int NOT NULL CHECK (qty > 0), "
+    "PRIMARY KEY (customer_id, order_id, line))",
+    "CREATE TABLE products (sku text PRIMARY KEY, name text NOT NULL, price numeric(10,2))",
+]
+
+
+def topology(db):
+    doc = json.loads((REPO / "etc" / "topology-storefront.json").read_text())
+    doc["databases"] = {db: doc["databases"]["store"]}
+    return doc
+
+
+def lit(value):
+    return "'" + value.replace("'", "''") + "'"
+
+
+class Store:
+    """The routed database: neki instance, cluster, database name and helpers."""
+
+    def __init__(self, cluster, inst, db):
+        self.cluster, self.neki, self.db = cluster, inst, db
+
+    def connect(self, **kw):
+        return self.neki.connect(dbname=self.db, **kw)
+
+    def ref(self):
+        return self.cluster.connect("reference", dbname=self.db)
+
+    def run(self, sql, params=None):
+        """Run on neki with client-side binding (simple protocol); rows or None."""
+        with self.connect() as conn:
+            cur = psycopg.ClientCursor(conn)
+            cur.execute(sql, params)
+            return cur.fetchall() if cur.description is not None else None
+
+    def both(self, sql, params=None):
+        """Run <sql> through neki and on the reference server; return (neki, reference)
+        as (status, rows) where rows are sorted unless the SQL orders them."""
+        out = []
+        for connect in (self.connect, self.ref):
+            with connect() as conn:
+                cur = psycopg.ClientCursor(conn)
+                try:
+                    cur.execute(sql, params)
+                    rows = cur.fetchall() if cur.description is not None else None
+                    out.append((cur.statusmessage, rows))
+                except psycopg.Error as e:
+                    out.append(("ERROR " + (e.diag.sqlstate or ""), None))
+        return out
+
+    def compare(self, sql, params=None, ordered=False):
+        got, want = self.both(sql, params)
+        if not ordered:
+            got = (got[0], sorted(got[1], key=repr) if got[1] is not None else None)
+            want = (want[0], sorted(want[1], key=repr) if want[1] is not None else None)
+        assert got == want, f"{sql}: neki {got} != reference {want}"
+        return got[1]
+
+    def shard_rows(self, server, sql):
+        return self.cluster.sql(server, sql, dbname=self.db)
+
+    def placement(self, table, key):
+        """{server: [key values]} of <table> on each data shard, read directly."""
+        return {s: [r[0] for r in self.shard_rows(s, f"SELECT {key} FROM {table}")]
+                for s in self.cluster.shards}
+
+
+@pytest.fixture(scope="module")
+def store(pg_cluster):
+    if psycopg is None:
+        pytest.skip("python3-psycopg is not installed")
+    db = f"store_{os.getpid()}"
+    for server in pg_cluster.servers:
+        pg_cluster.sql(server, f'CREATE DATABASE "{db}"')
+    auth = f"auth = host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"
+    inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction"},
+                databases={db: f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db} "
+                               "topology=yes"},
+                shards=pg_cluster.shards_section(dbname=db) + "\n" + auth)
+    try:
+        inst.start()
+        with inst.admin_connect() as conn:
+            doc = json.dumps(topology(db))
+            conn.execute(f"SELECT * FROM __neki.set_data_topology({lit(doc)}, true)")
+        st = Store(pg_cluster, inst, db)
+
+        def routed():
+            try:
+                with st.connect() as conn:
+                    conn.execute("SET __neki.fanout = scatter")
+                    return True
+            except psycopg.Error:
+                return False
+        wait_until(routed, 10, what="neki routes the storefront database")
+        for sql in SCHEMA:
+            st.run(sql)
+            with st.ref() as conn:
+                conn.execute(sql)
+        yield st
+    finally:
+        problems = inst.cleanup()
+        for server in pg_cluster.servers:
+            try:
+                pg_cluster.sql(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+            except Exception:
+                pass
+        assert not problems, "\n".join(problems)
+
+
+# ---- tests ----------------------------------------------------------------------------
+
+CUSTOMERS = [(i, f"customer {i}", "FR" if i % 2 else "DE") for i in range(1, 41)]
+
+
+@pytest.fixture(scope="module")
+def loaded(store):
+    """Countries, customers, orders and items loaded through neki and on the reference."""
+    sqls = ["INSERT INTO countries VALUES ('FR', 'France'), ('DE', 'Germany')"]
+    sqls.append("INSERT INTO customers VALUES " + ", ".join(
+        f"({i}, '{n}', '{c}')" for i, n, c in CUSTOMERS))
+    for i, _, _ in CUSTOMERS:
+        sqls.append(f"INSERT INTO orders VALUES ({i}, {i * 10}, 'paid', {i}.50), "
+                    f"({i}, {i * 10 + 1}, 'new', {i * 2})")
+        sqls.append(f"INSERT INTO order_items VALUES ({i}, {i * 10}, 1, 'SKU-{i}', 2)")
+    for sql in sqls:
+        got, want = store.both(sql)
+        assert got == want, sql
+    return store
+
+
+def test_single_shard_reads_match_reference(loaded):
+    for cid in (1, 7, 23, 40):
+        loaded.compare(f"SELECT * FROM customers WHERE id = {cid}")
+        loaded.compare(f"SELECT * FROM orders WHERE customer_id = {cid} ORDER BY id",
+                       ordered=True)
+        loaded.compare(f"SELECT o.id, i.sku, i.qty FROM orders o JOIN order_items i "
+                       f"ON i.customer_id = o.customer_id AND i.order_id = o.id "
+                       f"WHERE o.customer_id = {cid}")
+        loaded.compare(f"SELECT c.name, k.name FROM customers c JOIN countries k "
+                       f"ON k.code = c.country WHERE c.id = {cid}")
+    loaded.compare("SELECT * FROM customers WHERE id = 999")
+
+
+def test_shard_set_and_scatter_concatenate(loaded):
+    loaded.compare("SELECT id, name FROM customers WHERE id IN (1, 2, 3, 17, 33)")
+    loaded.compare("SELECT * FROM orders WHERE customer_id = ANY(ARRAY[4, 5, 6])")
+    loaded.compare("SELECT id FROM customers")
+    loaded.compare("SELECT customer_id, id FROM orders WHERE status = 'paid'")
+
+
+def test_cross_shard_merge_is_refused_not_wrong(loaded):
+    for sql in ("SELECT count(*) FROM customers", "SELECT id FROM customers ORDER BY id",
+                "SELECT id FROM customers LIMIT 3"):
+        with pytest.raises(psycopg.Error) as ei:
+            loaded.run(sql)
+        assert ei.value.diag.sqlstate in ("0A000", "NK013"), sql
+    # on one shard the same shapes are fine
+    loaded.compare("SELECT count(*), max(total) FROM orders WHERE customer_id = 3")
+
+
+def test_placement_follows_the_routing_value(loaded):
+    rows = loaded.placement("customers", "id")
+    assert sorted(sum(rows.values(), [])) == [c[0] for c in CUSTOMERS]
+    assert sum(1 for v in rows.values() if v) >= 3     # spread over the shards
+    for server, ids in rows.items():
+        for cid in ids:
+            plan = loaded.run(f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) "
+                              f"SELECT * FROM customers WHERE id = {cid}")
+            assert any(server in r[0] for r in plan), (cid, server, plan)
+        # co-located: orders and items of those customers on the same shard
+        orders = loaded.shard_rows(server, "SELECT DISTINCT customer_id FROM orders")
+        assert sorted(r[0] for r in orders) == sorted(ids)
+        items = loaded.shard_rows(server, "SELECT DISTINCT customer_id FROM order_items")
+        assert sorted(r[0] for r in items) == sorted(ids)
+    # reference table: a copy on every shard
+    for server in loaded.cluster.shards:
+        assert loaded.shard_rows(server, "SELECT count(*) FROM countries") == [(2,)]
+
+
+def test_writes_and_multi_row_insert_split(loaded):
+    loaded.compare("UPDATE orders SET status = 'shipped' WHERE customer_id = 5 AND id = 50")
+    loaded.compare("SELECT status FROM orders WHERE customer_id = 5")
+    loaded.compare("INSERT INTO customers VALUES (101, 'a', 'FR'), (102, 'b', 'DE'), "
+                   "(103, 'c', 'FR'), (104, 'd', 'DE') RETURNING id, name", ordered=True)
+    loaded.compare("UPDATE customers SET name = name || '!' WHERE id IN (101, 102, 103)")
+    loaded.compare("DELETE FROM customers WHERE id IN (101, 102, 103, 104)")
+    loaded.compare("SELECT id FROM customers WHERE id IN (101, 102, 103, 104)")
+
+
+def test_reference_table_write_reaches_every_copy(loaded):
+    loaded.compare("INSERT INTO countries VALUES ('IT', 'Italy')")
+    for server in loaded.cluster.shards:
+        assert loaded.shard_rows(server, "SELECT name FROM countries WHERE code = 'IT'") == \
+            [("Italy",)]
+    loaded.compare("DELETE FROM countries WHERE code = 'IT'")
+    for server in loaded.cluster.shards:
+        assert loaded.shard_rows(server, "SELECT count(*) FROM countries") == [(2,)]
+
+
+def test_transaction_over_two_shards_commit_and_rollback(loaded):
+    a, b = 1, 2
+    servers = {s for s, ids in loaded.placement("customers", "id").items()
+               if a in ids or b in ids}
+    assert len(servers) == 2
+    with loaded.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("BEGIN")
+        cur.execute(f"UPDATE customers SET name = 'tx' WHERE id = {a}")
+        cur.execute(f"UPDATE customers SET name = 'tx' WHERE id = {b}")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        cur.execute("ROLLBACK")
+        cur.execute(f"SELECT name FROM customers WHERE id IN ({a}, {b})")
+        assert sorted(cur.fetchall()) == [("customer 1",), ("customer 2",)]
+        cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        cur.execute(f"UPDATE customers SET name = 'tx' WHERE id = {a}")
+        cur.execute(f"UPDATE customers SET name = 'tx' WHERE id = {b}")
+        cur.execute("COMMIT")
+        assert cur.statusmessage == "COMMIT"
+    assert loaded.run(f"SELECT name FROM customers WHERE id IN ({a}, {b})") == \
+        [("tx",), ("tx",)]
+    loaded.run(f"UPDATE customers SET name = 'customer ' || id WHERE id IN ({a}, {b})")
+
+
+def test_error_mid_transaction_aborts_every_shard(loaded):
+    with loaded.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("BEGIN")
+        cur.execute("UPDATE customers SET name = 'lost' WHERE id = 3")
+        with pytest.raises(psycopg.errors.CheckViolation):
+            cur.execute("INSERT INTO order_items VALUES (4, 40, 9, 'x', 0)")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            cur.execute("SELECT 1")
+        cur.execute("COMMIT")
+        assert cur.statusmessage == "ROLLBACK"
+    assert loaded.run("SELECT name FROM customers WHERE id = 3") == [("customer 3",)]
+
+
+def test_ddl_runs_on_every_shard(store):
+    store.run("CREATE TABLE currencies (code text PRIMARY KEY, name text)")
+    for server in store.cluster.shards + ["auth"]:
+        assert store.shard_rows(server, "SELECT to_regclass('currencies') IS NOT NULL") == \
+            [(True,)]
+    store.run("INSERT INTO currencies VALUES ('EUR', 'Euro')")
+    assert store.run("SELECT name FROM currencies WHERE code = 'EUR'") == [("Euro",)]
+    # a failure names the shards that applied it
+    store.cluster.sql("shard-b", "CREATE TABLE clash (x int)", dbname=store.db)
+    with pytest.raises(psycopg.Error) as ei:
+        store.run("CREATE TABLE clash (x int)")
+    assert ei.value.diag.sqlstate == "42P07"
+    assert "Applied on shards" in (ei.value.diag.message_detail or "")
+    store.run("DROP TABLE currencies")
+
+
+def test_neki_settings_and_explain(store):
+    with store.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("SHOW __neki.fanout")
+        assert cur.fetchall() == [("scatter",)]
+        cur.execute("SET __neki.fanout = single")
+        with pytest.raises(psycopg.Error) as ei:
+            cur.execute("SELECT id FROM customers")
+        assert "__neki.fanout" in str(ei.value)
+        cur.execute("RESET __neki.fanout")
+        cur.execute("SET application_name = 'routed'")
+        cur.execute("SHOW application_name")
+        assert cur.fetchall() == [("routed",)]
+        cur.execute("EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM customers WHERE id = 5")
+        text = "\n".join(r[0] for r in cur.fetchall())
+        assert "EqualUnique" in text and "shard-" in text
+
+
+def test_extended_protocol_routes_by_bound_value(loaded):
+    """psycopg server-side binding: Parse/Bind/Describe/Execute/Sync, text and binary
+    parameters, named (prepared) statements; the bound value picks the shard."""
+    with loaded.connect() as conn, loaded.ref() as ref:
+        for cid in (2, 9, 31):
+            for mark in ("%t", "%b"):
+                sql = f"SELECT id, name, country FROM customers WHERE id = {mark}"
+                assert conn.execute(sql, (cid,)).fetchall() == \
+                    ref.execute(sql, (cid,)).fetchall()
+            sql = "SELECT id, total FROM orders WHERE customer_id = %s ORDER BY id"
+            assert conn.execute(sql, (cid,), prepare=True).fetchall() == \
+                ref.execute(sql, (cid,)).fetchall()
+        with pytest.raises(psycopg.Error) as ei:       # as Neki: one array parameter
+            conn.execute("SELECT id FROM customers WHERE id = ANY(%s)", ([1, 5, 12],))
+        assert ei.value.diag.sqlstate == "NK013" and "[115]" in str(ei.value)
+        sql = "SELECT id FROM customers WHERE id IN (%s, %s, %s)"
+        assert sorted(conn.execute(sql, (1, 5, 39)).fetchall()) == \
+            sorted(ref.execute(sql, (1, 5, 39)).fetchall())
+        cur = conn.execute("UPDATE orders SET status = %s WHERE customer_id = %s AND id = %s",
+                           ("held", 6, 60))
+        assert cur.rowcount == 1
+        # the row sits on the shard the parameter names
+        where = [s for s, ids in loaded.placement("customers", "id").items() if 6 in ids]
+        assert loaded.shard_rows(where[0], "SELECT status FROM orders WHERE id = 60") == \
+            [("held",)]
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            conn.execute("SELECT nope FROM customers WHERE id = %s", (1,))
+        assert conn.execute("SELECT name FROM customers WHERE id = %s", (1,)).fetchone() == \
+            ("customer 1",)
+    loaded.run("UPDATE orders SET status = 'paid' WHERE customer_id = 6 AND id = 60")
+
+
+def test_extended_protocol_transaction(loaded):
+    """psycopg's own transactions (BEGIN by psycopg, parameterised statements, commit)."""
+    with loaded.connect(autocommit=False) as conn:
+        for cid in (7, 8):
+            conn.execute("UPDATE customers SET name = %s WHERE id = %s", ("ext", cid))
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        conn.rollback()
+        assert conn.execute("SELECT name FROM customers WHERE id = %s", (7,)).fetchone() == \
+            ("customer 7",)
+        conn.rollback()
+        for cid in (7, 8):
+            conn.execute("UPDATE customers SET name = %s WHERE id = %s", ("ext", cid))
+        conn.commit()
+    assert loaded.run("SELECT name FROM customers WHERE id IN (7, 8)") == [("ext",), ("ext",)]
+    loaded.run("UPDATE customers SET name = 'customer ' || id WHERE id IN (7, 8)")
