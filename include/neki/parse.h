@@ -193,6 +193,25 @@ enum stmt_flag {
 	STMT_F_SEQ_ROW = 1u << 29,	/* nextval() anywhere else but a VALUES cell */
 };
 
+/* Shapes the router cannot process itself (spec 4.2); refused when it would have to. */
+enum stmt_shape {
+	STMT_SH_ORDER_SUBQUERY = 1u << 0,	/* sub-SELECT in the top ORDER BY: 108 */
+	STMT_SH_ORDER_SRF = 1u << 1,		/* set-returning call in the top ORDER BY: 140 */
+	STMT_SH_ARRAY_SUBQUERY = 1u << 2,	/* ARRAY(SELECT ...): 153 */
+	STMT_SH_SUB_SETOP = 1u << 3,		/* INTERSECT/EXCEPT in a subquery: 151 */
+	STMT_SH_VALUES_SUBQUERY = 1u << 4,	/* scalar subquery that is VALUES: 152 */
+	STMT_SH_ROW_ALL = 1u << 5,		/* (a, b) op ALL (SELECT ...): 109 */
+	STMT_SH_LATERAL_VALUES = 1u << 6,	/* LATERAL (VALUES ...): 111 */
+	STMT_SH_GROUP_ROUTER_ONLY = 1u << 7,	/* now(), random(), ... in GROUP BY: 107 */
+	STMT_SH_SET_SUBQUERY = 1u << 8,		/* sub-SELECT in SET of UPDATE ... FROM: 100 */
+	STMT_SH_CHAINED_CTE = 1u << 9,		/* chained CTEs feeding DML FROM/USING: 105 */
+	STMT_SH_PARAM_SUBSCRIPT = 1u << 10,	/* INSERT INTO t (a[$1]): 142 */
+	STMT_SH_RETURNING_OLDNEW = 1u << 11,	/* old.x / new.x in RETURNING: 143 */
+	STMT_SH_RETURNING_ROUTER = 1u << 12,	/* router-only call in RETURNING: 144 */
+	STMT_SH_ADVISORY_SESSION = 1u << 13,	/* a session-level advisory-lock function */
+	STMT_SH_ADVISORY_XACT = 1u << 14,	/* a transaction-level one (pg_*_xact_*) */
+};
+
 /* INSERT ... SELECT: one select-list entry, a column of the source or a value. */
 struct stmt_target {
 	const char *qual, *column;	/* a plain column reference; column NULL otherwise */
@@ -299,6 +318,9 @@ struct stmt {
 	enum stmt_kind kind;
 	const char *tag;		/* parse-tree node name ("CreateStmt"), for DDL/utility */
 	uint32_t flags;			/* enum stmt_flag */
+	uint32_t shape;			/* enum stmt_shape */
+	const char *gen_expr_col;	/* ALTER TABLE ... ALTER COLUMN c DROP EXPRESSION: c */
+	const char *db_locale;		/* CREATE DATABASE: the libc locale asked for */
 	int reject;			/* NK013 code decided from the statement alone; 0 none */
 	uint32_t nslots;		/* nparams + literals: values the router may read */
 	uint32_t nparams;

@@ -134,6 +134,51 @@ pb_func(struct pb *b, const char *name)
 		*slot = pb_strdup(b, name);
 }
 
+/* ---- shape matchers for pb_find() ---- */
+
+static bool
+m_sublink(const char *key, const cJSON *node)
+{
+	(void)node;
+	return strcmp(key, "SubLink") == 0 || strcmp(key, "SelectStmt") == 0;
+}
+
+static bool
+m_srf(const char *key, const cJSON *node)
+{
+	const char *name = pb_last_name(jget(node, "funcname"));
+
+	return strcmp(key, "FuncCall") == 0 && name && pb_srf_name(name);
+}
+
+static bool
+m_router_only(const char *key, const cJSON *node)
+{
+	const char *name = pb_last_name(jget(node, "funcname")), *op = jstr(node, "op");
+
+	if (strcmp(key, "FuncCall") == 0)
+		return name && pb_router_only_name(name);
+	return strcmp(key, "SQLValueFunction") == 0 && op &&
+	       (strstr(op, "CURRENT_TIME") || strstr(op, "LOCALTIME") || strstr(op, "CURRENT_DATE"));
+}
+
+static bool
+m_param(const char *key, const cJSON *node)
+{
+	(void)node;
+	return strcmp(key, "ParamRef") == 0;
+}
+
+static bool
+m_old_new(const char *key, const cJSON *node)
+{
+	const cJSON *fields = jget(node, "fields");
+	const char *first = jsval(cJSON_GetArrayItem(fields, 0));
+
+	return strcmp(key, "ColumnRef") == 0 && cJSON_GetArraySize(fields) > 1 && first &&
+	       (strcmp(first, "old") == 0 || strcmp(first, "new") == 0);
+}
+
 /* Walk <n> (scope 0) as clause <ctx>. */
 static void
 pb_walk_ctx(struct pb *b, const cJSON *n, enum pb_ctx ctx)
@@ -252,6 +297,9 @@ pb_from_item(struct pb *b, const cJSON *n, uint16_t scope, bool nullable)
 		}
 	} else {
 		/* RangeSubselect, RangeFunction, ...: sub-SELECTs become scopes */
+		if (jbool(jas(n, "RangeSubselect"), "lateral") &&
+		    jget(jas(jget(jas(n, "RangeSubselect"), "subquery"), "SelectStmt"), "valuesLists"))
+			b->s->shape |= STMT_SH_LATERAL_VALUES;
 		pb_walk(b, n, scope, false);
 	}
 }
@@ -313,6 +361,12 @@ pb_select_top_flags(struct pb *b, const cJSON *sel)
 	cJSON_ArrayForEach(g, jget(sel, "groupClause"))
 		if (jas(g, "GroupingSet"))
 			b->s->flags |= STMT_F_GROUPING_SETS;
+	if (pb_find(jget(sel, "sortClause"), m_sublink))
+		b->s->shape |= STMT_SH_ORDER_SUBQUERY;
+	if (pb_find(jget(sel, "sortClause"), m_srf))
+		b->s->shape |= STMT_SH_ORDER_SRF;
+	if (pb_find(jget(sel, "groupClause"), m_router_only))
+		b->s->shape |= STMT_SH_GROUP_ROUTER_ONLY;
 }
 
 void
@@ -504,8 +558,14 @@ pb_insert(struct pb *b, const cJSON *ins_node, bool top)
 		pb_select(b, sel, scope, false);
 		pb_select_targets(b, sel, scope, ins);
 	}
+	if (pb_find(jget(ins_node, "cols"), m_param))
+		b->s->shape |= STMT_SH_PARAM_SUBSCRIPT;
 	if (jget(ins_node, "onConflictClause"))
 		pb_on_conflict(b, jget(ins_node, "onConflictClause"), ins);
+	if (pb_find(jget(ins_node, "returningList"), m_old_new))
+		b->s->shape |= STMT_SH_RETURNING_OLDNEW;
+	if (pb_find(jget(ins_node, "returningList"), m_router_only))
+		b->s->shape |= STMT_SH_RETURNING_ROUTER;
 	if (jget(ins_node, "returningList") && top)
 		b->s->flags |= STMT_F_RETURNING;
 	pb_walk(b, jget(ins_node, "returningList"), 0, false);
@@ -516,18 +576,28 @@ static void
 pb_update_delete(struct pb *b, const char *tag, const cJSON *body, bool top)
 {
 	bool update = strcmp(tag, "UpdateStmt") == 0, merge = strcmp(tag, "MergeStmt") == 0;
-	const cJSON *item;
+	const cJSON *item, *from = jget(body, update ? "fromClause" : "usingClause");
+	uint32_t before = b->s->nrels, in_ctes;
+	bool chained = false;
 	struct stmt_rel *r;
 
 	pb_with(b, jget(body, "withClause"), 0);
+	for (in_ctes = before; in_ctes < b->s->nrels; in_ctes++)
+		chained = chained || b->s->rels[in_ctes].is_cte_ref;
+	if (update && from && pb_find(jget(body, "targetList"), m_sublink))
+		b->s->shape |= STMT_SH_SET_SUBQUERY;
 	r = pb_rel(b, jget(body, "relation"), 0);
 	if (r)
 		r->is_target = true;
 	if (update && top)
 		b->s->set_cols = pb_target_names(b, jget(body, "targetList"), &b->s->nset_cols);
 	pb_walk_ctx(b, jget(body, "targetList"), update ? PB_CTX_SET : PB_CTX_OTHER);
-	cJSON_ArrayForEach(item, jget(body, update ? "fromClause" : "usingClause"))
+	before = b->s->nrels;
+	cJSON_ArrayForEach(item, from)
 		pb_from_item(b, item, 0, false);
+	for (uint32_t i = before; chained && i < b->s->nrels; i++)
+		if (b->s->rels[i].is_cte_ref)
+			b->s->shape |= STMT_SH_CHAINED_CTE;
 	if (merge) {
 		pb_from_item(b, jget(body, "sourceRelation"), 0, false);
 		pb_cond(b, jget(body, "joinCondition"), 0);

@@ -64,6 +64,67 @@ is_large_object_name(const char *name)
 	       strcmp(name, "lowrite") == 0;
 }
 
+/* pb_srf_name: see parse_int.h. */
+bool
+pb_srf_name(const char *name)
+{
+	return is_srf_name(name);
+}
+
+/* pb_router_only_name: see parse_int.h. */
+bool
+pb_router_only_name(const char *name)
+{
+	static const char *const names[] = {
+		"now", "random", "nextval", "currval", "setval", "lastval", "current_setting",
+		"set_config", "clock_timestamp", "statement_timestamp", "transaction_timestamp",
+		"timeofday",
+	};
+
+	return name_in(name, names, NK_ARRAY_LEN(names));
+}
+
+/* pb_advisory_name: see parse_int.h. */
+int
+pb_advisory_name(const char *name)
+{
+	if (strncmp(name, "pg_advisory_", 12) != 0 && strncmp(name, "pg_try_advisory_", 16) != 0)
+		return 0;
+	return strstr(name, "_xact_") ? 2 : 1;
+}
+
+/* pb_find: see parse_int.h. */
+bool
+pb_find(const cJSON *n, bool (*match)(const char *key, const cJSON *node))
+{
+	const cJSON *f;
+
+	if (!n || (!cJSON_IsArray(n) && !cJSON_IsObject(n)))
+		return false;
+	cJSON_ArrayForEach(f, n) {
+		if (f->string && match(f->string, f))
+			return true;
+		if (pb_find(f, match))
+			return true;
+	}
+	return false;
+}
+
+/* SubLink shapes: ARRAY(SELECT) 153, row op ALL (SELECT) 109, (VALUES ...) 152. */
+static void
+pb_sublink(struct pb *b, const cJSON *sl)
+{
+	const char *type = jstr(sl, "subLinkType");
+	const cJSON *sel = jas(jget(sl, "subselect"), "SelectStmt");
+
+	if (type && strcmp(type, "ARRAY_SUBLINK") == 0)
+		b->s->shape |= STMT_SH_ARRAY_SUBQUERY;
+	if (type && strcmp(type, "ALL_SUBLINK") == 0 && jas(jget(sl, "testexpr"), "RowExpr"))
+		b->s->shape |= STMT_SH_ROW_ALL;
+	if (type && strcmp(type, "EXPR_SUBLINK") == 0 && jget(sel, "valuesLists"))
+		b->s->shape |= STMT_SH_VALUES_SUBQUERY;
+}
+
 static void
 pb_funccall(struct pb *b, const cJSON *fc, bool top)
 {
@@ -78,6 +139,9 @@ pb_funccall(struct pb *b, const cJSON *fc, bool top)
 			       b->ctx == PB_CTX_VALUES ? 0 : STMT_F_SEQ_ROW;
 	if (is_large_object_name(name))
 		b->s->flags |= STMT_F_LO_CALL;
+	if (pb_advisory_name(name))
+		b->s->shape |= pb_advisory_name(name) == 2 ? STMT_SH_ADVISORY_XACT :
+							      STMT_SH_ADVISORY_SESSION;
 	if (!top)
 		return;
 	if (jget(fc, "over"))
@@ -99,6 +163,11 @@ pb_walk(struct pb *b, const cJSON *n, uint16_t scope, bool top)
 		const char *key = f->string;
 
 		if (key && strcmp(key, "SelectStmt") == 0) {
+			const char *op = jstr(f, "op");
+
+			if (op && (strcmp(op, "SETOP_INTERSECT") == 0 ||
+				   strcmp(op, "SETOP_EXCEPT") == 0))
+				b->s->shape |= STMT_SH_SUB_SETOP;
 			b->s->flags |= STMT_F_SUBQUERY;
 			pb_select(b, f, pb_scope_new(b, scope), false);
 			continue;
@@ -109,8 +178,10 @@ pb_walk(struct pb *b, const cJSON *n, uint16_t scope, bool top)
 			b->s->flags |= STMT_F_GROUPING_SETS;
 		else if (key && strcmp(key, "CurrentOfExpr") == 0)
 			b->s->flags |= STMT_F_CURRENT_OF;
-		else if (key && strcmp(key, "SubLink") == 0)
+		else if (key && strcmp(key, "SubLink") == 0) {
 			b->s->flags |= STMT_F_SUBQUERY;
+			pb_sublink(b, f);
+		}
 		/* an aggregate inside an aggregate's argument is not the statement's own */
 		pb_walk(b, f, scope, top && !(key && strcmp(key, "over") == 0));
 	}

@@ -124,6 +124,15 @@ void pb_cond_and(struct pb *b, uint16_t scope, struct stmt_cond *extra);
 /* A value position (VALUES cell, SET value, predicate right side). */
 void pb_value(struct pb *b, const cJSON *n, uint16_t scope, struct stmt_value *out);
 
+/* A set-returning function the router knows (generate_series, unnest, ...). */
+bool pb_srf_name(const char *name);
+/* Functions the router evaluates itself in Neki (spec 3.3 "Router-only expressions"). */
+bool pb_router_only_name(const char *name);
+/* An advisory-lock function: 1 session-level, 2 transaction-level (_xact_), 0 none. */
+int pb_advisory_name(const char *name);
+/* True when some member of <n> (at any depth) satisfies <match>(its key, itself). */
+bool pb_find(const cJSON *n, bool (*match)(const char *key, const cJSON *node));
+
 /* ---- utility statements (parse_util.c) ---- */
 
 /* Translate utility statement <tag>/<body> into b->s (kind, tx/set/copy/explain, reject). */

@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "parse_int.h"
 
@@ -387,6 +388,9 @@ ddl_alter_table(struct pb *b, const cJSON *at)
 	cJSON_ArrayForEach(c, jget(at, "cmds")) {
 		const char *sub = jstr(jas(c, "AlterTableCmd"), "subtype");
 
+		if (streq(sub, "AT_DropExpression"))
+			b->s->gen_expr_col = pb_strdup(b, jstr(jas(c, "AlterTableCmd"), "name"));
+
 		for (size_t i = 0; i < NK_ARRAY_LEN(cmds); i++)
 			if (streq(sub, cmds[i].subtype))
 				reject(b, cmds[i].code);
@@ -492,10 +496,26 @@ tag_code(const char *tag)
 	return 0;
 }
 
-/* CREATE/ALTER DATABASE options: IS_TEMPLATE (330), TABLESPACE (331). */
+/* CREATE/ALTER DATABASE options: IS_TEMPLATE (330), TABLESPACE (331), the libc locale. */
 static void
 ddl_database(struct pb *b, const cJSON *d)
 {
+	static const char *const locale_opts[] = { "locale", "lc_collate", "lc_ctype" };
+	const cJSON *o;
+	bool icu = false;
+
+	cJSON_ArrayForEach(o, jget(d, "options")) {
+		const cJSON *e = jas(o, "DefElem");
+		const char *name = jstr(e, "defname"), *arg = arg_text(b, jget(e, "arg"));
+
+		if (streq(name, "locale_provider") && arg && strcasecmp(arg, "libc") != 0)
+			icu = true;
+		for (size_t i = 0; i < NK_ARRAY_LEN(locale_opts); i++)
+			if (streq(name, locale_opts[i]) && arg && !b->s->db_locale)
+				b->s->db_locale = arg;
+	}
+	if (icu)
+		b->s->db_locale = NULL;
 	if (defelem_present(jget(d, "options"), "is_template"))
 		reject(b, 330);
 	if (defelem_present(jget(d, "options"), "tablespace"))
@@ -535,6 +555,14 @@ text_is_create_language(const char *sql)
 	}
 }
 
+static bool
+m_advisory(const char *key, const cJSON *node)
+{
+	const char *name = pb_last_name(jget(node, "funcname"));
+
+	return strcmp(key, "FuncCall") == 0 && name && pb_advisory_name(name);
+}
+
 static void
 ddl_misc(struct pb *b, const char *tag, const cJSON *body)
 {
@@ -572,6 +600,8 @@ ddl_misc(struct pb *b, const char *tag, const cJSON *body)
 		ddl_rel(b, jget(body, "view"));
 	else if (streq(tag, "CreateTableAsStmt")) {
 		ddl_rel(b, jget(jget(body, "into"), "rel"));
+		if (pb_find(jget(body, "query"), m_advisory))
+			reject(b, 139);
 		if (jstr(jget(body, "into"), "tableSpaceName"))
 			reject(b, 308);
 	} else if (streq(tag, "IndexStmt")) {

@@ -136,7 +136,8 @@ resolve_one(struct pctx *c, const struct stmt_rel *r, struct prel *p)
 	p->schema = r->schema ? r->schema : c->in->sess->schema;
 	if (strcmp(p->schema, "pg_temp") == 0)
 		return nk_error_nk013(c->err, 338);
-	if (cat && cat->relkind && c->s->kind != STMT_COPY && !check_relkind(c, p, &routed))
+	if (cat && cat->relkind && c->s->kind != STMT_COPY && c->s->kind != STMT_DDL &&
+	    !check_relkind(c, p, &routed))
 		return false;
 	if (!routed)
 		topo_image_resolve_table(c->img, c->in->sess->db, p->schema, r->name, &p->res);
@@ -793,12 +794,44 @@ plan_decide(struct pctx *c)
 	return decide_unsharded(c);
 }
 
+/*
+ * Shapes the router would have to process itself when a statement runs on several shards
+ * (spec 4.2; a statement forwarded unchanged to one shard is exempt, as Neki's direct-shard
+ * statements): the first one found, in table order.
+ */
+static bool
+check_multi_shard_shape(struct pctx *c)
+{
+	static const struct {
+		uint32_t shape;
+		int code;
+		bool select_only;
+	} shapes[] = {
+		{ STMT_SH_SET_SUBQUERY, 100, false }, { STMT_SH_CHAINED_CTE, 105, false },
+		{ STMT_SH_GROUP_ROUTER_ONLY, 107, true }, { STMT_SH_ORDER_SUBQUERY, 108, true },
+		{ STMT_SH_ROW_ALL, 109, false }, { STMT_SH_LATERAL_VALUES, 111, false },
+		{ STMT_SH_ORDER_SRF, 140, true }, { STMT_SH_SUB_SETOP, 151, false },
+		{ STMT_SH_VALUES_SUBQUERY, 152, false }, { STMT_SH_ARRAY_SUBQUERY, 153, false },
+		{ STMT_SH_ADVISORY_SESSION | STMT_SH_ADVISORY_XACT, 62, false },
+	};
+
+	if (c->out->nshards <= 1 || c->out->kind == PLAN_EVERY_COPY)
+		return true;
+	for (size_t i = 0; i < NK_ARRAY_LEN(shapes); i++)
+		if ((c->s->shape & shapes[i].shape) &&
+		    (!shapes[i].select_only || c->s->kind == STMT_SELECT))
+			return nk_error_nk013(c->err, shapes[i].code);
+	return true;
+}
+
 /* Checks of multi-shard SELECT shapes (spec 3.3 "Rejected multi-shard shapes"). */
 static bool
 check_multi_shard(struct pctx *c)
 {
 	uint32_t f = c->s->flags;
 
+	if (!check_multi_shard_shape(c))
+		return false;
 	if (c->out->nshards <= 1 || c->s->kind != STMT_SELECT)
 		return true;
 	if (f & STMT_F_INTERSECT)
@@ -838,7 +871,7 @@ plan_dml(struct pctx *c)
 	if (!plan_resolve_rels(c))
 		return false;
 	if (c->s->kind == STMT_INSERT)
-		return plan_insert(c) && plan_nextvals(c);
+		return plan_insert(c) && check_multi_shard_shape(c) && plan_nextvals(c);
 	if (!check_dml(c) || !plan_route_rels(c) || !plan_decide(c))
 		return false;
 	return check_multi_shard(c) && plan_nextvals(c);
@@ -883,6 +916,8 @@ plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
 		return nk_error_nk013(err, s->reject);
 	if (s->flags & STMT_F_LO_CALL)
 		return nk_error_nk013(err, 306);
+	if ((s->shape & STMT_SH_ADVISORY_SESSION) && (s->shape & STMT_SH_ADVISORY_XACT))
+		return nk_error_nk013(err, 61);
 	if (dml && in->sess->shard[0])
 		ok = plan_direct(&c);
 	else if (dml)

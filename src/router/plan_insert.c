@@ -231,6 +231,12 @@ plan_insert(struct pctx *c)
 		/* the target decides; a SELECT source must meet it on its shard */
 		return plan_fills(c, t) && plan_route_rels(c) && plan_decide(c);
 	}
+	if (c->s->shape & STMT_SH_PARAM_SUBSCRIPT)
+		return nk_error_nk013(c->err, 142);
+	if ((c->s->flags & STMT_F_ON_CONFLICT) && (c->s->shape & STMT_SH_RETURNING_OLDNEW))
+		return nk_error_nk013(c->err, 143);
+	if ((c->s->flags & STMT_F_ON_CONFLICT) && (c->s->shape & STMT_SH_RETURNING_ROUTER))
+		return nk_error_nk013(c->err, 144);
 	if (!check_conflict(c, t))
 		return false;
 	pos = key_position(c, t);

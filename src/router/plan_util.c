@@ -11,6 +11,7 @@
 #include "neki/base.h"
 
 #include <ctype.h>
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -318,6 +319,31 @@ copy_key_pos(struct pctx *c, const struct prel *p)
 	return -1;
 }
 
+/*
+ * COPY FROM with a column list omitting a column whose value comes from a sequence (identity
+ * or serial): a sharded table's shards would draw from their own copies of the sequence
+ * (51), a reference table's copies would differ (46).
+ */
+static bool
+copy_omits_sequence(struct pctx *c, const struct prel *p)
+{
+	const struct stmt_copy *cp = c->s->copy;
+	const struct plan_catalog *cat = c->in->cat;
+	struct cat_column col;
+
+	if (!cp->is_from || !cp->ncols || !cat || !cat->column)
+		return false;
+	for (uint32_t n = 1; cat->column(cat->arg, p->schema, p->r->name, n, &col); n++) {
+		bool given = false;
+
+		for (uint32_t i = 0; i < cp->ncols; i++)
+			given = given || streq(cp->cols[i], col.name);
+		if (!given && col.seq.name && !col.generated && (col.identity || col.has_default))
+			return true;
+	}
+	return false;
+}
+
 static bool
 copy_sharded(struct pctx *c, struct prel *p)
 {
@@ -342,6 +368,8 @@ copy_sharded(struct pctx *c, struct prel *p)
 		return nk_error_nk013(c->err, 45);
 	if (owns_enabled_gsi(c, p))
 		return nk_error_nk013(c->err, 44);
+	if (copy_omits_sequence(c, p))
+		return nk_error_nk013(c->err, 51);
 	o->op = PLAN_OP_COPY;
 	o->has_key = true;
 	o->key.group = p->res.group;
@@ -382,6 +410,8 @@ plan_copy(struct pctx *c)
 		return copy_sharded(c, p);
 	if (p->res.kind == TOPO_REL_REFERENCE && (cp->has_file || cp->is_program))
 		return nk_error_nk013(c->err, 43);
+	if (p->res.kind == TOPO_REL_REFERENCE && copy_omits_sequence(c, p))
+		return nk_error_nk013(c->err, 46);
 	return plan_decide(c);
 }
 
@@ -475,6 +505,38 @@ plan_all_shards(struct pctx *c)
 	return true;
 }
 
+/* A libc locale this process can load (CREATE DATABASE ... LOCALE): 332 when not. */
+static bool
+locale_available(const char *name)
+{
+	locale_t l;
+
+	if (strcasecmp(name, "C") == 0 || strcasecmp(name, "POSIX") == 0 || !name[0])
+		return true;
+	l = newlocale(LC_COLLATE_MASK | LC_CTYPE_MASK, name, (locale_t)0);
+	if (!l)
+		return false;
+	freelocale(l);
+	return true;
+}
+
+/* DDL the topology or the router's environment forbids: 336, 332. */
+static bool
+check_ddl(struct pctx *c)
+{
+	const struct stmt *s = c->s;
+
+	if (s->db_locale && !locale_available(s->db_locale))
+		return nk_error_nk013(c->err, 332);
+	if (!s->gen_expr_col || !plan_resolve_rels(c) || c->nrels == 0)
+		return !nk_error_is_set(c->err);
+	for (uint32_t i = 0; c->rels[0].sharded && i < c->rels[0].expr->ncolumns; i++)
+		if (streq(c->rels[0].expr->columns[i], s->gen_expr_col))
+			return nk_error_nk013(c->err, 336);
+	c->nrels = 0;
+	return true;
+}
+
 /* plan_utility: see plan_int.h. */
 bool
 plan_utility(struct pctx *c)
@@ -500,7 +562,7 @@ plan_utility(struct pctx *c)
 		if (c->in->sess->shard[0])
 			return nk_error_set(c->err, "0A000", "schema changes are unavailable while "
 					    "__neki.shard is set");
-		return plan_all_shards(c);
+		return check_ddl(c) && plan_all_shards(c);
 	case STMT_MAINT:
 	case STMT_PRIV:
 		return plan_all_shards(c);

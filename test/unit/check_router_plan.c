@@ -377,6 +377,17 @@ static const struct shape_case shape_cases[] = {
 	{ "EXPLAIN SELECT * FROM orders WHERE customer_id = 42", PLAN_SINGLE,
 	  PLAN_OP_EQUAL_UNIQUE, "c:42" },
 	{ "SELECT * FROM v_countries", PLAN_SINGLE, PLAN_OP_REFERENCE, "shard-a" },
+	/* shapes the router would process are fine when one shard does it all */
+	{ "SELECT ARRAY(SELECT 1), (VALUES (2)) FROM orders WHERE customer_id = 1 ORDER BY "
+	  "(SELECT 1), generate_series(1, 2)", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:1" },
+	{ "SELECT pg_advisory_lock(id) FROM orders WHERE customer_id = 1", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "c:1" },
+	{ "ALTER TABLE orders ALTER COLUMN note DROP EXPRESSION", PLAN_ALL_SHARDS,
+	  PLAN_OP_ALL_SHARDS, "auth,shard-a,shard-b,shard-c,shard-d" },
+	{ "CREATE DATABASE d LOCALE_PROVIDER icu ICU_LOCALE 'en' LOCALE 'xx_NOPE.UTF-8'",
+	  PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS, "auth,shard-a,shard-b,shard-c,shard-d" },
+	{ "CREATE DATABASE d LOCALE 'C'", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
+	  "auth,shard-a,shard-b,shard-c,shard-d" },
 	{ "SELECT * FROM ONLY events", PLAN_SINGLE, PLAN_OP_UNSHARDED, "auth" },
 	{ "BEGIN", PLAN_ROUTER, PLAN_OP_NONE, "" },
 	{ "SET work_mem = '4MB'", PLAN_ROUTER, PLAN_OP_NONE, "" },
@@ -465,6 +476,49 @@ static const struct reject_case reject_cases[] = {
 	{ "COPY orders FROM STDIN; SELECT 1", NK(54, "COPY is unavailable in a multi-statement "
 						     "query.") },
 	{ "COPY order_totals FROM STDIN", NK(56, "COPY FROM a materialized view is unavailable.") },
+	{ "COPY countries (code, name) FROM STDIN", NK(46, "COPY FROM cannot evaluate this "
+							  "reference-table default consistently.") },
+	{ "COPY customers (name, email) FROM STDIN", NK(51, "COPY FROM cannot evaluate this column "
+							    "default on the router.") },
+	{ "SELECT pg_advisory_lock(1), pg_advisory_xact_lock(2)",
+	  NK(61, "Mixing session and transaction advisory locks is unavailable.") },
+	{ "SELECT pg_advisory_lock(id) FROM orders",
+	  NK(62, "Advisory locks are unavailable in this evaluation context.") },
+	{ "UPDATE orders o SET status = (SELECT name FROM countries LIMIT 1) FROM order_items i "
+	  "WHERE i.customer_id = o.customer_id",
+	  NK(100, "Subqueries are unavailable in this DML clause.") },
+	{ "WITH a AS (SELECT code FROM countries), b AS (SELECT * FROM a) DELETE FROM orders "
+	  "USING b WHERE orders.status = b.code",
+	  NK(105, "This CTE execution shape is unavailable on the router.") },
+	{ "SELECT date_trunc('day', now()), count(*) FROM orders GROUP BY date_trunc('day', now())",
+	  NK(107, "Expression extraction is unavailable in this clause.") },
+	{ "SELECT * FROM orders ORDER BY (SELECT 1)",
+	  NK(108, "This subquery shape is unavailable in ORDER BY.") },
+	{ "SELECT * FROM orders WHERE (id, customer_id) > ALL (SELECT 1, 2)",
+	  NK(109, "This quantified-subquery shape is unavailable.") },
+	{ "SELECT * FROM orders o, LATERAL (VALUES (o.id)) v",
+	  NK(111, "This lateral or range-function shape is unavailable.") },
+	{ "CREATE TABLE t AS SELECT pg_advisory_lock(1)",
+	  NK(139, "Advisory locks are unavailable in this plan position.") },
+	{ "SELECT * FROM orders ORDER BY generate_series(1, 2)",
+	  NK(140, "Set-returning functions are unavailable in router-side ORDER BY.") },
+	{ "INSERT INTO orders (customer_id, note[$1]) VALUES (1, 'x')",
+	  NK(142, "Parameterized subscripts are unavailable in INSERT targets.") },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT (customer_id, id) DO "
+	  "NOTHING RETURNING old.id", NK(143, "OLD and NEW references are unavailable in sharded "
+					   "INSERT ON CONFLICT RETURNING.") },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT (customer_id, id) DO "
+	  "NOTHING RETURNING now()", NK(144, "Router-only expressions are unavailable in sharded "
+					 "INSERT ON CONFLICT RETURNING.") },
+	{ "SELECT * FROM orders WHERE id IN (SELECT 1 INTERSECT SELECT 2)",
+	  NK(151, "INTERSECT and EXCEPT subqueries are unavailable.") },
+	{ "SELECT (VALUES (1)), * FROM orders",
+	  NK(152, "This subquery statement type is unavailable.") },
+	{ "SELECT ARRAY(SELECT 1), * FROM orders", NK(153, "ARRAY subqueries are unavailable.") },
+	{ "CREATE DATABASE d LOCALE 'xx_NOPE.UTF-8'",
+	  NK(332, "This database locale is unavailable to the router.") },
+	{ "ALTER TABLE orders ALTER COLUMN customer_id DROP EXPRESSION",
+	  NK(336, "Changing a routing column\xe2\x80\x99s generated expression is unavailable.") },
 	{ "SELECT o.id FROM orders o JOIN products p ON p.name = o.status",
 	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
 	{ "SELECT * FROM orders o JOIN customers c ON c.name = o.status",
