@@ -10,8 +10,9 @@
  *     every later one, until the handler says it is settled (polled every 20 ms);
  *   - a one-second tick: heartbeat and stats into the shm slot, and exit if the master
  *     is gone (PR_SET_PDEATHSIG does that too; the tick covers the fork window).
- * Shutdown modes: SHUTDOWN_NOW exits at once; SHUTDOWN_CLIENTS stops listening and
- * exits when the client gauge reaches zero; SHUTDOWN_SERVERS stops listening and exits
+ * Shutdown modes: SHUTDOWN_NOW exits at once; SHUTDOWN_CLIENTS stops listening on TCP
+ * (a worker keeps its Unix sockets for cancel requests) and exits when the client gauge
+ * reaches zero; SHUTDOWN_SERVERS stops listening and exits
  * once no server link is left. Entry point: child_run().
  */
 #include "neki/base.h"
@@ -185,8 +186,7 @@ watch_listeners(bool on)
 static void
 resume_accepting_cb(evutil_socket_t fd, short what, void *arg)
 {
-	if (exit_mode == CHILD_RUN)
-		watch_listeners(true);
+	watch_listeners(true);	/* only the listeners still open have events */
 }
 
 /*
@@ -210,7 +210,7 @@ accept_cb(evutil_socket_t fd, short what, void *arg)
 {
 	const struct listener *l = arg;
 
-	for (int i = 0; i < 64 && exit_mode == CHILD_RUN; i++) {
+	for (int i = 0; i < 64; i++) {
 		int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (cfd == -1) {
@@ -226,16 +226,26 @@ accept_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Stop accepting and close this process's copies of every listening socket. */
+/*
+ * Stop accepting and close this process's copies of the listening sockets. With <keep_unix>
+ * (a worker waiting for its clients) the Unix sockets stay open: a client that arrives there
+ * only gets "shutting down", but a CancelRequest for a query still running here (sent by one
+ * of our clients, or forwarded by a peer during a rolling restart) is served.
+ */
 static void
-stop_listening(void)
+stop_listening(bool keep_unix)
 {
 	for (size_t i = 0; i < LISTEN_MAX; i++) {
-		if (listen_ev[i] != NULL)
-			event_free(listen_ev[i]);
+		if (listen_ev[i] == NULL)
+			continue;
+		if (keep_unix && i < listen_count() && listen_at(i)->family == AF_UNIX)
+			continue;
+		event_free(listen_ev[i]);
 		listen_ev[i] = NULL;
+		listen_close(i);
 	}
-	listen_close_all();
+	if (!keep_unix)
+		listen_close_all();
 }
 
 /* Watch the listeners of our kind; close the others (another process serves them). */
@@ -303,7 +313,7 @@ static void
 begin_shutdown(enum child_exit_mode mode)
 {
 	if (exit_mode == CHILD_RUN)
-		stop_listening();
+		stop_listening(mode == CHILD_WAIT_CLIENTS && spec.kind == SHM_PROC_WORKER);
 	exit_mode = mode;
 	shm_proc_set_state(slot, SHM_PST_STOPPING);
 	if (mode == CHILD_WAIT_SERVERS && spec.on_stop_servers != NULL)

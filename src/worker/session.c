@@ -470,9 +470,9 @@ session_accept(int fd, const struct listener *l)
 	}
 }
 
-/* The session whose BackendKeyData pid is <pid> (any live state), or NULL. */
+/* The session whose BackendKeyData is <pid>, <key> (any live state), or NULL. */
 struct session *
-sess_find_by_key(uint32_t pid)
+sess_find_by_key(uint32_t pid, uint32_t key)
 {
 	if (!sess_lists_ready)
 		return NULL;
@@ -481,7 +481,7 @@ sess_find_by_key(uint32_t pid)
 		     n = list_next(&sess_lists[st], n)) {
 			struct session *s = container_of(n, struct session, node);
 
-			if (s->key_pid == pid)
+			if (s->key_pid == pid && s->key_secret == key)
 				return s;
 		}
 	}

@@ -1,12 +1,20 @@
 /*
- * session_cancel.c - BackendKeyData and cancel requests across workers.
+ * session_cancel.c - BackendKeyData and cancel requests across workers and peers.
  *
- * Each client gets its own key: pid = (worker slot + 1) << 20 | a per-worker counter, and a
- * random 32-bit secret. A CancelRequest may land on any worker (they share the listening
- * socket); the pid tells which worker owns the session. Another worker's cancel is posted
- * to its shm mailbox (SHM_CMD_CANCEL, woken by its eventfd); the owner checks the secret and,
- * if the session has a query running on a link, opens a connection to that server and sends
- * a CancelRequest with the backend's own pid and key. An idle session or an unknown key:
+ * Each client gets its own key (the pid and secret of its BackendKeyData). Without peering
+ * the pid is (worker slot + 1) << 20 | a per-worker counter. With peer_id > 0 it has
+ * pgbouncer's peering layout, so that neki and pgbouncer processes can forward each other's
+ * cancels: bytes 1-2 of the 8-byte key carry peer_id (little-endian), the low 2 bits of
+ * byte 7 a forwarding TTL (3), byte 0 has its sign bit clear; neki keeps the worker slot + 1
+ * in the low 7 bits of byte 0 and the low 4 bits of byte 3. The secret is random.
+ *
+ * A CancelRequest may land on any worker (they share the listening socket), or, with
+ * so_reuseport, on another neki or pgbouncer. A foreign peer_id: the request goes on to that
+ * [peers] entry with the TTL decreased (at most pool_size at once per peer). Ours: the slot
+ * tells which worker owns the session; another worker's cancel is posted to its shm mailbox
+ * (SHM_CMD_CANCEL, woken by its eventfd). The owner matches pid and secret and, if the
+ * session has a query running on a link, opens a connection to that server and sends a
+ * CancelRequest with the backend's own pid and key. An idle session or an unknown key:
  * nothing happens, as in Postgres. Entry points: sess_cancel_key_init(),
  * sess_cancel_request(), session_cancel_forwarded(), sess_cancel_backend().
  */
@@ -16,13 +24,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/event.h>
 
+#include "neki/dns.h"
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/scram.h"
@@ -31,32 +42,89 @@
 
 #define CANCEL_SLOT_SHIFT 20
 #define CANCEL_SEQ_MASK ((UINT32_C(1) << CANCEL_SLOT_SHIFT) - 1)
-#define CANCEL_CONNECT_TIMEOUT 5	/* seconds to reach the server */
+#define CANCEL_TTL_MASK 0x03u		/* pgbouncer's CANCELLATION_TTL_MASK (byte 7) */
+#define CANCEL_CONNECT_TIMEOUT 5	/* seconds to reach the server or peer */
+#define CANCEL_PEERS_TRACKED 32		/* peers whose in-flight forwards are counted */
 
 static uint32_t cancel_seq;		/* per-worker key counter */
+
+/* The peer id in a key of the peering layout (bytes 1-2, little-endian). */
+static int
+cancel_key_peer(uint32_t pid)
+{
+	return (int)(((pid >> 16) & 0xFF) | ((pid >> 8) & 0xFF) << 8);
+}
+
+/* The worker slot + 1 a key names (0 = none). */
+static uint32_t
+cancel_key_slot1(uint32_t pid, bool peering)
+{
+	if (!peering)
+		return pid >> CANCEL_SLOT_SHIFT;
+	return ((pid >> 24) & 0x7F) | (pid & 0x0F) << 7;
+}
 
 void
 sess_cancel_key_init(struct session *s)
 {
 	int self = shm_self();
-	uint32_t slot = self >= 0 ? (uint32_t)self : 0;
+	uint32_t slot1 = (self >= 0 ? (uint32_t)self : 0) + 1;	/* < 2^11 (SHM_MAX_PROCS) */
+	uint32_t peer = (uint32_t)s->cfg->peer_id;
 	uint8_t rnd[4];
 
 	cancel_seq = (cancel_seq + 1) & CANCEL_SEQ_MASK;
 	if (cancel_seq == 0)
 		cancel_seq = 1;
-	s->key_pid = ((slot + 1) << CANCEL_SLOT_SHIFT) | cancel_seq;
 	if (!scram_random_bytes(rnd, sizeof(rnd)))
 		memset(rnd, 0x5a, sizeof(rnd));	/* cancel keys are not a secret worth dying for */
 	memcpy(&s->key_secret, rnd, sizeof(rnd));
+	if (s->cfg->peer_id <= 0) {
+		s->key_pid = slot1 << CANCEL_SLOT_SHIFT | cancel_seq;
+		return;
+	}
+	s->key_pid = (slot1 & 0x7F) << 24 | (peer & 0xFF) << 16 | ((peer >> 8) & 0xFF) << 8 |
+		     (cancel_seq & 0x0F) << 4 | (slot1 >> 7);
+	s->key_secret |= CANCEL_TTL_MASK;
 }
 
 /* ---- sending the cancel to the server ---- */
 
 struct cancel_conn {
 	int fd;
+	int peer;			/* forwarded to this [peers] id; 0 = to a server */
 	uint8_t pkt[16];		/* the CancelRequest */
 };
+
+/* Forwards in flight per peer (pool_size limits them). */
+static struct {
+	int peer;
+	int inflight;
+} peer_load[CANCEL_PEERS_TRACKED];
+
+/* The in-flight counter of <peer> (NULL when the table is full: not limited). */
+static int *
+cancel_peer_load(int peer)
+{
+	for (size_t i = 0; i < CANCEL_PEERS_TRACKED; i++) {
+		if (peer_load[i].peer == peer || peer_load[i].peer == 0) {
+			peer_load[i].peer = peer;
+			return &peer_load[i].inflight;
+		}
+	}
+	return NULL;
+}
+
+static void
+cancel_conn_free(struct cancel_conn *cc)
+{
+	int *load = cc->peer > 0 ? cancel_peer_load(cc->peer) : NULL;
+
+	if (load != NULL && *load > 0)
+		(*load)--;
+	if (cc->fd != -1)
+		close(cc->fd);
+	free(cc);
+}
 
 /* The socket became writable (connected) or timed out: send, close, free. */
 static void
@@ -70,20 +138,27 @@ cancel_conn_cb(evutil_socket_t fd, short what, void *arg)
 	} else {
 		log_debug("cancel request: connect timeout");
 	}
-	close(cc->fd);
-	free(cc);
+	cancel_conn_free(cc);
 }
 
-/* Connect to <sa> and send a CancelRequest for backend <pid>/<key>, without blocking. */
+/*
+ * Connect to <sa> and send a CancelRequest for <pid>/<key>, without blocking: to a server
+ * backend, or (<peer> > 0) to that neki / pgbouncer peer.
+ */
 static void
-cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key)
+cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key, int peer)
 {
 	struct cancel_conn *cc = calloc(1, sizeof(*cc));
 	struct timeval tv = { CANCEL_CONNECT_TIMEOUT, 0 };
+	int *load = peer > 0 ? cancel_peer_load(peer) : NULL;
 	struct pktbuf pb;
 
 	if (cc == NULL)
 		return;
+	cc->fd = -1;
+	cc->peer = peer;
+	if (load != NULL)
+		(*load)++;
 	pktbuf_init_fixed(&pb, cc->pkt, sizeof(cc->pkt));
 	pktbuf_write_cancel_request(&pb, pid, key);
 	cc->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -96,9 +171,7 @@ cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key
 	return;
 fail:
 	log_debug("cancel request could not be started: %s", strerror(errno));
-	if (cc->fd != -1)
-		close(cc->fd);
-	free(cc);
+	cancel_conn_free(cc);
 }
 
 void
@@ -111,7 +184,7 @@ sess_cancel_backend(struct session *s)
 		return;
 	sa = link_server_addr(s->link, &len);
 	sess_log(s, LOG_LVL_DEBUG, "sending cancel request to server");
-	cancel_send(sa, len, link_backend_pid(s->link), link_backend_key(s->link));
+	cancel_send(sa, len, link_backend_pid(s->link), link_backend_key(s->link), 0);
 }
 
 /* ---- routing the request ---- */
@@ -120,9 +193,9 @@ sess_cancel_backend(struct session *s)
 static void
 cancel_local(uint32_t pid, uint32_t key)
 {
-	struct session *s = sess_find_by_key(pid);
+	struct session *s = sess_find_by_key(pid, key);
 
-	if (s == NULL || s->key_secret != key) {
+	if (s == NULL) {
 		log_debug("cancel request for an unknown key");
 		return;
 	}
@@ -140,13 +213,86 @@ cancel_key_bytes(uint8_t out[8], uint32_t pid, uint32_t key)
 	}
 }
 
+/* ---- forwarding to a peer ---- */
+
+/* A host-name peer being resolved. */
+struct cancel_fwd {
+	uint32_t pid, key;
+	int peer;
+};
+
+static void
+cancel_peer_resolved(void *arg, const struct sockaddr *sa, socklen_t salen, const char *errmsg)
+{
+	struct cancel_fwd *f = arg;
+
+	if (sa == NULL)
+		log_warn("cancel request for peer %d dropped: %s", f->peer, errmsg);
+	else
+		cancel_send(sa, salen, f->pid, f->key, f->peer);
+	free(f);
+}
+
+/* Send the request on to [peers] entry <peer>: its Unix socket directory or host name. */
+static void
+cancel_to_peer(const struct cfg *c, int peer, uint32_t pid, uint32_t key)
+{
+	const struct cfg_peer *p = cfg_peer_find(c, peer);
+	int pool_size, *load;
+	struct sockaddr_un sun;
+	struct cancel_fwd *f;
+
+	if ((key & CANCEL_TTL_MASK) == 0) {
+		log_info("failed to forward cancel request because its TTL was exhausted");
+		return;
+	}
+	key--;	/* the TTL is in the lowest bits */
+	if (p == NULL) {
+		log_info("could not find peer to forward request to (peer_id %d)", peer);
+		return;
+	}
+	pool_size = p->pool_size >= 0 ? p->pool_size : c->default_pool_size;
+	load = cancel_peer_load(peer);
+	if (load != NULL && pool_size > 0 && *load >= pool_size) {
+		log_warn("cancel request for peer %d dropped: %d already in flight (pool_size)",
+			 peer, *load);
+		return;
+	}
+	log_debug("forwarding cancellation request to peer %d", peer);
+	if (p->host[0] == '/') {
+		memset(&sun, 0, sizeof(sun));
+		sun.sun_family = AF_UNIX;
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/.s.PGSQL.%d", p->host, p->port);
+		cancel_send((struct sockaddr *)&sun, sizeof(sun), pid, key, peer);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return;
+	*f = (struct cancel_fwd){ pid, key, peer };
+	if (dns_process() == NULL ||
+	    dns_lookup(dns_process(), p->host, p->port, cancel_peer_resolved, f) == NULL) {
+		log_warn("cancel request for peer %d dropped: no resolver", peer);
+		free(f);
+	}
+}
+
 void
 sess_cancel_request(uint32_t pid, uint32_t key)
 {
-	uint32_t slot = pid >> CANCEL_SLOT_SHIFT;
+	const struct cfg *c = cfg_current();
+	bool peering = c->peer_id > 0;
+	uint32_t slot;
 	struct shm_msg m;
 	int self = shm_self();
 
+	if (peering && cancel_key_peer(pid) != c->peer_id) {
+		cancel_to_peer(c, cancel_key_peer(pid), pid, key);
+		return;
+	}
+	if (peering)
+		key |= CANCEL_TTL_MASK;	/* our keys carry the full TTL */
+	slot = cancel_key_slot1(pid, peering);
 	if (slot == 0 || slot > shm_n_procs())
 		return;
 	slot--;

@@ -20,6 +20,7 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "neki/tls.h"
+#include "neki/worker.h"
 #include "route_int.h"
 #include "session_int.h"
 
@@ -217,6 +218,11 @@ sess_on_startup_msg(struct session *s, const struct proto_startup *st)
 
 	if (sess_tls_missing(s))
 		return;
+	if (child_is_stopping()) {	/* a Unix socket kept open for cancel requests */
+		nk_error_set(&err, "57P03", "the database system is shutting down");
+		sess_refuse(s, &err);
+		return;
+	}
 	s->user = strdup(st->user);
 	s->dbname = strdup(st->database);
 	if (s->user == NULL || s->dbname == NULL) {
