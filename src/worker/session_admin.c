@@ -24,6 +24,7 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
+#include "route_int.h"
 #include "session_int.h"
 
 /* The longest query text scanned for a __neki call (a topology document fits). */
@@ -94,6 +95,15 @@ sess_admin_pkt(struct session *s, const struct sbuf_pkt *pkt)
 	return arelay_client_pkt(s->relay, &s->sb, pkt);
 }
 
+/* The transaction status the client sees (routed or pooled session). */
+static char
+sess_tx_now(const struct session *s)
+{
+	if (s->route != NULL)
+		return s->route->tx;
+	return s->link != NULL ? s->tx_status : 'I';
+}
+
 /* The call's reply went to the client (or the admin connection broke midway). */
 static void
 sess_call_done(void *arg, enum arelay_end end)
@@ -107,7 +117,7 @@ sess_call_done(void *arg, enum arelay_end end)
 		return;
 	}
 	pktbuf_init(&pb, 8);
-	pktbuf_write_ready_for_query(&pb, s->link != NULL ? s->tx_status : 'I');
+	pktbuf_write_ready_for_query(&pb, sess_tx_now(s));
 	if (!sess_send_pb(s, &pb)) {
 		sess_close(s, "client connection failed", NULL);
 		return;
@@ -125,6 +135,8 @@ sess_admin_try_call(struct session *s, const struct sbuf_pkt *pkt)
 		return -1;
 	if (s->link != NULL && (s->syncs_sent != s->z_recv || s->unsynced))
 		return -1;	/* the server is still answering: keep the order, let it fail there */
+	if (s->route != NULL && s->route->busy)
+		return -1;
 	if (pkt->avail < pkt->len) {
 		if (sbuf_hold(&s->sb, pkt->len))
 			return 1;
