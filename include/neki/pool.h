@@ -165,6 +165,9 @@ bool pool_close_idle(struct pool *p, const char *reason);
 /* Links in state <st> in this worker, and queued waiters. */
 size_t pool_count(const struct pool *p, enum link_state st);
 size_t pool_waiting(const struct pool *p);
+/* Call <fn> for every link of <p> but the CLOSING ones (SHOW SERVERS); <fn> must not close. */
+typedef void (*pool_link_fn)(struct link *l, void *arg);
+void pool_foreach_link(struct pool *p, pool_link_fn fn, void *arg);
 /* SHOW POOLS maxwait: the longest current wait, in microseconds. */
 uint64_t pool_max_wait_us(const struct pool *p);
 

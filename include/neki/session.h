@@ -29,6 +29,15 @@ void session_cancel_forwarded(const uint8_t *key, size_t len);
 size_t session_count(void);
 
 /*
+ * SHM_CMD_LIST (wlist.c): append this worker's console rows to <buf> (<cap> bytes, *<len>
+ * used): 'c' clients and 's' servers (the 21 SHOW CLIENTS columns, the 7 SOCKETS columns,
+ * the socket state, "1" when listed by SHOW CLIENTS / SERVERS; times as epoch seconds),
+ * 'p' pools (the 17 SHOW POOLS columns), 'h' DNS hosts, 'z' DNS zones, 'm' memory.
+ * False when some rows did not fit.
+ */
+bool session_list_rows(void *buf, size_t cap, size_t *len);
+
+/*
  * A pooling command from the mailbox (PAUSE, RESUME, KILL, KILL_CLIENT, RECONNECT, DISABLE,
  * ENABLE, WAIT_CLOSE; src/worker/sctl.c). Returns true when it is done, false when it waits
  * (PAUSE until the links are gone, WAIT_CLOSE until no link is close_needed): poll

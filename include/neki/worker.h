@@ -45,6 +45,11 @@ struct child_spec {
 	size_t (*server_links)(void);
 	/* SHUTDOWN WAIT_FOR_SERVERS began: stop handing out links. NULL: nothing to do. */
 	void (*on_stop_servers)(void);
+	/*
+	 * SHM_CMD_LIST: append the console rows of this process (shm_list_put_row) to <buf>
+	 * (<cap> bytes, *<len> used). False when some did not fit. NULL: no rows.
+	 */
+	bool (*on_list)(void *buf, size_t cap, size_t *len);
 };
 
 /* Run the child's loop until it is told to exit; never returns. */

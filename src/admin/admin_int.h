@@ -232,13 +232,41 @@ void ctl_command(struct adm_req *req, const char *verb, const char *arg, const c
 bool cmd_is_set(const char *sql);
 void cmd_set(struct adm_req *req, const char *sql);
 
-/* console.c: SHOW output about the console's own sessions (the admin's clients). */
-void console_show_clients(struct adm_result *r);
-void console_show_sockets(struct adm_result *r);
-void console_show_active_sockets(struct adm_result *r);
-void console_show_servers(struct adm_result *r);
-void console_show_pools(struct adm_result *r);
+/* console.c: the console's own sessions and the admin pool as list rows (wlist.c's format). */
+bool console_list_rows(void *buf, size_t cap, size_t *len);
 void console_show_fds(struct adm_result *r);
+
+/* ---- lists.c: rows gathered from every worker ---- */
+
+typedef void (*lists_show_fn)(struct adm_result *r);
+/*
+ * Gather every worker's rows (and the console's), then run <show> on them and finish <req>
+ * (later, from the loop). Inside <show> the lists_* functions below see those rows.
+ */
+void lists_gather(struct adm_req *req, lists_show_fn show);
+
+enum lists_what {
+	LISTS_USED_CLIENTS = 0,		/* logged-in clients */
+	LISTS_LOGIN_CLIENTS = 1,	/* clients still logging in */
+	LISTS_USED_SERVERS = 2,		/* server links */
+	LISTS_POOLS = 3,		/* (database, user) pools */
+	LISTS_DB_CLIENTS = 4,		/* logged-in clients of database <name> */
+	LISTS_DB_SERVERS = 5,		/* server links of database <name> */
+	LISTS_USER_CLIENTS = 6,		/* logged-in clients of user <name> */
+	LISTS_USER_SERVERS = 7,		/* server links of user <name> */
+	LISTS_DNS_NAMES = 8,		/* distinct cached host names */
+	LISTS_DNS_ZONES = 9,		/* distinct zones */
+};
+/* A count over the gathered rows (0 outside a gathering). */
+int64_t lists_count(enum lists_what what, const char *name);
+bool lists_first_of(char kind, size_t i);
+void lists_show_clients(struct adm_result *r);
+void lists_show_servers(struct adm_result *r);
+void lists_show_sockets(struct adm_result *r);
+void lists_show_active_sockets(struct adm_result *r);
+void lists_show_pools(struct adm_result *r);
+void lists_show_dns_hosts(struct adm_result *r);
+void lists_show_dns_zones(struct adm_result *r);
 
 /* ---- console_auth.c ---- */
 

@@ -222,7 +222,7 @@ show_config(struct adm_result *r)
 static void
 database_row(struct adm_result *r, const struct cfg *c, const struct cfg_database *d)
 {
-	char b[8][24];
+	char b[9][24];
 	int pool = d->pool_size >= 0 ? d->pool_size : c->default_pool_size;
 	int min = d->min_pool_size >= 0 ? d->min_pool_size : c->min_pool_size;
 	int res = d->reserve_pool_size >= 0 ? d->reserve_pool_size : c->reserve_pool_size;
@@ -237,7 +237,8 @@ database_row(struct adm_result *r, const struct cfg *c, const struct cfg_databas
 		fmt_int(b[1], pool), fmt_int(b[2], min), fmt_int(b[3], res),
 		fmt_int(b[4], (int64_t)life), cfg_pool_mode_str(pm),
 		lb_list ? (d->load_balance_hosts ? "round-robin" : "disable") : NULL,
-		fmt_int(b[5], maxc), "0", fmt_int(b[6], maxcl), "0", "0", "0",
+		fmt_int(b[5], maxc), fmt_int(b[7], lists_count(LISTS_DB_SERVERS, d->name)),
+		fmt_int(b[6], maxcl), fmt_int(b[8], lists_count(LISTS_DB_CLIENTS, d->name)), "0", "0",
 	};
 
 	adm_result_row(r, vals);
@@ -257,10 +258,11 @@ show_databases(struct adm_result *r)
 		{ "disabled", ADM_T_INT4 },
 	};
 	const struct cfg *c = cfg_current();
-	char port[24];
+	char port[24], cl[24];
 	const char *admin[17] = {
 		"pgbouncer", NULL, fmt_int(port, c->listen_port), "pgbouncer", "pgbouncer", "2", "0",
-		"0", "0", "statement", NULL, "0", "0", "0", "0", "0", "0",
+		"0", "0", "statement", NULL, "0", "0", "0",
+		fmt_int(cl, lists_count(LISTS_DB_CLIENTS, "pgbouncer")), "0", "0",
 	};
 
 	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
@@ -294,15 +296,16 @@ show_users(struct adm_result *r)
 	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
 	for (size_t i = 0; i < c->n_users; i++) {
 		const struct cfg_user *u = &c->users[i];
-		char b[4][24];
+		char b[6][24];
 		const char *vals[8] = {
 			u->name, fmt_pad(b[0], u->pool_size), fmt_pad(b[1], u->reserve_pool_size),
 			u->pool_mode != CFG_POOL_UNSET ? cfg_pool_mode_str(u->pool_mode) : NULL,
 			fmt_int(b[2], u->max_user_connections >= 0 ? u->max_user_connections :
-				c->max_user_connections), "0",
+				c->max_user_connections),
+			fmt_int(b[4], lists_count(LISTS_USER_SERVERS, u->name)),
 			fmt_int(b[3], u->max_user_client_connections >= 0 ?
 				u->max_user_client_connections : c->max_user_client_connections),
-			"0",
+			fmt_int(b[5], lists_count(LISTS_USER_CLIENTS, u->name)),
 		};
 
 		adm_result_row(r, vals);
@@ -393,17 +396,17 @@ show_lists(struct adm_result *r)
 		"dns_queries", "dns_pending",
 	};
 	const struct cfg *c = cfg_current();
-	int64_t clients = 0, links = 0;
+	const int64_t v_of[NK_ARRAY_LEN(names)] = {
+		(int64_t)c->n_databases + 1, (int64_t)c->n_users, (int64_t)c->n_peers,
+		lists_count(LISTS_POOLS, NULL), (int64_t)c->n_peers, 0,
+		lists_count(LISTS_USED_CLIENTS, NULL), lists_count(LISTS_LOGIN_CLIENTS, NULL), 0,
+		lists_count(LISTS_USED_SERVERS, NULL), lists_count(LISTS_DNS_NAMES, NULL),
+		lists_count(LISTS_DNS_ZONES, NULL), 0, 0,
+	};
 
-	for (unsigned i = 0; i < shm_n_procs(); i++) {
-		clients += atomic_load(&shm_proc(i)->clients);
-		links += atomic_load(&shm_proc(i)->links);
-	}
 	adm_result_columns(r, cols, 2);
 	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++) {
-		int64_t v = i == 0 ? (int64_t)c->n_databases + 1 : i == 1 ? (int64_t)c->n_users :
-			    i == 2 ? (int64_t)c->n_peers : i == 4 ? (int64_t)c->n_peers :
-			    i == 6 ? clients : i == 9 ? links : 0;
+		int64_t v = v_of[i];
 		char b[24];
 		const char *vals[2] = { names[i], fmt_int(b, v) };
 
@@ -432,46 +435,36 @@ show_mem(struct adm_result *r)
 	header_only(r, n, "siiii", 5);
 }
 
-static void
-show_dns_hosts(struct adm_result *r)
-{
-	static const char *const n[] = { "hostname", "ttl", "addrs" };
-
-	header_only(r, n, "sqs", 3);
-}
-
-static void
-show_dns_zones(struct adm_result *r)
-{
-	static const char *const n[] = { "zonename", "serial", "count" };
-
-	header_only(r, n, "sqi", 3);
-}
-
-static const struct { const char *name; show_fn fn; bool admin_only; } shows[] = {
-	{ "help", show_help, false },
-	{ "version", show_version, false },
-	{ "config", show_config, false },
-	{ "databases", show_databases, false },
-	{ "users", show_users, false },
-	{ "peers", show_peers, false },
-	{ "peer_pools", show_peer_pools, false },
-	{ "state", show_state, false },
-	{ "lists", show_lists, false },
-	{ "totals", stats_show_totals, false },
-	{ "stats", stats_show_stats, false },
-	{ "stats_totals", stats_show_totals_by_db, false },
-	{ "stats_averages", stats_show_averages, false },
-	{ "mem", show_mem, false },
-	{ "dns_hosts", show_dns_hosts, false },
-	{ "dns_zones", show_dns_zones, false },
-	{ "workers", show_workers, false },
-	{ "clients", console_show_clients, false },
-	{ "sockets", console_show_sockets, false },
-	{ "active_sockets", console_show_active_sockets, false },
-	{ "servers", console_show_servers, false },
-	{ "pools", console_show_pools, false },
-	{ "fds", console_show_fds, true },
+/* SHOW commands; <gather>: run on the rows gathered from every worker (lists.c). */
+static const struct {
+	const char *name;
+	show_fn fn;
+	bool admin_only;
+	bool gather;
+} shows[] = {
+	{ "help", show_help, false, false },
+	{ "version", show_version, false, false },
+	{ "config", show_config, false, false },
+	{ "databases", show_databases, false, true },
+	{ "users", show_users, false, true },
+	{ "peers", show_peers, false, false },
+	{ "peer_pools", show_peer_pools, false, false },
+	{ "state", show_state, false, false },
+	{ "lists", show_lists, false, true },
+	{ "totals", stats_show_totals, false, false },
+	{ "stats", stats_show_stats, false, false },
+	{ "stats_totals", stats_show_totals_by_db, false, false },
+	{ "stats_averages", stats_show_averages, false, false },
+	{ "mem", show_mem, false, false },
+	{ "dns_hosts", lists_show_dns_hosts, false, true },
+	{ "dns_zones", lists_show_dns_zones, false, true },
+	{ "workers", show_workers, false, false },
+	{ "clients", lists_show_clients, false, true },
+	{ "sockets", lists_show_sockets, false, true },
+	{ "active_sockets", lists_show_active_sockets, false, true },
+	{ "servers", lists_show_servers, false, true },
+	{ "pools", lists_show_pools, false, true },
+	{ "fds", console_show_fds, true, false },
 };
 
 /* SHOW <what>. */
@@ -489,6 +482,10 @@ cmd_show(struct adm_req *req, const struct cmd *c, const char *sql)
 		    (shows[i].admin_only && req->access != ADM_ACCESS_ADMIN)) {
 			fail(&req->res, "42501", "admin access needed");
 			adm_req_finish(req);
+			return;
+		}
+		if (shows[i].gather) {
+			lists_gather(req, shows[i].fn);
 			return;
 		}
 		shows[i].fn(&req->res);

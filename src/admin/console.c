@@ -23,6 +23,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -637,110 +638,49 @@ sock_addr(int fd, bool peer, bool is_unix, char *host, size_t hlen, int *port)
 	}
 }
 
-/* pgbouncer's time columns: local time "YYYY-MM-DD HH:MM:SS TZ". */
-static void
-fmt_time(char *buf, size_t len, time_t t)
+/* A console session's row in wlist.c's format (30 values, times as epoch seconds). */
+static bool
+console_row(void *buf, size_t cap, size_t *len, const struct adm_conn *c)
 {
-	struct tm tm;
-
-	localtime_r(&t, &tm);
-	strftime(buf, len, "%Y-%m-%d %H:%M:%S %Z", &tm);
-}
-
-static const struct adm_col client_cols[] = {
-	{ "type", ADM_T_TEXT }, { "user", ADM_T_TEXT }, { "database", ADM_T_TEXT },
-	{ "replication", ADM_T_TEXT }, { "state", ADM_T_TEXT }, { "addr", ADM_T_TEXT },
-	{ "port", ADM_T_INT4 }, { "local_addr", ADM_T_TEXT }, { "local_port", ADM_T_INT4 },
-	{ "connect_time", ADM_T_TEXT }, { "request_time", ADM_T_TEXT }, { "wait", ADM_T_INT4 },
-	{ "wait_us", ADM_T_INT4 }, { "close_needed", ADM_T_INT4 }, { "ptr", ADM_T_TEXT },
-	{ "link", ADM_T_TEXT }, { "remote_pid", ADM_T_INT4 }, { "tls", ADM_T_TEXT },
-	{ "application_name", ADM_T_TEXT }, { "prepared_statements", ADM_T_INT4 },
-	{ "id", ADM_T_INT4 },
-	/* SOCKETS adds: */
-	{ "recv_pos", ADM_T_INT4 }, { "pkt_pos", ADM_T_INT4 }, { "pkt_remain", ADM_T_INT4 },
-	{ "send_pos", ADM_T_INT4 }, { "send_remain", ADM_T_INT4 }, { "pkt_avail", ADM_T_INT4 },
-	{ "send_avail", ADM_T_INT4 },
-};
-
-/* One row per live console session; <sockets> adds the 7 buffer columns. */
-static void
-client_rows(struct adm_result *r, bool sockets)
-{
-	adm_result_columns(r, client_cols, sockets ? 28 : 21);
-	for (struct adm_conn *c = live_list; c != NULL; c = c->next) {
-		char addr[64], laddr[64], port[16], lport[16], ct[64], rt[64], ptr[32], id[24];
-		char tls[128];
-		int p, lp;
-		const char *vals[28] = {
-			"C", c->user, c->db, "none", sockets ? "cl_active" : "active", addr, port,
-			laddr, lport, ct, rt, "0", "0", "0", ptr, "", "0", tls, c->app_name, "0", id,
-			"0", "0", "0", "0", "0", "0", "0",
-		};
-
-		if (c->state == CON_ST_STARTUP || c->state == CON_ST_PASSWORD)
-			continue;
-		sock_addr(sbuf_fd(&c->sb), true, c->is_unix, addr, sizeof(addr), &p);
-		sock_addr(sbuf_fd(&c->sb), false, c->is_unix, laddr, sizeof(laddr), &lp);
-		snprintf(port, sizeof(port), "%d", p);
-		snprintf(lport, sizeof(lport), "%d", lp);
-		fmt_time(ct, sizeof(ct), c->connect_time);
-		fmt_time(rt, sizeof(rt), c->request_time);
-		snprintf(ptr, sizeof(ptr), "%p", (void *)c);
-		snprintf(id, sizeof(id), "%" PRIu64, c->id);
-		tls_sbuf_info(&c->sb, tls, sizeof(tls));
-		adm_result_row(r, vals);
-	}
-}
-
-void
-console_show_clients(struct adm_result *r)
-{
-	client_rows(r, false);
-}
-
-void
-console_show_sockets(struct adm_result *r)
-{
-	client_rows(r, true);
-}
-
-void
-console_show_active_sockets(struct adm_result *r)
-{
-	/* every listed console session is the one running a command or idle with no data */
-	adm_result_columns(r, client_cols, 28);
-}
-
-void
-console_show_servers(struct adm_result *r)
-{
-	adm_result_columns(r, client_cols, 21);
-}
-
-void
-console_show_pools(struct adm_result *r)
-{
-	static const char *const names[] = {
-		"database", "user", "cl_active", "cl_waiting", "cl_active_cancel_req",
-		"cl_waiting_cancel_req", "sv_active", "sv_active_cancel", "sv_being_canceled",
-		"sv_idle", "sv_used", "sv_tested", "sv_login", "maxwait", "maxwait_us", "pool_mode",
-		"load_balance_hosts",
+	char addr[64], laddr[64], port[16], lport[16], ct[24], rt[24], ptr[32], id[24];
+	char tls[128];
+	int p, lp;
+	bool login = c->state == CON_ST_STARTUP || c->state == CON_ST_PASSWORD;
+	const char *vals[30] = {
+		"C", c->user, c->db, "none", "active", addr, port, laddr, lport, ct, rt, "0", "0",
+		"0", ptr, "", "0", tls, c->app_name, "0", id, "0", "0", "0", "0", "0", "0", "0",
+		login ? "cl_login" : "cl_active", login ? "0" : "1",
 	};
-	struct adm_col cols[NK_ARRAY_LEN(names)];
+
+	sock_addr(sbuf_fd(&c->sb), true, c->is_unix, addr, sizeof(addr), &p);
+	sock_addr(sbuf_fd(&c->sb), false, c->is_unix, laddr, sizeof(laddr), &lp);
+	snprintf(port, sizeof(port), "%d", p);
+	snprintf(lport, sizeof(lport), "%d", lp);
+	snprintf(ct, sizeof(ct), "%lld", (long long)c->connect_time);
+	snprintf(rt, sizeof(rt), "%lld", (long long)c->request_time);
+	snprintf(ptr, sizeof(ptr), "0x%" PRIx64, c->id);
+	snprintf(id, sizeof(id), "%" PRIu64, c->id);
+	tls_sbuf_info(&c->sb, tls, sizeof(tls));
+	return shm_list_put_row(buf, cap, len, 'c', vals, 30);
+}
+
+bool
+console_list_rows(void *buf, size_t cap, size_t *len)
+{
 	unsigned n = 0;
 	char active[16];
-	const char *vals[17] = {
+	const char *pool[17] = {
 		"pgbouncer", "pgbouncer", active, "0", "0", "0", "0", "0", "0", "0", "0", "0", "0",
 		"0", "0", "statement", NULL,
 	};
+	bool ok = true;
 
-	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
-		cols[i] = (struct adm_col){ names[i], i < 2 || i >= 15 ? ADM_T_TEXT : ADM_T_INT4 };
-	for (struct adm_conn *c = live_list; c != NULL; c = c->next)
+	for (const struct adm_conn *c = live_list; c != NULL; c = c->next) {
+		ok = console_row(buf, cap, len, c) && ok;
 		n += c->state == CON_ST_IDLE || c->state == CON_ST_BUSY;
+	}
 	snprintf(active, sizeof(active), "%u", n);
-	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
-	adm_result_row(r, vals);
+	return shm_list_put_row(buf, cap, len, 'p', pool, 17) && ok;
 }
 
 void

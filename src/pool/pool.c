@@ -133,6 +133,18 @@ pool_count(const struct pool *p, enum link_state st)
 	return list_count(&p->lists[st]);
 }
 
+void
+pool_foreach_link(struct pool *p, pool_link_fn fn, void *arg)
+{
+	for (int st = 0; st < LINK_ST_COUNT; st++) {
+		if (st == LINK_ST_CLOSING)
+			continue;
+		for (struct list_node *n = list_first(&p->lists[st]); n != NULL;
+		     n = list_next(&p->lists[st], n))
+			fn(container_of(n, struct link, node), arg);
+	}
+}
+
 /* Clients queued for a link. */
 size_t
 pool_waiting(const struct pool *p)

@@ -21,6 +21,8 @@
 #include "shm_int.h"
 
 #define SHM_MIN_TOPO_AREA 4096	/* the smallest topology slot worth having */
+#define SHM_LIST_MIN (16 * 1024)	/* list area bounds per process (bytes) */
+#define SHM_LIST_MAX (4 * 1024 * 1024)
 
 static struct shm_layout layout;	/* zero until shm_create */
 static int self_slot = -1;		/* the slot this process owns; -1 = master */
@@ -29,6 +31,19 @@ static size_t
 align_up(size_t n, size_t a)
 {
 	return (n + a - 1) / a * a;
+}
+
+/*
+ * Bytes of each process's list area (SHOW CLIENTS rows): a quarter of the segment shared
+ * out, between SHM_LIST_MIN and SHM_LIST_MAX per process.
+ */
+static size_t
+list_area_size(size_t size, unsigned n_procs)
+{
+	size_t a = size / 4 / (n_procs ? n_procs : 1);
+
+	a = a < SHM_LIST_MIN ? SHM_LIST_MIN : a > SHM_LIST_MAX ? SHM_LIST_MAX : a;
+	return a / SHM_CACHE_LINE * SHM_CACHE_LINE;
 }
 
 /* Fill <l> for <n_procs> slots in <size> bytes; topo_area is what is left over. */
@@ -47,6 +62,9 @@ layout_compute(struct shm_layout *l, size_t size, unsigned n_procs)
 	off += align_up(sizeof(_Atomic int32_t) * SHM_N_COUNTERS * n_procs, SHM_CACHE_LINE);
 	l->dbstats_off = off;
 	off += align_up(sizeof(struct shm_dbstats_area) * n_procs, SHM_CACHE_LINE);
+	l->list_off = off;
+	l->list_area = list_area_size(size, n_procs);
+	off += l->list_area * n_procs;
 	l->topo_off = off;
 	l->topo_area = size > off ? (size - off) / (SHM_TOPO_SLOTS + SHM_CAT_SLOTS) /
 				    SHM_CACHE_LINE * SHM_CACHE_LINE : 0;

@@ -23,6 +23,8 @@ struct shm_layout {
 	size_t counters_off;		/* _Atomic int64_t[SHM_N_COUNTERS] */
 	size_t shares_off;		/* _Atomic int32_t[n_procs][SHM_N_COUNTERS] */
 	size_t dbstats_off;		/* struct shm_dbstats_area[n_procs] */
+	size_t list_off;		/* n_procs list areas of list_area bytes */
+	size_t list_area;		/* bytes per list area (header included) */
 	size_t topo_off;		/* SHM_TOPO_SLOTS areas of topo_area bytes */
 	size_t topo_area;		/* bytes per topology image slot */
 	size_t cat_off;			/* SHM_CAT_SLOTS areas of topo_area bytes */

@@ -322,6 +322,18 @@ begin_shutdown(enum child_exit_mode mode)
 	check_exit();
 }
 
+/* SHM_CMD_LIST: write this process's rows into its list area, at once (never held). */
+static void
+child_list(void)
+{
+	size_t cap, len = 0;
+	uint64_t req;
+	void *buf = shm_list_area(spec.slot, &cap, &req);
+	bool complete = spec.on_list == NULL || spec.on_list(buf, cap, &len);
+
+	shm_list_done(spec.slot, req, len, !complete);
+}
+
 /* Act on one mailbox command. */
 static void
 handle_command(const struct shm_msg *m)
@@ -369,6 +381,9 @@ handle_command(const struct shm_msg *m)
 	case SHM_CMD_KILL_CLIENT:
 	case SHM_CMD_WAIT_CLOSE:
 		child_control(m);
+		break;
+	case SHM_CMD_LIST:
+		child_list();
 		break;
 	case SHM_CMD_NONE:
 		break;

@@ -75,6 +75,17 @@ session_count(void)
 	return n;
 }
 
+void
+sess_foreach(void (*fn)(struct session *s, void *arg), void *arg)
+{
+	if (!sess_lists_ready)
+		return;
+	for (int st = 0; st < SESS_ST_CLOSED; st++)
+		for (struct list_node *n = list_first(&sess_lists[st]); n != NULL;
+		     n = list_next(&sess_lists[st], n))
+			fn(container_of(n, struct session, node), arg);
+}
+
 /* The only writer of s->state: moves the session between the state lists. */
 void
 sess_set_state(struct session *s, enum sess_state st)

@@ -257,6 +257,8 @@ NK_MUSTCHECK bool sess_send_pb(struct session *s, struct pktbuf *pb);
 NK_MUSTCHECK bool sess_send_error(struct session *s, const struct nk_error *err);
 /* The effective value of a per-user / per-database / global timeout. */
 double sess_query_timeout(const struct session *s);
+/* Call <fn> for every session that is not CLOSED (SHOW CLIENTS); <fn> must not close. */
+void sess_foreach(void (*fn)(struct session *s, void *arg), void *arg);
 /* The session whose BackendKeyData is <pid>, <key> (cancel lookup), or NULL. */
 struct session *sess_find_by_key(uint32_t pid, uint32_t key);
 /* The SHOW STATS counters <s> counts into: its database's (plain process-local memory). */

@@ -24,6 +24,7 @@ worker_main(unsigned slot)
 		.control_settled = session_control_settled,
 		.server_links = session_link_count,
 		.on_stop_servers = session_shutdown_servers,
+		.on_list = session_list_rows,
 	};
 
 	child_run(&s);

@@ -83,3 +83,56 @@ def test_log_stats_line(pg_cluster, cluster_db, neki):
                r"xact \d+ us, query \d+ us, wait \d+ us$")
     wait_until(lambda: any(int(m.group(2)) > 0 for m in re.finditer(pattern, inst.log(), re.M)),
                6, what="a stats line with queries")
+
+
+def test_lists_gathered_from_workers(stats_neki, cluster_db):
+    """SHOW CLIENTS / SERVERS / POOLS / SOCKETS / LISTS / DATABASES list the workers' real
+    sessions and links (every worker answers through its shm list area), with pgbouncer's
+    global, consecutive ids; the console session itself is a client too."""
+    inst, db = stats_neki, cluster_db
+    first = inst.connect(dbname=db)
+    first.execute("SELECT 1")                  # the pool logs in one link
+    conns = [inst.connect(dbname=db, application_name=f"c{i}") for i in range(6)]
+    try:
+        clients = [r for r in show(inst, "CLIENTS") if r["database"] == db]
+        ids = sorted(r["id"] for r in clients)
+        assert len(ids) == 7
+        # one counter for clients and servers: between the 6 later logins only the
+        # links a worker's first login opened (for the server's parameters) took ids
+        link_ids = {r["id"] for r in show(inst, "SERVERS") if r["database"] == db}
+        span = set(range(ids[1], ids[-1] + 1))
+        assert span - set(ids[1:]) <= link_ids and len(span) <= 6 + inst.settings["workers"]
+        assert {r["state"] for r in clients} == {"idle"}
+        assert sorted(r["application_name"] for r in clients)[1:] == [f"c{i}" for i in range(6)]
+        assert any(r["database"] == "pgbouncer" and r["user"] == "admin"
+                   for r in show(inst, "CLIENTS"))
+        servers = [r for r in show(inst, "SERVERS") if r["database"] == db]
+        assert servers and all(r["state"] in ("idle", "used") and r["remote_pid"] > 0
+                               for r in servers)
+        assert sum(r["clients"] for r in show(inst, "WORKERS")) >= 7
+
+        conns[0].execute("BEGIN")              # holds its link until COMMIT
+        conns[0].execute("SELECT 1")
+        clients = {r["id"]: r for r in show(inst, "CLIENTS")}
+        held = clients[ids[1]]
+        assert held["state"] == "active" and held["link"]
+        servers = {r["ptr"]: r for r in show(inst, "SERVERS") if r["database"] == db}
+        assert servers[held["link"]]["state"] == "active"
+        pool = [r for r in show(inst, "POOLS") if r["database"] == db]
+        assert len(pool) == 1 and pool[0]["cl_active"] == 7 and pool[0]["cl_waiting"] == 0
+        assert pool[0]["sv_active"] == 1
+        assert pool[0]["sv_active"] + pool[0]["sv_idle"] + pool[0]["sv_used"] == len(servers)
+        assert pool[0]["pool_mode"] == "transaction"
+        sockets = show(inst, "SOCKETS")
+        assert {r["state"] for r in sockets if r["database"] == db} >= {"cl_active",
+                                                                       "sv_active"}
+        lists = {r["list"]: r["items"] for r in show(inst, "LISTS")}
+        assert lists["used_clients"] >= 8 and lists["used_servers"] == len(servers)
+        assert lists["pools"] == 2                  # the database's and the admin's
+        dbrow = [r for r in show(inst, "DATABASES") if r["name"] == db][0]
+        assert dbrow["current_client_connections"] == 7
+        assert dbrow["current_connections"] == len(servers)
+        conns[0].execute("COMMIT")
+    finally:
+        for c in conns + [first]:
+            c.close()

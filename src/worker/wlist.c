@@ -1,0 +1,321 @@
+/*
+ * wlist.c - this worker's rows for the console's lists (SHOW CLIENTS, SERVERS, SOCKETS,
+ * POOLS, DNS_HOSTS, DNS_ZONES, MEM), written into its shm list area on SHM_CMD_LIST.
+ *
+ * The admin process formats and merges the rows of every worker; here each row is text
+ * values in pgbouncer's column order (shm_list_put_row). `ptr` and `link` are the global
+ * socket ids in hex ("0x1f"): unique across workers, unlike heap addresses of forked
+ * processes, and a client's `link` is its server's `ptr`. Times travel as epoch seconds.
+ * Entry point: session_list_rows().
+ */
+#include "neki/base.h"
+
+#include "neki/session.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "neki/dns.h"
+#include "neki/shm.h"
+#include "neki/tls.h"
+#include "session_int.h"
+
+#define WL_COLS 30		/* 21 + 7 SOCKETS columns + socket state + listed flag */
+#define WL_POOL_COLS 17
+
+/* The writer's state while one request is answered. */
+struct wl {
+	void *buf;
+	size_t cap, len;
+	bool complete;			/* every row fitted */
+	uint64_t now_us;		/* monotonic */
+	time_t now;			/* wall clock */
+	struct pool *pool;		/* the pool whose links / clients are being counted */
+	struct spool *sp;
+	int cl_active, cl_waiting;	/* that pool's clients */
+	uint64_t maxwait_us;
+};
+
+/* One row's value buffers. */
+struct wl_row {
+	char v[WL_COLS][64];
+	char tls[128];
+	const char *vals[WL_COLS];
+};
+
+static void
+wl_put(struct wl *w, char kind, const char *const *vals, size_t n)
+{
+	if (!shm_list_put_row(w->buf, w->cap, &w->len, kind, vals, n))
+		w->complete = false;
+}
+
+/* Column <k> of <r> as printf text. */
+static void wl_set(struct wl_row *r, int k, const char *fmt, ...) NK_PRINTF(3, 4);
+
+static void
+wl_set(struct wl_row *r, int k, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->v[k], sizeof(r->v[k]), fmt, ap);
+	va_end(ap);
+	r->vals[k] = r->v[k];
+}
+
+/* The local end of <fd> into columns 7 (addr) and 8 (port). */
+static void
+wl_local_addr(struct wl_row *r, int fd, bool is_unix)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "unix";
+	int port = 0;
+
+	if (!is_unix && fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET) {
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof(host));
+			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host,
+				  sizeof(host));
+			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		}
+	}
+	wl_set(r, 7, "%s", host);
+	wl_set(r, 8, "%d", port);
+}
+
+/* Columns 21..27 (pgbouncer's SOCKETS buffer positions) from <sb>. */
+static void
+wl_buffers(struct wl_row *r, const struct sbuf *sb)
+{
+	size_t send_remain = sb->wend - sb->wpos;
+
+	wl_set(r, 21, "%u", sb->rend);
+	wl_set(r, 22, "%u", sb->rpos);
+	wl_set(r, 23, "%u", sb->act_remain);
+	wl_set(r, 24, "%zu", sb->wpos);
+	wl_set(r, 25, "%zu", send_remain);
+	wl_set(r, 26, "%u", sb->rend - sb->rpos);
+	wl_set(r, 27, "%zu", send_remain);
+}
+
+/* Epoch seconds of the monotonic instant <us>. */
+static long long
+wl_epoch(const struct wl *w, uint64_t us)
+{
+	return (long long)w->now - (long long)((w->now_us - us) / 1000000u);
+}
+
+/* The client's application_name: as it is now (SET), else as the startup packet had it. */
+static const char *
+wl_app_name(const struct session *s)
+{
+	int i = varcache_index("application_name");
+
+	if (i >= 0 && s->vars.val[i] != NULL)
+		return s->vars.val[i];
+	return s->app_name ? s->app_name : "";
+}
+
+static void
+wl_client(struct session *s, void *arg)
+{
+	struct wl *w = arg;
+	struct wl_row r = { 0 };
+	bool login = s->state == SESS_ST_LOGIN || s->state == SESS_ST_AUTHQ ||
+		     s->state == SESS_ST_WELCOME;
+	bool waiting = s->state == SESS_ST_WAIT;
+	uint64_t wait = waiting && s->wait_start_us ? w->now_us - s->wait_start_us : 0;
+
+	wl_set(&r, 0, "C");
+	wl_set(&r, 1, "%s", s->user ? s->user : "");
+	wl_set(&r, 2, "%s", s->dbname ? s->dbname : "");
+	wl_set(&r, 3, "none");
+	wl_set(&r, 4, "%s", waiting ? "waiting" : s->link != NULL ? "active" : "idle");
+	wl_set(&r, 5, "%s", s->addr);
+	wl_set(&r, 6, "%d", s->port);
+	wl_local_addr(&r, sbuf_fd(&s->sb), s->is_unix);
+	wl_set(&r, 9, "%lld", wl_epoch(w, s->connect_us));
+	wl_set(&r, 10, "%lld", wl_epoch(w, s->activity_us));
+	wl_set(&r, 11, "%" PRIu64, wait / 1000000u);
+	wl_set(&r, 12, "%" PRIu64, wait % 1000000u);
+	wl_set(&r, 13, "0");
+	wl_set(&r, 14, "0x%" PRIx64, s->id);
+	if (s->link != NULL)
+		wl_set(&r, 15, "0x%" PRIx64, link_id(s->link));
+	else
+		wl_set(&r, 15, "%s", "");
+	wl_set(&r, 16, "0");
+	tls_sbuf_info(&s->sb, r.tls, sizeof(r.tls));
+	r.vals[17] = r.tls;
+	wl_set(&r, 18, "%s", wl_app_name(s));
+	wl_set(&r, 19, "%zu", s->prep.count);
+	wl_set(&r, 20, "%" PRIu64, s->id);
+	wl_buffers(&r, &s->sb);
+	wl_set(&r, 28, "%s", login ? "cl_login" : waiting ? "cl_waiting" : "cl_active");
+	wl_set(&r, 29, "%d", !login);
+	wl_put(w, 'c', r.vals, WL_COLS);
+}
+
+static const char *
+wl_server_state(enum link_state st, bool socket)
+{
+	static const char *const names[LINK_ST_COUNT][2] = {
+		[LINK_ST_LOGIN] = { "new", "sv_login" }, [LINK_ST_IDLE] = { "idle", "sv_idle" },
+		[LINK_ST_USED] = { "used", "sv_used" }, [LINK_ST_TESTED] = { "tested", "sv_tested" },
+		[LINK_ST_ACTIVE] = { "active", "sv_active" },
+		[LINK_ST_CLOSING] = { "closing", "sv_closing" },
+	};
+
+	return names[st][socket];
+}
+
+/* The link's peer: "host:port" of link_addr() split into columns 5 and 6. */
+static void
+wl_server_addr(struct wl_row *r, const struct link *l)
+{
+	const char *a = link_addr(l), *colon = strrchr(a, ':');
+	size_t hl = colon ? (size_t)(colon - a) : strlen(a);
+
+	if (hl > 0 && a[0] == '[' && a[hl - 1] == ']') {
+		a++;
+		hl -= 2;
+	}
+	wl_set(r, 5, "%.*s", (int)hl, a);
+	wl_set(r, 6, "%s", colon ? colon + 1 : "0");
+}
+
+static void
+wl_server(struct link *l, void *arg)
+{
+	struct wl *w = arg;
+	struct wl_row r = { 0 };
+	struct sbuf *sb = link_sbuf(l);
+	const struct link_ext *ext = link_user_data(l);
+	const char *app = link_param(l, "application_name");
+	enum link_state st = link_state(l);
+
+	wl_set(&r, 0, "S");
+	wl_set(&r, 1, "%s", pool_user_name(w->pool));
+	wl_set(&r, 2, "%s", pool_db_name(w->pool));
+	wl_set(&r, 3, "none");
+	wl_set(&r, 4, "%s", wl_server_state(st, false));
+	wl_server_addr(&r, l);
+	wl_local_addr(&r, sbuf_fd(sb), strncmp(link_addr(l), "unix", 4) == 0);
+	wl_set(&r, 9, "%lld", (long long)w->now - (long long)link_age(l));
+	wl_set(&r, 10, "%s", r.v[9]);
+	wl_set(&r, 11, "0");
+	wl_set(&r, 12, "0");
+	wl_set(&r, 13, "%d", link_close_needed(l));
+	wl_set(&r, 14, "0x%" PRIx64, link_id(l));
+	wl_set(&r, 15, "%s", "");
+	wl_set(&r, 16, "%u", link_backend_pid(l));
+	tls_sbuf_info(sb, r.tls, sizeof(r.tls));
+	r.vals[17] = r.tls;
+	wl_set(&r, 18, "%s", app ? app : "");
+	wl_set(&r, 19, "%zu", ext ? ext->prep.n : 0);
+	wl_set(&r, 20, "%" PRIu64, link_id(l));
+	wl_buffers(&r, sb);
+	wl_set(&r, 28, "%s", wl_server_state(st, true));
+	wl_set(&r, 29, "1");
+	wl_put(w, 's', r.vals, WL_COLS);
+}
+
+/* Count the clients of the pool being written. */
+static void
+wl_count_client(struct session *s, void *arg)
+{
+	struct wl *w = arg;
+
+	if (s->sp != w->sp || s->state == SESS_ST_LOGIN || s->state == SESS_ST_AUTHQ ||
+	    s->state == SESS_ST_WELCOME)
+		return;
+	if (s->state == SESS_ST_WAIT)
+		w->cl_waiting++;
+	else
+		w->cl_active++;
+}
+
+/* One 'p' row for spool <sp> and 's' rows for its links. */
+static void
+wl_pool(struct wl *w, struct spool *sp)
+{
+	struct pool *p = spool_pool(sp);
+	const struct cfg_database *db = NULL;
+	char v[12][24];
+	uint64_t maxwait = pool_max_wait_us(p);
+	const char *vals[WL_POOL_COLS];
+
+	w->pool = p;
+	w->sp = sp;
+	w->cl_active = w->cl_waiting = 0;
+	sess_foreach(wl_count_client, w);
+	snprintf(v[0], 24, "%d", w->cl_active);
+	snprintf(v[1], 24, "%d", w->cl_waiting);
+	snprintf(v[2], 24, "%zu", pool_count(p, LINK_ST_ACTIVE));
+	snprintf(v[3], 24, "%zu", pool_count(p, LINK_ST_IDLE));
+	snprintf(v[4], 24, "%zu", pool_count(p, LINK_ST_USED));
+	snprintf(v[5], 24, "%zu", pool_count(p, LINK_ST_TESTED));
+	snprintf(v[6], 24, "%zu", pool_count(p, LINK_ST_LOGIN));
+	snprintf(v[7], 24, "%" PRIu64, maxwait / 1000000u);
+	snprintf(v[8], 24, "%" PRIu64, maxwait % 1000000u);
+	db = cfg_database_find(cfg_current(), pool_db_name(p));
+	vals[0] = pool_db_name(p);
+	vals[1] = pool_user_name(p);
+	vals[2] = v[0], vals[3] = v[1], vals[4] = "0", vals[5] = "0";
+	vals[6] = v[2], vals[7] = "0", vals[8] = "0", vals[9] = v[3], vals[10] = v[4];
+	vals[11] = v[5], vals[12] = v[6], vals[13] = v[7], vals[14] = v[8];
+	vals[15] = cfg_pool_mode_str(pool_mode(p));
+	vals[16] = db != NULL && db->host != NULL && strchr(db->host, ',') != NULL ?
+		   (db->load_balance_hosts ? "round-robin" : "disable") : NULL;
+	wl_put(w, 'p', vals, WL_POOL_COLS);
+	pool_foreach_link(p, wl_server, w);
+}
+
+static void
+wl_dns_host(void *arg, const char *name, uint64_t ttl, const char *addrs)
+{
+	char t[24];
+	const char *vals[3] = { name, t, addrs };
+
+	snprintf(t, sizeof(t), "%" PRIu64, ttl);
+	wl_put(arg, 'h', vals, 3);
+}
+
+static void
+wl_dns_zone(void *arg, const char *zone, uint32_t serial, int count)
+{
+	char s[24], c[24];
+	const char *vals[3] = { zone, s, c };
+
+	snprintf(s, sizeof(s), "%u", serial);
+	snprintf(c, sizeof(c), "%d", count);
+	wl_put(arg, 'z', vals, 3);
+}
+
+bool
+session_list_rows(void *buf, size_t cap, size_t *len)
+{
+	struct wl w = { .buf = buf, .cap = cap, .len = *len, .complete = true,
+			.now_us = sess_now_us(), .now = time(NULL) };
+	struct dns *d = dns_process();
+
+	sess_foreach(wl_client, &w);
+	for (struct spool *sp = spool_first(); sp != NULL; sp = spool_next(sp))
+		wl_pool(&w, sp);
+	if (d != NULL) {
+		dns_walk_hosts(d, wl_dns_host, &w);
+		dns_walk_zones(d, wl_dns_zone, &w);
+	}
+	*len = w.len;
+	return w.complete;
+}
