@@ -165,6 +165,7 @@ admin_start(void)
 	forward_listen();
 	rev_init(child_base());
 	catload_init(child_base());
+	shardfn_init(child_base());
 	adm_stats_tick();	/* the clock of the stats averages starts now */
 }
 

@@ -358,6 +358,17 @@ void catload_refresh(void);
 /* A topology revision was published: its databases' catalogs are loaded again. */
 void catload_topology_changed(void);
 /*
+ * The conninfo of database <db> on shard <uid> with application_name <app>: the shard's
+ * own dbname when its conninfo names one, else <db> (as workers connect). Malloc'd; NULL
+ * when [shards] lacks <uid> or on no memory.
+ */
+char *catload_conninfo(const char *uid, const char *db, const char *app);
+
+/* shardfn.c: neki's functions (uuidv7) on every shard of the topology, after start and
+ * after each published topology revision. */
+void shardfn_init(struct event_base *base);
+void shardfn_topology_changed(void);
+/*
  * set_data_topology: add the catalog rules' findings of <m> to <f> (V4; marked preexisting
  * when <previous> has them too). False with <err> when one blocks the apply.
  */

@@ -84,12 +84,9 @@ put_conninfo_value(char *buf, size_t cap, const char *s)
 	buf[n] = '\0';
 }
 
-/*
- * The conninfo of database <db> on the authoritative shard <uid>: the shard's own dbname
- * when its conninfo names one, else <db> (as workers connect). NULL when [shards] lacks it.
- */
-static char *
-db_conninfo(const char *uid, const char *db)
+/* catload_conninfo: see admin_int.h. */
+char *
+catload_conninfo(const char *uid, const char *db, const char *app)
 {
 	const struct cfg_shard *s = cfg_shard_find(cfg_current(), uid);
 	size_t cap;
@@ -97,7 +94,7 @@ db_conninfo(const char *uid, const char *db)
 
 	if (s == NULL)
 		return NULL;
-	cap = strlen(s->conninfo) + 2 * strlen(db) + 64;
+	cap = strlen(s->conninfo) + 2 * strlen(db) + strlen(app) + 64;
 	out = malloc(cap);
 	if (out == NULL)
 		return NULL;
@@ -106,7 +103,8 @@ db_conninfo(const char *uid, const char *db)
 		strncat(out, " dbname=", cap - strlen(out) - 1);
 		put_conninfo_value(out, cap, db);
 	}
-	strncat(out, " application_name=neki-catalog", cap - strlen(out) - 1);
+	strncat(out, " application_name=", cap - strlen(out) - 1);
+	strncat(out, app, cap - strlen(out) - 1);
 	return out;
 }
 
@@ -244,7 +242,7 @@ job_next(struct catload_job *j)
 	char *ci;
 
 	while (j->next < j->n) {
-		ci = auth[0] ? db_conninfo(auth, j->dbs[j->next]) : NULL;
+		ci = auth[0] ? catload_conninfo(auth, j->dbs[j->next], "neki-catalog") : NULL;
 		if (ci != NULL) {
 			pgc_set_conninfo(cl_conn, ci);
 			free(ci);

@@ -267,6 +267,7 @@ rev_install(uint64_t revision, const char *json, bool cache)
 	follow_set_authority(cur.auth_uid);
 	follow_announce();
 	catload_topology_changed();
+	shardfn_topology_changed();
 	return true;
 }
 

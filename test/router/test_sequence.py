@@ -8,8 +8,10 @@ Router-side sequence values (issue 6, spec 6.1) against a real server:
   from a run); an exhausted sequence fails with the server's error;
 - seq_uuidv7_sql(): the uuidv7() neki creates on servers before PostgreSQL 18 gives RFC 9562
   version 7 / variant 10 values whose timestamp is the server's clock and whose order
-  follows creation time.
+  follows creation time; neki creates it on every shard of a topology it is given (and
+  leaves a uuidv7() that exists alone).
 """
+import json
 import subprocess
 import threading
 import uuid
@@ -24,6 +26,8 @@ except ImportError:
     psycopg = None
 
 pytestmark = pytest.mark.skipif(psycopg is None, reason="python3-psycopg is not installed")
+
+from conftest import Neki, wait_until
 
 REPO = Path(__file__).resolve().parent.parent.parent
 TOOL = REPO / "test" / "unit" / "router_sql"
@@ -181,3 +185,39 @@ def test_rewritten_insert_shapes(pg_cluster, cluster_db):
     # the shard's own sequences were never drawn from
     assert pg_cluster.sql("shard-a", "SELECT last_value, is_called FROM orders_id_seq",
                           dbname=cluster_db) == [(1, False)]
+
+
+def test_neki_creates_uuidv7_on_every_shard(pg_cluster, cluster_db):
+    db = cluster_db
+    mine = "00000000-0000-7000-8000-000000000001"
+    pg_cluster.sql("shard-b", "CREATE FUNCTION public.uuidv7() RETURNS uuid LANGUAGE sql "
+                   f"AS $$ SELECT '{mine}'::uuid $$", dbname=db)
+    doc = json.loads((REPO / "etc" / "topology-storefront.json").read_text())
+    doc["databases"] = {db: doc["databases"]["store"]}
+    shards = sorted({r.get("shard_uid")
+                     for g in doc["shard_groups"] for r in g["key_ranges"]} - {None})
+    assert shards, doc["shard_groups"][0]
+    auth = f"auth = host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"
+    inst = Neki(settings={"workers": 1, "admin_users": "postgres"},
+                databases={db: f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db} "
+                               "topology=yes"},
+                shards=pg_cluster.shards_section(dbname=db) + "\n" + auth)
+    try:
+        inst.start()
+        text = json.dumps(doc).replace("'", "''")
+        with inst.admin_connect() as conn:
+            conn.execute(f"SELECT * FROM __neki.set_data_topology('{text}', true)")
+
+        def created():
+            return all(pg_cluster.sql(s, "SELECT count(*) FROM pg_proc WHERE proname = "
+                                      "'uuidv7'", dbname=db) == [(1,)] for s in shards)
+        wait_until(created, 15, what="uuidv7() on every shard")
+        for s in shards:
+            u = pg_cluster.sql(s, "SELECT uuidv7()", dbname=db)[0][0]
+            if s == "shard-b":
+                assert str(u) == mine          # the existing function is left alone
+            else:
+                assert u.version == 7
+    finally:
+        problems = inst.cleanup()
+        assert not problems, "\n".join(problems)
