@@ -52,4 +52,10 @@ size_t session_link_count(void);
 /* SHUTDOWN WAIT_FOR_SERVERS / SIGINT: pause every pool, fail the clients waiting for a link. */
 void session_shutdown_servers(void);
 
+/*
+ * RELOAD changed the server-side TLS settings or files: every server link of this worker is
+ * replaced as with RECONNECT (idle ones now, busy ones when released).
+ */
+void session_reconnect_all(void);
+
 #endif /* NEKI_SESSION_H */

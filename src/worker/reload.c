@@ -14,6 +14,7 @@
 #include "neki/config.h"
 #include "neki/dns.h"
 #include "neki/log.h"
+#include "neki/session.h"
 #include "neki/tls.h"
 
 static bool cli_quiet;		/* -q */
@@ -41,6 +42,7 @@ reload_config(void)
 {
 	struct nk_error err;
 	struct cfg *nc;
+	bool server_tls_changed;
 
 	NK_ASSERT(cfg_current() != NULL);
 	nc = cfg_reload(cfg_current(), &err);
@@ -50,7 +52,10 @@ reload_config(void)
 	}
 	cfg_set_current(nc);
 	cfg_unref(nc);
-	(void)tls_reload(cfg_current(), NULL);	/* logs and keeps the old TLS pair on failure */
+	if (tls_reload(cfg_current(), &server_tls_changed) && server_tls_changed) {
+		log_info("server TLS settings changed: reconnecting every server link");
+		session_reconnect_all();	/* links keep the context they were opened with */
+	}
 	dns_process_reload(cfg_current());
 	if (!reload_configure_log(cfg_current(), cli_quiet, cli_verbose))
 		log_warn("could not reopen the logfile; logging goes where it went before");

@@ -157,6 +157,12 @@ sctl_reconnect(const char *db)
 			pool_reconnect(spool_pool(sp));
 }
 
+void
+session_reconnect_all(void)
+{
+	sctl_reconnect("");
+}
+
 /* KILL: the db's logged-in clients first (their links go with them), then its idle links. */
 static void
 sctl_kill(const char *db)
