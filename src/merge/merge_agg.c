@@ -584,8 +584,12 @@ expr_sql(struct merge *m, const struct mrow *r, const struct plan_merge_expr *e,
 	mt_str(t, "(");
 	for (uint32_t i = 0; i <= e->nagg; i++) {
 		mt_str(t, e->text[i]);
-		if (i < e->nagg && !agg_literal(m, r, e->agg[i], t, err))
+		if (i == e->nagg)
+			break;
+		mt_str(t, " ");
+		if (!agg_literal(m, r, e->agg[i], t, err))
 			return false;
+		mt_str(t, " ");
 	}
 	mt_str(t, ")");
 	return true;

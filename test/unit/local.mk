@@ -34,3 +34,4 @@ test_unit_router_sql_LDADD = libneki.a $(DEP_LIBS)
 noinst_PROGRAMS += test/unit/merge_run
 test_unit_merge_run_SOURCES = test/unit/merge_run.c
 test_unit_merge_run_LDADD = libneki.a $(DEP_LIBS)
+unit_sources += test/unit/check_merge.c

@@ -23,7 +23,8 @@
 	X(catalog) \
 	X(tls) \
 	X(dnssrv) \
-	X(session)
+	X(session) \
+	X(merge)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)

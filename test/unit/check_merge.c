@@ -1,0 +1,861 @@
+/*
+ * check_merge.c - the merge step (src/merge) through its public API with hand-made specs and
+ * shard messages: typed order of every supported type in text and binary format, k-way
+ * merges with ties and NULLs, ASC/DESC and NULLS FIRST/LAST, LIMIT/OFFSET while streaming,
+ * every aggregate combine, GROUP BY with partial groups from several shards, the final
+ * combine SQL with HAVING, DISTINCT and DISTINCT ON; and the merge spec built by the router
+ * (src/router/plan_merge.c): shard query text, columns, sort and group keys, refusals and
+ * LIMIT/OFFSET binding.
+ */
+#include "neki/base.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "neki/merge.h"
+#include "neki/parse.h"
+#include "neki/plan.h"
+#include "neki/proto.h"
+#include "suites.h"
+
+/* ---- building shard messages and reading the client's ---- */
+
+struct tval {
+	const char *p;	/* NULL: SQL NULL */
+	uint32_t len;	/* 0: strlen(p) */
+};
+
+static void
+feed_msg(struct merge *m, uint32_t shard, struct pktbuf *pb)
+{
+	struct nk_error err;
+
+	ck_assert(!pb->failed);
+	ck_assert_msg(merge_feed(m, shard, (char)pb->buf[0], pb->buf + 5, pb->len - 5, &err),
+		      "%s", err.message);
+	pktbuf_reset(pb);
+}
+
+static void
+feed_desc(struct merge *m, uint32_t shard, uint32_t n, const uint32_t *oids, int16_t format)
+{
+	struct proto_column cols[16];
+	struct pktbuf pb;
+
+	memset(cols, 0, sizeof(cols));
+	for (uint32_t i = 0; i < n; i++) {
+		cols[i].name = "c";
+		cols[i].type_oid = oids[i];
+		cols[i].typmod = -1;
+		cols[i].format = format;
+	}
+	pktbuf_init(&pb, 256);
+	pktbuf_write_row_description(&pb, cols, n);
+	feed_msg(m, shard, &pb);
+	pktbuf_cleanup(&pb);
+}
+
+static void
+feed_row(struct merge *m, uint32_t shard, uint32_t n, const struct tval *v)
+{
+	struct proto_value vals[16];
+	struct pktbuf pb;
+
+	for (uint32_t i = 0; i < n; i++) {
+		vals[i].p = (const uint8_t *)v[i].p;
+		vals[i].len = v[i].p ? (v[i].len ? v[i].len : (uint32_t)strlen(v[i].p)) : 0;
+	}
+	pktbuf_init(&pb, 256);
+	pktbuf_write_data_row(&pb, vals, n);
+	feed_msg(m, shard, &pb);
+	pktbuf_cleanup(&pb);
+}
+
+/* One text value per row. */
+static void
+feed_text(struct merge *m, uint32_t shard, const char *v)
+{
+	struct tval t = { v, 0 };
+
+	feed_row(m, shard, 1, &t);
+}
+
+static void
+feed_done(struct merge *m, uint32_t shard, const char *tag)
+{
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 64);
+	pktbuf_write_command_complete(&pb, tag);
+	feed_msg(m, shard, &pb);
+	pktbuf_cleanup(&pb);
+}
+
+/* Client output: rows rendered as "a|b|\N" lines joined by ';', and the tag. */
+struct out {
+	char rows[4096];
+	char tag[64];
+	uint32_t nrows, ncols;
+	bool has_desc;
+};
+
+static void
+read_out(const struct pktbuf *pb, struct out *o, bool hex)
+{
+	size_t pos = 0;
+
+	while (pos < pb->len) {
+		char type = (char)pb->buf[pos];
+		uint32_t len = (uint32_t)pb->buf[pos + 1] << 24 | (uint32_t)pb->buf[pos + 2] << 16 |
+			       (uint32_t)pb->buf[pos + 3] << 8 | pb->buf[pos + 4];
+		const uint8_t *body = pb->buf + pos + 5;
+		struct nk_error err;
+
+		if (type == 'T') {
+			struct proto_rowdesc_msg rd;
+
+			ck_assert(proto_parse_row_description(body, len - 4, &rd, &err));
+			o->ncols = rd.ncols;
+			o->has_desc = true;
+		} else if (type == 'D') {
+			struct proto_datarow_msg dr;
+			struct proto_value v[16];
+			size_t n;
+
+			ck_assert(proto_parse_data_row(body, len - 4, &dr, &err));
+			n = proto_datarow_values(&dr, v, 16);
+			if (o->nrows++)
+				strcat(o->rows, ";");
+			for (size_t i = 0; i < n; i++) {
+				char buf[256] = "\\N";
+
+				if (v[i].p && !hex)
+					snprintf(buf, sizeof(buf), "%.*s", (int)v[i].len, v[i].p);
+				else if (v[i].p)
+					for (uint32_t k = 0; k < v[i].len && k < 100; k++)
+						snprintf(buf + 2 * k, 3, "%02x", v[i].p[k]);
+				if (v[i].p && hex && v[i].len == 0)
+					buf[0] = '\0';
+				if (i)
+					strcat(o->rows, "|");
+				strcat(o->rows, buf);
+			}
+		} else if (type == 'C') {
+			snprintf(o->tag, sizeof(o->tag), "%s", (const char *)body);
+		}
+		pos += 1 + len;
+	}
+}
+
+static void
+pull(struct merge *m, struct pktbuf *pb)
+{
+	struct nk_error err;
+
+	ck_assert_msg(merge_pull(m, pb, &err), "%s", err.message);
+}
+
+/* A spec of <ncols> plain columns sorted by column 0. */
+static struct plan_merge_sort sort0[2];
+
+static void
+sorted_spec(struct plan_merge *s, struct plan_merge_col *cols, uint32_t ncols, bool desc,
+	    bool nulls_first)
+{
+	memset(s, 0, sizeof(*s));
+	memset(cols, 0, ncols * sizeof(*cols));
+	s->ncols = s->nvisible = ncols;
+	s->cols = cols;
+	sort0[0].col = 0;
+	sort0[0].desc = desc;
+	sort0[0].nulls_first = nulls_first;
+	sort0[0].byte_order = false;
+	s->sort = sort0;
+	s->nsort = 1;
+}
+
+static struct merge *
+new_merge(const struct plan_merge *s, uint32_t nshards, int64_t limit, int64_t offset)
+{
+	struct merge_options opt = { .collation = "C", .limit = limit, .offset = offset };
+	struct nk_error err;
+	struct merge *m = merge_new(s, nshards, &opt, &err);
+
+	ck_assert_msg(m != NULL, "%s", err.message);
+	return m;
+}
+
+/* ---- typed order: values in Postgres order, dealt to 3 shards, merged back ---- */
+
+struct order_case {
+	uint32_t oid;
+	const char *vals[10];	/* ascending, as Postgres prints them */
+};
+
+static const struct order_case text_orders[] = {
+	{ 21, { "-32768", "-1", "0", "7", "32767" } },
+	{ 23, { "-2147483648", "-5", "0", "9", "10", "2147483647" } },
+	{ 20, { "-9223372036854775808", "-1", "0", "99", "100", "9223372036854775807" } },
+	{ 1700, { "-Infinity", "-100.5", "-1", "-0.001", "0", "1.50", "2", "Infinity",
+		  "NaN" } },
+	{ 701, { "-Infinity", "-1e+300", "-0.5", "0", "1.5", "1e+300", "Infinity",
+		 "NaN" } },
+	{ 700, { "-Infinity", "-3.5", "0", "0.25", "3e+38", "Infinity", "NaN" } },
+	{ 25, { "", "A", "B", "Z", "a", "ab", "b", "\xc3\xa9" } },
+	{ 1043, { "10", "9", "X", "x", "xy" } },
+	{ 1042, { "a", "a b", "ab  ", "b" } },
+	{ 17, { "\\x", "\\x00", "\\x0001", "\\x01", "\\xff" } },
+	{ 16, { "f", "t" } },
+	{ 1082, { "-infinity", "0044-03-15 BC", "0001-01-01", "1999-12-31", "2000-01-01",
+		  "2024-02-29", "infinity" } },
+	{ 1114, { "-infinity", "0044-03-15 12:00:00 BC", "1999-12-31 23:59:59.999999",
+		  "2000-01-01 00:00:00", "2000-01-01 00:00:00.5", "infinity" } },
+	{ 1184, { "2024-03-10 05:00:00+05", "2024-03-10 01:00:00+00", "2024-03-10 00:30:00-01",
+		  "2024-03-10 07:00:00+05:30", "2024-03-10 02:00:00+00", "infinity" } },
+	{ 2950, { "00000000-0000-0000-0000-000000000000", "0a000000-0000-0000-0000-000000000000",
+		  "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "ffffffff-ffff-ffff-ffff-ffffffffffff" } },
+};
+
+START_TEST(test_order_text)
+{
+	const struct order_case *c = &text_orders[_i];
+	struct plan_merge s;
+	struct plan_merge_col cols[1];
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+	char want[1024] = "";
+	uint32_t n = 0;
+
+	sorted_spec(&s, cols, 1, false, false);
+	m = new_merge(&s, 3, -1, 0);
+	for (uint32_t sh = 0; sh < 3; sh++)
+		feed_desc(m, sh, 1, &c->oid, 0);
+	while (n < 10 && c->vals[n])
+		n++;
+	/* shard i gets values i, i+3, ... (each shard's stream is sorted) */
+	for (uint32_t i = 0; i < n; i++)
+		feed_text(m, (n - 1 - i) % 3, c->vals[i]);
+	for (uint32_t sh = 0; sh < 3; sh++)
+		feed_done(m, sh, "SELECT 1");
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	for (uint32_t i = 0; i < n; i++) {
+		if (i)
+			strcat(want, ";");
+		strcat(want, c->vals[i]);
+	}
+	ck_assert_str_eq(o.rows, want);
+	ck_assert_uint_eq(o.nrows, n);
+	ck_assert_int_eq(merge_state(m), MERGE_DONE);
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+/* Binary values, ascending. */
+struct bin_case {
+	uint32_t oid;
+	struct tval vals[6];
+};
+
+static const struct bin_case bin_orders[] = {
+	{ 23, { { "\xff\xff\xff\xfe", 4 }, { "\x00\x00\x00\x00", 4 }, { "\x00\x00\x01\x00", 4 },
+		{ "\x7f\x00\x00\x00", 4 } } },
+	{ 20, { { "\x80\x00\x00\x00\x00\x00\x00\x00", 8 }, { "\xff\xff\xff\xff\xff\xff\xff\xff", 8 },
+		{ "\x00\x00\x00\x00\x00\x00\x00\x02", 8 } } },
+	/* -2, 1.5, 10000.0001, NaN */
+	{ 1700, { { "\x00\x01\x00\x00\x40\x00\x00\x00\x00\x02", 10 },
+		  { "\x00\x02\x00\x00\x00\x00\x00\x01\x00\x01\x13\x88", 12 },
+		  { "\x00\x03\x00\x01\x00\x00\x00\x04\x00\x01\x00\x00\x00\x01", 14 },
+		  { "\x00\x00\x00\x00\xc0\x00\x00\x00", 8 } } },
+	/* -Infinity, -0.5, 2, NaN */
+	{ 701, { { "\xff\xf0\x00\x00\x00\x00\x00\x00", 8 }, { "\xbf\xe0\x00\x00\x00\x00\x00\x00", 8 },
+		 { "\x40\x00\x00\x00\x00\x00\x00\x00", 8 }, { "\x7f\xf8\x00\x00\x00\x00\x00\x00", 8 } } },
+	{ 700, { { "\xbf\x00\x00\x00", 4 }, { "\x3f\x80\x00\x00", 4 }, { "\x7f\xc0\x00\x00", 4 } } },
+	{ 16, { { "\x00", 1 }, { "\x01", 1 } } },
+	{ 1082, { { "\xff\xff\xff\x00", 4 }, { "\x00\x00\x00\x00", 4 }, { "\x00\x00\x20\x00", 4 } } },
+	{ 1184, { { "\xff\xff\xff\xff\xff\x00\x00\x00", 8 }, { "\x00\x00\x00\x00\x00\x00\x00\x01", 8 },
+		  { "\x7f\xff\xff\xff\xff\xff\xff\xff", 8 } } },
+	{ 25, { { "", 0 }, { "a", 1 }, { "ab", 2 }, { "b\x00", 2 } } },
+	{ 17, { { "\x00", 1 }, { "\x00\x00", 2 }, { "\xff", 1 } } },
+	{ 2950, { { "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01", 16 },
+		  { "\x80\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", 16 } } },
+};
+
+START_TEST(test_order_binary)
+{
+	const struct bin_case *c = &bin_orders[_i];
+	struct plan_merge s;
+	struct plan_merge_col cols[1];
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+	char want[1024] = "";
+	uint32_t n = 0;
+
+	sorted_spec(&s, cols, 1, true, false);	/* DESC this time */
+	m = new_merge(&s, 2, -1, 0);
+	feed_desc(m, 0, 1, &c->oid, 1);
+	feed_desc(m, 1, 1, &c->oid, 1);
+	while (n < 6 && c->vals[n].p)
+		n++;
+	for (uint32_t i = n; i-- > 0;)
+		feed_row(m, i % 2, 1, &c->vals[i]);
+	feed_done(m, 0, "SELECT 1");
+	feed_done(m, 1, "SELECT 1");
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, true);
+	for (uint32_t i = n; i-- > 0;) {
+		char hex[64] = "";
+
+		for (uint32_t k = 0; k < c->vals[i].len; k++)
+			snprintf(hex + 2 * k, 3, "%02x", (uint8_t)c->vals[i].p[k]);
+		if (i != n - 1)
+			strcat(want, ";");
+		strcat(want, hex);
+	}
+	ck_assert_str_eq(o.rows, want);
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+/* ---- streaming: NULLs, ties, LIMIT/OFFSET, concatenation ---- */
+
+static const uint32_t int4_oid = 23;
+
+START_TEST(test_nulls_first_and_ties)
+{
+	struct plan_merge s;
+	struct plan_merge_col cols[2];
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+
+	sorted_spec(&s, cols, 2, false, true);	/* ASC NULLS FIRST */
+	m = new_merge(&s, 3, -1, 0);
+	for (uint32_t sh = 0; sh < 3; sh++)
+		feed_desc(m, sh, 2, (const uint32_t[]){ 23, 25 }, 0);
+	feed_row(m, 0, 2, (const struct tval[]){ { NULL, 0 }, { "a0", 0 } });
+	feed_row(m, 0, 2, (const struct tval[]){ { "1", 0 }, { "b0", 0 } });
+	feed_row(m, 0, 2, (const struct tval[]){ { "3", 0 }, { "c0", 0 } });
+	feed_row(m, 1, 2, (const struct tval[]){ { NULL, 0 }, { "a1", 0 } });
+	feed_row(m, 1, 2, (const struct tval[]){ { "1", 0 }, { "b1", 0 } });
+	feed_row(m, 2, 2, (const struct tval[]){ { "2", 0 }, { "c2", 0 } });
+	for (uint32_t sh = 0; sh < 3; sh++)
+		feed_done(m, sh, "SELECT 1");
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	/* ties keep shard order */
+	ck_assert_str_eq(o.rows, "\\N|a0;\\N|a1;1|b0;1|b1;2|c2;3|c0");
+	ck_assert_str_eq(o.tag, "SELECT 6");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+
+	sorted_spec(&s, cols, 1, true, false);	/* DESC NULLS LAST */
+	m = new_merge(&s, 2, -1, 0);
+	feed_desc(m, 0, 1, &int4_oid, 0);
+	feed_desc(m, 1, 1, &int4_oid, 0);
+	feed_text(m, 0, "5");
+	feed_text(m, 0, NULL);
+	feed_text(m, 1, "7");
+	feed_text(m, 1, "-1");
+	feed_text(m, 1, NULL);
+	feed_done(m, 0, "SELECT 2");
+	feed_done(m, 1, "SELECT 3");
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_str_eq(o.rows, "7;5;-1;\\N;\\N");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+START_TEST(test_streaming_limit_offset)
+{
+	struct plan_merge s;
+	struct plan_merge_col cols[1];
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+
+	sorted_spec(&s, cols, 1, false, false);
+	m = new_merge(&s, 2, 2, 1);	/* LIMIT 2 OFFSET 1 */
+	feed_desc(m, 0, 1, &int4_oid, 0);
+	feed_desc(m, 1, 1, &int4_oid, 0);
+	feed_text(m, 0, "1");
+	feed_text(m, 0, "3");
+	feed_text(m, 0, "5");
+	feed_text(m, 1, "2");
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	/* 1 skipped, 2 sent; 3 waits for shard 1's next row */
+	ck_assert(o.has_desc);
+	ck_assert_str_eq(o.rows, "2");
+	ck_assert_str_eq(o.tag, "");
+	ck_assert_uint_eq(merge_queued(m, 0), 2);
+	ck_assert_int_eq(merge_state(m), MERGE_NEED_ROWS);
+	feed_text(m, 1, "4");
+	pktbuf_reset(&pb);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_str_eq(o.rows, "3");
+	ck_assert_str_eq(o.tag, "SELECT 2");
+	ck_assert_int_eq(merge_state(m), MERGE_DONE);
+	feed_text(m, 1, "6");	/* after the LIMIT: ignored */
+	feed_done(m, 1, "SELECT 3");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+START_TEST(test_concatenation_streams)
+{
+	struct plan_merge s;
+	struct plan_merge_col cols[1];
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+
+	sorted_spec(&s, cols, 1, false, false);
+	s.nsort = 0;
+	m = new_merge(&s, 2, -1, 0);
+	feed_desc(m, 1, 1, &int4_oid, 0);
+	feed_text(m, 1, "9");
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_str_eq(o.rows, "9");	/* before shard 0 said anything */
+	feed_desc(m, 0, 1, &int4_oid, 0);
+	feed_text(m, 0, "1");
+	feed_done(m, 0, "SELECT 1");
+	feed_done(m, 1, "SELECT 1");
+	pktbuf_reset(&pb);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_str_eq(o.rows, "1");
+	ck_assert_str_eq(o.tag, "SELECT 2");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+/* ---- specs from SQL, merged ---- */
+
+static struct rarena *arena;
+
+static void
+spec_of(const char *sql, struct plan_merge *s)
+{
+	struct nk_error err;
+
+	if (!arena)
+		arena = rarena_new();
+	ck_assert_msg(plan_merge_build(arena, sql, s, &err), "%s: %s", sql, err.message);
+}
+
+static void
+feed_all_text(struct merge *m, uint32_t shard, uint32_t n, const uint32_t *oids,
+	      const char *const *rows, uint32_t nrows)
+{
+	struct tval v[16];
+
+	feed_desc(m, shard, n, oids, 0);
+	for (uint32_t r = 0; r < nrows; r++) {
+		for (uint32_t c = 0; c < n; c++) {
+			v[c].p = rows[r * n + c];
+			v[c].len = 0;
+		}
+		feed_row(m, shard, n, v);
+	}
+	feed_done(m, shard, "SELECT 1");
+}
+
+START_TEST(test_group_combine)
+{
+	static const uint32_t oids[] = { 23, 20, 20, 25, 25, 16, 16, 25, 1007, 23 };
+	static const char *const s0[] = {
+		"1", "2", "5", "b", "d", "t", "t", "b-d", "{1,4}", "1",
+		"2", "1", NULL, NULL, NULL, NULL, NULL, NULL, "{NULL}", "2",
+	};
+	static const char *const s1[] = {
+		"1", "3", "-2", "a", "c", "f", "f", "a-c-c", "{2,2,-6}", "1",
+	};
+	static const char *const s2[] = {
+		"3", "1", "7", "z", "z", "t", "t", "z", "{7}", "3",
+		"2", "2", "4", "m", "n", "f", "t", "m-n", "{NULL,4}", "2",
+	};
+	struct plan_merge s;
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+
+	spec_of("SELECT g, count(*), sum(x), min(s), max(s), bool_and(b), bool_or(b), "
+		"string_agg(s, '-'), array_agg(x) FROM t GROUP BY g", &s);
+	ck_assert_uint_eq(s.ncols, 10);
+	ck_assert_uint_eq(s.nvisible, 9);
+	ck_assert(s.grouped);
+	m = new_merge(&s, 3, -1, 0);
+	feed_all_text(m, 0, 10, oids, s0, 2);
+	feed_all_text(m, 1, 10, oids, s1, 1);
+	feed_all_text(m, 2, 10, oids, s2, 2);
+	ck_assert_int_eq(merge_state(m), MERGE_NEED_ROWS);
+	ck_assert(merge_final_sql(m) == NULL);
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_uint_eq(o.ncols, 9);
+	ck_assert_str_eq(o.rows, "1|5|3|a|d|f|t|b-d-a-c-c|{1,4,2,2,-6};"
+				 "2|3|4|m|n|f|t|m-n|{NULL,NULL,4};"
+				 "3|1|7|z|z|t|t|z|{7}");
+	ck_assert_str_eq(o.tag, "SELECT 3");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+START_TEST(test_numeric_sum_and_empty)
+{
+	static const uint32_t oids[] = { 1700, 20, 1700 };
+	static const char *const s0[] = { "1.50", "2", "-3" };
+	static const char *const s1[] = { "-0.125", "1", NULL };
+	static const char *const s2[] = { "99999999999999999999.5", "3", "0.001" };
+	static const char *const empty[] = { NULL, "0", NULL };
+	struct plan_merge s;
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+
+	spec_of("SELECT sum(n), count(n), max(n) FROM t", &s);
+	m = new_merge(&s, 4, -1, 0);
+	feed_all_text(m, 0, 3, oids, s0, 1);
+	feed_all_text(m, 1, 3, oids, s1, 1);
+	feed_all_text(m, 2, 3, oids, s2, 1);
+	feed_all_text(m, 3, 3, oids, empty, 1);
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_str_eq(o.rows, "100000000000000000000.875|6|0.001");
+	ck_assert_str_eq(o.tag, "SELECT 1");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+START_TEST(test_final_sql_avg_having)
+{
+	static const uint32_t oids[] = { 23, 1700, 20, 20, 23, 20 };
+	/* g, avg(x) (ignored), sum(x), count(x), g (group key), count(*) */
+	static const char *const s0[] = { "1", "1.5", "3", "2", "1", "2", "2", "5", "5", "1",
+					  "2", "1" };
+	static const char *const s1[] = { "1", "4", "4", "1", "1", "1", "3", NULL, NULL, "0",
+					  "3", "1" };
+	struct plan_merge s;
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+	struct tval v[2];
+
+	spec_of("SELECT g, avg(x) FROM t GROUP BY g HAVING count(*) > 1 ORDER BY 2 DESC", &s);
+	ck_assert_uint_eq(s.ncols, 6);
+	ck_assert_str_eq(s.shard_sql, "SELECT g, avg(x), sum(x), count(x), g, count(*) FROM t "
+				      "GROUP BY g ");
+	m = new_merge(&s, 2, -1, 0);
+	feed_all_text(m, 0, 6, oids, s0, 2);
+	feed_all_text(m, 1, 6, oids, s1, 2);
+	ck_assert_int_eq(merge_state(m), MERGE_NEED_FINAL);
+	ck_assert_str_eq(merge_final_sql(m),
+			 "VALUES (( ('7'::numeric / '3'::numeric) ), ( '3'::int8 > 1)), "
+			 "(( ('5'::numeric / '1'::numeric) ), ( '1'::int8 > 1)), "
+			 "(( NULL::numeric ), ( '1'::int8 > 1))");
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	ck_assert_uint_eq(pb.len, 0);	/* nothing before the final query's result */
+	v[0] = (struct tval){ "2.3333333333333333", 0 };
+	v[1] = (struct tval){ "t", 0 };
+	feed_desc(m, MERGE_FINAL, 2, (const uint32_t[]){ 1700, 16 }, 0);
+	for (int r = 0; r < 3; r++) {
+		struct pktbuf row;
+		struct proto_value pv[2] = {
+			{ (const uint8_t *)(r == 0 ? v[0].p : r == 1 ? "5.0000000000000000" : NULL),
+			  0 },
+			{ (const uint8_t *)(r == 0 ? "t" : "f"), 1 },
+		};
+
+		pv[0].len = pv[0].p ? (uint32_t)strlen((const char *)pv[0].p) : 0;
+		pktbuf_init(&row, 64);
+		pktbuf_write_data_row(&row, pv, 2);
+		feed_msg(m, MERGE_FINAL, &row);
+		pktbuf_cleanup(&row);
+	}
+	feed_done(m, MERGE_FINAL, "SELECT 3");
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_uint_eq(o.ncols, 2);
+	ck_assert_str_eq(o.rows, "1|2.3333333333333333");	/* HAVING dropped g 2 and 3 */
+	ck_assert_str_eq(o.tag, "SELECT 1");
+	ck_assert_int_eq(merge_state(m), MERGE_DONE);
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+START_TEST(test_distinct_and_distinct_on)
+{
+	static const uint32_t num[] = { 1700 };
+	static const char *const d0[] = { "1.0", "2" };
+	static const char *const d1[] = { "1.00", "3", "2" };
+	static const uint32_t two[] = { 23, 23 };
+	static const char *const o0[] = { "1", "5", "1", "2", "2", "9" };
+	static const char *const o1[] = { "1", "7", "3", "1" };
+	struct plan_merge s;
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+
+	spec_of("SELECT DISTINCT n FROM t ORDER BY n", &s);
+	ck_assert(s.distinct);
+	m = new_merge(&s, 2, -1, 0);
+	feed_all_text(m, 0, 1, num, d0, 2);
+	feed_all_text(m, 1, 1, num, d1, 3);
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_str_eq(o.rows, "1.0;2;3");	/* 1.0 = 1.00 */
+	merge_free(m);
+
+	spec_of("SELECT DISTINCT ON (g) g, id FROM t ORDER BY g, id DESC", &s);
+	ck_assert_uint_eq(s.distinct_on, 1);
+	m = new_merge(&s, 2, -1, 0);
+	feed_all_text(m, 0, 2, two, o0, 3);
+	feed_all_text(m, 1, 2, two, o1, 2);
+	pktbuf_reset(&pb);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_str_eq(o.rows, "1|7;2|9;3|1");
+	ck_assert_str_eq(o.tag, "SELECT 3");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+START_TEST(test_binary_combine)
+{
+	static const uint32_t oids[] = { 20, 1700 };
+	struct plan_merge s;
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+
+	spec_of("SELECT count(*), sum(big) FROM t", &s);
+	m = new_merge(&s, 2, -1, 0);
+	feed_desc(m, 0, 2, oids, 1);
+	feed_desc(m, 1, 2, oids, 1);
+	/* 2 + 3; 1.5 + (-2) */
+	feed_row(m, 0, 2, (const struct tval[]){ { "\0\0\0\0\0\0\0\2", 8 },
+						 { "\x00\x02\x00\x00\x00\x00\x00\x01\x00\x01\x13\x88",
+						   12 } });
+	feed_row(m, 1, 2, (const struct tval[]){ { "\0\0\0\0\0\0\0\3", 8 },
+						 { "\x00\x01\x00\x00\x40\x00\x00\x00\x00\x02", 10 } });
+	feed_done(m, 0, "SELECT 1");
+	feed_done(m, 1, "SELECT 1");
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, true);
+	/* 5; -0.5 = ndigits 1, weight -1, NEG, dscale 1, 5000 */
+	ck_assert_str_eq(o.rows, "0000000000000005|0001ffff400000011388");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+START_TEST(test_unknown_collation_refused)
+{
+	struct plan_merge s;
+	struct plan_merge_col cols[1];
+	struct merge_options opt = { .collation = "xx_NOWHERE.UTF-8", .limit = -1 };
+	struct nk_error err;
+
+	sorted_spec(&s, cols, 1, false, false);
+	ck_assert(merge_new(&s, 2, &opt, &err) == NULL);
+	ck_assert_str_eq(err.sqlstate, "0A000");
+	ck_assert(strstr(err.message, "xx_NOWHERE.UTF-8") != NULL);
+}
+END_TEST
+
+/* ---- the merge spec and the shard query ---- */
+
+struct spec_case {
+	const char *sql, *shard_sql;
+	uint32_t nvisible, ncols, nsort;
+	bool grouped, distinct;
+};
+
+static const struct spec_case spec_cases[] = {
+	{ "SELECT id, name FROM t", "SELECT id, name FROM t", 2, 2, 0, false, false },
+	{ "SELECT id FROM t ORDER BY lower(name) DESC LIMIT 10 OFFSET 5",
+	  "SELECT id, lower(name) FROM t ORDER BY lower(name) DESC LIMIT 15 ", 1, 2, 1, false,
+	  false },
+	{ "SELECT id AS k FROM t ORDER BY k LIMIT $1 OFFSET $2 FOR UPDATE",
+	  "SELECT id AS k FROM t ORDER BY k LIMIT ($1::int8 + $2::int8) FOR UPDATE", 1, 1, 1,
+	  false, false },
+	{ "SELECT id FROM t ORDER BY id OFFSET 3", "SELECT id FROM t ORDER BY id ", 1, 1, 1,
+	  false, false },
+	{ "SELECT id FROM t ORDER BY id FETCH FIRST 4 ROWS ONLY;",
+	  "SELECT id FROM t ORDER BY id LIMIT 4 ;", 1, 1, 1, false, false },
+	{ "SELECT g, count(*) FROM t WHERE x > 0 GROUP BY g HAVING sum(x) > 2 ORDER BY 2 LIMIT 3",
+	  "SELECT g, count(*), g, sum(x) FROM t WHERE x > 0 GROUP BY g ", 2, 4, 1, true, false },
+	{ "SELECT count(*) * 2 FROM t", "SELECT count(*) * 2, count(*) FROM t", 1, 2, 0, true,
+	  false },
+	{ "SELECT DISTINCT g FROM t ORDER BY g", "SELECT DISTINCT g FROM t ORDER BY g", 1, 1, 1,
+	  false, true },
+	{ "SELECT a FROM t UNION SELECT b FROM u ORDER BY 1 LIMIT 2",
+	  "SELECT a FROM t UNION SELECT b FROM u ORDER BY 1 LIMIT 2 ", 1, 1, 1, false, true },
+	{ "SELECT 'x,(y' AS \"a,b\", $$;$$ FROM t -- c, d\n ORDER BY 1",
+	  "SELECT 'x,(y' AS \"a,b\", $$;$$ FROM t -- c, d\n ORDER BY 1", 2, 2, 1, false, false },
+	{ "WITH c AS (SELECT * FROM t ORDER BY id LIMIT 5) SELECT id FROM c ORDER BY id",
+	  "WITH c AS (SELECT * FROM t ORDER BY id LIMIT 5) SELECT id FROM c ORDER BY id", 1, 1, 1,
+	  false, false },
+};
+
+START_TEST(test_spec)
+{
+	const struct spec_case *c = &spec_cases[_i];
+	struct plan_merge s;
+
+	spec_of(c->sql, &s);
+	ck_assert_str_eq(s.shard_sql, c->shard_sql);
+	ck_assert_uint_eq(s.nvisible, c->nvisible);
+	ck_assert_uint_eq(s.ncols, c->ncols);
+	ck_assert_uint_eq(s.nsort, c->nsort);
+	ck_assert_int_eq(s.grouped, c->grouped);
+	ck_assert_int_eq(s.distinct, c->distinct);
+}
+END_TEST
+
+struct refuse_case {
+	const char *sql, *sqlstate;
+	int code;
+};
+
+static const struct refuse_case refuse_cases[] = {
+	{ "SELECT a FROM t INTERSECT SELECT b FROM u", "NK013", 124 },
+	{ "SELECT a FROM t EXCEPT ALL SELECT b FROM u", "NK013", 124 },
+	{ "SELECT a, count(*) FROM t GROUP BY CUBE (a)", "NK013", 125 },
+	{ "SELECT a FROM t TABLESAMPLE system (10)", "NK013", 126 },
+	{ "SELECT a FROM t ORDER BY a FETCH FIRST 2 ROWS WITH TIES", "NK013", 138 },
+	{ "SELECT a, rank() OVER (ORDER BY a) FROM t", "NK013", 106 },
+	{ "SELECT my_agg(DISTINCT a) FROM t", "NK013", 212 },
+	{ "SELECT corr(a, b) FROM t", "0A000", 0 },
+	{ "SELECT count(DISTINCT a) FROM t", "0A000", 0 },
+	{ "SELECT string_agg(a, b) FROM t", "0A000", 0 },
+	{ "SELECT a, count(*) FROM t GROUP BY a HAVING a > 1", "0A000", 0 },
+	{ "SELECT a + count(*) FROM t GROUP BY a", "0A000", 0 },
+	{ "SELECT a FROM t UNION SELECT b FROM u UNION ALL SELECT c FROM v", "0A000", 0 },
+	{ "SELECT a FROM t ORDER BY a LIMIT (SELECT 1)", "0A000", 0 },
+	{ "INSERT INTO t VALUES (1)", "0A000", 0 },
+	{ "SELEC 1", "42601", 0 },
+};
+
+START_TEST(test_spec_refused)
+{
+	const struct refuse_case *c = &refuse_cases[_i];
+	struct plan_merge s;
+	struct nk_error err;
+
+	if (!arena)
+		arena = rarena_new();
+	ck_assert_msg(!plan_merge_build(arena, c->sql, &s, &err), "%s", c->sql);
+	ck_assert_str_eq(err.sqlstate, c->sqlstate);
+	ck_assert_int_eq(err.code, c->code);
+}
+END_TEST
+
+START_TEST(test_spec_bind)
+{
+	struct plan_merge s;
+	struct plan_input in;
+	struct plan_param params[2] = {
+		{ (const uint8_t *)"10", 2, false, 0 },
+		{ (const uint8_t *)"\0\0\0\0\0\0\0\5", 8, true, 20 },
+	};
+	struct parse_norm norm;
+	struct nk_error err;
+	int64_t limit, offset;
+
+	spec_of("SELECT id FROM t ORDER BY id LIMIT $1 OFFSET $2", &s);
+	memset(&in, 0, sizeof(in));
+	in.params = params;
+	in.nparams = 2;
+	ck_assert(plan_merge_bind(&s, &in, &limit, &offset, &err));
+	ck_assert_int_eq(limit, 10);
+	ck_assert_int_eq(offset, 5);
+	params[0].len = -1;	/* LIMIT NULL: no limit */
+	ck_assert(plan_merge_bind(&s, &in, &limit, &offset, &err));
+	ck_assert_int_eq(limit, -1);
+
+	/* simple protocol: normalised literals */
+	ck_assert(parse_normalize(arena, "SELECT id FROM t ORDER BY id LIMIT 7 OFFSET 2", &norm));
+	spec_of(norm.key, &s);
+	ck_assert_str_eq(s.shard_sql, "SELECT id FROM t ORDER BY id LIMIT ($1::int8 + $2::int8) ");
+	memset(&in, 0, sizeof(in));
+	in.norm = &norm;
+	ck_assert(plan_merge_bind(&s, &in, &limit, &offset, &err));
+	ck_assert_int_eq(limit, 7);
+	ck_assert_int_eq(offset, 2);
+}
+END_TEST
+
+static void
+free_arena(void)
+{
+	rarena_free(arena);
+	arena = NULL;
+}
+
+Suite *
+merge_suite(void)
+{
+	Suite *s = suite_create("merge");
+	TCase *tc = tcase_create("merge");
+
+	tcase_add_checked_fixture(tc, NULL, free_arena);
+	tcase_add_loop_test(tc, test_order_text, 0, NK_ARRAY_LEN(text_orders));
+	tcase_add_loop_test(tc, test_order_binary, 0, NK_ARRAY_LEN(bin_orders));
+	tcase_add_test(tc, test_nulls_first_and_ties);
+	tcase_add_test(tc, test_streaming_limit_offset);
+	tcase_add_test(tc, test_concatenation_streams);
+	tcase_add_test(tc, test_group_combine);
+	tcase_add_test(tc, test_numeric_sum_and_empty);
+	tcase_add_test(tc, test_final_sql_avg_having);
+	tcase_add_test(tc, test_distinct_and_distinct_on);
+	tcase_add_test(tc, test_binary_combine);
+	tcase_add_test(tc, test_unknown_collation_refused);
+	tcase_add_loop_test(tc, test_spec, 0, NK_ARRAY_LEN(spec_cases));
+	tcase_add_loop_test(tc, test_spec_refused, 0, NK_ARRAY_LEN(refuse_cases));
+	tcase_add_test(tc, test_spec_bind);
+	suite_add_tcase(s, tc);
+	return s;
+}
