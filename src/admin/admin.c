@@ -167,6 +167,7 @@ admin_start(void)
 	catload_init(child_base());
 	shardfn_init(child_base());
 	adm_stats_tick();	/* the clock of the stats averages starts now */
+	metrics_init(child_base());
 }
 
 void

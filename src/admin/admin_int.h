@@ -244,6 +244,11 @@ typedef void (*lists_show_fn)(struct adm_result *r);
  * (later, from the loop). Inside <show> the lists_* functions below see those rows.
  */
 void lists_gather(struct adm_req *req, lists_show_fn show);
+/* The same for another consumer: <run>(<arg>) is called on the rows. False without memory. */
+NK_MUSTCHECK bool lists_gather_run(void (*run)(void *arg), void *arg);
+/* Inside a gathering: <fn> for every merged pool, with SHOW POOLS' 17 values (maxwait_us
+ * holding the whole longest wait in microseconds). */
+void lists_foreach_pool(void (*fn)(void *arg, const char *const *vals), void *arg);
 
 enum lists_what {
 	LISTS_USED_CLIENTS = 0,		/* logged-in clients */
@@ -267,6 +272,11 @@ void lists_show_active_sockets(struct adm_result *r);
 void lists_show_pools(struct adm_result *r);
 void lists_show_dns_hosts(struct adm_result *r);
 void lists_show_dns_zones(struct adm_result *r);
+
+/* ---- metrics.c: OpenMetrics over HTTP on metrics_listen_addr:metrics_listen_port ---- */
+
+/* Start listening when metrics_listen_port is set (admin start); failures are logged. */
+void metrics_init(struct event_base *base);
 
 /* ---- console_auth.c ---- */
 

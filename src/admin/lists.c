@@ -38,8 +38,10 @@ struct lrow {
 
 /* A SHOW waiting for (or running on) the workers' rows. */
 struct ljob {
-	struct adm_req *req;			/* borrowed until finished */
+	struct adm_req *req;			/* borrowed until finished; NULL with <run> */
 	lists_show_fn show;
+	void (*run)(void *arg);			/* instead of a SHOW: called on the rows */
+	void *arg;
 	uint64_t *reqs;				/* owned: request number per slot, 0 = not asked */
 	uint64_t deadline_ms;
 	struct ljob *next;			/* the queue */
@@ -106,9 +108,13 @@ job_finish(void)
 			log_warn("SHOW: process %u had more rows than its list area holds", i);
 		rows_parse(d, len);
 	}
-	j->show(&j->req->res);
-	adm_result_complete(&j->req->res, "SHOW", false);
-	adm_req_finish(j->req);
+	if (j->run != NULL) {
+		j->run(j->arg);
+	} else {
+		j->show(&j->req->res);
+		adm_result_complete(&j->req->res, "SHOW", false);
+		adm_req_finish(j->req);
+	}
 	n_rows = 0;
 	queue_head = j->next;
 	if (queue_head == NULL)
@@ -159,11 +165,24 @@ job_start(struct ljob *j)
 	poll_cb(-1, 0, NULL);
 }
 
-void
-lists_gather(struct adm_req *req, lists_show_fn show)
+/* Queue <j> and start it when nothing runs. */
+static void
+job_queue(struct ljob *j)
+{
+	if (queue_tail != NULL) {
+		queue_tail->next = j;
+		queue_tail = j;
+		return;
+	}
+	queue_head = queue_tail = j;
+	job_start(j);
+}
+
+/* A new job, or NULL without memory. */
+static struct ljob *
+job_new(void)
 {
 	struct ljob *j = calloc(1, sizeof(*j));
-	struct nk_error err;
 
 	if (poll_ev == NULL)
 		poll_ev = evtimer_new(child_base(), poll_cb, NULL);
@@ -172,6 +191,18 @@ lists_gather(struct adm_req *req, lists_show_fn show)
 	if (j == NULL || poll_ev == NULL || local_buf == NULL ||
 	    (j->reqs = calloc(shm_n_procs(), sizeof(uint64_t))) == NULL) {
 		free(j);
+		return NULL;
+	}
+	return j;
+}
+
+void
+lists_gather(struct adm_req *req, lists_show_fn show)
+{
+	struct ljob *j = job_new();
+	struct nk_error err;
+
+	if (j == NULL) {
 		nk_error_set(&err, "53200", "out of memory");
 		adm_result_error(&req->res, &err);
 		adm_req_finish(req);
@@ -179,13 +210,20 @@ lists_gather(struct adm_req *req, lists_show_fn show)
 	}
 	j->req = req;
 	j->show = show;
-	if (queue_tail != NULL) {
-		queue_tail->next = j;
-		queue_tail = j;
-		return;
-	}
-	queue_head = queue_tail = j;
-	job_start(j);
+	job_queue(j);
+}
+
+bool
+lists_gather_run(void (*run)(void *arg), void *arg)
+{
+	struct ljob *j = job_new();
+
+	if (j == NULL)
+		return false;
+	j->run = run;
+	j->arg = arg;
+	job_queue(j);
+	return true;
 }
 
 /* ---- the SHOWs on the merged rows ---- */
@@ -401,6 +439,29 @@ lists_show_pools(struct adm_result *r)
 		vals[13] = v[13];
 		vals[14] = v[14];
 		adm_result_row(r, vals);
+	}
+	free(ps);
+}
+
+void
+lists_foreach_pool(void (*fn)(void *arg, const char *const *vals), void *arg)
+{
+	size_t n;
+	struct pool_sum *ps = pools_merge(&n);
+
+	for (size_t i = 0; i < n; i++) {
+		char v[POOL_COLS][24];
+		const char *vals[POOL_COLS];
+
+		for (int c = 0; c < POOL_COLS; c++)
+			vals[c] = ps[i].first->v[c];
+		for (int c = 2; c <= 12; c++) {
+			snprintf(v[c], sizeof(v[c]), "%lld", ps[i].n[c]);
+			vals[c] = v[c];
+		}
+		snprintf(v[14], sizeof(v[14]), "%llu", ps[i].maxwait_us);
+		vals[14] = v[14];	/* the whole wait in microseconds */
+		fn(arg, vals);
 	}
 	free(ps);
 }

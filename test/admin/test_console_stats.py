@@ -136,3 +136,40 @@ def test_lists_gathered_from_workers(stats_neki, cluster_db):
     finally:
         for c in conns + [first]:
             c.close()
+
+
+def test_metrics_endpoint(pg_cluster, cluster_db, neki):
+    """metrics_listen_port serves OpenMetrics text: per-database stats counters, pools,
+    workers and shards, ending with # EOF."""
+    import urllib.request
+    from conftest import free_port
+    port, mport = pg_cluster.port("shard-a"), free_port()
+    inst = neki(settings={"workers": 2, "metrics_listen_port": mport},
+                databases=f"{cluster_db} = host=127.0.0.1 port={port} dbname={cluster_db}\n",
+                shards=f"s1 = host=127.0.0.1 port={port}\n")
+    with inst.connect(dbname=cluster_db) as conn:
+        for _ in range(5):
+            conn.execute("SELECT 1")
+
+        def scrape():
+            with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+                assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+                return r.read().decode()
+
+        def samples(text):
+            out = {}
+            for line in text.splitlines():
+                if line and not line.startswith("#"):
+                    name, value = line.rsplit(" ", 1)
+                    out[name] = float(value)
+            return out
+
+        key = f'neki_stats_query_count_total{{database="{cluster_db}"}}'
+        text = wait_until(lambda: (lambda t: t if samples(t).get(key) == 5 else None)(scrape()),
+                          5, what="the published stats in the metrics")
+        assert text.endswith("# EOF\n")
+        assert "# TYPE neki_stats_query_count counter" in text
+        s = samples(text)
+        assert s[f'neki_pool_cl_active{{database="{cluster_db}",user="postgres"}}'] == 1
+        assert sum(v for k, v in s.items() if k.startswith("neki_worker_up{")) == 2
+        assert s['neki_shard_configured{shard="s1"}'] == 1
