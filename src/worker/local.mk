@@ -6,7 +6,7 @@ noinst_HEADERS += include/neki/worker.h
 libneki_a_SOURCES += src/worker/session.c src/worker/session_startup.c \
 	src/worker/session_auth.c src/worker/session_fwd.c src/worker/session_cancel.c \
 	src/worker/varcache.c src/worker/prepared.c src/worker/spool.c src/worker/sctl.c \
-	src/worker/session_admin.c src/worker/wlist.c
+	src/worker/session_admin.c src/worker/wlist.c src/worker/session_sp.c
 # the executor of sharded databases (topology=yes): statement loop, shard links, texts
 libneki_a_SOURCES += src/worker/route.c src/worker/route_exec.c src/worker/route_sql.c \
 	src/worker/route_ext.c

@@ -201,6 +201,7 @@ sess_release_all(struct session *s, const char *reason)
 	sess_auth_cleanup(s);
 	sess_reqs_cleanup(s);
 	varcache_cleanup(&s->vars);
+	sp_cleanup(s);
 	prep_client_cleanup(&s->prep);
 }
 

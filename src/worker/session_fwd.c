@@ -4,7 +4,8 @@
  * Client -> server: each message needs a link (pool_acquire; the client pauses while it
  * waits). Query, Sync and the extended messages are forwarded zero-copy (sbuf_forward);
  * statement names are rewritten by prepared.c in transaction/statement mode; Query texts are
- * scanned for SET search_path / DISCARD ALL / DEALLOCATE ALL. FunctionCall is refused.
+ * scanned for SET search_path / DISCARD ALL / DEALLOCATE ALL, and extended messages followed for
+ * a SET in a Parse (session_sp.c: changes count at commit). FunctionCall is refused.
  * Server -> client: forwarded zero-copy, except the answers to what neki injected (the
  * varcache SET, injected Parse/Close), which are swallowed. ReadyForQuery decides the release:
  * transaction mode at 'I' with nothing outstanding, statement mode after every statement,
@@ -204,6 +205,7 @@ sess_attach(struct session *s, struct link *l)
 	s->syncs_sent = s->z_recv = s->swallow_until = 0;
 	s->unsynced = false;
 	s->in_copy_in = false;
+	sp_reset(s);
 	sess_set_state(s, SESS_ST_ACTIVE);
 	sess_stats(s)->total_server_assignment_count++;
 	if (s->wait_start_us != 0) {
@@ -321,6 +323,7 @@ sess_on_link_broken(struct session *s, const struct nk_error *err)
 		return;
 	}
 	sess_reqs_cleanup(s);
+	sp_reset(s);
 	if (s->state == SESS_ST_ACTIVE)
 		sess_set_state(s, SESS_ST_IDLE);
 }
@@ -372,6 +375,7 @@ sess_on_ready(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 	s->tx_status = status;
 	s->in_copy_in = false;
 	sess_reqs_gc(s);
+	sp_on_ready(s, l, status);
 	if (s->z_recv == s->syncs_sent)
 		sess_stats_query_end(s, status);
 	if (s->mode == CFG_POOL_STATEMENT && status != 'I') {
@@ -426,6 +430,10 @@ sess_on_server_pkt(struct session *s, struct link *l, const struct sbuf_pkt *pkt
 		return sess_on_complete(s, l, pkt, REQ_CLOSE);
 	case 'S':
 		sess_track_param(s, pkt);
+		break;
+	case 'C':
+	case 'E':
+		sp_on_server(s, pkt);
 		break;
 	case 'G':
 		s->in_copy_in = true;
@@ -550,15 +558,8 @@ sess_on_query(struct session *s, const struct sbuf_pkt *pkt)
 		if (ext != NULL)
 			prep_link_clear(&ext->prep);
 	}
-	if (fx.set_search_path || fx.reset_search_path || fx.discard_all) {
-		free(s->vars.search_path);
-		s->vars.search_path = fx.set_search_path ? strdup(fx.search_path) : NULL;
-		if (ext != NULL) {
-			free(ext->search_path);
-			ext->search_path = fx.set_search_path ? strdup(fx.search_path) : NULL;
-		}
-	}
 	s->syncs_sent++;
+	sp_on_query(s, &fx);	/* search_path changes take effect at their commit */
 	return sess_fwd_to_link(s, pkt);
 }
 
@@ -671,6 +672,11 @@ sess_on_bad_type(struct session *s, const struct sbuf_pkt *pkt)
 static bool
 sess_dispatch(struct session *s, const struct sbuf_pkt *pkt)
 {
+	if (pkt->type != 'Q' && sp_wants(s, pkt->type) && pkt->len <= SESS_QUERY_SCAN_MAX) {
+		if (pkt->avail < pkt->len)
+			return sess_hold(s, pkt);
+		sp_on_client_ext(s, pkt->data, pkt->len);
+	}
 	switch (pkt->type) {
 	case 'Q':
 		return sess_on_query(s, pkt);

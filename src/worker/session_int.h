@@ -51,6 +51,35 @@ struct query_effects {
 	char search_path[512];	/* the value as written (when set_search_path) */
 };
 
+/* ---- session_sp.c: search_path changes, transactional ---- */
+
+#define SP_NAMES_MAX 8		/* statements / portals that change search_path, per client */
+#define SP_STAGED_MAX 8		/* changes sent and not yet committed or rolled back */
+
+/* A change of search_path: the new value as written, NULL = back to the default. */
+struct sp_effect {
+	char *value;			/* owned where stored */
+};
+
+struct sp_entry {
+	bool used;
+	char *name;			/* owned: client-side statement / portal name */
+	struct sp_effect eff;
+};
+
+struct sp_staged {
+	uint64_t gen;			/* sync point whose ReadyForQuery ends its batch */
+	char *value;			/* owned; NULL = default */
+};
+
+struct sess_sp {
+	struct sp_entry stmts[SP_NAMES_MAX];
+	struct sp_entry portals[SP_NAMES_MAX];
+	struct sp_staged staged[SP_STAGED_MAX];
+	size_t n;			/* staged[0..n) */
+	bool saw_commit, saw_rollback, saw_error; /* since the last ReadyForQuery 'I' */
+};
+
 /* ---- prepared.c ---- */
 
 /* A statement text known to the worker, shared by clients and links (refcounted). */
@@ -208,8 +237,7 @@ struct session {
 	bool in_copy_in;		/* server sent CopyInResponse, client streams data */
 	char tx_status;			/* last ReadyForQuery status seen by the client */
 	struct req_queue reqs;		/* tracked Parse/Close responses */
-	struct query_effects pending_fx; /* effects of the Query in flight */
-	bool pending_fx_set;
+	struct sess_sp sp_state;	/* search_path changes in flight (session_sp.c) */
 
 	/* session state */
 	struct varcache vars;		/* what the client wants */
@@ -361,6 +389,21 @@ int varcache_diff_sql(const struct varcache *vc, struct link *l, const char *lin
 		      char *sql, size_t cap);
 /* Scan a simple-protocol query text for session-state effects. */
 void varcache_scan_query(const char *sql, size_t len, struct query_effects *fx);
+
+/* ---- session_sp.c ---- */
+
+/* A Query was sent (after syncs_sent counted it): stage its search_path change. */
+void sp_on_query(struct session *s, const struct query_effects *fx);
+/* Does a client message of <type> need sp_on_client_ext() (whole packet)? */
+bool sp_wants(const struct session *s, uint8_t type);
+/* A whole Parse / Bind / Execute / Close packet (<pkt>, <len> bytes) is being sent. */
+void sp_on_client_ext(struct session *s, const uint8_t *pkt, uint32_t len);
+/* A server CommandComplete / ErrorResponse; a ReadyForQuery with <status> on link <l>. */
+void sp_on_server(struct session *s, const struct sbuf_pkt *pkt);
+void sp_on_ready(struct session *s, struct link *l, char status);
+/* Forget staged changes (new link, broken link) / everything (session end). */
+void sp_reset(struct session *s);
+void sp_cleanup(struct session *s);
 
 /* ---- prepared.c ---- */
 

@@ -208,6 +208,62 @@ def test_transaction_mode_discard_all_resets_state(pg_cluster, cluster_db, neki)
         assert a.execute("show search_path").fetchone()[0] == '"$user", public'
 
 
+def search_path_on_other_link(a, b):
+    """a's search_path, read on a link b does not hold: b keeps its own busy meanwhile."""
+    b.execute("BEGIN")
+    b.execute("select 1")
+    try:
+        return a.execute("show search_path").fetchone()[0]
+    finally:
+        b.execute("COMMIT")
+
+
+@pytest.mark.parametrize("protocol", ["simple", "extended-unnamed", "extended-named"])
+def test_search_path_follows_commit_and_rollback(pg_cluster, cluster_db, neki, protocol):
+    server_sql(pg_cluster, cluster_db, "create schema s1; create schema s2; create schema s3")
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=2,
+              workers=1)
+    with n.connect(dbname=cluster_db) as a, n.connect(dbname=cluster_db) as b:
+        if protocol == "simple":
+            def run(sql):
+                psycopg.ClientCursor(a).execute(sql)
+        else:
+            def run(sql):       # Parse/Bind/Execute/Sync, unnamed or named statement
+                a.execute(sql, prepare=protocol == "extended-named", binary=True)
+        run("SET search_path TO s1")
+        assert a.execute("show search_path").fetchone()[0] == "s1"
+        assert search_path_on_other_link(a, b) == "s1"
+        a.execute("BEGIN")
+        run("SET search_path TO s2")
+        assert a.execute("show search_path").fetchone()[0] == "s2"
+        a.execute("ROLLBACK")                               # Postgres undoes the SET
+        assert a.execute("show search_path").fetchone()[0] == "s1"
+        assert search_path_on_other_link(a, b) == "s1"
+        a.execute("BEGIN")
+        run("SET search_path TO s3")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            a.execute("select 1/0")
+        a.execute("COMMIT")                                 # of a failed transaction: ROLLBACK
+        assert search_path_on_other_link(a, b) == "s1"
+        a.execute("BEGIN")
+        run("SET search_path TO s2")
+        a.execute("COMMIT")
+        assert search_path_on_other_link(a, b) == "s2"
+        assert a.execute("show search_path").fetchone()[0] == "s2"
+
+
+def test_search_path_set_in_failed_implicit_transaction(pg_cluster, cluster_db, neki):
+    server_sql(pg_cluster, cluster_db, "create schema s1; create schema s2")
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=2,
+              workers=1)
+    with n.connect(dbname=cluster_db) as a, n.connect(dbname=cluster_db) as b:
+        a.execute("SET search_path TO s1")
+        with pytest.raises(psycopg.errors.DivisionByZero):   # one implicit transaction
+            psycopg.ClientCursor(a).execute("SET search_path TO s2; select 1/0")
+        assert a.execute("show search_path").fetchone()[0] == "s1"
+        assert search_path_on_other_link(a, b) == "s1"
+
+
 # ---------------------------------------------------------------------------------------------
 # prepared statements
 
