@@ -125,9 +125,18 @@ child_exit(int status)
 	exit(status);
 }
 
+/* Publish this process's server links into its slot (the gauge SHOW WORKERS reads). */
+static void
+child_publish_links(void)
+{
+	if (spec.server_links != NULL)
+		atomic_store(&slot->links, (int64_t)spec.server_links());
+}
+
 /*
- * Server links left in every process (what SHUTDOWN WAIT_FOR_SERVERS waits for): this
- * process's own count is published first, the others' gauges are at most one poll old. As in
+ * Server links left in every process (what SHUTDOWN WAIT_FOR_SERVERS waits for). A process
+ * publishes its count before it reports STOPPING and at every poll after, so once every live
+ * process is STOPPING the sum is at most one poll old (links only go away meanwhile). As in
  * pgbouncer, no process leaves (dropping its idle clients) while another still has links.
  */
 static int64_t
@@ -135,13 +144,15 @@ child_server_links(void)
 {
 	int64_t n = 0;
 
-	if (spec.server_links != NULL)
-		atomic_store(&slot->links, (int64_t)spec.server_links());
+	child_publish_links();
 	for (unsigned i = 0; i < shm_n_procs(); i++) {
 		struct shm_proc *p = shm_proc(i);
 
-		if (atomic_load(&p->pid) != 0)
-			n += atomic_load(&p->links);
+		if (atomic_load(&p->pid) == 0)
+			continue;
+		if (atomic_load(&p->state) != SHM_PST_STOPPING)
+			return 1;	/* not counted yet: it has not begun the shutdown */
+		n += atomic_load(&p->links);
 	}
 	return n;
 }
@@ -315,9 +326,10 @@ begin_shutdown(enum child_exit_mode mode)
 	if (exit_mode == CHILD_RUN)
 		stop_listening(mode == CHILD_WAIT_CLIENTS && spec.kind == SHM_PROC_WORKER);
 	exit_mode = mode;
-	shm_proc_set_state(slot, SHM_PST_STOPPING);
 	if (mode == CHILD_WAIT_SERVERS && spec.on_stop_servers != NULL)
 		spec.on_stop_servers();
+	child_publish_links();
+	shm_proc_set_state(slot, SHM_PST_STOPPING);
 	ctl_poll_arm();
 	check_exit();
 }
@@ -412,8 +424,7 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	shm_proc_beat(slot);
 	child_publish_stats();
-	if (spec.server_links != NULL)
-		atomic_store(&slot->links, (int64_t)spec.server_links());
+	child_publish_links();
 	child_switch_topology();
 	if (getppid() != master_pid) {
 		log_warn("%s: the master process is gone, exiting", shm_proc_kind_str(spec.kind));
