@@ -676,7 +676,9 @@ console_list_rows(void *buf, size_t cap, size_t *len)
 	bool ok = true;
 
 	for (const struct adm_conn *c = live_list; c != NULL; c = c->next) {
-		ok = console_row(buf, cap, len, c) && ok;
+		/* a worker's relay: the worker lists that client, with its real address */
+		if (!c->forwarded)
+			ok = console_row(buf, cap, len, c) && ok;
 		n += c->state == CON_ST_IDLE || c->state == CON_ST_BUSY;
 	}
 	snprintf(active, sizeof(active), "%u", n);

@@ -140,7 +140,7 @@ wl_client(struct session *s, void *arg)
 	wl_set(&r, 1, "%s", s->user ? s->user : "");
 	wl_set(&r, 2, "%s", s->dbname ? s->dbname : "");
 	wl_set(&r, 3, "none");
-	wl_set(&r, 4, "%s", waiting ? "waiting" : s->link != NULL ? "active" : "idle");
+	wl_set(&r, 4, "%s", waiting ? "waiting" : s->link != NULL || s->console ? "active" : "idle");
 	wl_set(&r, 5, "%s", s->addr);
 	wl_set(&r, 6, "%d", s->port);
 	wl_local_addr(&r, sbuf_fd(&s->sb), s->is_unix);
