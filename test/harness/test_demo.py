@@ -35,6 +35,24 @@ def test_demo_start_status_stop(tmp_path):
         # it says honestly whether queries go through
         assert ("queries through neki work" in out) != ("does not serve queries yet" in out)
         assert "the admin console answers" in out
+        # the storefront is applied and loaded: a routed read through neki, and the row sits
+        # on the shard EXPLAIN (NEKI_PLAN) names
+        assert "storefront topology applied (revision 1), sample rows loaded" in out, out
+        psql = ["/usr/lib/postgresql/15/bin/psql", "-X", "-At", "-h", "127.0.0.1", "-U",
+                "postgres", "-d", "demo"]
+        q = subprocess.run(psql + ["-p", str(port), "-c",
+                                   "SELECT name FROM customers WHERE id = 3",
+                                   "-c", "EXPLAIN (NEKI_PLAN, FORMAT TEXT) "
+                                   "SELECT name FROM customers WHERE id = 3"],
+                           capture_output=True, text=True, timeout=30)
+        assert q.returncode == 0, q.stderr
+        lines = q.stdout.splitlines()
+        assert lines[0] == "Linus"
+        shard = [l.split(": ")[1] for l in lines if "Shards:" in l][0]
+        var = shard.upper().replace("-", "_") + "_PORT"
+        direct = subprocess.run(psql + ["-p", env[var], "-c", "SELECT id FROM customers"],
+                                capture_output=True, text=True, timeout=30)
+        assert "3" in direct.stdout.split()
         again = demo("start", state)
         assert again.returncode == 0 and "already running" in again.stdout
         status = demo("status", state)

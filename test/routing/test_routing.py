@@ -347,3 +347,55 @@ def test_extended_protocol_transaction(loaded):
         conn.commit()
     assert loaded.run("SELECT name FROM customers WHERE id IN (7, 8)") == [("ext",), ("ext",)]
     loaded.run("UPDATE customers SET name = 'customer ' || id WHERE id IN (7, 8)")
+
+
+def test_commit_failure_names_the_committed_shards(loaded):
+    """COMMIT goes to the shards in uid order; when one fails (a deferred constraint), the
+    client is told which shards committed and the later ones are rolled back."""
+    shard_of = {cid: s for s, ids in loaded.placement("customers", "id").items() for cid in ids}
+    pairs = [(a, b) for a in shard_of for b in shard_of if shard_of[a] < shard_of[b]]
+    a, b = pairs[0]
+    later = sorted({s for s in shard_of.values() if s > shard_of[b]})
+    c = next((x for x in shard_of if later and shard_of[x] == later[0]), None)
+    loaded.run("ALTER TABLE order_items ADD CONSTRAINT one_sku UNIQUE (customer_id, sku) "
+               "DEFERRABLE INITIALLY DEFERRED")
+    try:
+        with loaded.connect() as conn:
+            cur = psycopg.ClientCursor(conn)
+            cur.execute("BEGIN")
+            cur.execute(f"INSERT INTO order_items VALUES ({a}, 1, 50, 'A', 1)")
+            cur.execute(f"INSERT INTO order_items VALUES ({b}, 1, 50, 'B', 1), "
+                        f"({b}, 1, 51, 'B', 1)")
+            if c is not None:
+                cur.execute(f"INSERT INTO order_items VALUES ({c}, 1, 50, 'C', 1)")
+            with pytest.raises(psycopg.errors.UniqueViolation) as ei:
+                cur.execute("COMMIT")
+            assert ei.value.diag.message_detail.endswith(
+                f"The transaction was committed on shard {shard_of[a]}.")
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert loaded.run(f"SELECT sku FROM order_items WHERE customer_id = {a} "
+                          "AND line = 50") == [("A",)]
+        assert loaded.run(f"SELECT sku FROM order_items WHERE customer_id = {b} "
+                          "AND line >= 50") == []
+        if c is not None:
+            assert loaded.run(f"SELECT sku FROM order_items WHERE customer_id = {c} "
+                              "AND line = 50") == []
+    finally:
+        loaded.run(f"DELETE FROM order_items WHERE customer_id = {a} AND line = 50")
+        loaded.run("ALTER TABLE order_items DROP CONSTRAINT one_sku")
+
+
+def test_reference_write_failure_names_the_committed_copies(loaded):
+    loaded.cluster.sql("shard-c", "INSERT INTO countries VALUES ('XX', 'only here')",
+                       dbname=loaded.db)
+    try:
+        with pytest.raises(psycopg.errors.UniqueViolation) as ei:
+            loaded.run("INSERT INTO countries VALUES ('XX', 'Nowhere')")
+        assert ei.value.diag.message_detail.endswith(
+            "Committed on shards shard-a, shard-b.")
+        assert loaded.shard_rows("shard-a", "SELECT name FROM countries WHERE code = 'XX'") \
+            == [("Nowhere",)]
+        assert loaded.shard_rows("shard-d", "SELECT name FROM countries WHERE code = 'XX'") \
+            == []
+    finally:
+        loaded.run("DELETE FROM countries WHERE code = 'XX'")
