@@ -546,6 +546,7 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 	struct nk_error err;
 	enum rstep rc;
 
+	nk_error_clear(&err);	/* the planner reads it (nk_error_is_set) */
 	if (!shm_topo_pin(&ref)) {
 		nk_error_set(&err, "08000", "no data topology is published");
 		return route_fail(r, &err);
@@ -587,6 +588,7 @@ route_analyse(struct route *r, const char *sql, struct nk_error *err)
 	struct cat_view cv;
 	bool ok;
 
+	nk_error_clear(err);
 	cat_view_acquire(&cv, r->db);
 	rarena_reset(r->arena);
 	if (!parse_normalize(r->arena, sql, &norm))

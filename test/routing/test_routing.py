@@ -121,7 +121,7 @@ def store(pg_cluster):
                     return True
             except psycopg.Error:
                 return False
-        wait_until(routed, 10, what="neki routes the storefront database")
+        wait_until(routed, 30, what="neki routes the storefront database")
         for sql in SCHEMA:
             st.run(sql)
             with st.ref() as conn:
