@@ -330,6 +330,7 @@ struct plan_merge_sort {
 	uint32_t col;			/* shard column */
 	bool desc, nulls_first;
 	bool byte_order;		/* COLLATE "C"/"POSIX": byte order whatever the database's */
+	bool hidden;			/* a hidden column (moves with the expansion of a *) */
 };
 
 /* LIMIT / OFFSET value: absent, a constant or a slot ($n or normalised literal). */
@@ -343,6 +344,8 @@ struct plan_merge_count {
 struct plan_merge {
 	const char *shard_sql;		/* the statement each shard runs */
 	uint32_t nvisible;		/* client columns: the shard's first nvisible */
+	bool star;			/* a * in the select list: the RowDescription has more
+					 * visible columns (one per column * expands to) */
 	uint32_t ncols;			/* shard result columns */
 	struct plan_merge_col *cols;	/* ncols */
 	struct plan_merge_agg *aggs;

@@ -76,7 +76,7 @@ mrow_free(struct mrow *r, uint32_t ncols)
 void
 merge_free(struct merge *m)
 {
-	uint32_t nc = m ? m->spec->ncols : 0;
+	uint32_t nc = m ? m->ncols : 0;
 
 	if (!m)
 		return;
@@ -95,6 +95,7 @@ merge_free(struct merge *m)
 		freelocale(m->loc);
 	free(m->cols);
 	free(m->types);
+	free(m->sortcol);
 	free(m->rows);
 	free(m->final_col);
 	free(m->final_sql);
@@ -127,28 +128,53 @@ oom(struct nk_error *err)
 	return nk_error_set(err, "53200", "out of memory");
 }
 
+/* Columns of the first RowDescription: a * in the select list widens the visible part. */
+static bool
+set_columns(struct merge *m, const struct proto_rowdesc_msg *rd, struct nk_error *err)
+{
+	const struct plan_merge *s = m->spec;
+	int64_t extra = (int64_t)rd->ncols - s->ncols;
+
+	if (extra && (!s->star || extra < -1 || (int64_t)s->nvisible + extra < 0))
+		return nk_error_set(err, "XX000", "shard result has %u columns, the merge expects %u",
+				    rd->ncols, s->ncols);
+	m->ncols = rd->ncols;
+	m->nvis = (uint32_t)((int64_t)s->nvisible + extra);
+	m->cols = calloc(m->ncols ? m->ncols : 1, sizeof(*m->cols));
+	m->types = calloc(m->ncols ? m->ncols : 1, sizeof(*m->types));
+	m->sortcol = calloc(s->nsort ? s->nsort : 1, sizeof(*m->sortcol));
+	if (!m->cols || !m->types || !m->sortcol)
+		return oom(err);
+	for (uint32_t k = 0; k < s->nsort; k++) {
+		int64_t c = s->sort[k].col + (s->sort[k].hidden ? extra : 0);
+
+		if (c < 0 || c >= m->ncols)
+			return nk_error_set(err, "42P10", "ORDER BY position %u is not in select list",
+					    s->sort[k].col + 1);
+		m->sortcol[k] = (uint32_t)c;
+	}
+	return true;
+}
+
 /* The first RowDescription fixes the columns; later ones must agree in count. */
 static bool
 feed_rowdesc(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len,
 	     struct nk_error *err)
 {
 	struct proto_rowdesc_msg rd;
-	uint32_t nc = m->spec->ncols;
 
 	if (!proto_parse_row_description(body, len, &rd, err))
 		return false;
-	if (rd.ncols != nc)
+	if (m->described && rd.ncols != m->ncols)
 		return nk_error_set(err, "XX000", "shard result has %u columns, the merge expects %u",
-				    rd.ncols, nc);
+				    rd.ncols, m->ncols);
 	sh->described = true;
 	if (m->described)
 		return true;
-	m->cols = calloc(nc ? nc : 1, sizeof(*m->cols));
-	m->types = calloc(nc ? nc : 1, sizeof(*m->types));
-	if (!m->cols || !m->types)
-		return oom(err);
-	proto_rowdesc_columns(&rd, m->cols, nc);
-	for (uint32_t i = 0; i < nc; i++) {
+	if (!set_columns(m, &rd, err))
+		return false;
+	proto_rowdesc_columns(&rd, m->cols, m->ncols);
+	for (uint32_t i = 0; i < m->ncols; i++) {
 		m->cols[i].name = strdup(m->cols[i].name);
 		if (!m->cols[i].name)
 			return oom(err);
@@ -159,7 +185,7 @@ feed_rowdesc(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len
 	}
 	for (uint32_t k = 0; k < m->spec->nsort; k++)
 		if (m->spec->sort[k].byte_order)
-			m->types[m->spec->sort[k].col].loc = (locale_t)0;
+			m->types[m->sortcol[k]].loc = (locale_t)0;
 	m->described = true;
 	return true;
 }
@@ -168,7 +194,7 @@ static struct mrow *
 row_from_datarow(struct merge *m, const uint8_t *body, size_t len, struct nk_error *err)
 {
 	struct proto_datarow_msg dr;
-	uint32_t nc = m->spec->ncols;
+	uint32_t nc = m->ncols;
 	struct mrow *r;
 
 	if (!proto_parse_data_row(body, len, &dr, err))
@@ -227,7 +253,7 @@ feed_datarow(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len
 		return false;
 	if (m->buffered) {
 		if (!push_row(m, r)) {
-			mrow_free(r, m->spec->ncols);
+			mrow_free(r, m->ncols);
 			return oom(err);
 		}
 		return true;
@@ -312,7 +338,7 @@ merge_cmp_sort(struct merge *m, const struct mrow *a, const struct mrow *b, uint
 	for (uint32_t k = 0; k < nkeys && *out == 0; k++) {
 		const struct plan_merge_sort *s = &m->spec->sort[k];
 
-		if (!cmp_col(m, a, b, s->col, s->nulls_first != s->desc, out, err))
+		if (!cmp_col(m, a, b, m->sortcol[k], s->nulls_first != s->desc, out, err))
 			return false;
 		if (s->desc)
 			*out = -*out;
@@ -335,7 +361,7 @@ merge_cmp_cols(struct merge *m, const struct mrow *a, const struct mrow *b, cons
 static void
 put_rowdesc(struct merge *m, struct pktbuf *out)
 {
-	pktbuf_write_row_description(out, m->cols, m->spec->nvisible);
+	pktbuf_write_row_description(out, m->cols, m->nvis);
 	m->head_sent = true;
 }
 
@@ -349,7 +375,7 @@ put_row(struct merge *m, const struct mrow *r, struct pktbuf *out)
 		m->skipped++;
 		return true;
 	}
-	pktbuf_write_data_row(out, r->vals, m->spec->nvisible);
+	pktbuf_write_data_row(out, r->vals, m->nvis);
 	m->sent++;
 	return m->limit < 0 || m->sent < m->limit;
 }
@@ -429,12 +455,12 @@ pull_streaming(struct merge *m, struct pktbuf *out, struct nk_error *err)
 			sh->tail = NULL;
 		sh->queued--;
 		if (!repeats_last(m, r, &dup, err)) {
-			mrow_free(r, m->spec->ncols);
+			mrow_free(r, m->ncols);
 			return false;
 		}
 		if (!dup)
 			more = put_row(m, r, out);
-		mrow_free(m->last, m->spec->ncols);
+		mrow_free(m->last, m->ncols);
 		m->last = r;
 	}
 	if (!more || all_done(m))

@@ -72,7 +72,7 @@ row_order(const void *x, const void *y, void *arg)
 	struct sort_ctx *c = arg;
 	const struct mrow *a = *(const struct mrow *const *)x, *b = *(const struct mrow *const *)y;
 	const struct plan_merge *s = c->m->spec;
-	uint32_t vis[s->nvisible ? s->nvisible : 1];
+	uint32_t vis[c->m->nvis ? c->m->nvis : 1];
 	int out = 0;
 	bool ok;
 
@@ -83,9 +83,9 @@ row_order(const void *x, const void *y, void *arg)
 	} else if (c->how == 1) {
 		ok = merge_cmp_cols(c->m, a, b, s->group_cols, s->ngroup, &out, c->err);
 	} else {
-		for (uint32_t i = 0; i < s->nvisible; i++)
+		for (uint32_t i = 0; i < c->m->nvis; i++)
 			vis[i] = i;
-		ok = merge_cmp_cols(c->m, a, b, vis, s->nvisible, &out, c->err);
+		ok = merge_cmp_cols(c->m, a, b, vis, c->m->nvis, &out, c->err);
 	}
 	c->failed = !ok;
 	if (out == 0)
@@ -452,7 +452,7 @@ combine_groups(struct merge *m, struct nk_error *err)
 			if (!combine_agg(m, &s->aggs[a], m->rows + i, j - i, err))
 				return false;
 		for (uint32_t k = i + 1; k < j; k++)
-			mrow_free(m->rows[k], s->ncols);
+			mrow_free(m->rows[k], m->ncols);
 		m->rows[out++] = m->rows[i];
 		i = j;
 	}
@@ -751,11 +751,11 @@ merge_agg_final_done(struct merge *m, struct nk_error *err)
 static bool
 drop_dups(struct merge *m, int how, uint32_t nkeys, struct nk_error *err)
 {
-	uint32_t vis[m->spec->nvisible ? m->spec->nvisible : 1];
+	uint32_t vis[m->nvis ? m->nvis : 1];
 	const struct mrow *prev = NULL;
 	int c;
 
-	for (uint32_t i = 0; i < m->spec->nvisible; i++)
+	for (uint32_t i = 0; i < m->nvis; i++)
 		vis[i] = i;
 	for (uint32_t i = 0; i < m->nrows; i++) {
 		struct mrow *r = m->rows[i];
@@ -763,7 +763,7 @@ drop_dups(struct merge *m, int how, uint32_t nkeys, struct nk_error *err)
 		if (r->drop)
 			continue;
 		if (prev && !(how == 0 ? merge_cmp_sort(m, prev, r, nkeys, &c, err)
-				       : merge_cmp_cols(m, prev, r, vis, m->spec->nvisible, &c,
+				       : merge_cmp_cols(m, prev, r, vis, m->nvis, &c,
 							err)))
 			return false;
 		if (prev && c == 0)

@@ -100,6 +100,8 @@ struct merge {
 	struct mshard *shards;
 	struct proto_column *cols;	/* from the first RowDescription; names owned */
 	struct mv_type *types;		/* ncols */
+	uint32_t ncols, nvis;		/* result columns and client columns (a * widens both) */
+	uint32_t *sortcol;		/* column of each sort key */
 	bool described;
 	locale_t loc;			/* database collation; 0 = byte order */
 	int64_t limit, offset, skipped, sent;

@@ -300,6 +300,25 @@ target_name(const cJSON *rt)
 	return fc ? pb_last_name(jget(fc, "funcname")) : NULL;
 }
 
+/* True when select-list entry <rt> is * or t.* (its column count is the shard's). */
+static bool
+is_star(const cJSON *rt)
+{
+	const cJSON *fields = jget(jas(jget(rt, "val"), "ColumnRef"), "fields");
+
+	return jas(cJSON_GetArrayItem(fields, cJSON_GetArraySize(fields) - 1), "A_Star") != NULL;
+}
+
+/* Index of the first * entry of the select list; n when none. */
+static uint32_t
+first_star(const cJSON *list, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (is_star(cJSON_GetArrayItem(list, (int)i)->child))
+			return i;
+	return n;
+}
+
 /* Tokens of a select-list entry without its alias. */
 static uint32_t
 target_expr_end(const struct pm *p, const cJSON *rt, struct pm_span sp)
@@ -349,15 +368,17 @@ struct pm_targets {
 /* Column of ORDER BY item <sb> (SortBy body) written as <sp>; -1 with p->err. */
 static int
 sort_col(struct pm *p, const struct pm_targets *t, const cJSON *sb, struct pm_span sp,
-	 bool set_op)
+	 bool set_op, bool *hidden)
 {
 	const cJSON *node = jget(sb, "node"), *cr = jas(node, "ColumnRef");
 	uint32_t end = sort_expr_end(p, sp);
 	int64_t pos;
 	int col;
 
+	uint32_t star = first_star(t->list, t->n);
+
 	if (const_int(node, &pos)) {
-		if (pos < 1 || pos > t->n)
+		if (pos < 1 || (pos > t->n && star == t->n))
 			return nk_error_set(p->err, "42P10", "ORDER BY position %lld is not in "
 					    "select list", (long long)pos), -1;
 		return (int)pos - 1;
@@ -365,12 +386,12 @@ sort_col(struct pm *p, const struct pm_targets *t, const cJSON *sb, struct pm_sp
 	if (cr && cJSON_GetArraySize(jget(cr, "fields")) == 1) {
 		const char *name = jsval(cJSON_GetArrayItem(jget(cr, "fields"), 0));
 
-		for (uint32_t i = 0; name && i < t->n; i++)
+		for (uint32_t i = 0; name && i < star; i++)
 			if (target_name(cJSON_GetArrayItem(t->list, (int)i)->child) &&
 			    strcmp(target_name(cJSON_GetArrayItem(t->list, (int)i)->child), name) == 0)
 				return (int)i;
 	}
-	for (uint32_t i = 0; i < t->n; i++) {
+	for (uint32_t i = 0; t->spans && i < star; i++) {
 		const cJSON *rt = cJSON_GetArrayItem(t->list, (int)i)->child;
 
 		if (same_text(p, sp.first, end, t->spans[i].first, target_expr_end(p, rt, t->spans[i])))
@@ -379,6 +400,16 @@ sort_col(struct pm *p, const struct pm_targets *t, const cJSON *sb, struct pm_sp
 	if (set_op || p->out->distinct)
 		return nk_error_set(p->err, "0A000", "ORDER BY of this query must name an output "
 				    "column to be merged across shards"), -1;
+	if (star < t->n && cr && cJSON_GetArraySize(jget(cr, "fields")) == 1) {
+		const char *name = jsval(cJSON_GetArrayItem(jget(cr, "fields"), 0));
+
+		for (uint32_t i = star; name && i < t->n; i++)
+			if (target_name(cJSON_GetArrayItem(t->list, (int)i)->child) &&
+			    strcmp(target_name(cJSON_GetArrayItem(t->list, (int)i)->child), name) == 0)
+				return nk_error_set(p->err, "0A000", "ORDER BY of a column after * "
+						    "across shards: use its position"), -1;
+	}
+	*hidden = true;
 	col = add_col(p, pm_text(p, sp.first, end));
 	if (col >= 0 && !classify(p, (uint32_t)col, node, sp.first, end))
 		return -1;
@@ -414,7 +445,8 @@ build_sort(struct pm *p, const cJSON *sel, const struct pm_targets *t, bool set_
 		const cJSON *sb = jas(cJSON_GetArrayItem(list, (int)i), "SortBy");
 		const char *dir = jstr(sb, "sortby_dir"), *nulls = jstr(sb, "sortby_nulls");
 		struct plan_merge_sort *s = &p->out->sort[i];
-		int col = sort_col(p, t, sb, sp[i], set_op);
+		bool hidden = false;
+		int col = sort_col(p, t, sb, sp[i], set_op, &hidden);
 
 		if (col < 0)
 			return false;
@@ -427,6 +459,7 @@ build_sort(struct pm *p, const cJSON *sel, const struct pm_targets *t, bool set_
 				 : nulls && strcmp(nulls, "SORTBY_NULLS_LAST") == 0 ? false
 										: s->desc;
 		s->byte_order = byte_order_collation(jget(sb, "node"));
+		s->hidden = hidden;
 	}
 	p->out->nsort = n;
 	return true;
@@ -699,6 +732,7 @@ build_set_op(struct pm *p, const cJSON *sel)
 		if (add_col(p, NULL) < 0)
 			return false;
 	p->out->nvisible = t.n;
+	p->out->star = first_star(t.list, t.n) < t.n;
 	p->out->distinct = !all;
 	pm_clauses(p, 0, 0);
 	for (int c = PM_CL_FROM; c <= PM_CL_WINDOW; c++)
@@ -783,6 +817,10 @@ build_plain(struct pm *p, const cJSON *sel)
 	if (!build_group(p, sel, t.n) || !build_having(p, sel) || !build_sort(p, sel, &t, false) ||
 	    !build_limits(p, sel))
 		return false;
+	p->out->star = first_star(t.list, t.n) < t.n;
+	if (p->out->star && p->out->grouped)
+		return nk_error_set(p->err, "0A000", "SELECT * with aggregates or GROUP BY is not "
+				    "merged across shards");
 	if (p->out->distinct_on && (p->out->nsort < p->out->distinct_on || p->out->grouped))
 		return nk_error_set(p->err, "0A000", "DISTINCT ON across shards needs an ORDER BY "
 				    "starting with its expressions");

@@ -735,6 +735,8 @@ static const struct spec_case spec_cases[] = {
 	  "SELECT a FROM t UNION SELECT b FROM u ORDER BY 1 LIMIT 2 ", 1, 1, 1, false, true },
 	{ "SELECT 'x,(y' AS \"a,b\", $$;$$ FROM t -- c, d\n ORDER BY 1",
 	  "SELECT 'x,(y' AS \"a,b\", $$;$$ FROM t -- c, d\n ORDER BY 1", 2, 2, 1, false, false },
+	{ "SELECT * FROM t ORDER BY id DESC", "SELECT *, id FROM t ORDER BY id DESC", 1, 2, 1,
+	  false, false },
 	{ "WITH c AS (SELECT * FROM t ORDER BY id LIMIT 5) SELECT id FROM c ORDER BY id",
 	  "WITH c AS (SELECT * FROM t ORDER BY id LIMIT 5) SELECT id FROM c ORDER BY id", 1, 1, 1,
 	  false, false },
@@ -775,6 +777,8 @@ static const struct refuse_case refuse_cases[] = {
 	{ "SELECT a + count(*) FROM t GROUP BY a", "0A000", 0 },
 	{ "SELECT a FROM t UNION SELECT b FROM u UNION ALL SELECT c FROM v", "0A000", 0 },
 	{ "SELECT a FROM t ORDER BY a LIMIT (SELECT 1)", "0A000", 0 },
+	{ "SELECT *, count(*) FROM t GROUP BY id", "0A000", 0 },
+	{ "SELECT *, a AS k FROM t ORDER BY k", "0A000", 0 },
 	{ "INSERT INTO t VALUES (1)", "0A000", 0 },
 	{ "SELEC 1", "42601", 0 },
 };
@@ -828,6 +832,33 @@ START_TEST(test_spec_bind)
 }
 END_TEST
 
+START_TEST(test_star_widens_visible)
+{
+	static const uint32_t oids[] = { 23, 25, 23 };
+	static const char *const s0[] = { "3", "c", "3", "1", "a", "1" };
+	static const char *const s1[] = { "2", "b", "2" };
+	struct plan_merge s;
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+
+	spec_of("SELECT * FROM t ORDER BY id DESC", &s);
+	ck_assert(s.star);
+	ck_assert(s.sort[0].hidden);
+	m = new_merge(&s, 2, -1, 0);
+	feed_all_text(m, 0, 3, oids, s0, 2);	/* * is (id, name); then the hidden id */
+	feed_all_text(m, 1, 3, oids, s1, 1);
+	pktbuf_init(&pb, 1024);
+	pull(m, &pb);
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_uint_eq(o.ncols, 2);
+	ck_assert_str_eq(o.rows, "3|c;2|b;1|a");
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
 static void
 free_arena(void)
 {
@@ -853,6 +884,7 @@ merge_suite(void)
 	tcase_add_test(tc, test_distinct_and_distinct_on);
 	tcase_add_test(tc, test_binary_combine);
 	tcase_add_test(tc, test_unknown_collation_refused);
+	tcase_add_test(tc, test_star_widens_visible);
 	tcase_add_loop_test(tc, test_spec, 0, NK_ARRAY_LEN(spec_cases));
 	tcase_add_loop_test(tc, test_spec_refused, 0, NK_ARRAY_LEN(refuse_cases));
 	tcase_add_test(tc, test_spec_bind);
