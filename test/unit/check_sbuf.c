@@ -439,6 +439,53 @@ START_TEST(test_pause_continue)
 }
 END_TEST
 
+/*
+ * A pause leaves the read event added while the peer is quiet (no epoll_ctl per pause); the
+ * event is removed when bytes arrive during the pause, and nothing is read until continue.
+ */
+START_TEST(test_pause_lazy_event)
+{
+	struct tcase_state t;
+	uint8_t buf[32];
+	int sv[2];
+	struct count_goal g = { &t, 1 };
+
+	tc_setup(&t, 4096);
+	t.pause_on_type = true;
+	t.pause_type = 'P';
+	make_pair(sv);
+	ck_assert(sbuf_accept(&t.sb, sv[0], true));
+	put_pkt(buf, 'P', 1);
+	ck_assert_int_eq(write(sv[1], buf, 6), 6);
+	ck_assert(!run_until(got_pkts, &g, 0.05));
+	ck_assert(t.sb.paused);
+	ck_assert(t.sb.read_on);	/* quiet peer: still added */
+	sbuf_continue(&t.sb);
+	ck_assert(run_until(got_pkts, &g, 5));
+	ck_assert(t.sb.read_on);
+
+	t.pause_on_type = true;
+	t.pause_type = 'R';
+	put_pkt(buf, 'R', 1);
+	ck_assert_int_eq(write(sv[1], buf, 6), 6);
+	g.n_pkt = 2;
+	ck_assert(!run_until(got_pkts, &g, 0.05));
+	ck_assert(t.sb.paused && t.sb.read_on);
+	put_pkt(buf, 'S', 1);	/* the peer talks during the pause */
+	ck_assert_int_eq(write(sv[1], buf, 6), 6);
+	ck_assert(!run_until(got_pkts, &g, 0.05));
+	ck_assert(!t.sb.read_on);
+	ck_assert_int_eq(t.n_pkt, 1);
+	sbuf_continue(&t.sb);
+	g.n_pkt = 3;
+	ck_assert(run_until(got_pkts, &g, 5));
+	ck_assert_int_eq(t.types[1], 'R');
+	ck_assert_int_eq(t.types[2], 'S');
+	close(sv[1]);
+	sbuf_cleanup(&t.sb);
+}
+END_TEST
+
 static int recv_calls;
 
 static ssize_t
@@ -619,6 +666,7 @@ sbuf_suite(void)
 	tcase_add_test(tc, test_forward_stream_backpressure);
 	tcase_add_test(tc, test_send_order_and_dst_close);
 	tcase_add_test(tc, test_pause_continue);
+	tcase_add_test(tc, test_pause_lazy_event);
 	tcase_add_test(tc, test_loopcnt_and_io_ops);
 	tcase_add_test(tc, test_close_inside_callback);
 	tcase_add_test(tc, test_connect_tcp_and_refused);
