@@ -2,7 +2,8 @@
  * check_shm.c - unit tests for src/shm: segment layout, process slots and stats,
  * mailboxes (order, wrap-around, full ring, eventfd wake-up, acks, many senders in
  * forked processes), global counters (limits under a fork() race, reclaim) and
- * topology image slots (claim, publish, pin, reuse only when unpinned).
+ * topology image slots (claim, publish, pin, reuse only when unpinned), per-database
+ * stats areas, list areas and their row encoding, the global socket id counter.
  */
 #include "neki/base.h"
 
@@ -110,6 +111,82 @@ START_TEST(test_stats_publish_read)
 	ck_assert_uint_eq(atomic_load(&shm_proc(1)->stats_seq) % 2, 0);
 	shm_stats_read(shm_proc(0), &out);
 	ck_assert_uint_eq(out.total_query_count, 0);
+}
+END_TEST
+
+START_TEST(test_dbstats_publish_read)
+{
+	static struct shm_dbstat out[SHM_DB_STATS_MAX];
+	struct shm_stats *a = shm_dbstats_get("app"), *b = shm_dbstats_get("other"), total;
+	char name[32];
+
+	ck_assert_ptr_eq(shm_dbstats_get("app"), a);
+	a->total_xact_count = 3;
+	b->total_xact_count = 4;
+	b->total_sent = 100;
+	shm_dbstats_publish(2);
+	ck_assert_uint_eq(shm_dbstats_read(2, out), 2);
+	ck_assert_str_eq(out[0].name, "app");
+	ck_assert_uint_eq(out[0].st.total_xact_count, 3);
+	ck_assert_str_eq(out[1].name, "other");
+	ck_assert_uint_eq(out[1].st.total_sent, 100);
+	ck_assert_uint_eq(shm_dbstats_read(1, out), 0);
+	/* more databases than entries: the rest share the unnamed last entry */
+	for (int i = 0; i < SHM_DB_STATS_MAX + 10; i++) {
+		snprintf(name, sizeof(name), "db%d", i);
+		shm_dbstats_get(name)->total_query_count++;
+	}
+	shm_dbstats_publish(2);
+	ck_assert_uint_eq(shm_dbstats_read(2, out), SHM_DB_STATS_MAX);
+	ck_assert_str_eq(out[SHM_DB_STATS_MAX - 1].name, "");
+	ck_assert_uint_eq(out[SHM_DB_STATS_MAX - 1].st.total_query_count, 13);
+	shm_dbstats_total(&total);
+	ck_assert_uint_eq(total.total_query_count, SHM_DB_STATS_MAX + 10);
+	ck_assert_uint_eq(total.total_xact_count, 7);
+}
+END_TEST
+
+START_TEST(test_list_rows_and_area)
+{
+	const char *in[3] = { "a", NULL, "" }, *vals[SHM_LIST_MAX_COLS];
+	size_t cap, len = 0, pos = 0, n;
+	uint64_t req, seen;
+	char kind, small[7];
+	bool trunc;
+	void *area = shm_list_area(3, &cap, &seen);
+
+	ck_assert_uint_eq(cap, shm_list_capacity());
+	ck_assert(shm_list_put_row(area, cap, &len, 'c', in, 3));
+	ck_assert(shm_list_put_row(area, cap, &len, 'p', in, 1));
+	ck_assert(shm_list_next_row(area, len, &pos, &kind, vals, &n));
+	ck_assert(kind == 'c' && n == 3);
+	ck_assert_str_eq(vals[0], "a");
+	ck_assert_ptr_null(vals[1]);
+	ck_assert_str_eq(vals[2], "");
+	ck_assert(shm_list_next_row(area, len, &pos, &kind, vals, &n));
+	ck_assert(kind == 'p' && n == 1);
+	ck_assert(!shm_list_next_row(area, len, &pos, &kind, vals, &n));
+	n = 0;
+	ck_assert(!shm_list_put_row(small, sizeof(small), &n, 'c', in, 3));	/* too big */
+	ck_assert_uint_eq(n, 0);
+	/* the request / answer protocol (the mailbox gets SHM_CMD_LIST) */
+	req = shm_list_request(3);
+	ck_assert_uint_gt(req, 0);
+	ck_assert_ptr_null(shm_list_result(3, req, &len, &trunc));
+	(void)shm_list_area(3, &cap, &seen);
+	ck_assert_uint_eq(seen, req);
+	shm_list_done(3, req, pos, true);
+	ck_assert_ptr_nonnull(shm_list_result(3, req, &len, &trunc));
+	ck_assert(trunc && len == pos);
+}
+END_TEST
+
+START_TEST(test_socket_ids)
+{
+	uint64_t a = shm_socket_id_next(), b = shm_socket_id_next();
+
+	ck_assert_uint_eq(a, 1);
+	ck_assert_uint_eq(b, 2);
 }
 END_TEST
 
@@ -417,6 +494,9 @@ shm_suite(void)
 	tcase_add_test(tc, test_create_too_small);
 	tcase_add_test(tc, test_proc_slot_reset_and_state);
 	tcase_add_test(tc, test_stats_publish_read);
+	tcase_add_test(tc, test_dbstats_publish_read);
+	tcase_add_test(tc, test_list_rows_and_area);
+	tcase_add_test(tc, test_socket_ids);
 	tcase_add_test(tc, test_mbox_post_take_ack);
 	tcase_add_test(tc, test_mbox_full_and_wrap);
 	tcase_add_test(tc, test_mbox_broadcast_and_acks);
