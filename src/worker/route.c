@@ -473,6 +473,7 @@ static enum rstep
 route_shards(struct route *r, const struct plan *p, const char *sql)
 {
 	struct nk_error err;
+	bool merge;
 
 	if (p->stmt->kind == STMT_COPY && p->stmt->copy != NULL && p->stmt->copy->is_from) {
 		nk_error_set(&err, "0A000", "COPY FROM through a sharded database is not "
@@ -488,15 +489,18 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	}
 	if (p->op == PLAN_OP_INSERT_SPLIT && p->nparts > 1)
 		return route_split(r, p, sql);
-	if ((p->kind == PLAN_SHARD_SET || p->kind == PLAN_SCATTER) && p->nshards > 1 &&
-	    (p->merge & ROUTE_MERGE_FLAGS) != 0) {
+	merge = (p->kind == PLAN_SHARD_SET || p->kind == PLAN_SCATTER) && p->nshards > 1 &&
+		(p->merge & ROUTE_MERGE_FLAGS) != 0;
+	if (merge && r->ext_exec) {
 		nk_error_set(&err, "0A000", "this %s needs a merge step across %u shards, which "
-			     "is not supported yet", stmt_kind_str(p->stmt->kind), p->nshards);
-		nk_error_hint(&err, "Restrict the statement to one shard with an equality on "
-			      "the shard key.");
+			     "is not supported with the extended query protocol yet",
+			     stmt_kind_str(p->stmt->kind), p->nshards);
+		nk_error_hint(&err, "Use the simple query protocol, or restrict the statement "
+			      "to one shard with an equality on the shard key.");
 		return route_fail(r, &err);
 	}
-	if (!route_exec_setup(r, p->shards, p->nshards, sql, &err))
+	if (!route_exec_setup(r, p->shards, p->nshards, sql, &err) ||
+	    (merge && !route_merge_setup(r, sql, &err)))
 		return route_fail(r, &err);
 	r->all_shards_ddl = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
 	if (p->kind == PLAN_ALL_SHARDS || p->kind == PLAN_EVERY_COPY) {
@@ -552,6 +556,7 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 		return route_fail(r, &err);
 	}
 	cat_view_acquire(&cv, r->db);
+	r->collate = route_db_collation(&cv);
 	pc = (struct plan_catalog){ &cv, cat_view_column_type, cat_view_column_name,
 				    cat_view_relkind, cv.version, cat_view_column,
 				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base };
@@ -741,7 +746,7 @@ route_combine(struct route *r)
 	char tag[96];
 	struct pktbuf pb;
 
-	if (r->combine == RX_PASS || r->combine == RX_QUIET)
+	if (r->combine == RX_PASS || r->combine == RX_QUIET || r->combine == RX_MERGE)
 		return true;
 	pktbuf_init(&pb, 256);
 	if (r->combine == RX_SPLIT) {
@@ -843,6 +848,8 @@ route_exec_finished(struct route *r)
 		route_after_error(r);
 		return;
 	}
+	if (r->combine == RX_MERGE && route_merge_final(r))
+		return;
 	if (!route_combine(r))
 		return;
 	if (r->after == RX_AFTER_SET && r->set_name != NULL) {

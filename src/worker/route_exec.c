@@ -339,6 +339,8 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 	if (!r->has_err) {
 		route_error_from_msg(pkt->data, pkt->len, &r->err);
 		r->has_err = true;
+		if (r->combine == RX_MERGE)
+			route_detail_shards(r, &r->err, "Raised", r->pos, r->pos + 1);
 	}
 	return route_skip(l, pkt);
 }
@@ -416,6 +418,11 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 {
 	bool first = r->tg[0] == (uint32_t)(sh - r->sh);
 
+	if (r->combine == RX_MERGE && (pkt->type == 'T' || pkt->type == 'D' || pkt->type == 'C')) {
+		if (pkt->avail < pkt->len)
+			return route_need_whole(r, l, pkt);
+		return route_merge_feed(r, pkt) && route_skip(l, pkt);
+	}
 	switch (pkt->type) {
 	case 'Z':
 		return route_target_done(r, sh, l, pkt);
@@ -499,6 +506,7 @@ route_exec_reset(struct route *r)
 		sh->nrows = sh->caprows = 0;
 	}
 	r->ntg = r->pos = 0;
+	route_merge_free(r);
 }
 
 void

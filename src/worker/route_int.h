@@ -21,6 +21,7 @@
 
 #include <string.h>
 
+#include "neki/catalog_image.h"
 #include "neki/error.h"
 #include "neki/parse.h"
 #include "neki/plan.h"
@@ -29,6 +30,7 @@
 #include "neki/shm.h"
 
 struct session;
+struct merge;
 struct spool;
 struct event;
 
@@ -42,6 +44,7 @@ enum rx_combine {
 	RX_FIRST,	/* rows and tag of the first target only (DDL, every copy, SET) */
 	RX_SPLIT,	/* INSERT split: counts summed, RETURNING rows back in input order */
 	RX_QUIET,	/* nothing forwarded (COMMIT / ROLLBACK on the shards) */
+	RX_MERGE,	/* rows, descriptions and tags through the merge step (route_merge.c) */
 };
 
 /* A DataRow kept for reordering (RX_SPLIT). */
@@ -148,6 +151,11 @@ struct route {
 	bool set_forget;		/* RX_AFTER_SET: RESET name (forget it) */
 	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
 	struct nk_error commit_err;	/* what the client is told then */
+	/* RX_MERGE (route_merge.c) */
+	const char *collate;		/* borrowed while planning: the database's LC_COLLATE */
+	struct plan_merge mspec;	/* in arena */
+	struct merge *merge;		/* owned: freed with the exec */
+	bool merge_final;		/* the exec runs the merge's final combine query */
 };
 
 static inline bool
@@ -216,5 +224,18 @@ void route_error_from_msg(const uint8_t *msg, uint32_t len, struct nk_error *out
 /* Append "<word> on shards a, b" of the targets [0, upto) to <err>'s DETAIL. */
 void route_detail_shards(struct route *r, struct nk_error *err, const char *what,
 			 uint32_t from, uint32_t upto);
+
+/* ---- route_merge.c ---- */
+
+/* The database's collation in <cv> (NULL when unknown: byte order). */
+const char *route_db_collation(const struct cat_view *cv);
+/* Make the exec set up on the targets run the merge step of SELECT <sql> (RX_MERGE). */
+NK_MUSTCHECK bool route_merge_setup(struct route *r, const char *sql, struct nk_error *err);
+/* A whole 'T', 'D' or 'C' of the target being read; false when the session closed. */
+bool route_merge_feed(struct route *r, const struct sbuf_pkt *pkt);
+/* Every target answered: true when the final combine query was started (or the session
+ * closed), false when the merge is complete. */
+bool route_merge_final(struct route *r);
+void route_merge_free(struct route *r);
 
 #endif /* NEKI_WORKER_ROUTE_INT_H */

@@ -1,0 +1,127 @@
+/*
+ * route_merge.c - a SELECT over several shards whose result needs a merge step (ORDER BY,
+ * LIMIT/OFFSET, aggregates, GROUP BY, HAVING, DISTINCT, UNION): the executor sends the
+ * rewritten shard query of the merge spec (plan_merge_build) to every target in parallel,
+ * feeds every shard's RowDescription / DataRow / CommandComplete into the merge (merge.h)
+ * and streams what the merge lets out; when the merge asks for its final combine query,
+ * that query runs on the first target and its result is fed as MERGE_FINAL. The merge is
+ * freed with the exec (route_exec_reset), so on errors, cancels and disconnects as well.
+ * Entry points: route_merge_setup(), route_merge_feed(), route_merge_final(),
+ * route_merge_free(), route_db_collation().
+ */
+#include "neki/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/catalog_image.h"
+#include "neki/merge.h"
+#include "neki/pktbuf.h"
+#include "route_int.h"
+#include "session_int.h"
+
+const char *
+route_db_collation(const struct cat_view *cv)
+{
+	struct cat_img_db d;
+
+	if (cv->img == NULL || cv->db == CAT_IMG_NONE)
+		return NULL;
+	cat_image_db(cv->img, cv->db, &d);
+	return d.collate;
+}
+
+void
+route_merge_free(struct route *r)
+{
+	merge_free(r->merge);
+	r->merge = NULL;
+	r->merge_final = false;
+}
+
+bool
+route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
+{
+	struct plan_input in;
+	struct merge_options opt = { r->collate, -1, 0 };
+
+	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
+	if (!plan_merge_build(r->arena, sql, &r->mspec, err) ||
+	    !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err))
+		return false;
+	free(r->stmt_sql);
+	if ((r->stmt_sql = strdup(r->mspec.shard_sql)) == NULL)
+		return nk_error_set(err, "53200", "out of memory");
+	route_merge_free(r);
+	if ((r->merge = merge_new(&r->mspec, r->ntg, &opt, err)) == NULL)
+		return false;
+	r->combine = RX_MERGE;
+	return true;
+}
+
+/* The merge refused a shard's result: the statement fails (first error wins). */
+static void
+route_merge_refused(struct route *r, const struct nk_error *err)
+{
+	if (r->has_err)
+		return;
+	r->err = *err;
+	r->err.severity = NK_SEV_ERROR;
+	r->has_err = true;
+}
+
+bool
+route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
+{
+	uint32_t shard = r->merge_final ? MERGE_FINAL : r->pos;
+	struct nk_error err;
+	struct pktbuf pb;
+
+	if (r->has_err || r->merge == NULL)
+		return true;		/* the statement failed: the rest is dropped */
+	if (!merge_feed(r->merge, shard, pkt->type, pkt->data + 5, pkt->len - 5, &err)) {
+		route_merge_refused(r, &err);
+		return true;
+	}
+	pktbuf_init(&pb, 256);
+	if (!merge_pull(r->merge, &pb, &err)) {
+		pktbuf_cleanup(&pb);
+		route_merge_refused(r, &err);
+		return true;
+	}
+	if (pb.len == 0) {
+		pktbuf_cleanup(&pb);
+		return true;
+	}
+	sess_stats(r->s)->total_sent += pb.len;
+	return route_send(r, &pb);
+}
+
+bool
+route_merge_final(struct route *r)
+{
+	struct rshard *sh = &r->sh[r->tg[0]];
+	const char *sql;
+	struct nk_error err;
+
+	if (r->merge == NULL || merge_state(r->merge) != MERGE_NEED_FINAL || r->merge_final)
+		return false;
+	sql = merge_final_sql(r->merge);
+	free(sh->sql);
+	if ((sh->sql = strdup(sql)) == NULL) {
+		sess_fatal(r->s, "out of memory");
+		return true;
+	}
+	for (uint32_t i = 1; i < r->ntg; i++)
+		r->sh[r->tg[i]].target = false;
+	sh->sent = sh->done = sh->failed = false;
+	r->ntg = 1;
+	r->merge_final = true;
+	if (!route_exec_start(r, &err)) {
+		route_merge_refused(r, &err);
+		event_active(r->ev, EV_TIMEOUT, 0);
+	}
+	return true;
+}
