@@ -902,6 +902,7 @@ plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
 	bool ok;
 
 	memset(out, 0, sizeof(*out));
+	nk_error_clear(err);	/* the checks below test nk_error_is_set() */
 	memset(&c, 0, sizeof(c));
 	c.a = a;
 	c.s = s;

@@ -413,6 +413,31 @@ START_TEST(test_plan_shapes)
 }
 END_TEST
 
+/* A caller's error left over from an earlier statement does not leak into this plan. */
+START_TEST(test_plan_ignores_stale_error)
+{
+	static const char *const sqls[] = { "ALTER TABLE orders ALTER COLUMN note DROP EXPRESSION",
+					    "SELECT * FROM orders WHERE customer_id = 1" };
+	struct plan_session def;
+	struct plan_input in;
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+
+	plan_session_init(&def, "store");
+	rt_parse(&fx, sqls[_i]);
+	memset(&in, 0, sizeof(in));
+	in.topo = img;
+	in.cat = &fx_cat;
+	in.sess = &def;
+	in.norm = &fx.norm;
+	nk_error_set(&err, "XX000", "left over from an earlier statement");
+	ck_assert_msg(plan_build(fx.a, fx.s, &in, &p, &err), "%s: %s", sqls[_i], err.message);
+	ck_assert(!nk_error_is_set(&err));
+	rt_fx_done(&fx);
+}
+END_TEST
+
 /* ---- refusals ---- */
 
 struct reject_case {
@@ -1349,6 +1374,7 @@ router_add_plan_tests(Suite *s)
 	tcase_add_test(tc, test_copy_extended);
 	tcase_add_loop_test(tc, test_params_text_binary, 0, NK_ARRAY_LEN(param_sqls));
 	tcase_add_test(tc, test_params_missing_and_null);
+	tcase_add_loop_test(tc, test_plan_ignores_stale_error, 0, 2);
 	tcase_add_test(tc, test_explain_text_json);
 	tcase_add_test(tc, test_explain_nk017_hint);
 	tcase_add_test(tc, test_insert_parts);
