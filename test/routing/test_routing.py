@@ -219,6 +219,10 @@ def test_cross_shard_order_limit_distinct(loaded):
     exact(loaded, "SELECT id FROM customers ORDER BY id LIMIT 4 OFFSET 7", ordered=True)
     exact(loaded, "SELECT id FROM customers ORDER BY id OFFSET 37", ordered=True)
     exact(loaded, "SELECT DISTINCT status FROM orders")
+    # sort keys not in the select list: added to the shard query, stripped from the output
+    exact(loaded, "SELECT name FROM customers ORDER BY country DESC, id", ordered=True)
+    exact(loaded, "SELECT status FROM orders ORDER BY total DESC, customer_id, id LIMIT 6",
+          ordered=True)
     exact(loaded, "SELECT DISTINCT country FROM customers ORDER BY country DESC", ordered=True)
     # NULLs first and last, both directions
     loaded.both("UPDATE orders SET total = NULL WHERE customer_id IN (3, 8, 21) AND id % 10 = 1")
