@@ -235,6 +235,23 @@ def test_cross_shard_order_limit_distinct(loaded):
         loaded.both("UPDATE orders SET total = customer_id * 2 WHERE id % 10 = 1")
 
 
+def test_cross_shard_merge_in_a_transaction(loaded):
+    """The merge (and its final combine query for avg) sees the transaction's own writes."""
+    want = loaded.run("SELECT avg(total), count(*) FROM orders")
+    with loaded.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("BEGIN")
+        cur.execute("UPDATE orders SET total = total + 1 WHERE customer_id IN (1, 2, 3, 4)")
+        cur.execute("SELECT avg(total), count(*) FROM orders")
+        inside = cur.fetchall()
+        cur.execute("SELECT avg(total) FROM orders WHERE customer_id IN (1, 2, 3, 4)")
+        part = cur.fetchall()
+        cur.execute("ROLLBACK")
+    assert inside[0][1] == want[0][1] and inside[0][0] > want[0][0], (inside, want)
+    assert part[0][0] > 0
+    assert loaded.run("SELECT avg(total), count(*) FROM orders") == want
+
+
 def test_cross_shard_union(loaded):
     exact(loaded, "SELECT country FROM customers UNION SELECT status FROM orders")
     exact(loaded, "SELECT id FROM customers WHERE id < 5 UNION ALL "
