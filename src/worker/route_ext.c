@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "neki/admin.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "route_int.h"
@@ -117,7 +118,17 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 	struct nk_error err;
 	struct rstmt *st;
 
-	if (!proto_parse_parse(body, len, &m, &err) || !route_analyse(r, m.query, &err))
+	if (!proto_parse_parse(body, len, &m, &err))
+		return route_ext_fail(r, &err);
+	if (admin_is_neki_call(m.query)) {
+		/* forwarded to the admin's console, which speaks the simple protocol only */
+		nk_error_set(&err, "0A000",
+			     "__neki functions cannot be called with the extended query protocol");
+		nk_error_hint(&err, "Send the call as a simple Query (psql, or a driver's execute "
+			      "without parameters), or run it on the admin port.");
+		return route_ext_fail(r, &err);
+	}
+	if (!route_analyse(r, m.query, &err))
 		return route_ext_fail(r, &err);
 	route_drop_stmt(r, m.name);
 	st = calloc(1, sizeof(*st));

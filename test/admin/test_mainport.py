@@ -153,6 +153,15 @@ def test_neki_call_on_sharded_database(shop, cluster_db):
     # errors come back as statement errors; the session stays usable
     rc, out, err = psql(inst, "SELECT * FROM __neki.no_such_function()", db="shop")
     assert rc != 0 and "__neki.no_such_function" in err, err
+    # the extended protocol (parameters) is refused clearly, as on the console; the session
+    # goes on
+    with inst.connect(dbname="shop", autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as e:
+            conn.execute("SELECT * FROM __neki.wait_for_data_topology(%s)", (rev,))
+        assert "extended query protocol" in str(e.value)
+        assert "simple Query" in e.value.diag.message_hint
+        assert conn.execute("SELECT * FROM __neki.get_data_topology_revision()").fetchall() \
+            == [(rev,)]
 
 
 def test_neki_call_role_checks_on_main_port(shop, pg_cluster, cluster_db):
