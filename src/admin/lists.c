@@ -408,6 +408,22 @@ pools_merge(size_t *n)
 	return ps;
 }
 
+/* SHOW POOLS row from a lists_foreach_pool() row: maxwait split into seconds + microseconds. */
+static void
+pool_row_show(void *arg, const char *const *row)
+{
+	unsigned long long us = strtoull(row[14], NULL, 10);
+	char sec[24], usec[24];
+	const char *vals[POOL_COLS];
+
+	memcpy(vals, row, sizeof(vals));
+	snprintf(sec, sizeof(sec), "%llu", us / 1000000u);
+	snprintf(usec, sizeof(usec), "%llu", us % 1000000u);
+	vals[13] = sec;
+	vals[14] = usec;
+	adm_result_row(arg, vals);
+}
+
 void
 lists_show_pools(struct adm_result *r)
 {
@@ -418,29 +434,11 @@ lists_show_pools(struct adm_result *r)
 		"load_balance_hosts",
 	};
 	struct adm_col cols[POOL_COLS];
-	size_t n;
-	struct pool_sum *ps = pools_merge(&n);
 
 	for (size_t i = 0; i < POOL_COLS; i++)
 		cols[i] = (struct adm_col){ names[i], i < 2 || i >= 15 ? ADM_T_TEXT : ADM_T_INT4 };
 	adm_result_columns(r, cols, POOL_COLS);
-	for (size_t i = 0; i < n; i++) {
-		char v[POOL_COLS][24];
-		const char *vals[POOL_COLS];
-
-		for (int c = 0; c < POOL_COLS; c++)
-			vals[c] = ps[i].first->v[c];
-		for (int c = 2; c <= 12; c++) {
-			snprintf(v[c], sizeof(v[c]), "%lld", ps[i].n[c]);
-			vals[c] = v[c];
-		}
-		snprintf(v[13], sizeof(v[13]), "%llu", ps[i].maxwait_us / 1000000u);
-		snprintf(v[14], sizeof(v[14]), "%llu", ps[i].maxwait_us % 1000000u);
-		vals[13] = v[13];
-		vals[14] = v[14];
-		adm_result_row(r, vals);
-	}
-	free(ps);
+	lists_foreach_pool(pool_row_show, r);
 }
 
 void
