@@ -290,7 +290,8 @@ shm_proc_reset(unsigned i, enum shm_proc_kind kind)
 	atomic_store(&p->kind, (uint32_t)kind);
 	atomic_store(&p->state, (uint32_t)SHM_PST_EMPTY);
 	atomic_fetch_add(&p->generation, 1);
-	atomic_store(&p->heartbeat_ms, 0);
+	/* counted from the fork: a child stopped before its first beat is reported late too */
+	atomic_store(&p->heartbeat_ms, shm_now_ms());
 	atomic_store(&p->revision_seen, 0);
 	atomic_store(&p->clients, 0);
 	atomic_store(&p->links, 0);

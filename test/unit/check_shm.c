@@ -89,10 +89,13 @@ START_TEST(test_proc_slot_reset_and_state)
 	shm_proc_beat(p);
 	ck_assert_uint_gt(atomic_load(&p->heartbeat_ms), 0);
 	ck_assert_str_eq(shm_proc_state_str(atomic_load(&p->state)), "paused");
+	atomic_store(&p->heartbeat_ms, 1);	/* a long-gone child's last beat */
 	shm_proc_reset(2, SHM_PROC_ADMIN);
 	ck_assert_int_eq(atomic_load(&p->pid), 0);
 	ck_assert_int_eq(atomic_load(&p->clients), 0);
 	ck_assert_uint_eq(atomic_load(&p->state), SHM_PST_EMPTY);
+	/* the new child's silence counts from now, even before its first beat */
+	ck_assert_uint_ge(atomic_load(&p->heartbeat_ms) + 1000, shm_now_ms());
 	ck_assert_uint_eq(atomic_load(&p->generation), gen + 1);
 	ck_assert_str_eq(shm_proc_kind_str(atomic_load(&p->kind)), "admin");
 }
