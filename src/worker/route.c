@@ -137,17 +137,19 @@ route_query_end(struct route *r)
 		sbuf_continue(&r->s->sb);
 }
 
-/* The shard that answers statements needing "any shard": one the transaction uses, or the
- * authoritative group's shard. */
-static const char *
-route_any_shard(struct route *r, const void *img)
+/* The uids of the shards the open transaction touched, in link order; returns how many. */
+static uint32_t
+route_tx_shards(const struct route *r, const char **uids)
 {
+	uint32_t n = 0;
+
 	for (uint32_t i = 0; i < r->nsh; i++)
 		if (r->sh[i].in_tx)
-			return r->sh[i].uid;
-	return topo_image_group_shard(img, topo_image_authoritative(img), 0);
+			uids[n++] = r->sh[i].uid;
+	return n;
 }
 
+/* One shard the open transaction touched; NULL when none. */
 static const char *
 route_tx_shard(const struct route *r)
 {
@@ -155,6 +157,16 @@ route_tx_shard(const struct route *r)
 		if (r->sh[i].in_tx)
 			return r->sh[i].uid;
 	return NULL;
+}
+
+/* The shard that answers statements needing "any shard": one the transaction uses, or the
+ * authoritative group's shard. */
+static const char *
+route_any_shard(struct route *r, const void *img)
+{
+	const char *uid = route_tx_shard(r);
+
+	return uid != NULL ? uid : topo_image_group_shard(img, topo_image_authoritative(img), 0);
 }
 
 /* Set up an exec on <uids>[0..n) running <sql>. */
@@ -205,12 +217,9 @@ static enum rstep
 route_tx_end(struct route *r, bool commit, const char *tag)
 {
 	const char *uids[ROUTE_SHARDS_MAX];
-	uint32_t n = 0;
+	uint32_t n = route_tx_shards(r, uids);
 	struct nk_error err;
 
-	for (uint32_t i = 0; i < r->nsh; i++)
-		if (r->sh[i].in_tx)
-			uids[n++] = r->sh[i].uid;
 	free(r->begin_sql);
 	r->begin_sql = NULL;
 	if (n == 0) {
@@ -312,12 +321,9 @@ route_set(struct route *r, const struct plan *p, const char *sql, const void *im
 {
 	const struct stmt_set *set = p->stmt->set;
 	const char *uids[ROUTE_SHARDS_MAX];
-	uint32_t n = 0;
+	uint32_t n = route_tx_shards(r, uids);
 	struct nk_error err;
 
-	for (uint32_t i = 0; i < r->nsh; i++)
-		if (r->sh[i].in_tx)
-			uids[n++] = r->sh[i].uid;
 	if (n == 0)
 		uids[n++] = p->nshards > 0 ? p->shards[0] : route_any_shard(r, img);
 	if (!route_exec_setup(r, uids, n, sql, &err))
