@@ -120,11 +120,29 @@ route_reply_rows(struct route *r, const char *name, uint32_t oid, const char *co
 
 /* ---- the Query ---- */
 
+static enum rstep route_tx_end(struct route *r, bool commit, const char *tag);
+
+/*
+ * The Query ended. Its implicit transaction (several statements outside a transaction
+ * block, or one write over several shards) is committed first, or rolled back after an
+ * error, on every shard it touched; then ReadyForQuery.
+ */
 static void
 route_query_end(struct route *r)
 {
 	struct pktbuf pb;
 
+	if (r->implicit && !r->implicit_end) {
+		r->implicit_end = true;
+		if (route_tx_end(r, r->tx == 'T', "") == RSTEP_ASYNC)
+			return;
+		if (r->s->state == SESS_ST_CLOSED)
+			return;
+		for (uint32_t i = 0; i < r->nsh; i++)
+			r->sh[i].in_tx = false;	/* released dirty: closed by the pool */
+		r->tx = 'I';
+	}
+	r->implicit = r->implicit_end = false;
 	sess_stats(r->s)->total_query_count++;
 	if (r->tx == 'I')
 		route_release_links(r);
@@ -224,7 +242,7 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 	r->begin_sql = NULL;
 	if (n == 0) {
 		r->tx = 'I';
-		return route_reply_tag(r, tag) ? RSTEP_DONE : RSTEP_STOP;
+		return tag[0] == '\0' || route_reply_tag(r, tag) ? RSTEP_DONE : RSTEP_STOP;
 	}
 	qsort(uids, n, sizeof(uids[0]), route_uid_cmp);
 	if (!route_exec_setup(r, uids, n, commit ? "COMMIT" : "ROLLBACK", &err))
@@ -236,9 +254,52 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 	return route_exec_run(r);
 }
 
+/* Open the Query's implicit transaction: BEGIN goes to each shard it touches. */
+static bool
+route_implicit_begin(struct route *r)
+{
+	free(r->begin_sql);
+	if ((r->begin_sql = strdup("BEGIN")) == NULL)
+		return false;
+	r->tx = 'T';
+	r->implicit = true;
+	return true;
+}
+
+/* BEGIN in the Query's implicit transaction makes it a transaction block (as Postgres:
+ * the statements before it are part of it). */
+static enum rstep
+route_tx_explicit(struct route *r, const char *sql)
+{
+	const char *uids[ROUTE_SHARDS_MAX];
+
+	r->implicit = false;
+	if (route_tx_shards(r, uids) == 0) {
+		char *b = strdup(sql);
+
+		if (b != NULL) {
+			free(r->begin_sql);
+			r->begin_sql = b;
+		}
+	}
+	return route_reply_tag(r, strncasecmp(sql, "start", 5) == 0 ? "START TRANSACTION" :
+			       "BEGIN") ? RSTEP_DONE : RSTEP_STOP;
+}
+
 static enum rstep
 route_tx(struct route *r, const struct stmt_tx *tx, const char *sql)
 {
+	bool commit = tx->kind == STMT_TX_COMMIT;
+
+	if (tx->kind == STMT_TX_BEGIN && r->implicit)
+		return route_tx_explicit(r, sql);
+	if ((commit || tx->kind == STMT_TX_ROLLBACK) && r->implicit) {
+		/* ends the implicit transaction, with Postgres's warning */
+		r->implicit = false;
+		if (!route_reply_notice(r, "25P01", "there is no transaction in progress"))
+			return RSTEP_STOP;
+		return route_tx_end(r, commit, commit ? "COMMIT" : "ROLLBACK");
+	}
 	switch (tx->kind) {
 	case STMT_TX_BEGIN:
 		if (r->tx != 'I') {
@@ -430,6 +491,22 @@ route_action(struct route *r, const struct plan *p, const char *sql, const void 
 
 /* ---- shard plans ---- */
 
+/* A write over several shards outside a transaction block runs in an implicit transaction
+ * (simple protocol): a failure on one shard rolls the others back, as on one Postgres. */
+static bool
+route_write_implicit(struct route *r, const struct plan *p)
+{
+	enum stmt_kind k = p->stmt->kind;
+
+	if (r->tx != 'I' || r->ext_exec || (k != STMT_INSERT && k != STMT_UPDATE &&
+					    k != STMT_DELETE && k != STMT_MERGE))
+		return true;
+	if (p->op == PLAN_OP_INSERT_SPLIT ? p->nparts < 2 :
+	    (p->kind != PLAN_SHARD_SET && p->kind != PLAN_SCATTER) || p->nshards < 2)
+		return true;
+	return route_implicit_begin(r);
+}
+
 /* INSERT split: each shard gets its rows; RETURNING rows come back in input order. */
 static enum rstep
 route_split(struct route *r, const struct plan *p, const char *sql)
@@ -491,6 +568,10 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 			     "identity/serial columns, nextval()) are not supported by the executor "
 			     "yet");
 		nk_error_hint(&err, "Give the column's value in the statement.");
+		return route_fail(r, &err);
+	}
+	if (!route_write_implicit(r, p)) {
+		nk_error_set(&err, "53200", "out of memory");
 		return route_fail(r, &err);
 	}
 	if (p->op == PLAN_OP_INSERT_SPLIT && p->nparts > 1)
@@ -568,7 +649,7 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base };
 	if (!r->ext_exec)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
-	r->ps.in_transaction = r->tx != 'I';
+	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
 	r->ps.tx_shard = route_tx_shard(r);
 	if (!parse_normalize(r->arena, sql, &norm)) {
 		nk_error_set(&err, "53200", "out of memory");
@@ -680,6 +761,10 @@ route_next(struct route *r)
 			return;
 		}
 		r->cat_wait = 0;
+		if (r->tx == 'I' && r->nspans > 1 && !route_implicit_begin(r)) {
+			sess_fatal(r->s, "out of memory");
+			return;
+		}
 		child_switch_topology();
 		sql = strndup(r->query + sp->start, sp->len);
 		if (sql == NULL) {
@@ -725,7 +810,7 @@ route_stmt_end(struct route *r, bool ok)
 		route_ext_done(r, ok);
 		return;
 	}
-	if (!ok) {
+	if (!ok || r->implicit_end) {
 		route_query_end(r);
 		return;
 	}
@@ -834,7 +919,7 @@ route_after_tx(struct route *r)
 		route_send_err(r, &r->commit_err);
 	else if (r->has_err)
 		route_send_err(r, &r->err);
-	else if (!route_reply_tag(r, r->end_tag))
+	else if (r->end_tag[0] != '\0' && !route_reply_tag(r, r->end_tag))
 		return;
 	r->commit_failed = false;
 	route_exec_reset(r);

@@ -108,6 +108,8 @@ struct route {
 	struct rshard sh[ROUTE_SHARDS_MAX];
 	uint32_t nsh;
 	char tx;			/* 'I', 'T' or 'E' as the client sees it */
+	bool implicit;			/* tx 'T'/'E' is the Query's implicit transaction */
+	bool implicit_end;		/* ... being committed / rolled back at the Query's end */
 	char *begin_sql;		/* owned: BEGIN text sent lazily to each shard */
 	char *sets[ROUTE_SETS_MAX];	/* owned: session SET statements, replayed on new links */
 	char *set_names[ROUTE_SETS_MAX];
