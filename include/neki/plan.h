@@ -253,6 +253,27 @@ const char *plan_kind_str(enum plan_kind k);
 /* Text (json false) or JSON rendering of <p>, malloc'd; NULL on no memory. */
 char *plan_explain(const struct plan *p, bool json);
 
+/* EXPLAIN (NEKI_PLAN, ANALYZE): what one shard of the route did. */
+struct plan_actual_shard {
+	const char *shard;
+	uint64_t rows;		/* rows it returned (or affected: its command tag's count) */
+	double ms;		/* from sending the statement to its complete answer */
+};
+
+struct plan_actual {
+	const struct plan_actual_shard *shards;	/* in the route's target order */
+	uint32_t nshards;
+	uint64_t rows;		/* rows the router's result had (after any merge step) */
+	double total_ms;	/* the whole execution */
+};
+
+/* plan_explain() with the actuals of an execution: per-shard rows and times on the
+ * route, the result's rows on the top node and the execution time. */
+char *plan_explain_analyze(const struct plan *p, bool json, const struct plan_actual *act);
+
+/* The statement an `EXPLAIN (...) <statement>` text explains (<sql> itself otherwise). */
+const char *plan_explained_text(const char *sql);
+
 /* ---- plan cache (plan_cache.c) ---- */
 
 struct plan_cache;

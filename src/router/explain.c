@@ -3,8 +3,10 @@
  * the spec's operator names (3.1): the merge steps above the route, `Limit`, `Sort [Merge]`,
  * `Aggregate [Ordered]`, `Collapse` when several shards answer, then `Route [<op>]` with
  * its fields `Query:` (the normalised statement sent to the shards), `ShardGroup:`,
- * `Values:` (routing values) and `Shards:`. One node list drives both formats.
- * Entry: plan_explain().
+ * `Values:` (routing values) and `Shards:`; under ANALYZE the top node's actual rows,
+ * one `Shard <uid>: actual rows=N time=T ms` line per shard of the route and the
+ * `Execution Time:`. One node list drives both formats.
+ * Entry: plan_explain(), plan_explain_analyze().
  */
 #include "neki/base.h"
 
@@ -98,13 +100,24 @@ query_text(const struct plan *p)
 	return p->query ? p->query : p->stmt ? p->stmt->sql : "";
 }
 
+/* " (actual rows=N)" after the top node's name under ANALYZE. */
+static void
+text_top_actual(struct sbuf_x *b, const struct plan_actual *act, bool top)
+{
+	if (act && top)
+		xput(b, " (actual rows=%llu)", (unsigned long long)act->rows);
+	xput(b, "\n");
+}
+
 /* The route at <col> (its arrow, if any, already printed); fields two columns right. */
 static void
-text_route(struct sbuf_x *b, const struct plan *p, int col)
+text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_actual *act,
+	   bool top)
 {
 	int f = col + 2;
 
-	xput(b, "Route [%s]\n", plan_op_str(p->op));
+	xput(b, "Route [%s]", plan_op_str(p->op));
+	text_top_actual(b, act, top);
 	xput(b, "%*sQuery: %s\n", f, "", query_text(p));
 	if (p->group)
 		xput(b, "%*sShardGroup: %s\n", f, "", p->group);
@@ -118,11 +131,15 @@ text_route(struct sbuf_x *b, const struct plan *p, int col)
 	for (uint32_t i = 0; i < p->nshards; i++)
 		xput(b, "%s%s", i ? ", " : "", p->shards[i]);
 	xput(b, "\n");
+	for (uint32_t i = 0; act && i < act->nshards; i++)
+		xput(b, "%*sShard %s: actual rows=%llu time=%.3f ms\n", f, "",
+		     act->shards[i].shard, (unsigned long long)act->shards[i].rows,
+		     act->shards[i].ms);
 }
 
 /* Postgres's layout: a child is "->  " two columns right of its parent's text. */
 static void
-explain_text(struct sbuf_x *b, const struct plan *p)
+explain_text(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act)
 {
 	const char *names[5];
 	size_t n = merge_nodes(p, names);
@@ -133,10 +150,14 @@ explain_text(struct sbuf_x *b, const struct plan *p)
 			xput(b, "%*s->  ", col + 2, "");
 			col += 6;
 		}
-		if (i < n)
-			xput(b, "%s\n", names[i]);
+		if (i < n) {
+			xput(b, "%s", names[i]);
+			text_top_actual(b, act, i == 0);
+		}
 	}
-	text_route(b, p, col);
+	text_route(b, p, col, act, n == 0);
+	if (act)
+		xput(b, "Execution Time: %.3f ms\n", act->total_ms);
 }
 
 static void
@@ -151,10 +172,12 @@ json_list(struct sbuf_x *b, const char *key, const char *const *v, uint32_t n)
 }
 
 static void
-json_route(struct sbuf_x *b, const struct plan *p)
+json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act, bool top)
 {
 	xput(b, "{\"Node Type\": \"Route\", \"Operator\": ");
 	xjson_str(b, plan_op_str(p->op));
+	if (act && top)
+		xput(b, ", \"Actual Rows\": %llu", (unsigned long long)act->rows);
 	xput(b, ", \"Query\": ");
 	xjson_str(b, query_text(p));
 	if (p->group) {
@@ -163,11 +186,21 @@ json_route(struct sbuf_x *b, const struct plan *p)
 	}
 	json_list(b, "Values", p->values, p->nvalues);
 	json_list(b, "Shards", p->shards, p->nshards);
+	if (act) {
+		xput(b, ", \"Actual\": [");
+		for (uint32_t i = 0; i < act->nshards; i++) {
+			xput(b, "%s{\"Shard\": ", i ? ", " : "");
+			xjson_str(b, act->shards[i].shard);
+			xput(b, ", \"Actual Rows\": %llu, \"Actual Total Time\": %.3f}",
+			     (unsigned long long)act->shards[i].rows, act->shards[i].ms);
+		}
+		xput(b, "]");
+	}
 	xput(b, "}");
 }
 
 static void
-explain_json(struct sbuf_x *b, const struct plan *p)
+explain_json(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act)
 {
 	const char *names[5];
 	size_t n = merge_nodes(p, names);
@@ -176,24 +209,28 @@ explain_json(struct sbuf_x *b, const struct plan *p)
 	for (size_t i = 0; i < n; i++) {
 		xput(b, "{\"Node Type\": ");
 		xjson_str(b, names[i]);
+		if (act && i == 0)
+			xput(b, ", \"Actual Rows\": %llu", (unsigned long long)act->rows);
 		xput(b, ", \"Plans\": [");
 	}
-	json_route(b, p);
+	json_route(b, p, act, n == 0);
 	for (size_t i = 0; i < n; i++)
 		xput(b, "]}");
+	if (act)
+		xput(b, ", \"Execution Time\": %.3f", act->total_ms);
 	xput(b, "}]");
 }
 
-/* plan_explain: see plan.h. */
+/* plan_explain_analyze: see plan.h. */
 char *
-plan_explain(const struct plan *p, bool json)
+plan_explain_analyze(const struct plan *p, bool json, const struct plan_actual *act)
 {
 	struct sbuf_x b = { NULL, 0, 0, false };
 
 	if (json)
-		explain_json(&b, p);
+		explain_json(&b, p, act);
 	else
-		explain_text(&b, p);
+		explain_text(&b, p, act);
 	if (b.oom) {
 		free(b.p);
 		return NULL;
@@ -201,4 +238,11 @@ plan_explain(const struct plan *p, bool json)
 	if (b.len && b.p[b.len - 1] == '\n')
 		b.p[--b.len] = '\0';
 	return b.p;
+}
+
+/* plan_explain: see plan.h. */
+char *
+plan_explain(const struct plan *p, bool json)
+{
+	return plan_explain_analyze(p, json, NULL);
 }

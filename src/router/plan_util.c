@@ -417,17 +417,19 @@ plan_copy(struct pctx *c)
 
 /* ---- EXPLAIN ---- */
 
-/* <key> without its "EXPLAIN (...)" prefix. */
-static const char *
-explained_text(const char *key)
+/* plan_explained_text: see plan.h. */
+const char *
+plan_explained_text(const char *key)
 {
 	const char *p = key;
 	int depth = 0;
 
+	while (isspace((unsigned char)*p))
+		p++;
 	if (strncasecmp(p, "explain", 7) != 0)
 		return key;
 	p += 7;
-	while (*p == ' ')
+	while (isspace((unsigned char)*p))
 		p++;
 	if (*p != '(')
 		return key;
@@ -438,7 +440,7 @@ explained_text(const char *key)
 	}
 	if (*p)
 		p++;
-	while (*p == ' ')
+	while (isspace((unsigned char)*p))
 		p++;
 	return p;
 }
@@ -461,7 +463,7 @@ plan_explain_stmt(struct pctx *c)
 	in.sess = &sess;
 	if (!plan_build(c->a, e->inner, &in, ip, c->err))
 		return false;
-	ip->query = explained_text(ip->query);
+	ip->query = plan_explained_text(ip->query);
 	if (e->neki_plan) {
 		router_plan(c, PLAN_ACT_EXPLAIN);
 		c->out->inner = ip;

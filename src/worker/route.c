@@ -422,11 +422,10 @@ route_neki(struct route *r, const struct plan *p)
 	       RSTEP_DONE : RSTEP_STOP;
 }
 
+/* The plan's rows as a `QUERY PLAN` result (text: one row per line); <text> is freed. */
 static enum rstep
-route_explain(struct route *r, const struct plan *p)
+route_explain_reply(struct route *r, char *text, bool json)
 {
-	bool json = !p->stmt->explain->format_text;
-	char *text = plan_explain(p->inner, json);
 	const char *lines[256];
 	size_t n = 0;
 	struct nk_error err;
@@ -454,6 +453,87 @@ route_explain(struct route *r, const struct plan *p)
 	return ok ? RSTEP_DONE : RSTEP_STOP;
 }
 
+static enum rstep route_shards(struct route *r, const struct plan *p, const char *sql);
+
+/* <p> with its strings in the statement arena (the topology image is unpinned before the
+ * exec ends). */
+static struct plan *
+route_plan_copy(struct route *r, const struct plan *p)
+{
+	struct plan *c = rarena_alloc(r->arena, sizeof(*c));
+	const char **v = rarena_alloc(r->arena, (p->nshards + p->nvalues + 1) * sizeof(*v));
+
+	if (c == NULL || v == NULL)
+		return NULL;
+	*c = *p;
+	c->group = p->group != NULL ? rarena_strdup(r->arena, p->group) : NULL;
+	c->shards = v;
+	c->values = v + p->nshards;
+	for (uint32_t i = 0; i < p->nshards; i++)
+		if ((v[i] = rarena_strdup(r->arena, p->shards[i])) == NULL)
+			return NULL;
+	for (uint32_t i = 0; i < p->nvalues; i++)
+		if ((v[p->nshards + i] = rarena_strdup(r->arena, p->values[i])) == NULL)
+			return NULL;
+	return c;
+}
+
+/* EXPLAIN (NEKI_PLAN [, ANALYZE]): the plan; with ANALYZE the explained statement runs
+ * first (its result dropped) and route_analyze_reply() answers. */
+static enum rstep
+route_explain(struct route *r, const struct plan *p, const char *sql)
+{
+	bool json = !p->stmt->explain->format_text;
+	struct nk_error err;
+	enum rstep rc;
+
+	if (!p->stmt->explain->analyze)
+		return route_explain_reply(r, plan_explain(p->inner, json), json);
+	if (r->ext_exec) {
+		nk_error_set(&err, "0A000", "EXPLAIN (NEKI_PLAN, ANALYZE) is not supported with the "
+			     "extended query protocol yet");
+		nk_error_hint(&err, "Use the simple query protocol.");
+		return route_fail(r, &err);
+	}
+	if ((r->analyze_plan = route_plan_copy(r, p->inner)) == NULL) {
+		nk_error_set(&err, "53200", "out of memory");
+		return route_fail(r, &err);
+	}
+	r->analyze = true;
+	r->analyze_json = json;
+	r->analyze_rows = 0;
+	r->analyze_start_us = sess_now_us();
+	rc = route_shards(r, p->inner, plan_explained_text(sql));
+	if (rc != RSTEP_ASYNC)
+		r->analyze = false;
+	return rc;
+}
+
+/* ANALYZE: the explained statement ran; answer with the plan and its actuals. */
+static bool
+route_analyze_reply(struct route *r)
+{
+	struct plan_actual_shard sa[ROUTE_SHARDS_MAX];
+	struct plan_actual act = { sa, r->ntg, 0, 0 };
+	bool merged = r->combine == RX_MERGE;
+
+	for (uint32_t i = 0; i < r->ntg; i++) {
+		const struct rshard *sh = &r->sh[r->tg[i]];
+
+		sa[i].shard = sh->uid;
+		sa[i].rows = sh->a_rows > 0 || !sh->counted ? sh->a_rows : sh->count;
+		sa[i].ms = (double)(sh->a_done_us - sh->a_sent_us) / 1000.0;
+		act.rows += sa[i].rows;
+	}
+	if (merged)
+		act.rows = r->analyze_rows;
+	else if (r->combine == RX_FIRST && r->ntg > 0)
+		act.rows = sa[0].rows;	/* every copy of a reference table */
+	act.total_ms = (double)(sess_now_us() - r->analyze_start_us) / 1000.0;
+	return route_explain_reply(r, plan_explain_analyze(r->analyze_plan, r->analyze_json,
+							   &act), r->analyze_json) == RSTEP_DONE;
+}
+
 static enum rstep
 route_action(struct route *r, const struct plan *p, const char *sql, const void *img)
 {
@@ -474,7 +554,7 @@ route_action(struct route *r, const struct plan *p, const char *sql, const void 
 	case PLAN_ACT_NEKI_SHOW:
 		return route_neki(r, p);
 	case PLAN_ACT_EXPLAIN:
-		return route_explain(r, p);
+		return route_explain(r, p, sql);
 	case PLAN_ACT_SESSION:
 		if (p->stmt->tag != NULL && route_streq(p->stmt->tag, "DiscardStmt") &&
 		    strncasecmp(sql, "discard all", 11) == 0) {
@@ -806,6 +886,7 @@ route_ext_done(struct route *r, bool ok)
 static void
 route_stmt_end(struct route *r, bool ok)
 {
+	r->analyze = false;
 	if (r->ext_exec) {
 		route_ext_done(r, ok);
 		return;
@@ -941,7 +1022,7 @@ route_exec_finished(struct route *r)
 	}
 	if (r->combine == RX_MERGE && route_merge_final(r))
 		return;
-	if (!route_combine(r))
+	if (r->analyze ? !route_analyze_reply(r) : !route_combine(r))
 		return;
 	if (r->after == RX_AFTER_SET && r->set_name != NULL) {
 		if (r->set_name[0] == '\0')

@@ -171,6 +171,8 @@ route_send_one(struct route *r, struct rshard *sh)
 		sh->in_tx = true;
 	}
 	sh->sent = true;
+	if (r->analyze && !r->merge_final)
+		sh->a_sent_us = sess_now_us();
 	if (r->ext_exec && (r->after == RX_AFTER_STMT || r->after == RX_AFTER_SET))
 		return link_send(sh->link, r->ext_msg, r->ext_len);
 	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql);
@@ -397,6 +399,8 @@ route_target_done(struct route *r, struct rshard *sh, struct link *l,
 {
 	route_skip(l, pkt);
 	sh->done = true;
+	if (r->analyze && !r->merge_final)
+		sh->a_done_us = sess_now_us();
 	r->pos++;
 	if (r->pos < r->ntg && !(r->sequential && sh->failed)) {
 		struct rshard *next = &r->sh[r->tg[r->pos]];
@@ -413,14 +417,38 @@ route_target_done(struct route *r, struct rshard *sh, struct link *l,
 	return true;
 }
 
+/* ANALYZE: the result of the explained statement is counted, not forwarded. */
+static bool
+route_analyze_answer(struct route *r, struct rshard *sh, struct link *l,
+		     const struct sbuf_pkt *pkt)
+{
+	if (pkt->type == 'D')
+		sh->a_rows++;
+	if (pkt->type == 'C' && r->combine != RX_MERGE) {
+		enum rx_combine c = r->combine;
+		bool ok;
+
+		r->combine = RX_SUM;	/* (RX_PASS would forward the tag) */
+		ok = route_on_complete(r, sh, l, pkt);
+		r->combine = c;
+		return ok;
+	}
+	return route_skip(l, pkt);
+}
+
 static bool
 route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
 	bool first = r->tg[0] == (uint32_t)(sh - r->sh);
 
+	if (r->analyze && !r->merge_final && r->combine != RX_MERGE &&
+	    strchr("TDCnt", pkt->type) != NULL)
+		return route_analyze_answer(r, sh, l, pkt);
 	if (r->combine == RX_MERGE && (pkt->type == 'T' || pkt->type == 'D' || pkt->type == 'C')) {
 		if (pkt->avail < pkt->len)
 			return route_need_whole(r, l, pkt);
+		if (r->analyze && !r->merge_final && pkt->type == 'D')
+			sh->a_rows++;
 		return route_merge_feed(r, pkt) && route_skip(l, pkt);
 	}
 	switch (pkt->type) {
@@ -496,7 +524,7 @@ route_exec_reset(struct route *r)
 		sh->target = sh->sent = sh->done = sh->failed = false;
 		free(sh->sql);
 		sh->sql = NULL;
-		sh->count = 0;
+		sh->count = sh->a_rows = sh->a_sent_us = sh->a_done_us = 0;
 		sh->counted = false;
 		sh->tag[0] = '\0';
 		for (uint32_t k = 0; k < sh->nrows; k++)

@@ -90,6 +90,8 @@ struct rshard {
 	char tag[64];			/* its CommandComplete tag without the count */
 	struct rrow *rows;		/* RX_SPLIT */
 	uint32_t nrows, caprows;
+	uint64_t a_rows;		/* ANALYZE: DataRows it sent */
+	uint64_t a_sent_us, a_done_us;	/* ANALYZE: statement sent, answer complete */
 };
 
 /* What the current exec does once every target answered. */
@@ -158,6 +160,13 @@ struct route {
 	struct plan_merge mspec;	/* in arena */
 	struct merge *merge;		/* owned: freed with the exec */
 	bool merge_final;		/* the exec runs the merge's final combine query */
+	/* EXPLAIN (NEKI_PLAN, ANALYZE): the exec runs the explained statement, its result is
+	 * dropped (counted) and the plan with the actuals is the answer (route.c) */
+	bool analyze;
+	bool analyze_json;
+	struct plan *analyze_plan;	/* in arena (strings copied) */
+	uint64_t analyze_start_us;
+	uint64_t analyze_rows;		/* rows the merge let out */
 };
 
 static inline bool

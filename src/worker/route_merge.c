@@ -72,6 +72,21 @@ route_merge_refused(struct route *r, const struct nk_error *err)
 	r->has_err = true;
 }
 
+/* DataRows among the messages <buf>[0..len). */
+static uint64_t
+route_count_rows(const uint8_t *buf, size_t len)
+{
+	uint64_t n = 0;
+
+	for (size_t o = 0; o + 5 <= len;) {
+		const uint8_t *m = buf + o;
+
+		n += m[0] == 'D';
+		o += 1 + (((size_t)m[1] << 24) | ((size_t)m[2] << 16) | ((size_t)m[3] << 8) | m[4]);
+	}
+	return n;
+}
+
 bool
 route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
 {
@@ -91,7 +106,9 @@ route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
 		route_merge_refused(r, &err);
 		return true;
 	}
-	if (pb.len == 0) {
+	if (r->analyze)		/* EXPLAIN ANALYZE: the result is counted, not sent */
+		r->analyze_rows += route_count_rows(pb.buf, pb.len);
+	if (pb.len == 0 || r->analyze) {
 		pktbuf_cleanup(&pb);
 		return true;
 	}

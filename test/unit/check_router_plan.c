@@ -877,6 +877,48 @@ START_TEST(test_explain_text_json)
 }
 END_TEST
 
+/* ANALYZE: actual rows on the top node, one line per shard, the execution time. */
+START_TEST(test_explain_analyze_actuals)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	const struct plan_actual_shard sa[] = { { "shard-a", 3, 0.5 }, { "shard-b", 0, 1.25 } };
+	const struct plan_actual act = { sa, 2, 2, 2.5 };
+	char *t;
+
+	ck_assert(plan_sql(&fx, "EXPLAIN (NEKI_PLAN, ANALYZE) SELECT * FROM orders ORDER BY id "
+			   "LIMIT 2", NULL, NULL, 0, &p, &err));
+	t = plan_explain_analyze(p.inner, false, &act);
+	ck_assert_str_eq(t, "Limit (actual rows=2)\n"
+			    "  ->  Sort [Merge]\n"
+			    "        ->  Collapse\n"
+			    "              ->  Route [Scatter]\n"
+			    "                    Query: SELECT * FROM orders ORDER BY id LIMIT $1\n"
+			    "                    ShardGroup: customer_data\n"
+			    "                    Shards: shard-a, shard-b, shard-c, shard-d\n"
+			    "                    Shard shard-a: actual rows=3 time=0.500 ms\n"
+			    "                    Shard shard-b: actual rows=0 time=1.250 ms\n"
+			    "Execution Time: 2.500 ms");
+	free(t);
+	t = plan_explain_analyze(p.inner, true, &act);
+	ck_assert_str_eq(t, "[{\"Plan\": {\"Node Type\": \"Limit\", \"Actual Rows\": 2, "
+			    "\"Plans\": [{\"Node Type\": \"Sort [Merge]\", \"Plans\": [{\"Node "
+			    "Type\": \"Collapse\", \"Plans\": [{\"Node Type\": \"Route\", "
+			    "\"Operator\": \"Scatter\", \"Query\": \"SELECT * FROM orders ORDER BY "
+			    "id LIMIT $1\", \"ShardGroup\": \"customer_data\", \"Values\": [], "
+			    "\"Shards\": [\"shard-a\", \"shard-b\", \"shard-c\", \"shard-d\"], "
+			    "\"Actual\": [{\"Shard\": \"shard-a\", \"Actual Rows\": 3, \"Actual "
+			    "Total Time\": 0.500}, {\"Shard\": \"shard-b\", \"Actual Rows\": 0, "
+			    "\"Actual Total Time\": 1.250}]}]}]}]}, \"Execution Time\": 2.500}]");
+	free(t);
+	rt_fx_done(&fx);
+	ck_assert_str_eq(plan_explained_text("EXPLAIN (NEKI_PLAN, ANALYZE)\n SELECT (1)"),
+			 "SELECT (1)");
+	ck_assert_str_eq(plan_explained_text("SELECT 1"), "SELECT 1");
+}
+END_TEST
+
 START_TEST(test_explain_nk017_hint)
 {
 	struct rt_fx fx;
@@ -1377,6 +1419,7 @@ router_add_plan_tests(Suite *s)
 	tcase_add_loop_test(tc, test_plan_ignores_stale_error, 0, 2);
 	tcase_add_test(tc, test_explain_text_json);
 	tcase_add_test(tc, test_explain_nk017_hint);
+	tcase_add_test(tc, test_explain_analyze_actuals);
 	tcase_add_test(tc, test_insert_parts);
 	tcase_add_test(tc, test_fill_omitted_serial);
 	tcase_add_test(tc, test_fill_positional_and_reference);

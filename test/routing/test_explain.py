@@ -1,0 +1,132 @@
+"""
+EXPLAIN through neki on the storefront (4 data shards + authoritative, fixtures of
+test_routing.py): EXPLAIN (NEKI_PLAN [, ANALYZE] [, FORMAT TEXT|JSON]) with the spec's
+operator names and fields, ANALYZE running the statement and reporting each shard's actual
+rows and time, plain EXPLAIN of a single-route statement answered by that shard, NK017 for
+the others, and the refusals 30-33.
+"""
+import json
+import re
+
+import pytest
+
+from test_routing import psycopg, store, loaded  # noqa: F401  (fixtures)
+
+
+def plan_text(store, sql):
+    return "\n".join(r[0] for r in store.run(sql))
+
+
+def shard_of(store, cid):
+    return [s for s, ids in store.placement("customers", "id").items() if cid in ids][0]
+
+
+def nk_error(store, sql):
+    with pytest.raises(psycopg.Error) as ei:
+        store.run(sql)
+    return ei.value
+
+
+def test_neki_plan_operators_and_fields(loaded):
+    text = plan_text(loaded, "EXPLAIN (NEKI_PLAN, FORMAT TEXT) "
+                             "SELECT name FROM customers WHERE id = 7")
+    lines = text.split("\n")
+    assert lines[0] == "Route [EqualUnique]"
+    assert lines[1] == "  Query: SELECT name FROM customers WHERE id = $1"
+    assert lines[2].startswith("  ShardGroup: ") and lines[3] == "  Values: 7"
+    text = plan_text(loaded, "EXPLAIN (NEKI_PLAN, FORMAT TEXT) "
+                             "SELECT id FROM customers WHERE id IN (1, 2, 3)")
+    assert text.startswith("Collapse\n  ->  Route [IN]\n") and "Values: 1, 2, 3" in text
+    text = plan_text(loaded, "EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT country, count(*) "
+                             "FROM customers GROUP BY country ORDER BY 1 LIMIT 1")
+    assert [l.strip() for l in text.split("\n")[:5]] == [
+        "Limit", "->  Sort [Merge]", "->  Aggregate [Ordered]", "->  Collapse",
+        "->  Route [Scatter]"]
+    # JSON is the default
+    (doc,), = loaded.run("EXPLAIN (NEKI_PLAN) SELECT * FROM customers WHERE id = 7")
+    doc = doc if isinstance(doc, list) else json.loads(doc)
+    route = doc[0]["Plan"]
+    assert route["Node Type"] == "Route" and route["Operator"] == "EqualUnique"
+    assert route["Values"] == ["7"] and len(route["Shards"]) == 1
+
+
+def test_neki_plan_analyze_runs_and_reports_actuals(loaded):
+    where = shard_of(loaded, 7)
+    text = plan_text(loaded, "EXPLAIN (NEKI_PLAN, ANALYZE, FORMAT TEXT) "
+                             "SELECT * FROM orders WHERE customer_id = 7")
+    assert text.startswith("Route [EqualUnique] (actual rows=2)\n"), text
+    assert re.search(rf"^  Shard {where}: actual rows=2 time=\d+\.\d{{3}} ms$", text, re.M), text
+    assert re.search(r"\nExecution Time: \d+\.\d{3} ms$", text), text
+    # scatter with a merge step: each shard's partial row, one row out
+    text = plan_text(loaded, "EXPLAIN (NEKI_PLAN, ANALYZE, FORMAT TEXT) "
+                             "SELECT count(*) FROM customers")
+    assert text.startswith("Aggregate [Ordered] (actual rows=1)\n"), text
+    assert len(re.findall(r"Shard \S+: actual rows=1 ", text)) == len(loaded.cluster.shards)
+    # JSON: per-shard rows add up to the table
+    (doc,), = loaded.run("EXPLAIN (NEKI_PLAN, ANALYZE) SELECT id FROM customers")
+    doc = doc if isinstance(doc, list) else json.loads(doc)
+    top = doc[0]["Plan"]
+    route = top["Plans"][0]
+    assert top["Node Type"] == "Collapse" and top["Actual Rows"] == 40
+    assert sum(a["Actual Rows"] for a in route["Actual"]) == 40
+    assert {a["Shard"] for a in route["Actual"]} == set(route["Shards"])
+    assert doc[0]["Execution Time"] >= 0
+    # ANALYZE executes: the UPDATE happened, its count is the shard's
+    text = plan_text(loaded, "EXPLAIN (NEKI_PLAN, ANALYZE, FORMAT TEXT) "
+                             "UPDATE orders SET status = 'analyzed' WHERE customer_id = 7")
+    assert f"Shard {where}: actual rows=2 " in text, text
+    assert loaded.run("SELECT DISTINCT status FROM orders WHERE customer_id = 7") == \
+        [("analyzed",)]
+    loaded.run("UPDATE orders SET status = CASE WHEN id % 10 = 0 THEN 'paid' ELSE 'new' END "
+               "WHERE customer_id = 7")
+    # the fan-out limit applies to ANALYZE only
+    with loaded.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("SET __neki.fanout = single")
+        cur.execute("EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT id FROM customers")
+        with pytest.raises(psycopg.Error) as ei:
+            cur.execute("EXPLAIN (NEKI_PLAN, ANALYZE, FORMAT TEXT) SELECT id FROM customers")
+        assert "exceeds __neki.fanout (single)" in str(ei.value)
+    # a shard's error is the statement's error
+    err = nk_error(loaded, "EXPLAIN (NEKI_PLAN, ANALYZE) SELECT 1 / 0 FROM customers "
+                           "WHERE id = 7")
+    assert err.diag.sqlstate == "22012"
+
+
+def test_plain_explain_goes_to_the_shard(loaded):
+    where = shard_of(loaded, 9)
+    sql = "EXPLAIN (COSTS OFF) SELECT * FROM orders WHERE customer_id = 9"
+    direct = loaded.shard_rows(where, sql)
+    assert loaded.run(sql) == direct
+    assert any("orders" in r[0] for r in direct)
+    rows = loaded.run("EXPLAIN ANALYZE SELECT * FROM orders WHERE customer_id = 9")
+    assert "actual time=" in rows[0][0] and rows[-1][0].startswith("Execution Time:")
+    # a reference read goes to one copy
+    assert "countries" in plan_text(loaded, "EXPLAIN SELECT * FROM countries")
+    for sql in ("EXPLAIN SELECT * FROM orders",
+                "EXPLAIN SELECT id FROM customers WHERE id IN (1, 2, 3)",
+                "EXPLAIN ANALYZE UPDATE countries SET name = name"):
+        err = nk_error(loaded, sql)
+        assert err.diag.sqlstate == "NK017", sql
+        assert err.diag.message_primary == "This statement requires Neki router processing"
+        assert err.diag.message_hint == \
+            "Use `EXPLAIN (NEKI_PLAN)` (with ANALYZE to execute) to see Neki's plan"
+
+
+@pytest.mark.parametrize("sql,code,sentence", [
+    ("EXPLAIN (NEKI_PLAN, BUFFERS) SELECT * FROM customers WHERE id = 1", 32,
+     "This EXPLAIN option is unavailable."),
+    ("EXPLAIN (BUFFERS) SELECT * FROM customers WHERE id = 1", 32,
+     "This EXPLAIN option is unavailable."),
+    ("EXPLAIN (NEKI_PLAN, FORMAT YAML) SELECT 1", 33, "This EXPLAIN format is unavailable."),
+    ("EXPLAIN (FORMAT XML) SELECT * FROM customers WHERE id = 1", 33,
+     "This EXPLAIN format is unavailable."),
+    ("EXPLAIN (NEKI_PLAN) EXECUTE p", 30,
+     "This statement cannot be analyzed with EXPLAIN neki_plan."),
+    ("EXPLAIN (NEKI_PLAN) WITH d AS (DELETE FROM orders WHERE customer_id = 1 RETURNING *) "
+     "SELECT * FROM d", 31, "Data-modifying CTEs cannot be analyzed with EXPLAIN neki_plan."),
+])
+def test_explain_refusals(store, sql, code, sentence):
+    err = nk_error(store, sql)
+    assert err.diag.sqlstate == "NK013"
+    assert err.diag.message_primary == f"not implemented: [{code}] {sentence}"
