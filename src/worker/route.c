@@ -596,7 +596,7 @@ route_split(struct route *r, const struct plan *p, const char *sql)
 	uint32_t nrows, n = p->nparts < ROUTE_SHARDS_MAX ? p->nparts : ROUTE_SHARDS_MAX;
 	struct nk_error err;
 
-	if (r->ext_exec || !route_values_rows(sql, starts, lens, ROUTE_SPLIT_ROWS_MAX, &nrows) ||
+	if (!route_values_rows(sql, starts, lens, ROUTE_SPLIT_ROWS_MAX, &nrows) ||
 	    nrows != p->stmt->insert->nrows) {
 		nk_error_set(&err, "0A000", "this multi-row INSERT cannot be split across shards");
 		return route_fail(r, &err);
@@ -619,7 +619,7 @@ route_split(struct route *r, const struct plan *p, const char *sql)
 
 		sh->sql = route_insert_part(sql, starts, lens, nrows, p->parts[i].rows,
 					    p->parts[i].nrows);
-		if (sh->sql == NULL) {
+		if (sh->sql == NULL || (r->ext_exec && !route_ext_part(r, sh))) {
 			nk_error_set(&err, "53200", "out of memory");
 			return route_fail(r, &err);
 		}
@@ -779,6 +779,8 @@ route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 	enum rstep rc;
 
 	child_switch_topology();
+	r->ext_params = params;
+	r->ext_nparams = nparams;
 	rc = route_stmt(r, sql, false, params, nparams);
 	if (r->s->state == SESS_ST_CLOSED)
 		return false;

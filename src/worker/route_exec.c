@@ -173,6 +173,8 @@ route_send_one(struct route *r, struct rshard *sh)
 	sh->sent = true;
 	if (r->analyze && !r->merge_final)
 		sh->a_sent_us = sess_now_us();
+	if (r->ext_exec && sh->ext_msg != NULL && r->after == RX_AFTER_STMT)
+		return link_send(sh->link, sh->ext_msg, sh->ext_len);
 	if (r->ext_exec && (r->after == RX_AFTER_STMT || r->after == RX_AFTER_SET))
 		return link_send(sh->link, r->ext_msg, r->ext_len);
 	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql);
@@ -524,6 +526,9 @@ route_exec_reset(struct route *r)
 		sh->target = sh->sent = sh->done = sh->failed = false;
 		free(sh->sql);
 		sh->sql = NULL;
+		free(sh->ext_msg);
+		sh->ext_msg = NULL;
+		sh->ext_len = 0;
 		sh->count = sh->a_rows = sh->a_sent_us = sh->a_done_us = 0;
 		sh->counted = false;
 		sh->tag[0] = '\0';

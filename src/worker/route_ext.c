@@ -280,6 +280,41 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 	return true;
 }
 
+/* route_ext_part: see route_int.h. */
+bool
+route_ext_part(struct route *r, struct rshard *sh)
+{
+	uint32_t n = r->ext_nparams < 256 ? r->ext_nparams : 256, o[256];
+	bool used[256] = { false };
+	size_t first;
+	struct pktbuf pb;
+
+	if (r->ext_len < 5 || r->ext_msg[0] != 'P')
+		return false;
+	first = 1 + ((size_t)r->ext_msg[1] << 24 | (size_t)r->ext_msg[2] << 16 |
+		     (size_t)r->ext_msg[3] << 8 | r->ext_msg[4]);
+	route_sql_params(sh->sql, used, n);
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *b = i < r->portal.noids ? r->portal.oids + i * 4 : NULL;
+
+		o[i] = b != NULL ? (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+				   (uint32_t)b[2] << 8 | b[3] : 0;
+		if (!used[i])
+			o[i] = r->ext_params[i].binary ? 17 : 25;	/* bytea, text */
+	}
+	pktbuf_init(&pb, strlen(sh->sql) + 16 + 4 * n + r->ext_len);
+	pktbuf_write_parse(&pb, "", sh->sql, o, (uint16_t)n);
+	pktbuf_put_bytes(&pb, r->ext_msg + first, r->ext_len - first);
+	if (pktbuf_failed(&pb)) {
+		pktbuf_cleanup(&pb);
+		return false;
+	}
+	free(sh->ext_msg);
+	sh->ext_msg = pb.buf;		/* taken over */
+	sh->ext_len = pb.len;
+	return true;
+}
+
 static bool
 route_on_execute(struct route *r, const uint8_t *body, size_t len)
 {

@@ -90,6 +90,9 @@ struct rshard {
 	char tag[64];			/* its CommandComplete tag without the count */
 	struct rrow *rows;		/* RX_SPLIT */
 	uint32_t nrows, caprows;
+	uint8_t *ext_msg;		/* owned: extended protocol, its own messages (INSERT
+					 * split); NULL = route.ext_msg */
+	size_t ext_len;
 	uint64_t a_rows;		/* ANALYZE: DataRows it sent */
 	uint64_t a_sent_us, a_done_us;	/* ANALYZE: statement sent, answer complete */
 };
@@ -130,6 +133,8 @@ struct route {
 	bool sync_pending;		/* Sync waits for that describe */
 	uint8_t *ext_msg;		/* owned: the messages every target gets */
 	size_t ext_len;
+	const struct plan_param *ext_params;	/* the bound values of the exec (arena) */
+	uint32_t ext_nparams;
 	/* the Query being executed */
 	char *query;			/* owned: its text */
 	struct parse_span *spans;	/* in query_arena */
@@ -201,6 +206,10 @@ bool route_describe_stmt(struct route *r, const char *sql);
 
 /* Parse / Bind / Describe / Execute / Close / Sync / Flush of a routed session. */
 bool route_on_ext(struct route *r, const struct sbuf_pkt *pkt);
+/* <sh>'s own messages for its text sh->sql (an INSERT split's part): r->ext_msg with its
+ * Parse replaced; the parameters the part does not reference get a type (text, bytea for a
+ * binary value) so the shard accepts the whole Bind. False on no memory. */
+NK_MUSTCHECK bool route_ext_part(struct route *r, struct rshard *sh);
 /* The Sync that waited for an exec. */
 bool route_ext_sync(struct route *r);
 void route_ext_free(struct route *r);
@@ -228,6 +237,8 @@ bool route_values_rows(const char *sql, uint32_t *starts, uint32_t *lens, uint32
 /* <sql> with only the VALUES rows <rows>[0..n) (malloc'd; NULL on no memory). */
 char *route_insert_part(const char *sql, const uint32_t *starts, const uint32_t *lens,
 			uint32_t nall, const uint32_t *rows, uint32_t n);
+/* Mark in <used>[0..max) the parameters $n (n <= max) that <sql> references. */
+void route_sql_params(const char *sql, bool *used, uint32_t max);
 /* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
 void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
 /* Read an ErrorResponse message (whole, with type and length) into <out>. */

@@ -59,6 +59,30 @@ rsql_skip_token(const char *sql, const char *p)
 	return p;
 }
 
+void
+route_sql_params(const char *sql, bool *used, uint32_t max)
+{
+	for (const char *p = sql; *p != '\0';) {
+		const char *e = rsql_skip_token(sql, p);
+		unsigned long n;
+		char *end;
+
+		if (e != p) {
+			p = e;
+			continue;
+		}
+		if (*p == '$' && isdigit((unsigned char)p[1]) &&
+		    (p == sql || (!isalnum((unsigned char)p[-1]) && p[-1] != '_'))) {
+			n = strtoul(p + 1, &end, 10);
+			if (n >= 1 && n <= max)
+				used[n - 1] = true;
+			p = end;
+			continue;
+		}
+		p++;
+	}
+}
+
 static bool
 rsql_word_at(const char *sql, const char *p, const char *word)
 {

@@ -437,6 +437,33 @@ def test_extended_protocol_transaction(loaded):
     loaded.run("UPDATE customers SET name = 'customer ' || id WHERE id IN (7, 8)")
 
 
+def test_extended_protocol_multi_row_insert_split(loaded):
+    """A parameterised multi-row INSERT over several shards (Parse/Bind/Execute): each shard
+    gets its rows with the same parameter numbers, RETURNING rows come back in input order;
+    text and binary parameters, most referenced by one shard only (text with a backslash,
+    binary int8), one (in RETURNING) by every shard."""
+    ids = [201, 202, 203, 204, 205, 206]
+    rows = "(%s, %s, %s)"
+    with loaded.connect() as conn:
+        for mark in ("%t", "%b"):
+            sql = ("INSERT INTO customers VALUES " + ", ".join(
+                rows.replace("%s", mark) for _ in ids) + f" RETURNING id, name, {mark}::text")
+            params = []
+            for i in ids:
+                params += [i, f"ext\\{i}", "FR"]
+            got = conn.execute(sql, params + ["tag"]).fetchall()
+            assert got == [(i, f"ext\\{i}", "tag") for i in ids]
+            where = loaded.placement("customers", "id")
+            assert sum(1 for v in where.values() if set(v) & set(ids)) >= 2
+            for server, placed in where.items():
+                for cid in set(placed) & set(ids):
+                    plan = loaded.run(f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) "
+                                      f"SELECT * FROM customers WHERE id = {cid}")
+                    assert any(server in r[0] for r in plan)
+            assert conn.execute("DELETE FROM customers WHERE id = ANY(ARRAY[%s, %s, %s, "
+                                "%s, %s, %s]::bigint[])", ids).rowcount == len(ids)
+
+
 def test_commit_failure_names_the_committed_shards(loaded):
     """COMMIT goes to the shards in uid order; when one fails (a deferred constraint), the
     client is told which shards committed and the later ones are rolled back."""
