@@ -187,8 +187,8 @@ route_any_shard(struct route *r, const void *img)
 	return uid != NULL ? uid : topo_image_group_shard(img, topo_image_authoritative(img), 0);
 }
 
-/* Set up an exec on <uids>[0..n) running <sql>. */
-static bool
+/* Set up an exec on <uids>[0..n) running <sql> (route_int.h). */
+bool
 route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const char *sql,
 		 struct nk_error *err)
 {
@@ -495,6 +495,13 @@ route_explain(struct route *r, const struct plan *p, const char *sql)
 		nk_error_hint(&err, "Use the simple query protocol.");
 		return route_fail(r, &err);
 	}
+	if (p->inner->nfills > 0 || p->inner->nnextvals > 0) {
+		nk_error_set(&err, "0A000", "EXPLAIN (NEKI_PLAN, ANALYZE) of a statement taking "
+			     "sequence values from the router is not supported yet");
+		nk_error_hint(&err, "Run the statement itself, or EXPLAIN (NEKI_PLAN) without "
+			      "ANALYZE.");
+		return route_fail(r, &err);
+	}
 	if ((r->analyze_plan = route_plan_copy(r, p->inner)) == NULL) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_fail(r, &err);
@@ -643,13 +650,6 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 			     "supported yet");
 		return route_fail(r, &err);
 	}
-	if (p->nfills > 0 || p->nnextvals > 0) {
-		nk_error_set(&err, "0A000", "sequence values reserved by the router (omitted "
-			     "identity/serial columns, nextval()) are not supported by the executor "
-			     "yet");
-		nk_error_hint(&err, "Give the column's value in the statement.");
-		return route_fail(r, &err);
-	}
 	if (!route_write_implicit(r, p)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_fail(r, &err);
@@ -742,8 +742,14 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 		struct plan_input in = { ref.data, &pc, &r->ps, params, nparams, &norm,
 					 r->ext_exec, multi, sql };
 
-		if (!plan_build(r->arena, st, &in, &p, &err))
+		enum route_seq_rc sq = ROUTE_SEQ_READY;
+
+		if (!plan_build(r->arena, st, &in, &p, &err) ||
+		    ((p.nfills > 0 || p.nnextvals > 0) &&
+		     (sq = route_seq_plan(r, &in, &p, &sql, &err)) == ROUTE_SEQ_FAILED))
 			rc = route_fail(r, &err);
+		else if (sq == ROUTE_SEQ_ASYNC)
+			rc = RSTEP_ASYNC;
 		else
 			rc = route_dispatch(r, &p, sql, ref.data);
 	}
@@ -1009,11 +1015,36 @@ route_after_tx(struct route *r)
 	route_stmt_end(r, !stop);
 }
 
+/* Sequence values were reserved (or another session's reservation ended): plan the
+ * statement again; it takes them now. */
+static void
+route_after_seq(struct route *r)
+{
+	enum rstep rc;
+
+	if (!route_seq_end(r)) {
+		route_after_error(r);
+		return;
+	}
+	route_exec_reset(r);
+	if (!r->ext_exec) {
+		route_next(r);
+		return;
+	}
+	rc = route_stmt(r, r->portal.query, false, r->seq_params, r->seq_nparams);
+	if (rc != RSTEP_ASYNC && r->s->state != SESS_ST_CLOSED)
+		route_ext_done(r, rc == RSTEP_DONE);
+}
+
 void
 route_exec_finished(struct route *r)
 {
 	if (r->s->state == SESS_ST_CLOSED)
 		return;
+	if (r->after == RX_AFTER_SEQ) {
+		route_after_seq(r);
+		return;
+	}
 	if (r->after == RX_AFTER_COMMIT || r->after == RX_AFTER_ROLLBACK) {
 		route_after_tx(r);
 		return;
@@ -1153,6 +1184,7 @@ route_session_free(struct session *s)
 
 	if (r == NULL)
 		return;
+	route_seq_free(r);
 	route_drop_links(r);
 	route_exec_reset(r);
 	route_forget_sets(r);

@@ -443,6 +443,8 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 {
 	bool first = r->tg[0] == (uint32_t)(sh - r->sh);
 
+	if (r->combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
+		return route_seq_msg(r, l, pkt);
 	if (r->analyze && !r->merge_final && r->combine != RX_MERGE &&
 	    strchr("TDCnt", pkt->type) != NULL)
 		return route_analyze_answer(r, sh, l, pkt);

@@ -33,6 +33,8 @@ struct session;
 struct merge;
 struct spool;
 struct event;
+struct seq_entry;
+struct link;
 
 #define ROUTE_SHARDS_MAX 32	/* shards one session may use */
 #define ROUTE_SETS_MAX 32	/* session SETs replayed on new links */
@@ -45,6 +47,7 @@ enum rx_combine {
 	RX_SPLIT,	/* INSERT split: counts summed, RETURNING rows back in input order */
 	RX_QUIET,	/* nothing forwarded (COMMIT / ROLLBACK on the shards) */
 	RX_MERGE,	/* rows, descriptions and tags through the merge step (route_merge.c) */
+	RX_SEQ,		/* a sequence reservation: rows kept by route_seq.c, nothing forwarded */
 };
 
 /* A DataRow kept for reordering (RX_SPLIT). */
@@ -103,6 +106,7 @@ enum rx_after {
 	RX_AFTER_COMMIT,	/* COMMIT on the shards */
 	RX_AFTER_ROLLBACK,	/* ROLLBACK on the shards (also after a failed COMMIT) */
 	RX_AFTER_SET,		/* a session SET ran: remember it for new links */
+	RX_AFTER_SEQ,		/* sequence values were reserved: plan the statement again */
 };
 
 struct route {
@@ -172,6 +176,12 @@ struct route {
 	struct plan *analyze_plan;	/* in arena (strings copied) */
 	uint64_t analyze_start_us;
 	uint64_t analyze_rows;		/* rows the merge let out */
+	/* sequence values (route_seq.c) */
+	struct seq_entry *seq_fill;	/* the reservation this session runs (RX_SEQ) */
+	struct seq_entry *seq_wait;	/* another session's reservation it waits for */
+	struct route *seq_next;		/* in the worker's list of waiting sessions */
+	const struct plan_param *seq_params;	/* extended: the bound values (arena) */
+	uint32_t seq_nparams;
 };
 
 static inline bool
@@ -194,6 +204,9 @@ void route_exec_finished(struct route *r);
 /* Send <pb> (freed) to the client; false when the client is gone (the session is closed). */
 NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
 
+/* Set up an exec on <uids>[0..n) running <sql> (RX_PASS / RX_SUM, after a statement). */
+NK_MUSTCHECK bool route_exec_setup(struct route *r, const char *const *uids, uint32_t n,
+				   const char *sql, struct nk_error *err);
 /* Normalise and analyse <sql> (cached): syntax errors at Parse. */
 NK_MUSTCHECK bool route_analyse(struct route *r, const char *sql, struct nk_error *err);
 /* Plan <sql> with bound <params> and run it with r->ext_msg; false when the session closed. */
@@ -259,5 +272,28 @@ bool route_merge_feed(struct route *r, const struct sbuf_pkt *pkt);
  * closed), false when the merge is complete. */
 bool route_merge_final(struct route *r);
 void route_merge_free(struct route *r);
+
+/* ---- route_seq.c ---- */
+
+enum route_seq_rc {
+	ROUTE_SEQ_READY = 0,	/* values taken: send *sql (the plan is routed) */
+	ROUTE_SEQ_ASYNC,	/* a reservation runs (or is waited for): plan again after it */
+	ROUTE_SEQ_FAILED,	/* <err> says why; nothing was sent */
+};
+
+/*
+ * A plan with fills or nextval() calls (<in> as planned, <*sql> the statement's text):
+ * take the values and rewrite *sql (extended protocol: r->ext_msg's Parse too), or start
+ * the reservation on the home shard (RX_SEQ exec, RX_AFTER_SEQ) or wait for another
+ * session's one (route_exec_finished() is called either way).
+ */
+enum route_seq_rc route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p,
+				 const char **sql, struct nk_error *err);
+/* A message of the reservation's answer other than ReadyForQuery / ErrorResponse. */
+bool route_seq_msg(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
+/* The reservation (or the wait) ended: false when it failed (r->err). */
+bool route_seq_end(struct route *r);
+/* Session close: leave the waiters' list, end a reservation in flight. */
+void route_seq_free(struct route *r);
 
 #endif /* NEKI_WORKER_ROUTE_INT_H */

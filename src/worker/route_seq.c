@@ -1,0 +1,303 @@
+/*
+ * route_seq.c - sequence values the router supplies (spec 6.1, DESIGN.md 4): a plan with
+ * fills (omitted identity/serial columns of a sharded or reference-table INSERT) or
+ * nextval('seq') calls takes its values from the worker's allocator (neki/sequence.h);
+ * when a sequence has too few, the session runs the reservation statement on its home
+ * shard as an exec of its own (RX_SEQ: the rows are runs of values, nothing reaches the
+ * client; no BEGIN is sent, so the values never join the client's transaction) and plans
+ * the statement again once it answered. A session needing a sequence whose reservation
+ * another session of this worker runs waits for it (never two reservations of one
+ * sequence at once in a worker). With the values, the statement is rewritten
+ * (plan_rewrite) and the filled shard key routes each row (plan_fill_route).
+ * Entry points: route_seq_plan(), route_seq_msg(), route_seq_end(), route_seq_free().
+ */
+#include "neki/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/config.h"
+#include "neki/link.h"
+#include "neki/proto.h"
+#include "neki/sequence.h"
+#include "route_int.h"
+#include "session_int.h"
+
+#define ROUTE_SEQ_SQL_MAX 2048
+
+static struct seq_alloc *seq_values;	/* the worker's allocator (sequence_batch) */
+static struct route *seq_waiters;	/* sessions waiting for another one's reservation */
+
+/* One sequence a statement needs values of. */
+struct seq_need {
+	struct seq_entry *e;
+	const char *schema, *name, *home;
+	int64_t cache;
+	uint32_t n;
+};
+
+/* ---- waiting for another session's reservation ---- */
+
+static void
+seq_unwait(struct route *r)
+{
+	for (struct route **pp = &seq_waiters; *pp != NULL; pp = &(*pp)->seq_next) {
+		if (*pp == r) {
+			*pp = r->seq_next;
+			break;
+		}
+	}
+	r->seq_next = NULL;
+	r->seq_wait = NULL;
+}
+
+/* The reservation of <e> ended: every session waiting for it plans its statement again. */
+static void
+seq_wake(struct seq_entry *e)
+{
+	struct route **pp = &seq_waiters;
+
+	while (*pp != NULL) {
+		struct route *w = *pp;
+
+		if (w->seq_wait != e) {
+			pp = &w->seq_next;
+			continue;
+		}
+		*pp = w->seq_next;
+		w->seq_next = NULL;
+		w->seq_wait = NULL;
+		event_active(w->ev, EV_TIMEOUT, 0);
+	}
+}
+
+/* This session's reservation (if any) is over: let others reserve and wake them. */
+static void
+seq_fill_over(struct route *r)
+{
+	struct seq_entry *e = r->seq_fill;
+
+	if (e == NULL)
+		return;
+	r->seq_fill = NULL;
+	seq_refill_end(e);
+	seq_wake(e);
+}
+
+void
+route_seq_free(struct route *r)
+{
+	seq_unwait(r);
+	seq_fill_over(r);
+}
+
+/* ---- the needs of a plan ---- */
+
+static bool
+seq_need_add(struct route *r, struct seq_need *nd, uint32_t *nn, const char *schema,
+	     const char *name, const char *home, int64_t cache, uint32_t n, struct nk_error *err)
+{
+	uint32_t i;
+
+	for (i = 0; i < *nn; i++)
+		if (route_streq(nd[i].schema, schema) && route_streq(nd[i].name, name))
+			break;
+	if (i == *nn) {
+		nd[i] = (struct seq_need){ seq_alloc_get(seq_values, r->db, schema, name), schema,
+					   name, home, cache, 0 };
+		if (nd[i].e == NULL)
+			return nk_error_set(err, "53200", "out of memory");
+		(*nn)++;
+	}
+	nd[i].n += n;
+	return true;
+}
+
+/* Start the reservation of <nd> on its home shard (an RX_SEQ exec), or wait for the one
+ * another session runs. */
+static enum route_seq_rc
+seq_reserve(struct route *r, const struct seq_need *nd, struct nk_error *err)
+{
+	char sql[ROUTE_SEQ_SQL_MAX];
+	int64_t n = seq_refill_begin(seq_values, nd->e, nd->cache, nd->n);
+
+	if (n == 0) {
+		route_exec_reset(r);
+		r->after = RX_AFTER_SEQ;
+		r->combine = RX_SEQ;
+		r->has_err = false;
+		r->busy = true;
+		r->seq_wait = nd->e;
+		r->seq_next = seq_waiters;
+		seq_waiters = r;
+		return ROUTE_SEQ_ASYNC;
+	}
+	r->seq_fill = nd->e;
+	if (!seq_reserve_sql(sql, sizeof(sql), nd->schema, nd->name, n)) {
+		seq_fill_over(r);
+		nk_error_set(err, "42622", "sequence name \"%s.%s\" is too long", nd->schema,
+			     nd->name);
+		return ROUTE_SEQ_FAILED;
+	}
+	if (!route_exec_setup(r, &nd->home, 1, sql, err)) {
+		seq_fill_over(r);
+		return ROUTE_SEQ_FAILED;
+	}
+	r->combine = RX_SEQ;
+	r->after = RX_AFTER_SEQ;
+	r->busy = true;
+	if (!route_exec_start(r, err)) {
+		seq_fill_over(r);
+		return ROUTE_SEQ_FAILED;
+	}
+	return ROUTE_SEQ_ASYNC;
+}
+
+/* Take every value the plan needs (all sequences had enough: checked before). */
+static void
+seq_take_all(const struct plan *p, struct seq_need *nd, uint32_t nn, int64_t *values,
+	     int64_t *nextvals)
+{
+	for (uint32_t f = 0; f < p->nfills; f++)
+		for (uint32_t i = 0; i < nn; i++)
+			if (route_streq(nd[i].schema, p->fills[f].seq_schema) &&
+			    route_streq(nd[i].name, p->fills[f].seq_name))
+				(void)!seq_take(nd[i].e, p->nrows, &values[(size_t)f * p->nrows]);
+	for (uint32_t k = 0; k < p->nnextvals; k++)
+		for (uint32_t i = 0; i < nn; i++)
+			if (route_streq(nd[i].schema, p->nextvals[k].seq_schema) &&
+			    route_streq(nd[i].name, p->nextvals[k].seq_name))
+				(void)!seq_take(nd[i].e, 1, &nextvals[k]);
+}
+
+/* Extended protocol: the Parse every target gets carries <sql> instead of the client's. */
+static bool
+seq_ext_query(struct route *r, const char *sql)
+{
+	const uint8_t *m = r->ext_msg;
+	size_t plen, qoff, qend, slen = strlen(sql), nlen;
+	uint8_t *out;
+
+	if (r->ext_len < 5 || m[0] != 'P')
+		return false;
+	plen = 1 + ((size_t)m[1] << 24 | (size_t)m[2] << 16 | (size_t)m[3] << 8 | m[4]);
+	qoff = 5 + strnlen((const char *)m + 5, plen - 5) + 1;	/* after the name */
+	if (qoff >= plen)
+		return false;
+	qend = qoff + strnlen((const char *)m + qoff, plen - qoff) + 1;
+	nlen = r->ext_len - (qend - qoff) + slen + 1;
+	if (qend > plen || (out = malloc(nlen)) == NULL)
+		return false;
+	memcpy(out, m, qoff);
+	memcpy(out + qoff, sql, slen + 1);
+	memcpy(out + qoff + slen + 1, m + qend, r->ext_len - qend);
+	plen = plen - (qend - qoff) + slen + 1 - 1;
+	out[1] = (uint8_t)(plen >> 24);
+	out[2] = (uint8_t)(plen >> 16);
+	out[3] = (uint8_t)(plen >> 8);
+	out[4] = (uint8_t)plen;
+	free(r->ext_msg);
+	r->ext_msg = out;
+	r->ext_len = nlen;
+	return true;
+}
+
+enum route_seq_rc
+route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p, const char **sql,
+	       struct nk_error *err)
+{
+	uint32_t nn = 0, nvals = p->nfills * p->nrows;
+	struct seq_need *nd = rarena_alloc(r->arena, (p->nfills + p->nnextvals) * sizeof(*nd));
+	int64_t *values = rarena_alloc(r->arena, (nvals + 1) * sizeof(int64_t));
+	int64_t *nextvals = rarena_alloc(r->arena, (p->nnextvals + 1) * sizeof(int64_t));
+	const char *text;
+
+	if (seq_values == NULL)
+		seq_values = seq_alloc_new(r->s->cfg->sequence_batch);
+	if (nd == NULL || values == NULL || nextvals == NULL || seq_values == NULL) {
+		nk_error_set(err, "53200", "out of memory");
+		return ROUTE_SEQ_FAILED;
+	}
+	for (uint32_t f = 0; f < p->nfills; f++)
+		if (!seq_need_add(r, nd, &nn, p->fills[f].seq_schema, p->fills[f].seq_name,
+				  p->fills[f].home, p->fills[f].cache, p->nrows, err))
+			return ROUTE_SEQ_FAILED;
+	for (uint32_t k = 0; k < p->nnextvals; k++)
+		if (!seq_need_add(r, nd, &nn, p->nextvals[k].seq_schema, p->nextvals[k].seq_name,
+				  p->nextvals[k].home, p->nextvals[k].cache, 1, err))
+			return ROUTE_SEQ_FAILED;
+	for (uint32_t i = 0; i < nn; i++)
+		if (seq_available(nd[i].e) < nd[i].n) {
+			r->seq_params = in->params;	/* (extended: the arena keeps them) */
+			r->seq_nparams = in->nparams;
+			return seq_reserve(r, &nd[i], err);
+		}
+	seq_take_all(p, nd, nn, values, nextvals);
+	if (p->route_by_fill && !plan_fill_route(r->arena, in, p, values, err))
+		return ROUTE_SEQ_FAILED;
+	if ((text = plan_rewrite(r->arena, *sql, p, NULL, values, nextvals, err)) == NULL)
+		return ROUTE_SEQ_FAILED;
+	if (r->ext_exec && !seq_ext_query(r, text)) {
+		nk_error_set(err, "53200", "out of memory");
+		return ROUTE_SEQ_FAILED;
+	}
+	*sql = text;
+	return ROUTE_SEQ_READY;
+}
+
+/* ---- the reservation's answer ---- */
+
+static bool
+seq_row(struct route *r, const struct sbuf_pkt *pkt)
+{
+	struct proto_datarow_msg m;
+	struct proto_value v[3];
+	char text[3][32];
+	struct nk_error err;
+
+	if (!proto_parse_data_row(pkt->data + 5, pkt->len - 5, &m, &err) ||
+	    proto_datarow_values(&m, v, 3) != 3) {
+		nk_error_set(&err, "08P01", "invalid sequence reservation row");
+	} else {
+		for (int i = 0; i < 3; i++) {
+			uint32_t n = v[i].p == NULL ? 0 : v[i].len < 31 ? v[i].len : 31;
+
+			memcpy(text[i], v[i].p != NULL ? (const char *)v[i].p : "", n);
+			text[i][n] = '\0';
+		}
+		if (r->seq_fill != NULL &&
+		    seq_refill_add_run(r->seq_fill, text[0], text[1], text[2], &err))
+			return true;
+	}
+	if (!r->has_err) {
+		r->err = err;
+		r->has_err = true;
+	}
+	return true;
+}
+
+bool
+route_seq_msg(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (pkt->type == 'D') {
+		if (pkt->avail < pkt->len) {
+			if (sbuf_hold(link_sbuf(l), pkt->len))
+				return true;
+			sess_fatal(r->s, "server sent too big packet");
+			return false;
+		}
+		seq_row(r, pkt);
+	}
+	sbuf_skip(link_sbuf(l), pkt->len);
+	return true;
+}
+
+bool
+route_seq_end(struct route *r)
+{
+	seq_unwait(r);
+	seq_fill_over(r);
+	return !r->has_err;
+}
