@@ -368,7 +368,9 @@ def test_refusals(seqdb):
     cases = [("INSERT INTO events DEFAULT VALUES", "NK013", "[120]"),
              ("INSERT INTO events (payload) SELECT 'x'", "NK013", "[117]"),
              ("UPDATE items SET id = nextval('ticket') WHERE owner = 1", "NK013", "[147]"),
-             ("SELECT * FROM items WHERE id = nextval('ticket')", "NK013", "[146]")]
+             ("SELECT * FROM items WHERE id = nextval('ticket')", "NK013", "[146]"),
+             ("EXPLAIN (NEKI_PLAN, ANALYZE) INSERT INTO events (payload) VALUES ('x')",
+              "0A000", "sequence values")]
     with seqdb.connect() as conn:
         for sql, state, text in cases:
             with pytest.raises(psycopg.Error) as ei:
