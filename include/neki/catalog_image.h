@@ -53,6 +53,9 @@ uint32_t cat_image_db_count(const void *img);
 uint32_t cat_image_find_db(const void *img, const char *name);
 void cat_image_db(const void *img, uint32_t d, struct cat_img_db *out);
 
+/* Table number of the <i>th relation (i < ntables) of database <d>. */
+uint32_t cat_image_db_table(const void *img, uint32_t d, uint32_t i);
+
 /* Relation <schema>.<name> of database <d>, or CAT_IMG_NONE. */
 uint32_t cat_image_find_table(const void *img, uint32_t d, const char *schema, const char *name);
 
@@ -174,5 +177,8 @@ int64_t cat_view_seq_cache(void *arg, const char *schema, const char *name);
 uint32_t cat_view_inh_children(void *arg, const char *schema, const char *table);
 bool cat_view_view_base(void *arg, const char *schema, const char *view, uint32_t i,
 			const char **base_schema, const char **base_name);
+/* The <i>th relation of the database; schema and name of a type (plan_catalog 333). */
+bool cat_view_table_at(void *arg, uint32_t i, const char **schema, const char **name);
+bool cat_view_type_name(void *arg, uint32_t oid, const char **schema, const char **name);
 
 #endif /* NEKI_CATALOG_IMAGE_H */

@@ -321,6 +321,9 @@ struct stmt {
 	uint32_t shape;			/* enum stmt_shape */
 	const char *gen_expr_col;	/* ALTER TABLE ... ALTER COLUMN c DROP EXPRESSION: c */
 	const char *db_locale;		/* CREATE DATABASE: the libc locale asked for */
+	const char *enum_schema;	/* ALTER TYPE ... RENAME VALUE: the type's schema (NULL
+					 * unqualified) */
+	const char *enum_rename;	/* ... and its name; NULL for other statements */
 	int reject;			/* NK013 code decided from the statement alone; 0 none */
 	uint32_t nslots;		/* nparams + literals: values the router may read */
 	uint32_t nparams;

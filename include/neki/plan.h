@@ -43,6 +43,10 @@ struct plan_catalog {
 	 * false past the end or when unknown. */
 	bool (*view_base)(void *arg, const char *schema, const char *view, uint32_t i,
 			  const char **base_schema, const char **base_name);
+	/* The <i>th relation of the database (any kind); false past the end (333). */
+	bool (*table_at)(void *arg, uint32_t i, const char **schema, const char **name);
+	/* Schema and name of type <oid>; false when unknown (333). */
+	bool (*type_name)(void *arg, uint32_t oid, const char **schema, const char **name);
 };
 
 enum plan_fanout {

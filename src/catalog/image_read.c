@@ -137,6 +137,12 @@ cat_image_db(const void *img, uint32_t d, struct cat_img_db *out)
 
 /* cat_image_find_table: binary search within database <d>'s tables. */
 uint32_t
+cat_image_db_table(const void *img, uint32_t d, uint32_t i)
+{
+	return db_at(img, d)->first_table + i;
+}
+
+uint32_t
 cat_image_find_table(const void *img, uint32_t d, const char *schema, const char *name)
 {
 	const struct cimg_db *db = db_at(img, d);

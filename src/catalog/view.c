@@ -5,7 +5,7 @@
  * it; a new catalog version is seen at the next acquire. Entry points: cat_view_acquire(),
  * cat_view_release() and the callbacks cat_view_column_type(), cat_view_column_name(),
  * cat_view_relkind(), cat_view_column(), cat_view_seq_cache(), cat_view_inh_children(),
- * cat_view_view_base().
+ * cat_view_view_base(), cat_view_table_at(), cat_view_type_name().
  */
 #include "neki/base.h"
 
@@ -146,5 +146,38 @@ cat_view_view_base(void *arg, const char *schema, const char *view, uint32_t i,
 	cat_image_child(v->img, t, i, &ref);
 	*base_schema = ref.schema;
 	*base_name = ref.name;
+	return true;
+}
+
+bool
+cat_view_table_at(void *arg, uint32_t i, const char **schema, const char **name)
+{
+	const struct cat_view *v = arg;
+	struct cat_img_db d;
+	struct cat_img_table it;
+
+	if (!view_ok(v))
+		return false;
+	cat_image_db(v->img, v->db, &d);
+	if (i >= d.ntables)
+		return false;
+	cat_image_table(v->img, cat_image_db_table(v->img, v->db, i), &it);
+	*schema = it.schema;
+	*name = it.name;
+	return true;
+}
+
+bool
+cat_view_type_name(void *arg, uint32_t oid, const char **schema, const char **name)
+{
+	const struct cat_view *v = arg;
+	struct cat_img_type ty;
+	uint32_t n;
+
+	if (!view_ok(v) || (n = cat_image_find_type(v->img, v->db, oid)) == CAT_IMG_NONE)
+		return false;
+	cat_image_type(v->img, n, &ty);
+	*schema = ty.schema;
+	*name = ty.name;
 	return true;
 }

@@ -563,6 +563,17 @@ m_advisory(const char *key, const cJSON *node)
 	return strcmp(key, "FuncCall") == 0 && name && pb_advisory_name(name);
 }
 
+/* ALTER TYPE <name> RENAME VALUE: the planner checks the type against the shard keys. */
+static void
+ddl_enum_rename(struct pb *b, const cJSON *names)
+{
+	int n = cJSON_GetArraySize(names);
+
+	b->s->enum_rename = pb_strdup(b, pb_last_name(names));
+	if (n >= 2)
+		b->s->enum_schema = pb_strdup(b, jsval(cJSON_GetArrayItem(names, n - 2)));
+}
+
 static void
 ddl_misc(struct pb *b, const char *tag, const cJSON *body)
 {
@@ -598,6 +609,8 @@ ddl_misc(struct pb *b, const char *tag, const cJSON *body)
 		ddl_rel(b, jget(body, "sequence"));
 	else if (streq(tag, "ViewStmt"))
 		ddl_rel(b, jget(body, "view"));
+	else if (streq(tag, "AlterEnumStmt") && jstr(body, "oldVal"))
+		ddl_enum_rename(b, jget(body, "typeName"));
 	else if (streq(tag, "CreateTableAsStmt")) {
 		ddl_rel(b, jget(jget(body, "into"), "rel"));
 		if (pb_find(jget(body, "query"), m_advisory))

@@ -522,7 +522,47 @@ locale_available(const char *name)
 	return true;
 }
 
-/* DDL the topology or the router's environment forbids: 336, 332. */
+/* Does a shard-key column of sharded table <schema>.<name> have enum type <ty>? */
+static bool
+key_has_type(const struct pctx *c, const char *schema, const char *name)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	const struct stmt *s = c->s;
+	struct topo_img_rel res;
+	const struct ks_expr *e;
+
+	topo_image_resolve_table(c->img, c->in->sess->db, schema, name, &res);
+	if (res.kind != TOPO_REL_TABLE || res.index == TOPO_IMG_NONE ||
+	    !(e = topo_image_index_expr(c->img, res.index)))
+		return false;
+	for (uint32_t i = 0; i < e->ncolumns; i++) {
+		uint32_t oid = cat->column_type(cat->arg, schema, name, e->columns[i]);
+		const char *ts, *tn;
+
+		if (oid && cat->type_name(cat->arg, oid, &ts, &tn) && streq(tn, s->enum_rename) &&
+		    (!s->enum_schema || streq(ts, s->enum_schema)))
+			return true;
+	}
+	return false;
+}
+
+/* ALTER TYPE ... RENAME VALUE of an enum a shard key uses (its rows would route
+ * elsewhere: enums hash by label): 333. */
+static bool
+check_enum_rename(struct pctx *c)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	const char *schema, *name;
+
+	if (!cat || !cat->table_at || !cat->type_name)
+		return true;
+	for (uint32_t i = 0; cat->table_at(cat->arg, i, &schema, &name); i++)
+		if (key_has_type(c, schema, name))
+			return nk_error_nk013(c->err, 333);
+	return true;
+}
+
+/* DDL the topology or the router's environment forbids: 336, 332, 333. */
 static bool
 check_ddl(struct pctx *c)
 {
@@ -530,6 +570,8 @@ check_ddl(struct pctx *c)
 
 	if (s->db_locale && !locale_available(s->db_locale))
 		return nk_error_nk013(c->err, 332);
+	if (s->enum_rename && !check_enum_rename(c))
+		return false;
 	if (!s->gen_expr_col || !plan_resolve_rels(c) || c->nrels == 0)
 		return !nk_error_is_set(c->err);
 	for (uint32_t i = 0; c->rels[0].sharded && i < c->rels[0].expr->ncolumns; i++)

@@ -726,7 +726,8 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 	r->collate = route_db_collation(&cv);
 	pc = (struct plan_catalog){ &cv, cat_view_column_type, cat_view_column_name,
 				    cat_view_relkind, cv.version, cat_view_column,
-				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base };
+				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base,
+				    cat_view_table_at, cat_view_type_name };
 	if (!r->ext_exec)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;

@@ -144,9 +144,40 @@ fx_seq_cache(void *arg, const char *schema, const char *name)
 	return strcmp(name, "orders_id_seq") == 0 ? 50 : 1;
 }
 
+/* The tables of fx_cols, each once. */
+static bool
+fx_table_at(void *arg, uint32_t i, const char **schema, const char **name)
+{
+	uint32_t n = 0;
+
+	(void)arg;
+	for (size_t k = 0; k < NK_ARRAY_LEN(fx_cols); k++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < k; j++)
+			seen = seen || strcmp(fx_cols[j].table, fx_cols[k].table) == 0;
+		if (!seen && n++ == i) {
+			*schema = "public";
+			*name = fx_cols[k].table;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Type names: the int8 keys play an enum public.customer_key (333), text is text. */
+static bool
+fx_type_name(void *arg, uint32_t oid, const char **schema, const char **name)
+{
+	(void)arg;
+	*schema = oid == 20 ? "public" : "pg_catalog";
+	*name = oid == 20 ? "customer_key" : oid == 25 ? "text" : "int4";
+	return oid == 20 || oid == 25 || oid == 23;
+}
+
 static const struct plan_catalog fx_cat = { NULL, fx_column_type, fx_column_name, fx_relkind,
 					    1, fx_column, fx_seq_cache, fx_inh_children,
-					    fx_view_base };
+					    fx_view_base, fx_table_at, fx_type_name };
 
 static void
 setup_image(void)
@@ -361,6 +392,13 @@ static const struct shape_case shape_cases[] = {
 	  "auth,shard-a,shard-b,shard-c,shard-d" },
 	{ "VACUUM ANALYZE orders", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
 	  "auth,shard-a,shard-b,shard-c,shard-d" },
+	/* 333 only for an enum a shard key uses, and only RENAME VALUE */
+	{ "ALTER TYPE mood RENAME VALUE 'a' TO 'b'", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
+	  "auth,shard-a,shard-b,shard-c,shard-d" },
+	{ "ALTER TYPE other.customer_key RENAME VALUE 'a' TO 'b'", PLAN_ALL_SHARDS,
+	  PLAN_OP_ALL_SHARDS, "auth,shard-a,shard-b,shard-c,shard-d" },
+	{ "ALTER TYPE customer_key ADD VALUE 'c'", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
+	  "auth,shard-a,shard-b,shard-c,shard-d" },
 	{ "COPY customers FROM STDIN", PLAN_SCATTER, PLAN_OP_COPY, ALL_CUST },
 	{ "COPY order_items (order_id, customer_id) FROM STDIN (FORMAT csv)", PLAN_SCATTER,
 	  PLAN_OP_COPY, ALL_CUST },
@@ -544,6 +582,10 @@ static const struct reject_case reject_cases[] = {
 	  NK(332, "This database locale is unavailable to the router.") },
 	{ "ALTER TABLE orders ALTER COLUMN customer_id DROP EXPRESSION",
 	  NK(336, "Changing a routing column\xe2\x80\x99s generated expression is unavailable.") },
+	{ "ALTER TYPE customer_key RENAME VALUE 'a' TO 'b'",
+	  NK(333, "Renaming an enum label used as a sharding key is unavailable.") },
+	{ "ALTER TYPE public.customer_key RENAME VALUE 'a' TO 'b'",
+	  NK(333, "Renaming an enum label used as a sharding key is unavailable.") },
 	{ "SELECT o.id FROM orders o JOIN products p ON p.name = o.status",
 	  NK(113, "This cross-shard join expression cannot be assigned to one input.") },
 	{ "SELECT * FROM orders o JOIN customers c ON c.name = o.status",
