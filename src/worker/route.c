@@ -143,6 +143,9 @@ route_query_end(struct route *r)
 		r->tx = 'I';
 	}
 	r->implicit = r->implicit_end = false;
+	r->cancel_pending = false;
+	r->query_start_us = 0;
+	r->s->activity_us = sess_now_us();	/* idle (in transaction) from now */
 	sess_stats(r->s)->total_query_count++;
 	if (r->tx == 'I')
 		route_release_links(r);
@@ -217,6 +220,8 @@ route_exec_run(struct route *r)
 	struct nk_error err;
 
 	r->busy = true;
+	if (r->query_start_us == 0)
+		r->query_start_us = sess_now_us();
 	if (!route_exec_start(r, &err))
 		return route_fail(r, &err);
 	return RSTEP_ASYNC;
@@ -880,6 +885,9 @@ route_ext_done(struct route *r, bool ok)
 	r->ext_exec = false;
 	r->ext_portal_describe = false;
 	r->busy = false;
+	r->cancel_pending = false;
+	r->query_start_us = 0;
+	r->s->activity_us = sess_now_us();
 	if (!ok) {
 		r->ext_failed = true;
 		if (r->tx == 'T')
@@ -1107,6 +1115,8 @@ route_on_query(struct route *r, const struct sbuf_pkt *pkt)
 		return false;
 	}
 	r->busy = true;
+	r->cancel_pending = false;
+	r->query_start_us = sess_now_us();
 	r->in_cb = true;
 	rarena_reset(r->query_arena);
 	r->cur = 0;

@@ -164,6 +164,8 @@ route_attach(struct rshard *sh, struct link *l)
 static bool
 route_send_one(struct route *r, struct rshard *sh)
 {
+	if (sh->link == NULL)
+		return false;
 	if (r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->after == RX_AFTER_STMT) {
 		if (!route_link_query(sh->link, r->begin_sql))
 			return false;
@@ -190,11 +192,24 @@ route_fail_send(struct route *r, struct rshard *sh)
 	sess_close(r->s, e.message, &e);
 }
 
+/* A statement (not COMMIT / ROLLBACK) that a cancel stops before it is sent. */
+static bool
+route_cancel_stops(struct route *r)
+{
+	if (!r->cancel_pending || (r->after != RX_AFTER_STMT && r->after != RX_AFTER_SET))
+		return false;
+	if (!r->has_err) {
+		nk_error_set(&r->err, "57014", "canceling statement due to user request");
+		r->has_err = true;
+	}
+	return true;
+}
+
 /* Every target has a link: send (all of them, or the first when sequential). */
 static void
 route_exec_go(struct route *r)
 {
-	if (r->has_err) {		/* a link could not be had: nothing was sent */
+	if (r->has_err || route_cancel_stops(r)) {	/* nothing was sent */
 		event_active(r->ev, EV_TIMEOUT, 0);
 		return;
 	}
@@ -219,12 +234,12 @@ route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 
 	sh->waiting = false;
 	r->nwait--;
-	if (l == NULL) {
-		if (!r->has_err) {
-			r->err = *err;
-			r->err.severity = NK_SEV_ERROR;
-			r->has_err = true;
-		}
+	if (l == NULL) {		/* query_wait_timeout, login failure: as pgbouncer */
+		struct nk_error e = *err;
+
+		e.severity = NK_SEV_FATAL;
+		sess_close(r->s, e.message, &e);
+		return;
 	} else if (!route_attach(sh, l)) {
 		route_fail_send(r, sh);
 		return;
@@ -394,19 +409,25 @@ route_on_param(struct route *r, struct link *l, const struct sbuf_pkt *pkt, bool
 	return first && r->combine != RX_QUIET ? route_fwd(r, l, pkt) : route_skip(l, pkt);
 }
 
-/* The target being read reached its ReadyForQuery. */
+/* The target being read (r->tg[r->pos]) ended: read (or send to, when sequential) the next
+ * one; targets whose link was lost are passed over; the exec ends after the last. */
 static bool
-route_target_done(struct route *r, struct rshard *sh, struct link *l,
-		  const struct sbuf_pkt *pkt)
+route_target_next(struct route *r, struct rshard *sh)
 {
-	route_skip(l, pkt);
 	sh->done = true;
 	if (r->analyze && !r->merge_final)
 		sh->a_done_us = sess_now_us();
 	r->pos++;
-	if (r->pos < r->ntg && !(r->sequential && sh->failed)) {
+	while (r->pos < r->ntg && !(r->sequential && sh->failed)) {
 		struct rshard *next = &r->sh[r->tg[r->pos]];
 
+		if (next->done) {	/* lost while waiting for its turn */
+			sh = next;
+			r->pos++;
+			continue;
+		}
+		if (r->sequential && route_cancel_stops(r))
+			break;
 		if (r->sequential && !route_send_one(r, next)) {
 			route_fail_send(r, next);
 			return false;
@@ -436,6 +457,48 @@ route_analyze_answer(struct route *r, struct rshard *sh, struct link *l,
 		return ok;
 	}
 	return route_skip(l, pkt);
+}
+
+/* The target being read reached its ReadyForQuery. */
+static bool
+route_target_done(struct route *r, struct rshard *sh, struct link *l,
+		  const struct sbuf_pkt *pkt)
+{
+	route_skip(l, pkt);
+	return route_target_next(r, sh);
+}
+
+/*
+ * The link of <sh> broke (the shard went away, KILL): its transaction is gone (the session's
+ * becomes aborted), and a target of the running exec fails with an error naming the shard;
+ * the exec goes on with the other targets and the session stays.
+ */
+static void
+route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
+{
+	uint32_t idx = (uint32_t)(sh - r->sh);
+
+	log_warn("S: shard %s: link lost: %s", sh->uid, err != NULL ? err->message : "?");
+	sh->link = NULL;
+	sh->swallow = 0;
+	if (sh->in_tx && r->tx == 'T')
+		r->tx = 'E';
+	sh->in_tx = false;
+	if (!sh->target || sh->done || r->s->state == SESS_ST_CLOSED)
+		return;
+	sh->failed = true;
+	if (!r->has_err) {
+		nk_error_set(&r->err, "08006", "the connection to shard \"%s\" was lost: %s",
+			     sh->uid, err != NULL ? err->message : "server conn crashed?");
+		r->has_err = true;
+		for (uint32_t i = 0; i < r->ntg; i++)
+			if (r->tg[i] == idx)
+				route_detail_shards(r, &r->err, "Raised", i, i + 1);
+	}
+	if (r->nwait > 0 || !sh->sent || r->pos >= r->ntg || r->tg[r->pos] != idx)
+		sh->done = true;	/* passed over when its turn comes */
+	else
+		(void)route_target_next(r, sh);
 }
 
 static bool
@@ -499,13 +562,8 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	struct route *r = sh->r;
 
 	if (ev == LINK_EV_BROKEN) {
-		struct nk_error e;
-
-		sh->link = NULL;
-		nk_error_set(&e, "08006", "the connection to shard \"%s\" was lost: %s", sh->uid,
-			     err != NULL ? err->message : "server conn crashed?");
-		e.severity = NK_SEV_FATAL;
-		sess_close(r->s, e.message, &e);
+		if (sh->link == l)
+			route_link_lost(r, sh, err);
 		return false;
 	}
 	if (sh->link != l || r->s->state == SESS_ST_CLOSED)
@@ -515,6 +573,22 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	if (!sh->target || sh->done || r->pos >= r->ntg || r->tg[r->pos] != (uint32_t)(sh - r->sh))
 		return false;	/* not its turn: paused until it is */
 	return route_on_answer(r, sh, l, pkt);
+}
+
+/* ---- cancel ---- */
+
+void
+route_cancel(struct route *r)
+{
+	if (!r->busy)
+		return;		/* nothing running: nothing to cancel, as Postgres */
+	r->cancel_pending = true;
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		struct rshard *sh = &r->sh[i];
+
+		if (sh->link != NULL && sh->target && sh->sent && !sh->done)
+			sess_cancel_link(sh->link);
+	}
 }
 
 /* ---- release ---- */
@@ -573,6 +647,8 @@ route_drop_links(struct route *r)
 		sh->link = NULL;
 		if (l == NULL)
 			continue;
+		if (r->busy && sh->target && sh->sent && !sh->done)
+			sess_cancel_link(l);	/* stop the shard's part too */
 		if (r->busy || sh->swallow > 0 || link_tx_status(l) != 'I')
 			link_close(l, true, "client disconnect while server was not ready");
 		else

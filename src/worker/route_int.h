@@ -129,6 +129,8 @@ struct route {
 	uint64_t poll_deadline_us;	/* give up waiting for the catalog then */
 	bool in_cb;			/* inside the client's packet callback */
 	bool busy;			/* a Query is being executed */
+	bool cancel_pending;		/* a cancel arrived: parts not sent yet are not sent */
+	uint64_t query_start_us;	/* the running Query / batch began (query_timeout) */
 	bool ext_failed;		/* extended protocol: an error, skip up to Sync */
 	struct rstmt *stmts;		/* owned: extended-protocol statements */
 	struct rportal portal;		/* the (one) bound portal */
@@ -238,6 +240,8 @@ void route_release_links(struct route *r);
 void route_drop_links(struct route *r);
 /* Clear the per-exec state of every shard. */
 void route_exec_reset(struct route *r);
+/* A CancelRequest for the session: cancel every shard part in flight (57014 once). */
+void route_cancel(struct route *r);
 
 /* ---- route_sql.c ---- */
 

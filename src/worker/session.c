@@ -270,12 +270,46 @@ sess_check_login(struct session *s, uint64_t now)
 		sess_fatal(s, "client_login_timeout");
 }
 
+static double
+sess_idle_tx_timeout(const struct session *s)
+{
+	return sess_user_time(s, s->ucfg ? s->ucfg->idle_transaction_timeout : -1,
+			      s->cfg->idle_transaction_timeout);
+}
+
+/*
+ * A routed session (sharded database) stays IDLE: its query runs on shard links of its own.
+ * query_timeout cancels every shard part and closes the client, an idle transaction is
+ * closed after idle_transaction_timeout (its shard links are closed with it), as pgbouncer.
+ */
+static bool
+sess_check_routed(struct session *s, uint64_t now)
+{
+	const struct route *r = s->route;
+
+	if (r->busy) {
+		if (sess_expired(r->query_start_us, sess_query_timeout(s), now)) {
+			route_cancel(s->route);
+			sess_fatal(s, "query timeout");
+		}
+		return true;
+	}
+	if (r->tx != 'I') {
+		if (sess_expired(s->activity_us, sess_idle_tx_timeout(s), now))
+			sess_fatal(s, "idle transaction timeout");
+		return true;
+	}
+	return false;
+}
+
 static void
 sess_check_idle(struct session *s, uint64_t now)
 {
 	double t = sess_user_time(s, s->ucfg ? s->ucfg->client_idle_timeout : -1,
 				  s->cfg->client_idle_timeout);
 
+	if (s->route != NULL && sess_check_routed(s, now))
+		return;
 	if (sess_expired(s->activity_us, t, now))
 		sess_fatal(s, "client_idle_timeout");
 }
@@ -287,8 +321,7 @@ sess_check_idle(struct session *s, uint64_t now)
 static void
 sess_check_active(struct session *s, uint64_t now)
 {
-	double idle_tx = sess_user_time(s, s->ucfg ? s->ucfg->idle_transaction_timeout : -1,
-					s->cfg->idle_transaction_timeout);
+	double idle_tx = sess_idle_tx_timeout(s);
 
 	if (s->link != NULL && s->query_start_us == 0 && s->syncs_sent == s->z_recv &&
 	    !s->unsynced && link_fast_close_due(s->link)) {

@@ -15,7 +15,8 @@
  * (SHM_CMD_CANCEL, woken by its eventfd). The owner matches pid and secret and, if the
  * session has a query running on a link, opens a connection to that server and sends a
  * CancelRequest with the backend's own pid and key. An idle session or an unknown key:
- * nothing happens, as in Postgres. Entry points: sess_cancel_key_init(),
+ * nothing happens, as in Postgres. A routed session (sharded database) cancels every shard
+ * part in flight, each with its own link's key (route_cancel()). Entry points: sess_cancel_key_init(),
  * sess_cancel_request(), session_cancel_forwarded(), sess_cancel_backend().
  */
 #include "neki/base.h"
@@ -38,6 +39,7 @@
 #include "neki/pktbuf.h"
 #include "neki/scram.h"
 #include "neki/worker.h"
+#include "route_int.h"
 #include "session_int.h"
 
 #define CANCEL_SLOT_SHIFT 20
@@ -175,16 +177,22 @@ fail:
 }
 
 void
-sess_cancel_backend(struct session *s)
+sess_cancel_link(struct link *l)
 {
 	const struct sockaddr *sa;
 	socklen_t len;
 
+	sa = link_server_addr(l, &len);
+	cancel_send(sa, len, link_backend_pid(l), link_backend_key(l), 0);
+}
+
+void
+sess_cancel_backend(struct session *s)
+{
 	if (s->link == NULL)
 		return;
-	sa = link_server_addr(s->link, &len);
 	sess_log(s, LOG_LVL_DEBUG, "sending cancel request to server");
-	cancel_send(sa, len, link_backend_pid(s->link), link_backend_key(s->link), 0);
+	sess_cancel_link(s->link);
 }
 
 /* ---- routing the request ---- */
@@ -197,6 +205,10 @@ cancel_local(uint32_t pid, uint32_t key)
 
 	if (s == NULL) {
 		log_debug("cancel request for an unknown key");
+		return;
+	}
+	if (s->route != NULL) {
+		route_cancel(s->route);	/* every shard part in flight */
 		return;
 	}
 	if (s->link == NULL || s->query_start_us == 0)

@@ -349,6 +349,8 @@ void sess_cancel_key_init(struct session *s);
 void sess_cancel_request(uint32_t pid, uint32_t key);
 /* Send a CancelRequest for the query running on <s>'s link (query_timeout, forwarded cancel). */
 void sess_cancel_backend(struct session *s);
+/* Send a CancelRequest for the query running on <l> (its backend's own pid and key). */
+void sess_cancel_link(struct link *l);
 
 /* ---- session_admin.c ---- */
 

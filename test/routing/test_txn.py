@@ -5,8 +5,12 @@ behaviour compared with the reference server where Postgres defines it.
 """
 import json
 import os
+import socket
+import struct
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,9 @@ except ImportError:
 
 from conftest import Neki, wait_until
 from test_routing import SCHEMA, Store, lit, topology
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
+from pgwire import Wire, error_fields  # noqa: E402
 
 CUSTOMERS = [(i, f"customer {i}", "FR" if i % 2 else "DE") for i in range(1, 21)]
 
@@ -219,3 +226,228 @@ def test_write_over_several_shards_is_atomic(store):
         no_idle_in_transaction(store)
     finally:
         cleanup_ids(store, [a, b])
+
+
+# ---- cancel, timeouts, shard failures ---------------------------------------------------
+
+SLOW_SCATTER = "SELECT id FROM customers WHERE pg_sleep(1) IS NOT NULL"   # 5 s a shard
+
+
+def active_parts(store, servers=None):
+    """Shards where a backend of the database runs pg_sleep right now."""
+    out = []
+    for server in servers or store.cluster.shards:
+        rows = store.cluster.sql(server, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                 "datname = %s AND state = 'active' AND query LIKE "
+                                 "'%%pg_sleep%%' AND pid <> pg_backend_pid()", (store.db,))
+        if rows[0][0] > 0:
+            out.append(server)
+    return out
+
+
+def wait_all_parts(store):
+    wait_until(lambda: len(active_parts(store)) == len(store.cluster.shards), 20,
+               what="the scatter query running on every shard")
+
+
+def wait_no_parts(store):
+    wait_until(lambda: active_parts(store) == [], 20, what="no shard part left running")
+
+
+def wire_login(store):
+    w = Wire(store.neki.port)
+    w.startup(user="postgres", database=store.db)
+    msgs = w.read_until("Z")
+    key = [body for typ, body in msgs if typ == "K"]
+    assert key, msgs
+    return w, key[0]
+
+
+def send_cancel(store, key):
+    s = socket.create_connection(("127.0.0.1", store.neki.port), timeout=5)
+    try:
+        s.sendall(struct.pack("!II", 16, 80877102) + key)
+    finally:
+        s.close()
+
+
+def query(w, sql):
+    w.send(b"Q", sql.encode() + b"\0")
+    return w.read_until("Z")
+
+
+def test_cancel_reaches_every_shard_part_once(store):
+    """A CancelRequest (landing on either worker) cancels the scatter query on every shard;
+    the client gets one 57014; the session goes on; in a transaction block it is aborted."""
+    w, key = wire_login(store)
+    try:
+        for in_tx in (False, False, False, True):
+            if in_tx:
+                query(w, "BEGIN")
+            start = time.monotonic()
+            w.send(b"Q", SLOW_SCATTER.encode() + b"\0")
+            wait_all_parts(store)
+            send_cancel(store, key)
+            msgs = w.read_until("Z")
+            errors = [error_fields(body) for typ, body in msgs if typ == "E"]
+            assert [e["C"] for e in errors] == ["57014"], errors
+            assert errors[0]["M"] == "canceling statement due to user request"
+            assert time.monotonic() - start < 4, "the shards were not cancelled"
+            assert msgs[-1] == ("Z", b"E" if in_tx else b"I")
+            wait_no_parts(store)
+            if in_tx:
+                assert query(w, "ROLLBACK")[-1] == ("Z", b"I")
+            msgs = query(w, "SELECT name FROM customers WHERE id = 3")
+            assert [typ for typ, _ in msgs] == ["T", "D", "C", "Z"], msgs
+        # a cancel for an idle session does nothing
+        send_cancel(store, key)
+        msgs = query(w, "SELECT count(*) FROM customers")
+        assert "E" not in [typ for typ, _ in msgs], msgs
+    finally:
+        w.close()
+
+
+def test_client_disconnect_mid_scatter_releases_every_link(store):
+    w, _ = wire_login(store)
+    w.send(b"Q", SLOW_SCATTER.encode() + b"\0")
+    wait_all_parts(store)
+    start = time.monotonic()
+    w.close()
+    wait_no_parts(store)
+    assert time.monotonic() - start < 4, "the shard parts were not stopped"
+
+    def released():
+        with store.neki.admin_connect() as conn:
+            cur = conn.execute("SHOW POOLS")
+            cols = [d.name for d in cur.description]
+            rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        mine = [r for r in rows if r["database"].startswith(store.db + "@")]
+        return mine and all(r["sv_active"] == 0 and r["cl_active"] == 0 for r in mine)
+    wait_until(released, 20, what="every shard link released")
+    assert store.run("SELECT count(*) FROM customers") == [(len(CUSTOMERS),)]
+
+
+def test_shard_failure_mid_scatter(store):
+    """pg_ctl stop -m immediate on one shard during a scatter query: an error naming the
+    shard, the session and other sessions keep working on the other shards, no crash."""
+    cluster = store.cluster
+    victim = shard_of(store, 1)
+    other = next(c for c, _, _ in CUSTOMERS if shard_of(store, c) != victim)
+    pids = set(store.neki.children())
+    conn, spare = store.connect(), store.connect()
+    failure = []
+
+    def scatter():
+        try:
+            conn.execute(SLOW_SCATTER).fetchall()
+        except psycopg.Error as e:
+            failure.append(e)
+    t = threading.Thread(target=scatter)
+    try:
+        t.start()
+        wait_all_parts(store)
+        cluster.stop_server(victim, "immediate")
+        t.join(10)
+        assert not t.is_alive()
+        assert failure, "the scatter query did not fail"
+        e = failure[0]
+        assert e.diag.sqlstate == "08006", e
+        assert victim in (e.diag.message_detail or ""), e.diag.message_detail
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        for c in (conn, spare):
+            assert c.execute(f"SELECT id FROM customers WHERE id = {other}").fetchall() == \
+                [(other,)]
+        with store.connect() as fresh:
+            assert fresh.execute(f"SELECT name FROM customers WHERE id = {other}").fetchall()
+        assert store.neki.alive() and set(store.neki.children()) == pids
+    finally:
+        t.join(10)
+        conn.close()
+        spare.close()
+        if cluster.status().get(victim) != "running":
+            cluster.start_server(victim)
+
+    def scatter_works():
+        try:
+            return store.run("SELECT count(*) FROM customers") == [(len(CUSTOMERS),)]
+        except psycopg.Error:
+            return False
+    wait_until(scatter_works, 30, interval=0.2, what="scatter through neki after the restart")
+
+
+@pytest.fixture(scope="module")
+def strict(store):
+    """A second neki on the same database: one link per shard, short timeouts."""
+    cluster, db = store.cluster, store.db
+    auth = f"auth = host=127.0.0.1 port={cluster.port('auth')} dbname={db}"
+    inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction",
+                          "query_timeout": 2, "idle_transaction_timeout": 3,
+                          "query_wait_timeout": 1},
+                databases={db: f"host=127.0.0.1 port={cluster.port('auth')} dbname={db} "
+                               "topology=yes pool_size=1"},
+                shards=cluster.shards_section(dbname=db) + "\n" + auth)
+    try:
+        inst.start()
+        with inst.admin_connect() as conn:
+            conn.execute("SELECT * FROM __neki.set_data_topology("
+                         f"{lit(json.dumps(topology(db)))}, true)")
+        st = Store(cluster, inst, db)
+
+        def routed():
+            try:
+                with st.connect() as conn:
+                    conn.execute("SET __neki.fanout = scatter")
+                    return True
+            except psycopg.Error:
+                return False
+        wait_until(routed, 30, what="the second neki routes the database")
+        yield st
+    finally:
+        problems = inst.cleanup()
+        assert not problems, "\n".join(problems)
+
+
+def test_query_timeout_cancels_every_part(strict):
+    with strict.connect() as conn:
+        start = time.monotonic()
+        with pytest.raises(psycopg.OperationalError) as ei:
+            conn.execute(SLOW_SCATTER).fetchall()
+        assert "query timeout" in str(ei.value)
+        assert time.monotonic() - start < 4.5
+    wait_no_parts(strict)
+    assert strict.run("SELECT name FROM customers WHERE id = 4") == [("customer 4",)]
+
+
+def test_idle_transaction_timeout(strict):
+    conn = strict.connect()
+    try:
+        conn.execute("BEGIN")
+        conn.execute("UPDATE customers SET name = 'idle' WHERE id = 5")
+        start = time.monotonic()
+        no_idle_in_transaction(strict)      # the shard's link is closed (no client traffic)
+        assert time.monotonic() - start >= 2.9
+        with pytest.raises(psycopg.OperationalError) as ei:
+            conn.execute("SELECT 1")
+        assert "idle transaction timeout" in str(ei.value)
+    finally:
+        conn.close()
+    assert strict.run("SELECT name FROM customers WHERE id = 5") == [("customer 5",)]
+    no_idle_in_transaction(strict)
+
+
+def test_query_wait_timeout(strict):
+    """pool_size=1: a second client waiting for the held shard link gets query_wait_timeout
+    (FATAL, as pgbouncer); the holder is not disturbed."""
+    holder = strict.connect()
+    try:
+        holder.execute("BEGIN")
+        holder.execute("SELECT name FROM customers WHERE id = 6")
+        with strict.connect() as waiter:
+            with pytest.raises(psycopg.OperationalError) as ei:
+                waiter.execute("SELECT name FROM customers WHERE id = 6")
+            assert "query_wait_timeout" in str(ei.value)
+        assert holder.execute("SELECT name FROM customers WHERE id = 6").fetchall() == \
+            [("customer 6",)]
+        holder.execute("COMMIT")
+    finally:
+        holder.close()
