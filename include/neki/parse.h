@@ -300,7 +300,12 @@ struct stmt_copy {
 	const char *format;	/* "text", "csv", "binary" (lowercased) */
 	const char *encoding;	/* ENCODING option as written, NULL when absent */
 	bool has_sharded_only_bad_opt;	/* ON_ERROR / REJECT_LIMIT / LOG_VERBOSITY */
-	bool header;
+	bool header;		/* HEADER (true or MATCH) */
+	/* options the router needs to find a row's shard key (NULL: absent, the default) */
+	const char *delimiter, *null_string, *quote, *escape;
+	const char **force_null, **force_not_null;	/* CSV column lists */
+	uint32_t nforce_null, nforce_not_null;
+	bool force_null_all, force_not_null_all;	/* FORCE_NULL * / FORCE_NOT_NULL * */
 };
 
 struct stmt_explain {

@@ -213,6 +213,9 @@ bool plan_build(struct rarena *a, const struct stmt *s, const struct plan_input 
 /* Shard of one COPY/row key given as text (plan.has_key). */
 bool plan_route_text(const struct plan_input *in, const struct plan *p, const char *text,
 		     size_t len, const char **shard, struct nk_error *err) NK_MUSTCHECK;
+/* The same for a key in Postgres binary form (binary COPY: the base column's type). */
+bool plan_route_binary(const struct plan_input *in, const struct plan *p, const uint8_t *data,
+		       size_t len, const char **shard, struct nk_error *err) NK_MUSTCHECK;
 
 /*
  * Plans with fills whose shard key is filled (route_by_fill): with <values>[f * nrows + r]

@@ -210,20 +210,62 @@ lower_dup(struct pb *b, const char *s)
 	return t;
 }
 
+/* FORCE_NULL / FORCE_NOT_NULL: a column list, or * (every column). */
+static void
+copy_force_list(struct pb *b, const cJSON *arg, const char ***cols, uint32_t *n, bool *all)
+{
+	const cJSON *list = jas(arg, "List"), *it;
+	uint32_t i = 0;
+
+	if (jas(arg, "A_Star") || !list) {
+		*all = jas(arg, "A_Star") != NULL;
+		return;
+	}
+	*cols = pb_alloc(b, (size_t)(cJSON_GetArraySize(jget(list, "items")) + 1) * sizeof(char *));
+	if (!*cols)
+		return;
+	cJSON_ArrayForEach(it, jget(list, "items"))
+		if (jsval(it))
+			(*cols)[i++] = pb_strdup(b, jsval(it));
+	*n = i;
+}
+
+static bool
+copy_bool_arg(struct pb *b, const cJSON *arg)
+{
+	const char *v = arg ? arg_text(b, arg) : NULL;
+
+	return !v || !(streq(v, "false") || streq(v, "off") || streq(v, "0") || streq(v, "no"));
+}
+
 static void
 copy_option(struct pb *b, struct stmt_copy *c, const cJSON *d)
 {
 	const char *name = jstr(d, "defname");
+	const cJSON *arg = jget(d, "arg");
 
 	if (streq(name, "format"))
-		c->format = lower_dup(b, arg_text(b, jget(d, "arg")));
+		c->format = lower_dup(b, arg_text(b, arg));
 	else if (streq(name, "encoding"))
-		c->encoding = pb_strdup(b, arg_text(b, jget(d, "arg")));
+		c->encoding = pb_strdup(b, arg_text(b, arg));
 	else if (streq(name, "on_error") || streq(name, "reject_limit") ||
 		 streq(name, "log_verbosity"))
 		c->has_sharded_only_bad_opt = true;
 	else if (streq(name, "header"))
-		c->header = !jget(d, "arg") || !streq(arg_text(b, jget(d, "arg")), "false");
+		c->header = copy_bool_arg(b, arg);
+	else if (streq(name, "delimiter"))
+		c->delimiter = arg_text(b, arg);
+	else if (streq(name, "null"))
+		c->null_string = arg_text(b, arg);
+	else if (streq(name, "quote"))
+		c->quote = arg_text(b, arg);
+	else if (streq(name, "escape"))
+		c->escape = arg_text(b, arg);
+	else if (streq(name, "force_null"))
+		copy_force_list(b, arg, &c->force_null, &c->nforce_null, &c->force_null_all);
+	else if (streq(name, "force_not_null"))
+		copy_force_list(b, arg, &c->force_not_null, &c->nforce_not_null,
+				&c->force_not_null_all);
 }
 
 static void

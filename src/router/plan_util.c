@@ -646,32 +646,56 @@ plan_check_session(struct pctx *c)
 	return true;
 }
 
+/* The shard of one value of the plan's key column (taken over by this function). */
+static bool
+route_key_value(const struct plan_input *in, const struct plan *p, struct ks_value *col,
+		const char **shard, struct nk_error *err)
+{
+	const struct ks_expr *e = topo_image_index_expr(in->topo, p->key.index);
+	struct ks_value key;
+	uint32_t range;
+	bool ok;
+
+	if (ks_expr_is_column(e)) {
+		ok = topo_image_route(in->topo, p->key.group, p->key.index, col, &range, err);
+	} else {
+		ok = ks_expr_eval(e, col, &key, err) &&
+		     topo_image_route(in->topo, p->key.group, p->key.index, &key, &range, err);
+		if (ok)
+			ks_value_cleanup(&key);
+	}
+	ks_value_cleanup(col);
+	if (ok)
+		*shard = topo_image_range_shard(in->topo, p->key.group, range);
+	return ok;
+}
+
 /* plan_route_text: see plan.h. */
 bool
 plan_route_text(const struct plan_input *in, const struct plan *p, const char *text,
 		size_t len, const char **shard, struct nk_error *err)
 {
-	const struct ks_expr *e = topo_image_index_expr(in->topo, p->key.index);
-	struct ks_value col, key;
-	uint32_t range;
-	bool ok;
+	struct ks_value col;
 
 	if (!p->has_key)
 		return nk_error_set(err, "XX000", "plan has no shard key");
 	if (!ks_value_from_text(p->key.col_type, text, len, &in->sess->text_ctx, &col, err))
 		return false;
-	if (ks_expr_is_column(e)) {
-		ok = topo_image_route(in->topo, p->key.group, p->key.index, &col, &range, err);
-	} else {
-		ok = ks_expr_eval(e, &col, &key, err) &&
-		     topo_image_route(in->topo, p->key.group, p->key.index, &key, &range, err);
-		if (ok)
-			ks_value_cleanup(&key);
-	}
-	ks_value_cleanup(&col);
-	if (ok)
-		*shard = topo_image_range_shard(in->topo, p->key.group, range);
-	return ok;
+	return route_key_value(in, p, &col, shard, err);
+}
+
+/* plan_route_binary: see plan.h. */
+bool
+plan_route_binary(const struct plan_input *in, const struct plan *p, const uint8_t *data,
+		  size_t len, const char **shard, struct nk_error *err)
+{
+	struct ks_value col;
+
+	if (!p->has_key)
+		return nk_error_set(err, "XX000", "plan has no shard key");
+	if (!ks_value_from_binary(p->key.col_type, data, len, &col, err))
+		return false;
+	return route_key_value(in, p, &col, shard, err);
 }
 
 const char *

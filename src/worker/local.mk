@@ -9,5 +9,7 @@ libneki_a_SOURCES += src/worker/session.c src/worker/session_startup.c \
 	src/worker/session_admin.c src/worker/wlist.c src/worker/session_sp.c
 # the executor of sharded databases (topology=yes): statement loop, shard links, texts
 libneki_a_SOURCES += src/worker/route.c src/worker/route_exec.c src/worker/route_sql.c \
-	src/worker/route_ext.c src/worker/route_merge.c src/worker/route_seq.c
-noinst_HEADERS += include/neki/session.h src/worker/session_int.h src/worker/route_int.h
+	src/worker/route_ext.c src/worker/route_merge.c src/worker/route_seq.c \
+	src/worker/route_copy.c src/worker/route_copy_row.c
+noinst_HEADERS += include/neki/session.h src/worker/session_int.h src/worker/route_int.h \
+	src/worker/route_copy_int.h

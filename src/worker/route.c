@@ -58,12 +58,17 @@ route_send(struct route *r, struct pktbuf *pb)
 	return false;
 }
 
-/* Send <err> as ErrorResponse (a client gone closes the session). */
+/* Send <err> as ErrorResponse, with a shard's CONTEXT (a client gone closes the session). */
 static void
 route_send_err(struct route *r, const struct nk_error *err)
 {
-	if (!sess_send_error(r->s, err))
-		sess_close(r->s, "client connection failed", NULL);
+	struct proto_err_field where = { 'W', err->where };
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 256);
+	pktbuf_write_error_ex(&pb, 'E', err, &where, err->where[0] != '\0' ? 1 : 0);
+	if (!route_send(r, &pb))
+		return;		/* the session is closed */
 }
 
 static bool
@@ -260,7 +265,7 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 }
 
 /* Open the Query's implicit transaction: BEGIN goes to each shard it touches. */
-static bool
+bool
 route_implicit_begin(struct route *r)
 {
 	free(r->begin_sql);
@@ -650,11 +655,6 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	struct nk_error err;
 	bool merge;
 
-	if (p->stmt->kind == STMT_COPY && p->stmt->copy != NULL && p->stmt->copy->is_from) {
-		nk_error_set(&err, "0A000", "COPY FROM through a sharded database is not "
-			     "supported yet");
-		return route_fail(r, &err);
-	}
 	if (!route_write_implicit(r, p)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_fail(r, &err);
@@ -675,6 +675,8 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	    (merge && !route_merge_setup(r, sql, &err)))
 		return route_fail(r, &err);
 	r->all_shards_ddl = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
+	if (p->stmt->kind == STMT_COPY && p->nshards > 1)
+		route_copy_out_setup(r, p->stmt->copy);
 	if (p->kind == PLAN_ALL_SHARDS || p->kind == PLAN_EVERY_COPY) {
 		r->sequential = true;
 		r->combine = p->nshards == 1 ? RX_PASS : RX_FIRST;
@@ -705,6 +707,8 @@ route_dispatch(struct route *r, const struct plan *p, const char *sql, const voi
 	}
 	if (p->kind == PLAN_ROUTER)
 		return route_action(r, p, sql, img);
+	if (p->stmt->kind == STMT_COPY && p->stmt->copy != NULL && p->stmt->copy->is_from)
+		return route_copy_from(r, p, sql, img, &err) ? RSTEP_ASYNC : route_fail(r, &err);
 	return route_shards(r, p, sql);
 }
 
@@ -1050,6 +1054,10 @@ route_exec_finished(struct route *r)
 {
 	if (r->s->state == SESS_ST_CLOSED)
 		return;
+	if (r->copy != NULL) {
+		route_copy_finished(r);
+		return;
+	}
 	if (r->after == RX_AFTER_SEQ) {
 		route_after_seq(r);
 		return;
@@ -1078,6 +1086,18 @@ route_exec_finished(struct route *r)
 	}
 	route_exec_reset(r);
 	route_stmt_end(r, true);
+}
+
+void
+route_copy_done(struct route *r, const char *tag, const struct nk_error *err)
+{
+	route_exec_reset(r);
+	if (err != NULL) {
+		(void)route_fail(r, err);
+		route_stmt_end(r, false);
+	} else if (route_reply_tag(r, tag)) {
+		route_stmt_end(r, true);
+	}
 }
 
 static void
@@ -1142,6 +1162,8 @@ route_on_pkt(struct session *s, const struct sbuf_pkt *pkt)
 {
 	struct route *r = s->route;
 
+	if (r->copy != NULL)
+		return route_copy_on_client(r, pkt);
 	switch (pkt->type) {
 	case 'Q':
 		return route_on_query(r, pkt);

@@ -223,7 +223,8 @@ route_exec_go(struct route *r)
 		if (r->sequential)
 			break;
 	}
-	sbuf_continue(link_sbuf(r->sh[r->tg[0]].link));
+	for (uint32_t i = 0; i < (r->copy != NULL ? r->ntg : 1); i++)
+		sbuf_continue(link_sbuf(r->sh[r->tg[i]].link));	/* COPY FROM reads all */
 }
 
 static void
@@ -518,6 +519,8 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 			sh->a_rows++;
 		return route_merge_feed(r, pkt) && route_skip(l, pkt);
 	}
+	if (r->cout.on && (pkt->type == 'H' || pkt->type == 'd' || pkt->type == 'c'))
+		return route_copy_out_pkt(r, l, pkt);
 	switch (pkt->type) {
 	case 'Z':
 		return route_target_done(r, sh, l, pkt);
@@ -570,6 +573,8 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 		return route_skip(l, pkt);
 	if (sh->swallow > 0)
 		return route_swallow(sh, l, pkt);
+	if (r->copy != NULL)
+		return route_copy_on_link(r, sh, l, pkt);
 	if (!sh->target || sh->done || r->pos >= r->ntg || r->tg[r->pos] != (uint32_t)(sh - r->sh))
 		return false;	/* not its turn: paused until it is */
 	return route_on_answer(r, sh, l, pkt);
@@ -615,7 +620,9 @@ route_exec_reset(struct route *r)
 		sh->nrows = sh->caprows = 0;
 	}
 	r->ntg = r->pos = 0;
+	r->cout.on = false;
 	route_merge_free(r);
+	route_copy_free(r);
 }
 
 void

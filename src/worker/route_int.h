@@ -31,6 +31,7 @@
 
 struct session;
 struct merge;
+struct rcopy;
 struct spool;
 struct event;
 struct seq_entry;
@@ -184,6 +185,13 @@ struct route {
 	struct route *seq_next;		/* in the worker's list of waiting sessions */
 	const struct plan_param *seq_params;	/* extended: the bound values (arena) */
 	uint32_t seq_nparams;
+	/* COPY (route_copy.c) */
+	struct rcopy *copy;		/* owned: COPY FROM in progress; freed with the exec */
+	struct {			/* COPY TO over several shards */
+		bool on, binary, header;
+		uint32_t pos, ndata;	/* target being read, its CopyData count */
+		uint64_t bytes;		/* its CopyData bytes */
+	} cout;
 };
 
 static inline bool
@@ -203,6 +211,13 @@ void route_session_free(struct session *s);
 bool route_on_pkt(struct session *s, const struct sbuf_pkt *pkt);
 /* The current exec ended (deferred from the last answer): combine and go on. */
 void route_exec_finished(struct route *r);
+/* Set up an exec on <uids>[0..n) running <sql> (parallel; RX_PASS for one target). */
+NK_MUSTCHECK bool route_exec_setup(struct route *r, const char *const *uids, uint32_t n,
+				   const char *sql, struct nk_error *err);
+/* Open the Query's implicit transaction (committed or rolled back at the Query's end). */
+NK_MUSTCHECK bool route_implicit_begin(struct route *r);
+/* A COPY FROM ended: <err> (NULL: none) or <tag>, then the next statement. */
+void route_copy_done(struct route *r, const char *tag, const struct nk_error *err);
 /* Send <pb> (freed) to the client; false when the client is gone (the session is closed). */
 NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
 
@@ -299,5 +314,21 @@ bool route_seq_msg(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
 bool route_seq_end(struct route *r);
 /* Session close: leave the waiters' list, end a reservation in flight. */
 void route_seq_free(struct route *r);
+/* ---- route_copy.c ---- */
+
+/* Start COPY FROM STDIN planned as <p> (<img>: the image it was planned with). */
+NK_MUSTCHECK bool route_copy_from(struct route *r, const struct plan *p, const char *sql,
+				  const void *img, struct nk_error *err);
+/* A shard's message during COPY FROM; false pauses the link. */
+bool route_copy_on_link(struct route *r, struct rshard *sh, struct link *l,
+			const struct sbuf_pkt *pkt);
+/* The client's message during COPY FROM; false pauses the client. */
+bool route_copy_on_client(struct route *r, const struct sbuf_pkt *pkt);
+/* Every target of the COPY FROM answered: report and go on. */
+void route_copy_finished(struct route *r);
+void route_copy_free(struct route *r);
+/* COPY TO over several shards: one CopyOutResponse, header, trailer and CopyDone. */
+void route_copy_out_setup(struct route *r, const struct stmt_copy *cp);
+bool route_copy_out_pkt(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
 
 #endif /* NEKI_WORKER_ROUTE_INT_H */

@@ -724,7 +724,8 @@ sess_on_work_pkt(struct session *s, const struct sbuf_pkt *pkt)
 		sess_fatal(s, "client sent too big packet");
 		return false;
 	}
-	if (s->link == NULL && (pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f')) {
+	if (s->link == NULL && s->route == NULL &&
+	    (pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f')) {
 		sbuf_skip(&s->sb, pkt->len);	/* COPY leftovers after the server gave up */
 		return true;
 	}
