@@ -455,6 +455,20 @@ route_copy_on_link(struct route *r, struct rshard *sh, struct link *l, const str
 	return true;
 }
 
+void
+route_copy_link_lost(struct route *r, struct rshard *sh)
+{
+	struct rcopy *c = r->copy;
+	uint32_t i = copy_target_of(r, sh);
+
+	if (i == r->ntg)
+		return;
+	c->t[i].st = COPY_T_ENDING;
+	copy_set_err(c, &r->err);
+	copy_abort(r, c);
+	(void)copy_target_done(r, c, i);
+}
+
 /* ---- the client's messages ---- */
 
 static void copy_wait_cb(evutil_socket_t fd, short what, void *arg);

@@ -496,6 +496,10 @@ route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 			if (r->tg[i] == idx)
 				route_detail_shards(r, &r->err, "Raised", i, i + 1);
 	}
+	if (r->copy != NULL) {
+		route_copy_link_lost(r, sh);
+		return;
+	}
 	if (r->nwait > 0 || !sh->sent || r->pos >= r->ntg || r->tg[r->pos] != idx)
 		sh->done = true;	/* passed over when its turn comes */
 	else

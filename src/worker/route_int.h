@@ -324,6 +324,8 @@ bool route_copy_on_link(struct route *r, struct rshard *sh, struct link *l,
 			const struct sbuf_pkt *pkt);
 /* The client's message during COPY FROM; false pauses the client. */
 bool route_copy_on_client(struct route *r, const struct sbuf_pkt *pkt);
+/* The link of target <sh> broke during COPY FROM (r->err says so): the others abort. */
+void route_copy_link_lost(struct route *r, struct rshard *sh);
 /* Every target of the COPY FROM answered: report and go on. */
 void route_copy_finished(struct route *r);
 void route_copy_free(struct route *r);
