@@ -210,6 +210,7 @@ enum stmt_shape {
 	STMT_SH_RETURNING_ROUTER = 1u << 12,	/* router-only call in RETURNING: 144 */
 	STMT_SH_ADVISORY_SESSION = 1u << 13,	/* a session-level advisory-lock function */
 	STMT_SH_ADVISORY_XACT = 1u << 14,	/* a transaction-level one (pg_*_xact_*) */
+	STMT_SH_VALUES_ORDER = 1u << 15,	/* INSERT ... VALUES (...) ORDER BY: 150 */
 };
 
 /* INSERT ... SELECT: one select-list entry, a column of the source or a value. */

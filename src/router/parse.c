@@ -554,6 +554,8 @@ pb_insert(struct pb *b, const cJSON *ins_node, bool top)
 	} else if (sel) {
 		uint16_t scope = pb_scope_new(b, 0);
 
+		if (jget(sel, "valuesLists") && jget(sel, "sortClause"))
+			b->s->shape |= STMT_SH_VALUES_ORDER;
 		b->s->flags |= STMT_F_FROM_SELECT;
 		pb_select(b, sel, scope, false);
 		pb_select_targets(b, sel, scope, ins);

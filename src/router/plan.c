@@ -654,7 +654,7 @@ others_follow(struct pctx *c)
 
 			if (p->res.kind == TOPO_REL_REFERENCE ? !ref_has_copy(c, p, uid)
 							       : strcmp(unsharded_shard(c, p), uid) != 0)
-				return nk_error_nk013(c->err, 113);
+				return plan_refuse_join(c);
 		}
 	}
 	return true;
@@ -676,7 +676,7 @@ decide_set_op(struct pctx *c, int first)
 		if (!c->rels[i].sharded)
 			continue;
 		if (!colocated(c, &c->rels[i], root) && &c->rels[i] != root)
-			return nk_error_nk013(c->err, 113);
+			return plan_refuse_join(c);
 		all = all || !p->bits;
 		if (p->bits && !plan_shards_from_bits(c, p->res.group, p->bits))
 			return false;
@@ -724,7 +724,7 @@ decide_sharded(struct pctx *c, int first)
 		if (!plan_shards_from_bits(c, p->res.group, p->bits))
 			return false;
 		if (!p->bits || c->out->nshards != 1)
-			return nk_error_nk013(c->err, 113);
+			return plan_refuse_join(c);
 	}
 	plan_set_single(c, c->out->shards[0], PLAN_OP_EQUAL_UNIQUE);
 	return others_follow(c);
@@ -847,7 +847,30 @@ check_multi_shard(struct pctx *c)
 	return true;
 }
 
-/* UPDATE / DELETE / MERGE shape checks on a sharded target. */
+/* A table of the FROM / USING list of an UPDATE / DELETE (top scope, not the target). */
+static bool
+has_dml_source(const struct pctx *c)
+{
+	if (c->s->kind != STMT_UPDATE && c->s->kind != STMT_DELETE)
+		return false;
+	for (uint32_t i = 0; i < c->nrels; i++)
+		if (!c->rels[i].r->is_target && c->rels[i].r->scope == 0 && !c->rels[i].r->is_cte_ref)
+			return true;
+	return false;
+}
+
+/* plan_refuse_join: see plan_int.h. */
+bool
+plan_refuse_join(struct pctx *c)
+{
+	return nk_error_nk013(c->err, has_dml_source(c) ? 103 : 113);
+}
+
+/*
+ * UPDATE / DELETE / MERGE shape checks on a sharded target: assigning the shard key or a
+ * column a global secondary index declares (145, the router keeps no lookup rows in step);
+ * DELETE with RETURNING or USING on the owner of an enabled GSI (104).
+ */
 static bool
 check_dml(struct pctx *c)
 {
@@ -858,8 +881,12 @@ check_dml(struct pctx *c)
 	if (!t || !t->r->is_target || !t->sharded)
 		return true;
 	for (uint32_t i = 0; i < c->s->nset_cols; i++)
-		if (c->s->set_cols[i] && strcmp(c->s->set_cols[i], t->key_col) == 0)
+		if (c->s->set_cols[i] && (strcmp(c->s->set_cols[i], t->key_col) == 0 ||
+					  plan_owner_gsi(c, t, c->s->set_cols[i])))
 			return nk_error_nk013(c->err, 145);
+	if (c->s->kind == STMT_DELETE && plan_owner_gsi(c, t, NULL) &&
+	    ((c->s->flags & STMT_F_RETURNING) || has_dml_source(c)))
+		return nk_error_nk013(c->err, 104);
 	return true;
 }
 

@@ -146,6 +146,8 @@ insert_select(struct pctx *c, struct prel *t, int pos)
 	uint32_t range;
 	bool ok;
 
+	if (c->s->shape & STMT_SH_VALUES_ORDER)
+		return nk_error_nk013(c->err, 150);	/* the router would order the rows */
 	if (c->s->flags & STMT_F_ON_CONFLICT_UPDATE)
 		return nk_error_nk013(c->err, 117);
 	if ((uint32_t)pos >= ins->nselect_targets)

@@ -283,17 +283,22 @@ is_utf8_name(const char *enc)
 	return streq(buf, "utf8") || streq(buf, "unicode");
 }
 
-/* The table owns an enabled global secondary index (COPY would not maintain it). */
-static bool
-owns_enabled_gsi(const struct pctx *c, const struct prel *p)
+/* plan_owner_gsi: see plan_int.h. */
+bool
+plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *column)
 {
 	struct topo_img_gsi g;
 
 	for (uint32_t i = 0; i < topo_image_gsi_count(c->img); i++) {
 		topo_image_gsi(c->img, i, &g);
-		if (g.enabled && streq(g.db, c->in->sess->db) && streq(g.owner_table, p->r->name) &&
-		    (!g.schema || streq(g.schema, p->schema)))
+		if (!streq(g.db, c->in->sess->db) || !streq(g.owner_table, p->r->name) ||
+		    (g.schema && !streq(g.schema, p->schema)))
+			continue;
+		if (!column && g.enabled)
 			return true;
+		for (uint32_t k = 0; column && k < topo_image_list_len(c->img, g.columns); k++)
+			if (streq(topo_image_list_str(c->img, g.columns, k), column))
+				return true;
 	}
 	return false;
 }
@@ -366,7 +371,7 @@ copy_sharded(struct pctx *c, struct prel *p)
 		return nk_error_nk013(c->err, 53);
 	if (p->expr->ncolumns > 1)
 		return nk_error_nk013(c->err, 45);
-	if (owns_enabled_gsi(c, p))
+	if (plan_owner_gsi(c, p, NULL))
 		return nk_error_nk013(c->err, 44);
 	if (copy_omits_sequence(c, p))
 		return nk_error_nk013(c->err, 51);

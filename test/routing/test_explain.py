@@ -3,7 +3,8 @@ EXPLAIN through neki on the storefront (4 data shards + authoritative, fixtures 
 test_routing.py): EXPLAIN (NEKI_PLAN [, ANALYZE] [, FORMAT TEXT|JSON]) with the spec's
 operator names and fields, ANALYZE running the statement and reporting each shard's actual
 rows and time, plain EXPLAIN of a single-route statement answered by that shard, NK017 for
-the others, and the refusals 30-33.
+the others, and the refusals 30-33; then NK013 codes of the planner that reach a session
+(103, 104, 145 for a GSI column, 150, 333).
 """
 import json
 import re
@@ -157,3 +158,24 @@ def test_renaming_an_enum_label_of_a_shard_key_is_333(store):
         finally:
             cur.execute("DROP TABLE orders_by_id")
             cur.execute("DROP TYPE order_ref, mood")
+
+
+@pytest.mark.parametrize("sql,code,sentence", [
+    ("DELETE FROM order_items i USING products p WHERE i.sku = p.sku", 103,
+     "This DML source join cannot be planned safely."),
+    ("UPDATE order_items i SET qty = 1 FROM products p WHERE p.sku = i.sku", 103,
+     "This DML source join cannot be planned safely."),
+    # orders owns the enabled GSI orders_by_id (topology-storefront.json)
+    ("DELETE FROM orders WHERE customer_id = 1 RETURNING id", 104,
+     "This mutation cannot maintain active secondary indexes."),
+    ("DELETE FROM orders o USING order_items i WHERE i.customer_id = o.customer_id "
+     "AND o.customer_id = 1", 104, "This mutation cannot maintain active secondary indexes."),
+    ("UPDATE orders SET id = 5 WHERE customer_id = 1", 145,
+     "Updating an index column is unavailable."),
+    ("INSERT INTO customers (id, name) VALUES (1, 'a'), (2, 'b') ORDER BY 2 DESC", 150,
+     "This ORDER BY expression is unavailable for VALUES."),
+])
+def test_planner_refusals_reach_the_client(store, sql, code, sentence):
+    err = nk_error(store, sql)
+    assert err.diag.sqlstate == "NK013"
+    assert err.diag.message_primary == f"not implemented: [{code}] {sentence}"
