@@ -10,6 +10,7 @@ libneki_a_SOURCES += src/worker/session.c src/worker/session_startup.c \
 # the executor of sharded databases (topology=yes): statement loop, shard links, texts
 libneki_a_SOURCES += src/worker/route.c src/worker/route_exec.c src/worker/route_sql.c \
 	src/worker/route_ext.c src/worker/route_merge.c src/worker/route_seq.c \
-	src/worker/route_copy.c src/worker/route_copy_row.c
+	src/worker/route_copy.c src/worker/route_copy_row.c \
+	src/worker/route_prep.c
 noinst_HEADERS += include/neki/session.h src/worker/session_int.h src/worker/route_int.h \
 	src/worker/route_copy_int.h

@@ -41,6 +41,7 @@ enum rstep {
 	RSTEP_DONE = 0,		/* answered; go on with the next statement */
 	RSTEP_ASYNC,		/* an exec runs; route_exec_finished() goes on */
 	RSTEP_STOP,		/* an error was sent; the rest of the Query is skipped */
+	RSTEP_REDO,		/* EXECUTE: plan r->redo_sql in its place */
 };
 
 static struct plan_cache *route_cache;	/* the worker's plan cache */
@@ -551,6 +552,60 @@ route_analyze_reply(struct route *r)
 							   &act), r->analyze_json) == RSTEP_DONE;
 }
 
+/*
+ * PREPARE / EXECUTE / DEALLOCATE (kept by the router: route_prep.c), LISTEN (refused),
+ * UNLISTEN, NOTIFY (the authoritative shard), DISCARD ALL.
+ */
+static enum rstep
+route_session_stmt(struct route *r, const char *tag, const char *sql, const void *img)
+{
+	struct nk_error err;
+	bool all;
+
+	nk_error_clear(&err);
+	if (r->ext_exec && (route_streq(tag, "PrepareStmt") || route_streq(tag, "ExecuteStmt") ||
+			    route_streq(tag, "DeallocateStmt"))) {
+		nk_error_set(&err, "0A000", "SQL-level PREPARE, EXECUTE and DEALLOCATE need the "
+			     "simple query protocol on a sharded database");
+		nk_error_hint(&err, "Use the extended protocol's own prepared statements.");
+		return route_fail(r, &err);
+	}
+	if (route_streq(tag, "PrepareStmt"))
+		return !route_prepare(r, sql, &err) ? route_fail(r, &err) :
+		       route_reply_tag(r, "PREPARE") ? RSTEP_DONE : RSTEP_STOP;
+	if (route_streq(tag, "ExecuteStmt")) {
+		free(r->redo_sql);
+		if ((r->redo_sql = route_execute_sql(r, sql, &err)) == NULL)
+			return route_fail(r, &err);
+		return RSTEP_REDO;
+	}
+	if (route_streq(tag, "DeallocateStmt"))
+		return !route_deallocate(r, sql, &all, &err) ? route_fail(r, &err) :
+		       route_reply_tag(r, all ? "DEALLOCATE ALL" : "DEALLOCATE") ? RSTEP_DONE :
+		       RSTEP_STOP;
+	if (route_streq(tag, "UnlistenStmt"))	/* never listening (LISTEN is refused) */
+		return route_reply_tag(r, "UNLISTEN") ? RSTEP_DONE : RSTEP_STOP;
+	if (route_streq(tag, "NotifyStmt")) {
+		const char *uid = topo_image_group_shard(img, topo_image_authoritative(img), 0);
+
+		if (!route_exec_setup(r, &uid, 1, sql, &err))
+			return route_fail(r, &err);
+		return route_exec_run(r);
+	}
+	if (route_streq(tag, "DiscardStmt") && strncasecmp(sql, "discard all", 11) == 0) {
+		route_forget_sets(r);
+		route_prep_free(r);
+		return route_reply_tag(r, "DISCARD ALL") ? RSTEP_DONE : RSTEP_STOP;
+	}
+	nk_error_set(&err, "0A000", "%s is not supported on a sharded database", tag);
+	if (route_streq(tag, "ListenStmt"))
+		nk_error_hint(&err, "LISTEN needs a server connection held for the session: listen "
+			      "on the authoritative shard's database directly (a pass-through "
+			      "[databases] entry in session pooling); NOTIFY through neki reaches "
+			      "it.");
+	return route_fail(r, &err);
+}
+
 static enum rstep
 route_action(struct route *r, const struct plan *p, const char *sql, const void *img)
 {
@@ -573,11 +628,8 @@ route_action(struct route *r, const struct plan *p, const char *sql, const void 
 	case PLAN_ACT_EXPLAIN:
 		return route_explain(r, p, sql);
 	case PLAN_ACT_SESSION:
-		if (p->stmt->tag != NULL && route_streq(p->stmt->tag, "DiscardStmt") &&
-		    strncasecmp(sql, "discard all", 11) == 0) {
-			route_forget_sets(r);
-			return route_reply_tag(r, "DISCARD ALL") ? RSTEP_DONE : RSTEP_STOP;
-		}
+		if (p->stmt->tag != NULL)
+			return route_session_stmt(r, p->stmt->tag, sql, img);
 		/* FALLTHROUGH */
 	default:
 		nk_error_set(&err, "0A000", "%s is not supported on a sharded database",
@@ -871,6 +923,14 @@ route_next(struct route *r)
 		}
 		rc = route_stmt(r, sql, r->nspans > 1, NULL, 0);
 		free(sql);
+		if (rc == RSTEP_REDO) {		/* EXECUTE: its statement with the arguments */
+			sql = r->redo_sql;
+			r->redo_sql = NULL;
+			rc = route_stmt(r, sql, r->nspans > 1, NULL, 0);
+			free(sql);
+			if (rc == RSTEP_REDO)	/* EXECUTE of an EXECUTE */
+				rc = RSTEP_STOP;
+		}
 		if (rc == RSTEP_ASYNC || r->s->state == SESS_ST_CLOSED)
 			return;
 		if (rc == RSTEP_STOP)
@@ -1222,6 +1282,8 @@ route_session_free(struct session *s)
 	route_exec_reset(r);
 	route_forget_sets(r);
 	route_ext_free(r);
+	route_prep_free(r);
+	free(r->redo_sql);
 	free(r->ext_msg);
 	if (r->ev != NULL)
 		event_free(r->ev);

@@ -65,6 +65,14 @@ struct rstmt {
 	uint16_t noids;
 };
 
+/* A statement of SQL-level PREPARE (route_prep.c). */
+struct rprep {
+	struct rprep *next;
+	char *name, *body;		/* owned */
+	char **types;			/* owned: declared parameter types (text) */
+	uint32_t ntypes, nparams;
+};
+
 /* The bound portal (Bind): its statement's text and the Bind after the two names. */
 struct rportal {
 	bool valid;
@@ -134,6 +142,8 @@ struct route {
 	uint64_t query_start_us;	/* the running Query / batch began (query_timeout) */
 	bool ext_failed;		/* extended protocol: an error, skip up to Sync */
 	struct rstmt *stmts;		/* owned: extended-protocol statements */
+	struct rprep *preps;		/* owned: SQL-level PREPAREd statements */
+	char *redo_sql;			/* owned: EXECUTE's statement, planned next */
 	struct rportal portal;		/* the (one) bound portal */
 	bool ext_exec;			/* the current exec runs an extended-protocol batch */
 	bool ext_portal_describe;	/* ... that only describes a portal (no 't') */
@@ -278,6 +288,20 @@ void route_error_from_msg(const uint8_t *msg, uint32_t len, struct nk_error *out
 /* Append "<word> on shards a, b" of the targets [0, upto) to <err>'s DETAIL. */
 void route_detail_shards(struct route *r, struct nk_error *err, const char *what,
 			 uint32_t from, uint32_t upto);
+
+/* The end of the comment, quoted string or dollar-quoted string at <p> (p itself when none). */
+const char *route_sql_skip_token(const char *sql, const char *p);
+
+/* ---- route_prep.c ---- */
+
+/* PREPARE name [(types)] AS stmt: kept for the session (its syntax checked now). */
+NK_MUSTCHECK bool route_prepare(struct route *r, const char *sql, struct nk_error *err);
+/* EXECUTE name [(args)]: the statement's text with the arguments (malloc'd), NULL on error. */
+char *route_execute_sql(struct route *r, const char *sql, struct nk_error *err);
+/* DEALLOCATE [PREPARE] name | ALL (*all set for ALL). */
+NK_MUSTCHECK bool route_deallocate(struct route *r, const char *sql, bool *all,
+				   struct nk_error *err);
+void route_prep_free(struct route *r);
 
 /* ---- route_merge.c ---- */
 

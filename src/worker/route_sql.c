@@ -263,3 +263,9 @@ route_detail_shards(struct route *r, struct nk_error *err, const char *what, uin
 			     i > from ? ", " : "", r->sh[r->tg[i]].uid, i + 1 == upto ? "." : "");
 	}
 }
+
+const char *
+route_sql_skip_token(const char *sql, const char *p)
+{
+	return rsql_skip_token(sql, p);
+}

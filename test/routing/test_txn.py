@@ -451,3 +451,75 @@ def test_query_wait_timeout(strict):
         holder.execute("COMMIT")
     finally:
         holder.close()
+
+
+# ---- PREPARE / EXECUTE / DEALLOCATE, LISTEN / NOTIFY ------------------------------------
+
+def test_sql_prepare_execute_routes_by_the_arguments(store):
+    sqls = ["PREPARE q(bigint) AS SELECT id, name FROM customers WHERE id = $1",
+            "EXECUTE q(3)", "EXECUTE q(17)", "EXECUTE q('12')",
+            "PREPARE u AS SELECT name, $2::text AS tag FROM customers WHERE id = $1",
+            "EXECUTE u(4, 'a;b $1')", "EXECUTE u(1)", "EXECUTE nope(1)",
+            "PREPARE q AS SELECT 1", "PREPARE bad AS EXECUTE q(1)", "DEALLOCATE q",
+            "EXECUTE q(3)", "DEALLOCATE PREPARE u", "DEALLOCATE u", "DEALLOCATE ALL"]
+    out = []
+    for connect in (store.connect, store.ref):
+        with connect() as conn:
+            cur = psycopg.ClientCursor(conn)
+            res = []
+            for sql in sqls:
+                try:
+                    cur.execute(sql)
+                    res.append((cur.statusmessage,
+                                cur.fetchall() if cur.description is not None else None))
+                except psycopg.Error as e:
+                    res.append(("ERROR " + e.diag.sqlstate, None))
+            out.append(res)
+    assert out[0] == out[1], list(zip(sqls, out[0], out[1]))
+    # a write lands on the shard its argument names
+    with store.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("PREPARE ins(bigint, text) AS INSERT INTO customers VALUES ($1, $2, 'FR') "
+                    "RETURNING id")
+        try:
+            for cid in (501, 502, 503, 504):
+                cur.execute(f"EXECUTE ins({cid}, 'prepared {cid}')")
+                assert cur.statusmessage == "INSERT 0 1" and cur.fetchall() == [(cid,)]
+                assert store.shard_rows(shard_of(store, cid), "SELECT name FROM customers "
+                                        f"WHERE id = {cid}") == [(f"prepared {cid}",)]
+        finally:
+            cur.execute("DELETE FROM customers WHERE id BETWEEN 501 AND 504")
+
+
+def test_prepare_needs_the_simple_protocol(store):
+    with store.connect() as conn:
+        with pytest.raises(psycopg.Error) as ei:
+            conn.execute("PREPARE x AS SELECT %s::int", (1,))
+        assert ei.value.diag.sqlstate == "0A000"
+
+
+def test_notify_reaches_listeners_of_the_authoritative_shard(store):
+    got = []
+    with store.cluster.connect("auth", dbname=store.db) as listener:
+        listener.add_notify_handler(lambda n: got.append((n.channel, n.payload)))
+        listener.execute("LISTEN neki_chan")
+        with store.connect() as conn:
+            cur = psycopg.ClientCursor(conn)
+            cur.execute("NOTIFY neki_chan, 'one'")
+            cur.execute("BEGIN")
+            cur.execute("UPDATE customers SET name = name WHERE id = 2")
+            cur.execute("NOTIFY neki_chan, 'two'")
+            cur.execute("COMMIT")
+            cur.execute("BEGIN; NOTIFY neki_chan, 'never'; ROLLBACK")
+            cur.execute("UNLISTEN *")
+            assert cur.statusmessage == "UNLISTEN"
+            with pytest.raises(psycopg.Error) as ei:
+                cur.execute("LISTEN neki_chan")
+            assert ei.value.diag.sqlstate == "0A000"
+            assert "authoritative" in (ei.value.diag.message_hint or "")
+
+        def two():
+            listener.execute("SELECT 1")
+            return len(got) >= 2
+        wait_until(two, 10, interval=0.1, what="the notifications")
+        assert got == [("neki_chan", "one"), ("neki_chan", "two")]
