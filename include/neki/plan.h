@@ -155,6 +155,9 @@ struct plan_fill {
 	const char *home;		/* uid of the sequence's home shard (reserve there) */
 	int64_t cache;			/* the sequence's CACHE; 0 unknown */
 	bool is_key;			/* the shard key: rows route by their new value */
+	int32_t cell;			/* -1: added to the INSERT; >= 0: the INSERT gives the
+					 * column in this cell of each row, and only its DEFAULT
+					 * cells take the values */
 };
 
 /* A nextval('seq') call the router evaluates: the executor replaces the call's text. */

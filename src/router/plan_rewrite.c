@@ -378,12 +378,54 @@ put_columns(struct rw *w, const struct ptok *t, const struct ins_shape *sh)
 			put_ident(w, w->p->cols[i]);
 		}
 	}
-	for (uint32_t f = 0; f < w->p->nfills; f++, first = false) {
+	for (uint32_t f = 0; f < w->p->nfills; f++) {
+		if (w->p->fills[f].cell >= 0)
+			continue;	/* listed already */
 		if (!first)
 			puts_(w, ", ");
 		put_ident(w, w->p->fills[f].column);
+		first = false;
 	}
 	puts_(w, ")");
+}
+
+/* The fill whose given cell is <cell>, or -1. */
+static int32_t
+fill_of_cell(const struct plan *p, uint32_t cell)
+{
+	for (uint32_t f = 0; f < p->nfills; f++)
+		if (p->fills[f].cell == (int32_t)cell)
+			return (int32_t)f;
+	return -1;
+}
+
+/* Copy row <r> replacing the DEFAULT cells of given fill columns by their values. */
+static void
+copy_row(struct rw *w, const struct ptok *t, const struct ins_shape *sh, uint32_t r,
+	 const int64_t *values)
+{
+	uint32_t open = sh->row_open[r], close = sh->row_close[r], pos = t[open].start, cell = 0;
+	int depth = 0;
+
+	for (uint32_t k = open + 1; k < close; k++) {
+		int32_t f;
+
+		if (ptok_is(w->sql, &t[k], "(") || ptok_is(w->sql, &t[k], "["))
+			depth++;
+		else if (ptok_is(w->sql, &t[k], ")") || ptok_is(w->sql, &t[k], "]"))
+			depth--;
+		else if (depth == 0 && ptok_is(w->sql, &t[k], ","))
+			cell++;
+		else if (depth == 0 && ptok_is(w->sql, &t[k], "default") &&
+			 (k == open + 1 || ptok_is(w->sql, &t[k - 1], ",")) &&
+			 (k + 1 == close || ptok_is(w->sql, &t[k + 1], ",")) &&
+			 (f = fill_of_cell(w->p, cell)) >= 0) {
+			copy_span(w, pos, t[k].start);
+			put_int(w, values[(size_t)f * w->p->nrows + r]);
+			pos = t[k].start + t[k].len;
+		}
+	}
+	copy_span(w, pos, t[close].start);
 }
 
 static void
@@ -392,10 +434,13 @@ put_row(struct rw *w, const struct ptok *t, const struct ins_shape *sh, uint32_t
 {
 	bool empty = sh->row_close[r] == sh->row_open[r] + 1;
 
-	copy_span(w, t[sh->row_open[r]].start, t[sh->row_close[r]].start);
+	copy_row(w, t, sh, r, values);
 	for (uint32_t f = 0; f < w->p->nfills; f++) {
-		if (f > 0 || !empty)
+		if (w->p->fills[f].cell >= 0)
+			continue;
+		if (!empty)
 			puts_(w, ", ");
+		empty = false;
 		put_int(w, values[(size_t)f * w->p->nrows + r]);
 	}
 	puts_(w, ")");

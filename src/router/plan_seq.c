@@ -65,8 +65,30 @@ add_fill(struct pctx *c, struct prel *t, const struct cat_column *col)
 	if (!f->column || !f->seq_schema || !f->seq_name)
 		return nk_error_set(c->err, "53200", "out of memory");
 	f->is_key = t->sharded && strcmp(col->name, t->key_col) == 0;
+	f->cell = -1;
 	o->route_by_fill = o->route_by_fill || f->is_key;
 	return seq_home(c, f->seq_schema, f->seq_name, t, &f->home, &f->cache);
+}
+
+/*
+ * The cell of a given column <name> (attnum) in each VALUES row when some row says DEFAULT
+ * there (the shard would draw from its own copy of the sequence); -1 otherwise.
+ */
+static int32_t
+default_cell(const struct stmt_insert *ins, const char *name, uint32_t attnum)
+{
+	uint32_t cell = attnum - 1;
+
+	if (ins->cols)
+		for (cell = 0; cell < ins->ncols; cell++)
+			if (ins->cols[cell] && strcmp(ins->cols[cell], name) == 0)
+				break;
+	if (cell >= ins->ncols)
+		return -1;
+	for (uint32_t r = 0; r < ins->nrows; r++)
+		if (ins->rows[r].cells[cell].kind == STMT_V_DEFAULT)
+			return (int32_t)cell;
+	return -1;
 }
 
 /* The columns positional VALUES give (the executor writes them out with the fills). */
@@ -104,11 +126,17 @@ plan_fills(struct pctx *c, struct prel *t)
 		return true;	/* an unsharded table's shard holds its sequences (spec 2.3) */
 	for (uint32_t attnum = 1; cat->column(cat->arg, t->schema, t->r->name, attnum, &col);
 	     attnum++) {
-		if (!col.seq.name || col.generated || (!col.identity && !col.has_default) ||
-		    column_given(ins, col.name, attnum))
+		int32_t cell = -1;
+
+		if (!col.seq.name || col.generated || (!col.identity && !col.has_default))
+			continue;
+		if (column_given(ins, col.name, attnum) &&
+		    ((t->sharded && strcmp(col.name, t->key_col) == 0) ||	/* DEFAULT: 120 */
+		     (cell = default_cell(ins, col.name, attnum)) < 0))
 			continue;
 		if (!add_fill(c, t, &col))
 			return false;
+		c->out->fills[c->out->nfills - 1].cell = cell;
 	}
 	if (c->out->nfills == 0)
 		return true;

@@ -193,6 +193,12 @@ def test_serial_column_filled_key_given(seqdb):
     # positional VALUES (owner only): id filled too
     got = seqdb.run("INSERT INTO items VALUES (7) RETURNING id")
     assert got[0][0] not in ids
+    # DEFAULT in the listed column: the router's value too, never the shard's own sequence
+    got = seqdb.run("INSERT INTO items (owner, id, note) VALUES (31, DEFAULT, 'd'), "
+                    "(32, 5000000, 'e'), (33, default, 'f') RETURNING id")
+    assert got[1][0] == 5000000 and len({r[0] for r in got} | set(ids)) == 8
+    for server in seqdb.cluster.shards:
+        assert seqdb.on(server, "SELECT is_called FROM items_id_seq") == [(False,)]
 
 
 def test_nextval_in_values_and_select(seqdb):

@@ -1054,6 +1054,32 @@ START_TEST(test_fill_omitted_serial)
 }
 END_TEST
 
+/* DEFAULT in a given serial column's cell takes the router's value (not the shard's). */
+START_TEST(test_fill_default_cells)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	const char *sql = "INSERT INTO orders (customer_id, id, status) VALUES (1, DEFAULT, "
+			  "'a'), (1, 7, 'b'), (1, default, coalesce(NULL, 'c'))";
+	static const int64_t vals[] = { 501, 502, 503 };
+
+	ck_assert_msg(plan_sql(&fx, sql, NULL, NULL, 0, &p, &err), "%s", err.message);
+	ck_assert_uint_eq(p.nfills, 1);
+	ck_assert_str_eq(p.fills[0].column, "id");
+	ck_assert_int_eq(p.fills[0].cell, 1);
+	ck_assert_str_eq(plan_rewrite(fx.a, sql, &p, NULL, vals, NULL, &err),
+			 "INSERT INTO orders (customer_id, id, status) OVERRIDING SYSTEM VALUE "
+			 "VALUES (1, 501, 'a'), (1, 7, 'b'), (1, 503, coalesce(NULL, 'c'))");
+	rt_fx_done(&fx);
+	/* no DEFAULT cell: nothing to fill */
+	ck_assert_msg(plan_sql(&fx, "INSERT INTO orders (customer_id, id) VALUES (1, 2)", NULL,
+			       NULL, 0, &p, &err), "%s", err.message);
+	ck_assert_uint_eq(p.nfills, 0);
+	rt_fx_done(&fx);
+}
+END_TEST
+
 START_TEST(test_fill_positional_and_reference)
 {
 	struct rt_fx fx;
@@ -1476,6 +1502,7 @@ router_add_plan_tests(Suite *s)
 	tcase_add_test(tc, test_explain_analyze_actuals);
 	tcase_add_test(tc, test_insert_parts);
 	tcase_add_test(tc, test_fill_omitted_serial);
+	tcase_add_test(tc, test_fill_default_cells);
 	tcase_add_test(tc, test_fill_positional_and_reference);
 	tcase_add_test(tc, test_fill_shard_key);
 	tcase_add_test(tc, test_nextval_calls);
