@@ -224,6 +224,27 @@ def test_nextval_in_values_and_select(seqdb):
     assert seqdb.on("auth", "SELECT last_value FROM ticket")[0][0] >= rows[1][1]
 
 
+def test_prepare_execute_and_multi_statement(seqdb):
+    """SQL-level PREPARE/EXECUTE and a multi-statement Query (one implicit transaction)."""
+    with seqdb.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("PREPARE ins(text) AS INSERT INTO events (payload) VALUES ($1) "
+                    "RETURNING id, payload")
+        a = cur.execute("EXECUTE ins('p1')").fetchall()
+        b = cur.execute("EXECUTE ins('p2')").fetchall()
+        assert [a[0][1], b[0][1]] == ["p1", "p2"] and a[0][0] < b[0][0]
+        conn.pgconn.send_query(b"INSERT INTO events (payload) VALUES ('m1'); "
+                               b"INSERT INTO items (owner, note) VALUES (41, 'm2') RETURNING id")
+        results = []
+        while (res := conn.pgconn.get_result()) is not None:
+            results.append(res)
+        assert [r.status for r in results] == [psycopg.pq.ExecStatus.COMMAND_OK,
+                                               psycopg.pq.ExecStatus.TUPLES_OK]
+    assert seqdb.run("SELECT count(*) FROM events WHERE payload IN ('p1', 'p2', 'm1')") == \
+        [(3,)]
+    seqdb.check_placement("events", "id")
+
+
 def test_reference_table_serial_same_on_every_copy(seqdb):
     rows = seqdb.run("INSERT INTO kinds (name) VALUES ('x'), ('y') RETURNING id, name")
     assert [r[1] for r in rows] == ["x", "y"]
