@@ -36,7 +36,8 @@ def store(pg_cluster):
     for server in pg_cluster.servers:
         pg_cluster.sql(server, f'CREATE DATABASE "{db}"')
     auth = f"auth = host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"
-    inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction"},
+    inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction",
+                          "ignore_startup_parameters": "extra_float_digits"},   # (JDBC)
                 databases={db: f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db} "
                                "topology=yes"},
                 shards=pg_cluster.shards_section(dbname=db) + "\n" + auth)
@@ -523,3 +524,73 @@ def test_notify_reaches_listeners_of_the_authoritative_shard(store):
             return len(got) >= 2
         wait_until(two, 10, interval=0.1, what="the notifications")
         assert got == [("neki_chan", "one"), ("neki_chan", "two")]
+
+
+# ---- client drivers: JDBC and node-postgres route by the bound value -------------------
+
+CLIENTS = Path(__file__).resolve().parent.parent / "clients"
+
+
+def decoys(store, ids):
+    """A row with each id on a shard it does not route to: reading from the wrong shard
+    would see it."""
+    for cid in ids:
+        home = shard_of(store, cid)
+        wrong = next(s for s in store.cluster.shards if s != home)
+        store.cluster.sql(wrong, f"INSERT INTO customers VALUES ({cid}, 'decoy', 'FR')",
+                          dbname=store.db)
+
+
+def check_driver_output(store, out, ids, prefix):
+    lines = [line.split("|") for line in out.strip().splitlines()]
+    assert [line[0] for line in lines] == [str(i) for i in ids], out
+    for cid, first, second, count in lines:
+        assert (first, second, count) == (f"{prefix} {cid}", f"{prefix} upd {cid}", "1"), out
+        home = shard_of(store, int(cid))
+        assert store.shard_rows(home, f"SELECT name FROM customers WHERE id = {cid}") == \
+            [(f"{prefix} upd {cid}",)]
+
+
+def drop_ids_everywhere(store, ids):
+    for server in store.cluster.shards:
+        store.cluster.sql(server, "DELETE FROM customers WHERE id IN "
+                          f"({', '.join(map(str, ids))})", dbname=store.db)
+
+
+def test_jdbc_parameters_route_by_the_bound_value(store):
+    import shutil
+    import subprocess
+    jar = "/usr/share/java/postgresql.jar"
+    if shutil.which("java") is None or not Path(jar).exists():
+        pytest.skip("java or libpostgresql-jdbc-java is not installed")
+    ids = [601, 602, 603, 604, 605, 606]
+    decoys(store, ids)
+    try:
+        url = (f"jdbc:postgresql://127.0.0.1:{store.neki.port}/{store.db}?user=postgres"
+               "&prepareThreshold=1&sslmode=disable")
+        res = subprocess.run(["java", "-cp", jar, str(CLIENTS / "jdbc" / "ShardedRoute.java"),
+                              url] + [str(i) for i in ids],
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr[-3000:]
+        check_driver_output(store, res.stdout, ids, "jdbc")
+    finally:
+        drop_ids_everywhere(store, ids)
+
+
+def test_node_postgres_parameters_route_by_the_bound_value(store):
+    import subprocess
+    from test_session import node_pg_path
+    path = node_pg_path()
+    if path is None:
+        pytest.skip("node-postgres (npm pg) is not installed; set NEKI_NODE_PATH")
+    ids = [701, 702, 703, 704, 705, 706]
+    decoys(store, ids)
+    try:
+        res = subprocess.run(["node", str(CLIENTS / "node" / "sharded_route.js"),
+                              str(store.neki.port), store.db] + [str(i) for i in ids],
+                             capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "NODE_PATH": path})
+        assert res.returncode == 0, res.stderr[-3000:]
+        check_driver_output(store, res.stdout, ids, "node")
+    finally:
+        drop_ids_everywhere(store, ids)
