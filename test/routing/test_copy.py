@@ -432,6 +432,32 @@ def test_client_copy_fail_aborts(twin):
         assert conn.execute("SELECT count(*) FROM customers").fetchone() == (0,)
 
 
+def test_shard_lost_mid_copy_aborts_every_shard(twin):
+    victim = twin.cluster.shards[0]
+    with twin.connect() as conn:
+        with pytest.raises(psycopg.Error) as ei:
+            with conn.cursor() as cur:
+                with cur.copy("COPY customers FROM STDIN") as cp:
+                    cp.write(text_rows(CUST[:100]))
+
+                    def copying():
+                        return twin.shard_rows(victim, "SELECT count(*) FROM pg_stat_activity "
+                                                       "WHERE query LIKE 'COPY customers%'")[0][0]
+                    wait_until(lambda: copying() == 1, 10, what="the shard's COPY")
+                    twin.shard_rows(victim, "SELECT pg_terminate_backend(pid) FROM "
+                                            "pg_stat_activity WHERE query LIKE 'COPY customers%'")
+                    wait_until(lambda: copying() == 0, 10, what="the backend's end")
+                    cp.write(text_rows(CUST[100:]))
+        assert ei.value.diag.sqlstate in ("57P01", "08006"), str(ei.value)
+        assert victim in (ei.value.diag.message_detail or "") + str(ei.value)
+        # the session goes on: a new link to that shard
+        twin.copy_in("COPY customers FROM STDIN", text_rows(CUST[:20]), conn=conn)
+        assert conn.execute("SELECT count(*) FROM customers").fetchone() == (20,)
+    for server in twin.cluster.shards:
+        ids = [r[0] for r in twin.shard_rows(server, "SELECT id FROM customers")]
+        assert all(i <= 20 for i in ids), server
+
+
 # ---- rejections --------------------------------------------------------------------------
 
 def test_copy_rejections(store):
@@ -554,7 +580,9 @@ def test_copy_large_input_memory_stays_flat(store):
     elapsed = time.monotonic() - t0
     after = {p: rss_kb(p) for p in pids}
     growth = max(after[p] - before[p] for p in pids)
-    assert growth < 50 * 1024, (before, after)
+    if "asan" not in str(store.neki.binary if hasattr(store.neki, "binary") else
+                         os.environ.get("NEKI_BIN", "")):
+        assert growth < 50 * 1024, (before, after)      # (ASan's quarantine holds frees)
     counts = store.per_shard("SELECT count(*) FROM events")
     assert sum(c[0][0] for c in counts.values()) == 1050000
     assert all(c[0][0] > 150000 for c in counts.values()), counts
