@@ -29,6 +29,7 @@ struct merge_options {
 	const char *collation;	/* the database's LC_COLLATE; NULL, "C", "POSIX", "C.UTF-8": bytes */
 	int64_t limit;		/* plan_merge_bind(): -1 = none */
 	int64_t offset;		/* 0 = none */
+	bool omit_rowdesc;	/* extended protocol without Describe: no RowDescription out */
 };
 
 enum merge_state {

@@ -45,6 +45,7 @@ merge_new(const struct plan_merge *spec, uint32_t nshards, const struct merge_op
 	m->nshards = nshards;
 	m->limit = opt ? opt->limit : -1;
 	m->offset = opt && opt->offset > 0 ? opt->offset : 0;
+	m->omit_rowdesc = opt && opt->omit_rowdesc;
 	m->buffered = spec->grouped || (spec->distinct && !spec->distinct_on);
 	if (opt && !byte_order_locale(opt->collation)) {
 		m->loc = newlocale(LC_COLLATE_MASK, opt->collation, (locale_t)0);
@@ -361,7 +362,8 @@ merge_cmp_cols(struct merge *m, const struct mrow *a, const struct mrow *b, cons
 static void
 put_rowdesc(struct merge *m, struct pktbuf *out)
 {
-	pktbuf_write_row_description(out, m->cols, m->nvis);
+	if (!m->omit_rowdesc)
+		pktbuf_write_row_description(out, m->cols, m->nvis);
 	m->head_sent = true;
 }
 

@@ -218,6 +218,24 @@ combine_float(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t
 	}
 	if (!any)
 		return mrow_set(run[0], c, NULL, 0) || oom(err);
+	if (t->binary) {	/* kept in the column's format (a text of 4 or 8 bytes would not be) */
+		uint8_t b[8];
+		uint64_t u;
+		uint32_t w = t->kind == MV_FLOAT4 ? 4 : 8;
+
+		if (w == 4) {
+			float g = (float)sum;
+			uint32_t x;
+
+			memcpy(&x, &g, 4);
+			u = x;
+		} else {
+			memcpy(&u, &sum, 8);
+		}
+		for (uint32_t k = 0; k < w; k++)
+			b[k] = (uint8_t)(u >> (8 * (w - 1 - k)));
+		return mrow_set(run[0], c, b, w) || oom(err);
+	}
 	int len = snprintf(buf, sizeof(buf), "%.17g", sum);
 
 	return mrow_set(run[0], c, buf, len) || oom(err);
@@ -498,11 +516,12 @@ val_text(struct merge *m, uint32_t c, const struct proto_value *v)
 	struct mdec d;
 	char *s;
 
-	if (!t->binary || t->kind == MV_FLOAT4 || t->kind == MV_FLOAT8) {
-		/* binary float sums are kept as text by combine_float() */
-		if (t->binary && mv_float(t, v, &f) && v->len == (t->kind == MV_FLOAT4 ? 4u : 8u))
-			return snprintf(buf, sizeof(buf), "%.17g", f), strdup(buf);
+	if (!t->binary)
 		return strndup((const char *)v->p, v->len);
+	if (t->kind == MV_FLOAT4 || t->kind == MV_FLOAT8) {
+		if (!mv_float(t, v, &f))
+			return NULL;
+		return snprintf(buf, sizeof(buf), "%.17g", f), strdup(buf);
 	}
 	switch (t->kind) {
 	case MV_INT:

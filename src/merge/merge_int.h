@@ -118,6 +118,7 @@ struct merge {
 	enum merge_state state;
 	bool finished;			/* every shard done; result rows ready (buffered) */
 	bool head_sent, tail_sent;
+	bool omit_rowdesc;		/* merge_options.omit_rowdesc */
 };
 
 void mrow_free(struct mrow *r, uint32_t ncols);

@@ -715,14 +715,6 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 		return route_split(r, p, sql);
 	merge = (p->kind == PLAN_SHARD_SET || p->kind == PLAN_SCATTER) && p->nshards > 1 &&
 		(p->merge & ROUTE_MERGE_FLAGS) != 0;
-	if (merge && r->ext_exec) {
-		nk_error_set(&err, "0A000", "this %s needs a merge step across %u shards, which "
-			     "is not supported with the extended query protocol yet",
-			     stmt_kind_str(p->stmt->kind), p->nshards);
-		nk_error_hint(&err, "Use the simple query protocol, or restrict the statement "
-			      "to one shard with an equality on the shard key.");
-		return route_fail(r, &err);
-	}
 	if (!route_exec_setup(r, p->shards, p->nshards, sql, &err) ||
 	    (merge && !route_merge_setup(r, sql, &err)))
 		return route_fail(r, &err);

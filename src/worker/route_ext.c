@@ -335,8 +335,119 @@ route_on_execute(struct route *r, const uint8_t *body, size_t len)
 	    !route_ext_msgs(r, r->portal.query, r->portal.oids, r->portal.noids, true,
 			    r->portal.describe, false, m.max_rows))
 		return route_ext_fail(r, &err);
+	r->ext_max_rows = m.max_rows;
+	r->ext_describe = r->portal.describe;
 	r->portal.describe = false;
 	return route_run_ext(r, r->portal.query, params, nparams);
+}
+
+/* Result format codes of the shard query: the client's for the visible columns, text for the
+ * hidden ones (a * widens the visible part: the client gave one code per column it sees). */
+static bool
+route_merge_formats(struct pktbuf *pb, const struct proto_bind_msg *m,
+		    const struct plan_merge *spec, struct nk_error *err)
+{
+	uint32_t hidden = spec->ncols - spec->nvisible;
+	bool any_binary = false;
+
+	for (uint16_t i = 0; i < m->nresult_formats; i++)
+		any_binary |= proto_bind_result_format(m, i) != 0;
+	if (!any_binary) {
+		pktbuf_put_int16(pb, 0);	/* every column in text */
+		return true;
+	}
+	if (hidden == 0) {
+		pktbuf_put_int16(pb, (int16_t)m->nresult_formats);
+		pktbuf_put_bytes(pb, m->result_formats, (size_t)m->nresult_formats * 2);
+		return true;
+	}
+	if (m->nresult_formats == 1 && spec->star) {
+		pktbuf_put_int16(pb, 1);	/* width unknown here: hidden sort keys binary too */
+		pktbuf_put_int16(pb, 1);
+		return true;
+	}
+	if (m->nresult_formats > 1 && !spec->star && m->nresult_formats != spec->nvisible)
+		return nk_error_set(err, "08P01", "bind message has %u result formats but query "
+				    "has %u columns", m->nresult_formats, spec->nvisible);
+	uint32_t nvis = m->nresult_formats == 1 ? spec->nvisible : m->nresult_formats;
+
+	pktbuf_put_int16(pb, (int16_t)(nvis + hidden));
+	for (uint32_t i = 0; i < nvis; i++)
+		pktbuf_put_int16(pb, proto_bind_result_format(m, i));
+	for (uint32_t i = 0; i < hidden; i++)
+		pktbuf_put_int16(pb, 0);
+	return true;
+}
+
+/* Parameter types of a merge query: the client's; a parameter the query no longer references
+ * (LIMIT/OFFSET of an aggregate query, HAVING) and the client left untyped gets int8 for
+ * LIMIT/OFFSET, bytea or text otherwise (Postgres refuses a type it cannot infer). */
+static void
+route_merge_oids(struct route *r, const char *sql, uint16_t n, uint32_t *o)
+{
+	const struct plan_merge *spec = &r->mspec;
+	bool used[256] = { false };
+
+	route_sql_params(sql, used, n);
+	for (uint16_t i = 0; i < n; i++) {
+		const uint8_t *p = r->portal.oids + i * 4;
+		bool count = (spec->limit.is_slot && spec->limit.slot == i) ||
+			     (spec->offset.is_slot && spec->offset.slot == i);
+
+		o[i] = i >= r->portal.noids ? 0 :
+		       (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+		if (o[i] == 0 && !used[i])
+			o[i] = count ? 20 : i < r->ext_nparams && r->ext_params[i].binary ? 17 : 25;
+	}
+}
+
+bool
+route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_error *err)
+{
+	struct pktbuf kept, pb;
+	struct proto_bind_msg m;
+	uint32_t o[256];
+	bool ok;
+
+	pktbuf_init(&kept, r->portal.bind_len + 2);	/* the kept Bind with empty names */
+	pktbuf_put_byte(&kept, 0);
+	pktbuf_put_byte(&kept, 0);
+	pktbuf_put_bytes(&kept, r->portal.bind_rest, r->portal.bind_len);
+	if (pktbuf_failed(&kept) || !proto_parse_bind(kept.buf, kept.len, &m, err)) {
+		pktbuf_cleanup(&kept);
+		return nk_error_is_set(err) || nk_error_set(err, "53200", "out of memory");
+	}
+	if (m.nparams > 256) {
+		pktbuf_cleanup(&kept);
+		return nk_error_set(err, "54000", "too many parameters in a merged SELECT");
+	}
+	route_merge_oids(r, sql, m.nparams, o);
+	pktbuf_init(&pb, strlen(sql) + 64 + r->portal.bind_len);
+	pktbuf_write_parse(&pb, "", sql, o, m.nparams);
+	pktbuf_begin(&pb, 'B');
+	pktbuf_put_string(&pb, "");
+	pktbuf_put_string(&pb, "");
+	pktbuf_put_int16(&pb, (int16_t)m.nformats);
+	pktbuf_put_bytes(&pb, m.formats, (size_t)m.nformats * 2);
+	pktbuf_put_int16(&pb, (int16_t)m.nparams);
+	pktbuf_put_bytes(&pb, m.params, m.params_len);
+	if (final)
+		pktbuf_put_int16(&pb, 0);	/* the merge reads the final values in text */
+	ok = final || route_merge_formats(&pb, &m, &r->mspec, err);
+	pktbuf_end(&pb);
+	if (!final)
+		pktbuf_write_describe(&pb, 'P', "");	/* the merge needs the columns */
+	pktbuf_write_execute(&pb, "", 0);
+	pktbuf_write_sync(&pb);
+	pktbuf_cleanup(&kept);
+	if (!ok || pktbuf_failed(&pb)) {
+		pktbuf_cleanup(&pb);
+		return ok ? nk_error_set(err, "53200", "out of memory") : false;
+	}
+	free(r->ext_msg);
+	r->ext_msg = pb.buf;		/* taken over */
+	r->ext_len = pb.len;
+	return true;
 }
 
 static bool

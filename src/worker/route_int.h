@@ -150,8 +150,10 @@ struct route {
 	bool sync_pending;		/* Sync waits for that describe */
 	uint8_t *ext_msg;		/* owned: the messages every target gets */
 	size_t ext_len;
-	const struct plan_param *ext_params;	/* the bound values of the exec (arena) */
+	const struct plan_param *ext_params;	/* the Execute's bound values (arena) */
 	uint32_t ext_nparams;
+	int32_t ext_max_rows;		/* the Execute's row limit (0: none) */
+	bool ext_describe;		/* the client described the portal being executed */
 	/* the Query being executed */
 	char *query;			/* owned: its text */
 	struct parse_span *spans;	/* in query_arena */
@@ -250,6 +252,10 @@ bool route_on_ext(struct route *r, const struct sbuf_pkt *pkt);
  * Parse replaced; the parameters the part does not reference get a type (text, bytea for a
  * binary value) so the shard accepts the whole Bind. False on no memory. */
 NK_MUSTCHECK bool route_ext_part(struct route *r, struct rshard *sh);
+/* Make r->ext_msg run <sql>, the shard query of r->mspec (hidden columns in text, Describe P
+ * for the merge) or with <final> its final combine query (text), with the portal's values. */
+NK_MUSTCHECK bool route_ext_merge_msgs(struct route *r, const char *sql, bool final,
+				       struct nk_error *err);
 /* The Sync that waited for an exec. */
 bool route_ext_sync(struct route *r);
 void route_ext_free(struct route *r);

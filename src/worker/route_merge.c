@@ -45,11 +45,20 @@ bool
 route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 {
 	struct plan_input in;
-	struct merge_options opt = { r->collate, -1, 0 };
+	struct merge_options opt = { r->collate, -1, 0, false };
 
 	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
+	if (r->ext_exec) {
+		if (r->ext_max_rows > 0)
+			return nk_error_set(err, "0A000", "a SELECT merged across shards cannot be "
+					    "fetched in parts (Execute with a row limit)");
+		in.params = r->ext_params;
+		in.nparams = r->ext_nparams;
+		opt.omit_rowdesc = !r->ext_describe;
+	}
 	if (!plan_merge_build(r->arena, sql, &r->mspec, err) ||
-	    !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err))
+	    !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) ||
+	    (r->ext_exec && !route_ext_merge_msgs(r, r->mspec.shard_sql, false, err)))
 		return false;
 	free(r->stmt_sql);
 	if ((r->stmt_sql = strdup(r->mspec.shard_sql)) == NULL)
@@ -127,7 +136,14 @@ route_merge_final(struct route *r)
 		return false;
 	sql = merge_final_sql(r->merge);
 	free(sh->sql);
-	if ((sh->sql = strdup(sql)) == NULL) {
+	sh->sql = NULL;
+	if (r->ext_exec) {	/* with the client's values: HAVING may use parameters */
+		if (!route_ext_merge_msgs(r, sql, true, &err)) {
+			route_merge_refused(r, &err);
+			event_active(r->ev, EV_TIMEOUT, 0);
+			return true;
+		}
+	} else if ((sh->sql = strdup(sql)) == NULL) {
 		sess_fatal(r->s, "out of memory");
 		return true;
 	}

@@ -1,0 +1,362 @@
+"""
+The differential suite: the queries of differential.txt (templates expanded into 300+ queries)
+run through neki in front of the 4 data shards of the harness cluster and on the reference
+server holding the same rows. Results must be equal value for value (raw bytes: numeric scale,
+float digits, binary encodings), with the same columns (name, type, typmod, format) and the
+same CommandComplete tag, in three ways: the simple query protocol (text), the extended
+protocol with text results and with binary results. Rows are compared in order where the
+query orders them (for ties only the sequence of the sort keys, and the multiset of rows),
+as multisets otherwise. Shapes neki cannot merge exactly must be refused (NK013 / 0A000).
+"""
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+try:
+    import psycopg
+    from psycopg import pq
+except ImportError:
+    psycopg = None
+
+from conftest import Neki, wait_until
+
+HERE = Path(__file__).resolve().parent
+TEMPLATES = HERE / "differential.txt"
+
+SCHEMA = [
+    "CREATE TABLE t (id int PRIMARY KEY, g int, x int, n numeric(12,3), f float8, s text, "
+    "flag bool, d date, ts timestamp, big int8, c4 char(4), vc varchar(10))",
+    "CREATE TABLE o (LIKE t)",
+    "CREATE TABLE e (LIKE t)",
+    "CREATE TABLE u (t_id int NOT NULL, k int NOT NULL, v int, w text, PRIMARY KEY (t_id, k))",
+    "CREATE TABLE r (g int PRIMARY KEY, label text)",
+    "CREATE TABLE big (id int PRIMARY KEY, v int)",
+]
+BIG_ROWS = 100_000
+
+
+def expand(template):
+    """Every combination of the template's {name=a|b} alternatives ({name} repeats one)."""
+    m = re.search(r"\{(\w+)=([^{}]*)\}", template)
+    if not m:
+        return [template]
+    name, alts = m.group(1), m.group(2).split("|")
+    out = []
+    for alt in alts:
+        filled = template[:m.start()] + alt + template[m.end():]
+        out += expand(filled.replace("{" + name + "}", alt))
+    return out
+
+
+def load_queries():
+    queries = []
+    for line in TEMPLATES.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        kind, _, template = line.partition(" | ")
+        for sql in expand(template.strip()):
+            queries.append((kind.strip(), " ".join(sql.split())))
+    return queries
+
+
+QUERIES = load_queries()
+
+
+def topology(db, shards):
+    bounds = [None, "40", "80", "c0", None]
+    ranges = []
+    for i, uid in enumerate(shards[:4]):
+        rng = {"shard_uid": uid}
+        if bounds[i]:
+            rng["start"] = bounds[i]
+        if bounds[i + 1]:
+            rng["end"] = bounds[i + 1]
+        ranges.append(rng)
+    tables = {name: {"shard_group": "g", "shard_index": "by_id"}
+              for name in ("t", "o", "e", "big")}
+    tables["u"] = {"shard_group": "g", "shard_index": "by_tid"}
+    return {
+        "databases": {db: {"schemas": {"public": {
+            "tables": tables,
+            "reference_tables": {"r": {"shard_groups": ["g"]}},
+        }}}},
+        "shard_groups": [
+            {"uid": "authoritative", "key_ranges": [{"shard_uid": "auth"}]},
+            {"uid": "g", "default_shard_index": "by_id", "key_ranges": ranges},
+        ],
+        "shard_indexes": {"by_id": {"type": "xxhash", "columns": ["id"]},
+                          "by_tid": {"type": "xxhash", "columns": ["t_id"]}},
+        "authoritative_shard_group": "authoritative",
+        "default_shard_group": "authoritative",
+    }
+
+
+def sql_lit(v):
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def rows_for_t(n=240, seed=11):
+    rnd = random.Random(seed)
+    words = ["apple", "Apple", "banana", "éclair", "zeta", "Zeta", "a b", "a-b", "", "ab",
+             "ß", "Ärger", "under_score", "10", "9"]
+    floats = ["0.25", "-0.5", "NaN", "Infinity", "-Infinity", "-0", "1e300", "2.5e-10",
+              "123.125", "7"]
+    rows = []
+    for i in range(1, n + 1):
+        rows.append((
+            i, rnd.randint(0, 7), None if i % 11 == 0 else rnd.randint(-50, 50),
+            None if i % 13 == 0 else f"{rnd.randint(-99999, 99999) / 1000:.3f}",
+            None if i % 17 == 0 else rnd.choice(floats),
+            None if i % 9 == 0 else rnd.choice(words) + ("" if i % 3 else str(i % 5)),
+            None if i % 14 == 0 else rnd.random() < 0.6,
+            None if i % 15 == 0 else
+            f"{rnd.choice([1999, 2000, 2024])}-0{rnd.randint(1, 9)}-1{rnd.randint(0, 9)}",
+            None if i % 16 == 0 else
+            f"2024-03-{rnd.randint(10, 28)} {rnd.randint(0, 23)}:{rnd.randint(10, 59)}:"
+            f"0{rnd.randint(0, 9)}.{rnd.randint(0, 999999):06d}",
+            rnd.choice([-(2 ** 62), 2 ** 62, 0, 1, -1, rnd.randint(-10 ** 12, 10 ** 12)]),
+            rnd.choice(["x", "x  ", "y", None]),
+            rnd.choice(["a", "B", "c", None]),
+        ))
+    return rows
+
+
+def inserts(table, rows, chunk=2000):
+    for i in range(0, len(rows), chunk):
+        yield f"INSERT INTO {table} VALUES " + ", ".join(
+            "(" + ", ".join(sql_lit(v) for v in row) + ")" for row in rows[i:i + chunk])
+
+
+def data_statements():
+    t = rows_for_t()
+    o = rows_for_t(5, seed=3)
+    u = [(i, k, (i * k) % 11 - 2, f"w{(i + k) % 6}") for i in range(1, 241, 3)
+         for k in range(1, 1 + i % 4)]
+    r = [(g, ["zero", "one", "two", "three", "four", "five", "six", "seven"][g])
+         for g in range(0, 8) if g != 6]
+    big = [(i, (i * 7919) % 1000) for i in range(1, BIG_ROWS + 1)]
+    for table, rows in (("t", t), ("o", o), ("u", u), ("r", r), ("big", big)):
+        yield from inserts(table, rows)
+
+
+@pytest.fixture(scope="module")
+def diff(pg_cluster):
+    if psycopg is None:
+        pytest.skip("python3-psycopg is not installed")
+    db = f"diff_{os.getpid()}"
+    for server in pg_cluster.servers:
+        pg_cluster.sql(server, f'CREATE DATABASE "{db}"')
+    auth = f"auth = host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"
+    inst = Neki(settings={"workers": 1, "admin_users": "postgres", "pool_mode": "transaction",
+                          "ignore_startup_parameters": "extra_float_digits"},
+                databases={db: f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db} "
+                               "topology=yes"},
+                shards=pg_cluster.shards_section(dbname=db) + "\n" + auth)
+    try:
+        inst.start()
+        with inst.admin_connect() as conn:
+            doc = json.dumps(topology(db, pg_cluster.shards)).replace("'", "''")
+            conn.execute(f"SELECT * FROM __neki.set_data_topology('{doc}', true)")
+
+        def routed():
+            try:
+                with inst.connect(dbname=db) as conn:
+                    conn.execute("SET __neki.fanout = scatter")
+                    return True
+            except psycopg.Error:
+                return False
+        wait_until(routed, 30, what="neki routes the database")
+        with inst.connect(dbname=db) as conn, \
+                pg_cluster.connect("reference", dbname=db) as ref:
+            for sql in SCHEMA:
+                psycopg.ClientCursor(conn).execute(sql)
+                ref.execute(sql)
+            for sql in data_statements():
+                psycopg.ClientCursor(conn).execute(sql)
+                ref.execute(sql)
+        neki = inst.connect(dbname=db)
+        ref = pg_cluster.connect("reference", dbname=db)
+        try:
+            yield neki, ref, inst, db
+        finally:
+            neki.close()
+            ref.close()
+    finally:
+        problems = inst.cleanup()
+        for server in pg_cluster.servers:
+            try:
+                pg_cluster.sql(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+            except Exception:
+                pass
+        assert not problems, "\n".join(problems)
+
+
+MODES = ("simple", "text", "binary")
+
+
+def raw(conn, sql, mode):
+    """(columns, rows, tag) of <sql> with raw values, or ("ERROR", sqlstate, message)."""
+    pg = conn.pgconn
+    if mode == "simple":
+        res = pg.exec_(sql.encode())
+    else:
+        res = pg.exec_params(sql.encode(), [], result_format=1 if mode == "binary" else 0)
+    if res.status not in (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK):
+        state = res.error_field(pq.DiagnosticField.SQLSTATE)
+        return ("ERROR", state.decode() if state else None,
+                (res.error_message or b"").decode(errors="replace"))
+    cols = [(res.fname(i), res.ftype(i), res.fmod(i), res.fformat(i))
+            for i in range(res.nfields)]
+    rows = [tuple(res.get_value(r, c) for c in range(res.nfields)) for r in range(res.ntuples)]
+    return cols, rows, res.command_status
+
+
+def sets_key(row):
+    out = []
+    for v in row:
+        if v is not None and v[:1] == b"{":
+            v = tuple(sorted(v[1:-1].split(b",")))
+        elif v is not None and b"," in v:
+            v = tuple(sorted(v.split(b",")))
+        out.append(v)
+    return tuple(out)
+
+
+def compare(kind, sql, got, want):
+    assert got[0] != "ERROR", f"{sql}: neki refused: {got}"
+    assert want[0] != "ERROR", f"{sql}: the reference failed: {want}"
+    assert got[0] == want[0], f"{sql}: columns {got[0]} != {want[0]}"
+    assert got[2] == want[2], f"{sql}: tag {got[2]} != {want[2]}"
+    g, w = got[1], want[1]
+    if kind == "ordered":
+        assert g == w, f"{sql}: first difference at row " + \
+            str(next((i for i, (a, b) in enumerate(zip(g, w)) if a != b), min(len(g), len(w))))
+    elif kind.startswith("keys="):
+        n = int(kind[5:])
+        assert [r[:n] for r in g] == [r[:n] for r in w], f"{sql}: sort keys out of order"
+        assert sorted(g, key=repr) == sorted(w, key=repr), f"{sql}: rows differ"
+    elif kind == "sets":
+        assert sorted(map(sets_key, g), key=repr) == sorted(map(sets_key, w), key=repr), sql
+    else:
+        assert sorted(g, key=repr) == sorted(w, key=repr), f"{sql}: rows differ"
+
+
+def test_templates_give_enough_queries():
+    assert len(QUERIES) >= 300, len(QUERIES)
+    assert len(set(q for _, q in QUERIES)) == len(QUERIES), "duplicate queries"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_results_equal_the_reference(diff, mode):
+    """Every query in one test per mode (one connection each way: fast); all mismatches are
+    reported together."""
+    neki, ref, _, _ = diff
+    failures = []
+    for kind, sql in QUERIES:
+        got = raw(neki, sql, mode)
+        if kind == "refused":
+            if got[0] != "ERROR" or got[1] not in ("NK013", "0A000"):
+                failures.append(f"{sql}: not refused: {str(got)[:200]}")
+            continue
+        try:
+            compare(kind, sql, got, raw(ref, sql, mode))
+        except AssertionError as e:
+            failures.append(str(e)[:400])
+    assert not failures, f"{len(failures)} of {len(QUERIES)} differ ({mode}):\n" + \
+        "\n".join(failures)
+
+
+PARAM_QUERIES = [
+    ("SELECT id, n FROM t WHERE x > %s ORDER BY n DESC NULLS LAST, id LIMIT %s OFFSET %s",
+     (0, 5, 2)),
+    ("SELECT id, s FROM t ORDER BY s, id LIMIT %s", (12,)),
+    ("SELECT g, count(*), sum(x), avg(n), min(s) FROM t WHERE x > %s GROUP BY g ORDER BY g",
+     (-20,)),
+    ("SELECT g, count(*) FROM t GROUP BY g HAVING count(*) > %s ORDER BY g", (25,)),
+    ("SELECT avg(x) + %s FROM t", (1,)),
+    ("SELECT DISTINCT flag FROM t WHERE g = %s ORDER BY flag", (3,)),
+    ("SELECT g FROM t WHERE x < %s UNION SELECT x FROM o ORDER BY 1 LIMIT %s", (0, 4)),
+    ("SELECT t.*, x AS k FROM t ORDER BY 13 DESC NULLS LAST, 1 LIMIT %s", (3,)),
+]
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_extended_protocol_with_parameters(diff, binary):
+    """psycopg server-side binding (Parse/Bind/Describe/Execute): parameters in WHERE,
+    LIMIT and OFFSET, text and binary results, named prepared statements; column
+    descriptions equal the reference's (no hidden columns)."""
+    neki, ref, _, _ = diff
+    for sql, params in PARAM_QUERIES:
+        for prepare in (False, True):
+            got = neki.cursor(binary=binary)
+            want = ref.cursor(binary=binary)
+            got.execute(sql, params, prepare=prepare)
+            want.execute(sql, params, prepare=prepare)
+            assert [(d.name, d.type_code) for d in got.description] == \
+                [(d.name, d.type_code) for d in want.description], sql
+            rows = got.fetchall()
+            assert rows == want.fetchall(), sql
+            assert got.statusmessage == want.statusmessage, sql
+
+
+def test_describe_statement_and_portal(diff):
+    """Describe of a merged statement and of its portal: the client's columns only."""
+    neki, ref, _, _ = diff
+    sql = b"SELECT g, avg(n) AS a FROM t GROUP BY g ORDER BY max(x) DESC, g LIMIT $1"
+    for conn in (neki, ref):
+        conn.pgconn.prepare(b"dstmt", sql)
+    got, want = (c.pgconn.describe_prepared(b"dstmt") for c in (neki, ref))
+    assert (got.nfields, got.nparams) == (want.nfields, want.nparams) == (2, 1)
+    assert [(got.fname(i), got.ftype(i)) for i in range(2)] == \
+        [(want.fname(i), want.ftype(i)) for i in range(2)]
+    res = neki.pgconn.exec_prepared(b"dstmt", [b"3"], result_format=1)
+    assert res.status == pq.ExecStatus.TUPLES_OK, res.error_message
+    assert (res.nfields, res.ntuples, res.fformat(0), res.fformat(1)) == (2, 3, 1, 1)
+    for conn in (neki, ref):
+        conn.pgconn.exec_(b"DEALLOCATE dstmt")
+
+
+def run_client(args, env=None):
+    import subprocess
+    res = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+def test_jdbc_merged_selects(diff, pg_cluster):
+    jar = "/usr/share/java/postgresql.jar"
+    if not os.path.exists(jar) or not shutil.which("java"):
+        pytest.skip("java or the PostgreSQL JDBC driver is not installed")
+    _, _, inst, db = diff
+    src = str(HERE / "clients" / "MergedQueries.java")
+    opts = "?user=postgres&prepareThreshold=2&sslmode=disable"
+    got = run_client(["java", "-cp", jar, src,
+                      f"jdbc:postgresql://127.0.0.1:{inst.port}/{db}{opts}"])
+    want = run_client(["java", "-cp", jar, src,
+                       f"jdbc:postgresql://127.0.0.1:{pg_cluster.port('reference')}/{db}{opts}"])
+    assert got.count("Q") == 15 and got == want
+
+
+def test_node_postgres_merged_selects(diff, pg_cluster):
+    path = next((p for p in (os.environ.get("NEKI_NODE_PATH"), "/tmp/nodepg/node_modules",
+                             "/usr/lib/node_modules", "/usr/share/nodejs")
+                 if p and os.path.isdir(os.path.join(p, "pg"))), None)
+    if path is None or not shutil.which("node"):
+        pytest.skip("node-postgres (npm pg) is not installed; set NEKI_NODE_PATH")
+    _, _, inst, db = diff
+    src = str(HERE / "clients" / "merged_queries.js")
+    env = {**os.environ, "NODE_PATH": path}
+    got = run_client(["node", src, str(inst.port), db], env)
+    want = run_client(["node", src, str(pg_cluster.port("reference")), db], env)
+    assert len(got.splitlines()) == 10 and got == want
