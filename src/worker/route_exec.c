@@ -223,8 +223,8 @@ route_exec_go(struct route *r)
 		if (r->sequential)
 			break;
 	}
-	for (uint32_t i = 0; i < (r->copy != NULL ? r->ntg : 1); i++)
-		sbuf_continue(link_sbuf(r->sh[r->tg[i]].link));	/* COPY FROM reads all */
+	for (uint32_t i = 0; i < (r->copy != NULL || r->merge_streams ? r->ntg : 1); i++)
+		sbuf_continue(link_sbuf(r->sh[r->tg[i]].link));	/* COPY FROM, a merge: all */
 }
 
 static void
@@ -254,7 +254,7 @@ route_exec_start(struct route *r, struct nk_error *err)
 {
 	struct link *l;
 
-	r->pos = 0;
+	r->pos = r->reading = r->ndone = 0;
 	r->nwait = 0;
 	r->rowdesc_sent = r->has_err = r->err_forwarded = false;
 	for (uint32_t i = 0; i < r->ntg; i++) {
@@ -360,7 +360,7 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 		route_error_from_msg(pkt->data, pkt->len, &r->err);
 		r->has_err = true;
 		if (r->combine == RX_MERGE)
-			route_detail_shards(r, &r->err, "Raised", r->pos, r->pos + 1);
+			route_detail_shards(r, &r->err, "Raised", r->reading, r->reading + 1);
 	}
 	return route_skip(l, pkt);
 }
@@ -418,7 +418,13 @@ route_target_next(struct route *r, struct rshard *sh)
 	sh->done = true;
 	if (r->analyze && !r->merge_final)
 		sh->a_done_us = sess_now_us();
-	r->pos++;
+	if (r->merge_streams) {
+		if (++r->ndone < r->ntg)
+			return true;	/* the others are read as they come */
+		r->pos = r->ntg;
+	} else {
+		r->pos++;
+	}
 	while (r->pos < r->ntg && !(r->sequential && sh->failed)) {
 		struct rshard *next = &r->sh[r->tg[r->pos]];
 
@@ -500,7 +506,9 @@ route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 		route_copy_link_lost(r, sh);
 		return;
 	}
-	if (r->nwait > 0 || !sh->sent || r->pos >= r->ntg || r->tg[r->pos] != idx)
+	if (r->merge_streams && r->nwait == 0 && sh->sent)
+		(void)route_target_next(r, sh);	/* every target is being read */
+	else if (r->nwait > 0 || !sh->sent || r->pos >= r->ntg || r->tg[r->pos] != idx)
 		sh->done = true;	/* passed over when its turn comes */
 	else
 		(void)route_target_next(r, sh);
@@ -561,6 +569,32 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 	}
 }
 
+/* May <sh>'s answer be handled now? Sets r->reading to its target number. Targets are read
+ * in plan order, or all at once for a streaming merge (minus those it holds enough rows of). */
+static bool
+route_turn(struct route *r, struct rshard *sh)
+{
+	uint32_t i = (uint32_t)(sh - r->sh);
+
+	if (!sh->target || sh->done || r->pos >= r->ntg)
+		return false;
+	if (!r->merge_streams) {
+		r->reading = r->pos;
+		return r->tg[r->pos] == i;
+	}
+	for (uint32_t k = 0; k < r->ntg; k++) {
+		if (r->tg[k] != i)
+			continue;
+		if (!route_merge_may_read(r, k)) {
+			sh->held = true;
+			return false;
+		}
+		r->reading = k;
+		return true;
+	}
+	return false;
+}
+
 static bool
 route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	      const struct nk_error *err, void *ctx)
@@ -579,9 +613,13 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 		return route_swallow(sh, l, pkt);
 	if (r->copy != NULL)
 		return route_copy_on_link(r, sh, l, pkt);
-	if (!sh->target || sh->done || r->pos >= r->ntg || r->tg[r->pos] != (uint32_t)(sh - r->sh))
-		return false;	/* not its turn: paused until it is */
-	return route_on_answer(r, sh, l, pkt);
+	if (!route_turn(r, sh))
+		return false;	/* not its turn (or held by the merge): paused until it is */
+	if (!route_on_answer(r, sh, l, pkt))
+		return false;
+	if (r->merge_streams)
+		route_merge_resume(r);
+	return true;
 }
 
 /* ---- cancel ---- */
@@ -608,7 +646,7 @@ route_exec_reset(struct route *r)
 	for (uint32_t i = 0; i < r->nsh; i++) {
 		struct rshard *sh = &r->sh[i];
 
-		sh->target = sh->sent = sh->done = sh->failed = false;
+		sh->target = sh->sent = sh->done = sh->failed = sh->held = false;
 		free(sh->sql);
 		sh->sql = NULL;
 		free(sh->ext_msg);

@@ -96,6 +96,7 @@ struct rshard {
 	uint32_t swallow;		/* injected Queries whose answers are dropped */
 	/* the current exec */
 	bool target, sent, done, failed;
+	bool held;			/* merge_streams: paused by back-pressure */
 	char *sql;			/* owned: per-shard text (INSERT split); NULL = statement */
 	uint64_t count;			/* rows of its CommandComplete */
 	bool counted;			/* its tag had a row count */
@@ -184,6 +185,10 @@ struct route {
 	struct plan_merge mspec;	/* in arena */
 	struct merge *merge;		/* owned: freed with the exec */
 	bool merge_final;		/* the exec runs the merge's final combine query */
+	bool merge_streams;		/* every target is read as its answers come */
+	bool client_full;		/* the client's queue is long: shards held */
+	uint32_t reading;		/* target whose answer is being handled */
+	uint32_t ndone;			/* merge_streams: targets that sent ReadyForQuery */
 	/* EXPLAIN (NEKI_PLAN, ANALYZE): the exec runs the explained statement, its result is
 	 * dropped (counted) and the plan with the actuals is the answer (route.c) */
 	bool analyze;
@@ -321,6 +326,13 @@ bool route_merge_feed(struct route *r, const struct sbuf_pkt *pkt);
  * closed), false when the merge is complete. */
 bool route_merge_final(struct route *r);
 void route_merge_free(struct route *r);
+/* merge_streams: may target <k> be read now (false: the merge holds enough of its rows, or
+ * the client's queue is long)? */
+bool route_merge_may_read(struct route *r, uint32_t k);
+/* merge_streams: resume the held targets that may be read again. */
+void route_merge_resume(struct route *r);
+/* The client's queue drained (SBUF_EV_SEND_DONE of a routed session). */
+void route_on_send_done(struct route *r);
 
 /* ---- route_seq.c ---- */
 

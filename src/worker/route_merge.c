@@ -17,10 +17,14 @@
 #include <event2/event.h>
 
 #include "neki/catalog_image.h"
+#include "neki/link.h"
 #include "neki/merge.h"
 #include "neki/pktbuf.h"
 #include "route_int.h"
 #include "session_int.h"
+
+#define ROUTE_MERGE_QUEUE_MAX 256	/* rows the merge holds of one shard before pausing it */
+#define ROUTE_MERGE_CLIENT_MAX (256 * 1024)	/* client queue bytes before holding shards */
 
 const char *
 route_db_collation(const struct cat_view *cv)
@@ -39,6 +43,7 @@ route_merge_free(struct route *r)
 	merge_free(r->merge);
 	r->merge = NULL;
 	r->merge_final = false;
+	r->merge_streams = false;
 }
 
 bool
@@ -67,7 +72,51 @@ route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 	if ((r->merge = merge_new(&r->mspec, r->ntg, &opt, err)) == NULL)
 		return false;
 	r->combine = RX_MERGE;
+	r->merge_streams = true;
+	r->ndone = 0;
 	return true;
+}
+
+bool
+route_merge_may_read(struct route *r, uint32_t k)
+{
+	if (r->has_err || r->merge == NULL || merge_state(r->merge) != MERGE_NEED_ROWS)
+		return true;	/* draining: nothing more is kept */
+	return !r->client_full && merge_queued(r->merge, k) < ROUTE_MERGE_QUEUE_MAX;
+}
+
+void
+route_merge_resume(struct route *r)
+{
+	for (uint32_t k = 0; k < r->ntg; k++) {
+		struct rshard *sh = &r->sh[r->tg[k]];
+
+		if (sh->held && sh->link != NULL && route_merge_may_read(r, k)) {
+			sh->held = false;
+			sbuf_continue(link_sbuf(sh->link));
+		}
+	}
+}
+
+void
+route_on_send_done(struct route *r)
+{
+	if (!r->client_full)
+		return;
+	r->client_full = false;
+	sbuf_set_notify_send_done(&r->s->sb, false);
+	if (r->merge_streams)
+		route_merge_resume(r);
+}
+
+/* The client reads slower than the shards answer: hold the shards until its queue drains. */
+static void
+route_merge_client_check(struct route *r)
+{
+	if (r->client_full || sbuf_queued(&r->s->sb) < ROUTE_MERGE_CLIENT_MAX)
+		return;
+	r->client_full = true;
+	sbuf_set_notify_send_done(&r->s->sb, true);
 }
 
 /* The merge refused a shard's result: the statement fails (first error wins). */
@@ -99,7 +148,7 @@ route_count_rows(const uint8_t *buf, size_t len)
 bool
 route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
 {
-	uint32_t shard = r->merge_final ? MERGE_FINAL : r->pos;
+	uint32_t shard = r->merge_final ? MERGE_FINAL : r->reading;
 	struct nk_error err;
 	struct pktbuf pb;
 
@@ -122,7 +171,10 @@ route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
 		return true;
 	}
 	sess_stats(r->s)->total_sent += pb.len;
-	return route_send(r, &pb);
+	if (!route_send(r, &pb))
+		return false;
+	route_merge_client_check(r);
+	return true;
 }
 
 bool
@@ -152,6 +204,7 @@ route_merge_final(struct route *r)
 	sh->sent = sh->done = sh->failed = false;
 	r->ntg = 1;
 	r->merge_final = true;
+	r->merge_streams = false;
 	if (!route_exec_start(r, &err)) {
 		route_merge_refused(r, &err);
 		event_active(r->ev, EV_TIMEOUT, 0);

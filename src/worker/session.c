@@ -395,9 +395,12 @@ sess_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, in
 		else
 			sess_fatal(s, "invalid message length");
 		return false;
+	case SBUF_EV_SEND_DONE:
+		if (s->route != NULL)	/* a merge held its shards while the client was slow */
+			route_on_send_done(s->route);
+		return false;
 	case SBUF_EV_CONNECT_OK:
 	case SBUF_EV_CONNECT_FAILED:
-	case SBUF_EV_SEND_DONE:
 		return false;
 	}
 	s->activity_us = sess_now_us();
