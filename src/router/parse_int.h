@@ -86,6 +86,10 @@ jsval(const cJSON *n)
 	return jstr(jas(n, "String"), "sval");
 }
 
+/* DO block (the DoStmt body): the PL/pgSQL limit (80-95) its body hits; 0 none
+ * (parse_plpgsql.c). */
+int pb_plpgsql_code(const cJSON *dostmt);
+
 /* Last String of a name list (["pg_catalog", "int4"] -> "int4"). */
 const char *pb_last_name(const cJSON *list);
 

@@ -726,6 +726,8 @@ pb_utility(struct pb *b, const char *tag, const cJSON *body)
 	if (b->s->kind != STMT_EMPTY)
 		return;
 	b->s->kind = utility_kind(tag);
+	if (streq(tag, "DoStmt"))
+		reject(b, pb_plpgsql_code(body));	/* 0: 20 below */
 	reject(b, tag_code(tag));
 	if (streq(tag, "CreateStmt"))
 		ddl_create_table(b, body);
