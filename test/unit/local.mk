@@ -35,3 +35,4 @@ noinst_PROGRAMS += test/unit/merge_run
 test_unit_merge_run_SOURCES = test/unit/merge_run.c
 test_unit_merge_run_LDADD = libneki.a $(DEP_LIBS)
 unit_sources += test/unit/check_merge.c
+unit_sources += test/unit/check_route_copy.c

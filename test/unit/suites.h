@@ -24,7 +24,8 @@
 	X(tls) \
 	X(dnssrv) \
 	X(session) \
-	X(merge)
+	X(merge) \
+	X(route_copy)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)

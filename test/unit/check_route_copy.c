@@ -1,0 +1,185 @@
+/*
+ * check_route_copy.c - COPY FROM input as the router reads it (src/worker/route_copy_row.c):
+ * row ends across CopyData messages (text escapes, CSV quotes and escapes, binary tuples)
+ * and the shard-key field of a row (escapes, NULL strings, FORCE_NULL / FORCE_NOT_NULL).
+ */
+#include "neki/base.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../src/worker/route_copy_int.h"
+#include "suites.h"
+
+static struct copy_opts
+opts(enum copy_fmt fmt, uint32_t key)
+{
+	struct copy_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.fmt = fmt;
+	o.delim = fmt == COPY_FMT_CSV ? ',' : '\t';
+	o.quote = '"';
+	o.null_str = fmt == COPY_FMT_CSV ? "" : "\\N";
+	o.null_len = strlen(o.null_str);
+	o.key_pos = key;
+	return o;
+}
+
+/* The row ends of <in> fed in pieces of <step> bytes, written as "len,len,...". */
+static void
+row_ends(const struct copy_opts *o, const char *in, size_t len, size_t step, char *out)
+{
+	struct copy_scan s;
+	size_t row = 0, end;
+
+	memset(&s, 0, sizeof(s));
+	out[0] = '\0';
+	for (size_t pos = 0; pos < len; pos += step) {
+		size_t n = pos + step < len ? step : len - pos, off = 0;
+
+		while (off < n && copy_scan_row(o, &s, (const uint8_t *)in + pos + off, n - off,
+						&end)) {
+			row += end;
+			sprintf(out + strlen(out), "%zu,", row);
+			row = 0;
+			off += end;
+		}
+		row += n - off;
+	}
+}
+
+START_TEST(text_rows_span_messages)
+{
+	struct copy_opts o = opts(COPY_FMT_TEXT, 0);
+	const char *in = "1\ta\\\nb\n22\t\\\\\n333\tx\n";
+	char out[128];
+
+	for (size_t step = 1; step <= strlen(in); step++) {
+		row_ends(&o, in, strlen(in), step, out);
+		ck_assert_msg(strcmp(out, "7,6,6,") == 0, "step %zu: %s", step, out);
+	}
+}
+END_TEST
+
+START_TEST(csv_rows_quotes_and_escapes)
+{
+	struct copy_opts o = opts(COPY_FMT_CSV, 0);
+	const char *in = "1,\"a\nb\"\"c\"\n2,x\n";
+	char out[128];
+
+	for (size_t step = 1; step <= strlen(in); step++) {
+		row_ends(&o, in, strlen(in), step, out);
+		ck_assert_msg(strcmp(out, "11,4,") == 0, "step %zu: %s", step, out);
+	}
+	o.escape = '\\';		/* an escaped quote does not end the quoted field */
+	in = "1,\"a\\\"\nb\"\n2,\"\\\\\"\n";
+	row_ends(&o, in, strlen(in), 3, out);
+	ck_assert_str_eq(out, "10,7,");
+}
+END_TEST
+
+START_TEST(binary_tuples_span_messages)
+{
+	static const uint8_t in[] = {
+		'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n', 0, 0, 0, 0, 0, 0, 0, 0, 2,
+		0xaa, 0xbb,					/* header extension */
+		0, 2, 0, 0, 0, 1, 7, 0xff, 0xff, 0xff, 0xff,	/* (7, NULL) */
+		0, 1, 0, 0, 0, 0,				/* ('') */
+		0xff, 0xff,					/* trailer */
+	};
+	struct copy_opts o = opts(COPY_FMT_BINARY, 0);
+	char out[128];
+
+	for (size_t step = 1; step <= sizeof(in); step++) {
+		row_ends(&o, (const char *)in, sizeof(in), step, out);
+		ck_assert_msg(strcmp(out, "21,11,6,2,") == 0, "step %zu: %s", step, out);
+	}
+}
+END_TEST
+
+static enum copy_key_rc
+key(const struct copy_opts *o, const char *row, char *val)
+{
+	uint8_t buf[128];
+	const uint8_t *v = NULL;
+	size_t n = 0;
+	enum copy_key_rc rc = copy_row_key(o, (const uint8_t *)row, strlen(row), buf, &v, &n);
+
+	if (rc == COPY_KEY_OK) {
+		memcpy(val, v, n);
+		val[n] = '\0';
+	}
+	return rc;
+}
+
+START_TEST(text_key_field)
+{
+	struct copy_opts o = opts(COPY_FMT_TEXT, 1);
+	char v[128];
+
+	ck_assert_int_eq(key(&o, "a\\tb\t4\\x32\\0631\t9\n", v), COPY_KEY_OK);
+	ck_assert_str_eq(v, "4231");
+	ck_assert_int_eq(key(&o, "a\t\\N\tz\r\n", v), COPY_KEY_NULL);
+	ck_assert_int_eq(key(&o, "a\\\tb\n", v), COPY_KEY_MISSING);	/* escaped delimiter */
+	ck_assert_int_eq(key(&o, "a\t-12\r\n", v), COPY_KEY_OK);
+	ck_assert_str_eq(v, "-12");
+	o.key_pos = 0;
+	o.null_str = "";
+	o.null_len = 0;
+	ck_assert_int_eq(key(&o, "\tx\n", v), COPY_KEY_NULL);
+}
+END_TEST
+
+START_TEST(csv_key_field)
+{
+	struct copy_opts o = opts(COPY_FMT_CSV, 1);
+	char v[128];
+
+	ck_assert_int_eq(key(&o, "\"x,y\",\"1\"\"2\",3\n", v), COPY_KEY_OK);
+	ck_assert_str_eq(v, "1\"2");
+	ck_assert_int_eq(key(&o, "a,,b\n", v), COPY_KEY_NULL);
+	ck_assert_int_eq(key(&o, "a,\"\",b\n", v), COPY_KEY_OK);	/* quoted: not NULL */
+	ck_assert_str_eq(v, "");
+	o.force_null = true;
+	ck_assert_int_eq(key(&o, "a,\"\",b\n", v), COPY_KEY_NULL);
+	o.force_null = false;
+	o.force_not_null = true;
+	ck_assert_int_eq(key(&o, "a,,b\n", v), COPY_KEY_OK);
+	ck_assert_int_eq(key(&o, "a\n", v), COPY_KEY_MISSING);
+}
+END_TEST
+
+START_TEST(binary_key_field)
+{
+	static const uint8_t row[] = { 0, 2, 0, 0, 0, 2, 'h', 'i', 0, 0, 0, 3, 1, 2, 3 };
+	static const uint8_t nul[] = { 0, 2, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff };
+	struct copy_opts o = opts(COPY_FMT_BINARY, 1);
+	const uint8_t *v = NULL;
+	size_t n = 0;
+
+	ck_assert_int_eq(copy_row_key(&o, row, sizeof(row), NULL, &v, &n), COPY_KEY_OK);
+	ck_assert_int_eq((int)n, 3);
+	ck_assert(v == row + 12);
+	ck_assert_int_eq(copy_row_key(&o, nul, sizeof(nul), NULL, &v, &n), COPY_KEY_NULL);
+	o.key_pos = 2;
+	ck_assert_int_eq(copy_row_key(&o, row, sizeof(row), NULL, &v, &n), COPY_KEY_MISSING);
+}
+END_TEST
+
+Suite *
+route_copy_suite(void)
+{
+	Suite *s = suite_create("route_copy");
+	TCase *tc = tcase_create("rows");
+
+	tcase_add_test(tc, text_rows_span_messages);
+	tcase_add_test(tc, csv_rows_quotes_and_escapes);
+	tcase_add_test(tc, binary_tuples_span_messages);
+	tcase_add_test(tc, text_key_field);
+	tcase_add_test(tc, csv_key_field);
+	tcase_add_test(tc, binary_key_field);
+	suite_add_tcase(s, tc);
+	return s;
+}
