@@ -59,15 +59,18 @@ route_send(struct route *r, struct pktbuf *pb)
 	return false;
 }
 
-/* Send <err> as ErrorResponse, with a shard's CONTEXT (a client gone closes the session). */
+/* Send <err> as ErrorResponse, with a shard's CONTEXT (a client gone closes the session).
+ * A parse error's where is its cursor position, not a CONTEXT: not sent. */
 static void
 route_send_err(struct route *r, const struct nk_error *err)
 {
 	struct proto_err_field where = { 'W', err->where };
+	bool context = err->where[0] != '\0' &&
+		       strspn(err->where, "0123456789") != strlen(err->where);
 	struct pktbuf pb;
 
 	pktbuf_init(&pb, 256);
-	pktbuf_write_error_ex(&pb, 'E', err, &where, err->where[0] != '\0' ? 1 : 0);
+	pktbuf_write_error_ex(&pb, 'E', err, &where, context ? 1 : 0);
 	if (!route_send(r, &pb))
 		return;		/* the session is closed */
 }

@@ -479,6 +479,10 @@ def test_copy_rejections(store):
         with pytest.raises(psycopg.Error) as ei:
             conn.execute("COPY customers TO STDOUT", prepare=True)
         assert ei.value.diag.message_primary == NK.format(55, SENTENCES[55])
+    # a shard's CONTEXT reaches the client, a syntax error's cursor position is no CONTEXT
+    with pytest.raises(psycopg.errors.SyntaxError) as ei:
+        store.run("SELECT FROM FROM customers")
+    assert ei.value.diag.context is None
     # the key missing from the column list
     with pytest.raises(psycopg.Error) as ei:
         store.copy_in("COPY customers (name) FROM STDIN", b"")
