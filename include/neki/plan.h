@@ -327,6 +327,8 @@ enum plan_agg {
 	PLAN_AGG_BOOL_OR,
 	PLAN_AGG_STRING_AGG,	/* partial strings joined by the constant delimiter */
 	PLAN_AGG_ARRAY_AGG,	/* partial arrays concatenated */
+	PLAN_AGG_COUNT_DISTINCT, /* partial: array_agg(DISTINCT x); final: count(DISTINCT) over
+				  * the concatenated arrays in the final combine SQL */
 };
 
 /* One aggregate call: where its partial values are in the shard result. */
@@ -335,6 +337,11 @@ struct plan_merge_agg {
 	uint32_t col;		/* shard column of the partial (AVG: the sum) */
 	uint32_t col2;		/* AVG: the count column */
 	const char *delim;	/* STRING_AGG: the delimiter */
+	/* STRING_AGG / ARRAY_AGG with ORDER BY inside: col is array_agg of the values and
+	 * keycol.. keycol+nkeys-1 array_agg of each sort key (all in that order); the final SQL
+	 * aggregates unnest(k1, .., v) AS u(k1, .., v) with <order> ("ORDER BY k1 DESC, ..") */
+	uint32_t nkeys, keycol;
+	const char *order;
 };
 
 /* Text with aggregate results in between: text[0] agg[0] text[1] ... text[nagg]. */

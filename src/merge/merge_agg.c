@@ -415,6 +415,18 @@ combine_array(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t
 	return ok || oom(err);
 }
 
+/* Ordered string_agg / array_agg: the key and value arrays of every shard, concatenated
+ * alike (the final SQL orders them). */
+static bool
+combine_ordered(struct merge *m, const struct plan_merge_agg *a, struct mrow **run, uint32_t n,
+		struct nk_error *err)
+{
+	for (uint32_t k = 0; k < a->nkeys; k++)
+		if (!combine_array(run, n, a->keycol + k, &m->types[a->keycol + k], err))
+			return false;
+	return combine_array(run, n, a->col, &m->types[a->col], err);
+}
+
 static bool
 combine_agg(struct merge *m, const struct plan_merge_agg *a, struct mrow **run, uint32_t n,
 	    struct nk_error *err)
@@ -436,10 +448,16 @@ combine_agg(struct merge *m, const struct plan_merge_agg *a, struct mrow **run, 
 	case PLAN_AGG_BOOL_OR:
 		return combine_bool(run, n, a->col, t, a->kind == PLAN_AGG_BOOL_AND) || oom(err);
 	case PLAN_AGG_STRING_AGG:
+		if (a->nkeys)
+			return combine_ordered(m, a, run, n, err);
 		if (t->kind != MV_TEXT)
 			return bad_partial(err, t);
 		return combine_string(run, n, a->col, a->delim) || oom(err);
 	case PLAN_AGG_ARRAY_AGG:
+		if (a->nkeys)
+			return combine_ordered(m, a, run, n, err);
+		return combine_array(run, n, a->col, t, err);
+	case PLAN_AGG_COUNT_DISTINCT:
 		return combine_array(run, n, a->col, t, err);
 	}
 	return bad_partial(err, t);
@@ -491,7 +509,7 @@ col_needs_final(struct merge *m, uint32_t i)
 	if (c->kind != PLAN_MCOL_AGG)
 		return false;
 	a = &m->spec->aggs[c->agg];
-	return a->kind == PLAN_AGG_AVG ||
+	return a->kind == PLAN_AGG_AVG || a->kind == PLAN_AGG_COUNT_DISTINCT || a->nkeys > 0 ||
 	       (a->kind == PLAN_AGG_SUM && (m->types[a->col].kind == MV_FLOAT4 ||
 					    m->types[a->col].kind == MV_FLOAT8));
 }
@@ -563,6 +581,36 @@ literal(struct merge *m, const struct mrow *r, uint32_t c, struct mtext *t, stru
 	return true;
 }
 
+/* (SELECT string_agg(v, 'd' ORDER BY k1) FROM unnest(<k1 array>, <v array>) AS u(k1, v)) */
+static bool
+ordered_literal(struct merge *m, const struct mrow *r, const struct plan_merge_agg *a,
+		struct mtext *t, struct nk_error *err)
+{
+	char name[16];
+
+	mt_str(t, a->kind == PLAN_AGG_STRING_AGG ? "(SELECT string_agg(v, " : "(SELECT array_agg(v ");
+	if (a->kind == PLAN_AGG_STRING_AGG) {
+		mt_quoted(t, (const uint8_t *)a->delim, (uint32_t)strlen(a->delim));
+		mt_str(t, " ");
+	}
+	mt_str(t, a->order);
+	mt_str(t, ") FROM unnest(");
+	for (uint32_t k = 0; k < a->nkeys; k++) {
+		if (!literal(m, r, a->keycol + k, t, err))
+			return false;
+		mt_str(t, ", ");
+	}
+	if (!literal(m, r, a->col, t, err))
+		return false;
+	mt_str(t, ") AS u(");
+	for (uint32_t k = 0; k < a->nkeys; k++) {
+		snprintf(name, sizeof(name), "k%u, ", k + 1);
+		mt_str(t, name);
+	}
+	mt_str(t, "v))");
+	return true;
+}
+
 static bool
 agg_literal(struct merge *m, const struct mrow *r, uint32_t ai, struct mtext *t,
 	    struct nk_error *err)
@@ -572,6 +620,15 @@ agg_literal(struct merge *m, const struct mrow *r, uint32_t ai, struct mtext *t,
 	const char *div = k == MV_FLOAT4 || k == MV_FLOAT8 ? "float8" : "numeric";
 	const struct proto_value *sum = &r->vals[a->col], *cnt = &r->vals[a->col2];
 
+	if (a->nkeys > 0)
+		return ordered_literal(m, r, a, t, err);
+	if (a->kind == PLAN_AGG_COUNT_DISTINCT) {	/* the shards' distinct values, counted */
+		mt_str(t, "(SELECT count(DISTINCT e) FROM unnest(");
+		if (!literal(m, r, a->col, t, err))
+			return false;
+		mt_str(t, ") AS e)");
+		return true;
+	}
 	if (a->kind != PLAN_AGG_AVG)
 		return literal(m, r, a->col, t, err);
 	char *st = sum->p ? val_text(m, a->col, sum) : NULL;
@@ -689,7 +746,7 @@ final_value(struct merge *m, struct mrow *r, uint32_t c, const struct proto_valu
 	int64_t i;
 	double f;
 
-	if (!t->binary || !v->p)
+	if (!t->binary || !v->p || t->kind == MV_TEXT)	/* (text: the same bytes) */
 		return mrow_set(r, c, v->p, v->len) || oom(err);
 	text.binary = false;
 	if (t->kind == MV_INT && mv_int(&text, v, &i)) {

@@ -28,6 +28,16 @@ static const struct {
 	{ 1082, MV_DATE, "date" },	  { 1114, MV_TIMESTAMP, "timestamp" },
 	{ 1184, MV_TIMESTAMPTZ, "timestamptz" }, { 1700, MV_NUMERIC, "numeric" },
 	{ 2950, MV_UUID, "uuid" },
+	/* arrays: only named in the final combine SQL (count(DISTINCT) partials) */
+	{ 1000, MV_UNSUPPORTED, "bool[]" },	{ 1001, MV_UNSUPPORTED, "bytea[]" },
+	{ 1003, MV_UNSUPPORTED, "name[]" },	{ 1005, MV_UNSUPPORTED, "int2[]" },
+	{ 1007, MV_UNSUPPORTED, "int4[]" },	{ 1009, MV_UNSUPPORTED, "text[]" },
+	{ 1014, MV_UNSUPPORTED, "bpchar[]" },	{ 1015, MV_UNSUPPORTED, "varchar[]" },
+	{ 1016, MV_UNSUPPORTED, "int8[]" },	{ 1021, MV_UNSUPPORTED, "float4[]" },
+	{ 1022, MV_UNSUPPORTED, "float8[]" },	{ 1028, MV_UNSUPPORTED, "oid[]" },
+	{ 1115, MV_UNSUPPORTED, "timestamp[]" }, { 1182, MV_UNSUPPORTED, "date[]" },
+	{ 1185, MV_UNSUPPORTED, "timestamptz[]" }, { 1231, MV_UNSUPPORTED, "numeric[]" },
+	{ 2951, MV_UNSUPPORTED, "uuid[]" },
 };
 
 /* mv_kind_of: see merge_int.h. */

@@ -160,6 +160,96 @@ renamed_call(struct pm *p, const char *name, uint32_t open, uint32_t end)
 	return s;
 }
 
+#define PM_ORDER_KEYS 8	/* sort keys of an ordered aggregate */
+
+/* Text of <with> + "((" + <expr> + ") " + <rest>, arena. */
+static const char *
+wrapped(struct pm *p, const char *with, const char *expr, const char *rest)
+{
+	size_t len = strlen(with) + strlen(expr) + strlen(rest) + 5;
+	char *s = rarena_alloc(p->a, len);
+
+	if (s)
+		snprintf(s, len, "%s((%s) %s", with, expr, rest);
+	return s;
+}
+
+/*
+ * string_agg / array_agg with ORDER BY inside: each shard sends array_agg of every sort key
+ * and of the value, in that order (hidden columns); the final SQL aggregates them again.
+ */
+static bool
+ordered_agg(struct pm *p, const cJSON *fc, struct plan_merge_agg *a, uint32_t open,
+	    uint32_t end)
+{
+	const cJSON *order = jget(fc, "agg_order");
+	int d = p->toks[open].depth + 1;
+	uint32_t ord = open + 1, close, n = (uint32_t)cJSON_GetArraySize(order);
+	struct pm_span args[2], keys[PM_ORDER_KEYS];
+	const char *coll[PM_ORDER_KEYS];
+	char *fin;
+	size_t cap = 64;
+
+	while (ord < end && !(p->toks[ord].depth == d && pm_is(p, ord, "order")))
+		ord++;
+	for (close = ord; close < end && !(p->toks[close].depth == d - 1 && pm_is(p, close, ")"));)
+		close++;
+	if (ord >= end || close >= end || n == 0 || n > PM_ORDER_KEYS ||
+	    pm_split(p, ord + 2, close, keys, PM_ORDER_KEYS) != n ||
+	    pm_split(p, open + 1, ord, args, 2) == 0)
+		return nk_error_set(p->err, "0A000", "cannot merge this ordered aggregate across "
+				    "shards");
+	const char *ord_text = pm_text(p, ord, close);
+	const char *filter = close + 1 < end ? pm_text(p, close + 1, end) : "";
+	const char *rest = rarena_alloc(p->a, strlen(ord_text) + strlen(filter) + 4);
+
+	if (!rest)
+		return oom(p);
+	snprintf((char *)rest, strlen(ord_text) + strlen(filter) + 4, "%s) %s", ord_text, filter);
+	for (uint32_t i = 0; i < n; i++) {
+		const cJSON *sb = jas(cJSON_GetArrayItem(order, (int)i), "SortBy");
+		uint32_t e = keys[i].first;
+		int c;
+
+		cap += 48;
+		if (jget(sb, "useOp"))
+			return nk_error_set(p->err, "0A000", "ORDER BY ... USING inside an aggregate is "
+					    "not merged across shards");
+		while (e < keys[i].last && !(p->toks[e].depth == d &&
+		       (pm_is(p, e, "asc") || pm_is(p, e, "desc") || pm_is(p, e, "nulls"))))
+			e++;
+		coll[i] = "";	/* the array loses COLLATE: the final ORDER BY says it again */
+		for (uint32_t k = keys[i].first; k < e; k++)
+			if (p->toks[k].depth == d && pm_is(p, k, "collate"))
+				coll[i] = pm_text(p, k, e);
+		cap += strlen(coll[i]) + 1;
+		c = add_col(p, wrapped(p, "array_agg", pm_text(p, keys[i].first, e), rest));
+		if (c < 0)
+			return false;
+		if (i == 0)
+			a->keycol = (uint32_t)c;
+	}
+	int v = add_col(p, wrapped(p, "array_agg", pm_text(p, args[0].first, args[0].last), rest));
+
+	if (v < 0 || !(fin = rarena_alloc(p->a, cap)))
+		return v < 0 ? false : oom(p);
+	a->col = (uint32_t)v;
+	a->nkeys = n;
+	strcpy(fin, "ORDER BY");
+	for (uint32_t i = 0; i < n; i++) {
+		const cJSON *sb = jas(cJSON_GetArrayItem(order, (int)i), "SortBy");
+		const char *dir = jstr(sb, "sortby_dir"), *nulls = jstr(sb, "sortby_nulls");
+		size_t at = strlen(fin);
+
+		snprintf(fin + at, cap - at, "%s k%u %s%s%s", i ? "," : "", i + 1, coll[i],
+			 dir && strcmp(dir, "SORTBY_DESC") == 0 ? " DESC" : "",
+			 !nulls || strcmp(nulls, "SORTBY_NULLS_DEFAULT") == 0 ? "" :
+			 strcmp(nulls, "SORTBY_NULLS_FIRST") == 0 ? " NULLS FIRST" : " NULLS LAST");
+	}
+	a->order = fin;
+	return true;
+}
+
 /* Record aggregate call <fc> (kind <kind>); its partial is column <own> or a hidden one. */
 static int
 add_agg(struct pm *p, const cJSON *fc, int kind, int own)
@@ -168,10 +258,15 @@ add_agg(struct pm *p, const cJSON *fc, int kind, int own)
 	uint32_t first = pm_tok_at(p, (uint32_t)jint(fc, "location", 0)), open;
 	uint32_t end = pm_call_end(p, first, &open);
 	struct plan_merge_agg *a;
+	bool count_distinct = kind == PLAN_AGG_COUNT && jbool(fc, "agg_distinct") &&
+			      !jget(fc, "agg_order") && cJSON_GetArraySize(jget(fc, "args")) == 1;
+	bool ordered = (kind == PLAN_AGG_STRING_AGG || kind == PLAN_AGG_ARRAY_AGG) &&
+		       jget(fc, "agg_order") && !jbool(fc, "agg_distinct");
 
-	if (jbool(fc, "agg_distinct") || jget(fc, "agg_order") || jbool(fc, "agg_within_group")) {
-		nk_error_set(p->err, "0A000", "aggregates with DISTINCT or ORDER BY inside are not "
-			     "merged across shards yet");
+	if (!count_distinct && !ordered &&
+	    (jbool(fc, "agg_distinct") || jget(fc, "agg_order") || jbool(fc, "agg_within_group"))) {
+		nk_error_set(p->err, "0A000", "aggregates with DISTINCT inside (other than "
+			     "count(DISTINCT x)) are not merged across shards yet");
 		return -1;
 	}
 	if (!grow(p, (void **)&m->aggs, m->naggs, &p->agg_cap, sizeof(*m->aggs)))
@@ -190,7 +285,17 @@ add_agg(struct pm *p, const cJSON *fc, int kind, int own)
 			return -1;
 		}
 	}
-	if (kind == PLAN_AGG_AVG) {
+	if (ordered) {
+		if (!ordered_agg(p, fc, a, open, end))
+			return -1;
+	} else if (count_distinct) {	/* each shard's distinct values; counted by the final SQL */
+		int c = add_col(p, renamed_call(p, "array_agg", open, end));
+
+		if (c < 0)
+			return -1;
+		a->kind = PLAN_AGG_COUNT_DISTINCT;
+		a->col = (uint32_t)c;
+	} else if (kind == PLAN_AGG_AVG) {
 		int s = add_col(p, renamed_call(p, "sum", open, end));
 		int c = add_col(p, renamed_call(p, "count", open, end));
 

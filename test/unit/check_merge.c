@@ -729,6 +729,14 @@ static const struct spec_case spec_cases[] = {
 	  "SELECT g, count(*), g, sum(x) FROM t WHERE x > 0 GROUP BY g ", 2, 4, 1, true, false },
 	{ "SELECT count(*) * 2 FROM t", "SELECT count(*) * 2, count(*) FROM t", 1, 2, 0, true,
 	  false },
+	{ "SELECT string_agg(s, ';' ORDER BY b COLLATE \"C\" DESC, c) FROM t",
+	  "SELECT string_agg(s, ';' ORDER BY b COLLATE \"C\" DESC, c), "
+	  "array_agg((b COLLATE \"C\") ORDER BY b COLLATE \"C\" DESC, c) , "
+	  "array_agg((c) ORDER BY b COLLATE \"C\" DESC, c) , "
+	  "array_agg((s) ORDER BY b COLLATE \"C\" DESC, c)  FROM t", 1, 4, 0, true, false },
+	{ "SELECT g, count(DISTINCT x) FILTER (WHERE y) FROM t GROUP BY g",
+	  "SELECT g, count(DISTINCT x) FILTER (WHERE y), array_agg(DISTINCT x) FILTER (WHERE y), g "
+	  "FROM t GROUP BY g", 2, 4, 0, true, false },
 	{ "SELECT DISTINCT g FROM t ORDER BY g", "SELECT DISTINCT g FROM t ORDER BY g", 1, 1, 1,
 	  false, true },
 	{ "SELECT a FROM t UNION SELECT b FROM u ORDER BY 1 LIMIT 2",
@@ -771,7 +779,10 @@ static const struct refuse_case refuse_cases[] = {
 	{ "SELECT a, rank() OVER (ORDER BY a) FROM t", "NK013", 106 },
 	{ "SELECT my_agg(DISTINCT a) FROM t", "NK013", 212 },
 	{ "SELECT corr(a, b) FROM t", "0A000", 0 },
-	{ "SELECT count(DISTINCT a) FROM t", "0A000", 0 },
+	{ "SELECT sum(DISTINCT a) FROM t", "0A000", 0 },
+	{ "SELECT count(DISTINCT a, b) FROM t", "0A000", 0 },
+	{ "SELECT string_agg(DISTINCT a, ',') FROM t", "0A000", 0 },
+	{ "SELECT array_agg(a ORDER BY b USING <) FROM t", "0A000", 0 },
 	{ "SELECT string_agg(a, b) FROM t", "0A000", 0 },
 	{ "SELECT a, count(*) FROM t GROUP BY a HAVING a > 1", "0A000", 0 },
 	{ "SELECT a + count(*) FROM t GROUP BY a", "0A000", 0 },
