@@ -160,10 +160,19 @@ struct plan_fill {
 					 * cells take the values */
 };
 
-/* A nextval('seq') call the router evaluates: the executor replaces the call's text. */
+/* Sequence functions the router evaluates (spec 6.1: nextval/currval are router-managed). */
+enum plan_seq_fn {
+	PLAN_SEQ_NEXTVAL = 0,	/* a value from the router's batches */
+	PLAN_SEQ_CURRVAL,	/* the session's last value of the sequence (55000 when none) */
+	PLAN_SEQ_LASTVAL,	/* the session's last value of any sequence (no seq_* fields) */
+};
+
+/* A nextval('seq') / currval('seq') / lastval() call the router evaluates: the executor
+ * replaces the call's text by its value. */
 struct plan_nextval {
+	enum plan_seq_fn fn;
 	const char *seq_schema, *seq_name;
-	const char *home;
+	const char *home;		/* NEXTVAL only */
 	int64_t cache;
 	uint32_t start, len;		/* the call `nextval('seq')` in plan_input.sql */
 };

@@ -79,9 +79,10 @@ struct ptok {
 bool plan_lex(struct rarena *a, const char *sql, struct ptok **out, uint32_t *n);
 /* Token <t> is the word or punctuation <word> (case-insensitive). */
 bool ptok_is(const char *sql, const struct ptok *t, const char *word);
-/* Tokens i.. are `nextval ( <arg> [::regclass] )`: the argument's and the ')' token. */
+/* Tokens i.. are `<fname> ( <arg> [::regclass] )` (nextval, currval), or `lastval ( )`
+ * for <fname> lastval (*arg = i then): the argument's and the ')' token. */
 bool plan_find_nextval(const char *sql, const struct ptok *t, uint32_t n, uint32_t i,
-		       uint32_t *arg, uint32_t *end);
+		       const char *fname, uint32_t *arg, uint32_t *end);
 
 /* plan_util.c */
 /* <p> owns a global secondary index: with <column> NULL an enabled one; else one (enabled

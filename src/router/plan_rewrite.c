@@ -176,12 +176,19 @@ ptok_is(const char *sql, const struct ptok *t, const char *word)
 /* plan_find_nextval: see plan_int.h. */
 bool
 plan_find_nextval(const char *sql, const struct ptok *t, uint32_t n, uint32_t i,
-		  uint32_t *arg, uint32_t *end)
+		  const char *fname, uint32_t *arg, uint32_t *end)
 {
 	uint32_t k = i + 2;
 
-	if (i + 3 >= n || !ptok_is(sql, &t[i], "nextval") || !ptok_is(sql, &t[i + 1], "(") ||
+	if (i + 2 >= n || !ptok_is(sql, &t[i], fname) || !ptok_is(sql, &t[i + 1], "(") ||
 	    (i >= 2 && ptok_is(sql, &t[i - 1], ".") && !ptok_is(sql, &t[i - 2], "pg_catalog")))
+		return false;
+	if (strcmp(fname, "lastval") == 0) {
+		*arg = i;
+		*end = i + 2;
+		return ptok_is(sql, &t[i + 2], ")");
+	}
+	if (i + 3 >= n)
 		return false;
 	*arg = k;
 	k++;
@@ -265,7 +272,8 @@ copy_span(struct rw *w, uint32_t from, uint32_t to)
 		put(w, w->sql + pos, nv->start - pos);
 		puts_(w, "(SELECT ");
 		put_int(w, w->nextvals[k]);
-		puts_(w, "::int8 AS nextval)");
+		puts_(w, nv->fn == PLAN_SEQ_CURRVAL ? "::int8 AS currval)" :
+			 nv->fn == PLAN_SEQ_LASTVAL ? "::int8 AS lastval)" : "::int8 AS nextval)");
 		pos = nv->start + nv->len;
 	}
 	if (to > pos)

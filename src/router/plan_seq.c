@@ -283,7 +283,7 @@ literal_seq(struct pctx *c, const char *sql, const struct ptok *t, const char **
 
 static bool
 add_nextval(struct pctx *c, const char *sql, const struct ptok *t, uint32_t i, uint32_t arg,
-	    uint32_t end)
+	    uint32_t end, enum plan_seq_fn fn)
 {
 	struct plan *o = c->out;
 	struct plan_nextval *nv, *grown = rarena_alloc(c->a, (o->nnextvals + 1) * sizeof(*grown));
@@ -296,8 +296,17 @@ add_nextval(struct pctx *c, const char *sql, const struct ptok *t, uint32_t i, u
 	nv = &o->nextvals[o->nnextvals++];
 	if (i >= 2 && ptok_is(sql, &t[i - 1], "."))
 		i -= 2;	/* pg_catalog.nextval */
+	nv->fn = fn;
 	nv->start = t[i].start;
 	nv->len = t[end].start + 1 - t[i].start;
+	nv->seq_schema = nv->seq_name = nv->home = NULL;
+	nv->cache = 0;
+	if (fn == PLAN_SEQ_LASTVAL)
+		return true;
+	if (fn == PLAN_SEQ_CURRVAL)
+		return (t[arg].kind == 's' &&
+			literal_seq(c, sql, &t[arg], &nv->seq_schema, &nv->seq_name)) ||
+		       nk_error_nk013(c->err, 101);
 	if (t[arg].kind != 's' || !literal_seq(c, sql, &t[arg], &nv->seq_schema, &nv->seq_name))
 		return nk_error_nk013(c->err, 101);
 	return seq_home(c, nv->seq_schema, nv->seq_name, NULL, &nv->home, &nv->cache);
@@ -311,7 +320,12 @@ plan_nextvals(struct pctx *c)
 	uint32_t f = c->s->flags, n, arg, end;
 	struct ptok *t;
 
-	if (!stmt_calls(c->s, "nextval"))
+	static const char *const fnames[] = { "nextval", "currval", "lastval" };
+	bool any = false;
+
+	for (size_t k = 0; k < NK_ARRAY_LEN(fnames); k++)
+		any = any || stmt_calls(c->s, fnames[k]);
+	if (!any)
 		return true;
 	if (f & STMT_F_SEQ_WHERE)
 		return nk_error_nk013(c->err, 146);
@@ -322,8 +336,9 @@ plan_nextvals(struct pctx *c)
 	if (!plan_lex(c->a, sql, &t, &n))
 		return nk_error_set(c->err, "53200", "out of memory");
 	for (uint32_t i = 0; i < n; i++)
-		if (plan_find_nextval(sql, t, n, i, &arg, &end) &&
-		    !add_nextval(c, sql, t, i, arg, end))
-			return false;
+		for (uint32_t k = 0; k < NK_ARRAY_LEN(fnames); k++)
+			if (plan_find_nextval(sql, t, n, i, fnames[k], &arg, &end) &&
+			    !add_nextval(c, sql, t, i, arg, end, (enum plan_seq_fn)k))
+				return false;
 	return c->out->nnextvals > 0 || nk_error_nk013(c->err, 101);
 }

@@ -35,6 +35,7 @@ struct rcopy;
 struct spool;
 struct event;
 struct seq_entry;
+struct rseq_last;
 struct link;
 
 #define ROUTE_SHARDS_MAX 32	/* shards one session may use */
@@ -202,6 +203,10 @@ struct route {
 	struct route *seq_next;		/* in the worker's list of waiting sessions */
 	const struct plan_param *seq_params;	/* extended: the bound values (arena) */
 	uint32_t seq_nparams;
+	struct rseq_last *seq_last;	/* owned: the session's last value per sequence */
+	uint32_t nseq_last;
+	int64_t seq_lastval;		/* lastval(), when seq_has_lastval */
+	bool seq_has_lastval;
 	/* COPY (route_copy.c) */
 	struct rcopy *copy;		/* owned: COPY FROM in progress; freed with the exec */
 	struct {			/* COPY TO over several shards */

@@ -30,6 +30,12 @@
 static struct seq_alloc *seq_values;	/* the worker's allocator (sequence_batch) */
 static struct route *seq_waiters;	/* sessions waiting for another one's reservation */
 
+/* The session's last value of one sequence (currval). */
+struct rseq_last {
+	char *schema, *name;
+	int64_t value;
+};
+
 /* One sequence a statement needs values of. */
 struct seq_need {
 	struct seq_entry *e;
@@ -91,6 +97,87 @@ route_seq_free(struct route *r)
 {
 	seq_unwait(r);
 	seq_fill_over(r);
+	for (uint32_t i = 0; i < r->nseq_last; i++) {
+		free(r->seq_last[i].schema);
+		free(r->seq_last[i].name);
+	}
+	free(r->seq_last);
+	r->seq_last = NULL;
+	r->nseq_last = 0;
+}
+
+/* ---- currval / lastval: the session's last values ---- */
+
+static struct rseq_last *
+seq_last_find(struct route *r, const char *schema, const char *name)
+{
+	for (uint32_t i = 0; i < r->nseq_last; i++)
+		if (route_streq(r->seq_last[i].schema, schema) &&
+		    route_streq(r->seq_last[i].name, name))
+			return &r->seq_last[i];
+	return NULL;
+}
+
+/* <schema>.<name> handed out <v> to this session; false on no memory. */
+static bool
+seq_last_set(struct route *r, const char *schema, const char *name, int64_t v)
+{
+	struct rseq_last *e = seq_last_find(r, schema, name), *g;
+
+	if (e == NULL) {
+		if ((g = realloc(r->seq_last, (r->nseq_last + 1) * sizeof(*g))) == NULL)
+			return false;
+		r->seq_last = g;
+		e = &g[r->nseq_last];
+		e->schema = strdup(schema);
+		e->name = strdup(name);
+		if (e->schema == NULL || e->name == NULL) {
+			free(e->schema);
+			free(e->name);
+			return false;
+		}
+		r->nseq_last++;
+	}
+	e->value = v;
+	r->seq_lastval = v;
+	r->seq_has_lastval = true;
+	return true;
+}
+
+/* Remember the values this statement took and give currval()/lastval() theirs (in text
+ * order, after the fills): 55000 as Postgres when the session has none yet. */
+static bool
+seq_resolve(struct route *r, const struct plan *p, const int64_t *values, int64_t *nextvals,
+	    struct nk_error *err)
+{
+	for (uint32_t f = 0; f < p->nfills; f++)
+		if (p->nrows > 0 && !seq_last_set(r, p->fills[f].seq_schema, p->fills[f].seq_name,
+						  values[(size_t)f * p->nrows + p->nrows - 1]))
+			return nk_error_set(err, "53200", "out of memory");
+	for (uint32_t k = 0; k < p->nnextvals; k++) {
+		const struct plan_nextval *nv = &p->nextvals[k];
+		const struct rseq_last *e;
+
+		switch (nv->fn) {
+		case PLAN_SEQ_NEXTVAL:
+			if (!seq_last_set(r, nv->seq_schema, nv->seq_name, nextvals[k]))
+				return nk_error_set(err, "53200", "out of memory");
+			break;
+		case PLAN_SEQ_CURRVAL:
+			if ((e = seq_last_find(r, nv->seq_schema, nv->seq_name)) == NULL)
+				return nk_error_set(err, "55000", "currval of sequence \"%s\" is not "
+						    "yet defined in this session", nv->seq_name);
+			nextvals[k] = e->value;
+			break;
+		case PLAN_SEQ_LASTVAL:
+			if (!r->seq_has_lastval)
+				return nk_error_set(err, "55000", "lastval is not yet defined in this "
+						    "session");
+			nextvals[k] = r->seq_lastval;
+			break;
+		}
+	}
+	return true;
 }
 
 /* ---- the needs of a plan ---- */
@@ -166,7 +253,7 @@ seq_take_all(const struct plan *p, struct seq_need *nd, uint32_t nn, int64_t *va
 			    route_streq(nd[i].name, p->fills[f].seq_name))
 				(void)!seq_take(nd[i].e, p->nrows, &values[(size_t)f * p->nrows]);
 	for (uint32_t k = 0; k < p->nnextvals; k++)
-		for (uint32_t i = 0; i < nn; i++)
+		for (uint32_t i = 0; i < nn && p->nextvals[k].fn == PLAN_SEQ_NEXTVAL; i++)
 			if (route_streq(nd[i].schema, p->nextvals[k].seq_schema) &&
 			    route_streq(nd[i].name, p->nextvals[k].seq_name))
 				(void)!seq_take(nd[i].e, 1, &nextvals[k]);
@@ -225,7 +312,7 @@ route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p, con
 				  p->fills[f].home, p->fills[f].cache, p->nrows, err))
 			return ROUTE_SEQ_FAILED;
 	for (uint32_t k = 0; k < p->nnextvals; k++)
-		if (!seq_need_add(r, nd, &nn, p->nextvals[k].seq_schema, p->nextvals[k].seq_name,
+		if (p->nextvals[k].fn == PLAN_SEQ_NEXTVAL && !seq_need_add(r, nd, &nn, p->nextvals[k].seq_schema, p->nextvals[k].seq_name,
 				  p->nextvals[k].home, p->nextvals[k].cache, 1, err))
 			return ROUTE_SEQ_FAILED;
 	for (uint32_t i = 0; i < nn; i++)
@@ -235,6 +322,8 @@ route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p, con
 			return seq_reserve(r, &nd[i], err);
 		}
 	seq_take_all(p, nd, nn, values, nextvals);
+	if (!seq_resolve(r, p, values, nextvals, err))
+		return ROUTE_SEQ_FAILED;
 	if (p->route_by_fill && !plan_fill_route(r->arena, in, p, values, err))
 		return ROUTE_SEQ_FAILED;
 	if ((text = plan_rewrite(r->arena, *sql, p, NULL, values, nextvals, err)) == NULL)

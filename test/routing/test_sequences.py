@@ -245,6 +245,31 @@ def test_prepare_execute_and_multi_statement(seqdb):
     seqdb.check_placement("events", "id")
 
 
+def test_currval_and_lastval_are_the_sessions(seqdb):
+    """currval()/lastval() answer from the session's own values (fills included), as
+    Postgres; before any, 55000 with Postgres's message."""
+    with seqdb.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        for sql, msg in (("SELECT currval('ticket')",
+                          'currval of sequence "ticket" is not yet defined in this session'),
+                         ("SELECT lastval()", "lastval is not yet defined in this session")):
+            with pytest.raises(psycopg.Error) as ei:
+                cur.execute(sql)
+            assert ei.value.diag.sqlstate == "55000"
+            assert ei.value.diag.message_primary == msg
+        ids = [r[0] for r in cur.execute("INSERT INTO events (payload) VALUES ('cv1'), "
+                                         "('cv2') RETURNING id").fetchall()]
+        assert cur.execute("SELECT currval('events_id_seq')").fetchall() == [(ids[1],)]
+        assert cur.description[0].name == "currval"
+        assert cur.execute("SELECT lastval()").fetchall() == [(ids[1],)]
+        t = cur.execute("SELECT nextval('ticket')").fetchall()[0][0]
+        assert cur.execute("SELECT currval('ticket'), lastval(), "
+                           "currval('public.events_id_seq')").fetchall() == [(t, t, ids[1])]
+        # a row can carry the id just drawn
+        cur.execute("INSERT INTO items (owner, id, note) VALUES (51, currval('ticket'), 'c')")
+        assert seqdb.run("SELECT id FROM items WHERE owner = 51") == [(t,)]
+
+
 def test_reference_table_serial_same_on_every_copy(seqdb):
     rows = seqdb.run("INSERT INTO kinds (name) VALUES ('x'), ('y') RETURNING id, name")
     assert [r[1] for r in rows] == ["x", "y"]

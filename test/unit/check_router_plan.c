@@ -1229,6 +1229,33 @@ END_TEST
 
 /* ---- session settings ---- */
 
+/* currval('seq') and lastval() are the router's too: replaced by the session's values. */
+START_TEST(test_currval_lastval_calls)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	static const int64_t nv[] = { 900, 901, 902 };
+	const char *sql = "SELECT nextval('orders_id_seq'), currval('orders_id_seq'), lastval()";
+
+	ck_assert_msg(plan_sql(&fx, sql, NULL, NULL, 0, &p, &err), "%s", err.message);
+	ck_assert_uint_eq(p.nnextvals, 3);
+	ck_assert_int_eq(p.nextvals[0].fn, PLAN_SEQ_NEXTVAL);
+	ck_assert_int_eq(p.nextvals[1].fn, PLAN_SEQ_CURRVAL);
+	ck_assert_str_eq(p.nextvals[1].seq_name, "orders_id_seq");
+	ck_assert_int_eq(p.nextvals[2].fn, PLAN_SEQ_LASTVAL);
+	ck_assert_str_eq(plan_rewrite(fx.a, sql, &p, NULL, NULL, nv, &err),
+			 "SELECT (SELECT 900::int8 AS nextval), (SELECT 901::int8 AS currval), "
+			 "(SELECT 902::int8 AS lastval)");
+	rt_fx_done(&fx);
+	/* a non-literal argument cannot be evaluated by the router */
+	ck_assert(!plan_sql(&fx, "SELECT currval(name::regclass) FROM customers WHERE id = 1",
+			    NULL, NULL, 0, &p, &err));
+	ck_assert_str_eq(err.sqlstate, "NK013");
+	rt_fx_done(&fx);
+}
+END_TEST
+
 START_TEST(test_neki_settings)
 {
 	struct plan_session s;
@@ -1530,6 +1557,7 @@ router_add_plan_tests(Suite *s)
 	tcase_add_test(tc, test_insert_parts);
 	tcase_add_test(tc, test_fill_omitted_serial);
 	tcase_add_test(tc, test_fill_default_cells);
+	tcase_add_test(tc, test_currval_lastval_calls);
 	tcase_add_test(tc, test_fill_positional_and_reference);
 	tcase_add_test(tc, test_fill_shard_key);
 	tcase_add_test(tc, test_nextval_calls);
