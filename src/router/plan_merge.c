@@ -801,7 +801,12 @@ has_key(const cJSON *n, const char *key)
 	return false;
 }
 
-/* UNION arms: all UNION or all UNION ALL; the leftmost arm names the columns. */
+/*
+ * UNION arms; the leftmost arm names the columns. <all> is the top operation's: a top UNION
+ * removes duplicates of every arm (UNION ALL below it included); a top UNION ALL keeps them,
+ * so a UNION below it (whose duplicates each shard removes only among its own rows) is
+ * refused.
+ */
 static bool
 set_op_arms(struct pm *p, const cJSON *sel, int *all, const cJSON **leftmost)
 {
@@ -813,10 +818,11 @@ set_op_arms(struct pm *p, const cJSON *sel, int *all, const cJSON **leftmost)
 	}
 	if (strcmp(op, "SETOP_UNION") != 0)
 		return nk_error_nk013(p->err, 124);
-	if (*all >= 0 && *all != (int)jbool(sel, "all"))
-		return nk_error_set(p->err, "0A000", "mixing UNION and UNION ALL is not merged "
+	if (*all < 0)
+		*all = jbool(sel, "all");
+	else if (*all == 1 && !jbool(sel, "all"))
+		return nk_error_set(p->err, "0A000", "a UNION under a UNION ALL is not merged "
 				    "across shards");
-	*all = jbool(sel, "all");
 	return set_op_arms(p, jget(sel, "larg"), all, leftmost) &&
 	       set_op_arms(p, jget(sel, "rarg"), all, leftmost);
 }
