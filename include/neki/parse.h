@@ -211,6 +211,8 @@ enum stmt_shape {
 	STMT_SH_ADVISORY_SESSION = 1u << 13,	/* a session-level advisory-lock function */
 	STMT_SH_ADVISORY_XACT = 1u << 14,	/* a transaction-level one (pg_*_xact_*) */
 	STMT_SH_VALUES_ORDER = 1u << 15,	/* INSERT ... VALUES (...) ORDER BY: 150 */
+	STMT_SH_SLICE_SET = 1u << 16,		/* UPDATE SET a[1:2] = / a[1][2] =: 67 */
+	STMT_SH_MERGE_DERIVED = 1u << 17,	/* MERGE ... USING (subquery): 121 */
 };
 
 /* INSERT ... SELECT: one select-list entry, a column of the source or a value. */

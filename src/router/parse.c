@@ -573,6 +573,25 @@ pb_insert(struct pb *b, const cJSON *ins_node, bool top)
 	pb_walk(b, jget(ins_node, "returningList"), 0, false);
 }
 
+/* SET a[1:2] = ... or a[1][2] = ...: an array slice or a multidimensional element. */
+static bool
+slice_assignment(const cJSON *targets)
+{
+	const cJSON *t, *ind;
+
+	cJSON_ArrayForEach(t, targets) {
+		int n = 0;
+
+		cJSON_ArrayForEach(ind, jget(jas(t, "ResTarget"), "indirection")) {
+			const cJSON *ai = jas(ind, "A_Indices");
+
+			if (ai && (jbool(ai, "is_slice") || ++n > 1))
+				return true;
+		}
+	}
+	return false;
+}
+
 /* UPDATE / DELETE / MERGE bodies. */
 static void
 pb_update_delete(struct pb *b, const char *tag, const cJSON *body, bool top)
@@ -588,6 +607,8 @@ pb_update_delete(struct pb *b, const char *tag, const cJSON *body, bool top)
 		chained = chained || b->s->rels[in_ctes].is_cte_ref;
 	if (update && from && pb_find(jget(body, "targetList"), m_sublink))
 		b->s->shape |= STMT_SH_SET_SUBQUERY;
+	if (update && slice_assignment(jget(body, "targetList")))
+		b->s->shape |= STMT_SH_SLICE_SET;
 	r = pb_rel(b, jget(body, "relation"), 0);
 	if (r)
 		r->is_target = true;
@@ -601,6 +622,8 @@ pb_update_delete(struct pb *b, const char *tag, const cJSON *body, bool top)
 		if (b->s->rels[i].is_cte_ref)
 			b->s->shape |= STMT_SH_CHAINED_CTE;
 	if (merge) {
+		if (jas(jget(body, "sourceRelation"), "RangeSubselect"))
+			b->s->shape |= STMT_SH_MERGE_DERIVED;
 		pb_from_item(b, jget(body, "sourceRelation"), 0, false);
 		pb_cond(b, jget(body, "joinCondition"), 0);
 		pb_walk(b, jget(body, "mergeWhenClauses"), 0, false);

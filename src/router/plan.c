@@ -813,6 +813,7 @@ check_multi_shard_shape(struct pctx *c)
 		{ STMT_SH_ORDER_SRF, 140, true }, { STMT_SH_SUB_SETOP, 151, false },
 		{ STMT_SH_VALUES_SUBQUERY, 152, false }, { STMT_SH_ARRAY_SUBQUERY, 153, false },
 		{ STMT_SH_ADVISORY_SESSION | STMT_SH_ADVISORY_XACT, 62, false },
+		{ STMT_SH_SLICE_SET, 67, false }, { STMT_SH_MERGE_DERIVED, 121, false },
 	};
 
 	if (c->out->nshards <= 1 || c->out->kind == PLAN_EVERY_COPY)
@@ -863,6 +864,8 @@ has_dml_source(const struct pctx *c)
 bool
 plan_refuse_join(struct pctx *c)
 {
+	if (c->s->shape & STMT_SH_MERGE_DERIVED)
+		return nk_error_nk013(c->err, 121);
 	return nk_error_nk013(c->err, has_dml_source(c) ? 103 : 113);
 }
 

@@ -89,7 +89,8 @@ bool plan_find_nextval(const char *sql, const struct ptok *t, uint32_t n, uint32
  * or not) declaring <column>. */
 bool plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *column);
 /* Tables that cannot meet on one shard: 113, or 103 when an UPDATE / DELETE joins a
- * FROM / USING source (spec: a DML source join that cannot be planned safely). */
+ * FROM / USING source (spec: a DML source join that cannot be planned safely), 121 for a
+ * MERGE whose source is a derived table. */
 bool plan_refuse_join(struct pctx *c);
 bool plan_utility(struct pctx *c);
 bool plan_check_session(struct pctx *c);

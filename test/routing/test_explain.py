@@ -4,7 +4,7 @@ test_routing.py): EXPLAIN (NEKI_PLAN [, ANALYZE] [, FORMAT TEXT|JSON]) with the 
 operator names and fields, ANALYZE running the statement and reporting each shard's actual
 rows and time, plain EXPLAIN of a single-route statement answered by that shard, NK017 for
 the others, and the refusals 30-33; then NK013 codes of the planner that reach a session
-(103, 104, 145 for a GSI column, 150, 333, PL/pgSQL limits of DO).
+(67, 103, 104, 121, 145 for a GSI column, 150, 333, PL/pgSQL limits of DO).
 """
 import json
 import re
@@ -174,6 +174,11 @@ def test_renaming_an_enum_label_of_a_shard_key_is_333(store):
      "Updating an index column is unavailable."),
     ("INSERT INTO customers (id, name) VALUES (1, 'a'), (2, 'b') ORDER BY 2 DESC", 150,
      "This ORDER BY expression is unavailable for VALUES."),
+    ("UPDATE customers SET name[1:2] = 'x'", 67,
+     "Array-slice and multidimensional array assignment are unavailable."),
+    ("MERGE INTO orders o USING (SELECT customer_id FROM order_items) i "
+     "ON o.customer_id = i.customer_id WHEN MATCHED THEN DELETE", 121,
+     "This MERGE shape is unavailable."),
     # DO: the PL/pgSQL limit its body hits, else 20 (the router runs no PL/pgSQL)
     ("DO $$ BEGIN RAISE; END $$", 92, "A bare RAISE is unavailable in PL/pgSQL."),
     ("DO $$ DECLARE r record; BEGIN r := ROW(1, 2); END $$", 83,

@@ -392,6 +392,9 @@ static const struct shape_case shape_cases[] = {
 	  "auth,shard-a,shard-b,shard-c,shard-d" },
 	{ "VACUUM ANALYZE orders", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
 	  "auth,shard-a,shard-b,shard-c,shard-d" },
+	/* 67 only when the router would process the statement (several shards) */
+	{ "UPDATE orders SET note[1:2] = '{a}' WHERE customer_id = 42", PLAN_SINGLE,
+	  PLAN_OP_EQUAL_UNIQUE, "c:42" },
 	/* 333 only for an enum a shard key uses, and only RENAME VALUE */
 	{ "ALTER TYPE mood RENAME VALUE 'a' TO 'b'", PLAN_ALL_SHARDS, PLAN_OP_ALL_SHARDS,
 	  "auth,shard-a,shard-b,shard-c,shard-d" },
@@ -609,6 +612,12 @@ static const struct reject_case reject_cases[] = {
 	  NK(332, "This database locale is unavailable to the router.") },
 	{ "ALTER TABLE orders ALTER COLUMN customer_id DROP EXPRESSION",
 	  NK(336, "Changing a routing column\xe2\x80\x99s generated expression is unavailable.") },
+	{ "UPDATE orders SET note[1:2] = '{a}' WHERE customer_id IN (1, 2)",
+	  NK(67, "Array-slice and multidimensional array assignment are unavailable.") },
+	{ "UPDATE orders SET note[1][2] = 'a'",
+	  NK(67, "Array-slice and multidimensional array assignment are unavailable.") },
+	{ "MERGE INTO orders o USING (SELECT customer_id FROM order_items) i ON o.customer_id = "
+	  "i.customer_id WHEN MATCHED THEN DELETE", NK(121, "This MERGE shape is unavailable.") },
 	{ "DELETE FROM order_items i USING products p WHERE i.sku = p.sku",
 	  NK(103, "This DML source join cannot be planned safely.") },
 	{ "UPDATE order_items i SET qty = 1 FROM products p WHERE p.sku = i.sku",
