@@ -10,7 +10,8 @@
  *
  * Execution of one statement ("exec"): a list of target shards in plan order. Parallel
  * execs send to every target first and then read the answers target by target (the links
- * not being read are paused, so the answers arrive in plan order); sequential execs send
+ * not being read are paused, so the answers arrive in plan order; a merge reads them all
+ * as they come, with back-pressure: route_merge.c); sequential execs send
  * to the next target only after the previous one answered without error. How the answers
  * combine is enum rx_combine. The router owns ReadyForQuery: the shards' own are consumed.
  */

@@ -2,12 +2,16 @@
  * route_merge.c - a SELECT over several shards whose result needs a merge step (ORDER BY,
  * LIMIT/OFFSET, aggregates, GROUP BY, HAVING, DISTINCT, UNION): the executor sends the
  * rewritten shard query of the merge spec (plan_merge_build) to every target in parallel,
- * feeds every shard's RowDescription / DataRow / CommandComplete into the merge (merge.h)
- * and streams what the merge lets out; when the merge asks for its final combine query,
+ * reads every target as its answers come, feeds every shard's RowDescription / DataRow /
+ * CommandComplete into the merge (merge.h) and streams what the merge lets out; a shard the
+ * merge holds enough rows of, or every shard while the client's queue is long, is paused
+ * (back-pressure). In the extended protocol the shards get the client's Bind values and
+ * result formats (route_ext_merge_msgs). When the merge asks for its final combine query,
  * that query runs on the first target and its result is fed as MERGE_FINAL. The merge is
  * freed with the exec (route_exec_reset), so on errors, cancels and disconnects as well.
  * Entry points: route_merge_setup(), route_merge_feed(), route_merge_final(),
- * route_merge_free(), route_db_collation().
+ * route_merge_free(), route_merge_may_read(), route_merge_resume(), route_on_send_done(),
+ * route_db_collation().
  */
 #include "neki/base.h"
 
