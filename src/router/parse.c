@@ -734,6 +734,74 @@ parse_statement(struct rarena *a, const char *sql, const struct parse_norm *norm
 	return ok ? b.s : NULL;
 }
 
+/*
+ * True when s[0..len) holds only what separates statements: white space, semicolons and
+ * comments (-- to the end of the line, nested slash-star ones).
+ */
+static bool
+split_gap_is_blank(const char *s, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		if (isspace((unsigned char)s[i]) || s[i] == ';') {
+			i++;
+		} else if (s[i] == '-' && i + 1 < len && s[i + 1] == '-') {
+			while (i < len && s[i] != '\n')
+				i++;
+		} else if (s[i] == '/' && i + 1 < len && s[i + 1] == '*') {
+			int depth = 0;
+
+			do {
+				if (s[i] == '/' && i + 1 < len && s[i + 1] == '*') {
+					depth++;
+					i += 2;
+				} else if (s[i] == '*' && i + 1 < len && s[i + 1] == '/') {
+					depth--;
+					i += 2;
+				} else {
+					i++;
+				}
+			} while (depth > 0 && i < len);
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The scanner split silently drops text it cannot end as a statement ("SELECT 1; SELECT (1"
+ * gives one statement, "SELECT (1" none). Postgres parses the whole string before running
+ * any of it, so such text is a syntax error for the whole Query: true when <sql> has text
+ * outside the split's statements, with the grammar's error in <err>.
+ */
+static bool
+split_dropped_text(const char *sql, const PgQuerySplitResult *res, struct nk_error *err)
+{
+	size_t at = 0;
+	PgQueryParseResult parsed;
+	bool dropped = false;
+
+	for (int i = 0; i < res->n_stmts && !dropped; i++) {
+		size_t st = (size_t)res->stmts[i]->stmt_location;
+
+		dropped = st > at && !split_gap_is_blank(sql + at, st - at);
+		at = st + (size_t)res->stmts[i]->stmt_len;
+	}
+	if (!dropped)
+		dropped = !split_gap_is_blank(sql + at, strlen(sql + at));
+	if (!dropped)
+		return false;
+	parsed = pg_query_parse(sql);
+	if (parsed.error)
+		nk_error_set(err, "42601", "%s", parsed.error->message);
+	else
+		dropped = false;
+	pg_query_free_parse_result(parsed);
+	return dropped;
+}
+
 /* parse_split: see parse.h. */
 bool
 parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t *n,
@@ -746,6 +814,8 @@ parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t
 	*n = 0;
 	if (res.error) {
 		nk_error_set(err, "42601", "%s", res.error->message);
+		ok = false;
+	} else if (split_dropped_text(sql, &res, err)) {
 		ok = false;
 	} else if (res.n_stmts > 0) {
 		*out = rarena_alloc(a, (size_t)res.n_stmts * sizeof(**out));

@@ -168,6 +168,11 @@ IMPLICIT_CASES = [
     # an error after BEGIN leaves the block aborted
     "INSERT INTO customers VALUES ({a}, 'x', 'FR'); BEGIN; "
     "INSERT INTO customers VALUES ({b}, 'y', 'DE'); SELECT 1 / 0",
+    # a syntax error anywhere: nothing runs (the whole string is parsed first)
+    "INSERT INTO customers VALUES ({a}, 'x', 'FR'); SELECT (1",
+    "INSERT INTO customers VALUES ({a}, 'x', 'FR'); SELECT (1; "
+    "INSERT INTO customers VALUES ({b}, 'y', 'DE')",
+    "SELECT (1",
     # a shard's error on the second shard
     "UPDATE customers SET name = 'u' WHERE id = 1; "
     "UPDATE customers SET name = NULL WHERE id = 2",

@@ -323,6 +323,40 @@ START_TEST(test_split)
 }
 END_TEST
 
+/* Text the scanner split cannot end as a statement is the whole Query's syntax error. */
+static const struct {
+	const char *sql;
+	const char *message;	/* NULL: splits without error */
+} split_drop_cases[] = {
+	{ "SELECT (1", "syntax error at end of input" },
+	{ "SELECT 1; SELECT (1", "syntax error at end of input" },
+	{ "SELECT (1; SELECT 2", "syntax error at or near \";\"" },
+	{ "SELECT 1; -- done\n /* a /* nested */ one */ ;", NULL },
+	{ "  ;; ", NULL },
+};
+
+START_TEST(test_split_dropped_text)
+{
+	struct rarena *a = rarena_new();
+	struct parse_span *v;
+	struct nk_error err;
+	uint32_t n;
+	bool ok;
+
+	nk_error_clear(&err);
+	ok = parse_split(a, split_drop_cases[_i].sql, &v, &n, &err);
+	if (split_drop_cases[_i].message) {
+		ck_assert(!ok);
+		ck_assert_str_eq(err.sqlstate, "42601");
+		ck_assert_str_eq(err.message, split_drop_cases[_i].message);
+	} else {
+		ck_assert(ok);
+		ck_assert_uint_le(n, 1);
+	}
+	rarena_free(a);
+}
+END_TEST
+
 Suite *
 router_suite(void)
 {
@@ -340,6 +374,7 @@ router_suite(void)
 	tcase_add_test(tc, test_model_utility);
 	tcase_add_test(tc, test_parse_error);
 	tcase_add_test(tc, test_split);
+	tcase_add_loop_test(tc, test_split_dropped_text, 0, NK_ARRAY_LEN(split_drop_cases));
 	suite_add_tcase(s, tc);
 	router_add_plan_tests(s);
 	router_add_seq_tests(s);
