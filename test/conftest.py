@@ -370,6 +370,12 @@ def _section(name, body):
     return f"[{name}]\n{body.strip()}\n\n" if body.strip() else f"[{name}]\n\n"
 
 
+# The users the default auth_file lists: under auth_type trust pgbouncer (and neki) let in
+# only users the auth_file (or auth_query) knows.
+DEFAULT_AUTH_USERS = ("postgres", "neki_test", "neki_md5", "neki_plain", "admin", "viewer",
+                      "stats", "op", "someone", "stranger")
+
+
 class Neki:
     """One neki instance with its own dir, ini, ports, log and pidfile."""
 
@@ -389,6 +395,8 @@ class Neki:
         self.shards = shards
         self.users = users
         self.extra = extra
+        self.userlist = self.dir / "fixture-userlist.txt"
+        self.auth_users = list(DEFAULT_AUTH_USERS)
         self.settings = {
             "listen_addr": "127.0.0.1",
             "listen_port": self.port,
@@ -398,6 +406,7 @@ class Neki:
             "pidfile": self.pidfile,
             "logfile": self.logfile,
             "auth_type": "trust",
+            "auth_file": self.userlist,
             "workers": 2,
         }
         self.update(settings or {})
@@ -422,8 +431,30 @@ class Neki:
             self.admin_port = int(self.settings["admin_listen_port"])
         self.write_ini()
 
+    def listed_users(self):
+        """Who the default auth_file lists: auth_users, admin_users, stats_users and the
+        [users] section's names."""
+        names = list(self.auth_users)
+        for key in ("admin_users", "stats_users"):
+            names += [u.strip() for u in str(self.settings.get(key, "")).split(",")]
+        users = self.users
+        if isinstance(users, str):
+            users = {line.split("=", 1)[0].strip(): None for line in users.splitlines()
+                     if "=" in line}
+        names += list(users or {})
+        return [n for i, n in enumerate(names) if n and n not in names[:i]]
+
+    def allow_users(self, *names):
+        """List more users in the default auth_file (rewritten at once; reload to apply)."""
+        self.auth_users += [n for n in names if n not in self.auth_users]
+        self.write_ini()
+
     def write_ini(self, text=None):
-        """Write the ini from the current settings (or the given raw text)."""
+        """Write the ini from the current settings (or the given raw text); when auth_file is
+        the default one, write it too (empty passwords: trust needs none)."""
+        if str(self.settings.get("auth_file")) == str(self.userlist):
+            self.userlist.write_text("".join(f'"{u}" ""\n' for u in self.listed_users()))
+            os.chmod(self.userlist, 0o644)
         if text is None:
             text = _section("databases", self.databases)
             if self.users is not None:
@@ -638,8 +669,10 @@ def neki():
 
     `databases`, `shards` and `users` are the section bodies (text or a dict); `settings`
     override the defaults (listen_addr 127.0.0.1, free listen_port and admin_listen_port,
-    unix_socket_dir/pidfile/logfile in the instance dir, auth_type trust, workers 2; a value
-    of None removes a default)."""
+    unix_socket_dir/pidfile/logfile in the instance dir, auth_type trust, workers 2, and
+    auth_file = <dir>/userlist.txt listing Neki.listed_users(): DEFAULT_AUTH_USERS, the
+    admin_users / stats_users names and the [users] names, more with inst.allow_users(); a
+    value of None removes a default)."""
     instances = []
 
     def factory(settings=None, databases=None, shards=None, users=None, extra="",

@@ -54,7 +54,8 @@ bool auth_plain_verify(const char *secret, const char *user, const char *passwor
 
 /* Errors a client sees (Postgres' wording, FATAL severity). Each returns false. */
 bool auth_error_password_failed(struct nk_error *err, const char *user);	/* 28P01 */
-bool auth_error_method_failed(struct nk_error *err, const char *method, const char *user);
+/* pgbouncer's "\"trust\" authentication failed" (08P01) for a user trust cannot vouch for */
+bool auth_error_trust_failed(struct nk_error *err);
 /* 28000: "pg_hba.conf rejects connection ..." (<explicit_rule>) or "no pg_hba.conf entry ..." */
 bool auth_error_hba_reject(struct nk_error *err, const char *host, const char *user,
 			   const char *db, bool is_tls, bool explicit_rule);

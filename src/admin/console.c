@@ -6,7 +6,7 @@
  * States (struct adm_conn.state), written only by con_set_state():
  *   CON_ST_STARTUP   startup framing; reading SSLRequest / GSSENCRequest (answered 'N'),
  *                    CancelRequest (closed) or the StartupMessage
- *     --StartupMessage accepted--> CON_ST_IDLE (trust, any, local pgbouncer user)
+ *     --StartupMessage accepted--> CON_ST_IDLE (trust + listed user, any, local pgbouncer)
  *                                  CON_ST_PASSWORD (plain / md5 challenge sent)
  *     --refused--> CON_ST_CLOSED (after a FATAL)
  *   CON_ST_PASSWORD  waiting for the PasswordMessage --ok--> CON_ST_IDLE, --bad--> CLOSED
@@ -311,7 +311,7 @@ con_authenticate(struct adm_conn *c)
 		con_login_ok(c);
 		return;
 	}
-	if (cfg->auth_type == CFG_AUTH_ANY || cfg->auth_type == CFG_AUTH_TRUST) {
+	if (cfg->auth_type == CFG_AUTH_ANY) {
 		con_login_ok(c);
 		return;
 	}

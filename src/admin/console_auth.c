@@ -2,8 +2,9 @@
  * console_auth.c - password authentication of console users, with pgbouncer's rules:
  * the method comes from auth_type (or the first matching auth_hba_file rule when auth_type is
  * hba), the secret from auth_file; md5 switches to SCRAM for a SCRAM secret; an unknown user
- * runs the same exchange and fails, so user names cannot be probed. trust / any never get
- * here (console.c), neither does the local "pgbouncer" user.
+ * runs the same exchange and fails, so user names cannot be probed; trust lets in only the
+ * users auth_file lists (pgbouncer's rule). any never gets here (console.c), neither does the
+ * local "pgbouncer" user.
  *
  * Steps: con_auth_start() writes the request (cleartext, md5 salt or SASL mechanisms);
  * con_auth_step() takes each client answer and says OK, CONTINUE (more to send) or FAIL.
@@ -119,10 +120,15 @@ con_auth_start(struct con_auth *a, const char *user, const char *db, int fd, boo
 	memset(a, 0, sizeof(*a));
 	snprintf(a->user, sizeof(a->user), "%s", user);
 	a->secret = file_secret(user);
+	if (a->secret == NULL)
+		log_info("no such user: %s", user);
 	a->exchange = auth_pick_exchange(m, a->secret);
 	switch (a->exchange) {
 	case AUTH_X_NONE:
-		return CON_AUTH_OK;
+		if (a->secret != NULL)
+			return CON_AUTH_OK;
+		auth_error_trust_failed(err);
+		return CON_AUTH_FAIL;
 	case AUTH_X_CLEARTEXT:
 		pktbuf_write_auth_cleartext(out);
 		a->step = CON_AUTH_STEP_PASSWORD;

@@ -256,11 +256,14 @@ auth_error_password_failed(struct nk_error *err, const char *user)
 	return false;
 }
 
-/* Postgres' "<method> authentication failed for user" (28000, FATAL). */
+/*
+ * pgbouncer's refusal of a user that trust cannot vouch for (not in auth_file, not found by
+ * auth_query): 08P01, FATAL, the same text whether or not the user exists on the server.
+ */
 bool
-auth_error_method_failed(struct nk_error *err, const char *method, const char *user)
+auth_error_trust_failed(struct nk_error *err)
 {
-	nk_error_set(err, "28000", "%s authentication failed for user \"%s\"", method, user);
+	nk_error_set(err, "08P01", "\"trust\" authentication failed");
 	if (err)
 		err->severity = NK_SEV_FATAL;
 	return false;

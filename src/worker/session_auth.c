@@ -106,12 +106,11 @@ sess_auth_fail(struct session *s, const char *reason)
 }
 
 static void
-sess_auth_method_fail(struct session *s, const char *method)
+sess_auth_trust_fail(struct session *s)
 {
 	struct nk_error err;
 
-	auth_error_method_failed(&err, method, s->user);
-	err.severity = NK_SEV_FATAL;
+	auth_error_trust_failed(&err);
 	sess_close(s, err.message, &err);
 }
 
@@ -218,14 +217,6 @@ sess_auth_any(struct session *s)
 	sess_login_done(s);
 }
 
-/* Without an auth_file and an auth_user nothing can say a user exists: trust them all. */
-static bool
-sess_trust_unchecked(const struct session *s)
-{
-	return s->cfg->auth_file[0] == '\0' && s->cfg->auth_user[0] == '\0' &&
-	       (s->db == NULL || s->db->auth_user == NULL || s->db->auth_user[0] == '\0');
-}
-
 /*
  * auth_type=cert (net/tls.c): the client certificate's CN must be the user name, as
  * pgbouncer; each failure is logged with pgbouncer's reason.
@@ -241,7 +232,7 @@ sess_auth_cert(struct session *s)
 		why = "TLS connection required";
 	else if (!tls_sbuf_peer_cn(&s->sb, cn, sizeof(cn)))
 		why = "TLS client certificate required";
-	else if ((s->user_unknown && !sess_trust_unchecked(s)) || strcmp(cn, s->user) != 0)
+	else if (s->user_unknown || strcmp(cn, s->user) != 0)
 		why = "TLS certificate name mismatch";
 	if (why == NULL) {
 		sess_login_done(s);
@@ -267,8 +258,8 @@ sess_auth_run(struct session *s)
 		sess_auth_any(s);
 		break;
 	case CFG_AUTH_TRUST:
-		if (s->user_unknown && !sess_trust_unchecked(s))
-			sess_auth_method_fail(s, "\"trust\"");
+		if (s->user_unknown)	/* pgbouncer: trust still needs a known user */
+			sess_auth_trust_fail(s);
 		else
 			sess_login_done(s);
 		break;
@@ -330,8 +321,7 @@ sess_auth_start(struct session *s)
 			sess_authq_start(s, auth_user);
 			return;
 		}
-		if (!sess_trust_unchecked(s) || s->auth_method != CFG_AUTH_TRUST)
-			sess_log(s, LOG_LVL_INFO, "no such user: %s", s->user);
+		sess_log(s, LOG_LVL_INFO, "no such user: %s", s->user);
 		s->user_unknown = true;
 	}
 	sess_auth_run(s);
@@ -488,7 +478,11 @@ sess_authq_row(struct session *s, const uint8_t *body, size_t len)
 	return s->secret != NULL;
 }
 
-/* auth_query finished: give the link back and authenticate with what was found. */
+/*
+ * auth_query finished: give the link back and authenticate with what was found. As in
+ * pgbouncer, a user without a row ends with "no such user" (there is no mock exchange on this
+ * path); a row with a NULL secret is a known user whose every password fails.
+ */
 static void
 sess_authq_done(struct session *s, bool found)
 {
@@ -498,8 +492,10 @@ sess_authq_done(struct session *s, bool found)
 	if (l != NULL)
 		pool_release(l, NULL);
 	if (!found) {
-		sess_log(s, LOG_LVL_INFO, "no such user: %s", s->user);
-		s->user_unknown = true;
+		if (s->cfg->log_connections)
+			sess_log(s, LOG_LVL_INFO, "login failed: db=%s", s->dbname);
+		sess_fatal(s, "no such user");
+		return;
 	}
 	sess_set_state(s, SESS_ST_LOGIN);
 	sbuf_continue(&s->sb);
@@ -534,7 +530,7 @@ sess_authq_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pk
 	} else if (pkt->type == 'E') {
 		sess_log(s, LOG_LVL_WARNING, "error response from auth_query");
 	} else if (pkt->type == 'Z') {
-		sess_authq_done(s, s->auth_step == SESS_AUTH_STARTUP && s->secret != NULL);
+		sess_authq_done(s, s->auth_step == SESS_AUTH_STARTUP);
 	}
 	return true;
 }

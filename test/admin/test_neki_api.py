@@ -265,15 +265,17 @@ def test_validation_errors(sharded, cluster_db):
 
 
 def test_roles(sharded, pg_cluster, cluster_db):
-    inst = sharded()
+    op = f"op_{os.getpid()}"
+    inst = sharded(start=False)
+    inst.allow_users(op)            # auth_type trust: listed in auth_file, no neki role
+    inst.start()
     doc = topology(cluster_db)
     # stats_users may read, not set
     assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()", user="viewer") == [(0,)]
     e = run_err(inst, set_sql(doc, overwrite=False), user="viewer")
     assert e.diag.sqlstate == "42501"
     assert str(e).strip() == "permission denied for function set_data_topology"
-    # unlisted users may do nothing without a role on the authoritative shard
-    op = f"op_{os.getpid()}"
+    # users outside admin_users may do nothing without a role on the authoritative shard
     e = run_err(inst, "SELECT * FROM __neki.get_data_topology_revision()", user=op)
     assert e.diag.sqlstate == "42501"
     assert run(inst, set_sql(doc, overwrite=False)) == [(True, 1)]

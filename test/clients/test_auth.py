@@ -6,6 +6,9 @@ import hashlib
 import psycopg
 import pytest
 
+from conftest import wait_until
+from pgwire import Wire, errors_in
+
 WRONG = "certainly-not-the-password"
 
 
@@ -84,10 +87,65 @@ def test_scram_pass_through_with_stored_secret(pg_cluster, cluster_db, neki):
     refused(n, cluster_db, pg.test_user, WRONG)
 
 
-def test_trust_requires_known_user_with_auth_file(pg_cluster, cluster_db, neki):
-    n = start(neki, pg_cluster, cluster_db, [("postgres", "")], auth_type="trust")
+def trust_refusal(port, user, database):
+    """The messages a trust login of <user> gets: pgbouncer's exact FATAL, then the close."""
+    w = Wire(port)
+    try:
+        w.startup(user=user, database=database)
+        return errors_in(w.read_all())
+    finally:
+        w.close()
+
+
+TRUST_FAILED = [{"S": "FATAL", "C": "08P01", "M": '"trust" authentication failed'}]
+
+
+def test_trust_needs_a_listed_user(pg_cluster, cluster_db, neki):
+    """pgbouncer's rule: trust asks no password but the user must be in auth_file (or found
+    by auth_query); anyone else gets FATAL 08P01 "trust" authentication failed (the
+    same for a role the server has), on the pooled databases and on the console alike."""
+    port = pg_cluster.port("shard-a")
+    n = neki(databases=f"{cluster_db} = host=127.0.0.1 port={port} dbname={cluster_db}",
+             settings={"admin_users": "postgres"})
     assert ok(n, cluster_db, "postgres", None) == "postgres"
-    refused(n, cluster_db, "nobody_here", None, match='"trust" authentication failed')
+    for user in ("nobody_here", pg_cluster.md5_user + "_x"):
+        for p, db in ((n.port, cluster_db), (n.port, "pgbouncer"), (n.admin_port, "neki")):
+            got = [{k: e.get(k) for k in "SCM"} for e in trust_refusal(p, user, db)]
+            assert got == TRUST_FAILED, (p, db, got)
+    n.wait_log("no such user: nobody_here")
+    n.wait_log('closing because: "trust" authentication failed')
+    with n.admin_connect(dbname="pgbouncer", user="postgres") as c:
+        assert c.execute("show version").fetchone()[0].startswith("PgBouncer")
+    # listed later and reloaded: let in
+    n.allow_users("late_user")
+    pg_cluster.sql("shard-a", "do $$ begin if not exists (select from pg_roles where rolname = "
+                   "'late_user') then create role late_user login; end if; end $$")
+    n.reload()
+    wait_until(lambda: _logs_in(n, cluster_db, "late_user"), 5, what="late_user let in")
+
+
+def _logs_in(n, db, user):
+    try:
+        return ok(n, db, user, None) == user
+    except psycopg.OperationalError:
+        return False
+
+
+def test_trust_user_found_by_auth_query(pg_cluster, cluster_db, neki):
+    """A user missing from auth_file is vouched for by auth_query; a role auth_query does not
+    find is refused."""
+    n = start(neki, pg_cluster, cluster_db, [("postgres", "")], auth_type="trust",
+              auth_user="postgres")
+    assert ok(n, cluster_db, pg_cluster.md5_user, None) == pg_cluster.md5_user
+    with pytest.raises(psycopg.OperationalError, match="no such user"):
+        n.connect(dbname=cluster_db, user="nobody_here")
+
+
+def test_trust_without_auth_file_lets_nobody_in(pg_cluster, cluster_db, neki):
+    port = pg_cluster.port("shard-a")
+    n = neki(databases=f"{cluster_db} = host=127.0.0.1 port={port} dbname={cluster_db}",
+             settings={"auth_file": None})
+    refused(n, cluster_db, "postgres", None, match='"trust" authentication failed')
 
 
 def test_any_uses_forced_user(pg_cluster, cluster_db, neki):
@@ -131,7 +189,8 @@ def test_auth_query(pg_cluster, cluster_db, neki):
     # neki_md5 is not in the auth_file: its secret comes from pg_authid via auth_query
     assert ok(n, cluster_db, pg.md5_user, pg.md5_password) == pg.md5_user
     refused(n, cluster_db, pg.md5_user, WRONG)
-    refused(n, cluster_db, "nobody_here", WRONG)
+    # pgbouncer has no mock exchange when auth_query finds no row: it says so
+    refused(n, cluster_db, "nobody_here", WRONG, match="no such user")
     # a role without a password (NULL secret) can never log in
     pg.sql("shard-a", "do $$ begin if not exists (select from pg_roles where rolname = "
            "'neki_nopw') then create role neki_nopw login; end if; end $$")

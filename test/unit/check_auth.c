@@ -124,8 +124,9 @@ START_TEST(test_auth_errors)
 	ck_assert_str_eq(err.sqlstate, "28P01");
 	ck_assert_str_eq(err.message, "password authentication failed for user \"x\"");
 	ck_assert_int_eq(err.severity, NK_SEV_FATAL);
-	ck_assert(!auth_error_method_failed(&err, "\"trust\"", "x"));
-	ck_assert_str_eq(err.message, "\"trust\" authentication failed for user \"x\"");
+	ck_assert(!auth_error_trust_failed(&err));
+	ck_assert_str_eq(err.sqlstate, "08P01");
+	ck_assert_str_eq(err.message, "\"trust\" authentication failed");
 	ck_assert(!auth_error_hba_reject(&err, "10.0.0.1", "u", "d", false, false));
 	ck_assert_str_eq(err.sqlstate, "28000");
 	ck_assert_str_eq(err.message,
