@@ -42,23 +42,39 @@ struct varcache {
 	char *search_path;	/* owned: raw SQL value of the last SET search_path; NULL = default */
 };
 
+/* A statement that bears on search_path, as the lexer saw it. */
+enum sp_op_kind {
+	SP_OP_SET = 0,		/* SET [SESSION] search_path, set_config('search_path', v, false) */
+	SP_OP_RESET = 1,	/* RESET search_path / ALL, SET search_path TO DEFAULT, DISCARD ALL */
+	SP_OP_SAVEPOINT = 2,	/* SAVEPOINT name */
+	SP_OP_RELEASE = 3,	/* RELEASE [SAVEPOINT] name */
+	SP_OP_ROLLBACK_TO = 4,	/* ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name */
+};
+
+#define QFX_OPS_MAX 8		/* search_path statements kept per query text (the last ones) */
+
+struct query_op {
+	enum sp_op_kind kind;
+	char arg[512];		/* SET: the value as SQL; savepoints: the name (folded) */
+};
+
 /* What a simple-protocol query text does to session state (a light lexer, no parser). */
 struct query_effects {
-	bool set_search_path;	/* SET [SESSION] search_path ... (value in search_path) */
-	bool reset_search_path;	/* RESET search_path, SET search_path TO DEFAULT, RESET ALL */
 	bool discard_all;	/* DISCARD ALL */
 	bool deallocate_all;	/* DEALLOCATE [PREPARE] ALL */
-	char search_path[512];	/* the value as written (when set_search_path) */
+	size_t n_ops;
+	struct query_op ops[QFX_OPS_MAX];	/* in statement order */
 };
 
 /* ---- session_sp.c: search_path changes, transactional ---- */
 
 #define SP_NAMES_MAX 8		/* statements / portals that change search_path, per client */
-#define SP_STAGED_MAX 8		/* changes sent and not yet committed or rolled back */
+#define SP_STAGED_MAX 32	/* statements sent and not yet committed or rolled back */
 
-/* A change of search_path: the new value as written, NULL = back to the default. */
+/* One statement's bearing on search_path: SET value (NULL arg: reset) or a savepoint op. */
 struct sp_effect {
-	char *value;			/* owned where stored */
+	enum sp_op_kind kind;
+	char *arg;			/* owned where stored */
 };
 
 struct sp_entry {
@@ -69,7 +85,7 @@ struct sp_entry {
 
 struct sp_staged {
 	uint64_t gen;			/* sync point whose ReadyForQuery ends its batch */
-	char *value;			/* owned; NULL = default */
+	struct sp_effect eff;		/* arg owned */
 };
 
 struct sess_sp {
@@ -427,8 +443,9 @@ void prep_link_confirm(struct link *l, struct prep_stmt *st);
 /* An injected Parse of <st> was not answered (error in its batch): forget it on <l>. */
 void prep_link_forget(struct link *l, struct prep_stmt *st);
 void prep_stmt_unref(struct prep_stmt *st);
-/* Number of distinct statements in the worker table. */
+/* Number of distinct statements in the worker table, and the bytes of their texts. */
 size_t prep_stmt_count(void);
+size_t prep_stmt_text_bytes(void);
 
 /* ---- spool.c: the worker's pools, per-link data, global limits ---- */
 
@@ -437,6 +454,8 @@ struct spool *spool_get_or_create(const struct cfg *c, const struct cfg_database
 				  const char *dbname, const char *user, const char *password,
 				  struct nk_error *err);
 struct pool *spool_pool(struct spool *sp);
+/* Bytes of one spool object (SHOW MEM). */
+size_t spool_object_size(void);
 /* The session layer's data of link <l> (created on first use; NULL only without memory). */
 struct link_ext *spool_link_ext(struct link *l);
 /* Global client counters (max_client_conn and the per-db/user client limits). */

@@ -1,9 +1,11 @@
 /*
  * session_sp.c - the client's search_path as Postgres has it, for the varcache.
  *
- * Postgres 15 does not report search_path (no ParameterStatus), so neki follows the statements
- * that change it (varcache_scan_query: SET [SESSION] search_path, RESET search_path / ALL,
- * DISCARD ALL) and keeps them transactional, as Postgres does:
+ * Postgres 15 does not report search_path (no ParameterStatus; pgbouncer can only track it
+ * with track_extra_parameters on servers that report it, PG 18 or Citus), so neki follows the
+ * statements that change it (varcache_scan_query: SET [SESSION] search_path, SELECT
+ * set_config('search_path', '<literal>', false), RESET search_path / ALL, DISCARD ALL) and
+ * keeps them transactional, as Postgres does:
  *   - a change is staged when its statement is sent: a simple Query, or an Execute of a portal
  *     bound to a statement whose Parse text changes it (extended protocol: statement and portal
  *     names are followed from Parse / Bind / Close);
@@ -11,9 +13,12 @@
  *     in ends: at ReadyForQuery 'I' after a COMMIT, or after an implicit transaction that got
  *     no error; it is dropped when the transaction rolled back (CommandComplete ROLLBACK, or an
  *     ErrorResponse in an implicit transaction). Staged changes carry the sync point they
- *     belong to, so pipelined batches resolve in order.
- * Known limit: ROLLBACK TO SAVEPOINT is not told apart from a SET before the savepoint; the
- * transaction's last change wins at COMMIT.
+ *     belong to, so pipelined batches resolve in order;
+ *   - SAVEPOINT, RELEASE and ROLLBACK TO are staged with the changes and replayed in order
+ *     when the transaction ends, so a change made after a savepoint that was rolled back to
+ *     is undone, as in Postgres.
+ * Not followed: set_config() with a parameter or an expression, calls inside functions, and
+ * more than SP_STAGED_MAX statements open at once (the oldest are dropped).
  * Entry points: sp_on_query(), sp_on_client_ext(), sp_on_server(), sp_on_ready(), sp_reset(),
  * sp_cleanup().
  */
@@ -44,7 +49,7 @@ sp_del(struct sp_entry *tab, const char *name)
 	if (e == NULL)
 		return;
 	free(e->name);
-	free(e->eff.value);
+	free(e->eff.arg);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -53,7 +58,7 @@ sp_clear(struct sp_entry *tab)
 {
 	for (size_t i = 0; i < SP_NAMES_MAX; i++) {
 		free(tab[i].name);
-		free(tab[i].eff.value);
+		free(tab[i].eff.arg);
 		memset(&tab[i], 0, sizeof(tab[i]));
 	}
 }
@@ -76,10 +81,11 @@ sp_put(struct sp_entry *tab, const char *name, const struct sp_effect *eff)
 		e = &tab[SP_NAMES_MAX - 1];
 	}
 	e->name = strdup(name);
-	e->eff.value = eff->value != NULL ? strdup(eff->value) : NULL;
-	if (e->name == NULL || (eff->value != NULL && e->eff.value == NULL)) {
+	e->eff.kind = eff->kind;
+	e->eff.arg = eff->arg != NULL ? strdup(eff->arg) : NULL;
+	if (e->name == NULL || (eff->arg != NULL && e->eff.arg == NULL)) {
 		free(e->name);
-		free(e->eff.value);
+		free(e->eff.arg);
 		memset(e, 0, sizeof(*e));
 		return;
 	}
@@ -88,34 +94,45 @@ sp_put(struct sp_entry *tab, const char *name, const struct sp_effect *eff)
 
 /* ---- staged changes ---- */
 
-/* Stage <eff> for the batch ending at sync point <gen>. */
+/*
+ * Stage <eff> for the batch ending at sync point <gen>. A RELEASE or ROLLBACK TO that meets its
+ * own SAVEPOINT as the last staged statement changes nothing: the pair (RELEASE) or the
+ * ROLLBACK TO is not kept, so ORM-style savepoint blocks do not pile up.
+ */
 static void
 sp_stage(struct session *s, const struct sp_effect *eff, uint64_t gen)
 {
 	struct sess_sp *sp = &s->sp_state;
-	struct sp_staged *st;
+	struct sp_staged *st, *last = sp->n > 0 ? &sp->staged[sp->n - 1] : NULL;
 
-	if (sp->n == SP_STAGED_MAX) {	/* drop the oldest: only the latest value matters */
-		free(sp->staged[0].value);
+	if ((eff->kind == SP_OP_RELEASE || eff->kind == SP_OP_ROLLBACK_TO) && last != NULL &&
+	    last->eff.kind == SP_OP_SAVEPOINT && strcmp(last->eff.arg, eff->arg) == 0) {
+		if (eff->kind == SP_OP_RELEASE) {
+			free(last->eff.arg);
+			sp->n--;
+		}
+		return;
+	}
+	if (sp->n == SP_STAGED_MAX) {	/* drop the oldest */
+		free(sp->staged[0].eff.arg);
 		memmove(&sp->staged[0], &sp->staged[1], (SP_STAGED_MAX - 1) * sizeof(*st));
 		sp->n--;
 	}
 	st = &sp->staged[sp->n];
 	st->gen = gen;
-	st->value = eff->value != NULL ? strdup(eff->value) : NULL;
-	if (eff->value != NULL && st->value == NULL)
+	st->eff.kind = eff->kind;
+	st->eff.arg = eff->arg != NULL ? strdup(eff->arg) : NULL;
+	if (eff->arg != NULL && st->eff.arg == NULL)
 		return;
 	sp->n++;
 }
 
-/* The effect of a scanned text; false when it does not touch search_path. */
-static bool
-sp_effect_of(const struct query_effects *fx, struct sp_effect *eff)
+/* The effect of one scanned statement (a borrowed view of <op>). */
+static void
+sp_effect_of(const struct query_op *op, struct sp_effect *eff)
 {
-	if (!fx->set_search_path && !fx->reset_search_path)
-		return false;
-	eff->value = fx->set_search_path ? (char *)fx->search_path : NULL;
-	return true;
+	eff->kind = op->kind;
+	eff->arg = op->kind == SP_OP_RESET ? NULL : (char *)op->arg;
 }
 
 void
@@ -125,8 +142,10 @@ sp_on_query(struct session *s, const struct query_effects *fx)
 
 	if (fx->discard_all || fx->deallocate_all)
 		sp_clear(s->sp_state.stmts);
-	if (sp_effect_of(fx, &eff))
+	for (size_t i = 0; i < fx->n_ops; i++) {
+		sp_effect_of(&fx->ops[i], &eff);
 		sp_stage(s, &eff, s->syncs_sent);	/* the Query's own sync point */
+	}
 }
 
 /* Parse: remember statements whose text changes search_path. */
@@ -141,10 +160,12 @@ sp_on_parse(struct session *s, const uint8_t *body, size_t len)
 	if (!proto_parse_parse(body, len, &m, &err))
 		return;
 	varcache_scan_query(m.query, strlen(m.query), &fx);
-	if (sp_effect_of(&fx, &eff))
+	if (fx.n_ops > 0) {	/* one statement per Parse */
+		sp_effect_of(&fx.ops[0], &eff);
 		sp_put(s->sp_state.stmts, m.name, &eff);
-	else
+	} else {
 		sp_del(s->sp_state.stmts, m.name);
+	}
 }
 
 static void
@@ -251,19 +272,64 @@ static void
 sp_commit(struct session *s, struct link *l, const char *value)
 {
 	struct link_ext *ext = l != NULL ? spool_link_ext(l) : NULL;
+	char *v = value != NULL ? strdup(value) : NULL;	/* <value> may be the old one */
 
-	free(s->vars.search_path);
-	s->vars.search_path = value != NULL ? strdup(value) : NULL;
 	if (ext != NULL) {
 		free(ext->search_path);
-		ext->search_path = value != NULL ? strdup(value) : NULL;
+		ext->search_path = v != NULL ? strdup(v) : NULL;
 	}
+	free(s->vars.search_path);
+	s->vars.search_path = v;
+}
+
+/*
+ * Replay staged[0..done) on top of the committed value, with Postgres' savepoint rules: a
+ * SAVEPOINT remembers the value, RELEASE forgets it (and the ones after it), ROLLBACK TO
+ * restores it (keeping it). Returns whether anything was set; the result in *out (borrowed).
+ */
+static bool
+sp_replay(const struct session *s, size_t done, const char **out)
+{
+	const struct sess_sp *sp = &s->sp_state;
+	const char *cur = s->vars.search_path, *saved[SP_STAGED_MAX], *names[SP_STAGED_MAX];
+	size_t depth = 0;
+	bool changed = false;
+
+	for (size_t i = 0; i < done; i++) {
+		const struct sp_effect *e = &sp->staged[i].eff;
+		size_t k = depth;
+
+		if (e->kind == SP_OP_SET || e->kind == SP_OP_RESET) {
+			cur = e->arg;
+			changed = true;
+			continue;
+		}
+		if (e->kind == SP_OP_SAVEPOINT) {
+			names[depth] = e->arg;
+			saved[depth++] = cur;
+			continue;
+		}
+		while (k > 0 && strcmp(names[k - 1], e->arg) != 0)
+			k--;
+		if (k == 0)
+			continue;	/* unknown savepoint: the statement failed */
+		if (e->kind == SP_OP_RELEASE) {
+			depth = k - 1;
+		} else {
+			cur = saved[k - 1];
+			depth = k;
+			changed = true;
+		}
+	}
+	*out = cur;
+	return changed;
 }
 
 void
 sp_on_ready(struct session *s, struct link *l, char status)
 {
 	struct sess_sp *sp = &s->sp_state;
+	const char *value;
 	bool keep;
 	size_t done = 0, j = 0;
 
@@ -272,11 +338,11 @@ sp_on_ready(struct session *s, struct link *l, char status)
 	keep = sp->saw_commit || (!sp->saw_error && !sp->saw_rollback);
 	while (done < sp->n && sp->staged[done].gen <= s->z_recv)
 		done++;
-	if (keep && done > 0)
-		sp_commit(s, l, sp->staged[done - 1].value);
+	if (keep && sp_replay(s, done, &value))
+		sp_commit(s, l, value);
 	for (size_t i = 0; i < sp->n; i++) {
 		if (i < done)
-			free(sp->staged[i].value);
+			free(sp->staged[i].eff.arg);
 		else
 			sp->staged[j++] = sp->staged[i];
 	}
@@ -290,7 +356,7 @@ sp_reset(struct session *s)
 	struct sess_sp *sp = &s->sp_state;
 
 	for (size_t i = 0; i < sp->n; i++)
-		free(sp->staged[i].value);
+		free(sp->staged[i].eff.arg);
 	sp->n = 0;
 	sp->saw_commit = sp->saw_error = sp->saw_rollback = false;
 }

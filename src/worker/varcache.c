@@ -5,8 +5,10 @@
  * application_name, plus every name in track_extra_parameters (default IntervalStyle).
  * Values come from the startup packet, `options`, and the ParameterStatus the server sends
  * after a client's SET. search_path is not reported by Postgres 15, so it is followed by
- * recognising SET/RESET search_path in simple-protocol query texts (a light lexer: comments,
- * quotes and dollar quotes are skipped, statements split at top-level semicolons).
+ * recognising, in query texts, SET/RESET search_path, SELECT set_config('search_path', 'v',
+ * false) and the savepoint statements (SAVEPOINT, RELEASE, ROLLBACK TO) that decide whether a
+ * SET survives (a light lexer: comments, quotes and dollar quotes are skipped, statements split
+ * at top-level semicolons); session_sp.c applies them as Postgres does.
  * Before a link serves a client, varcache_diff_sql() builds one "SET a=...; SET b=..." for
  * the values that differ. Entry points: varcache_set(), varcache_diff_sql(),
  * varcache_scan_query(), varcache_configure().
@@ -327,6 +329,22 @@ lex_to_stmt_end(struct lexer *lx)
 	}
 }
 
+/* Append an op (the oldest goes when the list is full); its arg is set by the caller. */
+static struct query_op *
+fx_op(struct query_effects *fx, enum sp_op_kind kind)
+{
+	struct query_op *op;
+
+	if (fx->n_ops == QFX_OPS_MAX) {
+		memmove(&fx->ops[0], &fx->ops[1], (QFX_OPS_MAX - 1) * sizeof(fx->ops[0]));
+		fx->n_ops--;
+	}
+	op = &fx->ops[fx->n_ops++];
+	op->kind = kind;
+	op->arg[0] = '\0';
+	return op;
+}
+
 /* SET [SESSION] search_path {TO | =} value: record the value text. */
 static void
 lex_set_stmt(struct lexer *lx, struct query_effects *fx)
@@ -352,14 +370,103 @@ lex_set_stmt(struct lexer *lx, struct query_effects *fx)
 		stop--;
 	len = (size_t)(stop - start);
 	if (len == 7 && strncasecmp(start, "DEFAULT", 7) == 0) {
-		fx->set_search_path = false;
-		fx->reset_search_path = true;
-	} else if (len > 0 && len < sizeof(fx->search_path)) {
-		memcpy(fx->search_path, start, len);
-		fx->search_path[len] = '\0';
-		fx->set_search_path = true;
-		fx->reset_search_path = false;
+		(void)fx_op(fx, SP_OP_RESET);
+	} else if (len > 0 && len < sizeof(fx->ops[0].arg)) {
+		struct query_op *op = fx_op(fx, SP_OP_SET);
+
+		memcpy(op->arg, start, len);
+		op->arg[len] = '\0';
 	}
+}
+
+/* The character <c> (after space); consumed. */
+static bool
+lex_char(struct lexer *lx, char c)
+{
+	lex_skip_space(lx);
+	if (lx->p >= lx->end || *lx->p != c)
+		return false;
+	lx->p++;
+	return true;
+}
+
+/* A standard string literal '...' ('' inside) into <out>; false when absent or too long. */
+static bool
+lex_string(struct lexer *lx, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	if (!lex_char(lx, '\''))
+		return false;
+	while (lx->p < lx->end) {
+		char c = *lx->p++;
+
+		if (c == '\'' && (lx->p >= lx->end || *lx->p != '\'')) {
+			out[n] = '\0';
+			return true;
+		}
+		if (c == '\'')
+			lx->p++;
+		if (n + 1 >= cap)
+			return false;
+		out[n++] = c;
+	}
+	return false;
+}
+
+/* A savepoint name: "quoted" kept as written, otherwise folded to lower case. */
+static bool
+lex_name(struct lexer *lx, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	lex_skip_space(lx);
+	if (lx->p < lx->end && *lx->p == '"') {
+		lx->p++;
+		while (lx->p < lx->end && n + 1 < cap) {
+			char c = *lx->p++;
+
+			if (c == '"' && (lx->p >= lx->end || *lx->p != '"'))
+				break;
+			if (c == '"')
+				lx->p++;
+			out[n++] = c;
+		}
+	} else {
+		while (lx->p < lx->end && n + 1 < cap &&
+		       (isalnum((unsigned char)*lx->p) || *lx->p == '_' || *lx->p == '$'))
+			out[n++] = (char)tolower((unsigned char)*lx->p++);
+	}
+	out[n] = '\0';
+	return n > 0;
+}
+
+/* SAVEPOINT / RELEASE / ROLLBACK TO: <kind> with the name that follows. */
+static void
+lex_savepoint_op(struct lexer *lx, struct query_effects *fx, enum sp_op_kind kind)
+{
+	char name[64];
+
+	if (kind != SP_OP_SAVEPOINT)
+		(void)lex_word(lx, "SAVEPOINT");
+	if (lex_name(lx, name, sizeof(name)))
+		memcpy(fx_op(fx, kind)->arg, name, strlen(name) + 1);
+}
+
+/* SELECT [pg_catalog.]set_config('search_path', 'value', false): a session-wide SET. */
+static void
+lex_select_stmt(struct lexer *lx, struct query_effects *fx)
+{
+	char name[16], value[sizeof(fx->ops[0].arg)];
+
+	if (lex_word(lx, "pg_catalog") && !lex_char(lx, '.'))
+		return;
+	if (!lex_word(lx, "set_config") || !lex_char(lx, '(') ||
+	    !lex_string(lx, name, sizeof(name)) || strcasecmp(name, "search_path") != 0 ||
+	    !lex_char(lx, ',') || !lex_string(lx, value, sizeof(value)) || !lex_char(lx, ',') ||
+	    !lex_word(lx, "false") || !lex_char(lx, ')') || value[0] == '\0')
+		return;
+	memcpy(fx_op(fx, SP_OP_SET)->arg, value, strlen(value) + 1);
 }
 
 /* One statement starting at lx->p. */
@@ -368,16 +475,24 @@ lex_statement(struct lexer *lx, struct query_effects *fx)
 {
 	if (lex_word(lx, "SET")) {
 		lex_set_stmt(lx, fx);
+	} else if (lex_word(lx, "SELECT")) {
+		lex_select_stmt(lx, fx);
+	} else if (lex_word(lx, "SAVEPOINT")) {
+		lex_savepoint_op(lx, fx, SP_OP_SAVEPOINT);
+	} else if (lex_word(lx, "RELEASE")) {
+		lex_savepoint_op(lx, fx, SP_OP_RELEASE);
+	} else if (lex_word(lx, "ROLLBACK")) {
+		if (!lex_word(lx, "WORK"))
+			(void)lex_word(lx, "TRANSACTION");
+		if (lex_word(lx, "TO"))
+			lex_savepoint_op(lx, fx, SP_OP_ROLLBACK_TO);
 	} else if (lex_word(lx, "RESET")) {
-		if (lex_word(lx, "search_path") || lex_word(lx, "ALL")) {
-			fx->set_search_path = false;
-			fx->reset_search_path = true;
-		}
+		if (lex_word(lx, "search_path") || lex_word(lx, "ALL"))
+			(void)fx_op(fx, SP_OP_RESET);
 	} else if (lex_word(lx, "DISCARD")) {
 		if (lex_word(lx, "ALL")) {
 			fx->discard_all = true;
-			fx->set_search_path = false;
-			fx->reset_search_path = true;
+			(void)fx_op(fx, SP_OP_RESET);
 		}
 	} else if (lex_word(lx, "DEALLOCATE")) {
 		(void)lex_word(lx, "PREPARE");
@@ -392,8 +507,8 @@ varcache_scan_query(const char *sql, size_t len, struct query_effects *fx)
 {
 	struct lexer lx = { sql, sql, sql + len };
 
-	memset(fx, 0, sizeof(*fx) - sizeof(fx->search_path));
-	fx->search_path[0] = '\0';
+	fx->discard_all = fx->deallocate_all = false;
+	fx->n_ops = 0;
 	if (len > 0 && sql[len - 1] == '\0')
 		lx.end--;
 	while (lx.p < lx.end) {

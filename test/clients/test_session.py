@@ -264,6 +264,78 @@ def test_search_path_set_in_failed_implicit_transaction(pg_cluster, cluster_db, 
         assert search_path_on_other_link(a, b) == "s1"
 
 
+@pytest.mark.parametrize("protocol", ["simple", "extended-unnamed", "extended-named"])
+def test_search_path_savepoints_as_postgres(pg_cluster, cluster_db, neki, protocol):
+    """ROLLBACK TO SAVEPOINT undoes a SET made after the savepoint, RELEASE keeps it (nested
+    savepoints too); what commits is what another link serves next."""
+    server_sql(pg_cluster, cluster_db, "create schema s1; create schema s2; create schema s3")
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=2,
+              workers=1)
+    with n.connect(dbname=cluster_db) as a, n.connect(dbname=cluster_db) as b:
+        if protocol == "simple":
+            def run(sql):
+                psycopg.ClientCursor(a).execute(sql)
+        else:
+            def run(sql):
+                a.execute(sql, prepare=protocol == "extended-named", binary=True)
+        run("SET search_path TO s1")
+        a.execute("BEGIN")
+        run("SAVEPOINT p1")
+        run("SET search_path TO s2")
+        run("ROLLBACK TO SAVEPOINT p1")                     # s2 undone: back to s1
+        assert a.execute("show search_path").fetchone()[0] == "s1"
+        run("SET search_path TO s3")
+        run("SAVEPOINT p2")
+        run("SAVEPOINT p3")
+        run("SET search_path TO s2")
+        run("RELEASE SAVEPOINT p3")                         # s2 kept ...
+        run("ROLLBACK TO p2")                               # ... until p2 is rolled back to
+        a.execute("COMMIT")
+        assert a.execute("show search_path").fetchone()[0] == "s3"
+        assert search_path_on_other_link(a, b) == "s3"
+        a.execute("BEGIN")
+        run("SAVEPOINT p1")
+        run("SET search_path TO s1")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            a.execute("select 1/0")
+        run("ROLLBACK TO p1")                               # after an error, as ORMs do
+        run("RELEASE p1")
+        a.execute("COMMIT")
+        assert search_path_on_other_link(a, b) == "s3"
+        # one Query with several statements
+        psycopg.ClientCursor(a).execute("BEGIN; SET search_path TO s2; SAVEPOINT x; "
+                                        "SET search_path TO s1; ROLLBACK TO x; COMMIT")
+        assert search_path_on_other_link(a, b) == "s2"
+
+
+@pytest.mark.parametrize("protocol", ["simple", "extended-unnamed"])
+def test_search_path_set_config(pg_cluster, cluster_db, neki, protocol):
+    """SELECT set_config('search_path', v, false) is a session SET; with is_local true it
+    ends with the transaction, as in Postgres."""
+    server_sql(pg_cluster, cluster_db, 'create schema s1; create schema "S 2"')
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=2,
+              workers=1)
+    with n.connect(dbname=cluster_db) as a, n.connect(dbname=cluster_db) as b:
+        if protocol == "simple":
+            def run(sql):
+                return psycopg.ClientCursor(a).execute(sql).fetchone()
+        else:
+            def run(sql):
+                return a.execute(sql, binary=True).fetchone()
+        assert run("SELECT set_config('search_path', 's1, public', false)") == ("s1, public",)
+        assert search_path_on_other_link(a, b) == "s1, public"
+        run("select pg_catalog.set_config('search_path', '\"S 2\"', false)")
+        assert search_path_on_other_link(a, b) == '"S 2"'
+        a.execute("BEGIN")
+        run("select set_config('search_path', 's1', true)")   # local: not kept
+        a.execute("COMMIT")
+        assert search_path_on_other_link(a, b) == '"S 2"'
+        a.execute("BEGIN")
+        run("select set_config('search_path', 's1', false)")
+        a.execute("ROLLBACK")
+        assert search_path_on_other_link(a, b) == '"S 2"'
+
+
 # ---------------------------------------------------------------------------------------------
 # prepared statements
 
