@@ -131,6 +131,8 @@ NK_MUSTCHECK bool dns_process_init(struct event_base *base, const struct cfg *c,
 				   struct nk_error *err);
 /* The process's resolver (borrowed), or NULL before dns_process_init(). */
 struct dns *dns_process(void);
+/* Who hears of addresses gone from the process's resolver (kept across reloads). */
+void dns_process_on_addr_gone(dns_addr_gone_fn fn, void *arg);
 /* RELOAD: apply the reloadable DNS settings of <c> (no-op without a resolver). */
 void dns_process_reload(const struct cfg *c);
 /* Free the process's resolver (exit, tests). */

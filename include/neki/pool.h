@@ -136,8 +136,19 @@ void pool_set_scram_keys(struct pool *p, const struct scram_keys *keys);
 void pool_client_attach(struct pool *p);
 void pool_client_detach(struct pool *p);
 
+/* Bytes of one pool / one link object, for SHOW MEM. */
+size_t pool_object_size(void);
+size_t pool_link_object_size(void);
+
 /* Mark every link close_needed (RECONNECT): idle ones close now, others at release. */
 void pool_reconnect(struct pool *p);
+
+/*
+ * DNS no longer lists <sa> (port ignored) for host <name>: the links that host's name led to
+ * that address are marked close_needed (idle ones close now, others at release), as
+ * pgbouncer's dirty host addresses; new links resolve the name again.
+ */
+void pool_addr_gone(struct pool *p, const char *name, const struct sockaddr *sa);
 
 /*
  * PAUSE (<on>) / RESUME. While paused no link is handed out or opened: pool_acquire() always

@@ -921,6 +921,15 @@ dns_process(void)
 	return dns_proc;
 }
 
+void
+dns_process_on_addr_gone(dns_addr_gone_fn fn, void *arg)
+{
+	if (dns_proc == NULL)
+		return;
+	dns_proc->addr_gone = fn;
+	dns_proc->addr_gone_arg = arg;
+}
+
 /* Apply the reloadable settings of <c> to the process's resolver. */
 void
 dns_process_reload(const struct cfg *c)

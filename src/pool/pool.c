@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -979,6 +980,55 @@ pool_reconnect(struct pool *p)
 		for (n = list_first(&p->lists[st]); n != NULL; n = list_next(&p->lists[st], n))
 			link_set_close_needed(container_of(n, struct link, node));
 	}
+	pool_check_list(p, LINK_ST_IDLE, pool_now_us());
+	pool_check_list(p, LINK_ST_USED, pool_now_us());
+}
+
+size_t
+pool_object_size(void)
+{
+	return sizeof(struct pool);
+}
+
+size_t
+pool_link_object_size(void)
+{
+	return sizeof(struct link);
+}
+
+/* Same IP address (the port is not compared). */
+static bool
+pool_same_ip(const struct sockaddr_storage *a, const struct sockaddr *b)
+{
+	if (a->ss_family != b->sa_family)
+		return false;
+	if (b->sa_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+			      &((const struct sockaddr_in *)b)->sin_addr, 4) == 0;
+	return b->sa_family == AF_INET6 &&
+	       memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+}
+
+void
+pool_addr_gone(struct pool *p, const char *name, const struct sockaddr *sa)
+{
+	struct list_node *n;
+	bool any = false;
+
+	for (int st = LINK_ST_LOGIN; st < LINK_ST_CLOSING; st++) {
+		for (n = list_first(&p->lists[st]); n != NULL; n = list_next(&p->lists[st], n)) {
+			struct link *l = container_of(n, struct link, node);
+
+			if (l->addrlen == 0 || strcasecmp(p->hosts[l->host_idx].name, name) != 0 ||
+			    !pool_same_ip(&l->addr, sa))
+				continue;
+			link_set_close_needed(l);
+			any = true;
+		}
+	}
+	if (!any)
+		return;
 	pool_check_list(p, LINK_ST_IDLE, pool_now_us());
 	pool_check_list(p, LINK_ST_USED, pool_now_us());
 }

@@ -197,6 +197,16 @@ spool_reconfigure(struct spool *sp, const struct cfg *c, const struct cfg_databa
 	sp->cfg = (struct cfg *)c;
 }
 
+/* DNS dropped an address of <name>: every pool closes its links to it (pool_addr_gone). */
+static void
+spool_addr_gone(void *arg, const char *name, const struct sockaddr *sa, socklen_t salen)
+{
+	(void)arg;
+	(void)salen;
+	for (struct spool *sp = spools; sp != NULL; sp = sp->next)
+		pool_addr_gone(sp->pool, name, sa);
+}
+
 struct spool *
 spool_get_or_create(const struct cfg *c, const struct cfg_database *db, const char *dbname,
 		    const char *user, const char *password, struct nk_error *err)
@@ -215,6 +225,7 @@ spool_get_or_create(const struct cfg *c, const struct cfg_database *db, const ch
 			return sp;
 		}
 	}
+	dns_process_on_addr_gone(spool_addr_gone, NULL);
 	sp = calloc(1, sizeof(*sp));
 	if (sp == NULL || (sp->db = strdup(dbname)) == NULL || (sp->user = strdup(user)) == NULL)
 		goto fail_oom;
@@ -236,6 +247,12 @@ fail:
 		free(sp);
 	}
 	return NULL;
+}
+
+size_t
+spool_object_size(void)
+{
+	return sizeof(struct spool);
 }
 
 struct spool *
