@@ -272,6 +272,7 @@ void lists_show_active_sockets(struct adm_result *r);
 void lists_show_pools(struct adm_result *r);
 void lists_show_dns_hosts(struct adm_result *r);
 void lists_show_dns_zones(struct adm_result *r);
+void lists_show_mem(struct adm_result *r);
 
 /* ---- metrics.c: OpenMetrics over HTTP on metrics_listen_addr:metrics_listen_port ---- */
 

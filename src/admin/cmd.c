@@ -414,27 +414,6 @@ show_lists(struct adm_result *r)
 	}
 }
 
-/* A header-only SHOW: columns <names> (types <types>: 's' text, 'i' int4, 'q' int8). */
-static void
-header_only(struct adm_result *r, const char *const *names, const char *types, size_t n)
-{
-	struct adm_col cols[32];
-
-	for (size_t i = 0; i < n; i++)
-		cols[i] = (struct adm_col){ names[i], types[i] == 'i' ? ADM_T_INT4 :
-					    types[i] == 'q' ? ADM_T_INT8 :
-					    types[i] == 'b' ? ADM_T_BYTEA : ADM_T_TEXT };
-	adm_result_columns(r, cols, n);
-}
-
-static void
-show_mem(struct adm_result *r)
-{
-	static const char *const n[] = { "name", "size", "used", "free", "memtotal" };
-
-	header_only(r, n, "siiii", 5);
-}
-
 /* SHOW commands; <gather>: run on the rows gathered from every worker (lists.c). */
 static const struct {
 	const char *name;
@@ -455,7 +434,7 @@ static const struct {
 	{ "stats", stats_show_stats, false, false },
 	{ "stats_totals", stats_show_totals_by_db, false, false },
 	{ "stats_averages", stats_show_averages, false, false },
-	{ "mem", show_mem, false, false },
+	{ "mem", lists_show_mem, false, true },
 	{ "dns_hosts", lists_show_dns_hosts, false, true },
 	{ "dns_zones", lists_show_dns_zones, false, true },
 	{ "workers", show_workers, false, false },

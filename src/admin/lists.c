@@ -562,3 +562,37 @@ lists_show_dns_zones(struct adm_result *r)
 
 	show_dns(r, 'z', cols);
 }
+
+/*
+ * MEM: every worker's 'm' rows summed by name (size is per object; used / free / memtotal add
+ * up), in the order the first worker listed them.
+ */
+void
+lists_show_mem(struct adm_result *r)
+{
+	static const struct adm_col cols[] = {
+		{ "name", ADM_T_TEXT }, { "size", ADM_T_INT4 }, { "used", ADM_T_INT4 },
+		{ "free", ADM_T_INT4 }, { "memtotal", ADM_T_INT4 },
+	};
+
+	adm_result_columns(r, cols, 5);
+	for (size_t i = 0; i < n_rows; i++) {
+		long long sum[3] = { 0, 0, 0 };
+		char b[4][24];
+		const char *vals[5] = { rows[i].v[0], b[0], b[1], b[2], b[3] };
+
+		if (rows[i].n != 5 || !lists_first_of('m', i))
+			continue;
+		for (size_t k = i; k < n_rows; k++) {
+			if (rows[k].kind != 'm' || rows[k].n != 5 ||
+			    strcmp(rows[k].v[0], rows[i].v[0]) != 0)
+				continue;
+			for (int c = 0; c < 3; c++)
+				sum[c] += atoll(rows[k].v[2 + c]);
+		}
+		snprintf(b[0], sizeof(b[0]), "%s", rows[i].v[1]);
+		for (int c = 0; c < 3; c++)
+			snprintf(b[1 + c], sizeof(b[1 + c]), "%lld", sum[c]);
+		adm_result_row(r, vals);
+	}
+}

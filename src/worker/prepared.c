@@ -31,6 +31,7 @@
 static struct prep_stmt *prep_table[PREP_BUCKETS];	/* owned chains */
 static uint64_t prep_next_id = 1;
 static size_t prep_n;
+static size_t prep_bytes;	/* query texts and parameter types of the table's statements */
 
 /* FNV-1a over the query text and the parameter type bytes. */
 static uint64_t
@@ -49,6 +50,12 @@ size_t
 prep_stmt_count(void)
 {
 	return prep_n;
+}
+
+size_t
+prep_stmt_text_bytes(void)
+{
+	return prep_bytes;
 }
 
 /* The table entry for <m> (found or created), with one more reference; NULL without memory. */
@@ -90,6 +97,7 @@ prep_stmt_get(const struct proto_parse_msg *m)
 	st->hnext = *b;
 	*b = st;
 	prep_n++;
+	prep_bytes += qlen + 1 + (olen ? olen : 1);
 	return st;
 }
 
@@ -108,6 +116,7 @@ prep_stmt_unref(struct prep_stmt *st)
 		}
 	}
 	prep_n--;
+	prep_bytes -= st->query_len + 1 + (st->nparams ? (size_t)st->nparams * 4 : 1);
 	free(st->query);
 	free(st->oids);
 	free(st);

@@ -1,6 +1,8 @@
 /*
  * wlist.c - this worker's rows for the console's lists (SHOW CLIENTS, SERVERS, SOCKETS,
  * POOLS, DNS_HOSTS, DNS_ZONES, MEM), written into its shm list area on SHM_CMD_LIST.
+ * MEM rows ('m': name, size, used, free, memtotal) count this worker's live objects when
+ * asked: sessions, links, pools, socket buffers, shared prepared statements.
  *
  * The admin process formats and merges the rows of every worker; here each row is text
  * values in pgbouncer's column order (shm_list_put_row). `ptr` and `link` are the global
@@ -302,6 +304,73 @@ wl_dns_zone(void *arg, const char *zone, uint32_t serial, int count)
 	wl_put(arg, 'z', vals, 3);
 }
 
+/* SHOW MEM's tallies: objects in use and their bytes. */
+struct wl_mem {
+	size_t sessions, links, iobufs, iobuf_bytes;
+};
+
+static void
+wl_mem_sbuf(struct wl_mem *m, const struct sbuf *sb)
+{
+	if (sb->rbuf == NULL && sb->wbuf == NULL)
+		return;
+	m->iobufs++;
+	m->iobuf_bytes += (sb->rbuf != NULL ? sb->rcap : 0) + (sb->wbuf != NULL ? sb->wcap : 0);
+}
+
+static void
+wl_mem_session(struct session *s, void *arg)
+{
+	struct wl_mem *m = arg;
+
+	m->sessions++;
+	wl_mem_sbuf(m, &s->sb);
+}
+
+static void
+wl_mem_link(struct link *l, void *arg)
+{
+	struct wl_mem *m = arg;
+
+	m->links++;
+	wl_mem_sbuf(m, link_sbuf(l));
+}
+
+/* One 'm' row: <used> objects of <size> bytes holding <total> bytes (free lists: none). */
+static void
+wl_mem_row(struct wl *w, const char *name, size_t size, size_t used, size_t total)
+{
+	char v[3][24];
+	const char *vals[5] = { name, v[0], v[1], "0", v[2] };
+
+	snprintf(v[0], sizeof(v[0]), "%zu", size);
+	snprintf(v[1], sizeof(v[1]), "%zu", used);
+	snprintf(v[2], sizeof(v[2]), "%zu", total);
+	wl_put(w, 'm', vals, 5);
+}
+
+static void
+wl_mem(struct wl *w)
+{
+	struct wl_mem m = { 0 };
+	size_t pools = 0, psize = pool_object_size() + spool_object_size();
+	size_t lsize = pool_link_object_size(), stmts = prep_stmt_count();
+	size_t bsize = (size_t)cfg_current()->pkt_buf;
+
+	sess_foreach(wl_mem_session, &m);
+	for (struct spool *sp = spool_first(); sp != NULL; sp = spool_next(sp)) {
+		pools++;
+		pool_foreach_link(spool_pool(sp), wl_mem_link, &m);
+	}
+	wl_mem_row(w, "client_cache", sizeof(struct session), m.sessions,
+		   m.sessions * sizeof(struct session));
+	wl_mem_row(w, "server_cache", lsize, m.links, m.links * lsize);
+	wl_mem_row(w, "pool_cache", psize, pools, pools * psize);
+	wl_mem_row(w, "iobuf_cache", bsize, m.iobufs, m.iobuf_bytes);
+	wl_mem_row(w, "server_prepared_statement_cache", sizeof(struct prep_stmt), stmts,
+		   stmts * sizeof(struct prep_stmt) + prep_stmt_text_bytes());
+}
+
 bool
 session_list_rows(void *buf, size_t cap, size_t *len)
 {
@@ -316,6 +385,7 @@ session_list_rows(void *buf, size_t cap, size_t *len)
 		dns_walk_hosts(d, wl_dns_host, &w);
 		dns_walk_zones(d, wl_dns_zone, &w);
 	}
+	wl_mem(&w);
 	*len = w.len;
 	return w.complete;
 }

@@ -173,3 +173,39 @@ def test_metrics_endpoint(pg_cluster, cluster_db, neki):
         assert s[f'neki_pool_cl_active{{database="{cluster_db}",user="postgres"}}'] == 1
         assert sum(v for k, v in s.items() if k.startswith("neki_worker_up{")) == 2
         assert s['neki_shard_configured{shard="s1"}'] == 1
+
+
+def mem(inst):
+    return {r["name"]: r for r in show(inst, "MEM")}
+
+
+def test_show_mem_follows_traffic(stats_neki, cluster_db):
+    """SHOW MEM: pgbouncer's columns, one row per object cache summed over the workers;
+    used and memtotal move with the clients, links, pools and prepared statements."""
+    before = mem(stats_neki)
+    assert list(before) == ["client_cache", "server_cache", "pool_cache", "iobuf_cache",
+                            "server_prepared_statement_cache"]
+    for r in before.values():
+        assert r["size"] > 0 and r["free"] == 0
+    assert before["server_cache"]["used"] == 0 and before["pool_cache"]["used"] == 0
+    conns = [stats_neki.connect(dbname=cluster_db) for _ in range(4)]
+    try:
+        for i, c in enumerate(conns):
+            c.execute("BEGIN")          # hold a link each (transaction mode)
+            c.execute(f"select {i} + %s", (1,), prepare=True)   # a named Parse per client
+        now = mem(stats_neki)
+        assert now["client_cache"]["used"] >= before["client_cache"]["used"] + 4
+        assert now["server_cache"]["used"] == 4
+        assert 1 <= now["pool_cache"]["used"] <= 2                  # one per worker used
+        assert now["server_prepared_statement_cache"]["used"] >= 4
+        assert now["iobuf_cache"]["used"] >= 8                      # clients and links
+        for name, r in now.items():
+            if name != "iobuf_cache":
+                assert r["memtotal"] >= r["size"] * r["used"], name
+        assert now["iobuf_cache"]["memtotal"] > before["iobuf_cache"]["memtotal"]
+    finally:
+        for c in conns:
+            c.close()
+    wait_until(lambda: mem(stats_neki)["client_cache"]["used"] ==
+               before["client_cache"]["used"], 5, what="the clients gone from SHOW MEM")
+    assert mem(stats_neki)["server_prepared_statement_cache"]["used"] == 0
