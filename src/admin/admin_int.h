@@ -261,6 +261,7 @@ enum lists_what {
 	LISTS_USER_SERVERS = 7,		/* server links of user <name> */
 	LISTS_DNS_NAMES = 8,		/* distinct cached host names */
 	LISTS_DNS_ZONES = 9,		/* distinct zones */
+	LISTS_SHARD_SERVERS = 10,	/* server links to shard <name> (pools "<db>@<name>") */
 };
 /* A count over the gathered rows (0 outside a gathering). */
 int64_t lists_count(enum lists_what what, const char *name);
@@ -273,6 +274,7 @@ void lists_show_pools(struct adm_result *r);
 void lists_show_dns_hosts(struct adm_result *r);
 void lists_show_dns_zones(struct adm_result *r);
 void lists_show_mem(struct adm_result *r);
+void lists_show_peer_pools(struct adm_result *r);
 
 /* ---- metrics.c: OpenMetrics over HTTP on metrics_listen_addr:metrics_listen_port ---- */
 

@@ -334,25 +334,6 @@ show_peers(struct adm_result *r)
 	}
 }
 
-static void
-show_peer_pools(struct adm_result *r)
-{
-	static const struct adm_col cols[] = {
-		{ "peer_id", ADM_T_INT4 }, { "cl_active_cancel_req", ADM_T_INT4 },
-		{ "cl_waiting_cancel_req", ADM_T_INT4 }, { "sv_active_cancel", ADM_T_INT4 },
-		{ "sv_login", ADM_T_INT4 },
-	};
-	const struct cfg *c = cfg_current();
-
-	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
-	for (size_t i = 0; i < c->n_peers; i++) {
-		char b[24];
-		const char *vals[5] = { fmt_int(b, c->peers[i].peer_id), "0", "0", "0", "0" };
-
-		adm_result_row(r, vals);
-	}
-}
-
 /* True when every live worker is in state <st>. */
 static bool
 workers_all(enum shm_proc_state st)
@@ -427,7 +408,7 @@ static const struct {
 	{ "databases", show_databases, false, true },
 	{ "users", show_users, false, true },
 	{ "peers", show_peers, false, false },
-	{ "peer_pools", show_peer_pools, false, false },
+	{ "peer_pools", lists_show_peer_pools, false, true },
 	{ "state", show_state, false, false },
 	{ "lists", show_lists, false, true },
 	{ "totals", stats_show_totals, false, false },

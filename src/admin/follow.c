@@ -430,10 +430,14 @@ struct shards_job {
 	char (*writable)[8];		/* owned: "t", "f" or "" (unreachable) per shard */
 };
 
-/* SHOW SHARDS: uid, host, port, state (up/down), links. */
+/*
+ * SHOW SHARDS: uid, host, port, state (up/down), links: the server links every worker has to
+ * the shard (its routed pools), from the gathered SHOW SERVERS rows (lists.c).
+ */
 static void
-shards_show(struct shards_job *j)
+shards_show(void *arg)
 {
+	struct shards_job *j = arg;
 	static const struct adm_col cols[] = {
 		{ "uid", ADM_T_TEXT }, { "host", ADM_T_TEXT }, { "port", ADM_T_INT4 },
 		{ "state", ADM_T_TEXT }, { "links", ADM_T_INT4 },
@@ -443,25 +447,27 @@ shards_show(struct shards_job *j)
 	adm_result_columns(&j->req->res, cols, NK_ARRAY_LEN(cols));
 	for (size_t i = 0; i < j->n && i < c->n_shards; i++) {
 		const struct cfg_shard *s = &c->shards[i];
-		char port[16];
+		char port[16], links[24];
 		const char *vals[5] = { s->uid, s->host, port,
 					j->writable[i][0] == '\0' ? "down" :
-					j->writable[i][0] == 't' ? "up" : "read-only", "0" };
+					j->writable[i][0] == 't' ? "up" : "read-only", links };
 
 		snprintf(port, sizeof(port), "%d", s->port);
+		snprintf(links, sizeof(links), "%" PRId64, lists_count(LISTS_SHARD_SERVERS, s->uid));
 		adm_result_row(&j->req->res, vals);
 	}
 	adm_result_complete(&j->req->res, "SHOW", false);
+	adm_req_finish(j->req);
+	free(j->writable);
+	free(j);
 }
 
 static void
 shards_reply(struct shards_job *j)
 {
 	if (j->console) {
-		shards_show(j);
-		adm_req_finish(j->req);
-		free(j->writable);
-		free(j);
+		if (!lists_gather_run(shards_show, j))
+			shards_show(j);		/* no memory to gather: links counted as 0 */
 		return;
 	}
 	static const struct adm_col cols[] = {

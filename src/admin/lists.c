@@ -253,6 +253,15 @@ static const struct adm_col socket_cols[] = {
 #define COL_LISTED 29
 #define SOCKET_ROW_COLS 30
 
+/* Is <db> a routed database's pool on shard <uid> ("<client db>@<uid>", worker/route_exec.c)? */
+static bool
+at_shard(const char *db, const char *uid)
+{
+	const char *at = strrchr(db, '@');
+
+	return at != NULL && strcmp(at + 1, uid) == 0;
+}
+
 static bool
 is_socket(const struct lrow *r)
 {
@@ -497,6 +506,9 @@ lists_count(enum lists_what what, const char *name)
 		case LISTS_USER_SERVERS:
 			n += r->kind == 's' && is_socket(r) && strcmp(r->v[1], name) == 0;
 			break;
+		case LISTS_SHARD_SERVERS:
+			n += r->kind == 's' && is_socket(r) && at_shard(r->v[2], name);
+			break;
 		case LISTS_DNS_NAMES:
 		case LISTS_DNS_ZONES:
 			n += lists_first_of((what == LISTS_DNS_NAMES) ? 'h' : 'z', i);
@@ -593,6 +605,37 @@ lists_show_mem(struct adm_result *r)
 		snprintf(b[0], sizeof(b[0]), "%s", rows[i].v[1]);
 		for (int c = 0; c < 3; c++)
 			snprintf(b[1 + c], sizeof(b[1 + c]), "%lld", sum[c]);
+		adm_result_row(r, vals);
+	}
+}
+
+/* PEER_POOLS: one row per [peers] entry, every worker's cancel forwards to it added up. */
+void
+lists_show_peer_pools(struct adm_result *r)
+{
+	static const struct adm_col cols[] = {
+		{ "peer_id", ADM_T_INT4 }, { "cl_active_cancel_req", ADM_T_INT4 },
+		{ "cl_waiting_cancel_req", ADM_T_INT4 }, { "sv_active_cancel", ADM_T_INT4 },
+		{ "sv_login", ADM_T_INT4 },
+	};
+	const struct cfg *c = cfg_current();
+
+	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
+	for (size_t i = 0; i < c->n_peers; i++) {
+		long long sum[4] = { 0, 0, 0, 0 };
+		char b[5][24];
+		const char *vals[5] = { b[0], b[1], b[2], b[3], b[4] };
+
+		for (size_t k = 0; k < n_rows; k++) {
+			if (rows[k].kind != 'e' || rows[k].n != 5 ||
+			    atoi(rows[k].v[0]) != c->peers[i].peer_id)
+				continue;
+			for (int f = 0; f < 4; f++)
+				sum[f] += atoll(rows[k].v[1 + f]);
+		}
+		snprintf(b[0], sizeof(b[0]), "%d", c->peers[i].peer_id);
+		for (int f = 0; f < 4; f++)
+			snprintf(b[1 + f], sizeof(b[1 + f]), "%lld", sum[f]);
 		adm_result_row(r, vals);
 	}
 }

@@ -157,11 +157,25 @@ child_server_links(void)
 	return n;
 }
 
+/* Is a worker process still alive (the admin serves the console until the last one exits)? */
+static bool
+child_workers_alive(void)
+{
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		struct shm_proc *p = shm_proc(i);
+
+		if (atomic_load(&p->kind) == SHM_PROC_WORKER && atomic_load(&p->pid) != 0)
+			return true;
+	}
+	return false;
+}
+
 /* Exit when the current shutdown mode's condition holds. */
 static void
 check_exit(void)
 {
-	if (exit_mode == CHILD_WAIT_CLIENTS && atomic_load(&slot->clients) == 0)
+	if (exit_mode == CHILD_WAIT_CLIENTS && atomic_load(&slot->clients) == 0 &&
+	    (spec.kind != SHM_PROC_ADMIN || !child_workers_alive()))
 		child_exit(0);
 	else if (exit_mode == CHILD_WAIT_SERVERS && child_server_links() == 0)
 		child_exit(0);
@@ -239,9 +253,11 @@ accept_cb(evutil_socket_t fd, short what, void *arg)
 
 /*
  * Stop accepting and close this process's copies of the listening sockets. With <keep_unix>
- * (a worker waiting for its clients) the Unix sockets stay open: a client that arrives there
+ * (waiting for the clients) the Unix sockets stay open: on a worker's, a client that arrives
  * only gets "shutting down", but a CancelRequest for a query still running here (sent by one
- * of our clients, or forwarded by a peer during a rolling restart) is served.
+ * of our clients, or forwarded by a peer during a rolling restart) is served, and so is a
+ * console login (as pgbouncer), which reaches the admin through its internal socket: the
+ * admin keeps that one and stays until the last worker has exited.
  */
 static void
 stop_listening(bool keep_unix)
@@ -324,7 +340,7 @@ static void
 begin_shutdown(enum child_exit_mode mode)
 {
 	if (exit_mode == CHILD_RUN)
-		stop_listening(mode == CHILD_WAIT_CLIENTS && spec.kind == SHM_PROC_WORKER);
+		stop_listening(mode == CHILD_WAIT_CLIENTS);
 	exit_mode = mode;
 	if (mode == CHILD_WAIT_SERVERS && spec.on_stop_servers != NULL)
 		spec.on_stop_servers();

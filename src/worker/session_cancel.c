@@ -10,7 +10,9 @@
  *
  * A CancelRequest may land on any worker (they share the listening socket), or, with
  * so_reuseport, on another neki or pgbouncer. A foreign peer_id: the request goes on to that
- * [peers] entry with the TTL decreased (at most pool_size at once per peer). Ours: the slot
+ * [peers] entry with the TTL decreased: at most pool_size at once per peer, the others queued
+ * in arrival order until one in flight ends (the peer closes the connection after reading
+ * the request, or 5 s pass); sess_cancel_peer_rows() gives SHOW PEER_POOLS. Ours: the slot
  * tells which worker owns the session; another worker's cancel is posted to its shm mailbox
  * (SHM_CMD_CANCEL, woken by its eventfd). The owner matches pid and secret and, if the
  * session has a query running on a link, opens a connection to that server and sends a
@@ -94,73 +96,114 @@ sess_cancel_key_init(struct session *s)
 struct cancel_conn {
 	int fd;
 	int peer;			/* forwarded to this [peers] id; 0 = to a server */
+	bool sent;			/* written: waiting for the other end to close */
 	uint8_t pkt[16];		/* the CancelRequest */
 };
 
-/* Forwards in flight per peer (pool_size limits them). */
-static struct {
+/* A forward waiting for a free slot of its peer (pool_size in flight at most). */
+struct cancel_wait {
+	struct cancel_wait *next;
+	uint32_t pid, key;
+};
+
+/* Forwards per peer: in flight (connecting or sent) and queued. */
+static struct cancel_peer {
 	int peer;
-	int inflight;
+	int connecting, sent;		/* sv_login / sv_active_cancel */
+	int waiting;			/* queue length: cl_waiting_cancel_req */
+	struct cancel_wait *head, *tail;	/* owned FIFO */
 } peer_load[CANCEL_PEERS_TRACKED];
 
-/* The in-flight counter of <peer> (NULL when the table is full: not limited). */
-static int *
-cancel_peer_load(int peer)
+/* The state of <peer> (NULL when the table is full: not limited, not shown). */
+static struct cancel_peer *
+cancel_peer_state(int peer)
 {
 	for (size_t i = 0; i < CANCEL_PEERS_TRACKED; i++) {
 		if (peer_load[i].peer == peer || peer_load[i].peer == 0) {
 			peer_load[i].peer = peer;
-			return &peer_load[i].inflight;
+			return &peer_load[i];
 		}
 	}
 	return NULL;
 }
 
+static void cancel_peer_next(int peer);
+
 static void
 cancel_conn_free(struct cancel_conn *cc)
 {
-	int *load = cc->peer > 0 ? cancel_peer_load(cc->peer) : NULL;
+	struct cancel_peer *cp = cc->peer > 0 ? cancel_peer_state(cc->peer) : NULL;
 
-	if (load != NULL && *load > 0)
-		(*load)--;
+	if (cp != NULL) {
+		if (cc->sent && cp->sent > 0)
+			cp->sent--;
+		else if (!cc->sent && cp->connecting > 0)
+			cp->connecting--;
+	}
 	if (cc->fd != -1)
 		close(cc->fd);
+	if (cc->peer > 0)
+		cancel_peer_next(cc->peer);
 	free(cc);
 }
 
-/* The socket became writable (connected) or timed out: send, close, free. */
+/* The other end closed (or went quiet): the forward is over. */
+static void
+cancel_conn_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	cancel_conn_free(arg);
+}
+
+/* The socket became writable (connected) or timed out: send, then wait for the close. */
 static void
 cancel_conn_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct cancel_conn *cc = arg;
+	struct cancel_peer *cp = cc->peer > 0 ? cancel_peer_state(cc->peer) : NULL;
+	struct timeval tv = { CANCEL_CONNECT_TIMEOUT, 0 };
 
-	if (what & EV_WRITE) {
-		if (write(cc->fd, cc->pkt, sizeof(cc->pkt)) != (ssize_t)sizeof(cc->pkt))
-			log_debug("cancel request could not be sent: %s", strerror(errno));
-	} else {
+	(void)fd;
+	if (!(what & EV_WRITE)) {
 		log_debug("cancel request: connect timeout");
+	} else if (write(cc->fd, cc->pkt, sizeof(cc->pkt)) != (ssize_t)sizeof(cc->pkt)) {
+		log_debug("cancel request could not be sent: %s", strerror(errno));
+	} else {
+		cc->sent = true;
+		if (cp != NULL) {
+			cp->connecting--;
+			cp->sent++;
+		}
+		if (event_base_once(child_base(), cc->fd, EV_READ, cancel_conn_done_cb, cc,
+				    &tv) == 0)
+			return;
 	}
 	cancel_conn_free(cc);
 }
 
 /*
  * Connect to <sa> and send a CancelRequest for <pid>/<key>, without blocking: to a server
- * backend, or (<peer> > 0) to that neki / pgbouncer peer.
+ * backend, or (<peer> > 0) to that neki / pgbouncer peer, counted in flight until that end
+ * closes the connection (as Postgres and pgbouncer do after a CancelRequest).
  */
 static void
 cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key, int peer)
 {
 	struct cancel_conn *cc = calloc(1, sizeof(*cc));
 	struct timeval tv = { CANCEL_CONNECT_TIMEOUT, 0 };
-	int *load = peer > 0 ? cancel_peer_load(peer) : NULL;
+	struct cancel_peer *cp = peer > 0 ? cancel_peer_state(peer) : NULL;
 	struct pktbuf pb;
 
-	if (cc == NULL)
+	if (cc == NULL) {
+		if (peer > 0)
+			cancel_peer_next(peer);
 		return;
+	}
 	cc->fd = -1;
 	cc->peer = peer;
-	if (load != NULL)
-		(*load)++;
+	if (cp != NULL)
+		cp->connecting++;
 	pktbuf_init_fixed(&pb, cc->pkt, sizeof(cc->pkt));
 	pktbuf_write_cancel_request(&pb, pid, key);
 	cc->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -227,6 +270,8 @@ cancel_key_bytes(uint8_t out[8], uint32_t pid, uint32_t key)
 
 /* ---- forwarding to a peer ---- */
 
+#define CANCEL_QUEUE_MAX 1024		/* forwards queued per peer before new ones are dropped */
+
 /* A host-name peer being resolved. */
 struct cancel_fwd {
 	uint32_t pid, key;
@@ -237,22 +282,106 @@ static void
 cancel_peer_resolved(void *arg, const struct sockaddr *sa, socklen_t salen, const char *errmsg)
 {
 	struct cancel_fwd *f = arg;
+	struct cancel_peer *cp = cancel_peer_state(f->peer);
 
-	if (sa == NULL)
+	if (cp != NULL && cp->connecting > 0)
+		cp->connecting--;	/* cancel_send counts it again */
+	if (sa == NULL) {
 		log_warn("cancel request for peer %d dropped: %s", f->peer, errmsg);
-	else
+		cancel_peer_next(f->peer);
+	} else {
 		cancel_send(sa, salen, f->pid, f->key, f->peer);
+	}
 	free(f);
 }
 
-/* Send the request on to [peers] entry <peer>: its Unix socket directory or host name. */
+/* Start forwarding to [peers] entry <p> (its Unix socket directory or host name). */
+static void
+cancel_peer_start(const struct cfg_peer *p, uint32_t pid, uint32_t key)
+{
+	struct cancel_peer *cp = cancel_peer_state(p->peer_id);
+	struct sockaddr_un sun;
+	struct cancel_fwd *f;
+
+	log_debug("forwarding cancellation request to peer %d", p->peer_id);
+	if (p->host[0] == '/') {
+		memset(&sun, 0, sizeof(sun));
+		sun.sun_family = AF_UNIX;
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/.s.PGSQL.%d", p->host, p->port);
+		cancel_send((struct sockaddr *)&sun, sizeof(sun), pid, key, p->peer_id);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return;
+	*f = (struct cancel_fwd){ pid, key, p->peer_id };
+	if (cp != NULL)
+		cp->connecting++;	/* resolving counts as logging in */
+	if (dns_process() == NULL ||
+	    dns_lookup(dns_process(), p->host, p->port, cancel_peer_resolved, f) == NULL) {
+		log_warn("cancel request for peer %d dropped: no resolver", p->peer_id);
+		if (cp != NULL)
+			cp->connecting--;
+		free(f);
+	}
+}
+
+/* Room for one more forward to <cp> under <p>'s pool_size? */
+static bool
+cancel_peer_has_room(const struct cfg *c, const struct cfg_peer *p, const struct cancel_peer *cp)
+{
+	int pool_size = p->pool_size >= 0 ? p->pool_size : c->default_pool_size;
+
+	return cp == NULL || pool_size <= 0 || cp->connecting + cp->sent < pool_size;
+}
+
+/* A forward to <peer> ended: start the oldest queued one if there is room. */
+static void
+cancel_peer_next(int peer)
+{
+	const struct cfg *c = cfg_current();
+	const struct cfg_peer *p = cfg_peer_find(c, peer);
+	struct cancel_peer *cp = cancel_peer_state(peer);
+	struct cancel_wait *w;
+
+	while (cp != NULL && cp->head != NULL && p != NULL && cancel_peer_has_room(c, p, cp)) {
+		w = cp->head;
+		cp->head = w->next;
+		if (cp->head == NULL)
+			cp->tail = NULL;
+		cp->waiting--;
+		cancel_peer_start(p, w->pid, w->key);
+		free(w);
+	}
+}
+
+/* Queue a forward to <cp> until one in flight ends (pgbouncer's cl_waiting_cancel_req). */
+static void
+cancel_peer_queue(struct cancel_peer *cp, uint32_t pid, uint32_t key)
+{
+	struct cancel_wait *w;
+
+	if (cp->waiting >= CANCEL_QUEUE_MAX || (w = calloc(1, sizeof(*w))) == NULL) {
+		log_warn("cancel request for peer %d dropped: %d already waiting", cp->peer,
+			 cp->waiting);
+		return;
+	}
+	w->pid = pid;
+	w->key = key;
+	if (cp->tail != NULL)
+		cp->tail->next = w;
+	else
+		cp->head = w;
+	cp->tail = w;
+	cp->waiting++;
+}
+
+/* Send the request on to [peers] entry <peer>, or queue it while pool_size are in flight. */
 static void
 cancel_to_peer(const struct cfg *c, int peer, uint32_t pid, uint32_t key)
 {
 	const struct cfg_peer *p = cfg_peer_find(c, peer);
-	int pool_size, *load;
-	struct sockaddr_un sun;
-	struct cancel_fwd *f;
+	struct cancel_peer *cp;
 
 	if ((key & CANCEL_TTL_MASK) == 0) {
 		log_info("failed to forward cancel request because its TTL was exhausted");
@@ -263,29 +392,23 @@ cancel_to_peer(const struct cfg *c, int peer, uint32_t pid, uint32_t key)
 		log_info("could not find peer to forward request to (peer_id %d)", peer);
 		return;
 	}
-	pool_size = p->pool_size >= 0 ? p->pool_size : c->default_pool_size;
-	load = cancel_peer_load(peer);
-	if (load != NULL && pool_size > 0 && *load >= pool_size) {
-		log_warn("cancel request for peer %d dropped: %d already in flight (pool_size)",
-			 peer, *load);
+	cp = cancel_peer_state(peer);
+	if (cp != NULL && (cp->head != NULL || !cancel_peer_has_room(c, p, cp))) {
+		cancel_peer_queue(cp, pid, key);
 		return;
 	}
-	log_debug("forwarding cancellation request to peer %d", peer);
-	if (p->host[0] == '/') {
-		memset(&sun, 0, sizeof(sun));
-		sun.sun_family = AF_UNIX;
-		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/.s.PGSQL.%d", p->host, p->port);
-		cancel_send((struct sockaddr *)&sun, sizeof(sun), pid, key, peer);
-		return;
-	}
-	f = calloc(1, sizeof(*f));
-	if (f == NULL)
-		return;
-	*f = (struct cancel_fwd){ pid, key, peer };
-	if (dns_process() == NULL ||
-	    dns_lookup(dns_process(), p->host, p->port, cancel_peer_resolved, f) == NULL) {
-		log_warn("cancel request for peer %d dropped: no resolver", peer);
-		free(f);
+	cancel_peer_start(p, pid, key);
+}
+
+void
+sess_cancel_peer_rows(void (*fn)(void *arg, int peer, int active, int waiting, int sent,
+				 int login), void *arg)
+{
+	for (size_t i = 0; i < CANCEL_PEERS_TRACKED && peer_load[i].peer != 0; i++) {
+		const struct cancel_peer *cp = &peer_load[i];
+
+		fn(arg, cp->peer, cp->connecting + cp->sent, cp->waiting, cp->sent,
+		   cp->connecting);
 	}
 }
 

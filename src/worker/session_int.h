@@ -364,6 +364,12 @@ void sess_cancel_key_init(struct session *s);
 /* A CancelRequest packet arrived on a new connection (body: pid, key). */
 void sess_cancel_request(uint32_t pid, uint32_t key);
 /* Send a CancelRequest for the query running on <s>'s link (query_timeout, forwarded cancel). */
+/*
+ * SHOW PEER_POOLS figures of this worker, one call per peer forwarded to: requests in flight,
+ * queued, sent and waiting for the peer to close, connecting (or resolving).
+ */
+void sess_cancel_peer_rows(void (*fn)(void *arg, int peer, int active, int waiting, int sent,
+				      int login), void *arg);
 void sess_cancel_backend(struct session *s);
 /* Send a CancelRequest for the query running on <l> (its backend's own pid and key). */
 void sess_cancel_link(struct link *l);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "neki/admin_relay.h"
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
@@ -218,7 +219,8 @@ sess_on_startup_msg(struct session *s, const struct proto_startup *st)
 
 	if (sess_tls_missing(s))
 		return;
-	if (child_is_stopping()) {	/* a Unix socket kept open for cancel requests */
+	if (child_is_stopping() && !arelay_is_console_db(st->database)) {
+		/* a Unix socket kept open for cancels and, as pgbouncer, the console */
 		nk_error_set(&err, "57P03", "the database system is shutting down");
 		sess_refuse(s, &err);
 		return;

@@ -2,7 +2,8 @@
  * wlist.c - this worker's rows for the console's lists (SHOW CLIENTS, SERVERS, SOCKETS,
  * POOLS, DNS_HOSTS, DNS_ZONES, MEM), written into its shm list area on SHM_CMD_LIST.
  * MEM rows ('m': name, size, used, free, memtotal) count this worker's live objects when
- * asked: sessions, links, pools, socket buffers, shared prepared statements.
+ * asked: sessions, links, pools, socket buffers, shared prepared statements. PEER_POOLS rows
+ * ('e': peer_id and pgbouncer's four counters) are its cancel forwards per peer.
  *
  * The admin process formats and merges the rows of every worker; here each row is text
  * values in pgbouncer's column order (shm_list_put_row). `ptr` and `link` are the global
@@ -371,6 +372,18 @@ wl_mem(struct wl *w)
 		   stmts * sizeof(struct prep_stmt) + prep_stmt_text_bytes());
 }
 
+static void
+wl_peer(void *arg, int peer, int active, int waiting, int sent, int login)
+{
+	char v[5][16];
+	const char *vals[5] = { v[0], v[1], v[2], v[3], v[4] };
+	const int n[5] = { peer, active, waiting, sent, login };
+
+	for (int i = 0; i < 5; i++)
+		snprintf(v[i], sizeof(v[i]), "%d", n[i]);
+	wl_put(arg, 'e', vals, 5);
+}
+
 bool
 session_list_rows(void *buf, size_t cap, size_t *len)
 {
@@ -386,6 +399,7 @@ session_list_rows(void *buf, size_t cap, size_t *len)
 		dns_walk_zones(d, wl_dns_zone, &w);
 	}
 	wl_mem(&w);
+	sess_cancel_peer_rows(wl_peer, &w);
 	*len = w.len;
 	return w.complete;
 }

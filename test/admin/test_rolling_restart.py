@@ -3,6 +3,7 @@ Rolling restart (issue 4, Operations; doc/operations.md): two neki instances sha
 (so_reuseport), peered through [peers] with pgbouncer's cancel-key encoding; SIGTERM retires
 the old one while its clients finish. Real Postgres and psycopg; every wait is a bounded poll.
 """
+import os
 import signal
 import socket
 import struct
@@ -33,7 +34,8 @@ def pair(neki, pg_cluster, cluster_db):
     """Two neki instances, peer 1 (old) and peer 2 (new), configured for one port; the old
     one started. Returns (old, new)."""
     port = pg_cluster.port("shard-a")
-    common = {"so_reuseport": 1, "workers": 2, "pool_mode": "transaction", "verbose": 1}
+    common = {"so_reuseport": 1, "workers": 2, "pool_mode": "transaction", "verbose": 1,
+              "admin_users": "admin"}
     dbs = {"app": f"host=127.0.0.1 port={port} dbname={cluster_db}"}
     old = neki(settings=dict(common, peer_id=1), databases=dbs, start=False)
     new = neki(settings=dict(common, peer_id=2, listen_port=old.port), databases=dbs,
@@ -79,9 +81,12 @@ def test_rolling_restart(pair):
     new.start()
     old.signal(signal.SIGTERM)
     old.wait_log(r"got SIGTERM, shutting down")
-    # the old Unix socket only takes cancel requests now
+    # the old Unix socket only takes cancel requests now, and console logins (as pgbouncer)
     with pytest.raises(psycopg.OperationalError, match="the database system is shutting down"):
         old.connect(dbname="app", host=str(old.sockdir))
+    with old.connect(dbname="pgbouncer", user="admin", host=str(old.sockdir)) as console:
+        assert console.execute("SHOW VERSION").fetchone()[0].startswith("PgBouncer")
+        assert {r[2] for r in console.execute("SHOW WORKERS")} == {"stopping"}
     # new connections land on the new instance only
     def served_by_new():
         peers = []
@@ -121,3 +126,68 @@ def test_cancel_ttl_and_unknown_peer(pair):
     old.wait_log(r"could not find peer to forward request to \(peer_id 7\)")
     cancel_request(old.port, (pid & 0xFF0000FF) | 2 << 16, 0x12345678)
     old.wait_log(r"failed to forward cancel request because its TTL was exhausted")
+
+
+class HoldingPeer:
+    """A fake [peers] entry on a Unix socket: accepts cancel forwards, records each request and
+    keeps the connection open until release() (a real peer closes once it has read it)."""
+
+    def __init__(self, sockdir, port):
+        self.path = f"{sockdir}/.s.PGSQL.{port}"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        os.chmod(self.path, 0o777)
+        self.sock.listen(16)
+        self.sock.settimeout(5)
+        self.held = []
+        self.got = []
+
+    def accept(self):
+        conn, _ = self.sock.accept()
+        conn.settimeout(5)
+        data = b""
+        while len(data) < 16:
+            data += conn.recv(16 - len(data))
+        self.got.append(struct.unpack("!iiII", data))
+        self.held.append(conn)
+
+    def release(self):
+        self.held.pop(0).close()
+
+    def close(self):
+        for c in self.held:
+            c.close()
+        self.sock.close()
+
+
+def test_peer_cancel_forwards_queue_beyond_pool_size(neki):
+    """[peers] pool_size bounds the forwards in flight to a peer; the others wait in order
+    (nothing is dropped) and SHOW PEER_POOLS shows them as pgbouncer counts them."""
+    inst = neki(settings={"workers": 1, "peer_id": 2, "admin_users": "admin"}, start=False)
+    peer = HoldingPeer(inst.dir, 7432)
+    inst.extra = f"[peers]\n1 = host={inst.dir} port=7432 pool_size=1\n"
+    inst.write_ini()
+    inst.start()
+
+    def peer_pools():
+        with inst.admin_connect(dbname="pgbouncer", user="admin") as c:
+            return c.execute("SHOW PEER_POOLS").fetchall()
+
+    try:
+        keys = [(0x00010000 | i << 24, 0x1234560B + (i << 4)) for i in (1, 2, 3)]
+        for pid, key in keys:                       # peer 1's keys, TTL 3
+            cancel_request(inst.port, pid, key)
+        peer.accept()                               # the first one is forwarded at once
+        wait_until(lambda: peer_pools() == [(1, 1, 2, 1, 0)], 5,
+                   what="one forward in flight, two waiting")
+        for n in (2, 3):                            # each close lets the next one go
+            peer.release()
+            peer.accept()
+            wait_until(lambda: peer_pools() == [(1, 1, 3 - n, 1, 0)], 5,
+                       what=f"forward {n} in flight")
+        peer.release()
+        wait_until(lambda: peer_pools() == [(1, 0, 0, 0, 0)], 5, what="all forwards done")
+        # in arrival order, TTL decreased by one
+        assert peer.got == [(16, 80877102, pid, key - 1) for pid, key in keys]
+    finally:
+        peer.close()
