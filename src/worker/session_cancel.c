@@ -169,7 +169,7 @@ cancel_conn_cb(evutil_socket_t fd, short what, void *arg)
 		log_debug("cancel request: connect timeout");
 	} else if (write(cc->fd, cc->pkt, sizeof(cc->pkt)) != (ssize_t)sizeof(cc->pkt)) {
 		log_debug("cancel request could not be sent: %s", strerror(errno));
-	} else {
+	} else if (cc->peer > 0) {	/* a forward counts until the peer closes */
 		cc->sent = true;
 		if (cp != NULL) {
 			cp->connecting--;
@@ -184,8 +184,8 @@ cancel_conn_cb(evutil_socket_t fd, short what, void *arg)
 
 /*
  * Connect to <sa> and send a CancelRequest for <pid>/<key>, without blocking: to a server
- * backend, or (<peer> > 0) to that neki / pgbouncer peer, counted in flight until that end
- * closes the connection (as Postgres and pgbouncer do after a CancelRequest).
+ * backend (closed once written, as before), or (<peer> > 0) to that neki / pgbouncer peer,
+ * counted in flight until the peer closes the connection after reading the request.
  */
 static void
 cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key, int peer)
