@@ -114,4 +114,16 @@ void link_set_user_data(struct link *l, void *data, link_data_free_fn free_fn);
 /* The server's socket address (for a CancelRequest connection); borrowed, <*len> set. */
 const struct sockaddr *link_server_addr(const struct link *l, socklen_t *len);
 
+/*
+ * A CancelRequest for <l>'s backend is in flight on a connection the session layer owns
+ * (<ctx>). Until link_cancel_done(), pool_release() parks <l> (kept ACTIVE with no client,
+ * neither idle nor given to a waiter), so the cancel cannot hit the next query on it. If <l>
+ * closes first, <detach>(<ctx>) runs and link_cancel_done() must not be called.
+ */
+typedef void (*link_cancel_detach_fn)(void *ctx);
+void link_cancel_start(struct link *l, void *ctx, link_cancel_detach_fn detach);
+bool link_cancel_pending(const struct link *l);
+/* The cancel connection finished (answered, failed or timed out): a parked <l> is released. */
+void link_cancel_done(struct link *l);
+
 #endif /* NEKI_LINK_H */

@@ -775,6 +775,31 @@ link_deactivate(struct link *l)
 		sbuf_detach(&l->sb);
 }
 
+void
+link_cancel_start(struct link *l, void *ctx, link_cancel_detach_fn detach)
+{
+	l->cancel_ctx = ctx;
+	l->cancel_detach = detach;
+}
+
+bool
+link_cancel_pending(const struct link *l)
+{
+	return l->cancel_ctx != NULL;
+}
+
+void
+link_cancel_done(struct link *l)
+{
+	bool parked = l->cancel_parked;
+
+	l->cancel_ctx = NULL;
+	l->cancel_detach = NULL;
+	l->cancel_parked = false;
+	if (parked)
+		pool_release(l, NULL);
+}
+
 /* Common close path; <err> is the server's login error when there is one. */
 static void
 link_close_err(struct link *l, bool send_term, const char *reason, const struct nk_error *err)
@@ -799,6 +824,11 @@ link_close_err(struct link *l, bool send_term, const char *reason, const struct 
 		dns_cancel(l->dns_req);
 		l->dns_req = NULL;
 	}
+	if (l->cancel_detach != NULL)
+		l->cancel_detach(l->cancel_ctx);
+	l->cancel_ctx = NULL;
+	l->cancel_detach = NULL;
+	l->cancel_parked = false;
 	sbuf_close(&l->sb);
 	link_auth_cleanup(l);
 	l->client_cb = NULL;

@@ -536,6 +536,9 @@ pool_release(struct link *l, const char *dirty_reason)
 		dirty_reason = "client disconnect while server was not ready";
 	if (dirty_reason != NULL) {
 		link_close(l, true, dirty_reason);
+	} else if (l->cancel_ctx != NULL) {
+		l->cancel_parked = true;	/* link_cancel_done() releases it again */
+		link_log(l, LOG_LVL_DEBUG, "cancel in flight: kept out of the pool until it ends");
 	} else if (pool_life_over(p, l, now)) {
 		p->last_lifetime_close_us = now;
 		link_close(l, true, "server lifetime over");

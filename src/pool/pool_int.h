@@ -75,6 +75,9 @@ struct link {
 	struct link_scram *scram;	/* owned: SCRAM exchange state during LOGIN */
 	link_cb_fn client_cb;		/* ACTIVE: the session's callback */
 	void *client_ctx;		/* ACTIVE: borrowed session */
+	void *cancel_ctx;		/* a CancelRequest in flight (link_cancel_start) */
+	link_cancel_detach_fn cancel_detach;	/* called with cancel_ctx if the link closes first */
+	bool cancel_parked;		/* released while cancel_ctx was set: waits for it */
 	void *user_data;		/* owned through user_free: the session layer's data */
 	link_data_free_fn user_free;	/* frees user_data at link_free */
 };

@@ -18,8 +18,12 @@
  * session has a query running on a link, opens a connection to that server and sends a
  * CancelRequest with the backend's own pid and key. An idle session or an unknown key:
  * nothing happens, as in Postgres. A routed session (sharded database) cancels every shard
- * part in flight, each with its own link's key (route_cancel()). Entry points: sess_cancel_key_init(),
- * sess_cancel_request(), session_cancel_forwarded(), sess_cancel_backend().
+ * part in flight, each with its own link's key (route_cancel()). A cancel to a server stays
+ * open until the server closes it (or CANCEL_CONNECT_TIMEOUT); meanwhile its link is marked
+ * (link_cancel_start()) so that pool_release() keeps the link out of the pool, and a late
+ * cancel cannot stop the next client's query (pgbouncer's being_canceled).
+ * Entry points: sess_cancel_key_init(), sess_cancel_request(), session_cancel_forwarded(),
+ * sess_cancel_backend().
  */
 #include "neki/base.h"
 
@@ -97,6 +101,7 @@ struct cancel_conn {
 	int fd;
 	int peer;			/* forwarded to this [peers] id; 0 = to a server */
 	bool sent;			/* written: waiting for the other end to close */
+	struct link *link;		/* borrowed: the link whose backend it cancels, or NULL */
 	uint8_t pkt[16];		/* the CancelRequest */
 };
 
@@ -133,6 +138,7 @@ static void
 cancel_conn_free(struct cancel_conn *cc)
 {
 	struct cancel_peer *cp = cc->peer > 0 ? cancel_peer_state(cc->peer) : NULL;
+	struct link *l;
 
 	if (cp != NULL) {
 		if (cc->sent && cp->sent > 0)
@@ -144,7 +150,19 @@ cancel_conn_free(struct cancel_conn *cc)
 		close(cc->fd);
 	if (cc->peer > 0)
 		cancel_peer_next(cc->peer);
+	l = cc->link;
 	free(cc);
+	if (l != NULL)
+		link_cancel_done(l);	/* may release a parked link */
+}
+
+/* The link closed before its cancel connection finished. */
+static void
+cancel_conn_detach(void *arg)
+{
+	struct cancel_conn *cc = arg;
+
+	cc->link = NULL;
 }
 
 /* The other end closed (or went quiet): the forward is over. */
@@ -169,7 +187,7 @@ cancel_conn_cb(evutil_socket_t fd, short what, void *arg)
 		log_debug("cancel request: connect timeout");
 	} else if (write(cc->fd, cc->pkt, sizeof(cc->pkt)) != (ssize_t)sizeof(cc->pkt)) {
 		log_debug("cancel request could not be sent: %s", strerror(errno));
-	} else if (cc->peer > 0) {	/* a forward counts until the peer closes */
+	} else if (cc->peer > 0 || cc->link != NULL) {	/* in flight until the other end closes */
 		cc->sent = true;
 		if (cp != NULL) {
 			cp->connecting--;
@@ -183,12 +201,14 @@ cancel_conn_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
- * Connect to <sa> and send a CancelRequest for <pid>/<key>, without blocking: to a server
- * backend (closed once written, as before), or (<peer> > 0) to that neki / pgbouncer peer,
- * counted in flight until the peer closes the connection after reading the request.
+ * Connect to <sa> and send a CancelRequest for <pid>/<key>, without blocking: to the backend
+ * of link <l>, which stays marked until the server closes the connection after acting on the
+ * request, or (<peer> > 0, <l> NULL) to that neki / pgbouncer peer, counted in flight until
+ * the peer closes the connection after reading the request.
  */
 static void
-cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key, int peer)
+cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key, int peer,
+	    struct link *l)
 {
 	struct cancel_conn *cc = calloc(1, sizeof(*cc));
 	struct timeval tv = { CANCEL_CONNECT_TIMEOUT, 0 };
@@ -213,6 +233,10 @@ cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key
 		goto fail;
 	if (event_base_once(child_base(), cc->fd, EV_WRITE, cancel_conn_cb, cc, &tv) == -1)
 		goto fail;
+	if (l != NULL) {
+		cc->link = l;
+		link_cancel_start(l, cc, cancel_conn_detach);
+	}
 	return;
 fail:
 	log_debug("cancel request could not be started: %s", strerror(errno));
@@ -225,8 +249,10 @@ sess_cancel_link(struct link *l)
 	const struct sockaddr *sa;
 	socklen_t len;
 
+	if (link_cancel_pending(l))
+		return;	/* the one in flight already stops the running query */
 	sa = link_server_addr(l, &len);
-	cancel_send(sa, len, link_backend_pid(l), link_backend_key(l), 0);
+	cancel_send(sa, len, link_backend_pid(l), link_backend_key(l), 0, l);
 }
 
 void
@@ -290,7 +316,7 @@ cancel_peer_resolved(void *arg, const struct sockaddr *sa, socklen_t salen, cons
 		log_warn("cancel request for peer %d dropped: %s", f->peer, errmsg);
 		cancel_peer_next(f->peer);
 	} else {
-		cancel_send(sa, salen, f->pid, f->key, f->peer);
+		cancel_send(sa, salen, f->pid, f->key, f->peer, NULL);
 	}
 	free(f);
 }
@@ -308,7 +334,7 @@ cancel_peer_start(const struct cfg_peer *p, uint32_t pid, uint32_t key)
 		memset(&sun, 0, sizeof(sun));
 		sun.sun_family = AF_UNIX;
 		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/.s.PGSQL.%d", p->host, p->port);
-		cancel_send((struct sockaddr *)&sun, sizeof(sun), pid, key, p->peer_id);
+		cancel_send((struct sockaddr *)&sun, sizeof(sun), pid, key, p->peer_id, NULL);
 		return;
 	}
 	f = calloc(1, sizeof(*f));

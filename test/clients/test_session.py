@@ -2,6 +2,8 @@
 session state across links, prepared statements, global limits, cancel, timeouts, errors.
 
 Every test runs neki (the `neki` fixture) in front of shard-a of the private cluster."""
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -461,6 +463,54 @@ def test_cancel_from_another_connection(pg_cluster, cluster_db, neki, attempt):
         assert "err" in result and result["err"].sqlstate == "57014"
         assert time.monotonic() - t0 < 1.0
         assert c.execute("select 1").fetchone() == (1,)
+
+
+def test_cancel_in_flight_keeps_link_out_of_pool(pg_cluster, cluster_db, neki):
+    """A cancel sent late (the query ended first) must not hit the next query on that link:
+    the link waits out of the pool until the server has closed the cancel connection. The
+    postmaster is stopped so that the cancel connection stays open meanwhile."""
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=1,
+              admin_users="postgres", workers=1)
+    a = n.connect(dbname=cluster_db)
+    b = n.connect(dbname=cluster_db)
+    adm = n.admin_connect()
+    pidfile = os.path.join(pg_cluster.dir, "shard-a", "postmaster.pid")
+    with open(pidfile) as f:
+        postmaster = int(f.readline())
+    result = {}
+
+    def run(conn, key, sql):
+        try:
+            conn.execute(sql)
+            result[key] = "ok"
+        except psycopg.Error as e:
+            result[key] = e
+
+    ta = threading.Thread(target=run, args=(a, "a", "select pg_sleep(1)"))
+    ta.start()
+    wait_until(lambda: server_sql(pg_cluster, cluster_db, "select 1 from pg_stat_activity "
+                                  "where query = 'select pg_sleep(1)'"), 5, what="A's query")
+    os.kill(postmaster, signal.SIGSTOP)
+    try:
+        a.cancel()              # neki's cancel connection waits in the postmaster's backlog
+        ta.join(10)
+        assert result.get("a") == "ok"      # the query ended before the cancel was served
+        tb = threading.Thread(target=run, args=(b, "b", "select pg_sleep(0.5)"))
+        tb.start()
+
+        def b_waiting():        # the only link is busy (its cancel pending) and B waits
+            cur = adm.execute("show pools", prepare=False)
+            names = [d.name for d in cur.description]
+            return any(r[names.index("database")] == cluster_db and
+                       r[names.index("sv_active")] == 1 and r[names.index("cl_waiting")] == 1
+                       for r in cur.fetchall())
+        wait_until(b_waiting, 5, what="B to wait for the link being cancelled")
+    finally:
+        os.kill(postmaster, signal.SIGCONT)
+    tb.join(10)
+    assert result.get("b") == "ok"      # the late cancel did not stop B's query
+    for c in (a, b, adm):
+        c.close()
 
 
 def test_cancel_of_idle_or_unknown_key_does_nothing(pg_cluster, cluster_db, neki):
