@@ -125,5 +125,7 @@ void link_cancel_start(struct link *l, void *ctx, link_cancel_detach_fn detach);
 bool link_cancel_pending(const struct link *l);
 /* The cancel connection finished (answered, failed or timed out): a parked <l> is released. */
 void link_cancel_done(struct link *l);
+/* <l> was released while its cancel is in flight and waits for it (sv_being_canceled). */
+bool link_being_canceled(const struct link *l);
 
 #endif /* NEKI_LINK_H */

@@ -175,6 +175,8 @@ bool pool_close_idle(struct pool *p, const char *reason);
 
 /* Links in state <st> in this worker, and queued waiters. */
 size_t pool_count(const struct pool *p, enum link_state st);
+/* ACTIVE links released while their cancel is in flight (link_being_canceled()). */
+size_t pool_being_canceled(const struct pool *p);
 size_t pool_waiting(const struct pool *p);
 /* Call <fn> for every link of <p> but the CLOSING ones (SHOW SERVERS); <fn> must not close. */
 typedef void (*pool_link_fn)(struct link *l, void *arg);

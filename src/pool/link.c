@@ -788,6 +788,12 @@ link_cancel_pending(const struct link *l)
 	return l->cancel_ctx != NULL;
 }
 
+bool
+link_being_canceled(const struct link *l)
+{
+	return l->cancel_parked;
+}
+
 void
 link_cancel_done(struct link *l)
 {

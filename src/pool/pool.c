@@ -134,6 +134,17 @@ pool_count(const struct pool *p, enum link_state st)
 	return list_count(&p->lists[st]);
 }
 
+size_t
+pool_being_canceled(const struct pool *p)
+{
+	const struct list *active = &p->lists[LINK_ST_ACTIVE];
+	size_t n = 0;
+
+	for (struct list_node *i = list_first(active); i != NULL; i = list_next(active, i))
+		n += container_of(i, struct link, node)->cancel_parked;
+	return n;
+}
+
 void
 pool_foreach_link(struct pool *p, pool_link_fn fn, void *arg)
 {

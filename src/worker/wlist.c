@@ -170,7 +170,7 @@ wl_client(struct session *s, void *arg)
 }
 
 static const char *
-wl_server_state(enum link_state st, bool socket)
+wl_server_state(const struct link *l, bool socket)
 {
 	static const char *const names[LINK_ST_COUNT][2] = {
 		[LINK_ST_LOGIN] = { "new", "sv_login" }, [LINK_ST_IDLE] = { "idle", "sv_idle" },
@@ -179,7 +179,9 @@ wl_server_state(enum link_state st, bool socket)
 		[LINK_ST_CLOSING] = { "closing", "sv_closing" },
 	};
 
-	return names[st][socket];
+	if (link_being_canceled(l))
+		return socket ? "sv_being_canceled" : "being_canceled";
+	return names[link_state(l)][socket];
 }
 
 /* The link's peer: "host:port" of link_addr() split into columns 5 and 6. */
@@ -205,13 +207,12 @@ wl_server(struct link *l, void *arg)
 	struct sbuf *sb = link_sbuf(l);
 	const struct link_ext *ext = link_user_data(l);
 	const char *app = link_param(l, "application_name");
-	enum link_state st = link_state(l);
 
 	wl_set(&r, 0, "S");
 	wl_set(&r, 1, "%s", pool_user_name(w->pool));
 	wl_set(&r, 2, "%s", pool_db_name(w->pool));
 	wl_set(&r, 3, "none");
-	wl_set(&r, 4, "%s", wl_server_state(st, false));
+	wl_set(&r, 4, "%s", wl_server_state(l, false));
 	wl_server_addr(&r, l);
 	wl_local_addr(&r, sbuf_fd(sb), strncmp(link_addr(l), "unix", 4) == 0);
 	wl_set(&r, 9, "%lld", (long long)w->now - (long long)link_age(l));
@@ -228,7 +229,7 @@ wl_server(struct link *l, void *arg)
 	wl_set(&r, 19, "%zu", ext ? ext->prep.n : 0);
 	wl_set(&r, 20, "%" PRIu64, link_id(l));
 	wl_buffers(&r, sb);
-	wl_set(&r, 28, "%s", wl_server_state(st, true));
+	wl_set(&r, 28, "%s", wl_server_state(l, true));
 	wl_set(&r, 29, "1");
 	wl_put(w, 's', r.vals, WL_COLS);
 }
@@ -255,6 +256,7 @@ wl_pool(struct wl *w, struct spool *sp)
 	struct pool *p = spool_pool(sp);
 	const struct cfg_database *db = NULL;
 	char v[12][24];
+	size_t canceled = pool_being_canceled(p);
 	uint64_t maxwait = pool_max_wait_us(p);
 	const char *vals[WL_POOL_COLS];
 
@@ -264,18 +266,19 @@ wl_pool(struct wl *w, struct spool *sp)
 	sess_foreach(wl_count_client, w);
 	snprintf(v[0], 24, "%d", w->cl_active);
 	snprintf(v[1], 24, "%d", w->cl_waiting);
-	snprintf(v[2], 24, "%zu", pool_count(p, LINK_ST_ACTIVE));
+	snprintf(v[2], 24, "%zu", pool_count(p, LINK_ST_ACTIVE) - canceled);
 	snprintf(v[3], 24, "%zu", pool_count(p, LINK_ST_IDLE));
 	snprintf(v[4], 24, "%zu", pool_count(p, LINK_ST_USED));
 	snprintf(v[5], 24, "%zu", pool_count(p, LINK_ST_TESTED));
 	snprintf(v[6], 24, "%zu", pool_count(p, LINK_ST_LOGIN));
 	snprintf(v[7], 24, "%" PRIu64, maxwait / 1000000u);
 	snprintf(v[8], 24, "%" PRIu64, maxwait % 1000000u);
+	snprintf(v[9], 24, "%zu", canceled);
 	db = cfg_database_find(cfg_current(), pool_db_name(p));
 	vals[0] = pool_db_name(p);
 	vals[1] = pool_user_name(p);
 	vals[2] = v[0], vals[3] = v[1], vals[4] = "0", vals[5] = "0";
-	vals[6] = v[2], vals[7] = "0", vals[8] = "0", vals[9] = v[3], vals[10] = v[4];
+	vals[6] = v[2], vals[7] = "0", vals[8] = v[9], vals[9] = v[3], vals[10] = v[4];
 	vals[11] = v[5], vals[12] = v[6], vals[13] = v[7], vals[14] = v[8];
 	vals[15] = cfg_pool_mode_str(pool_mode(p));
 	vals[16] = db != NULL && db->host != NULL && strchr(db->host, ',') != NULL ?

@@ -498,13 +498,18 @@ def test_cancel_in_flight_keeps_link_out_of_pool(pg_cluster, cluster_db, neki):
         tb = threading.Thread(target=run, args=(b, "b", "select pg_sleep(0.5)"))
         tb.start()
 
-        def b_waiting():        # the only link is busy (its cancel pending) and B waits
+        def b_waiting():        # the only link waits for its cancel (sv_being_canceled), B waits
             cur = adm.execute("show pools", prepare=False)
             names = [d.name for d in cur.description]
             return any(r[names.index("database")] == cluster_db and
-                       r[names.index("sv_active")] == 1 and r[names.index("cl_waiting")] == 1
+                       r[names.index("sv_being_canceled")] == 1 and
+                       r[names.index("sv_active")] == 0 and r[names.index("cl_waiting")] == 1
                        for r in cur.fetchall())
         wait_until(b_waiting, 5, what="B to wait for the link being cancelled")
+        cur = adm.execute("show servers", prepare=False)
+        names = [d.name for d in cur.description]
+        assert [r[names.index("state")] for r in cur.fetchall()
+                if r[names.index("database")] == cluster_db] == ["being_canceled"]
     finally:
         os.kill(postmaster, signal.SIGCONT)
     tb.join(10)
