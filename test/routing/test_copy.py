@@ -24,7 +24,8 @@ try:
 except ImportError:
     psycopg = None
 
-from conftest import Neki, wait_until
+from conftest import wait_until
+from test_routing import create_schema, routing_neki, sharded_database
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -134,45 +135,11 @@ class Store:
 
 @pytest.fixture(scope="module")
 def store(pg_cluster):
-    if psycopg is None:
-        pytest.skip("python3-psycopg is not installed")
-    db = f"copy_{os.getpid()}"
-    for server in pg_cluster.servers:
-        pg_cluster.sql(server, f'CREATE DATABASE "{db}"')
-    auth = f"auth = host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"
-    inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction"},
-                databases={db: f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db} "
-                               "topology=yes"},
-                shards=pg_cluster.shards_section(dbname=db) + "\n" + auth)
-    try:
-        inst.start()
-        with inst.admin_connect() as conn:
-            doc = json.dumps(topology(db))
-            conn.execute(f"SELECT * FROM __neki.set_data_topology({lit(doc)}, true)")
-        st = Store(pg_cluster, inst, db)
-
-        def routed():
-            try:
-                with st.connect() as conn:
-                    conn.execute("SET __neki.fanout = scatter")
-                    return True
-            except psycopg.Error:
-                return False
-        wait_until(routed, 30, what="neki routes the database")
-        for sql in SCHEMA:
-            st.run(sql)
-            with st.ref() as conn:
-                conn.execute(sql)
+    with sharded_database(pg_cluster, "copy") as db, \
+            routing_neki(pg_cluster, db, topology(db), Store) as st:
+        create_schema(st, SCHEMA)
         st.run("CREATE MATERIALIZED VIEW country_mv AS SELECT * FROM countries")
         yield st
-    finally:
-        problems = inst.cleanup()
-        for server in pg_cluster.servers:
-            try:
-                pg_cluster.sql(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-            except Exception:
-                pass
-        assert not problems, "\n".join(problems)
 
 
 def nk_error(store, sql, code):

@@ -5,9 +5,9 @@ topology (etc/topology-storefront.json, authority on the `auth` server) applied 
 the admin port, and the schema created through neki (DDL runs on every shard). The
 `reference` server gets the same schema directly: compare() runs one SQL text on both.
 """
+import contextlib
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -95,24 +95,40 @@ class Store:
                 for s in self.cluster.shards}
 
 
-@pytest.fixture(scope="module")
-def store(pg_cluster):
+@contextlib.contextmanager
+def sharded_database(cluster, prefix):
+    """A database <prefix>_<pid> on every server of <cluster> (the reference too), dropped
+    after."""
     if psycopg is None:
         pytest.skip("python3-psycopg is not installed")
-    db = f"store_{os.getpid()}"
-    for server in pg_cluster.servers:
-        pg_cluster.sql(server, f'CREATE DATABASE "{db}"')
-    auth = f"auth = host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"
-    inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction"},
-                databases={db: f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db} "
-                               "topology=yes"},
-                shards=pg_cluster.shards_section(dbname=db) + "\n" + auth)
+    db = f"{prefix}_{os.getpid()}"
+    for server in cluster.servers:
+        cluster.sql(server, f'CREATE DATABASE "{db}"')
+    try:
+        yield db
+    finally:
+        for server in cluster.servers:
+            try:
+                cluster.sql(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+            except Exception:
+                pass
+
+
+@contextlib.contextmanager
+def routing_neki(cluster, db, topo_doc, store_cls, settings=None, db_options=""):
+    """A neki routing <db> (topology=yes, authority on `auth`) with <topo_doc> applied through
+    the admin port; yields store_cls(cluster, neki, db) once a scatter SET works there."""
+    auth = f"host=127.0.0.1 port={cluster.port('auth')} dbname={db}"
+    inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction",
+                          **(settings or {})},
+                databases={db: f"{auth} topology=yes {db_options}".rstrip()},
+                shards=cluster.shards_section(dbname=db) + f"\nauth = {auth}")
     try:
         inst.start()
         with inst.admin_connect() as conn:
-            doc = json.dumps(topology(db))
-            conn.execute(f"SELECT * FROM __neki.set_data_topology({lit(doc)}, true)")
-        st = Store(pg_cluster, inst, db)
+            conn.execute("SELECT * FROM __neki.set_data_topology("
+                         f"{lit(json.dumps(topo_doc))}, true)")
+        st = store_cls(cluster, inst, db)
 
         def routed():
             try:
@@ -121,20 +137,29 @@ def store(pg_cluster):
                     return True
             except psycopg.Error:
                 return False
-        wait_until(routed, 30, what="neki routes the storefront database")
-        for sql in SCHEMA:
-            st.run(sql)
-            with st.ref() as conn:
-                conn.execute(sql)
+        wait_until(routed, 30, what=f"neki routes {db}")
         yield st
     finally:
         problems = inst.cleanup()
-        for server in pg_cluster.servers:
-            try:
-                pg_cluster.sql(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-            except Exception:
-                pass
         assert not problems, "\n".join(problems)
+
+
+def create_schema(st, schema=SCHEMA, reference=True):
+    """Run the DDL of <schema> through neki (every shard) and, with <reference>, directly on
+    the reference server."""
+    for sql in schema:
+        st.run(sql)
+        if reference:
+            with st.ref() as conn:
+                conn.execute(sql)
+
+
+@pytest.fixture(scope="module")
+def store(pg_cluster):
+    with sharded_database(pg_cluster, "store") as db, \
+            routing_neki(pg_cluster, db, topology(db), Store) as st:
+        create_schema(st)
+        yield st
 
 
 # ---- tests ----------------------------------------------------------------------------

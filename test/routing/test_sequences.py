@@ -6,8 +6,6 @@ its filled shard key. One database on every server of the session's cluster, a t
 4 data shards + authoritative, the schema created through neki (DDL on every shard). Also
 pgbench with a custom script on a table sharded by aid.
 """
-import json
-import os
 import re
 import subprocess
 import threading
@@ -19,7 +17,7 @@ try:
 except ImportError:
     psycopg = None
 
-from conftest import Neki, wait_until
+from test_routing import create_schema, routing_neki, sharded_database
 
 BATCH = 50          # sequence_batch: small, so the tests cross several reservations
 
@@ -117,43 +115,11 @@ class Db:
 
 @pytest.fixture(scope="module")
 def seqdb(pg_cluster):
-    if psycopg is None:
-        pytest.skip("python3-psycopg is not installed")
-    db = f"seq_{os.getpid()}"
-    for server in pg_cluster.servers:
-        pg_cluster.sql(server, f'CREATE DATABASE "{db}"')
-    auth = f"auth = host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"
-    inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction",
-                          "sequence_batch": BATCH, "default_pool_size": 30},
-                databases={db: f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db} "
-                               "topology=yes"},
-                shards=pg_cluster.shards_section(dbname=db) + "\n" + auth)
-    try:
-        inst.start()
-        with inst.admin_connect() as conn:
-            conn.execute("SELECT * FROM __neki.set_data_topology("
-                         f"{lit(json.dumps(topology(db)))}, true)")
-        d = Db(pg_cluster, inst, db)
-
-        def routed():
-            try:
-                with d.connect() as conn:
-                    conn.execute("SET __neki.fanout = scatter")
-                    return True
-            except psycopg.Error:
-                return False
-        wait_until(routed, 30, what="neki routes the database")
-        for sql in SCHEMA:
-            d.run(sql)
+    with sharded_database(pg_cluster, "seq") as db, \
+            routing_neki(pg_cluster, db, topology(db), Db,
+                         settings={"sequence_batch": BATCH, "default_pool_size": 30}) as d:
+        create_schema(d, SCHEMA, reference=False)
         yield d
-    finally:
-        problems = inst.cleanup()
-        for server in pg_cluster.servers:
-            try:
-                pg_cluster.sql(server, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-            except Exception:
-                pass
-        assert not problems, "\n".join(problems)
 
 
 def test_identity_shard_key_filled_and_routed(seqdb):
