@@ -152,6 +152,8 @@ route_query_end(struct route *r)
 		r->tx = 'I';
 	}
 	r->implicit = r->implicit_end = false;
+	if (route_cat_wait(r, ROUTE_RESUME_QUERY_END))
+		return;		/* DDL: ReadyForQuery once the catalog shows it */
 	r->cancel_pending = false;
 	r->query_start_us = 0;
 	r->s->activity_us = sess_now_us();	/* idle (in transaction) from now */
@@ -566,10 +568,9 @@ route_session_stmt(struct route *r, const char *tag, const char *sql, const void
 	bool all;
 
 	nk_error_clear(&err);
-	if (r->ext_exec && (route_streq(tag, "PrepareStmt") || route_streq(tag, "ExecuteStmt") ||
-			    route_streq(tag, "DeallocateStmt"))) {
-		nk_error_set(&err, "0A000", "SQL-level PREPARE, EXECUTE and DEALLOCATE need the "
-			     "simple query protocol on a sharded database");
+	if (r->ext_exec && route_streq(tag, "ExecuteStmt")) {
+		nk_error_set(&err, "0A000", "SQL-level EXECUTE needs the simple query protocol on "
+			     "a sharded database");
 		nk_error_hint(&err, "Use the extended protocol's own prepared statements.");
 		return route_fail(r, &err);
 	}
@@ -598,6 +599,7 @@ route_session_stmt(struct route *r, const char *tag, const char *sql, const void
 	if (route_streq(tag, "DiscardStmt") && strncasecmp(sql, "discard all", 11) == 0) {
 		route_forget_sets(r);
 		route_prep_free(r);
+		route_ext_drop_stmts(r);
 		return route_reply_tag(r, "DISCARD ALL") ? RSTEP_DONE : RSTEP_STOP;
 	}
 	nk_error_set(&err, "0A000", "%s is not supported on a sharded database", tag);
@@ -883,10 +885,39 @@ route_describe_stmt(struct route *r, const char *sql)
 	return r->s->state != SESS_ST_CLOSED;
 }
 
+bool
+route_cat_wait(struct route *r, enum route_resume resume)
+{
+	struct timeval tv = { 0, 10000 };
+
+	if (r->cat_wait == 0)
+		return false;
+	if (shm_cat_served() >= r->cat_wait || sess_now_us() >= r->poll_deadline_us) {
+		if (shm_cat_served() < r->cat_wait)
+			sess_log(r->s, LOG_LVL_WARNING,
+				 "catalog refresh after DDL not served within %d s",
+				 ROUTE_CAT_WAIT_US / 1000000);
+		r->cat_wait = 0;
+		return false;
+	}
+	r->resume = resume;
+	evtimer_add(r->ev_poll, &tv);
+	return true;
+}
+
 static void
 route_poll_cb(evutil_socket_t fd, short what, void *arg)
 {
-	route_next(arg);
+	struct route *r = arg;
+	enum route_resume resume = r->resume;
+
+	r->resume = ROUTE_RESUME_NEXT;
+	if (resume == ROUTE_RESUME_QUERY_END)
+		route_query_end(r);
+	else if (resume == ROUTE_RESUME_SYNC)
+		route_ext_sync_resume(r);
+	else
+		route_next(r);
 }
 
 /* Run the statements of the Query from r->cur on, until one goes async or fails. */
@@ -898,14 +929,8 @@ route_next(struct route *r)
 		char *sql;
 		enum rstep rc;
 
-		if (r->cat_wait != 0 && shm_cat_served() < r->cat_wait &&
-		    sess_now_us() < r->poll_deadline_us) {
-			struct timeval tv = { 0, 10000 };
-
-			evtimer_add(r->ev_poll, &tv);
+		if (route_cat_wait(r, ROUTE_RESUME_NEXT))
 			return;
-		}
-		r->cat_wait = 0;
 		if (r->tx == 'I' && r->nspans > 1 && !route_implicit_begin(r)) {
 			sess_fatal(r->s, "out of memory");
 			return;

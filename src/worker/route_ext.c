@@ -40,8 +40,8 @@ route_stmt_free(struct rstmt *st)
 	free(st);
 }
 
-static void
-route_drop_stmt(struct route *r, const char *name)
+bool
+route_ext_drop_stmt(struct route *r, const char *name)
 {
 	for (struct rstmt **pp = &r->stmts; *pp != NULL; pp = &(*pp)->next) {
 		if (route_streq((*pp)->name, name)) {
@@ -49,8 +49,26 @@ route_drop_stmt(struct route *r, const char *name)
 
 			*pp = st->next;
 			route_stmt_free(st);
-			return;
+			return true;
 		}
+	}
+	return false;
+}
+
+bool
+route_ext_has_stmt(struct route *r, const char *name)
+{
+	return route_find_stmt(r, name) != NULL;
+}
+
+void
+route_ext_drop_stmts(struct route *r)
+{
+	while (r->stmts != NULL) {
+		struct rstmt *st = r->stmts;
+
+		r->stmts = st->next;
+		route_stmt_free(st);
 	}
 }
 
@@ -67,12 +85,7 @@ route_portal_clear(struct route *r)
 void
 route_ext_free(struct route *r)
 {
-	while (r->stmts != NULL) {
-		struct rstmt *st = r->stmts;
-
-		r->stmts = st->next;
-		route_stmt_free(st);
-	}
+	route_ext_drop_stmts(r);
 	route_portal_clear(r);
 }
 
@@ -130,7 +143,7 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 	}
 	if (!route_analyse(r, m.query, &err))
 		return route_ext_fail(r, &err);
-	route_drop_stmt(r, m.name);
+	(void)route_ext_drop_stmt(r, m.name);
 	st = calloc(1, sizeof(*st));
 	if (st == NULL || (st->name = strdup(m.name)) == NULL ||
 	    (st->query = strdup(m.query)) == NULL ||
@@ -191,8 +204,8 @@ route_on_close(struct route *r, const uint8_t *body, size_t len)
 
 	if (!proto_parse_close(body, len, &m, &err))
 		return route_ext_fail(r, &err);
-	if (m.kind == 'S')
-		route_drop_stmt(r, m.name);
+	if (m.kind == 'S' && !route_ext_drop_stmt(r, m.name))
+		(void)route_prep_drop(r, m.name);	/* one namespace, as Postgres */
 	else if (r->portal.valid && route_streq(r->portal.name, m.name))
 		route_portal_clear(r);
 	return route_ext_reply(r, '3');
@@ -505,6 +518,10 @@ route_on_sync(struct route *r)
 		r->sync_pending = true;
 		return route_describe_pending(r);
 	}
+	if (route_cat_wait(r, ROUTE_RESUME_SYNC)) {
+		r->busy = true;		/* DDL: ReadyForQuery once the catalog shows it */
+		return true;
+	}
 	r->ext_failed = false;
 	r->sync_pending = false;
 	if (r->tx == 'I') {
@@ -520,6 +537,14 @@ bool
 route_ext_sync(struct route *r)
 {
 	return route_on_sync(r);
+}
+
+void
+route_ext_sync_resume(struct route *r)
+{
+	r->busy = false;
+	if (route_on_sync(r) && !r->busy && r->s->state != SESS_ST_CLOSED)
+		sbuf_continue(&r->s->sb);
 }
 
 bool

@@ -121,6 +121,13 @@ enum rx_after {
 	RX_AFTER_SEQ,		/* sequence values were reserved: plan the statement again */
 };
 
+/* What the catalog poll timer resumes once a refresh after DDL is served. */
+enum route_resume {
+	ROUTE_RESUME_NEXT = 0,	/* the next statement of the Query */
+	ROUTE_RESUME_QUERY_END,	/* the Query's ReadyForQuery */
+	ROUTE_RESUME_SYNC,	/* the extended protocol's Sync */
+};
+
 struct route {
 	struct session *s;		/* borrowed */
 	struct rarena *arena;		/* owned: per statement */
@@ -135,7 +142,9 @@ struct route {
 	char *sets[ROUTE_SETS_MAX];	/* owned: session SET statements, replayed on new links */
 	char *set_names[ROUTE_SETS_MAX];
 	uint32_t nsets;
-	uint64_t cat_wait;		/* catalog refresh to wait for before planning (0 none) */
+	uint64_t cat_wait;		/* catalog refresh to wait for (0 none): after DDL, the
+					 * next statement and ReadyForQuery wait for it */
+	enum route_resume resume;	/* what the poll timer resumes */
 	struct event *ev;		/* owned: deferred end of an exec */
 	struct event *ev_poll;		/* owned: catalog refresh poll timer */
 	uint64_t poll_deadline_us;	/* give up waiting for the catalog then */
@@ -244,9 +253,9 @@ void route_copy_done(struct route *r, const char *tag, const struct nk_error *er
 /* Send <pb> (freed) to the client; false when the client is gone (the session is closed). */
 NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
 
-/* Set up an exec on <uids>[0..n) running <sql> (RX_PASS / RX_SUM, after a statement). */
-NK_MUSTCHECK bool route_exec_setup(struct route *r, const char *const *uids, uint32_t n,
-				   const char *sql, struct nk_error *err);
+/* A catalog refresh after DDL is not served yet: arm the poll timer to call <resume>
+ * (true); false when there is nothing (more) to wait for. */
+bool route_cat_wait(struct route *r, enum route_resume resume);
 /* Normalise and analyse <sql> (cached): syntax errors at Parse. */
 NK_MUSTCHECK bool route_analyse(struct route *r, const char *sql, struct nk_error *err);
 /* Plan <sql> with bound <params> and run it with r->ext_msg; false when the session closed. */
@@ -269,7 +278,14 @@ NK_MUSTCHECK bool route_ext_merge_msgs(struct route *r, const char *sql, bool fi
 				       struct nk_error *err);
 /* The Sync that waited for an exec. */
 bool route_ext_sync(struct route *r);
+/* The Sync that waited for a catalog refresh (route_cat_wait()). */
+void route_ext_sync_resume(struct route *r);
 void route_ext_free(struct route *r);
+/* The protocol-level statement <name> (one namespace with SQL-level PREPARE, as Postgres):
+ * is there one, drop it (false when there was none), drop them all. */
+bool route_ext_has_stmt(struct route *r, const char *name);
+bool route_ext_drop_stmt(struct route *r, const char *name);
+void route_ext_drop_stmts(struct route *r);
 
 /* ---- route_exec.c ---- */
 
@@ -318,6 +334,8 @@ char *route_execute_sql(struct route *r, const char *sql, struct nk_error *err);
 /* DEALLOCATE [PREPARE] name | ALL (*all set for ALL). */
 NK_MUSTCHECK bool route_deallocate(struct route *r, const char *sql, bool *all,
 				   struct nk_error *err);
+/* Drop the PREPAREd statement <name>; false when there is none. */
+bool route_prep_drop(struct route *r, const char *name);
 void route_prep_free(struct route *r);
 
 /* ---- route_merge.c ---- */

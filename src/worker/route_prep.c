@@ -204,7 +204,7 @@ route_prepare(struct route *r, const char *sql, struct nk_error *err)
 	if (!rp_preparable(q))
 		return nk_error_set(err, "42601", "syntax error at or near \"%.*s\"",
 				    (int)strcspn(q, " \t\r\n(;"), q);
-	if (rp_find(r, name) != NULL)
+	if (rp_find(r, name) != NULL || route_ext_has_stmt(r, name))
 		return nk_error_set(err, "42P05", "prepared statement \"%s\" already exists", name);
 	if (!route_analyse(r, q, err))	/* syntax errors now, as Postgres */
 		return false;
@@ -336,7 +336,6 @@ route_deallocate(struct route *r, const char *sql, bool *all, struct nk_error *e
 {
 	char name[ROUTE_PREP_NAME_MAX];
 	const char *q = rp_word(rp_ws(sql, sql), "deallocate"), *t;
-	struct rprep **pp;
 
 	*all = false;
 	if (q == NULL)
@@ -347,11 +346,20 @@ route_deallocate(struct route *r, const char *sql, bool *all, struct nk_error *e
 	if ((t = rp_word(q, "all")) != NULL && *rp_ws(sql, t) == '\0') {
 		*all = true;
 		route_prep_free(r);
+		route_ext_drop_stmts(r);
 		return true;
 	}
 	if (rp_ident(q, name, sizeof(name)) == NULL)
 		return rp_syntax(err, "DEALLOCATE");
-	for (pp = &r->preps; *pp != NULL; pp = &(*pp)->next) {
+	if (route_prep_drop(r, name) || route_ext_drop_stmt(r, name))
+		return true;
+	return nk_error_set(err, "26000", "prepared statement \"%s\" does not exist", name);
+}
+
+bool
+route_prep_drop(struct route *r, const char *name)
+{
+	for (struct rprep **pp = &r->preps; *pp != NULL; pp = &(*pp)->next) {
 		if (route_streq((*pp)->name, name)) {
 			struct rprep *p = *pp;
 
@@ -360,7 +368,7 @@ route_deallocate(struct route *r, const char *sql, bool *all, struct nk_error *e
 			return true;
 		}
 	}
-	return nk_error_set(err, "26000", "prepared statement \"%s\" does not exist", name);
+	return false;
 }
 
 void

@@ -395,6 +395,29 @@ def test_ddl_runs_on_every_shard(store):
     store.run("DROP TABLE currencies")
 
 
+def test_ddl_is_in_the_catalog_of_every_session_once_it_returns(store):
+    """A positional INSERT into a sharded table needs the key column's position from the
+    catalog: the DDL's ReadyForQuery waits for the refresh, so another session already
+    connected plans with the new table at once (it got NK306 before), whether the DDL came
+    by the simple or the extended protocol (psycopg then sends DEALLOCATE ALL by the
+    extended protocol, which the router answers)."""
+    for i in range(4):
+        with store.connect() as ddl, store.connect() as other:
+            sql = "CREATE TABLE orders_by_id (id bigint PRIMARY KEY, customer_id bigint)"
+            if i % 2:
+                ddl.execute(sql, prepare=True)
+            else:
+                psycopg.ClientCursor(ddl).execute(sql)
+            try:
+                cur = psycopg.ClientCursor(other)
+                cur.execute("INSERT INTO orders_by_id VALUES (1, 10), (2, 20), (3, 30)")
+                assert cur.statusmessage == "INSERT 0 3"
+                cur.execute("SELECT count(*) FROM orders_by_id")
+                assert cur.fetchall() == [(3,)]
+            finally:
+                psycopg.ClientCursor(ddl).execute("DROP TABLE orders_by_id")
+
+
 def test_neki_settings_and_explain(store):
     with store.connect() as conn:
         cur = psycopg.ClientCursor(conn)

@@ -455,11 +455,45 @@ def test_sql_prepare_execute_routes_by_the_arguments(store):
             cur.execute("DELETE FROM customers WHERE id BETWEEN 501 AND 504")
 
 
-def test_prepare_needs_the_simple_protocol(store):
+def test_prepare_and_deallocate_over_the_extended_protocol(store):
+    """PREPARE and DEALLOCATE [ALL] sent with the extended protocol (psycopg sends its own
+    DEALLOCATE that way after DDL or when its cache is full) answer as Postgres: one
+    namespace with the protocol's named statements, so DEALLOCATE drops those too."""
+    from psycopg import pq
+
+    def outcome(res):
+        if res.status == pq.ExecStatus.FATAL_ERROR:
+            return "ERROR " + res.error_field(pq.DiagnosticField.SQLSTATE).decode()
+        rows = [res.get_value(i, 0) for i in range(res.ntuples)]
+        return (res.command_status or b"").decode(), rows
+
+    def steps(pg):
+        res = []
+        ext = [b"PREPARE p1 AS SELECT name FROM customers WHERE id = 3",
+               b"PREPARE p1 AS SELECT 2", b"DEALLOCATE p1", b"DEALLOCATE p1"]
+        res += [outcome(pg.exec_params(sql, None)) for sql in ext]
+        res.append(outcome(pg.prepare(b"n1", b"SELECT name FROM customers WHERE id = $1")))
+        res.append(outcome(pg.exec_prepared(b"n1", [b"5"])))
+        ext = [b"PREPARE n1 AS SELECT 1", b"DEALLOCATE n1", b"DEALLOCATE n1",
+               b"PREPARE p2 AS SELECT 1"]
+        res += [outcome(pg.exec_params(sql, None)) for sql in ext]
+        res.append(outcome(pg.prepare(b"n2", b"SELECT 2")))
+        res.append(outcome(pg.exec_params(b"DEALLOCATE ALL", None)))
+        res.append(outcome(pg.exec_prepared(b"n2", [])))
+        res.append(outcome(pg.exec_params(b"DEALLOCATE p2", None)))
+        res.append(outcome(pg.prepare(b"n2", b"SELECT 3")))
+        res.append(outcome(pg.exec_prepared(b"n2", [])))
+        return res
+    with store.connect() as conn, store.ref() as ref:
+        got, want = steps(conn.pgconn), steps(ref.pgconn)
+    assert got == want
+
+
+def test_sql_execute_needs_the_simple_protocol(store):
     with store.connect() as conn:
-        with pytest.raises(psycopg.Error) as ei:
-            conn.execute("PREPARE x AS SELECT %s::int", (1,))
-        assert ei.value.diag.sqlstate == "0A000"
+        psycopg.ClientCursor(conn).execute("PREPARE x AS SELECT 1")
+        res = conn.pgconn.exec_params(b"EXECUTE x", None)
+        assert res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"0A000"
 
 
 def test_notify_reaches_listeners_of_the_authoritative_shard(store):
