@@ -73,6 +73,16 @@ uint32_t link_backend_key(const struct link *l);
 
 /* The server's current value of parameter <name> (ParameterStatus), or NULL. Borrowed. */
 const char *link_param(const struct link *l, const char *name);
+/*
+ * The session layer's tracked parameters (its varcache) by number: link_track_params()
+ * names them (<names>[0..n), n <= LINK_TRACK_MAX, borrowed until the next call) and
+ * link_tracked() gives link <l>'s values of them, [i] for the <i>th name (borrowed until the
+ * server reports a parameter again; NULL when it reported none), without a search by name:
+ * it runs before every transaction a link serves.
+ */
+#define LINK_TRACK_MAX 16
+void link_track_params(const char *const *names, size_t n);
+const char *const *link_tracked(struct link *l);
 /* The number of parameters known, and the <i>th (borrowed). */
 size_t link_param_count(const struct link *l);
 void link_param_at(const struct link *l, size_t i, const char **name, const char **value);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -118,6 +119,44 @@ link_param(const struct link *l, const char *name)
 			return l->params[i].value;
 	}
 	return NULL;
+}
+
+static const char *const *track_names;	/* borrowed: link_track_params() */
+static size_t track_n;
+static uint32_t track_gen = 1;
+
+void
+link_track_params(const char *const *names, size_t n)
+{
+	NK_ASSERT(n <= LINK_TRACK_MAX);
+	track_names = names;
+	track_n = n;
+	if (++track_gen == 0)
+		track_gen = 1;
+}
+
+/* Find every tracked name among <l>'s parameters (GUC names are case-insensitive). */
+static void
+link_track_rebuild(struct link *l)
+{
+	for (size_t i = 0; i < track_n; i++) {
+		l->track_val[i] = NULL;
+		for (size_t k = 0; k < l->nparams; k++) {
+			if (strcasecmp(l->params[k].name, track_names[i]) == 0) {
+				l->track_val[i] = l->params[k].value;
+				break;
+			}
+		}
+	}
+	l->track_gen = track_gen;
+}
+
+const char *const *
+link_tracked(struct link *l)
+{
+	if (l->track_gen != track_gen)
+		link_track_rebuild(l);
+	return l->track_val;
 }
 
 /* How many ParameterStatus values <l> knows. */
@@ -244,6 +283,7 @@ link_param_set(struct link *l, const char *name, const char *value)
 		if (strcmp(l->params[i].name, name) == 0) {
 			free(l->params[i].value);
 			l->params[i].value = v;
+			l->track_gen = 0;	/* link_tracked() looks again */
 			return true;
 		}
 	}
@@ -257,6 +297,7 @@ link_param_set(struct link *l, const char *name, const char *value)
 	np[l->nparams].value = v;
 	l->params = np;
 	l->nparams++;
+	l->track_gen = 0;	/* a new name: link_tracked() looks again */
 	return true;
 }
 

@@ -64,6 +64,9 @@ struct link {
 	uint32_t be_key;
 	struct link_param *params;	/* owned array of ParameterStatus values */
 	size_t nparams;
+	const char *track_val[LINK_TRACK_MAX];	/* borrowed from params: each tracked name's
+						 * value, NULL when none */
+	uint32_t track_gen;		/* link_track_params() generation of track_val (0: stale) */
 	char tx_status;			/* 'I' / 'T' / 'E' from the last ReadyForQuery */
 	bool ready;			/* at a ReadyForQuery 'I' with no query in flight */
 	bool close_needed;		/* close instead of reuse */

@@ -29,7 +29,10 @@ static const char *const var_fixed[] = {
 };
 
 static char var_names[VAR_MAX][64];	/* the tracked names, fixed ones first */
+static const char *var_ptrs[VAR_MAX];	/* var_names[i], as link_track_params() takes them */
 static size_t var_count;
+
+_Static_assert(VAR_MAX <= LINK_TRACK_MAX, "every tracked parameter has a link slot");
 static const struct cfg *var_cfg;	/* weak: the config the table was built from */
 
 /* Index of <name> among the first <n> names, -1 when absent. */
@@ -65,6 +68,9 @@ varcache_configure(const struct cfg *c)
 		}
 		p += len;
 	}
+	for (size_t i = 0; i < var_count; i++)
+		var_ptrs[i] = var_names[i];
+	link_track_params(var_ptrs, var_count);
 	var_cfg = c;
 }
 
@@ -181,13 +187,15 @@ varcache_diff_sql(const struct varcache *vc, struct link *l, const char *link_sp
 		  size_t cap)
 {
 	struct sqlbuf b = { sql, 0, cap, false };
+	const char *const *have;
 	int n = 0;
 
 	varcache_ensure();
+	have = link_tracked(l);
 	for (size_t i = 0; i < var_count; i++) {
 		const char *want = vc->val[i];
 
-		if (want == NULL || str_eq(link_param(l, var_names[i]), want))
+		if (want == NULL || str_eq(have[i], want))
 			continue;
 		sqlbuf_str(&b, "SET ");
 		sqlbuf_str(&b, var_names[i]);
@@ -459,6 +467,9 @@ lex_select_stmt(struct lexer *lx, struct query_effects *fx)
 {
 	char name[16], value[sizeof(fx->ops[0].arg)];
 
+	lex_skip_space(lx);
+	if (lx->p >= lx->end || ((*lx->p | 0x20) != 'p' && (*lx->p | 0x20) != 's'))
+		return;		/* neither pg_catalog. nor set_config */
 	if (lex_word(lx, "pg_catalog") && !lex_char(lx, '.'))
 		return;
 	if (!lex_word(lx, "set_config") || !lex_char(lx, '(') ||
@@ -469,37 +480,79 @@ lex_select_stmt(struct lexer *lx, struct query_effects *fx)
 	memcpy(fx_op(fx, SP_OP_SET)->arg, value, strlen(value) + 1);
 }
 
-/* One statement starting at lx->p. */
-static void
-lex_statement(struct lexer *lx, struct query_effects *fx)
+/* The word at lx->p (letters and '_') in lower case into <out>; its length, 0 when there is
+ * none or it does not fit (no keyword below is that long). lx->p is not moved. */
+static size_t
+lex_peek_word(const struct lexer *lx, char *out, size_t cap)
 {
-	if (lex_word(lx, "SET")) {
+	size_t n = 0;
+
+	while (lx->p + n < lx->end && (isalpha((unsigned char)lx->p[n]) || lx->p[n] == '_')) {
+		if (n + 1 >= cap)
+			return 0;
+		out[n] = (char)(lx->p[n] | 0x20);
+		n++;
+	}
+	out[n] = '\0';
+	if (lx->p + n < lx->end && (isdigit((unsigned char)lx->p[n]) || lx->p[n] == '$'))
+		return 0;	/* a longer identifier */
+	return n;
+}
+
+/* What the statement starting at lx->p does (lx->p is left inside it). */
+static void
+lex_statement_head(struct lexer *lx, struct query_effects *fx)
+{
+	char w[12];
+	size_t n;
+
+	lex_skip_space(lx);
+	if ((n = lex_peek_word(lx, w, sizeof(w))) == 0)
+		return;
+	lx->p += n;
+	if (strcmp(w, "set") == 0) {
 		lex_set_stmt(lx, fx);
-	} else if (lex_word(lx, "SELECT")) {
+	} else if (strcmp(w, "select") == 0) {
 		lex_select_stmt(lx, fx);
-	} else if (lex_word(lx, "SAVEPOINT")) {
+	} else if (strcmp(w, "savepoint") == 0) {
 		lex_savepoint_op(lx, fx, SP_OP_SAVEPOINT);
-	} else if (lex_word(lx, "RELEASE")) {
+	} else if (strcmp(w, "release") == 0) {
 		lex_savepoint_op(lx, fx, SP_OP_RELEASE);
-	} else if (lex_word(lx, "ROLLBACK")) {
+	} else if (strcmp(w, "rollback") == 0) {
 		if (!lex_word(lx, "WORK"))
 			(void)lex_word(lx, "TRANSACTION");
 		if (lex_word(lx, "TO"))
 			lex_savepoint_op(lx, fx, SP_OP_ROLLBACK_TO);
-	} else if (lex_word(lx, "RESET")) {
+	} else if (strcmp(w, "reset") == 0) {
 		if (lex_word(lx, "search_path") || lex_word(lx, "ALL"))
 			(void)fx_op(fx, SP_OP_RESET);
-	} else if (lex_word(lx, "DISCARD")) {
+	} else if (strcmp(w, "discard") == 0) {
 		if (lex_word(lx, "ALL")) {
 			fx->discard_all = true;
 			(void)fx_op(fx, SP_OP_RESET);
 		}
-	} else if (lex_word(lx, "DEALLOCATE")) {
+	} else if (strcmp(w, "deallocate") == 0) {
 		(void)lex_word(lx, "PREPARE");
 		if (lex_word(lx, "ALL"))
 			fx->deallocate_all = true;
 	}
-	lex_to_stmt_end(lx);
+}
+
+/*
+ * Is <sql>[0..len) one statement for certain: no ';' but a final one followed only by
+ * whitespace? (A ';' inside a literal or comment just takes the general path.)
+ */
+static bool
+lex_is_one_statement(const char *sql, size_t len)
+{
+	const char *semi = memchr(sql, ';', len);
+
+	if (semi == NULL)
+		return true;
+	for (const char *p = semi + 1; p < sql + len; p++)
+		if (!isspace((unsigned char)*p))
+			return false;
+	return true;
 }
 
 void
@@ -511,8 +564,13 @@ varcache_scan_query(const char *sql, size_t len, struct query_effects *fx)
 	fx->n_ops = 0;
 	if (len > 0 && sql[len - 1] == '\0')
 		lx.end--;
+	if (lex_is_one_statement(sql, (size_t)(lx.end - sql))) {
+		lex_statement_head(&lx, fx);	/* the common case: no need to find its end */
+		return;
+	}
 	while (lx.p < lx.end) {
-		lex_statement(&lx, fx);
+		lex_statement_head(&lx, fx);
+		lex_to_stmt_end(&lx);
 		if (lx.p < lx.end)
 			lx.p++;	/* the ';' */
 	}
