@@ -1,4 +1,6 @@
 # common: logging, errors (NK013 catalog), daemon plumbing, systemd notify
 libneki_a_SOURCES += src/common/log.c src/common/error.c
 libneki_a_SOURCES += src/common/daemon.c src/common/sdnotify.c src/common/image_area.c
+libneki_a_SOURCES += src/common/intern.c
 noinst_HEADERS += include/neki/daemon.h include/neki/sdnotify.h include/neki/image_area.h
+noinst_HEADERS += include/neki/intern.h

@@ -27,6 +27,7 @@
 
 #include "neki/config.h"
 #include "neki/dns.h"
+#include "neki/intern.h"
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
@@ -275,13 +276,13 @@ static bool
 link_param_set(struct link *l, const char *name, const char *value)
 {
 	struct link_param *np;
-	char *v = strdup(value);
+	const char *v = intern_ref(value);
 
 	if (v == NULL)
 		return false;
 	for (size_t i = 0; i < l->nparams; i++) {
 		if (strcmp(l->params[i].name, name) == 0) {
-			free(l->params[i].value);
+			intern_unref(l->params[i].value);
 			l->params[i].value = v;
 			l->track_gen = 0;	/* link_tracked() looks again */
 			return true;
@@ -291,7 +292,7 @@ link_param_set(struct link *l, const char *name, const char *value)
 	if (np == NULL || (np[l->nparams].name = strdup(name)) == NULL) {
 		if (np != NULL)
 			l->params = np;
-		free(v);
+		intern_unref(v);
 		return false;
 	}
 	np[l->nparams].value = v;
@@ -902,7 +903,7 @@ link_free(struct link *l)
 	sbuf_cleanup(&l->sb);
 	for (size_t i = 0; i < l->nparams; i++) {
 		free(l->params[i].name);
-		free(l->params[i].value);
+		intern_unref(l->params[i].value);
 	}
 	free(l->params);
 	if (l->user_free != NULL && l->user_data != NULL)

@@ -26,6 +26,7 @@
 
 #include <event2/event.h>
 
+#include "neki/intern.h"
 #include "neki/log.h"
 #include "pool_int.h"
 
@@ -580,7 +581,7 @@ pool_save_welcome(struct pool *p, const struct link *l)
 	for (size_t i = 0; i < n; i++) {
 		link_param_at(l, i, &name, &value);
 		p->welcome[i].name = strdup(name);
-		p->welcome[i].value = strdup(value);
+		p->welcome[i].value = intern_ref(value);
 		if (p->welcome[i].name == NULL || p->welcome[i].value == NULL)
 			return;	/* keep what we have; welcome_ready stays false */
 		p->nwelcome = i + 1;
@@ -1147,7 +1148,7 @@ pool_free(struct pool *p)
 		event_free(p->ev_reap);
 	for (size_t i = 0; i < p->nwelcome; i++) {
 		free(p->welcome[i].name);
-		free(p->welcome[i].value);
+		intern_unref(p->welcome[i].value);
 	}
 	free(p->welcome);
 	free(p->db_name);

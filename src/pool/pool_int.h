@@ -27,7 +27,7 @@ struct link_scram;
 /* One ParameterStatus value. */
 struct link_param {
 	char *name;		/* owned */
-	char *value;		/* owned */
+	const char *value;	/* interned (intern_ref): compared by pointer */
 };
 
 /* Why a link is in TESTED. */

@@ -38,7 +38,7 @@ struct route;
 
 /* A set of tracked values; val[i] belongs to varcache_name(i). NULL = unknown / default. */
 struct varcache {
-	char *val[VAR_MAX];	/* owned */
+	const char *val[VAR_MAX];	/* interned (intern_ref): compared by pointer */
 	char *search_path;	/* owned: raw SQL value of the last SET search_path; NULL = default */
 };
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "neki/intern.h"
 #include "session_int.h"
 
 static const char *const var_fixed[] = {
@@ -108,16 +109,13 @@ bool
 varcache_set(struct varcache *vc, const char *name, const char *value)
 {
 	int i = varcache_index(name);
-	char *v;
+	const char *v;
 
 	if (i < 0)
 		return false;
-	if (vc->val[i] != NULL && strcmp(vc->val[i], value) == 0)
-		return true;
-	v = strdup(value);
-	if (v == NULL)
+	if ((v = intern_ref(value)) == NULL)
 		return false;
-	free(vc->val[i]);
+	intern_unref(vc->val[i]);	/* the same string when unchanged: still referenced */
 	vc->val[i] = v;
 	return true;
 }
@@ -126,7 +124,7 @@ void
 varcache_cleanup(struct varcache *vc)
 {
 	for (size_t i = 0; i < VAR_MAX; i++) {
-		free(vc->val[i]);
+		intern_unref(vc->val[i]);
 		vc->val[i] = NULL;
 	}
 	free(vc->search_path);
@@ -195,7 +193,7 @@ varcache_diff_sql(const struct varcache *vc, struct link *l, const char *link_sp
 	for (size_t i = 0; i < var_count; i++) {
 		const char *want = vc->val[i];
 
-		if (want == NULL || str_eq(have[i], want))
+		if (want == NULL || have[i] == want)	/* both interned */
 			continue;
 		sqlbuf_str(&b, "SET ");
 		sqlbuf_str(&b, var_names[i]);
@@ -507,12 +505,22 @@ lex_statement_head(struct lexer *lx, struct query_effects *fx)
 	size_t n;
 
 	lex_skip_space(lx);
+	if (lx->p >= lx->end)
+		return;
+	switch (*lx->p | 0x20) {	/* every keyword below starts with one of these */
+	case 's':
+	case 'r':
+	case 'd':
+		break;
+	default:
+		return;
+	}
 	if ((n = lex_peek_word(lx, w, sizeof(w))) == 0)
 		return;
 	lx->p += n;
-	if (strcmp(w, "set") == 0) {
+	if (n == 3 && memcmp(w, "set", 3) == 0) {
 		lex_set_stmt(lx, fx);
-	} else if (strcmp(w, "select") == 0) {
+	} else if (n == 6 && memcmp(w, "select", 6) == 0) {
 		lex_select_stmt(lx, fx);
 	} else if (strcmp(w, "savepoint") == 0) {
 		lex_savepoint_op(lx, fx, SP_OP_SAVEPOINT);

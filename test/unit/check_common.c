@@ -1,12 +1,16 @@
 /*
- * check_common.c - unit tests for src/common: struct nk_error and the NK013 catalog.
+ * check_common.c - unit tests for src/common: struct nk_error, the NK013 catalog and
+ * interned strings.
  */
 #include "neki/base.h"
 
 #include <check.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "neki/error.h"
+#include "neki/intern.h"
 #include "suites.h"
 
 START_TEST(test_nk013_message_form)
@@ -62,15 +66,56 @@ START_TEST(test_error_detail_hint)
 }
 END_TEST
 
+/* Equal texts share one pointer while referenced; the last unref frees; growth keeps
+ * every entry findable. */
+START_TEST(test_intern_shares_and_frees)
+{
+	size_t base = intern_count();
+	char buf[32];
+	const char *a = intern_ref("Europe/Rome"), *b, *utc, *many[500];
+
+	strcpy(buf, "Europe/Rome");
+	b = intern_ref(buf);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_str_eq(a, "Europe/Rome");
+	utc = intern_ref("UTC");
+	ck_assert_ptr_ne(utc, a);
+	ck_assert_uint_eq(intern_count(), base + 2);
+	ck_assert_ptr_null(intern_ref(NULL));
+	intern_unref(NULL);
+	for (int i = 0; i < 500; i++) {		/* several doublings of the table */
+		snprintf(buf, sizeof(buf), "value %d", i);
+		many[i] = intern_ref(buf);
+		ck_assert_ptr_nonnull(many[i]);
+	}
+	for (int i = 0; i < 500; i++) {
+		snprintf(buf, sizeof(buf), "value %d", i);
+		ck_assert_ptr_eq(intern_ref(buf), many[i]);
+		intern_unref(many[i]);
+		intern_unref(many[i]);
+	}
+	intern_unref(a);
+	ck_assert_ptr_eq(intern_ref("Europe/Rome"), b);	/* b still holds it */
+	intern_unref(b);
+	intern_unref(b);
+	intern_unref(utc);
+	ck_assert_uint_eq(intern_count(), base);
+}
+END_TEST
+
 Suite *
 common_suite(void)
 {
 	Suite *s = suite_create("common");
 	TCase *tc = tcase_create("error");
+	TCase *ti = tcase_create("intern");
 
 	tcase_add_test(tc, test_nk013_message_form);
 	tcase_add_test(tc, test_nk013_catalog_sorted_and_complete);
 	tcase_add_test(tc, test_error_detail_hint);
 	suite_add_tcase(s, tc);
+	tcase_add_test(ti, test_intern_shares_and_frees);
+	suite_add_tcase(s, ti);
 	return s;
 }
