@@ -289,6 +289,10 @@ NK_MUSTCHECK bool proto_parse_parameter_status(const uint8_t *body, size_t len,
 					       struct proto_param *out, struct nk_error *err);
 NK_MUSTCHECK bool proto_parse_backend_key(const uint8_t *body, size_t len, uint32_t *pid,
 					  uint32_t *key, struct nk_error *err);
+/* NotificationResponse: sender pid, channel and payload (strings borrowed from <body>). */
+NK_MUSTCHECK bool proto_parse_notification(const uint8_t *body, size_t len, uint32_t *pid,
+					   const char **channel, const char **payload,
+					   struct nk_error *err);
 NK_MUSTCHECK bool proto_parse_ready_for_query(const uint8_t *body, size_t len, char *status,
 					      struct nk_error *err);
 NK_MUSTCHECK bool proto_parse_server_error(const uint8_t *body, size_t len,

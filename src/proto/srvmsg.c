@@ -99,6 +99,20 @@ proto_parse_backend_key(const uint8_t *body, size_t len, uint32_t *pid, uint32_t
 	return proto_reader_end(&r, err);
 }
 
+/* NotificationResponse: sender process id, channel and payload (borrowed from <body>). */
+bool
+proto_parse_notification(const uint8_t *body, size_t len, uint32_t *pid, const char **channel,
+			 const char **payload, struct nk_error *err)
+{
+	struct proto_reader r;
+
+	proto_reader_init(&r, 'A', body, len);
+	*pid = (uint32_t)proto_get_int32(&r);
+	*channel = proto_get_string(&r);
+	*payload = proto_get_string(&r);
+	return proto_reader_end(&r, err);
+}
+
 /* ReadyForQuery: one of I, T, E. */
 bool
 proto_parse_ready_for_query(const uint8_t *body, size_t len, char *status,

@@ -712,7 +712,7 @@ START_TEST(test_parse_server_messages)
 	struct proto_server_error se;
 	uint32_t pid, key;
 	char st;
-	const char *tag;
+	const char *tag, *chan, *payload;
 	const char *mechs[] = { "SCRAM-SHA-256-PLUS", "SCRAM-SHA-256" };
 	const uint8_t salt[4] = { 9, 8, 7, 6 };
 	const struct proto_err_field extra[] = { { 'P', "8" }, { 'R', "parser" }, { 'x', "?" } };
@@ -740,6 +740,15 @@ START_TEST(test_parse_server_messages)
 	ck_assert_uint_eq(key, 2);
 	ck_assert(!proto_parse_backend_key((const uint8_t *)"\0\0\0\x01\0\0\0", 7, &pid, &key,
 					   &err));
+	pktbuf_reset(&pb);
+	pktbuf_write_notification(&pb, 4242, "jobs", "42");
+	ck_assert(proto_parse_notification(pb.buf + 5, pb.len - 5, &pid, &chan, &payload, &err));
+	ck_assert_uint_eq(pid, 4242);
+	ck_assert_str_eq(chan, "jobs");
+	ck_assert_str_eq(payload, "42");
+	ck_assert(!proto_parse_notification(pb.buf + 5, pb.len - 6, &pid, &chan, &payload, &err));
+	ck_assert(!proto_parse_notification((const uint8_t *)"\0\0", 2, &pid, &chan, &payload,
+					    &err));
 	ck_assert(proto_parse_ready_for_query((const uint8_t *)"T", 1, &st, &err));
 	ck_assert_int_eq(st, 'T');
 	ck_assert(!proto_parse_ready_for_query((const uint8_t *)"Q", 1, &st, &err));
