@@ -7,6 +7,7 @@
  *
  * Executor's view, for a plan with fills (plan.h) or a nextval('seq') call:
  *   e = seq_alloc_get(alloc, db, schema, name);
+ *   seq_sync(e, generation);                        setval() ran somewhere: values dropped
  *   if (!seq_take(e, need, values)) {
  *       n = seq_refill_begin(alloc, e, cache, need);   0: a refill is in flight, wait
  *       seq_reserve_sql(&buf, schema, name, n) -> run on the home shard (own link, autocommit)
@@ -59,6 +60,14 @@ int64_t seq_refill_begin(struct seq_alloc *a, struct seq_entry *e, int64_t cache
  */
 bool seq_refill_add_run(struct seq_entry *e, const char *first, const char *count,
 			const char *inc, struct nk_error *err) NK_MUSTCHECK;
+
+/*
+ * The sequence's setval() generation is <gen> (the executor reads it from shared memory,
+ * bumped by every setval() through any worker): when it differs from the one <e>'s values
+ * were reserved under, they are all dropped (the next values must follow the new one), and
+ * so are the rows of a refill begun before the change.
+ */
+void seq_sync(struct seq_entry *e, uint64_t gen);
 
 /* The refill ended (every row added, or it failed): another may start. */
 void seq_refill_end(struct seq_entry *e);

@@ -13,7 +13,8 @@
  *   - the topology image slots: raw byte areas written by the admin and published with
  *     one atomic store; a slot is reused only when nobody pins it;
  *   - the catalog image slots, handled the same way (shm_cat_*), and the catalog refresh
- *     requests workers make after DDL (a counter the admin polls).
+ *     requests workers make after DDL (a counter the admin polls);
+ *   - the setval() generation cells (shm_seq_*).
  * Everything shared is a C11 atomic; no locks. Entry points: shm_create(),
  * shm_attach_self(), shm_proc(), shm_mbox_*, shm_counter_*, shm_topo_*, shm_cat_*.
  */
@@ -25,7 +26,7 @@
 #include <stdatomic.h>
 
 #define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
-#define SHM_LAYOUT_VERSION 3
+#define SHM_LAYOUT_VERSION 4
 #define SHM_CACHE_LINE 64
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
@@ -34,6 +35,7 @@
 #define SHM_MBOX_DEPTH 64		/* messages per mailbox (a power of two) */
 #define SHM_MSG_KEY_MAX 32		/* cancel key bytes carried by a message */
 #define SHM_MSG_NAME_MAX 64		/* database name carried by a message */
+#define SHM_SEQ_GENS 1024		/* setval() generation cells (by sequence name hash) */
 
 /* What a process slot belongs to. */
 enum shm_proc_kind {
@@ -173,6 +175,7 @@ struct shm_header {
 	_Atomic uint64_t cat_served;		/* requests the published catalog includes */
 	struct shm_topo_slot cat[SHM_CAT_SLOTS];	/* revision = catalog version */
 	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t last_socket_id; /* shm_socket_id_next() */
+	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t seq_gen[SHM_SEQ_GENS]; /* shm_seq_*() */
 };
 
 /* A pinned topology image (see shm_topo_pin). */
@@ -290,6 +293,16 @@ void shm_dbstats_total(struct shm_stats *out);
  * many. A consistent copy (retries while the owner writes).
  */
 size_t shm_dbstats_read(unsigned i, struct shm_dbstat *out);
+
+/*
+ * setval() generations (shm_seq.c): one counter per cell, a sequence's cell chosen by a
+ * hash of <db>.<schema>.<name>. A worker that ran setval() bumps it; every worker compares
+ * the generation with the one its reserved values of that sequence were taken under and
+ * drops them when it moved (two sequences sharing a cell only drop values early). Without a
+ * segment (unit tests) the cells are process-local.
+ */
+uint64_t shm_seq_generation(const char *db, const char *schema, const char *name);
+void shm_seq_bump(const char *db, const char *schema, const char *name);
 
 /*
  * Post <msg> to slot <i>'s mailbox and wake it. Returns the message's sequence

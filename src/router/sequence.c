@@ -27,6 +27,8 @@ struct seq_entry {
 	uint32_t head, nruns, cap;
 	uint64_t available;
 	bool refilling;
+	uint64_t gen;		/* setval() generation the runs were reserved under */
+	uint64_t refill_gen;	/* ... and the one of the refill in flight */
 };
 
 struct seq_alloc {
@@ -171,6 +173,7 @@ seq_refill_begin(struct seq_alloc *a, struct seq_entry *e, int64_t cache, uint32
 	if (e->refilling)
 		return 0;
 	e->refilling = true;
+	e->refill_gen = e->gen;
 	if (cache > n)
 		n = cache;
 	if ((uint64_t)need > e->available && (int64_t)(need - e->available) > n)
@@ -201,6 +204,8 @@ seq_refill_add_run(struct seq_entry *e, const char *first, const char *count, co
 		return nk_error_set(err, "22P02", "invalid sequence reservation row (%s, %s, %s)",
 				    first ? first : "NULL", count ? count : "NULL",
 				    inc ? inc : "NULL");
+	if (e->refill_gen != e->gen)
+		return true;	/* reserved before a setval(): dropped */
 	if (e->nruns == e->cap) {
 		uint32_t cap = e->cap ? e->cap * 2 : 4;
 		struct seq_run *nr = realloc(e->runs, cap * sizeof(*nr));
@@ -213,6 +218,16 @@ seq_refill_add_run(struct seq_entry *e, const char *first, const char *count, co
 	e->runs[e->nruns++] = r;
 	e->available += (uint64_t)r.left;
 	return true;
+}
+
+void
+seq_sync(struct seq_entry *e, uint64_t gen)
+{
+	if (e->gen == gen)
+		return;
+	e->gen = gen;
+	e->head = e->nruns = 0;
+	e->available = 0;
 }
 
 void

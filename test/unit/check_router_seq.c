@@ -105,6 +105,40 @@ START_TEST(test_seq_many_sequences)
 }
 END_TEST
 
+/* A setval() generation change drops the values reserved before it, also those of a
+ * refill in flight; the same generation keeps them. */
+START_TEST(test_seq_sync_drops)
+{
+	struct seq_alloc *a = seq_alloc_new(10);
+	struct seq_entry *e = seq_alloc_get(a, "d", "public", "s");
+	struct nk_error err;
+	int64_t v;
+
+	seq_sync(e, 3);
+	ck_assert_int_gt(seq_refill_begin(a, e, 1, 1), 0);
+	ck_assert(seq_refill_add_run(e, "1", "10", "1", &err));
+	seq_refill_end(e);
+	seq_sync(e, 3);
+	ck_assert_uint_eq(seq_available(e), 10);
+	ck_assert(seq_take(e, 1, &v));
+	ck_assert_int_eq(v, 1);
+	seq_sync(e, 4);					/* setval() somewhere */
+	ck_assert_uint_eq(seq_available(e), 0);
+	ck_assert(!seq_take(e, 1, &v));
+	ck_assert_int_gt(seq_refill_begin(a, e, 1, 1), 0);	/* begun under 4 ... */
+	seq_sync(e, 5);					/* ... another setval() meanwhile */
+	ck_assert(seq_refill_add_run(e, "2", "9", "1", &err));
+	seq_refill_end(e);
+	ck_assert_uint_eq(seq_available(e), 0);		/* its rows are dropped */
+	ck_assert_int_gt(seq_refill_begin(a, e, 1, 1), 0);
+	ck_assert(seq_refill_add_run(e, "101", "10", "1", &err));
+	seq_refill_end(e);
+	ck_assert(seq_take(e, 1, &v));
+	ck_assert_int_eq(v, 101);
+	seq_alloc_free(a);
+}
+END_TEST
+
 START_TEST(test_seq_reserve_sql)
 {
 	char buf[2048], small[64];
@@ -130,6 +164,7 @@ router_add_seq_tests(Suite *s)
 	tcase_add_test(tc, test_seq_take_runs);
 	tcase_add_test(tc, test_seq_refill_size_and_rows);
 	tcase_add_test(tc, test_seq_many_sequences);
+	tcase_add_test(tc, test_seq_sync_drops);
 	tcase_add_test(tc, test_seq_reserve_sql);
 	suite_add_tcase(s, tc);
 }

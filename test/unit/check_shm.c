@@ -193,6 +193,31 @@ START_TEST(test_socket_ids)
 }
 END_TEST
 
+/* setval() generations: a bump is seen by another process (a forked child bumps), other
+ * sequences keep theirs; without a segment the cells are process-local. */
+START_TEST(test_seq_generations)
+{
+	uint64_t g = shm_seq_generation("db", "public", "s");
+	uint64_t other = shm_seq_generation("db", "public", "t");
+	pid_t pid = fork();
+
+	ck_assert_int_ne(pid, -1);
+	if (pid == 0) {
+		shm_seq_bump("db", "public", "s");
+		_exit(0);
+	}
+	wait_children(&pid, 1);
+	ck_assert_uint_eq(shm_seq_generation("db", "public", "s"), g + 1);
+	ck_assert_uint_eq(shm_seq_generation("db", "public", "t"), other);
+	ck_assert_uint_eq(shm_seq_generation("db2", "public", "s"),
+			  shm_seq_generation("db2", "public", "s"));
+	shm_destroy();
+	g = shm_seq_generation("db", "public", "s");
+	shm_seq_bump("db", "public", "s");
+	ck_assert_uint_eq(shm_seq_generation("db", "public", "s"), g + 1);
+}
+END_TEST
+
 START_TEST(test_mbox_post_take_ack)
 {
 	struct shm_proc *p = shm_proc(0);
@@ -500,6 +525,7 @@ shm_suite(void)
 	tcase_add_test(tc, test_dbstats_publish_read);
 	tcase_add_test(tc, test_list_rows_and_area);
 	tcase_add_test(tc, test_socket_ids);
+	tcase_add_test(tc, test_seq_generations);
 	tcase_add_test(tc, test_mbox_post_take_ack);
 	tcase_add_test(tc, test_mbox_full_and_wrap);
 	tcase_add_test(tc, test_mbox_broadcast_and_acks);

@@ -1,0 +1,49 @@
+/*
+ * shm_seq.c - setval() generations: SHM_SEQ_GENS atomic counters in the segment header,
+ * one cell per sequence name hash (FNV-1a of "db\x1fschema\x1fname"). setval() through any
+ * worker bumps its sequence's cell; each worker's sequence allocator (neki/sequence.h
+ * seq_sync) drops the values it reserved under an older generation, so the next nextval()
+ * follows the new value wherever the session runs. Entry points: shm_seq_generation(),
+ * shm_seq_bump().
+ */
+#include "neki/base.h"
+
+#include "neki/shm.h"
+
+static _Atomic uint64_t local_gen[SHM_SEQ_GENS];	/* no segment: this process's cells */
+
+static uint64_t
+name_hash(const char *db, const char *schema, const char *name)
+{
+	const char *parts[3] = { db ? db : "", schema, name };
+	uint64_t h = UINT64_C(1469598103934665603);
+
+	for (int i = 0; i < 3; i++) {
+		for (const char *p = parts[i]; *p; p++)
+			h = (h ^ (uint8_t)*p) * UINT64_C(1099511628211);
+		h = (h ^ 0x1f) * UINT64_C(1099511628211);
+	}
+	return h;
+}
+
+/* The cell of a sequence, in the segment when there is one. */
+static _Atomic uint64_t *
+cell(const char *db, const char *schema, const char *name)
+{
+	struct shm_header *h = shm_header();
+	uint64_t i = name_hash(db, schema, name) % SHM_SEQ_GENS;
+
+	return h != NULL ? &h->seq_gen[i] : &local_gen[i];
+}
+
+uint64_t
+shm_seq_generation(const char *db, const char *schema, const char *name)
+{
+	return atomic_load_explicit(cell(db, schema, name), memory_order_acquire);
+}
+
+void
+shm_seq_bump(const char *db, const char *schema, const char *name)
+{
+	atomic_fetch_add_explicit(cell(db, schema, name), 1, memory_order_acq_rel);
+}
