@@ -124,6 +124,7 @@ enum adm_type {
 	ADM_T_INT8 = 20,
 	ADM_T_INT4 = 23,
 	ADM_T_TEXT = 25,
+	ADM_T_FLOAT8 = 701,
 	ADM_T_TIMESTAMPTZ = 1184,
 	ADM_T_NUMERIC = 1700,
 };
@@ -356,6 +357,9 @@ void follow_wait(struct adm_req *req, uint64_t revision, double timeout);
 void follow_list_shards(struct adm_req *req);
 /* SHOW SHARDS: uid, host, port, state (up, read-only, down), links. */
 void follow_show_shards(struct adm_req *req);
+/* __neki.notification_queue_usage(): (shard_uid, usage) of each shard of the notify shard
+ * group (the authoritative group: where NOTIFY and LISTEN go through neki). */
+void follow_queue_usage(struct adm_req *req);
 /* Is the console user a member of <role> on the authoritative shard? Answers through <cb>. */
 void follow_check_role(struct adm_req *req, const char *role,
 		       void (*cb)(struct adm_req *req, bool member));

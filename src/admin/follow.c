@@ -549,6 +549,51 @@ follow_probe_shards(struct adm_req *req, bool console)
 		shards_reply(j);
 }
 
+/* ---- notification_queue_usage ---- */
+
+static void
+usage_probed(struct probe *p, const struct pgc_res *res, const struct nk_error *err)
+{
+	static const struct adm_col cols[] = { { "shard_uid", ADM_T_TEXT },
+					       { "usage", ADM_T_FLOAT8 } };
+	struct adm_req *req = p->arg;
+	struct nk_error e;
+
+	if (err != NULL || pgc_res_rows(res) != 1) {
+		nk_error_set(&e, "08006", "could not read the notification queue of shard \"%s\": "
+			     "%s", p->shard->uid, err != NULL ? err->message : "no row");
+		adm_result_error(&req->res, &e);
+	} else {
+		const char *vals[2] = { p->shard->uid, pgc_res_get(res, 0, 0) };
+
+		adm_result_columns(&req->res, cols, NK_ARRAY_LEN(cols));
+		adm_result_row(&req->res, vals);
+		adm_result_complete(&req->res, "SELECT", true);
+	}
+	adm_req_finish(req);
+}
+
+/* follow_queue_usage: see admin_int.h. The authoritative group has one shard (V6). */
+void
+follow_queue_usage(struct adm_req *req)
+{
+	const struct cfg *c = cfg_current();
+	struct nk_error err;
+
+	for (size_t i = 0; i < c->n_shards && authority[0] != '\0'; i++)
+		if (strcmp(c->shards[i].uid, authority) == 0 &&
+		    probe_start(i, "SELECT pg_catalog.pg_notification_queue_usage()", usage_probed,
+				req))
+			return;
+	if (authority[0] == '\0')
+		nk_error_set(&err, "55000", "no data topology is published: the notify shard group "
+			     "is unknown");
+	else
+		nk_error_set(&err, "53200", "out of memory");
+	adm_result_error(&req->res, &err);
+	adm_req_finish(req);
+}
+
 /* ---- role membership on the authoritative shard ---- */
 
 struct role_job {

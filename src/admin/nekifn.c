@@ -168,6 +168,13 @@ fn_list_revisions(struct adm_req *req, const struct fn_val *a)
 	rev_list_revisions(req);
 }
 
+static void
+fn_queue_usage(struct adm_req *req, const struct fn_val *a)
+{
+	(void)a;
+	follow_queue_usage(req);
+}
+
 static const struct adm_fn functions[] = {
 	{ "set_data_topology", { { "data_topology_json", FN_T_TEXT, NULL },
 				 { "overwrite", FN_T_BOOL, NULL },
@@ -183,6 +190,7 @@ static const struct adm_fn functions[] = {
 	  fn_validate },
 	{ "list_shards", { { NULL, 0, NULL } }, 0, FN_ROLE_VIEWER, fn_list_shards },
 	{ "list_topology_revisions", { { NULL, 0, NULL } }, 0, FN_ROLE_VIEWER, fn_list_revisions },
+	{ "notification_queue_usage", { { NULL, 0, NULL } }, 0, FN_ROLE_VIEWER, fn_queue_usage },
 };
 
 /* ---- binding ---- */

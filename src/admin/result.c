@@ -18,6 +18,7 @@ type_len(enum adm_type t)
 	switch (t) {
 	case ADM_T_BOOL: return 1;
 	case ADM_T_INT8: return 8;
+	case ADM_T_FLOAT8: return 8;
 	case ADM_T_INT4: return 4;
 	case ADM_T_TIMESTAMPTZ: return 8;
 	case ADM_T_BYTEA:
