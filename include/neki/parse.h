@@ -215,6 +215,32 @@ enum stmt_shape {
 	STMT_SH_MERGE_DERIVED = 1u << 17,	/* MERGE ... USING (subquery): 121 */
 };
 
+/*
+ * Functions whose calls the router manages (spec 3.3 "Functions / expressions", 6.1): the
+ * advisory locks (routed by their key), setval() (the sequence's home shard, then the
+ * router's reserved values are dropped) and the notification functions (the notify shard).
+ */
+enum stmt_fn {
+	STMT_FN_LOCK = 0,	/* pg_[try_]advisory_lock[_shared]: a session-level lock */
+	STMT_FN_XACT_LOCK,	/* pg_[try_]advisory_xact_lock[_shared] */
+	STMT_FN_UNLOCK,		/* pg_advisory_unlock[_shared] */
+	STMT_FN_UNLOCK_ALL,	/* pg_advisory_unlock_all() */
+	STMT_FN_SETVAL,		/* setval(seq, value [, is_called]) */
+	STMT_FN_NOTIFY,		/* pg_notify(channel, payload) */
+	STMT_FN_LISTENING,	/* pg_listening_channels() */
+	STMT_FN_QUEUE_USAGE,	/* pg_notification_queue_usage() */
+};
+
+#define STMT_CALL_ARGS 3
+
+/* One call of a router-managed function, anywhere in the statement, in text order. */
+struct stmt_call {
+	enum stmt_fn fn;
+	uint32_t nargs;				/* arguments the call has */
+	struct stmt_value args[STMT_CALL_ARGS];	/* the first ones (EXPR: not a constant) */
+	bool named;				/* an argument is written name => value */
+};
+
 /* INSERT ... SELECT: one select-list entry, a column of the source or a value. */
 struct stmt_target {
 	const char *qual, *column;	/* a plain column reference; column NULL otherwise */
@@ -345,6 +371,8 @@ struct stmt {
 	uint32_t nset_cols;
 	const char **funcs;		/* lowercased function names called (distinct) */
 	uint32_t nfuncs;
+	struct stmt_call *calls;	/* router-managed function calls, in text order */
+	uint32_t ncalls;
 	struct stmt_insert *insert;	/* INSERT */
 	struct stmt_tx *tx;		/* TX and SET TRANSACTION / SESSION CHARACTERISTICS */
 	struct stmt_set *set;		/* SET/RESET/SHOW */

@@ -73,6 +73,8 @@ struct plan_session {
 	const char *schema;		/* borrowed: first schema of search_path ("public") */
 	bool in_transaction;
 	const char *tx_shard;		/* borrowed: a shard the transaction already uses; NULL */
+	const char *lock_shard;		/* borrowed: the shard whose link holds the session's
+					 * advisory locks; NULL when it holds none */
 	struct ks_text_ctx text_ctx;	/* TimeZone for timestamptz keys */
 };
 
@@ -122,6 +124,8 @@ enum plan_op {
 	PLAN_OP_ALL_SHARDS,		/* Route [AllShards]: DDL */
 	PLAN_OP_INSERT_SPLIT,		/* Route [InsertSplit]: multi-row VALUES over shards */
 	PLAN_OP_COPY,			/* Route [Copy]: COPY FROM rows routed one by one */
+	PLAN_OP_FUNCTION,		/* Route [Function]: no table, placed by a router-managed
+					 * function (advisory lock key, setval, pg_notify) */
 	PLAN_OP_NONE,			/* PLAN_ROUTER */
 };
 
@@ -177,6 +181,26 @@ struct plan_nextval {
 	uint32_t start, len;		/* the call `nextval('seq')` in plan_input.sql */
 };
 
+/*
+ * What a statement does to the session's held links (spec 3.3 advisory locks): a link that
+ * may hold a session-level advisory lock is kept by the session across transactions until
+ * its shard says it holds none (the executor asks it after each such statement).
+ */
+enum plan_pin {
+	PLAN_PIN_NONE = 0,
+	PLAN_PIN_PROBE,		/* an unlock: the link may hold no lock after it */
+	PLAN_PIN_LOCK,		/* may take a session-level lock: the link is held */
+};
+
+/* A setval() call (spec 6.1): once its home shard ran it, the executor drops the values
+ * every worker reserved for the sequence and sets currval() as Postgres does. Calls that
+ * change nothing (a NULL argument) are not listed. */
+struct plan_setval {
+	const char *seq_schema, *seq_name;
+	int64_t value;			/* the new value */
+	bool is_called;			/* third argument (default true) */
+};
+
 /* How COPY FROM (and the executor generally) computes a row's shard. */
 struct plan_key {
 	uint32_t group, index;		/* image numbers */
@@ -208,6 +232,10 @@ struct plan {
 	uint32_t ncols;
 	struct plan_nextval *nextvals;	/* in text order */
 	uint32_t nnextvals;
+	enum plan_pin pin;		/* session-level advisory lock calls */
+	struct plan_setval *setvals;	/* setval() calls, in text order */
+	uint32_t nsetvals;
+	bool queue_usage;		/* pg_notification_queue_usage(): the router's NOTICE */
 	const char *show_value;		/* NEKI_SHOW: the value */
 	const char *query;		/* normalised text sent to shards (EXPLAIN "Query:") */
 	const struct stmt *stmt;	/* borrowed: the statement planned */

@@ -57,6 +57,10 @@ struct topo_img_rel {
 void topo_image_resolve_table(const void *img, const char *db, const char *schema,
 			      const char *table, struct topo_img_rel *out);
 
+/* The default shard group of database <db>: its own default_shard_group, else the
+ * topology's (the authoritative group); NONE when neither is set. */
+uint32_t topo_image_database_group(const void *img, const char *db);
+
 /* Group of sequence <db>.<schema>.<seq> owned by <owners> (spec 2.3); NONE if none. */
 uint32_t topo_image_resolve_sequence(const void *img, const char *db, const char *schema,
 				     const char *seq, const struct topo_seq_owner *owners,

@@ -93,6 +93,62 @@ pb_advisory_name(const char *name)
 	return strstr(name, "_xact_") ? 2 : 1;
 }
 
+/* The router-managed function <name> is (parse.h enum stmt_fn); false for others. */
+static bool
+managed_fn(const char *name, enum stmt_fn *out)
+{
+	static const struct {
+		const char *name;
+		enum stmt_fn fn;
+	} fns[] = {
+		{ "pg_advisory_lock", STMT_FN_LOCK }, { "pg_advisory_lock_shared", STMT_FN_LOCK },
+		{ "pg_try_advisory_lock", STMT_FN_LOCK },
+		{ "pg_try_advisory_lock_shared", STMT_FN_LOCK },
+		{ "pg_advisory_xact_lock", STMT_FN_XACT_LOCK },
+		{ "pg_advisory_xact_lock_shared", STMT_FN_XACT_LOCK },
+		{ "pg_try_advisory_xact_lock", STMT_FN_XACT_LOCK },
+		{ "pg_try_advisory_xact_lock_shared", STMT_FN_XACT_LOCK },
+		{ "pg_advisory_unlock", STMT_FN_UNLOCK }, { "pg_advisory_unlock_shared", STMT_FN_UNLOCK },
+		{ "pg_advisory_unlock_all", STMT_FN_UNLOCK_ALL }, { "setval", STMT_FN_SETVAL },
+		{ "pg_notify", STMT_FN_NOTIFY }, { "pg_listening_channels", STMT_FN_LISTENING },
+		{ "pg_notification_queue_usage", STMT_FN_QUEUE_USAGE },
+	};
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(fns); i++) {
+		if (strcmp(name, fns[i].name) == 0) {
+			*out = fns[i].fn;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Record a call of a router-managed function with its first arguments as values. The
+ * arguments are not walked here (the walk that found the call goes on into them).
+ */
+static void
+pb_managed_call(struct pb *b, const cJSON *fc, enum stmt_fn fn)
+{
+	struct stmt_call *call = pb_push(b, (void **)&b->s->calls, &b->s->ncalls, &b->call_cap,
+					 sizeof(*call));
+	const cJSON *arg;
+	bool in_cond = b->in_cond;
+
+	if (!call)
+		return;
+	call->fn = fn;
+	b->in_cond = true;	/* pb_value must not walk them a second time */
+	cJSON_ArrayForEach(arg, jget(fc, "args")) {
+		if (jas(arg, "NamedArgExpr"))
+			call->named = true;
+		if (call->nargs < STMT_CALL_ARGS)
+			pb_value(b, arg, 0, &call->args[call->nargs]);
+		call->nargs++;
+	}
+	b->in_cond = in_cond;
+}
+
 /* pb_find: see parse_int.h. */
 bool
 pb_find(const cJSON *n, bool (*match)(const char *key, const cJSON *node))
@@ -129,6 +185,7 @@ static void
 pb_funccall(struct pb *b, const cJSON *fc, bool top)
 {
 	const char *name = pb_last_name(jget(fc, "funcname"));
+	enum stmt_fn fn;
 
 	if (!name)
 		return;
@@ -142,6 +199,8 @@ pb_funccall(struct pb *b, const cJSON *fc, bool top)
 	if (pb_advisory_name(name))
 		b->s->shape |= pb_advisory_name(name) == 2 ? STMT_SH_ADVISORY_XACT :
 							      STMT_SH_ADVISORY_SESSION;
+	if (managed_fn(name, &fn))
+		pb_managed_call(b, fc, fn);
 	if (!top)
 		return;
 	if (jget(fc, "over"))

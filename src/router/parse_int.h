@@ -19,7 +19,7 @@ struct pb {
 	const char *sql;		/* borrowed: the parsed text */
 	const struct parse_norm *norm;	/* borrowed; NULL: literals stay CONST */
 	bool oom;			/* an allocation failed (the model is unusable) */
-	uint32_t rel_cap, scope_cap, join_cap, func_cap;
+	uint32_t rel_cap, scope_cap, join_cap, func_cap, call_cap;
 	const char **ctes;		/* CTE names visible (statement-wide, simplification) */
 	uint32_t nctes, cte_cap;
 	bool in_cond;			/* building a predicate: its values were walked already */

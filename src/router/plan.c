@@ -308,6 +308,57 @@ raw_to_ks(struct pctx *c, enum ks_type type, const char *data, int32_t len, bool
 	return ks_value_from_text(type, neg, (size_t)len, &c->in->sess->text_ctx, out, c->err);
 }
 
+/* plan_value_int: see plan_int.h. */
+bool
+plan_value_int(struct pctx *c, const struct stmt_value *v, enum ks_type type, int64_t *out,
+	       bool *is_null)
+{
+	const char *data = v->text;
+	int32_t len = v->text ? (int32_t)strlen(v->text) : 0;
+	bool binary = false;
+	uint32_t oid = 0;
+	struct ks_value val;
+
+	*is_null = v->kind == STMT_V_NULL;
+	if (*is_null)
+		return true;
+	if (v->kind == STMT_V_SLOT && !slot_raw(c, v->slot, &data, &len, &binary, &oid))
+		return false;
+	if (len < 0 || !data) {
+		*is_null = true;
+		return true;
+	}
+	if (!raw_to_ks(c, type, data, len, binary, oid, v->negate, &val))
+		return false;
+	*out = val.i;
+	ks_value_cleanup(&val);
+	return true;
+}
+
+/* plan_value_text: see plan_int.h. */
+bool
+plan_value_text(struct pctx *c, const struct stmt_value *v, const char **out, bool *is_null)
+{
+	int32_t len = v->text ? (int32_t)strlen(v->text) : 0;
+	bool binary = false;
+	uint32_t oid = 0;
+
+	*out = v->text;
+	*is_null = v->kind == STMT_V_NULL;
+	if (*is_null || v->kind != STMT_V_SLOT)
+		return true;
+	if (!slot_raw(c, v->slot, out, &len, &binary, &oid))
+		return false;
+	*is_null = len < 0 || !*out;
+	if (*is_null)
+		return true;
+	if (binary)
+		return nk_error_set(c->err, "0A000", "this argument cannot be read by the router "
+				    "in binary format");
+	return (*out = rarena_strndup(c->a, *out, (size_t)len)) != NULL ||
+	       nk_error_set(c->err, "53200", "out of memory");
+}
+
 /* plan_value_range: see plan_int.h. */
 bool
 plan_value_range(struct pctx *c, const struct prel *p, const struct stmt_value *v, bool direct,
@@ -620,9 +671,9 @@ plan_set_single(struct pctx *c, const char *shard, enum plan_op op)
 	c->out->level = PLAN_FANOUT_SINGLE;
 }
 
-/* True when reference table <p> has a copy on shard <uid>. */
-static bool
-ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid)
+/* plan_ref_has_copy: see plan_int.h. */
+bool
+plan_ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid)
 {
 	uint32_t n = topo_image_list_len(c->img, p->res.list);
 
@@ -652,7 +703,7 @@ others_follow(struct pctx *c)
 		for (uint32_t k = 0; k < c->out->nshards && !p->sharded; k++) {
 			const char *uid = c->out->shards[k];
 
-			if (p->res.kind == TOPO_REL_REFERENCE ? !ref_has_copy(c, p, uid)
+			if (p->res.kind == TOPO_REL_REFERENCE ? !plan_ref_has_copy(c, p, uid)
 							       : strcmp(unsharded_shard(c, p), uid) != 0)
 				return plan_refuse_join(c);
 		}
@@ -764,7 +815,7 @@ decide_unsharded(struct pctx *c)
 		const char *tx = c->in->sess->tx_shard;
 		uint32_t n = topo_image_list_len(c->img, ref->res.list);
 
-		if (tx && ref_has_copy(c, ref, tx)) {
+		if (tx && plan_ref_has_copy(c, ref, tx)) {
 			plan_set_single(c, tx, PLAN_OP_REFERENCE);
 		} else {
 			for (uint32_t i = 0; i < n; i++)
@@ -812,7 +863,6 @@ check_multi_shard_shape(struct pctx *c)
 		{ STMT_SH_ROW_ALL, 109, false }, { STMT_SH_LATERAL_VALUES, 111, false },
 		{ STMT_SH_ORDER_SRF, 140, true }, { STMT_SH_SUB_SETOP, 151, false },
 		{ STMT_SH_VALUES_SUBQUERY, 152, false }, { STMT_SH_ARRAY_SUBQUERY, 153, false },
-		{ STMT_SH_ADVISORY_SESSION | STMT_SH_ADVISORY_XACT, 62, false },
 		{ STMT_SH_SLICE_SET, 67, false }, { STMT_SH_MERGE_DERIVED, 121, false },
 	};
 
@@ -901,8 +951,9 @@ plan_dml(struct pctx *c)
 	if (!plan_resolve_rels(c))
 		return false;
 	if (c->s->kind == STMT_INSERT)
-		return plan_insert(c) && check_multi_shard_shape(c) && plan_nextvals(c);
-	if (!check_dml(c) || !plan_route_rels(c) || !plan_decide(c))
+		return plan_insert(c) && plan_calls(c) && check_multi_shard_shape(c) &&
+		       plan_nextvals(c);
+	if (!check_dml(c) || !plan_route_rels(c) || !plan_decide(c) || !plan_calls(c))
 		return false;
 	return check_multi_shard(c) && plan_nextvals(c);
 }
@@ -910,7 +961,8 @@ plan_dml(struct pctx *c)
 static bool
 plan_direct(struct pctx *c)
 {
-	static const char *const router_only[] = { "current_setting", "set_config", "nextval" };
+	static const char *const router_only[] = { "current_setting", "set_config", "nextval",
+						   "setval" };
 
 	for (size_t i = 0; i < NK_ARRAY_LEN(router_only); i++)
 		if (stmt_calls(c->s, router_only[i]))
@@ -918,7 +970,7 @@ plan_direct(struct pctx *c)
 					    "%s() is unavailable while __neki.shard is set",
 					    router_only[i]);
 	plan_set_single(c, c->in->sess->shard, PLAN_OP_DIRECT);
-	return true;
+	return plan_calls(c);
 }
 
 /* plan_build: see plan.h. */

@@ -54,6 +54,16 @@ bool plan_decide(struct pctx *c);
 /* Key value of <v> for rel <p> (<direct>: already the expression's value) routed to a range. */
 bool plan_value_range(struct pctx *c, const struct prel *p, const struct stmt_value *v,
 		      bool direct, uint32_t *range, bool *is_null);
+/* The integer value of <v> (a literal or a bound parameter) read as <type> into *<out>;
+ * *<is_null> for NULL. False with <err> (22P02, 22003, ...) when it is not one. */
+bool plan_value_int(struct pctx *c, const struct stmt_value *v, enum ks_type type, int64_t *out,
+		    bool *is_null);
+/* The text of <v> (CONST text, a literal, a text-format parameter; copied into the arena);
+ * *<out> NULL for other values, *<is_null> for NULL. 0A000 for a binary parameter. */
+bool plan_value_text(struct pctx *c, const struct stmt_value *v, const char **out,
+		     bool *is_null);
+/* Reference table <p> has a copy on shard <uid>. */
+bool plan_ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid);
 /* Fill out->shards (distinct, sorted) from <bits> over group <g>. */
 bool plan_shards_from_bits(struct pctx *c, uint32_t g, const uint8_t *bits);
 bool plan_add_shard(struct pctx *c, const char *uid);
@@ -67,6 +77,14 @@ bool plan_insert(struct pctx *c);
 bool plan_fills(struct pctx *c, struct prel *t);
 bool plan_fill_key_plan(struct pctx *c, struct prel *t);
 bool plan_nextvals(struct pctx *c);
+
+/* plan_fn.c: the router-managed function calls of a planned SELECT / DML statement
+ * (advisory locks by key, setval on the sequence's home shard, the notification functions
+ * on the notify shard): moves a table-less statement to the shard they need, refuses 11,
+ * 60, 62, and records what the executor does after (plan.pin, plan.setvals). */
+bool plan_calls(struct pctx *c);
+/* plan_seq.c: setval(<call>): its sequence's home shard into *<home>, the plan_setval kept. */
+bool plan_setval(struct pctx *c, const struct stmt_call *call, const char **home);
 
 /* plan_rewrite.c: a token of the statement text ('w' word, 'q' quoted identifier, 's' plain
  * string, 'S' other string, 'p' one of ( ) , . ; :, 'o' anything else). */

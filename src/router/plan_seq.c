@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "plan_int.h"
 
@@ -249,21 +250,13 @@ regclass_ident(const char **p, char *out, size_t cap)
 	return n > 0;
 }
 
-/* The sequence a nextval() string literal (token <t>) names. */
+/* The sequence regclass text <text> names ("s", "public.s", "\"S\""), in the arena. */
 static bool
-literal_seq(struct pctx *c, const char *sql, const struct ptok *t, const char **schema,
-	    const char **name)
+text_seq(struct pctx *c, const char *text, const char **schema, const char **name)
 {
-	char text[256], a[128], b[128];
+	char a[128], b[128];
 	const char *p = text;
-	size_t n = 0;
 
-	for (uint32_t i = 1; i + 1 < t->len && n + 1 < sizeof(text); i++) {
-		text[n++] = sql[t->start + i];
-		if (sql[t->start + i] == '\'')
-			i++;	/* '' */
-	}
-	text[n] = '\0';
 	if (!regclass_ident(&p, a, sizeof(a)))
 		return false;
 	if (*p == '.') {
@@ -279,6 +272,23 @@ literal_seq(struct pctx *c, const char *sql, const struct ptok *t, const char **
 		*name = rarena_strdup(c->a, a);
 	}
 	return *schema && *name;
+}
+
+/* The sequence a nextval() string literal (token <t>) names. */
+static bool
+literal_seq(struct pctx *c, const char *sql, const struct ptok *t, const char **schema,
+	    const char **name)
+{
+	char text[256];
+	size_t n = 0;
+
+	for (uint32_t i = 1; i + 1 < t->len && n + 1 < sizeof(text); i++) {
+		text[n++] = sql[t->start + i];
+		if (sql[t->start + i] == '\'')
+			i++;	/* '' */
+	}
+	text[n] = '\0';
+	return text_seq(c, text, schema, name);
 }
 
 static bool
@@ -341,4 +351,133 @@ plan_nextvals(struct pctx *c)
 			    !add_nextval(c, sql, t, i, arg, end, (enum plan_seq_fn)k))
 				return false;
 	return c->out->nnextvals > 0 || nk_error_nk013(c->err, 101);
+}
+
+/* ---- setval('seq', value [, is_called]) ---- */
+
+/* Postgres' boolean input: prefixes of true/false/yes/no, on/off (two letters at least),
+ * 1/0, any case. */
+static bool
+bool_text(const char *s, bool *out)
+{
+	static const struct {
+		const char *word;
+		size_t min;
+		bool value;
+	} words[] = {
+		{ "true", 1, true }, { "false", 1, false }, { "yes", 1, true }, { "no", 1, false },
+		{ "on", 2, true }, { "off", 2, false }, { "1", 1, true }, { "0", 1, false },
+	};
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(words); i++) {
+		if (n >= words[i].min && n <= strlen(words[i].word) &&
+		    strncasecmp(s, words[i].word, n) == 0) {
+			*out = words[i].value;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* setval()'s arguments must be constants the router reads: 0A000 naming the fix. */
+static bool
+setval_refuse(struct pctx *c, const char *what)
+{
+	nk_error_set(c->err, "0A000", "setval() on a sharded database needs %s", what);
+	nk_error_hint(c->err, "Compute the value first and pass it as a literal or a parameter.");
+	return false;
+}
+
+/* is_called of a setval() call: absent (true), a constant or a parameter; *<known> false
+ * for NULL (setval() is strict: nothing happens) or text that is no boolean (the shard
+ * raises its error). */
+static bool
+setval_called(struct pctx *c, const struct stmt_call *call, bool *is_called, bool *known)
+{
+	const struct stmt_value *v = &call->args[2];
+	const char *text;
+	bool is_null;
+
+	*is_called = *known = true;
+	if (call->nargs < 3)
+		return true;
+	if (v->kind == STMT_V_SLOT && v->is_param && v->slot < c->in->nparams &&
+	    c->in->params[v->slot].binary) {
+		const struct plan_param *pp = &c->in->params[v->slot];
+
+		*known = pp->len == 1;
+		*is_called = *known && pp->data[0] != 0;
+		return true;
+	}
+	if (v->kind == STMT_V_EXPR || v->kind == STMT_V_DEFAULT)
+		return setval_refuse(c, "a constant is_called argument");
+	if (!plan_value_text(c, v, &text, &is_null))
+		return false;
+	*known = !is_null && text && bool_text(text, is_called);
+	return true;
+}
+
+/* Append <sv> to the plan's setval() calls. */
+static bool
+setval_add(struct pctx *c, const struct plan_setval *sv)
+{
+	struct plan *o = c->out;
+	struct plan_setval *grown = rarena_alloc(c->a, (o->nsetvals + 1) * sizeof(*grown));
+
+	if (!grown)
+		return nk_error_set(c->err, "53200", "out of memory");
+	if (o->nsetvals)
+		memcpy(grown, o->setvals, o->nsetvals * sizeof(*grown));
+	grown[o->nsetvals] = *sv;
+	o->setvals = grown;
+	o->nsetvals++;
+	return true;
+}
+
+/*
+ * plan_setval: see plan_int.h. The value is read as the router's bigint; a call the shard
+ * will refuse or ignore (NULL arguments, a value of another type, a wrong signature) runs
+ * there unrecorded.
+ */
+bool
+plan_setval(struct pctx *c, const struct stmt_call *call, const char **home)
+{
+	struct plan_setval sv;
+	const char *text;
+	int64_t cache;
+	bool is_null, known;
+
+	*home = NULL;
+	if (stmt_calls(c->s, "nextval") || stmt_calls(c->s, "currval") ||
+	    stmt_calls(c->s, "lastval")) {
+		nk_error_set(c->err, "0A000", "setval() and nextval(), currval() or lastval() in one "
+			     "statement are not supported on a sharded database");
+		nk_error_hint(c->err, "Call them in separate statements.");
+		return false;
+	}
+	if (call->named || call->nargs < 2 || call->nargs > 3)
+		return true;	/* not setval(regclass, bigint [, bool]): the shard says so */
+	if (call->args[0].kind != STMT_V_SLOT && call->args[0].kind != STMT_V_CONST)
+		return setval_refuse(c, "the sequence as a constant");
+	if (call->args[1].kind == STMT_V_EXPR && !call->args[1].has_subquery && c->nrels > 0)
+		return nk_error_nk013(c->err, 101);	/* a value per row of the tables */
+	if (call->args[1].kind == STMT_V_EXPR || call->args[1].kind == STMT_V_DEFAULT)
+		return setval_refuse(c, "a constant value");
+	if (!plan_value_text(c, &call->args[0], &text, &is_null))
+		return false;
+	if (is_null || !text)
+		return true;	/* strict: setval(NULL, ...) is NULL */
+	memset(&sv, 0, sizeof(sv));
+	if (!text_seq(c, text, &sv.seq_schema, &sv.seq_name))
+		return nk_error_set(c->err, "42P01", "relation \"%s\" does not exist", text);
+	if (!seq_home(c, sv.seq_schema, sv.seq_name, NULL, home, &cache))
+		return false;
+	if (!plan_value_int(c, &call->args[1], KS_TYPE_INT8, &sv.value, &is_null)) {
+		nk_error_clear(c->err);		/* not a bigint: the shard raises its error */
+		return true;
+	}
+	if (!setval_called(c, call, &sv.is_called, &known))
+		return false;
+	return is_null || !known || setval_add(c, &sv);
 }

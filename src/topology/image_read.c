@@ -185,6 +185,18 @@ default_group(const void *img, const char *db, const char *schema)
 	return hdr(img)->default_group;
 }
 
+/* topo_image_database_group: see topology_image.h. */
+uint32_t
+topo_image_database_group(const void *img, const char *db)
+{
+	const struct img_db *dbs = sec(img, &hdr(img)->dbs);
+
+	for (uint32_t i = 0; i < hdr(img)->dbs.n; i++)
+		if (dbs[i].default_group != TOPO_IMG_NONE && strcmp(str(img, dbs[i].name), db) == 0)
+			return dbs[i].default_group;
+	return hdr(img)->default_group;
+}
+
 /* topo_image_resolve_table: see topology_image.h. */
 void
 topo_image_resolve_table(const void *img, const char *db, const char *schema,

@@ -160,6 +160,8 @@ route_query_end(struct route *r)
 	sess_stats(r->s)->total_query_count++;
 	if (r->tx == 'I')
 		route_release_links(r);
+	if (!route_listen_flush(r))
+		return;
 	pktbuf_init(&pb, 8);
 	pktbuf_write_ready_for_query(&pb, r->tx);
 	if (!route_send(r, &pb))
@@ -370,6 +372,7 @@ route_remember_set(struct route *r, const char *name, const char *sql)
 		memmove(&r->set_names[i], &r->set_names[i + 1],
 			(r->nsets - i) * sizeof(r->set_names[0]));
 	}
+	r->sets_version++;
 	if (sql == NULL || r->nsets == ROUTE_SETS_MAX)
 		return;
 	r->sets[r->nsets] = strdup(sql);
@@ -385,6 +388,7 @@ route_remember_set(struct route *r, const char *name, const char *sql)
 static void
 route_forget_sets(struct route *r)
 {
+	r->sets_version++;
 	for (uint32_t i = 0; i < r->nsets; i++) {
 		free(r->sets[i]);
 		free(r->set_names[i]);
@@ -558,8 +562,40 @@ route_analyze_reply(struct route *r)
 }
 
 /*
- * PREPARE / EXECUTE / DEALLOCATE (kept by the router: route_prep.c), LISTEN (refused),
- * UNLISTEN, NOTIFY (the authoritative shard), DISCARD ALL.
+ * DISCARD ALL (the session's SETs, prepared statements, sequence state and what its held
+ * links hold: UNLISTEN *, every advisory lock; not inside a transaction block, as Postgres)
+ * and DISCARD SEQUENCES; other forms are refused.
+ */
+static enum rstep
+route_discard(struct route *r, const char *sql)
+{
+	bool all = strncasecmp(sql, "discard all", 11) == 0;
+	struct nk_error err;
+
+	if (!all && strncasecmp(sql, "discard sequences", 17) != 0) {
+		nk_error_set(&err, "0A000", "DiscardStmt is not supported on a sharded database");
+		return route_fail(r, &err);
+	}
+	route_seq_discard(r);
+	if (!all)
+		return route_reply_tag(r, "DISCARD SEQUENCES") ? RSTEP_DONE : RSTEP_STOP;
+	if (r->tx != 'I' || r->implicit) {
+		nk_error_set(&err, "25001", "DISCARD ALL cannot run inside a transaction block");
+		return route_fail(r, &err);
+	}
+	route_forget_sets(r);
+	route_prep_free(r);
+	route_ext_drop_stmts(r);
+	if (route_pin_discard(r, &err))
+		return route_exec_run(r);
+	if (nk_error_is_set(&err))
+		return route_fail(r, &err);
+	return route_reply_tag(r, "DISCARD ALL") ? RSTEP_DONE : RSTEP_STOP;
+}
+
+/*
+ * PREPARE / EXECUTE / DEALLOCATE (kept by the router: route_prep.c), LISTEN / UNLISTEN /
+ * NOTIFY (the notify shard: route_listen.c), DISCARD.
  */
 static enum rstep
 route_session_stmt(struct route *r, const char *tag, const char *sql, const void *img)
@@ -587,27 +623,19 @@ route_session_stmt(struct route *r, const char *tag, const char *sql, const void
 		return !route_deallocate(r, sql, &all, &err) ? route_fail(r, &err) :
 		       route_reply_tag(r, all ? "DEALLOCATE ALL" : "DEALLOCATE") ? RSTEP_DONE :
 		       RSTEP_STOP;
-	if (route_streq(tag, "UnlistenStmt"))	/* never listening (LISTEN is refused) */
-		return route_reply_tag(r, "UNLISTEN") ? RSTEP_DONE : RSTEP_STOP;
-	if (route_streq(tag, "NotifyStmt")) {
-		const char *uid = topo_image_group_shard(img, topo_image_authoritative(img), 0);
+	if (route_streq(tag, "ListenStmt") || route_streq(tag, "UnlistenStmt") ||
+	    route_streq(tag, "NotifyStmt")) {
+		bool exec;
 
-		if (!route_exec_setup(r, &uid, 1, sql, &err))
+		if (!route_listen_stmt(r, tag, sql, img, &exec, &err))
 			return route_fail(r, &err);
-		return route_exec_run(r);
+		if (exec)
+			return route_exec_run(r);
+		return route_reply_tag(r, "UNLISTEN") ? RSTEP_DONE : RSTEP_STOP;
 	}
-	if (route_streq(tag, "DiscardStmt") && strncasecmp(sql, "discard all", 11) == 0) {
-		route_forget_sets(r);
-		route_prep_free(r);
-		route_ext_drop_stmts(r);
-		return route_reply_tag(r, "DISCARD ALL") ? RSTEP_DONE : RSTEP_STOP;
-	}
+	if (route_streq(tag, "DiscardStmt"))
+		return route_discard(r, sql);
 	nk_error_set(&err, "0A000", "%s is not supported on a sharded database", tag);
-	if (route_streq(tag, "ListenStmt"))
-		nk_error_hint(&err, "LISTEN needs a server connection held for the session: listen "
-			      "on the authoritative shard's database directly (a pass-through "
-			      "[databases] entry in session pooling); NOTIFY through neki reaches "
-			      "it.");
 	return route_fail(r, &err);
 }
 
@@ -726,6 +754,12 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	r->all_shards_ddl = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
 	if (p->stmt->kind == STMT_COPY && p->nshards > 1)
 		route_copy_out_setup(r, p->stmt->copy);
+	if (p->pin != PLAN_PIN_NONE && r->ntg == 1)	/* session advisory locks */
+		route_pin_mark(&r->sh[r->tg[0]], p->pin);
+	r->setvals = p->setvals;
+	r->nsetvals = p->nsetvals;
+	if (p->queue_usage && !route_listen_usage_notice(r))
+		return RSTEP_STOP;
 	if (p->kind == PLAN_ALL_SHARDS || p->kind == PLAN_EVERY_COPY) {
 		r->sequential = true;
 		r->combine = p->nshards == 1 ? RX_PASS : RX_FIRST;
@@ -790,6 +824,7 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
 	r->ps.tx_shard = route_tx_shard(r);
+	r->ps.lock_shard = route_pin_lock_shard(r);
 	if (!parse_normalize(r->arena, sql, &norm)) {
 		nk_error_set(&err, "53200", "out of memory");
 		rc = route_fail(r, &err);
@@ -1019,7 +1054,9 @@ route_combine(struct route *r)
 	char tag[96];
 	struct pktbuf pb;
 
-	if (r->combine == RX_PASS || r->combine == RX_QUIET || r->combine == RX_MERGE)
+	if (r->combine == RX_QUIET)	/* the router's own tag (DISCARD ALL), if any */
+		return r->end_tag[0] == '\0' || route_reply_tag(r, r->end_tag);
+	if (r->combine == RX_PASS || r->combine == RX_MERGE)
 		return true;
 	pktbuf_init(&pb, 256);
 	if (r->combine == RX_SPLIT) {
@@ -1138,6 +1175,8 @@ route_exec_finished(struct route *r)
 		route_copy_finished(r);
 		return;
 	}
+	if (r->nsetvals > 0)
+		route_seq_setvals_done(r, !r->has_err);
 	if (r->after == RX_AFTER_SEQ) {
 		route_after_seq(r);
 		return;
@@ -1159,6 +1198,8 @@ route_exec_finished(struct route *r)
 			route_forget_sets(r);
 		else
 			route_remember_set(r, r->set_name, r->set_forget ? NULL : r->stmt_sql);
+		for (uint32_t i = 0; i < r->ntg; i++)	/* they ran it themselves */
+			r->sh[r->tg[i]].sets_version = r->sets_version;
 	}
 	if (r->all_shards_ddl) {
 		r->cat_wait = shm_cat_request_refresh();
@@ -1299,6 +1340,7 @@ route_session_free(struct session *s)
 		return;
 	route_seq_free(r);
 	route_drop_links(r);
+	route_listen_free(r);
 	route_exec_reset(r);
 	route_forget_sets(r);
 	route_ext_free(r);

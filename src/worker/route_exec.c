@@ -127,9 +127,10 @@ route_link_query(struct link *l, const char *sql)
 	return ok;
 }
 
-/* The session's parameters and SETs on a link that just came from the pool. */
+/* The session's parameters and SETs on link <l> of <sh> (just from the pool, or held by
+ * the session while its SETs changed): one injected Query, its answer dropped. */
 static bool
-route_attach(struct rshard *sh, struct link *l)
+route_replay(struct rshard *sh, struct link *l)
 {
 	struct route *r = sh->r;
 	struct link_ext *ext = spool_link_ext(l);
@@ -137,9 +138,7 @@ route_attach(struct rshard *sh, struct link *l)
 	size_t off;
 	int n;
 
-	sh->link = l;
-	sh->in_tx = false;
-	sh->swallow = 0;
+	sh->sets_version = r->sets_version;
 	if (ext == NULL)
 		return false;
 	sql[0] = '\0';
@@ -160,6 +159,16 @@ route_attach(struct rshard *sh, struct link *l)
 	return route_link_query(l, sql);
 }
 
+/* A link that just came from the pool. */
+static bool
+route_attach(struct rshard *sh, struct link *l)
+{
+	sh->link = l;
+	sh->in_tx = false;
+	sh->swallow = 0;
+	return route_replay(sh, l);
+}
+
 /* Send the statement of the current exec to <sh> (lazy BEGIN first inside a transaction). */
 static bool
 route_send_one(struct route *r, struct rshard *sh)
@@ -176,10 +185,12 @@ route_send_one(struct route *r, struct rshard *sh)
 	if (r->analyze && !r->merge_final)
 		sh->a_sent_us = sess_now_us();
 	if (r->ext_exec && sh->ext_msg != NULL && r->after == RX_AFTER_STMT)
-		return link_send(sh->link, sh->ext_msg, sh->ext_len);
+		return link_send(sh->link, sh->ext_msg, sh->ext_len) &&
+		       route_pin_after_send(r, sh);
 	if (r->ext_exec && (r->after == RX_AFTER_STMT || r->after == RX_AFTER_SET))
-		return link_send(sh->link, r->ext_msg, r->ext_len);
-	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql);
+		return link_send(sh->link, r->ext_msg, r->ext_len) && route_pin_after_send(r, sh);
+	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql) &&
+	       route_pin_after_send(r, sh);
 }
 
 static void
@@ -261,6 +272,10 @@ route_exec_start(struct route *r, struct nk_error *err)
 		struct rshard *sh = &r->sh[r->tg[i]];
 
 		sh->target = true;
+		if (sh->link != NULL && !sh->in_tx && sh->sets_version != r->sets_version &&
+		    !route_replay(sh, sh->link))	/* a held link missed session SETs */
+			return nk_error_set(err, "08006", "could not prepare a link of shard "
+					    "\"%s\"", sh->uid);
 		if (sh->link != NULL)
 			continue;
 		switch (pool_acquire(spool_pool(sh->sp), &sh->waiter, &l, err)) {
@@ -472,6 +487,11 @@ route_target_done(struct route *r, struct rshard *sh, struct link *l,
 		  const struct sbuf_pkt *pkt)
 {
 	route_skip(l, pkt);
+	if (sh->probing) {		/* the held-link probe's answer follows */
+		sh->probing = false;
+		sh->probe_reading = true;
+		return true;
+	}
 	return route_target_next(r, sh);
 }
 
@@ -487,6 +507,8 @@ route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 
 	log_warn("S: shard %s: link lost: %s", sh->uid, err != NULL ? err->message : "?");
 	sh->link = NULL;
+	if (route_pin_lost(r, sh, err))
+		return;		/* its LISTEN and locks are gone: so is the session */
 	sh->swallow = 0;
 	if (sh->in_tx && r->tx == 'T')
 		r->tx = 'E';
@@ -611,10 +633,19 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 		return route_skip(l, pkt);
 	if (sh->swallow > 0)
 		return route_swallow(sh, l, pkt);
+	if (pkt->type == 'A')
+		return route_listen_notify(r, sh, l, pkt);
 	if (r->copy != NULL)
 		return route_copy_on_link(r, sh, l, pkt);
 	if (!route_turn(r, sh))
 		return false;	/* not its turn (or held by the merge): paused until it is */
+	if (sh->probe_reading) {
+		bool done;
+
+		if (!route_pin_probe_msg(r, sh, l, pkt, &done))
+			return false;
+		return !done || route_target_next(r, sh);
+	}
 	if (!route_on_answer(r, sh, l, pkt))
 		return false;
 	if (r->merge_streams)
@@ -663,6 +694,8 @@ route_exec_reset(struct route *r)
 	}
 	r->ntg = r->pos = 0;
 	r->cout.on = false;
+	r->setvals = NULL;
+	r->nsetvals = 0;
 	route_merge_free(r);
 	route_copy_free(r);
 }
@@ -674,8 +707,8 @@ route_release_links(struct route *r)
 		struct rshard *sh = &r->sh[i];
 		struct link *l = sh->link;
 
-		if (l == NULL || sh->swallow > 0)
-			continue;
+		if (l == NULL || sh->swallow > 0 || route_pin_held(sh))
+			continue;	/* (held: LISTEN or advisory locks, route_pin.c) */
 		sh->link = NULL;
 		sh->in_tx = false;
 		pool_release(l, link_tx_status(l) == 'I' ? NULL :
@@ -698,7 +731,10 @@ route_drop_links(struct route *r)
 			continue;
 		if (r->busy && sh->target && sh->sent && !sh->done)
 			sess_cancel_link(l);	/* stop the shard's part too */
-		if (r->busy || sh->swallow > 0 || link_tx_status(l) != 'I')
+		if (route_pin_held(sh))		/* its LISTEN and locks end with the session */
+			link_close(l, true, "client disconnect while the server held its LISTEN "
+				   "or advisory locks");
+		else if (r->busy || sh->swallow > 0 || link_tx_status(l) != 'I')
 			link_close(l, true, "client disconnect while server was not ready");
 		else
 			pool_release(l, NULL);

@@ -528,6 +528,9 @@ route_on_sync(struct route *r)
 		route_portal_clear(r);
 		route_release_links(r);
 	}
+	r->ext_open = false;
+	if (!route_listen_flush(r))	/* notifications held during the batch */
+		return false;
 	pktbuf_init(&pb, 8);
 	pktbuf_write_ready_for_query(&pb, r->tx);
 	return route_send(r, &pb);
@@ -567,6 +570,7 @@ route_on_ext(struct route *r, const struct sbuf_pkt *pkt)
 	sess_stats(r->s)->total_received += pkt->len;
 	if (pkt->type == 'S')
 		return route_on_sync(r) && !r->busy;
+	r->ext_open = true;	/* a batch: no notification before its ReadyForQuery */
 	if (r->ext_failed || pkt->type == 'H')
 		return true;
 	r->in_cb = true;

@@ -14,6 +14,8 @@
  * as they come, with back-pressure: route_merge.c); sequential execs send
  * to the next target only after the previous one answered without error. How the answers
  * combine is enum rx_combine. The router owns ReadyForQuery: the shards' own are consumed.
+ * Links go back to the pool outside transactions, except those the session holds for
+ * LISTEN or session advisory locks (route_pin.c, route_listen.c).
  */
 #ifndef NEKI_WORKER_ROUTE_INT_H
 #define NEKI_WORKER_ROUTE_INT_H
@@ -37,6 +39,7 @@ struct spool;
 struct event;
 struct seq_entry;
 struct rseq_last;
+struct rnote;
 struct link;
 
 #define ROUTE_SHARDS_MAX 32	/* shards one session may use */
@@ -51,6 +54,18 @@ enum rx_combine {
 	RX_QUIET,	/* nothing forwarded (COMMIT / ROLLBACK on the shards) */
 	RX_MERGE,	/* rows, descriptions and tags through the merge step (route_merge.c) */
 	RX_SEQ,		/* a sequence reservation: rows kept by route_seq.c, nothing forwarded */
+};
+
+/*
+ * Why a session holds a shard link across its transactions (route_pin.c): the link's
+ * backend listens on a channel, or may hold a session-level advisory lock. A held link is
+ * never given back to the pool; the session's statements on that shard keep using it. The
+ * bits are set when such a statement is sent and corrected from the shard's own answer to
+ * the probe (route_pin.c) once the link is outside a transaction again.
+ */
+enum rpin {
+	RPIN_LISTEN = 1u << 0,
+	RPIN_LOCK = 1u << 1,
 };
 
 /* A DataRow kept for reordering (RX_SPLIT). */
@@ -110,6 +125,16 @@ struct rshard {
 	size_t ext_len;
 	uint64_t a_rows;		/* ANALYZE: DataRows it sent */
 	uint64_t a_sent_us, a_done_us;	/* ANALYZE: statement sent, answer complete */
+	/* held across transactions (route_pin.c) */
+	uint8_t pin;			/* enum rpin; 0: given back after each transaction */
+	bool probe_due;			/* a LISTEN / UNLISTEN / session advisory-lock call ran:
+					 * ask the shard what the link holds at its next
+					 * transaction end */
+	bool probing;			/* the probe went out behind the current statement */
+	bool probe_reading;		/* that statement answered: the probe's answer is read */
+	bool probe_ok;			/* the probe's row arrived */
+	uint8_t probe_pin;		/* ... and what it says (enum rpin) */
+	uint64_t sets_version;		/* the route's sets_version the link's SETs are at */
 };
 
 /* What the current exec does once every target answered. */
@@ -142,6 +167,8 @@ struct route {
 	char *sets[ROUTE_SETS_MAX];	/* owned: session SET statements, replayed on new links */
 	char *set_names[ROUTE_SETS_MAX];
 	uint32_t nsets;
+	uint64_t sets_version;		/* bumped when the remembered SETs change: a held link
+					 * behind it gets them replayed before its next use */
 	uint64_t cat_wait;		/* catalog refresh to wait for (0 none): after DDL, the
 					 * next statement and ReadyForQuery wait for it */
 	enum route_resume resume;	/* what the poll timer resumes */
@@ -215,8 +242,17 @@ struct route {
 	uint32_t seq_nparams;
 	struct rseq_last *seq_last;	/* owned: the session's last value per sequence */
 	uint32_t nseq_last;
-	int64_t seq_lastval;		/* lastval(), when seq_has_lastval */
-	bool seq_has_lastval;
+	bool seq_has_lastval;		/* seq_last_used is set */
+	/* setval() calls of the current exec (route_seq.c): applied when it ends */
+	const struct plan_setval *setvals;	/* in arena */
+	uint32_t nsetvals;
+	uint32_t seq_last_used;		/* lastval(): the seq_last entry nextval() last used */
+	/* notifications of the listening link (route_listen.c) */
+	struct rnote *notes;		/* owned: held until the client may get them (FIFO) */
+	struct rnote **notes_tail;
+	size_t notes_bytes;
+	bool notes_paused;		/* a listening link is paused: too many held */
+	bool ext_open;			/* extended-protocol messages since the last Sync */
 	/* COPY (route_copy.c) */
 	struct rcopy *copy;		/* owned: COPY FROM in progress; freed with the exec */
 	struct {			/* COPY TO over several shards */
@@ -380,6 +416,51 @@ bool route_seq_msg(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
 bool route_seq_end(struct route *r);
 /* Session close: leave the waiters' list, end a reservation in flight. */
 void route_seq_free(struct route *r);
+/* setval() of the exec ran (<ok>) or failed (r->err): every worker drops the values it
+ * reserved of those sequences (also after a failure setval() did not raise itself: it may
+ * have run), and with <ok> currval() / lastval() follow Postgres. */
+void route_seq_setvals_done(struct route *r, bool ok);
+/* DISCARD ALL / DISCARD SEQUENCES: forget the session's currval() and lastval(). */
+void route_seq_discard(struct route *r);
+
+/* ---- route_pin.c ---- */
+
+/* A statement of kind <pin> (a session-level advisory-lock call) goes to <sh>'s link. */
+void route_pin_mark(struct rshard *sh, enum plan_pin pin);
+/* The shard whose link holds the session's advisory locks (the planner's 60); NULL. */
+const char *route_pin_lock_shard(const struct route *r);
+/* Is <sh>'s link held by the session across transactions (or asked about)? */
+bool route_pin_held(const struct rshard *sh);
+/* The exec's statement went to <sh>: send the probe behind it when one is due and the link
+ * is outside a transaction after it. False when sending failed. */
+NK_MUSTCHECK bool route_pin_after_send(struct route *r, struct rshard *sh);
+/* A message of the probe's answer (sh->probe_reading); *<done> after its ReadyForQuery. */
+bool route_pin_probe_msg(struct route *r, struct rshard *sh, struct link *l,
+			 const struct sbuf_pkt *pkt, bool *done);
+/* <sh>'s link broke: when it was held, the session ends (its LISTEN and locks are gone on
+ * the shard) and true is returned. */
+bool route_pin_lost(struct route *r, struct rshard *sh, const struct nk_error *err);
+/* DISCARD ALL: an exec on every held link releasing what it holds (UNLISTEN *, every
+ * advisory lock), answered "DISCARD ALL"; false with <err> unset when none is held. */
+bool route_pin_discard(struct route *r, struct nk_error *err);
+
+/* ---- route_listen.c ---- */
+
+/* LISTEN / UNLISTEN / NOTIFY <sql>: set up the exec on the notify shard (*<exec>), or for
+ * UNLISTEN when nothing listens, *<exec> false: the router answers. False with <err>. */
+NK_MUSTCHECK bool route_listen_stmt(struct route *r, const char *tag, const char *sql,
+				    const void *img, bool *exec, struct nk_error *err);
+/* A NotificationResponse on <sh>'s link: sent now when the client is idle outside a
+ * transaction, else held until it is; false pauses the link (too many held). */
+bool route_listen_notify(struct route *r, struct rshard *sh, struct link *l,
+			 const struct sbuf_pkt *pkt);
+/* The client gets ReadyForQuery next: send the held notifications when it is outside a
+ * transaction, resume paused listening links. False when the client is gone. */
+NK_MUSTCHECK bool route_listen_flush(struct route *r);
+/* pg_notification_queue_usage(): the NOTICE naming __neki.notification_queue_usage(). */
+NK_MUSTCHECK bool route_listen_usage_notice(struct route *r);
+void route_listen_free(struct route *r);
+
 /* ---- route_copy.c ---- */
 
 /* Start COPY FROM STDIN planned as <p> (<img>: the image it was planned with). */

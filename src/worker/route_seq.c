@@ -20,8 +20,10 @@
 
 #include "neki/config.h"
 #include "neki/link.h"
+#include "neki/log.h"
 #include "neki/proto.h"
 #include "neki/sequence.h"
+#include "neki/shm.h"
 #include "route_int.h"
 #include "session_int.h"
 
@@ -93,10 +95,8 @@ seq_fill_over(struct route *r)
 }
 
 void
-route_seq_free(struct route *r)
+route_seq_discard(struct route *r)
 {
-	seq_unwait(r);
-	seq_fill_over(r);
 	for (uint32_t i = 0; i < r->nseq_last; i++) {
 		free(r->seq_last[i].schema);
 		free(r->seq_last[i].name);
@@ -104,6 +104,15 @@ route_seq_free(struct route *r)
 	free(r->seq_last);
 	r->seq_last = NULL;
 	r->nseq_last = 0;
+	r->seq_has_lastval = false;
+}
+
+void
+route_seq_free(struct route *r)
+{
+	seq_unwait(r);
+	seq_fill_over(r);
+	route_seq_discard(r);
 }
 
 /* ---- currval / lastval: the session's last values ---- */
@@ -118,9 +127,10 @@ seq_last_find(struct route *r, const char *schema, const char *name)
 	return NULL;
 }
 
-/* <schema>.<name> handed out <v> to this session; false on no memory. */
+/* <schema>.<name>'s currval() is <v> now (handed out by nextval() when <used>: lastval()
+ * names it from now on); false on no memory. */
 static bool
-seq_last_set(struct route *r, const char *schema, const char *name, int64_t v)
+seq_last_set(struct route *r, const char *schema, const char *name, int64_t v, bool used)
 {
 	struct rseq_last *e = seq_last_find(r, schema, name), *g;
 
@@ -139,8 +149,10 @@ seq_last_set(struct route *r, const char *schema, const char *name, int64_t v)
 		r->nseq_last++;
 	}
 	e->value = v;
-	r->seq_lastval = v;
-	r->seq_has_lastval = true;
+	if (used) {
+		r->seq_last_used = (uint32_t)(e - r->seq_last);
+		r->seq_has_lastval = true;
+	}
 	return true;
 }
 
@@ -152,7 +164,7 @@ seq_resolve(struct route *r, const struct plan *p, const int64_t *values, int64_
 {
 	for (uint32_t f = 0; f < p->nfills; f++)
 		if (p->nrows > 0 && !seq_last_set(r, p->fills[f].seq_schema, p->fills[f].seq_name,
-						  values[(size_t)f * p->nrows + p->nrows - 1]))
+						  values[(size_t)f * p->nrows + p->nrows - 1], true))
 			return nk_error_set(err, "53200", "out of memory");
 	for (uint32_t k = 0; k < p->nnextvals; k++) {
 		const struct plan_nextval *nv = &p->nextvals[k];
@@ -160,7 +172,7 @@ seq_resolve(struct route *r, const struct plan *p, const int64_t *values, int64_
 
 		switch (nv->fn) {
 		case PLAN_SEQ_NEXTVAL:
-			if (!seq_last_set(r, nv->seq_schema, nv->seq_name, nextvals[k]))
+			if (!seq_last_set(r, nv->seq_schema, nv->seq_name, nextvals[k], true))
 				return nk_error_set(err, "53200", "out of memory");
 			break;
 		case PLAN_SEQ_CURRVAL:
@@ -173,11 +185,40 @@ seq_resolve(struct route *r, const struct plan *p, const int64_t *values, int64_
 			if (!r->seq_has_lastval)
 				return nk_error_set(err, "55000", "lastval is not yet defined in this "
 						    "session");
-			nextvals[k] = r->seq_lastval;
+			nextvals[k] = r->seq_last[r->seq_last_used].value;
 			break;
 		}
 	}
 	return true;
+}
+
+/*
+ * setval() as Postgres: the sequence's next nextval() follows the new value (every worker's
+ * reserved values are dropped through the generation in shared memory); with is_called its
+ * currval() is the new value, and so is lastval() when nextval() last used that sequence.
+ * After an error the values are dropped too (the statement may have failed after setval()
+ * ran: it is not transactional), unless setval() itself refused.
+ */
+void
+route_seq_setvals_done(struct route *r, bool ok)
+{
+	/* errors setval() itself raises before it changes anything */
+	static const char *const unset[] = { "22003", "22P02", "42P01", "42501", "42809",
+					     "55000" };
+
+	for (uint32_t i = 0; i < NK_ARRAY_LEN(unset) && !ok; i++)
+		if (route_streq(r->err.sqlstate, unset[i]))
+			r->nsetvals = 0;
+	for (uint32_t i = 0; i < r->nsetvals; i++) {
+		const struct plan_setval *sv = &r->setvals[i];
+
+		shm_seq_bump(r->db, sv->seq_schema, sv->seq_name);
+		if (ok && sv->is_called &&
+		    !seq_last_set(r, sv->seq_schema, sv->seq_name, sv->value, false))
+			sess_log(r->s, LOG_LVL_WARNING, "out of memory: currval() of \"%s\" not "
+				 "kept", sv->seq_name);
+	}
+	r->nsetvals = 0;
 }
 
 /* ---- the needs of a plan ---- */
@@ -315,6 +356,8 @@ route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p, con
 		if (p->nextvals[k].fn == PLAN_SEQ_NEXTVAL && !seq_need_add(r, nd, &nn, p->nextvals[k].seq_schema, p->nextvals[k].seq_name,
 				  p->nextvals[k].home, p->nextvals[k].cache, 1, err))
 			return ROUTE_SEQ_FAILED;
+	for (uint32_t i = 0; i < nn; i++)	/* values reserved before a setval() go */
+		seq_sync(nd[i].e, shm_seq_generation(r->db, nd[i].schema, nd[i].name));
 	for (uint32_t i = 0; i < nn; i++)
 		if (seq_available(nd[i].e) < nd[i].n) {
 			r->seq_params = in->params;	/* (extended: the arena keeps them) */

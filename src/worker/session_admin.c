@@ -116,6 +116,8 @@ sess_call_done(void *arg, enum arelay_end end)
 		sess_fatal(s, "admin connection failed during a __neki call");
 		return;
 	}
+	if (s->route != NULL && !route_listen_flush(s->route))
+		return;		/* (notifications held during the call) */
 	pktbuf_init(&pb, 8);
 	pktbuf_write_ready_for_query(&pb, sess_tx_now(s));
 	if (!sess_send_pb(s, &pb)) {

@@ -378,5 +378,6 @@ router_suite(void)
 	suite_add_tcase(s, tc);
 	router_add_plan_tests(s);
 	router_add_seq_tests(s);
+	router_add_fn_tests(s);
 	return s;
 }

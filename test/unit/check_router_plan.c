@@ -421,8 +421,9 @@ static const struct shape_case shape_cases[] = {
 	/* shapes the router would process are fine when one shard does it all */
 	{ "SELECT ARRAY(SELECT 1), (VALUES (2)) FROM orders WHERE customer_id = 1 ORDER BY "
 	  "(SELECT 1), generate_series(1, 2)", PLAN_SINGLE, PLAN_OP_EQUAL_UNIQUE, "c:1" },
-	{ "SELECT pg_advisory_lock(id) FROM orders WHERE customer_id = 1", PLAN_SINGLE,
-	  PLAN_OP_EQUAL_UNIQUE, "c:1" },
+	{ "SELECT pg_advisory_xact_lock(7) FROM audit_log", PLAN_SINGLE, PLAN_OP_UNSHARDED,
+	  "auth" },
+	{ "SELECT pg_advisory_lock(1)", PLAN_SINGLE, PLAN_OP_FUNCTION, "auth" },
 	{ "ALTER TABLE orders ALTER COLUMN note DROP EXPRESSION", PLAN_ALL_SHARDS,
 	  PLAN_OP_ALL_SHARDS, "auth,shard-a,shard-b,shard-c,shard-d" },
 	{ "CREATE DATABASE d LOCALE_PROVIDER icu ICU_LOCALE 'en' LOCALE 'xx_NOPE.UTF-8'",
@@ -576,6 +577,8 @@ static const struct reject_case reject_cases[] = {
 	{ "SELECT pg_advisory_lock(1), pg_advisory_xact_lock(2)",
 	  NK(61, "Mixing session and transaction advisory locks is unavailable.") },
 	{ "SELECT pg_advisory_lock(id) FROM orders",
+	  NK(11, "This shard index cannot route advisory locks.") },
+	{ "SELECT pg_advisory_lock(1) FROM orders",
 	  NK(62, "Advisory locks are unavailable in this evaluation context.") },
 	{ "UPDATE orders o SET status = (SELECT name FROM countries LIMIT 1) FROM order_items i "
 	  "WHERE i.customer_id = o.customer_id",

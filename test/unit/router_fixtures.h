@@ -24,6 +24,9 @@ void rt_fx_done(struct rt_fx *fx);
 /* Plan tests (check_router_plan.c). */
 void router_add_plan_tests(Suite *s);
 
+/* Router-managed function calls: advisory locks, setval, notify (check_router_fn.c). */
+void router_add_fn_tests(Suite *s);
+
 /* Sequence allocator tests (check_router_seq.c). */
 void router_add_seq_tests(Suite *s);
 
