@@ -450,8 +450,8 @@ def test_lock_contention_meets_on_the_key_shard(pins):
         assert [r[2] for r in advisory_rows(pins, shard)] == [True]
         done = threading.Event()
 
-        def second():
-            s2.execute(f"SELECT pg_advisory_lock({key})")
+        def second():       # a binary parameter routes as the literal does
+            s2.execute("SELECT pg_advisory_lock(%b)", (key,))
             done.set()
         t = threading.Thread(target=second, daemon=True)
         t.start()
@@ -462,7 +462,7 @@ def test_lock_contention_meets_on_the_key_shard(pins):
         t.join(10)
         assert done.is_set()
         assert [r[2] for r in advisory_rows(pins, shard)] == [True]
-        assert s2.execute(f"SELECT pg_advisory_unlock({key})").fetchone() == (True,)
+        assert s2.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchone() == (True,)
         assert advisory_rows(pins, shard) == []
 
 
