@@ -176,6 +176,7 @@ struct shm_header {
 	struct shm_topo_slot cat[SHM_CAT_SLOTS];	/* revision = catalog version */
 	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t last_socket_id; /* shm_socket_id_next() */
 	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t seq_gen[SHM_SEQ_GENS]; /* shm_seq_*() */
+	_Atomic uint64_t seq_gen_all;		/* shm_seq_bump_all(): every sequence */
 };
 
 /* A pinned topology image (see shm_topo_pin). */
@@ -303,6 +304,8 @@ size_t shm_dbstats_read(unsigned i, struct shm_dbstat *out);
  */
 uint64_t shm_seq_generation(const char *db, const char *schema, const char *name);
 void shm_seq_bump(const char *db, const char *schema, const char *name);
+/* Every sequence's generation moves (DDL that may restart, drop or rename sequences). */
+void shm_seq_bump_all(void);
 
 /*
  * Post <msg> to slot <i>'s mailbox and wake it. Returns the message's sequence

@@ -3,14 +3,17 @@
  * one cell per sequence name hash (FNV-1a of "db\x1fschema\x1fname"). setval() through any
  * worker bumps its sequence's cell; each worker's sequence allocator (neki/sequence.h
  * seq_sync) drops the values it reserved under an older generation, so the next nextval()
- * follows the new value wherever the session runs. Entry points: shm_seq_generation(),
- * shm_seq_bump().
+ * follows the new value wherever the session runs. One more counter moves every sequence's
+ * generation at once (DDL that may restart, drop or rename sequences): a generation is the
+ * sum of its cell and that counter. Entry points: shm_seq_generation(), shm_seq_bump(),
+ * shm_seq_bump_all().
  */
 #include "neki/base.h"
 
 #include "neki/shm.h"
 
 static _Atomic uint64_t local_gen[SHM_SEQ_GENS];	/* no segment: this process's cells */
+static _Atomic uint64_t local_all;
 
 static uint64_t
 name_hash(const char *db, const char *schema, const char *name)
@@ -36,14 +39,30 @@ cell(const char *db, const char *schema, const char *name)
 	return h != NULL ? &h->seq_gen[i] : &local_gen[i];
 }
 
+/* The counter that moves every generation. */
+static _Atomic uint64_t *
+cell_all(void)
+{
+	struct shm_header *h = shm_header();
+
+	return h != NULL ? &h->seq_gen_all : &local_all;
+}
+
 uint64_t
 shm_seq_generation(const char *db, const char *schema, const char *name)
 {
-	return atomic_load_explicit(cell(db, schema, name), memory_order_acquire);
+	return atomic_load_explicit(cell(db, schema, name), memory_order_acquire) +
+	       atomic_load_explicit(cell_all(), memory_order_acquire);
 }
 
 void
 shm_seq_bump(const char *db, const char *schema, const char *name)
 {
 	atomic_fetch_add_explicit(cell(db, schema, name), 1, memory_order_acq_rel);
+}
+
+void
+shm_seq_bump_all(void)
+{
+	atomic_fetch_add_explicit(cell_all(), 1, memory_order_acq_rel);
 }

@@ -220,7 +220,7 @@ route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const cha
 		r->tg[r->ntg++] = (uint32_t)(sh - r->sh);
 	}
 	r->sequential = false;
-	r->all_shards_ddl = false;
+	r->all_shards_ddl = r->seq_ddl = false;
 	r->combine = n == 1 ? RX_PASS : RX_SUM;
 	r->after = RX_AFTER_STMT;
 	r->end_tag[0] = '\0';
@@ -752,6 +752,7 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	    (merge && !route_merge_setup(r, sql, &err)))
 		return route_fail(r, &err);
 	r->all_shards_ddl = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
+	r->seq_ddl = r->all_shards_ddl && route_seq_ddl(p->stmt->tag);
 	if (p->stmt->kind == STMT_COPY && p->nshards > 1)
 		route_copy_out_setup(r, p->stmt->copy);
 	if (p->pin != PLAN_PIN_NONE && r->ntg == 1)	/* session advisory locks */
@@ -1177,6 +1178,10 @@ route_exec_finished(struct route *r)
 	}
 	if (r->nsetvals > 0)
 		route_seq_setvals_done(r, !r->has_err);
+	if (r->seq_ddl) {	/* (also after a failure: some shards may have done it) */
+		r->seq_ddl = false;
+		shm_seq_bump_all();
+	}
 	if (r->after == RX_AFTER_SEQ) {
 		route_after_seq(r);
 		return;

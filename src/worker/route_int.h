@@ -215,6 +215,8 @@ struct route {
 	uint32_t split_n;
 	char end_tag[64];		/* tag to send when the exec ends (COMMIT, ROLLBACK) */
 	bool all_shards_ddl;		/* DDL on every shard: refresh the catalog after it */
+	bool seq_ddl;			/* ... that may restart, drop or rename a sequence:
+					 * every worker drops its reserved values after it */
 	bool set_forget;		/* RX_AFTER_SET: RESET name (forget it) */
 	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
 	struct nk_error commit_err;	/* what the client is told then */
@@ -420,6 +422,10 @@ void route_seq_free(struct route *r);
  * reserved of those sequences (also after a failure setval() did not raise itself: it may
  * have run), and with <ok> currval() / lastval() follow Postgres. */
 void route_seq_setvals_done(struct route *r, bool ok);
+/* DDL <tag> may restart, drop or rename a sequence (ALTER SEQUENCE, TRUNCATE ... RESTART
+ * IDENTITY, ALTER TABLE ... RESTART, DROP, RENAME, SET SCHEMA): the reserved values of
+ * every sequence are dropped after it. */
+bool route_seq_ddl(const char *tag);
 /* DISCARD ALL / DISCARD SEQUENCES: forget the session's currval() and lastval(). */
 void route_seq_discard(struct route *r);
 

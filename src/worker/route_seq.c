@@ -221,6 +221,19 @@ route_seq_setvals_done(struct route *r, bool ok)
 	r->nsetvals = 0;
 }
 
+bool
+route_seq_ddl(const char *tag)
+{
+	static const char *const tags[] = { "AlterSeqStmt", "DropStmt", "TruncateStmt",
+					    "AlterTableStmt", "RenameStmt", "AlterObjectSchemaStmt",
+					    "DropOwnedStmt" };
+
+	for (size_t i = 0; tag != NULL && i < NK_ARRAY_LEN(tags); i++)
+		if (route_streq(tag, tags[i]))
+			return true;
+	return false;
+}
+
 /* ---- the needs of a plan ---- */
 
 static bool

@@ -663,6 +663,27 @@ def test_setval_next_value_on_every_worker(pins, seq):
             c.close()
 
 
+@pytest.mark.parametrize("ddl, draw", [
+    ("ALTER SEQUENCE ticket RESTART WITH 7000", DRAWS["ticket"]),
+    ("TRUNCATE kinds RESTART IDENTITY", DRAWS["kinds_id_seq"]),
+    ("ALTER TABLE events ALTER COLUMN id RESTART WITH 900", DRAWS["events_id_seq"]),
+])
+def test_sequence_ddl_drops_reserved_values(pins, ddl, draw):
+    """DDL that restarts a sequence is followed like setval(): the next value drawn through
+    the other worker is the reference's."""
+    conns = worker_conns(pins)
+    try:
+        for c in conns:
+            c.execute(draw)
+        with pins.ref() as ref:
+            ref.execute(ddl)
+            conns[0].execute(ddl)
+            assert conns[1].execute(draw).fetchall() == ref.execute(draw).fetchall()
+    finally:
+        for c in conns:
+            c.close()
+
+
 def seq_script(conn):
     """setval() and currval() / lastval() in one session, as one Postgres defines them."""
     steps = [

@@ -211,6 +211,10 @@ START_TEST(test_seq_generations)
 	ck_assert_uint_eq(shm_seq_generation("db", "public", "t"), other);
 	ck_assert_uint_eq(shm_seq_generation("db2", "public", "s"),
 			  shm_seq_generation("db2", "public", "s"));
+	g = shm_seq_generation("db", "public", "s");
+	shm_seq_bump_all();
+	ck_assert_uint_eq(shm_seq_generation("db", "public", "s"), g + 1);
+	ck_assert_uint_eq(shm_seq_generation("db", "public", "t"), other + 1);
 	shm_destroy();
 	g = shm_seq_generation("db", "public", "s");
 	shm_seq_bump("db", "public", "s");
