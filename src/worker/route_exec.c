@@ -631,10 +631,10 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	}
 	if (sh->link != l || r->s->state == SESS_ST_CLOSED)
 		return route_skip(l, pkt);
+	if (pkt->type == 'A')		/* (also before an injected Query's answer) */
+		return route_listen_notify(r, sh, l, pkt);
 	if (sh->swallow > 0)
 		return route_swallow(sh, l, pkt);
-	if (pkt->type == 'A')
-		return route_listen_notify(r, sh, l, pkt);
 	if (r->copy != NULL)
 		return route_copy_on_link(r, sh, l, pkt);
 	if (!route_turn(r, sh))

@@ -246,6 +246,27 @@ def test_no_notification_inside_a_transaction(pins):
         w.close()
 
 
+def test_many_notifications_held_in_a_transaction(pins):
+    """Over 1 MB of notifications arriving during a transaction: none is lost (the link is
+    paused, then read again when the transaction uses it: its injected BEGIN's answer does
+    not swallow them) and COMMIT gets all of them, in order."""
+    w = pins.wire()
+    try:
+        query(w, "LISTEN big")
+        query(w, "BEGIN")
+        query(w, "SELECT * FROM events WHERE id = 5")
+        pins.on("auth", "SELECT pg_notify('big', i || repeat('x', 7000)) "
+                        "FROM generate_series(1, 200) i")
+        msgs = query(w, "SELECT pg_listening_channels()")       # joins the notify shard
+        assert "A" not in [t for t, _ in msgs]
+        msgs = query(w, "COMMIT")
+        got = [notification(b)[2] for t, b in msgs if t == "A"]
+        assert [int(p[:-7000]) for p in got] == list(range(1, 201))
+        assert msgs[-1] == ("Z", b"I")
+    finally:
+        w.close()
+
+
 def sequence_on(connect, direct_notify):
     """Run the LISTEN-in-transactions scenario on a connection from <connect>; the
     notifications it got (channel, payload)."""
