@@ -220,6 +220,7 @@ seq_refill_add_run(struct seq_entry *e, const char *first, const char *count, co
 	return true;
 }
 
+/* seq_sync: see neki/sequence.h. */
 void
 seq_sync(struct seq_entry *e, uint64_t gen)
 {

@@ -48,6 +48,7 @@ cell_all(void)
 	return h != NULL ? &h->seq_gen_all : &local_all;
 }
 
+/* shm_seq_generation: see neki/shm.h. */
 uint64_t
 shm_seq_generation(const char *db, const char *schema, const char *name)
 {
@@ -55,12 +56,14 @@ shm_seq_generation(const char *db, const char *schema, const char *name)
 	       atomic_load_explicit(cell_all(), memory_order_acquire);
 }
 
+/* shm_seq_bump: see neki/shm.h. */
 void
 shm_seq_bump(const char *db, const char *schema, const char *name)
 {
 	atomic_fetch_add_explicit(cell(db, schema, name), 1, memory_order_acq_rel);
 }
 
+/* shm_seq_bump_all: see neki/shm.h. */
 void
 shm_seq_bump_all(void)
 {

@@ -48,6 +48,7 @@ listen_shard(const void *img)
 	return topo_image_group_shard(img, topo_image_authoritative(img), 0);
 }
 
+/* route_listen_stmt: see route_int.h. */
 bool
 route_listen_stmt(struct route *r, const char *tag, const char *sql, const void *img,
 		  bool *exec, struct nk_error *err)
@@ -120,6 +121,7 @@ listen_hold(struct route *r, uint32_t pid, const char *channel, const char *payl
 	return true;
 }
 
+/* route_listen_notify: see route_int.h. */
 bool
 route_listen_notify(struct route *r, struct rshard *sh, struct link *l,
 		    const struct sbuf_pkt *pkt)
@@ -156,6 +158,7 @@ route_listen_notify(struct route *r, struct rshard *sh, struct link *l,
 	return true;
 }
 
+/* route_listen_flush: see route_int.h. */
 bool
 route_listen_flush(struct route *r)
 {
@@ -184,6 +187,7 @@ route_listen_flush(struct route *r)
 	return route_send(r, &pb);
 }
 
+/* route_listen_usage_notice: see route_int.h. */
 bool
 route_listen_usage_notice(struct route *r)
 {
@@ -199,6 +203,7 @@ route_listen_usage_notice(struct route *r)
 	return route_send(r, &pb);
 }
 
+/* route_listen_free: see route_int.h. */
 void
 route_listen_free(struct route *r)
 {

@@ -38,6 +38,7 @@
 /* DISCARD ALL's part on a held link (Postgres' DISCARD ALL does both). */
 #define ROUTE_PIN_RELEASE_SQL "UNLISTEN *; SELECT pg_catalog.pg_advisory_unlock_all()"
 
+/* route_pin_mark: see route_int.h. */
 void
 route_pin_mark(struct rshard *sh, enum plan_pin pin)
 {
@@ -48,6 +49,7 @@ route_pin_mark(struct rshard *sh, enum plan_pin pin)
 	sh->probe_due = true;
 }
 
+/* route_pin_lock_shard: see route_int.h. */
 const char *
 route_pin_lock_shard(const struct route *r)
 {
@@ -57,12 +59,14 @@ route_pin_lock_shard(const struct route *r)
 	return NULL;
 }
 
+/* route_pin_held: see route_int.h. */
 bool
 route_pin_held(const struct rshard *sh)
 {
 	return sh->pin != 0 || sh->probing || sh->probe_reading;
 }
 
+/* route_pin_after_send: see route_int.h. */
 bool
 route_pin_after_send(struct route *r, struct rshard *sh)
 {
@@ -99,6 +103,7 @@ pin_probe_row(struct rshard *sh, const struct sbuf_pkt *pkt)
 	sh->probe_ok = true;
 }
 
+/* route_pin_probe_msg: see route_int.h. */
 bool
 route_pin_probe_msg(struct route *r, struct rshard *sh, struct link *l,
 		    const struct sbuf_pkt *pkt, bool *done)
@@ -126,6 +131,7 @@ route_pin_probe_msg(struct route *r, struct rshard *sh, struct link *l,
 	return true;
 }
 
+/* route_pin_lost: see route_int.h. */
 bool
 route_pin_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 {
@@ -143,6 +149,7 @@ route_pin_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 	return true;
 }
 
+/* route_pin_discard: see route_int.h. */
 bool
 route_pin_discard(struct route *r, struct nk_error *err)
 {

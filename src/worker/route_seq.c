@@ -94,6 +94,7 @@ seq_fill_over(struct route *r)
 	seq_wake(e);
 }
 
+/* route_seq_discard: see route_int.h. */
 void
 route_seq_discard(struct route *r)
 {
@@ -221,6 +222,7 @@ route_seq_setvals_done(struct route *r, bool ok)
 	r->nsetvals = 0;
 }
 
+/* route_seq_ddl: see route_int.h. */
 bool
 route_seq_ddl(const char *tag)
 {
