@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "session_int.h"
@@ -275,9 +276,13 @@ prep_link_forget(struct link *l, struct prep_stmt *st)
 
 /* ---- rewriting ---- */
 
-/* Parse of <st> under its internal name, tracked; <swallow> when the client did not ask. */
+/*
+ * Parse of <st> under its internal name, tracked; <swallow> when the client did not ask.
+ * <counted>: the server lacked the statement (server_parse_count, as pgbouncer counts it).
+ */
 static bool
-prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, bool swallow)
+prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, bool swallow,
+		 bool counted)
 {
 	uint32_t oids_small[64] = { 0 }, *oids = oids_small;
 	bool ok;
@@ -295,7 +300,8 @@ prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, boo
 	if (oids != oids_small)
 		free(oids);
 	ok = sess_track_request(s, REQ_PARSE, swallow, st);
-	sess_stats(s)->total_server_parse_count++;
+	if (counted)
+		sess_stats(s)->total_server_parse_count++;
 	return ok;
 }
 
@@ -303,7 +309,8 @@ prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, boo
 static bool
 prep_make_room(struct session *s, struct prep_link *pl, struct pktbuf *pb)
 {
-	size_t max = (size_t)s->cfg->max_prepared_statements;
+	int setting = cfg_current()->max_prepared_statements;
+	size_t max = setting > 0 ? (size_t)setting : 1;	/* 0 = off, from the next batch on */
 
 	while (pl->n > 0 && pl->n >= max) {
 		pktbuf_write_close(pb, 'S', pl->lru[0]->name);
@@ -324,7 +331,7 @@ prep_ensure(struct session *s, struct link_ext *ext, struct pktbuf *pb, struct p
 		prep_link_touch(&ext->prep, (size_t)i);
 		return true;
 	}
-	return prep_make_room(s, &ext->prep, pb) && prep_write_parse(s, pb, st, true) &&
+	return prep_make_room(s, &ext->prep, pb) && prep_write_parse(s, pb, st, true, true) &&
 	       prep_link_add(&ext->prep, st);
 }
 
@@ -345,32 +352,36 @@ prep_on_parse(struct session *s, struct link_ext *ext, const uint8_t *body, size
 	      struct pktbuf *pb, struct nk_error *err)
 {
 	struct proto_parse_msg m;
-	struct prep_name *n;
 	struct prep_stmt *st;
 	ssize_t i;
 	bool ok;
 
 	if (!proto_parse_parse(body, len, &m, err))
 		return false;
-	if ((st = prep_stmt_get(&m)) == NULL)
-		return prep_oom(err);
-	n = prep_client_find(&s->prep, m.name);
-	if (n != NULL && n->st != st) {
-		prep_stmt_unref(st);
+	sess_stats(s)->total_client_parse_count++;
+	if (prep_client_find(&s->prep, m.name) != NULL) {
+		/* pgbouncer closes such a client too: its statement names map 1:1 */
+		sess_log(s, LOG_LVL_ERROR, "prepared statement '%s' was already prepared", m.name);
 		return nk_error_set(err, "42P05", "prepared statement \"%s\" already exists",
 				    m.name);
 	}
-	ok = n != NULL || prep_client_add(&s->prep, m.name, st);
+	if ((st = prep_stmt_get(&m)) == NULL)
+		return prep_oom(err);
+	ok = prep_client_add(&s->prep, m.name, st);
 	i = prep_link_find(&ext->prep, st);
 	if (ok && i >= 0) {
-		/* the server has it: Close + Parse, so that the ParseComplete is the server's */
+		/*
+		 * The server has it: Close + Parse, so that the ParseComplete is the server's
+		 * and comes in order. Not a server parse in pgbouncer's count, which answers
+		 * this Parse itself.
+		 */
 		pktbuf_write_close(pb, 'S', st->name);
 		ok = sess_track_request(s, REQ_CLOSE, true, NULL);
 		prep_link_touch(&ext->prep, (size_t)i);
-		ok = ok && prep_write_parse(s, pb, st, false);
+		ok = ok && prep_write_parse(s, pb, st, false, false);
 	} else if (ok) {
-		ok = prep_make_room(s, &ext->prep, pb) && prep_write_parse(s, pb, st, false) &&
-		     prep_link_add(&ext->prep, st);
+		ok = prep_make_room(s, &ext->prep, pb) &&
+		     prep_write_parse(s, pb, st, false, true) && prep_link_add(&ext->prep, st);
 	}
 	prep_stmt_unref(st);
 	return ok ? true : prep_oom(err);

@@ -412,6 +412,31 @@ sess_on_complete(struct session *s, struct link *l, const struct sbuf_pkt *pkt,
 	return sess_fwd_to_client(s, l, pkt);
 }
 
+/*
+ * CommandComplete "DEALLOCATE ALL" or "DISCARD ALL" (simple or extended protocol, as psycopg
+ * sends it after DDL): the server has dropped every statement of the link, and the client
+ * loses its names, as pgbouncer 1.22+ does. Judged by the server's answer, so a statement that
+ * failed changes nothing.
+ */
+static void
+sess_on_command_complete(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
+{
+	static const char *const tags[] = { "DEALLOCATE ALL", "DISCARD ALL" };
+	const char *tag = (const char *)pkt->data + 5;
+	struct link_ext *ext;
+
+	if (pkt->avail < pkt->len || pkt->len < 5 + 11 || pkt->len > 5 + 15)
+		return;
+	for (size_t i = 0; i < NK_ARRAY_LEN(tags); i++) {
+		if (pkt->len - 5 != strlen(tags[i]) + 1 || memcmp(tag, tags[i], pkt->len - 5) != 0)
+			continue;
+		prep_client_clear(&s->prep);
+		if ((ext = spool_link_ext(l)) != NULL)
+			prep_link_clear(&ext->prep);
+		return;
+	}
+}
+
 static bool
 sess_on_server_pkt(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 {
@@ -432,6 +457,9 @@ sess_on_server_pkt(struct session *s, struct link *l, const struct sbuf_pkt *pkt
 		sess_track_param(s, pkt);
 		break;
 	case 'C':
+		sess_on_command_complete(s, l, pkt);
+		sp_on_server(s, pkt);
+		break;
 	case 'E':
 		sp_on_server(s, pkt);
 		break;
@@ -547,20 +575,26 @@ static bool
 sess_on_query(struct session *s, const struct sbuf_pkt *pkt)
 {
 	struct query_effects fx;
-	struct link_ext *ext;
 
 	if (pkt->avail < pkt->len && pkt->len <= SESS_QUERY_SCAN_MAX)
 		return sess_hold(s, pkt);
 	varcache_scan_query((const char *)pkt->data + 5, pkt->avail - 5, &fx);
-	ext = spool_link_ext(s->link);
-	if (fx.discard_all || fx.deallocate_all) {
-		prep_client_clear(&s->prep);
-		if (ext != NULL)
-			prep_link_clear(&ext->prep);
-	}
 	s->syncs_sent++;
 	sp_on_query(s, &fx);	/* search_path changes take effect at their commit */
 	return sess_fwd_to_link(s, pkt);
+}
+
+/*
+ * Statement rewriting follows max_prepared_statements as it is now (the console's SET applies
+ * to connected clients, as in pgbouncer), but only switches while no tracked request waits for
+ * its answer, so that every ParseComplete / CloseComplete is matched the way it was sent.
+ */
+static void
+sess_prep_refresh(struct session *s)
+{
+	if (s->reqs.n == 0)
+		s->prep_on = s->mode != CFG_POOL_SESSION &&
+			     cfg_current()->max_prepared_statements > 0;
 }
 
 /* Is the statement named by this Parse/Bind/Describe/Close the unnamed one? -1: not known yet. */
@@ -603,19 +637,13 @@ sess_on_named(struct session *s, const struct sbuf_pkt *pkt)
 	int unnamed = sess_names_unnamed(pkt);
 
 	s->unsynced = true;
-	if (pkt->type == 'P')
-		sess_stats(s)->total_client_parse_count++;
-	if (unnamed == 1) {
+	if (unnamed == 1) {	/* not rewritten, not counted (as pgbouncer) */
 		if (pkt->type == 'P' || pkt->type == 'C') {
 			if (!sess_req_push(s, pkt->type == 'P' ? REQ_PARSE : REQ_CLOSE, false, NULL)) {
 				sess_fatal(s, "out of memory");
 				return false;
 			}
 		}
-		if (pkt->type == 'P')
-			sess_stats(s)->total_server_parse_count++;
-		if (pkt->type == 'B')
-			sess_stats(s)->total_bind_count++;
 		return sess_fwd_to_link(s, pkt);
 	}
 	if (pkt->avail < pkt->len)
@@ -684,6 +712,7 @@ sess_dispatch(struct session *s, const struct sbuf_pkt *pkt)
 	case 'B':
 	case 'D':
 	case 'C':
+		sess_prep_refresh(s);
 		if (s->prep_on)
 			return sess_on_named(s, pkt);
 		s->unsynced = true;
