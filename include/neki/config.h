@@ -241,6 +241,7 @@ struct cfg {
 	int workers;		/* default: number of online cores */
 	char *admin_listen_addr; /* default 127.0.0.1 */
 	int admin_listen_port;	/* default 6433; 0 = no admin port */
+	bool admin_listen_given; /* admin_listen_addr or _port is in the file (not a default) */
 	char *metrics_listen_addr;
 	int metrics_listen_port; /* 0 = off */
 	char *topology_file;

@@ -184,6 +184,8 @@ cfg_loader_setting(struct cfg_loader *ld, const char *key, const char *value,
 			nk_error_hint(err, "the accepted settings are listed in neki.ini(5)");
 		return false;
 	}
+	if (strcmp(s->name, "admin_listen_port") == 0 || strcmp(s->name, "admin_listen_addr") == 0)
+		ld->c->admin_listen_given = true;
 	return cfg_setting_apply(ld->c, s, value, err);
 }
 

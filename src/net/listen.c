@@ -32,6 +32,7 @@
 
 static struct listener listeners[LISTEN_MAX];
 static size_t n_listeners;
+static int listen_errno;		/* errno of the last failed TCP bind/listen */
 
 size_t
 listen_count(void)
@@ -147,6 +148,7 @@ open_tcp_host(const char *host, int port, enum listen_kind kind, const struct cf
 			continue;
 		}
 		if (fd == -1) {
+			listen_errno = errno;
 			nk_error_set(err, "F0000", "could not listen on %s: %s", name,
 				     strerror(errno));
 			freeaddrinfo(res);
@@ -407,6 +409,28 @@ open_main(const struct cfg *c, bool *admin_taken, struct nk_error *err)
 	return true;
 }
 
+/*
+ * The admin port. A pgbouncer.ini names no admin port, and several such instances on one host
+ * (pgbouncer's own test suite, a so_reuseport group) would all want the default 6433: when the
+ * file sets neither admin_listen_addr nor admin_listen_port and the default port is taken, neki
+ * starts without it (a warning); the console stays on the main port, as in pgbouncer.
+ */
+static bool
+open_admin(const struct cfg *c, struct nk_error *err)
+{
+	const char *addr = c->admin_listen_addr && c->admin_listen_addr[0] ? c->admin_listen_addr
+									    : "127.0.0.1";
+
+	listen_errno = 0;
+	if (open_tcp_list(addr, c->admin_listen_port, LISTEN_ADMIN, c, err))
+		return true;
+	if (c->admin_listen_given || listen_errno != EADDRINUSE)
+		return false;
+	log_warn("%s (the default admin_listen_port); the admin console is served on the main "
+		 "port only", err->message);
+	return true;
+}
+
 bool
 listen_open_all(const struct cfg *c, struct nk_error *err)
 {
@@ -415,10 +439,7 @@ listen_open_all(const struct cfg *c, struct nk_error *err)
 	NK_ASSERT(n_listeners == 0);
 	if (!open_main(c, &admin_taken, err))
 		goto fail;
-	if (!admin_taken && c->admin_listen_port > 0 &&
-	    !open_tcp_list(c->admin_listen_addr && c->admin_listen_addr[0] ? c->admin_listen_addr
-									   : "127.0.0.1",
-			   c->admin_listen_port, LISTEN_ADMIN, c, err))
+	if (!admin_taken && c->admin_listen_port > 0 && !open_admin(c, err))
 		goto fail;
 	return true;
 fail:
