@@ -44,6 +44,15 @@ enum cfg_sslmode {
 	CFG_SSL_VERIFY_FULL = 5,
 };
 
+/* target_session_attrs of a [databases] entry: which server of its host list is acceptable. */
+enum cfg_target_attrs {
+	CFG_TSA_ANY = 0,	/* every server (the default) */
+	CFG_TSA_READ_WRITE = 1,	/* not in hot standby, default_transaction_read_only off */
+	CFG_TSA_READ_ONLY = 2,	/* in hot standby, or default_transaction_read_only on */
+	CFG_TSA_PRIMARY = 3,	/* not in hot standby */
+	CFG_TSA_STANDBY = 4,	/* in hot standby */
+};
+
 /* One [databases] entry. Strings are owned by the struct cfg (NULL = unset). */
 struct cfg_database {
 	char *name;		/* the client-side name; "*" for the auto-database */
@@ -64,6 +73,7 @@ struct cfg_database {
 	double server_lifetime;	/* seconds; -1 = unset */
 	double query_wait_timeout; /* seconds; -1 = unset */
 	bool load_balance_hosts; /* true = round-robin (default), false = disable */
+	enum cfg_target_attrs target_session_attrs; /* checked after each server login */
 	char *connect_query;
 	char *client_encoding;
 	char *datestyle;
@@ -398,6 +408,9 @@ NK_MUSTCHECK bool cfg_keep_not_reloadable(struct cfg *next, const struct cfg *ol
  * auth_query or load_balance_hosts): they must be closed when released.
  */
 bool cfg_database_needs_reconnect(const struct cfg_database *old, const struct cfg_database *next);
+
+/* libpq's name of <t> ("any", "read-write", ...). */
+const char *cfg_target_attrs_str(enum cfg_target_attrs t);
 
 /*
  * Write the generated documentation: neki.ini.sample (<sample> true) or the

@@ -34,13 +34,17 @@ struct pool_waiter;
  * Global connection accounting. try_acquire counts one more server connection for the pool
  * (<db>, <user>) only if afterwards the pool has at most <pool_max>, the database at most
  * <db_max> (0 = no limit) and the user at most <user_max> (0 = no limit); atomically across
- * workers. release undoes one. count returns the pool's global count.
+ * workers. release undoes one. count returns the pool's global count. next_host (optional)
+ * returns a cursor for database <db> that grows by one per call across every process, so that
+ * load_balance_hosts=round-robin takes a host list in turn over all workers, as one pgbouncer
+ * process does; NULL keeps a cursor per pool.
  */
 struct pool_limits_ops {
 	bool (*try_acquire)(void *ctx, const char *db, const char *user, int pool_max,
 			    int db_max, int user_max);
 	void (*release)(void *ctx, const char *db, const char *user);
 	int (*count)(void *ctx, const char *db, const char *user);
+	uint64_t (*next_host)(void *ctx, const char *db);
 };
 
 /* Process-local limits (tests, single-process use). */

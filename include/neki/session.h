@@ -58,4 +58,7 @@ void session_shutdown_servers(void);
  */
 void session_reconnect_all(void);
 
+/* After a reload: point every pool at the new configuration (stale links are closed). */
+void session_reload_pools(void);
+
 #endif /* NEKI_SESSION_H */

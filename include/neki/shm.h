@@ -31,7 +31,7 @@
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
 #define SHM_CAT_SLOTS 4		/* catalog image slots (same rules as the topology ones) */
-#define SHM_N_COUNTERS 1024		/* global pool counters, ids 0..1023 */
+#define SHM_N_COUNTERS 1280		/* global pool counters, ids 0..1279 */
 #define SHM_MBOX_DEPTH 64		/* messages per mailbox (a power of two) */
 #define SHM_MSG_KEY_MAX 32		/* cancel key bytes carried by a message */
 #define SHM_MSG_NAME_MAX 64		/* database name carried by a message */
@@ -352,6 +352,9 @@ void shm_counter_release(unsigned idx);
 
 /* Current value of counter <idx>. */
 int64_t shm_counter_get(unsigned idx);
+
+/* Counter <idx> used as a cursor: add one and return the value before (no share recorded). */
+uint64_t shm_counter_next(unsigned idx);
 
 /* Master: give back every unit slot <i>'s (dead) process still held. */
 void shm_counter_reclaim(unsigned i);

@@ -68,6 +68,9 @@ static const struct sections_key sect_db_keys[] = {
 	{ "load_balance_hosts", SECTIONS_K_LOAD_BALANCE, DB(load_balance_hosts),
 	  "round-robin (default): use the hosts of a comma list in turn; disable: try them "
 	  "in order" },
+	{ "target_session_attrs", SECTIONS_K_TARGET_ATTRS, DB(target_session_attrs),
+	  "any (default), read-write, read-only, primary or standby: a server of the host list "
+	  "that does not qualify after login is closed and the next host is tried" },
 	{ "connect_query", SECTIONS_K_STR, DB(connect_query),
 	  "query run once on every new server connection" },
 	{ "client_encoding", SECTIONS_K_STR, DB(client_encoding),
@@ -301,6 +304,24 @@ sections_set_number(const struct sect_ctx *ctx, const struct sections_key *k, co
 	return false;
 }
 
+/* libpq's target_session_attrs names, by enum cfg_target_attrs (prefer-standby is refused). */
+static const char *const sections_tsa_names[CFG_TSA_STANDBY + 1] = {
+	"any", "read-write", "read-only", "primary", "standby",
+};
+
+/* target_session_attrs <val> as libpq spells it; false for anything else. */
+static bool
+sections_parse_target_attrs(const char *val, enum cfg_target_attrs *out)
+{
+	for (size_t i = 0; i <= CFG_TSA_STANDBY; i++) {
+		if (strcmp(val, sections_tsa_names[i]) == 0) {
+			*out = (enum cfg_target_attrs)i;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Store <val> (owned, consumed) for key <k> into the entry of <ctx>. */
 static bool
 sections_set(const struct sect_ctx *ctx, const struct sections_key *k, char *val,
@@ -327,6 +348,12 @@ sections_set(const struct sect_ctx *ctx, const struct sections_key *k, char *val
 		else
 			sections_bad_value(ctx, k->name, val, "accepted values: round-robin, "
 					   "disable", err);
+		break;
+	case SECTIONS_K_TARGET_ATTRS:
+		ok = sections_parse_target_attrs(val, (enum cfg_target_attrs *)field);
+		if (!ok)
+			sections_bad_value(ctx, k->name, val, "accepted values: any, read-write, "
+					   "read-only, primary, standby", err);
 		break;
 	case SECTIONS_K_BOOL:
 		ok = settings_parse_bool(val, &b);
@@ -720,5 +747,12 @@ cfg_database_needs_reconnect(const struct cfg_database *old, const struct cfg_da
 	       !sections_str_eq(old->connect_query, next->connect_query) ||
 	       !sections_str_eq(old->auth_dbname, next->auth_dbname) ||
 	       !sections_str_eq(old->auth_query, next->auth_query) ||
-	       old->load_balance_hosts != next->load_balance_hosts;
+	       old->load_balance_hosts != next->load_balance_hosts ||
+	       old->target_session_attrs != next->target_session_attrs;
+}
+
+const char *
+cfg_target_attrs_str(enum cfg_target_attrs t)
+{
+	return (size_t)t < NK_ARRAY_LEN(sections_tsa_names) ? sections_tsa_names[t] : "any";
 }

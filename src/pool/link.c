@@ -419,6 +419,45 @@ link_on_login_error(struct link *l, const uint8_t *body, size_t len)
 	link_close_err(l, true, err.message, &err);
 }
 
+/* ParameterStatus <name> of the server is "on". */
+static bool
+link_param_on(const struct link *l, const char *name)
+{
+	const char *v = link_param(l, name);
+
+	return v != NULL && strcmp(v, "on") == 0;
+}
+
+/*
+ * Does the server qualify for the database's target_session_attrs? Judged as libpq does with a
+ * server of version 14 or later, by the in_hot_standby and default_transaction_read_only it
+ * reported at login (after connect_query, which may change the latter); a server that reports
+ * neither qualifies only for "any".
+ */
+static bool
+link_target_ok(const struct link *l)
+{
+	enum cfg_target_attrs want = l->pool->db->target_session_attrs;
+	bool standby = link_param_on(l, "in_hot_standby");
+	bool ro = standby || link_param_on(l, "default_transaction_read_only");
+
+	if (want != CFG_TSA_ANY && link_param(l, "in_hot_standby") == NULL)
+		return false;
+	switch (want) {
+	case CFG_TSA_READ_WRITE:
+		return !ro;
+	case CFG_TSA_READ_ONLY:
+		return ro;
+	case CFG_TSA_PRIMARY:
+		return !standby;
+	case CFG_TSA_STANDBY:
+		return standby;
+	case CFG_TSA_ANY:
+	default:
+		return true;
+	}
+}
+
 /* ReadyForQuery during login: run connect_query first if the database has one. */
 static void
 link_on_login_ready(struct link *l)
@@ -436,6 +475,10 @@ link_on_login_ready(struct link *l)
 		return;
 	}
 	l->exec_connect_query = false;
+	if (!link_target_ok(l)) {	/* a failed login: the pool tries the next host */
+		link_close(l, true, LINK_TARGET_MISMATCH);
+		return;
+	}
 	event_del(l->timer);
 	link_auth_cleanup(l);
 	l->ready = true;

@@ -614,11 +614,15 @@ void
 pool_on_login_failed(struct link *l, const struct nk_error *err, const char *reason)
 {
 	struct pool *p = l->pool;
+	bool mismatch = err == NULL && strcmp(reason, LINK_TARGET_MISMATCH) == 0;
+	bool keep = mismatch && p->last_login_failed;	/* a real failure's error stays cached */
 
 	p->last_connect_failed = true;
 	p->last_login_failed = true;
 	if (err == NULL)
 		pool_host_failed(p, l->host_idx);
+	if (keep)
+		return;
 	if (snprintf(p->last_error, sizeof(p->last_error), "%s",
 		     err != NULL ? err->message : reason) >= (int)sizeof(p->last_error))
 		log_debug("cached login error truncated");
@@ -845,8 +849,11 @@ pool_pick_host(struct pool *p)
 {
 	size_t idx = p->next_host % p->nhosts;
 
-	if (p->db->load_balance_hosts)
-		p->next_host = (idx + 1) % p->nhosts;
+	if (!p->db->load_balance_hosts || p->nhosts == 1)
+		return idx;
+	if (p->limits->next_host != NULL)
+		return (size_t)(p->limits->next_host(p->limits_ctx, p->db_name) % p->nhosts);
+	p->next_host = (idx + 1) % p->nhosts;
 	return idx;
 }
 

@@ -19,6 +19,9 @@
 #include "neki/sbuf.h"
 #include "neki/scram.h"
 
+/* Why a server that logged in is closed again (target_session_attrs; pgbouncer's words). */
+#define LINK_TARGET_MISMATCH "server does not satisfy target_session_attrs"
+
 struct dns;
 struct dns_req;
 struct event;

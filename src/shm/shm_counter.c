@@ -72,6 +72,12 @@ shm_counter_get(unsigned idx)
 	return atomic_load_explicit(shm_counter_cell(idx), memory_order_acquire);
 }
 
+uint64_t
+shm_counter_next(unsigned idx)
+{
+	return (uint64_t)atomic_fetch_add_explicit(shm_counter_cell(idx), 1, memory_order_relaxed);
+}
+
 void
 shm_counter_reclaim(unsigned i)
 {

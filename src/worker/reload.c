@@ -52,6 +52,7 @@ reload_config(void)
 	}
 	cfg_set_current(nc);
 	cfg_unref(nc);
+	session_reload_pools();
 	if (tls_reload(cfg_current(), &server_tls_changed) && server_tls_changed) {
 		log_info("server TLS settings changed: reconnecting every server link");
 		session_reconnect_all();	/* links keep the context they were opened with */

@@ -266,6 +266,8 @@ sess_check_login(struct session *s, uint64_t now)
 		return;
 	if (s->auth_step == SESS_AUTH_STARTUP && s->state == SESS_ST_LOGIN)
 		sess_close(s, "client_login_timeout", NULL);
+	else if (s->state == SESS_ST_WELCOME)	/* authenticated; no server ever logged in */
+		sess_fatal(s, "client_login_timeout (server down)");
 	else
 		sess_fatal(s, "client_login_timeout");
 }

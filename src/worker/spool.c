@@ -10,6 +10,7 @@
  *   256..511     server connections per database   (max_db_connections)
  *   512..767     server connections per user       (max_user_connections)
  *   768..1023    server connections per pool       (pool_size + reserve_pool_size)
+ *   1024..1279   the round-robin cursor of a database's host list (a cursor, not a limit)
  * Names are hashed into their range. Every process derives the same id from the same name,
  * so the limits are global; two names sharing a bucket share a counter (which can only make
  * a limit stricter, never looser). Because the limits are global, idle links in one worker
@@ -26,6 +27,7 @@
 
 #include "neki/dns.h"
 #include "neki/log.h"
+#include "neki/session.h"
 #include "neki/worker.h"
 #include "session_int.h"
 
@@ -39,6 +41,7 @@
 #define CNT_DB_SERVERS 256
 #define CNT_USER_SERVERS 512
 #define CNT_POOL_SERVERS 768
+#define CNT_HOST_CURSOR 1024
 #define CNT_RANGE 256
 
 struct spool {
@@ -108,10 +111,17 @@ spool_lim_count(void *ctx, const char *db, const char *user)
 	return (int)shm_counter_get(spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user));
 }
 
+static uint64_t
+spool_lim_next_host(void *ctx, const char *db)
+{
+	return shm_counter_next(spool_cnt(CNT_HOST_CURSOR, CNT_RANGE, db, NULL));
+}
+
 static const struct pool_limits_ops spool_shm_limits = {
 	.try_acquire = spool_lim_try,
 	.release = spool_lim_release,
 	.count = spool_lim_count,
+	.next_host = spool_lim_next_host,
 };
 
 const struct pool_limits_ops *
@@ -195,6 +205,28 @@ spool_reconfigure(struct spool *sp, const struct cfg *c, const struct cfg_databa
 	cfg_ref((struct cfg *)c);
 	cfg_unref(sp->cfg);
 	sp->cfg = (struct cfg *)c;
+}
+
+/*
+ * A reload: every pool whose database entry is still configured takes the new entries now,
+ * so that links made stale by the change (host, port, target_session_attrs, ...) are closed
+ * at once when idle and at release when busy, as pgbouncer's dirty databases; not only when
+ * the next client of the pool logs in.
+ */
+void
+session_reload_pools(void)
+{
+	const struct cfg *c = cfg_current();
+
+	for (struct spool *sp = spools; sp != NULL; sp = sp->next) {
+		const struct cfg_database *db = cfg_database_find(c, sp->db);
+
+		/* a routed database's shard pools ("<db>@<uid>") are the router's own */
+		if (db == NULL && strchr(sp->db, '@') == NULL)
+			db = cfg_database_auto(c);
+		if (db != NULL && sp->cfg != c && !db->topology)
+			spool_reconfigure(sp, c, db);
+	}
 }
 
 /* DNS dropped an address of <name>: every pool closes its links to it (pool_addr_gone). */

@@ -23,6 +23,8 @@ hostlist2 = port={port} host=127.0.0.1,127.0.0.1 dbname={db} user=postgres
 hostlist_good_first = port={port} host=127.0.0.1,127.0.0.3 dbname={db} user=postgres load_balance_hosts=disable
 varcache_change = port={port} host=127.0.0.1 dbname={db} client_encoding=SQL_ASCII
 p8 = port={port} host=127.0.0.1 dbname={db} connect_query='set enable_seqscan=off; set enable_nestloop=off'
+primary_first = port={port} host=127.0.0.1,127.0.0.2 dbname={db} user=postgres target_session_attrs=primary
+standby_second = port={port} host=127.0.0.1,127.0.0.2 dbname={db} user=postgres target_session_attrs=standby
 ;* = port={port} host=127.0.0.1
 
 [users]
