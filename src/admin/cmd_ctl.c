@@ -187,6 +187,24 @@ workers_all(enum shm_proc_state st)
 	return any;
 }
 
+static bool shutdown_asked;	/* SHUTDOWN WAIT_FOR_* came through this console */
+
+/* A shutdown is under way: asked here, or some worker already stops (a signal). */
+static bool
+shutting_down(void)
+{
+	if (shutdown_asked)
+		return true;
+	for (unsigned i = 0; i < shm_n_procs(); i++) {
+		struct shm_proc *p = shm_proc(i);
+
+		if (atomic_load(&p->kind) == SHM_PROC_WORKER && atomic_load(&p->pid) != 0 &&
+		    atomic_load(&p->state) == (uint32_t)SHM_PST_STOPPING)
+			return true;
+	}
+	return false;
+}
+
 /* Slot of <db> in paused_dbs, or -1. */
 static int
 paused_find(const char *db)
@@ -268,6 +286,10 @@ ctl_resume(struct adm_req *req, const char *db)
 	int slot;
 
 	if (db == NULL) {
+		if (shutting_down()) {
+			ctl_fail(req, "08P01", "pooler is shutting down");
+			return;
+		}
 		if (!workers_all(SHM_PST_PAUSED) && !any_db_paused()) {
 			ctl_fail(req, "08P01", "pooler is not paused/suspended");
 			return;
@@ -302,6 +324,7 @@ ctl_shutdown(struct adm_req *req, const char *arg)
 		return;
 	}
 	log_info("SHUTDOWN%s%s requested on the console", arg ? " " : "", arg ? arg : "");
+	shutdown_asked = true;
 	kill(getppid(), sig);
 	if (sig == SIGQUIT)	/* the connection stays open until the process exits */
 		return;

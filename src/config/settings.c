@@ -280,7 +280,7 @@ static const struct cfg_setting cfg_table[] = {
 	  "file holding the master's pid (required for -d)",
 	  "", CFG_G_PROCESS, NULL },
 	{ "pkt_buf", CFG_T_INT, O(pkt_buf), "4096",
-	  512, 1073741824, false, false, NULL,
+	  64, 1073741824, false, false, NULL,
 	  "size of the buffer used for network packets",
 	  "bytes", CFG_G_NET, NULL },
 	{ "pool_idle_timeout", CFG_T_TIME, O(pool_idle_timeout), "0",

@@ -495,13 +495,13 @@ pktbuf_write_copy_fail(struct pktbuf *pb, const char *msg)
 	pktbuf_end(pb);
 }
 
-/* NegotiateProtocolVersion: newest minor and the unrecognised options. */
+/* NegotiateProtocolVersion: newest version (major << 16 | minor) and the unknown options. */
 void
-pktbuf_write_negotiate_protocol(struct pktbuf *pb, uint32_t minor,
+pktbuf_write_negotiate_protocol(struct pktbuf *pb, uint32_t version,
 				const char *const *options, size_t n)
 {
 	pktbuf_begin(pb, 'v');
-	pktbuf_put_int32(pb, (int32_t)minor);
+	pktbuf_put_int32(pb, (int32_t)version);
 	pktbuf_put_int32(pb, (int32_t)n);
 	for (size_t i = 0; i < n; i++)
 		pktbuf_put_string(pb, options[i]);

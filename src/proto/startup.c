@@ -227,7 +227,9 @@ proto_startup_write_negotiation(struct pktbuf *pb, const struct proto_startup *s
 	while (proto_startup_next_param(st, &pos, &p))
 		if (strncmp(p.name, "_pq_.", 5) == 0 && n < st->npq_options)
 			names[n++] = p.name;
-	pktbuf_write_negotiate_protocol(pb, STARTUP_LATEST_MINOR, names, n);
+	/* the newest version for the major one asked, as a whole number (3.0 = 196608), as
+	 * Postgres and pgbouncer send it and libpq reads it */
+	pktbuf_write_negotiate_protocol(pb, (3u << 16) | STARTUP_LATEST_MINOR, names, n);
 	free(names);
 }
 

@@ -144,6 +144,7 @@ void
 sess_wait_begin(struct session *s, struct spool *sp)
 {
 	s->wait_sp = sp;
+	s->wait_notified = false;
 	spool_wait_begin(sp, &s->counted_wait);
 }
 
@@ -344,6 +345,29 @@ sess_check_active(struct session *s, uint64_t now)
 		sess_check_idle(s, now);
 }
 
+/*
+ * WAIT (queued for a link for a query): after query_wait_notify seconds the client gets
+ * pgbouncer 1.25's NOTICE, once per wait; query_wait_timeout itself is the pool's.
+ */
+static void
+sess_check_wait(struct session *s, uint64_t now)
+{
+	struct nk_error notice;
+	struct pktbuf pb;
+
+	if (s->wait_notified || s->wait_start_us == 0 ||
+	    !sess_expired(s->wait_start_us, s->cfg->query_wait_notify, now))
+		return;
+	s->wait_notified = true;
+	nk_error_set(&notice, "00000", "No server connection available in %s backend, client "
+		     "being queued", s->dbname);
+	notice.severity = NK_SEV_NOTICE;
+	pktbuf_init(&pb, 128);
+	pktbuf_write_notice(&pb, &notice);
+	if (!sess_send_pb(s, &pb))
+		sess_close(s, "client connection failed", NULL);
+}
+
 typedef void (*sess_check_fn)(struct session *s, uint64_t now);
 
 static void
@@ -369,6 +393,7 @@ sess_janitor_cb(evutil_socket_t fd, short what, void *arg)
 	sess_check_list(SESS_ST_WELCOME, sess_check_login, now);
 	sess_check_list(SESS_ST_IDLE, sess_check_idle, now);
 	sess_check_list(SESS_ST_ACTIVE, sess_check_active, now);
+	sess_check_list(SESS_ST_WAIT, sess_check_wait, now);
 	spool_shed_idle();
 }
 

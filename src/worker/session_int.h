@@ -230,6 +230,7 @@ struct session {
 	bool counted_user;		/* holds a max_user_client_connections unit */
 	bool attached;			/* pool_client_attach() done */
 	bool counted_wait;		/* counted in the pool's shm waiter counter */
+	bool wait_notified;		/* query_wait_notify's NOTICE sent for this wait */
 	struct spool *wait_sp;		/* borrowed: the pool counted_wait refers to */
 
 	/* authentication */
@@ -477,6 +478,8 @@ void spool_shed_idle(void);
 const struct pool_limits_ops *spool_limits_ops(void);
 /* Walk the worker's pools; the client-side database name of one. */
 struct spool *spool_first(void);
+/* A pool of this worker for database <db> (any user), or NULL. */
+struct spool *spool_find(const char *db);
 struct spool *spool_next(const struct spool *sp);
 const char *spool_db(const struct spool *sp);
 

@@ -131,8 +131,9 @@ sess_find_db(struct session *s)
 	if (sess_console_check(s))
 		return;
 	s->db = cfg_database_find(s->cfg, s->dbname);
-	if (s->db == NULL)
-		s->db = cfg_database_auto(s->cfg);
+	if (s->db == NULL && (s->db = cfg_database_auto(s->cfg)) != NULL &&
+	    spool_find(s->dbname) == NULL)	/* pgbouncer's line when it creates one */
+		sess_log(s, LOG_LVL_INFO, "registered new auto-database: db=%s", s->dbname);
 	s->db_missing = s->db == NULL;
 }
 
@@ -362,6 +363,20 @@ sess_fill_vars(struct session *s, const struct pool *p)
 	}
 }
 
+/* login_notify_message: a NOTICE before the first ReadyForQuery (psql prints it). */
+static void
+sess_write_login_notice(const struct session *s, struct pktbuf *pb)
+{
+	const char *msg = s->cfg->login_notify_message;
+	struct nk_error notice;
+
+	if (msg == NULL || msg[0] == '\0')
+		return;
+	nk_error_set(&notice, "00000", "%s", msg);
+	notice.severity = NK_SEV_NOTICE;
+	pktbuf_write_notice(pb, &notice);
+}
+
 /* AuthenticationOk, ParameterStatus, BackendKeyData, ReadyForQuery; then IDLE. */
 void
 sess_send_welcome(struct session *s)
@@ -383,6 +398,7 @@ sess_send_welcome(struct session *s)
 		pktbuf_write_parameter_status(&pb, name, value);
 	}
 	pktbuf_write_backend_key_data(&pb, s->key_pid, s->key_secret);
+	sess_write_login_notice(s, &pb);
 	pktbuf_write_ready_for_query(&pb, 'I');
 	if (!sess_send_pb(s, &pb)) {
 		sess_close(s, "failed to send welcome message", NULL);

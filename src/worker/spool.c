@@ -294,6 +294,15 @@ spool_first(void)
 }
 
 struct spool *
+spool_find(const char *db)
+{
+	for (struct spool *sp = spools; sp != NULL; sp = sp->next)
+		if (strcmp(sp->db, db) == 0)
+			return sp;
+	return NULL;
+}
+
+struct spool *
 spool_next(const struct spool *sp)
 {
 	return sp->next;

@@ -392,7 +392,7 @@ START_TEST(test_values_rejected)
 		{ "workers", "-1", "from 0 to 1024" },
 		{ "sequence_batch", "0", "from 1 to" },
 		{ "admin_listen_port", "70000", "from 0 to 65535" },
-		{ "pkt_buf", "100", "from 512" },
+		{ "pkt_buf", "10", "from 64" },
 	};
 
 	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++) {

@@ -510,13 +510,14 @@ START_TEST(test_startup_negotiation)
 	ck_assert_uint_eq(st.minor, 2);
 	ck_assert(proto_startup_needs_negotiation(&st));
 	proto_startup_write_negotiation(&out, &st);
-	EXPECT_BYTES(&out, "v\0\0\0\x0c\0\0\0\0\0\0\0\0");
+	/* the newest version as a whole number, 3.0 = 0x00030000, as Postgres sends it */
+	EXPECT_BYTES(&out, "v\0\0\0\x0c\0\x03\0\0\0\0\0\0");
 	b = STARTUP(&pb, PROTO_V3_0, "_pq_.a\0x\0user\0bob\0_pq_.b\0y\0\0", &len);
 	ck_assert(proto_startup_parse(b, len, &st, &err));
 	ck_assert_uint_eq(st.npq_options, 2);
 	ck_assert(proto_startup_needs_negotiation(&st));
 	proto_startup_write_negotiation(&out, &st);
-	EXPECT_BYTES(&out, "v\0\0\0\x1a\0\0\0\0\0\0\0\x02_pq_.a\0_pq_.b\0");
+	EXPECT_BYTES(&out, "v\0\0\0\x1a\0\x03\0\0\0\0\0\x02_pq_.a\0_pq_.b\0");
 	pktbuf_cleanup(&out);
 	pktbuf_cleanup(&pb);
 }
