@@ -26,7 +26,7 @@
 #include <stdatomic.h>
 
 #define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
-#define SHM_LAYOUT_VERSION 4
+#define SHM_LAYOUT_VERSION 5
 #define SHM_CACHE_LINE 64
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
@@ -36,6 +36,7 @@
 #define SHM_MSG_KEY_MAX 32		/* cancel key bytes carried by a message */
 #define SHM_MSG_NAME_MAX 64		/* database name carried by a message */
 #define SHM_SEQ_GENS 1024		/* setval() generation cells (by sequence name hash) */
+#define SHM_MSG_TEXT_MAX 1024		/* a console SET's "key=value" (file paths) */
 
 /* What a process slot belongs to. */
 enum shm_proc_kind {
@@ -81,6 +82,7 @@ struct shm_msg {
 	uint64_t seq;			/* set by shm_mbox_post(); acked by the receiver */
 	uint8_t key[SHM_MSG_KEY_MAX];	/* SHM_CMD_CANCEL: the BackendKeyData bytes */
 	char name[SHM_MSG_NAME_MAX];	/* database name for PAUSE/RESUME/KILL/RECONNECT */
+	char text[SHM_MSG_TEXT_MAX];	/* SHM_CMD_SET: "key=value", NUL-terminated */
 };
 
 /*

@@ -450,6 +450,7 @@ cmd_set(struct adm_req *req, const char *sql)
 		"client_encoding", "default_transaction_isolation", "standard_conforming_strings",
 		"datestyle", "timezone",
 	};
+	static struct shm_msg m;	/* 1 kB: not on the stack */
 	char key[64], val[512], msg[600];
 	const struct cfg_setting *s;
 	struct nk_error err;
@@ -481,7 +482,7 @@ cmd_set(struct adm_req *req, const char *sql)
 			 " restart neki", key);
 		return;
 	}
-	if (strlen(key) + strlen(val) + 2 > SHM_MSG_NAME_MAX) {
+	if (strlen(key) + strlen(val) + 2 > SHM_MSG_TEXT_MAX) {
 		ctl_fail(req, "08P01", "SET failed: the value of \"%s\" is too long to send to the"
 			 " workers", key);
 		return;
@@ -496,6 +497,9 @@ cmd_set(struct adm_req *req, const char *sql)
 	}
 	cfg_set_current(next);
 	cfg_unref(next);
-	snprintf(msg, sizeof(msg), "%s=%s", key, val);
-	ctl_broadcast(req, SHM_CMD_SET, msg, "SET");
+	if (strncmp(key, "client_tls", 10) == 0)	/* the console's own TLS */
+		(void)tls_reload(cfg_current(), NULL);
+	m.cmd = SHM_CMD_SET;
+	snprintf(m.text, sizeof(m.text), "%s=%s", key, val);
+	ctl_broadcast_msg(req, m, "SET", NULL);
 }

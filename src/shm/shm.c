@@ -63,7 +63,8 @@ layout_compute(struct shm_layout *l, size_t size, unsigned n_procs)
 	l->dbstats_off = off;
 	off += align_up(sizeof(struct shm_dbstats_area) * n_procs, SHM_CACHE_LINE);
 	l->list_off = off;
-	l->list_area = list_area_size(size, n_procs);
+	/* a quarter of what the fixed parts (slots with their mailboxes, counters) leave */
+	l->list_area = list_area_size(size > off ? size - off : 0, n_procs);
 	off += l->list_area * n_procs;
 	l->topo_off = off;
 	l->topo_area = size > off ? (size - off) / (SHM_TOPO_SLOTS + SHM_CAT_SLOTS) /

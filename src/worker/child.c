@@ -30,6 +30,7 @@
 #include "neki/config.h"
 #include "neki/dns.h"
 #include "neki/log.h"
+#include "neki/session.h"
 #include "neki/tls.h"
 
 #define CHILD_CTL_POLL_MS 20		/* held commands and shutdown conditions are polled */
@@ -72,6 +73,22 @@ child_stats(void)
 	return &stats;
 }
 
+/*
+ * A console SET of a TLS setting takes effect for the next connection, as pgbouncer's does:
+ * the contexts are rebuilt as on RELOAD (a broken file keeps the old ones, logged), and a
+ * change towards servers replaces the server links (idle now, busy when released).
+ */
+static void
+child_apply_tls(void)
+{
+	bool server_changed = false;
+
+	if (tls_reload(cfg_current(), &server_changed) && server_changed) {
+		log_info("server TLS settings changed: reconnecting every server link");
+		session_reconnect_all();
+	}
+}
+
 /* A console SET: apply "key=value" <kv> to a copy of the configuration and make it current. */
 static void
 child_apply_setting(const char *kv)
@@ -93,6 +110,8 @@ child_apply_setting(const char *kv)
 	else
 		log_warn("SET %s failed: %s", kv, err.message);
 	cfg_unref(next);
+	if (strncmp(key, "client_tls", 10) == 0 || strncmp(key, "server_tls", 10) == 0)
+		child_apply_tls();
 }
 
 void
@@ -396,7 +415,7 @@ handle_command(const struct shm_msg *m)
 		child_switch_topology();
 		break;
 	case SHM_CMD_SET:
-		child_apply_setting(m->name);
+		child_apply_setting(m->text);
 		break;
 	case SHM_CMD_CANCEL:
 		if (spec.on_cancel != NULL)
