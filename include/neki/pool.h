@@ -69,6 +69,15 @@ struct pool_conf {
 					 * once in pool_new() (blocks) */
 	const struct pool_limits_ops *limits; /* borrowed, static */
 	void *limits_ctx;		/* borrowed */
+	/*
+	 * Replication (pgbouncer 1.23): "database" or "true" for a pool of replication links,
+	 * NULL for an ordinary pool. Its links carry `replication` and <startup> (name\0value\0
+	 * pairs of the client's startup parameters, <startup_len> bytes) in their startup packet,
+	 * run no connect_query, and are closed when released instead of being reused.
+	 */
+	const char *replication;	/* copied; NULL = not a replication pool */
+	const uint8_t *startup;		/* copied */
+	size_t startup_len;
 };
 
 /* The session is told that a queued acquire ended: <l> is its link, or NULL with <err>. */

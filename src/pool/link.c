@@ -314,19 +314,51 @@ link_send_pb(struct link *l, struct pktbuf *pb)
 
 /* ---- login ---- */
 
+#define LINK_STARTUP_MAX 64	/* parameters in a startup packet we build */
+
+/*
+ * A replication link's StartupMessage: user, database, `replication` and the client's own
+ * startup parameters (options and application_name included, unparsed): a walsender takes no
+ * SET, so what the client asked for must be there from the start.
+ */
+static bool
+link_send_repl_startup(struct link *l, struct proto_param *params, size_t n)
+{
+	const struct pool *p = l->pool;
+	const uint8_t *q = p->startup, *end = p->startup + p->startup_len;
+	struct pktbuf pb;
+
+	params[n++] = (struct proto_param){ "replication", p->replication };
+	while (q < end && n < LINK_STARTUP_MAX) {
+		const char *name = (const char *)q, *value;
+
+		q += strlen(name) + 1;
+		if (q >= end)
+			break;
+		value = (const char *)q;
+		q += strlen(value) + 1;
+		params[n++] = (struct proto_param){ name, value };
+	}
+	pktbuf_init(&pb, 256 + p->startup_len);
+	pktbuf_write_startup(&pb, params, n);
+	return link_send_pb(l, &pb);
+}
+
 /* StartupMessage: user, database and the [databases] entry's startup parameters. */
 static bool
 link_send_startup(struct link *l)
 {
 	const struct pool *p = l->pool;
 	const struct cfg_database *db = p->db;
-	struct proto_param params[6];
+	struct proto_param params[LINK_STARTUP_MAX];
 	struct pktbuf pb;
 	size_t n = 0;
 
 	params[n++] = (struct proto_param){ "user", p->user_name };
 	params[n++] = (struct proto_param){ "database",
 					    db->dbname != NULL ? db->dbname : p->db_name };
+	if (p->replication != NULL)
+		return link_send_repl_startup(l, params, n);
 	if (db->client_encoding != NULL && db->client_encoding[0] != '\0')
 		params[n++] = (struct proto_param){ "client_encoding", db->client_encoding };
 	if (db->datestyle != NULL && db->datestyle[0] != '\0')
@@ -465,7 +497,7 @@ link_on_login_ready(struct link *l)
 	const char *cq = l->pool->db->connect_query;
 	struct pktbuf pb;
 
-	if (!l->exec_connect_query && cq != NULL && cq[0] != '\0') {
+	if (!l->exec_connect_query && cq != NULL && cq[0] != '\0' && l->pool->replication == NULL) {
 		l->exec_connect_query = true;
 		link_log(l, LOG_LVL_DEBUG, "server connect ok, send exec_on_connect");
 		pktbuf_init(&pb, 64);

@@ -80,6 +80,8 @@ pool_reserve_size(const struct pool *p)
 static int
 pool_min_size(const struct pool *p)
 {
+	if (p->replication != NULL)
+		return 0;	/* walsenders are opened for a client, never kept in advance */
 	return p->db->min_pool_size >= 0 ? p->db->min_pool_size : p->cfg->min_pool_size;
 }
 
@@ -548,6 +550,9 @@ pool_release(struct link *l, const char *dirty_reason)
 		dirty_reason = "client disconnect while server was not ready";
 	if (dirty_reason != NULL) {
 		link_close(l, true, dirty_reason);
+	} else if (p->replication != NULL) {
+		/* a walsender serves one client: never reused, as in pgbouncer */
+		link_close(l, true, "replication client disconnected");
 	} else if (l->cancel_ctx != NULL) {
 		l->cancel_parked = true;	/* link_cancel_done() releases it again */
 		link_log(l, LOG_LVL_DEBUG, "cancel in flight: kept out of the pool until it ends");
@@ -897,12 +902,18 @@ pool_new(struct event_base *base, const struct pool_conf *pc, struct nk_error *e
 	p->db_name = strdup(pc->db_name);
 	p->user_name = strdup(pc->user_name);
 	p->password = pool_strdup(pc->password);
+	p->replication = pool_strdup(pc->replication);
+	if (pc->startup_len > 0 && (p->startup = malloc(pc->startup_len)) != NULL) {
+		memcpy(p->startup, pc->startup, pc->startup_len);
+		p->startup_len = pc->startup_len;
+	}
 	if (pc->scram_keys != NULL)
 		p->scram_keys = *pc->scram_keys;
 	p->ev_janitor = event_new(base, -1, EV_PERSIST, pool_janitor_cb, p);
 	p->ev_dispatch = event_new(base, -1, 0, pool_dispatch_cb, p);
 	p->ev_reap = event_new(base, -1, 0, pool_reap_cb, p);
 	if (p->db_name == NULL || p->user_name == NULL || (pc->password && !p->password) ||
+	    (pc->replication && !p->replication) || (pc->startup_len > 0 && !p->startup) ||
 	    p->ev_janitor == NULL || p->ev_dispatch == NULL || p->ev_reap == NULL) {
 		nk_error_set(err, "53200", "out of memory");
 		goto fail;
@@ -1162,6 +1173,8 @@ pool_free(struct pool *p)
 	free(p->user_name);
 	pool_free_hosts(p->hosts, p->nhosts);
 	free(p->password);
+	free(p->replication);
+	free(p->startup);
 	memset(&p->scram_keys, 0, sizeof(p->scram_keys));
 	free(p);
 }

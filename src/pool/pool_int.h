@@ -93,6 +93,9 @@ struct pool {
 	char *db_name;			/* owned: client-side database name */
 	char *user_name;		/* owned: server login user */
 	char *password;			/* owned: password / secret, NULL */
+	char *replication;		/* owned: "database" / "true"; NULL = ordinary pool */
+	uint8_t *startup;		/* owned: extra startup parameters (replication pools) */
+	size_t startup_len;
 	struct scram_keys scram_keys;	/* pass-through keys for a SCRAM secret (copy) */
 	const struct cfg *cfg;		/* borrowed (see pool_reconfigure) */
 	const struct cfg_database *db;	/* borrowed */

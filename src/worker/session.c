@@ -173,6 +173,7 @@ sess_reap_cb(evutil_socket_t fd, short what, void *arg)
 		free(s->user);
 		free(s->dbname);
 		free(s->app_name);
+		free(s->repl_startup);
 		free(s->secret);
 		free(s);
 	}

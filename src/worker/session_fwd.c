@@ -179,6 +179,8 @@ sess_apply_vars(struct session *s, struct link *l)
 
 	if (ext == NULL)
 		return false;
+	if (s->replication != PROTO_REPL_NONE)
+		return true;	/* its link was opened with the client's own parameters */
 	sql[0] = '\0';
 	n = varcache_diff_sql(&s->vars, l, ext->search_path, sql, sizeof(sql));
 	if (n <= 0)

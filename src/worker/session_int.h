@@ -21,6 +21,7 @@
 #include "neki/link.h"
 #include "neki/list.h"
 #include "neki/pool.h"
+#include "neki/proto.h"
 #include "neki/sbuf.h"
 #include "neki/scram.h"
 #include "neki/shm.h"
@@ -215,6 +216,9 @@ struct session {
 	char *user;			/* owned: login user name */
 	char *dbname;			/* owned: client-side database name */
 	char *app_name;			/* owned: startup application_name (or NULL) */
+	enum proto_replication replication; /* a walsender client (pgbouncer 1.23) */
+	uint8_t *repl_startup;		/* owned: its startup parameters for the server */
+	size_t repl_startup_len;
 	const struct cfg *cfg;		/* counted reference (cfg_ref) taken at accept */
 	const struct cfg_database *db;	/* borrowed from cfg; NULL = no such database */
 	const struct cfg_user *ucfg;	/* borrowed from cfg; NULL = no [users] entry */
@@ -460,6 +464,18 @@ size_t prep_stmt_text_bytes(void);
 struct spool *spool_get_or_create(const struct cfg *c, const struct cfg_database *db,
 				  const char *dbname, const char *user, const char *password,
 				  struct nk_error *err);
+/* A replication client's pool key: "database" / "true" and its startup parameters. */
+struct spool_repl {
+	const char *kind;		/* a string constant */
+	const uint8_t *startup;		/* borrowed: name\0value\0 pairs */
+	size_t startup_len;
+};
+struct spool *spool_get_or_create_repl(const struct cfg *c, const struct cfg_database *db,
+				       const char *dbname, const char *user,
+				       const char *password, const struct spool_repl *r,
+				       struct nk_error *err);
+/* The replication kind of <sp>'s pool ("database" / "true"), NULL for an ordinary pool. */
+const char *spool_repl(const struct spool *sp);
 struct pool *spool_pool(struct spool *sp);
 /* Bytes of one spool object (SHOW MEM). */
 size_t spool_object_size(void);

@@ -89,6 +89,42 @@ sess_set_appname(struct session *s, const char *app)
 	return varcache_set(&s->vars, "application_name", app);
 }
 
+/* Keep <p> for a replication client's server startup packet (name\0value\0). */
+static bool
+sess_repl_keep(struct session *s, const struct proto_param *p)
+{
+	size_t nl = strlen(p->name) + 1, vl = strlen(p->value) + 1;
+	uint8_t *b = realloc(s->repl_startup, s->repl_startup_len + nl + vl);
+
+	if (b == NULL)
+		return false;
+	memcpy(b + s->repl_startup_len, p->name, nl);
+	memcpy(b + s->repl_startup_len + nl, p->value, vl);
+	s->repl_startup = b;
+	s->repl_startup_len += nl + vl;
+	return true;
+}
+
+/*
+ * A replication client's parameter: the walsender takes no SET, so the parameters go to the
+ * server in its startup packet, `options` unparsed (pgbouncer 1.23 does the same).
+ */
+static bool
+sess_repl_param(struct session *s, const struct proto_param *p, struct nk_error *err)
+{
+	const char *n = p->name;
+
+	if (strcmp(n, "user") == 0 || strcmp(n, "database") == 0 ||
+	    strcmp(n, "replication") == 0 || strncmp(n, "_pq_.", 5) == 0 || sess_is_ignored(s, n))
+		return true;
+	if (strcmp(n, "options") != 0 && strcmp(n, "application_name") != 0 &&
+	    !varcache_set(&s->vars, n, p->value)) {
+		sess_log(s, LOG_LVL_WARNING, "unsupported startup parameter: %s=%s", n, p->value);
+		return nk_error_set(err, "08P01", "unsupported startup parameter: %s", n);
+	}
+	return sess_repl_keep(s, p) ? true : nk_error_set(err, "53200", "out of memory");
+}
+
 /* One startup parameter. False with <err> when the client must be refused. */
 static bool
 sess_startup_param(struct session *s, const struct proto_param *p, struct nk_error *err)
@@ -114,8 +150,10 @@ sess_startup_params(struct session *s, const struct proto_startup *st, struct nk
 	struct proto_param p;
 	size_t pos = 0;
 
+	s->replication = st->replication;
 	while (proto_startup_next_param(st, &pos, &p)) {
-		if (!sess_startup_param(s, &p, err))
+		if (!(s->replication != PROTO_REPL_NONE ? sess_repl_param(s, &p, err) :
+		      sess_startup_param(s, &p, err)))
 			return false;
 	}
 	if (!sess_set_appname(s, st->application_name))
@@ -463,8 +501,26 @@ sess_login_done(struct session *s)
 		return;
 	}
 	pool_user = s->db->user != NULL && s->db->user[0] != '\0' ? s->db->user : s->user;
-	s->sp = spool_get_or_create(s->cfg, s->db, s->dbname, pool_user,
-				    sess_server_password(s), &err);
+	if (s->replication != PROTO_REPL_NONE && s->db->topology) {
+		nk_error_set(&err, "0A000", "replication connections to a sharded database are not "
+			     "supported");
+		nk_error_hint(&err, "connect to a shard directly, or name a [databases] entry "
+			      "without topology");
+		sess_refuse(s, &err);
+		return;
+	}
+	if (s->replication != PROTO_REPL_NONE) {
+		struct spool_repl r = {
+			s->replication == PROTO_REPL_LOGICAL ? "database" : "true",
+			s->repl_startup, s->repl_startup_len,
+		};
+
+		s->sp = spool_get_or_create_repl(s->cfg, s->db, s->dbname, pool_user,
+						 sess_server_password(s), &r, &err);
+	} else {
+		s->sp = spool_get_or_create(s->cfg, s->db, s->dbname, pool_user,
+					    sess_server_password(s), &err);
+	}
 	if (s->sp == NULL) {
 		sess_refuse(s, &err);
 		return;
@@ -474,7 +530,8 @@ sess_login_done(struct session *s)
 		return;
 	if (s->scram_keys.valid && sess_server_password(s) == s->secret)
 		pool_set_scram_keys(spool_pool(s->sp), &s->scram_keys);
-	s->mode = sess_pool_mode(s);
+	/* replication connections are always session-pooled (pgbouncer 1.23) */
+	s->mode = s->replication != PROTO_REPL_NONE ? CFG_POOL_SESSION : sess_pool_mode(s);
 	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->max_prepared_statements > 0;
 	pool_client_attach(spool_pool(s->sp));
 	s->attached = true;

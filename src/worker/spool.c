@@ -50,6 +50,9 @@ struct spool {
 	char *user;			/* owned: server login user */
 	struct cfg *cfg;		/* counted reference: what the pool was configured with */
 	struct pool *pool;		/* owned */
+	const char *repl;		/* "database" / "true": a replication pool; NULL: not */
+	uint8_t *startup;		/* owned: a replication pool's client startup parameters */
+	size_t startup_len;
 };
 
 static struct spool *spools;		/* owned list */
@@ -239,19 +242,49 @@ spool_addr_gone(void *arg, const char *name, const struct sockaddr *sa, socklen_
 		pool_addr_gone(sp->pool, name, sa);
 }
 
+/* Is <sp> the pool of (<dbname>, <user>) and of replication kind <r>? */
+static bool
+spool_matches(const struct spool *sp, const char *dbname, const char *user,
+	      const struct spool_repl *r)
+{
+	if (strcmp(sp->db, dbname) != 0 || strcmp(sp->user, user) != 0)
+		return false;
+	if (r == NULL)
+		return sp->repl == NULL;
+	return sp->repl != NULL && strcmp(sp->repl, r->kind) == 0 &&
+	       sp->startup_len == r->startup_len &&
+	       (r->startup_len == 0 || memcmp(sp->startup, r->startup, r->startup_len) == 0);
+}
+
 struct spool *
 spool_get_or_create(const struct cfg *c, const struct cfg_database *db, const char *dbname,
 		    const char *user, const char *password, struct nk_error *err)
+{
+	return spool_get_or_create_repl(c, db, dbname, user, password, NULL, err);
+}
+
+/*
+ * Like spool_get_or_create(); with <r>, the replication pool of those startup parameters
+ * (one pool per distinct set, so that its links are opened with exactly them). It counts
+ * against the same global limits as the ordinary pool of (<dbname>, <user>).
+ */
+struct spool *
+spool_get_or_create_repl(const struct cfg *c, const struct cfg_database *db,
+			 const char *dbname, const char *user, const char *password,
+			 const struct spool_repl *r, struct nk_error *err)
 {
 	struct pool_conf pc = {
 		.cfg = c, .db = db, .user = cfg_user_find(c, user), .db_name = dbname,
 		.user_name = user, .password = password, .limits = &spool_shm_limits,
 		.dns = dns_process(),	/* the worker's resolver (net/dns.c); NULL: getaddrinfo */
+		.replication = r != NULL ? r->kind : NULL,
+		.startup = r != NULL ? r->startup : NULL,
+		.startup_len = r != NULL ? r->startup_len : 0,
 	};
 	struct spool *sp;
 
 	for (sp = spools; sp != NULL; sp = sp->next) {
-		if (strcmp(sp->db, dbname) == 0 && strcmp(sp->user, user) == 0) {
+		if (spool_matches(sp, dbname, user, r)) {
 			if (sp->cfg != c)
 				spool_reconfigure(sp, c, db);
 			return sp;
@@ -261,6 +294,14 @@ spool_get_or_create(const struct cfg *c, const struct cfg_database *db, const ch
 	sp = calloc(1, sizeof(*sp));
 	if (sp == NULL || (sp->db = strdup(dbname)) == NULL || (sp->user = strdup(user)) == NULL)
 		goto fail_oom;
+	if (r != NULL) {
+		sp->repl = r->kind;	/* a string constant */
+		if (r->startup_len > 0 && (sp->startup = malloc(r->startup_len)) == NULL)
+			goto fail_oom;
+		if (r->startup_len > 0)
+			memcpy(sp->startup, r->startup, r->startup_len);
+		sp->startup_len = r->startup_len;
+	}
 	sp->pool = pool_new(child_base(), &pc, err);
 	if (sp->pool == NULL)
 		goto fail;
@@ -276,6 +317,7 @@ fail:
 	if (sp != NULL) {
 		free(sp->db);
 		free(sp->user);
+		free(sp->startup);
 		free(sp);
 	}
 	return NULL;
@@ -312,6 +354,12 @@ const char *
 spool_db(const struct spool *sp)
 {
 	return sp->db;
+}
+
+const char *
+spool_repl(const struct spool *sp)
+{
+	return sp->repl;
 }
 
 /* ---- waiting across workers ---- */

@@ -142,7 +142,8 @@ wl_client(struct session *s, void *arg)
 	wl_set(&r, 0, "C");
 	wl_set(&r, 1, "%s", s->user ? s->user : "");
 	wl_set(&r, 2, "%s", s->dbname ? s->dbname : "");
-	wl_set(&r, 3, "none");
+	wl_set(&r, 3, "%s", s->replication == PROTO_REPL_LOGICAL ? "logical" :
+	       s->replication == PROTO_REPL_PHYSICAL ? "physical" : "none");
 	wl_set(&r, 4, "%s", waiting ? "waiting" : s->link != NULL || s->console ? "active" : "idle");
 	wl_set(&r, 5, "%s", s->addr);
 	wl_set(&r, 6, "%d", s->port);
@@ -211,7 +212,8 @@ wl_server(struct link *l, void *arg)
 	wl_set(&r, 0, "S");
 	wl_set(&r, 1, "%s", pool_user_name(w->pool));
 	wl_set(&r, 2, "%s", pool_db_name(w->pool));
-	wl_set(&r, 3, "none");
+	wl_set(&r, 3, "%s", w->sp == NULL || spool_repl(w->sp) == NULL ? "none" :
+	       strcmp(spool_repl(w->sp), "database") == 0 ? "logical" : "physical");
 	wl_set(&r, 4, "%s", wl_server_state(l, false));
 	wl_server_addr(&r, l);
 	wl_local_addr(&r, sbuf_fd(sb), strncmp(link_addr(l), "unix", 4) == 0);
