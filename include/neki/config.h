@@ -53,12 +53,16 @@ enum cfg_target_attrs {
 	CFG_TSA_STANDBY = 4,	/* in hot standby */
 };
 
+#define CFG_PORTS_MAX 32	/* ports in one [databases] port= list */
+
 /* One [databases] entry. Strings are owned by the struct cfg (NULL = unset). */
 struct cfg_database {
 	char *name;		/* the client-side name; "*" for the auto-database */
 	char *dbname;		/* server-side name; NULL = same as name */
 	char *host;		/* host, comma list, unix dir (starts with '/'), or NULL */
-	int port;		/* default 5432 */
+	int port;		/* default 5432; the first of a port= list */
+	uint16_t ports[CFG_PORTS_MAX]; /* port=a,b,...: one per host of the host list */
+	unsigned nports;	/* entries in ports[]; 0 or 1: <port> for every host */
 	char *user;		/* forced user or NULL */
 	char *password;
 	char *auth_user;

@@ -86,6 +86,7 @@ enum sections_kind {
 	SECTIONS_K_LOAD_BALANCE = 5,	/* bool: round-robin (true) / disable (false) */
 	SECTIONS_K_BOOL = 6,		/* bool: yes/no */
 	SECTIONS_K_TARGET_ATTRS = 7,	/* enum cfg_target_attrs by libpq's name */
+	SECTIONS_K_PORT_LIST = 8,	/* a database's port or port list (struct cfg_database) */
 };
 
 /* One accepted key of a section's connection strings. */

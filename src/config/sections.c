@@ -34,8 +34,8 @@ static const struct sections_key sect_db_keys[] = {
 	  "server host name or IP address, a Unix socket directory (starting with /), an "
 	  "@abstract socket, or a comma list of them (default: the Unix socket in "
 	  "unix_socket_dir)" },
-	{ "port", SECTIONS_K_PORT, DB(port),
-	  "server port (default 5432)" },
+	{ "port", SECTIONS_K_PORT_LIST, DB(port),
+	  "server port (default 5432), or a comma list with one port per host of the host list" },
 	{ "user", SECTIONS_K_STR, DB(user),
 	  "forced user: every client of this database logs in to the server as this user, "
 	  "one pool per database" },
@@ -309,6 +309,33 @@ static const char *const sections_tsa_names[CFG_TSA_STANDBY + 1] = {
 	"any", "read-write", "read-only", "primary", "standby",
 };
 
+/* port=<val>: one port, or a comma list of them (pgbouncer: one per host). */
+static bool
+sections_parse_ports(const char *val, struct cfg_database *d)
+{
+	char one[16];
+	unsigned n = 0;
+	int64_t v;
+
+	for (const char *p = val;; p++) {
+		size_t len = strcspn(p, ",");
+
+		if (n == CFG_PORTS_MAX || len == 0 || len >= sizeof(one))
+			return false;
+		memcpy(one, p, len);
+		one[len] = '\0';
+		if (!settings_parse_int(one, 1, 65535, &v))
+			return false;
+		d->ports[n++] = (uint16_t)v;
+		p += len;
+		if (*p == '\0')
+			break;
+	}
+	d->port = d->ports[0];
+	d->nports = n;
+	return true;
+}
+
 /* target_session_attrs <val> as libpq spells it; false for anything else. */
 static bool
 sections_parse_target_attrs(const char *val, enum cfg_target_attrs *out)
@@ -348,6 +375,12 @@ sections_set(const struct sect_ctx *ctx, const struct sections_key *k, char *val
 		else
 			sections_bad_value(ctx, k->name, val, "accepted values: round-robin, "
 					   "disable", err);
+		break;
+	case SECTIONS_K_PORT_LIST:
+		ok = sections_parse_ports(val, (struct cfg_database *)ctx->entry);
+		if (!ok)
+			sections_bad_value(ctx, k->name, val, "expected a port number from 1 to "
+					   "65535, or a comma list of them (one per host)", err);
 		break;
 	case SECTIONS_K_TARGET_ATTRS:
 		ok = sections_parse_target_attrs(val, (enum cfg_target_attrs *)field);
@@ -462,6 +495,23 @@ sections_database_slot(struct cfg *c, const char *name)
 	return NULL;
 }
 
+/* A port list names one port per host (pgbouncer's "invalid number of ports"). */
+static bool
+sections_check_ports(const struct cfg_database *d, const char *name, struct nk_error *err)
+{
+	unsigned hosts = 1;
+
+	if (d->nports <= 1)
+		return true;
+	for (const char *c = d->host ? d->host : ""; *c != '\0'; c++)
+		hosts += *c == ',';
+	if (hosts == d->nports)
+		return true;
+	return nk_error_set(err, CFG_SQLSTATE, "invalid number of ports for database \"%s\": "
+			    "%u ports for %u hosts (give one port, or one per host)", name,
+			    d->nports, hosts);
+}
+
 /*
  * Add (or replace) the [databases] entry <name> = <value>; <where> is "file:line".
  * Returns false with <err> set on a reserved name, a syntax error, an unknown key
@@ -479,6 +529,10 @@ sections_database_add(struct cfg *c, const char *name, const char *value, const 
 		return nk_error_set(err, CFG_SQLSTATE, "database name \"%s\" is reserved", name);
 	sections_database_init(&d);
 	if (!sections_parse_connstr(&ctx, value, err)) {
+		sections_database_clear(&d);
+		return false;
+	}
+	if (!sections_check_ports(&d, name, err)) {
 		sections_database_clear(&d);
 		return false;
 	}
@@ -743,6 +797,8 @@ cfg_database_needs_reconnect(const struct cfg_database *old, const struct cfg_da
 {
 	return !sections_str_eq(old->dbname, next->dbname) ||
 	       !sections_str_eq(old->host, next->host) || old->port != next->port ||
+	       old->nports != next->nports ||
+	       memcmp(old->ports, next->ports, sizeof(old->ports)) != 0 ||
 	       !sections_str_eq(old->user, next->user) ||
 	       !sections_str_eq(old->connect_query, next->connect_query) ||
 	       !sections_str_eq(old->auth_dbname, next->auth_dbname) ||

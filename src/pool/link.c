@@ -380,7 +380,8 @@ link_local_addr(const struct link *l, char *buf, size_t len)
 	socklen_t sl = sizeof(ss);
 	char ip[INET6_ADDRSTRLEN];
 
-	snprintf(buf, len, "unix:%d", l->pool->db->port);
+	snprintf(buf, len, "unix:%d", l->host_idx < l->pool->nhosts ?
+		 l->pool->hosts[l->host_idx].port : l->pool->db->port);
 	if (l->sb.is_unix || getsockname(l->sb.fd, (struct sockaddr *)&ss, &sl) == -1)
 		return;
 	if (ss.ss_family == AF_INET) {
@@ -846,7 +847,7 @@ link_new(struct pool *p)
 		l->addrlen = h->addrlen;
 		link_connect(l);
 	} else {
-		l->dns_req = dns_lookup(p->dns, h->name, p->port, link_dns_cb, l);
+		l->dns_req = dns_lookup(p->dns, h->name, h->port, link_dns_cb, l);
 		if (l->dns_req == NULL)
 			link_close(l, false, "server DNS lookup failed");
 	}

@@ -791,11 +791,11 @@ pool_host_inet(struct pool *p, struct pool_host *h, struct nk_error *err)
 	char sport[16];
 
 	snprintf(h->label, sizeof(h->label), strchr(h->name, ':') ? "[%.80s]:%d" : "%.80s:%d",
-		 h->name, p->port);
+		 h->name, h->port);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = p->dns != NULL ? AI_NUMERICHOST : 0;
-	snprintf(sport, sizeof(sport), "%d", p->port);
+	snprintf(sport, sizeof(sport), "%d", h->port);
 	if (getaddrinfo(h->name, sport, &hints, &res) != 0 || res == NULL) {
 		if (p->dns != NULL)
 			return true;	/* a name: resolved per connection through p->dns */
@@ -838,7 +838,9 @@ pool_resolve(struct pool *p, struct nk_error *err)
 		if (h->name == NULL)
 			return nk_error_set(err, "53200", "out of memory");
 		h->name[strcspn(h->name, " ")] = '\0';
-		if (!(h->name[0] == '/' ? pool_host_unix(h, p->port, err) :
+		h->port = p->db->nports > 1 && p->nhosts <= p->db->nports ?
+			  p->db->ports[p->nhosts - 1] : p->port;
+		if (!(h->name[0] == '/' ? pool_host_unix(h, h->port, err) :
 		      pool_host_inet(p, h, err)))
 			return false;
 		if (c[len] == '\0')

@@ -47,6 +47,7 @@ struct pool_host {
 	struct sockaddr_storage addr;	/* with the port */
 	socklen_t addrlen;
 	char label[96];			/* "127.0.0.1:5432", "unix:5432", "db.host:5432" */
+	int port;			/* this host's port (port= lists give one per host) */
 };
 
 struct link {
