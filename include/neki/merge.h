@@ -30,6 +30,8 @@ struct merge_options {
 	int64_t limit;		/* plan_merge_bind(): -1 = none */
 	int64_t offset;		/* 0 = none */
 	bool omit_rowdesc;	/* extended protocol without Describe: no RowDescription out */
+	bool omit_tail;		/* no CommandComplete out (the executor writes its own tag:
+				 * a portal or cursor read in parts) */
 };
 
 enum merge_state {
@@ -59,6 +61,18 @@ bool merge_feed(struct merge *m, uint32_t shard, char type, const uint8_t *body,
 
 /* Append every client message that is ready to <out>. False with <err> as merge_feed(). */
 bool merge_pull(struct merge *m, struct pktbuf *out, struct nk_error *err) NK_MUSTCHECK;
+
+/*
+ * merge_pull() letting out at most <max_rows> DataRows (negative: no limit); *<nrows> gets
+ * how many it did. The rows not let out stay queued for the next pull (a portal fetched in
+ * parts: Execute with a row limit, FETCH n).
+ */
+bool merge_pull_rows(struct merge *m, struct pktbuf *out, int64_t max_rows, uint64_t *nrows,
+		     struct nk_error *err) NK_MUSTCHECK;
+
+/* True when the merge holds every row until all shards completed (aggregates, GROUP BY,
+ * DISTINCT, UNION): reading the shards in parts gains nothing then. */
+bool merge_buffered(const struct merge *m);
 
 enum merge_state merge_state(const struct merge *m);
 

@@ -46,6 +46,8 @@ merge_new(const struct plan_merge *spec, uint32_t nshards, const struct merge_op
 	m->limit = opt ? opt->limit : -1;
 	m->offset = opt && opt->offset > 0 ? opt->offset : 0;
 	m->omit_rowdesc = opt && opt->omit_rowdesc;
+	m->omit_tail = opt && opt->omit_tail;
+	m->budget = -1;
 	m->buffered = spec->grouped || (spec->distinct && !spec->distinct_on);
 	if (opt && !byte_order_locale(opt->collation)) {
 		m->loc = newlocale(LC_COLLATE_MASK, opt->collation, (locale_t)0);
@@ -379,6 +381,9 @@ put_row(struct merge *m, const struct mrow *r, struct pktbuf *out)
 	}
 	pktbuf_write_data_row(out, r->vals, m->nvis);
 	m->sent++;
+	m->pulled++;
+	if (m->budget > 0)
+		m->budget--;
 	return m->limit < 0 || m->sent < m->limit;
 }
 
@@ -387,8 +392,10 @@ put_tail(struct merge *m, struct pktbuf *out)
 {
 	char tag[32];
 
-	snprintf(tag, sizeof(tag), "SELECT %lld", (long long)m->sent);
-	pktbuf_write_command_complete(out, tag);
+	if (!m->omit_tail) {
+		snprintf(tag, sizeof(tag), "SELECT %lld", (long long)m->sent);
+		pktbuf_write_command_complete(out, tag);
+	}
 	m->tail_sent = true;
 	m->state = MERGE_DONE;
 }
@@ -445,6 +452,8 @@ pull_streaming(struct merge *m, struct pktbuf *out, struct nk_error *err)
 	bool more = true, dup;
 
 	while (more) {
+		if (m->budget == 0)
+			return true;	/* the caller's row limit: the rest stays queued */
 		if (!next_shard(m, &pick, err))
 			return false;
 		if (pick < 0)
@@ -475,11 +484,14 @@ pull_buffered(struct merge *m, struct pktbuf *out)
 {
 	if (!m->finished)
 		return true;
-	for (; m->pos < m->nrows; m->pos++)
+	for (; m->pos < m->nrows; m->pos++) {
+		if (m->budget == 0)
+			return true;	/* the caller's row limit */
 		if (!m->rows[m->pos]->drop && !put_row(m, m->rows[m->pos], out)) {
 			m->pos = m->nrows;
 			break;
 		}
+	}
 	put_tail(m, out);
 	return true;
 }
@@ -501,6 +513,27 @@ merge_pull(struct merge *m, struct pktbuf *out, struct nk_error *err)
 	if (m->buffered)
 		return pull_buffered(m, out);
 	return pull_streaming(m, out, err);
+}
+
+/* merge_pull_rows: see merge.h. */
+bool
+merge_pull_rows(struct merge *m, struct pktbuf *out, int64_t max_rows, uint64_t *nrows,
+		struct nk_error *err)
+{
+	bool ok;
+
+	m->budget = max_rows < 0 ? -1 : max_rows;
+	m->pulled = 0;
+	ok = merge_pull(m, out, err);
+	*nrows = m->pulled;
+	m->budget = -1;
+	return ok;
+}
+
+bool
+merge_buffered(const struct merge *m)
+{
+	return m->buffered;
 }
 
 enum merge_state

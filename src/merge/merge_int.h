@@ -119,6 +119,9 @@ struct merge {
 	bool finished;			/* every shard done; result rows ready (buffered) */
 	bool head_sent, tail_sent;
 	bool omit_rowdesc;		/* merge_options.omit_rowdesc */
+	bool omit_tail;			/* merge_options.omit_tail */
+	int64_t budget;			/* DataRows merge_pull_rows() may still let out; -1 any */
+	uint64_t pulled;		/* DataRows let out by the current pull */
 };
 
 void mrow_free(struct mrow *r, uint32_t ncols);

@@ -54,7 +54,7 @@ bool
 route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 {
 	struct plan_input in;
-	struct merge_options opt = { r->collate, -1, 0, false };
+	struct merge_options opt = { r->collate, -1, 0, false, false };
 
 	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
 	if (r->ext_exec) {

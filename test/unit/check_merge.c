@@ -487,6 +487,96 @@ feed_all_text(struct merge *m, uint32_t shard, uint32_t n, const uint32_t *oids,
 	feed_done(m, shard, "SELECT 1");
 }
 
+/* A portal fetched in parts: merge_pull_rows() lets out at most n rows, the others stay
+ * queued; without a tail the executor writes its own tag; buffered results come out in
+ * parts too. */
+START_TEST(test_pull_rows_in_parts)
+{
+	struct merge_options opt = { .collation = "C", .limit = 5, .offset = 1,
+				     .omit_rowdesc = true, .omit_tail = true };
+	struct plan_merge s;
+	struct plan_merge_col cols[1];
+	struct nk_error err;
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+	uint64_t n;
+
+	sorted_spec(&s, cols, 1, false, false);
+	ck_assert((m = merge_new(&s, 2, &opt, &err)) != NULL);	/* LIMIT 5 OFFSET 1 */
+	ck_assert(!merge_buffered(m));
+	feed_desc(m, 0, 1, &int4_oid, 0);
+	feed_desc(m, 1, 1, &int4_oid, 0);
+	for (const char *const *v = (const char *const[]){ "1", "3", "5", "7", "9", NULL }; *v;
+	     v++)
+		feed_text(m, 0, *v);
+	feed_text(m, 1, "2");
+	feed_text(m, 1, "4");
+	feed_done(m, 1, "SELECT 2");
+	pktbuf_init(&pb, 1024);
+	ck_assert(merge_pull_rows(m, &pb, 2, &n, &err));
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_uint_eq(n, 2);
+	ck_assert(!o.has_desc);
+	ck_assert_str_eq(o.rows, "2;3");	/* 1 skipped by the OFFSET */
+	ck_assert_int_eq(merge_state(m), MERGE_NEED_ROWS);
+	ck_assert_uint_eq(merge_queued(m, 0), 3);	/* 5, 7, 9 */
+	pktbuf_reset(&pb);
+	ck_assert(merge_pull_rows(m, &pb, 10, &n, &err));
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(o.rows, "4;5;7");	/* the LIMIT: done, and no tag */
+	ck_assert_str_eq(o.tag, "");
+	ck_assert_int_eq(merge_state(m), MERGE_DONE);
+	pktbuf_reset(&pb);
+	ck_assert(merge_pull_rows(m, &pb, 10, &n, &err));
+	ck_assert_uint_eq(n, 0);
+	ck_assert_uint_eq(pb.len, 0);
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
+START_TEST(test_pull_rows_buffered)
+{
+	static const uint32_t oids[] = { 23, 20, 23 };	/* g, count(*), g (the group key) */
+	static const char *const s0[] = { "1", "2", "1", "3", "1", "3" };
+	static const char *const s1[] = { "1", "4", "1", "2", "5", "2" };
+	struct merge_options opt = { .collation = "C", .limit = -1, .omit_tail = true };
+	struct plan_merge s;
+	struct nk_error err;
+	struct merge *m;
+	struct pktbuf pb;
+	struct out o;
+	uint64_t n;
+
+	spec_of("SELECT g, count(*) FROM t GROUP BY g", &s);
+	ck_assert((m = merge_new(&s, 2, &opt, &err)) != NULL);
+	ck_assert(merge_buffered(m));
+	feed_all_text(m, 0, 3, oids, s0, 2);
+	feed_all_text(m, 1, 3, oids, s1, 2);
+	pktbuf_init(&pb, 1024);
+	ck_assert(merge_pull_rows(m, &pb, 1, &n, &err));
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert(o.has_desc);
+	ck_assert_str_eq(o.rows, "1|6");
+	ck_assert_int_eq(merge_state(m), MERGE_NEED_ROWS);
+	pktbuf_reset(&pb);
+	ck_assert(merge_pull_rows(m, &pb, -1, &n, &err));
+	memset(&o, 0, sizeof(o));
+	read_out(&pb, &o, false);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(o.rows, "2|5;3|1");
+	ck_assert_str_eq(o.tag, "");
+	ck_assert_int_eq(merge_state(m), MERGE_DONE);
+	pktbuf_cleanup(&pb);
+	merge_free(m);
+}
+END_TEST
+
 START_TEST(test_group_combine)
 {
 	static const uint32_t oids[] = { 23, 20, 20, 25, 25, 16, 16, 25, 1007, 23 };
@@ -899,6 +989,8 @@ merge_suite(void)
 	tcase_add_test(tc, test_binary_combine);
 	tcase_add_test(tc, test_unknown_collation_refused);
 	tcase_add_test(tc, test_star_widens_visible);
+	tcase_add_test(tc, test_pull_rows_in_parts);
+	tcase_add_test(tc, test_pull_rows_buffered);
 	tcase_add_loop_test(tc, test_spec, 0, NK_ARRAY_LEN(spec_cases));
 	tcase_add_loop_test(tc, test_spec_refused, 0, NK_ARRAY_LEN(refuse_cases));
 	tcase_add_test(tc, test_spec_bind);
