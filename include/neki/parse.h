@@ -337,6 +337,40 @@ struct stmt_copy {
 	bool force_null_all, force_not_null_all;	/* FORCE_NULL * / FORCE_NOT_NULL * */
 };
 
+/* DECLARE / FETCH / MOVE / CLOSE: a cursor (or protocol portal) by name. */
+enum stmt_cursor_op {
+	STMT_CUR_DECLARE = 0,
+	STMT_CUR_FETCH,		/* FETCH, or MOVE when is_move */
+	STMT_CUR_CLOSE,		/* CLOSE name; CLOSE ALL when name is NULL */
+};
+
+/* FETCH / MOVE directions as Postgres keeps them (NEXT = FORWARD 1, PRIOR = BACKWARD 1,
+ * FIRST = ABSOLUTE 1, LAST = ABSOLUTE -1, a bare count = FORWARD count). */
+enum stmt_fetch_dir {
+	STMT_FETCH_FORWARD = 0,
+	STMT_FETCH_BACKWARD,
+	STMT_FETCH_ABSOLUTE,
+	STMT_FETCH_RELATIVE,
+};
+
+#define STMT_FETCH_ALL INT64_MAX	/* FETCH ALL / FORWARD ALL / BACKWARD ALL */
+
+struct stmt_cursor {
+	enum stmt_cursor_op op;
+	const char *name;	/* the cursor (portal) name; NULL for CLOSE ALL */
+	/* DECLARE */
+	bool binary;		/* BINARY */
+	bool scroll;		/* SCROLL */
+	bool no_scroll;		/* NO SCROLL (neither: Postgres decides by the plan) */
+	bool hold;		/* WITH HOLD */
+	struct stmt *query;	/* the cursor's query; arena */
+	uint32_t query_start;	/* its text: stmt.sql + query_start to the end */
+	/* FETCH / MOVE */
+	bool is_move;
+	enum stmt_fetch_dir dir;
+	int64_t count;		/* rows (negative: the other way), STMT_FETCH_ALL */
+};
+
 struct stmt_explain {
 	bool neki_plan;		/* NEKI_PLAN option */
 	bool analyze;
@@ -378,6 +412,7 @@ struct stmt {
 	struct stmt_set *set;		/* SET/RESET/SHOW */
 	struct stmt_copy *copy;		/* COPY */
 	struct stmt_explain *explain;	/* EXPLAIN */
+	struct stmt_cursor *cursor;	/* DECLARE / FETCH / MOVE / CLOSE (kind STMT_SESSION) */
 	const char *sql;		/* the text it was parsed from; arena */
 	uint32_t nstatements;		/* statements in the text (the model is the first) */
 };

@@ -139,6 +139,8 @@ enum plan_action {
 	PLAN_ACT_NEKI_SHOW,	/* __neki.* SHOW: plan.show_value */
 	PLAN_ACT_SESSION,	/* PREPARE, EXECUTE, DEALLOCATE, DISCARD, LISTEN, ... */
 	PLAN_ACT_EXPLAIN,	/* EXPLAIN (NEKI_PLAN): print plan.inner with plan_explain() */
+	PLAN_ACT_CURSOR,	/* DECLARE (plan.inner: its query's plan), FETCH, MOVE, CLOSE
+				 * (stmt->cursor): the executor's cursors */
 };
 
 /* INSERT rows going to one shard, in input order. */
@@ -239,7 +241,8 @@ struct plan {
 	const char *show_value;		/* NEKI_SHOW: the value */
 	const char *query;		/* normalised text sent to shards (EXPLAIN "Query:") */
 	const struct stmt *stmt;	/* borrowed: the statement planned */
-	struct plan *inner;		/* EXPLAIN: the explained statement's plan */
+	struct plan *inner;		/* EXPLAIN: the explained statement's plan; DECLARE: the
+					 * cursor's query's plan */
 };
 
 /*
@@ -320,6 +323,54 @@ char *plan_explain_analyze(const struct plan *p, bool json, const struct plan_ac
 
 /* The statement an `EXPLAIN (...) <statement>` text explains (<sql> itself otherwise). */
 const char *plan_explained_text(const char *sql);
+
+/* ---- cursors (plan_cursor.c) ---- */
+
+/* The text of the query of DECLARE <s> (stmt->cursor->op STMT_CUR_DECLARE): borrowed. */
+const char *plan_cursor_query(const struct stmt *s);
+
+/* Where a cursor stands, as Postgres keeps a portal's position. */
+struct plan_cursor_pos {
+	bool at_start;		/* nothing fetched yet, or moved back before the first row */
+	bool at_end;		/* moved past the last row */
+	uint64_t pos;		/* rows before the current one (1 = on the first row) */
+};
+
+enum plan_fetch_op {
+	PLAN_FETCH_FORWARD = 0,	/* run forward <count> rows */
+	PLAN_FETCH_BACKWARD,	/* run backward <count> rows (needs a scrollable cursor) */
+	PLAN_FETCH_REWIND,	/* back before the first row (needs one unless at the start) */
+};
+
+struct plan_fetch_step {
+	enum plan_fetch_op op;
+	int64_t count;		/* rows; STMT_FETCH_ALL: as many as there are */
+	bool to_client;		/* the statement's result (FETCH's rows); else skipped */
+};
+
+/* How one FETCH / MOVE moves a cursor: at most three steps run in order; the command tag
+ * counts the rows of the last one, or <fixed> when that is not negative (MOVE 0, MOVE
+ * BACKWARD ALL: the steps then count for nothing). */
+struct plan_fetch {
+	struct plan_fetch_step steps[3];
+	uint32_t nsteps;
+	int64_t fixed;
+};
+
+/*
+ * The steps of FETCH / MOVE (<is_move>) <dir> <count> from position <pos>, as Postgres runs
+ * a cursor fetch (ABSOLUTE: rewind and go forward, or move relative when that is shorter;
+ * a zero count re-fetches the current row). Pure.
+ */
+void plan_fetch_plan(const struct plan_cursor_pos *pos, enum stmt_fetch_dir dir, int64_t count,
+		     bool is_move, struct plan_fetch *out);
+
+/*
+ * <pos> after one step: <op> asked for <count> rows (STMT_FETCH_ALL: all, 0: none) and
+ * <n> came (fewer than asked: the end, or the start going backward).
+ */
+void plan_cursor_moved(struct plan_cursor_pos *pos, enum plan_fetch_op op, int64_t count,
+		       uint64_t n);
 
 /* ---- plan cache (plan_cache.c) ---- */
 

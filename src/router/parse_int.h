@@ -142,6 +142,9 @@ bool pb_find(const cJSON *n, bool (*match)(const char *key, const cJSON *node));
 /* Translate utility statement <tag>/<body> into b->s (kind, tx/set/copy/explain, reject). */
 void pb_utility(struct pb *b, const char *tag, const cJSON *body);
 
+/* DECLARE / FETCH / MOVE / CLOSE <tag>/<body> into b->s (parse_cursor.c). */
+void pb_cursor(struct pb *b, const char *tag, const cJSON *body);
+
 /* Translate a statement node (wrapped) of any kind into b->s. */
 void pb_statement(struct pb *b, const cJSON *stmt);
 

@@ -723,6 +723,9 @@ pb_utility(struct pb *b, const char *tag, const cJSON *body)
 		pb_copy(b, body);
 	else if (streq(tag, "ExplainStmt"))
 		pb_explain(b, body);
+	else if (streq(tag, "DeclareCursorStmt") || streq(tag, "FetchStmt") ||
+		 streq(tag, "ClosePortalStmt"))
+		pb_cursor(b, tag, body);
 	if (b->s->kind != STMT_EMPTY)
 		return;
 	b->s->kind = utility_kind(tag);

@@ -111,6 +111,8 @@ bool plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *colu
  * MERGE whose source is a derived table. */
 bool plan_refuse_join(struct pctx *c);
 bool plan_utility(struct pctx *c);
+/* plan_cursor.c: DECLARE (its query planned as plan.inner), FETCH, MOVE, CLOSE. */
+bool plan_cursor(struct pctx *c);
 bool plan_check_session(struct pctx *c);
 
 #endif /* NEKI_ROUTER_PLAN_INT_H */

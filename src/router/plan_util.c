@@ -616,6 +616,8 @@ plan_utility(struct pctx *c)
 	case STMT_PRIV:
 		return plan_all_shards(c);
 	case STMT_SESSION:
+		if (c->s->cursor)
+			return plan_cursor(c);
 		router_plan(c, PLAN_ACT_SESSION);
 		return true;
 	default:

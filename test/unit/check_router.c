@@ -379,5 +379,6 @@ router_suite(void)
 	router_add_plan_tests(s);
 	router_add_seq_tests(s);
 	router_add_fn_tests(s);
+	router_add_cursor_tests(s);
 	return s;
 }

@@ -970,6 +970,42 @@ START_TEST(test_explain_text_json)
 }
 END_TEST
 
+/* DECLARE plans its query (plan.inner); FETCH / MOVE / CLOSE are the router's. The fan-out
+ * limit applies to the cursor's query. */
+START_TEST(test_cursor_plans)
+{
+	struct plan_session sess;
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+	char got[256];
+
+	ck_assert(plan_sql(&fx, "DECLARE c CURSOR WITH HOLD FOR SELECT * FROM orders WHERE "
+			   "customer_id = 42", NULL, NULL, 0, &p, &err));
+	ck_assert(p.kind == PLAN_ROUTER && p.action == PLAN_ACT_CURSOR && p.inner != NULL);
+	ck_assert_int_eq(p.inner->kind, PLAN_SINGLE);
+	got_shards(p.inner, got, sizeof(got));
+	ck_assert_str_eq(got, shard_of("c:42"));
+	rt_fx_done(&fx);
+	ck_assert(plan_sql(&fx, "DECLARE c SCROLL CURSOR FOR SELECT id FROM orders ORDER BY id",
+			   NULL, NULL, 0, &p, &err));
+	ck_assert_int_eq(p.inner->kind, PLAN_SCATTER);
+	ck_assert_uint_eq(p.inner->nshards, 4);
+	ck_assert(p.inner->merge & STMT_F_ORDER);
+	rt_fx_done(&fx);
+	ck_assert(plan_sql(&fx, "FETCH FORWARD 5 FROM c", NULL, NULL, 0, &p, &err));
+	ck_assert(p.kind == PLAN_ROUTER && p.action == PLAN_ACT_CURSOR && p.inner == NULL);
+	rt_fx_done(&fx);
+	plan_session_init(&sess, "store");
+	sess.fanout = PLAN_FANOUT_SINGLE;
+	ck_assert(!plan_sql(&fx, "DECLARE c CURSOR FOR SELECT id FROM orders", &sess, NULL, 0,
+			    &p, &err));
+	ck_assert_str_eq(err.message, "statement's fan-out (scatter) exceeds __neki.fanout "
+			 "(single)");
+	rt_fx_done(&fx);
+}
+END_TEST
+
 /* ANALYZE: actual rows on the top node, one line per shard, the execution time. */
 START_TEST(test_explain_analyze_actuals)
 {
@@ -1564,6 +1600,7 @@ router_add_plan_tests(Suite *s)
 	tcase_add_test(tc, test_params_missing_and_null);
 	tcase_add_loop_test(tc, test_plan_ignores_stale_error, 0, 2);
 	tcase_add_test(tc, test_explain_text_json);
+	tcase_add_test(tc, test_cursor_plans);
 	tcase_add_test(tc, test_explain_nk017_hint);
 	tcase_add_test(tc, test_explain_analyze_actuals);
 	tcase_add_test(tc, test_insert_parts);

@@ -15,7 +15,8 @@ noinst_HEADERS += test/unit/topo_fixtures.h
 unit_sources += test/unit/check_pool.c
 unit_sources += test/unit/check_admin.c
 unit_sources += test/unit/check_router.c test/unit/check_router_plan.c \
-	test/unit/check_router_seq.c test/unit/check_router_fn.c test/unit/router_fixtures.c
+	test/unit/check_router_seq.c test/unit/check_router_fn.c test/unit/check_router_cursor.c \
+	test/unit/router_fixtures.c
 noinst_HEADERS += test/unit/router_fixtures.h
 unit_sources += test/unit/check_dns.c
 unit_sources += test/unit/check_catalog.c

@@ -30,4 +30,7 @@ void router_add_fn_tests(Suite *s);
 /* Sequence allocator tests (check_router_seq.c). */
 void router_add_seq_tests(Suite *s);
 
+/* Cursor statements and their movement rules (check_router_cursor.c). */
+void router_add_cursor_tests(Suite *s);
+
 #endif
