@@ -37,13 +37,6 @@
 			   STMT_F_INTERSECT | STMT_F_WINDOW | STMT_F_WITH_TIES | \
 			   STMT_F_GROUPING_SETS)
 
-enum rstep {
-	RSTEP_DONE = 0,		/* answered; go on with the next statement */
-	RSTEP_ASYNC,		/* an exec runs; route_exec_finished() goes on */
-	RSTEP_STOP,		/* an error was sent; the rest of the Query is skipped */
-	RSTEP_REDO,		/* EXECUTE: plan r->redo_sql in its place */
-};
-
 static struct plan_cache *route_cache;	/* the worker's plan cache */
 
 static void route_next(struct route *r);
@@ -99,7 +92,7 @@ route_reply_notice(struct route *r, const char *sqlstate, const char *msg)
 }
 
 /* An error ends the statement: inside a transaction block it is aborted (as Postgres). */
-static enum rstep
+enum rstep
 route_fail(struct route *r, const struct nk_error *err)
 {
 	struct nk_error e = *err;
@@ -212,22 +205,25 @@ route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const cha
 	free(r->stmt_sql);
 	if ((r->stmt_sql = strdup(sql)) == NULL)
 		return nk_error_set(err, "53200", "out of memory");
+	r->tg_mask = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct rshard *sh = route_shard(r, uids[i], err);
 
 		if (sh == NULL)
 			return false;
 		r->tg[r->ntg++] = (uint32_t)(sh - r->sh);
+		r->tg_mask |= 1u << (sh - r->sh);
 	}
 	r->sequential = false;
 	r->all_shards_ddl = r->seq_ddl = false;
+	r->pull_final = false;
 	r->combine = n == 1 ? RX_PASS : RX_SUM;
 	r->after = RX_AFTER_STMT;
 	r->end_tag[0] = '\0';
 	return true;
 }
 
-static enum rstep
+enum rstep
 route_exec_run(struct route *r)
 {
 	struct nk_error err;
@@ -258,6 +254,7 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 
 	free(r->begin_sql);
 	r->begin_sql = NULL;
+	route_portals_tx_end(r, commit && r->tx == 'T');	/* its portals end with it */
 	if (n == 0) {
 		r->tx = 'I';
 		return tag[0] == '\0' || route_reply_tag(r, tag) ? RSTEP_DONE : RSTEP_STOP;
@@ -282,6 +279,27 @@ route_implicit_begin(struct route *r)
 	r->tx = 'T';
 	r->implicit = true;
 	return true;
+}
+
+/* route_implicit_end: see route_int.h. */
+bool
+route_implicit_end(struct route *r)
+{
+	r->implicit_end = true;
+	if (route_tx_end(r, r->tx == 'T', "") == RSTEP_ASYNC)
+		return true;
+	for (uint32_t i = 0; i < r->nsh; i++)
+		r->sh[i].in_tx = false;
+	r->tx = 'I';
+	return false;
+}
+
+/* route_in_block: see route_int.h (an extended-protocol batch's implicit transaction is
+ * not a block, a simple Query's is: Postgres' IsTransactionBlock()). */
+bool
+route_in_block(const struct route *r)
+{
+	return r->tx != 'I' && !(r->implicit && r->ext_exec);
 }
 
 /* BEGIN in the Query's implicit transaction makes it a transaction block (as Postgres:
@@ -586,6 +604,7 @@ route_discard(struct route *r, const char *sql)
 	route_forget_sets(r);
 	route_prep_free(r);
 	route_ext_drop_stmts(r);
+	route_portals_drop_all(r, true);	/* CLOSE ALL: WITH HOLD cursors too */
 	if (route_pin_discard(r, &err))
 		return route_exec_run(r);
 	if (nk_error_is_set(&err))
@@ -660,6 +679,8 @@ route_action(struct route *r, const struct plan *p, const char *sql, const void 
 		return route_neki(r, p);
 	case PLAN_ACT_EXPLAIN:
 		return route_explain(r, p, sql);
+	case PLAN_ACT_CURSOR:
+		return route_cursor_stmt(r, p, sql);
 	case PLAN_ACT_SESSION:
 		if (p->stmt->tag != NULL)
 			return route_session_stmt(r, p->stmt->tag, sql, img);
@@ -740,6 +761,17 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	struct nk_error err;
 	bool merge;
 
+	if (r->ext_exec && r->ext_max_rows > 0) {
+		/* a portal fetched in parts lives in a transaction on its shards: outside a
+		 * block, the batch's implicit one (committed at Sync, as Postgres) */
+		if (r->tx == 'I' && route_stmt_returns_rows(p->stmt) && !route_implicit_begin(r)) {
+			nk_error_set(&err, "53200", "out of memory");
+			return route_fail(r, &err);
+		}
+		if ((p->kind == PLAN_SHARD_SET || p->kind == PLAN_SCATTER) && p->nshards > 1 &&
+		    route_stmt_returns_rows(p->stmt))	/* (no rows: the limit changes nothing) */
+			return route_pull_portal(r, p, sql);
+	}
 	if (!route_write_implicit(r, p)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_fail(r, &err);
@@ -839,6 +871,8 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 
 		enum route_seq_rc sq = ROUTE_SEQ_READY;
 
+		if (r->ext_exec)
+			r->xrows = route_stmt_returns_rows(st);
 		if (!plan_build(r->arena, st, &in, &p, &err) ||
 		    ((p.nfills > 0 || p.nnextvals > 0) &&
 		     (sq = route_seq_plan(r, &in, &p, &sql, &err)) == ROUTE_SEQ_FAILED))
@@ -854,23 +888,30 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 }
 
 bool
-route_analyse(struct route *r, const char *sql, struct nk_error *err)
+route_analyse(struct route *r, const char *sql, struct route_stmt_info *info,
+	      struct nk_error *err)
 {
 	struct parse_norm norm;
 	uint64_t rev = shm_topo_revision();
+	const struct stmt *st = NULL;
 	struct cat_view cv;
-	bool ok;
 
 	nk_error_clear(err);
 	cat_view_acquire(&cv, r->db);
 	rarena_reset(r->arena);
 	if (!parse_normalize(r->arena, sql, &norm))
-		ok = nk_error_set(err, "53200", "out of memory");
-	else
-		ok = plan_cache_get(route_cache, &norm, rev, cv.version) != NULL ||
-		     plan_cache_put(route_cache, sql, &norm, rev, cv.version, err) != NULL;
+		nk_error_set(err, "53200", "out of memory");
+	else if ((st = plan_cache_get(route_cache, &norm, rev, cv.version)) == NULL)
+		st = plan_cache_put(route_cache, sql, &norm, rev, cv.version, err);
 	cat_view_release(&cv);
-	return ok;
+	if (info != NULL && st != NULL) {	/* (Postgres' transaction exits) */
+		info->tx_exit = st->kind == STMT_TX &&
+				(st->tx->kind == STMT_TX_COMMIT || st->tx->kind == STMT_TX_ROLLBACK ||
+				 st->tx->kind == STMT_TX_ROLLBACK_TO ||
+				 st->tx->kind == STMT_TX_PREPARE);
+		info->rows = route_stmt_returns_rows(st);
+	}
+	return st != NULL;
 }
 
 bool
@@ -886,6 +927,7 @@ route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 	if (r->s->state == SESS_ST_CLOSED)
 		return false;
 	if (rc != RSTEP_ASYNC) {
+		route_portal_ran(r, rc == RSTEP_DONE);
 		r->ext_exec = false;
 		if (rc == RSTEP_STOP)
 			r->ext_failed = true;
@@ -1002,6 +1044,7 @@ route_next(struct route *r)
 static void
 route_ext_done(struct route *r, bool ok)
 {
+	route_portal_ran(r, ok);
 	r->ext_exec = false;
 	r->ext_portal_describe = false;
 	r->busy = false;
@@ -1024,6 +1067,9 @@ static void
 route_stmt_end(struct route *r, bool ok)
 {
 	r->analyze = false;
+	r->pull_portal = NULL;
+	r->pull_op = RPULL_NONE;
+	route_cursor_settle(r, ok);
 	if (r->ext_exec) {
 		route_ext_done(r, ok);
 		return;
@@ -1055,8 +1101,15 @@ route_combine(struct route *r)
 	char tag[96];
 	struct pktbuf pb;
 
-	if (r->combine == RX_QUIET)	/* the router's own tag (DISCARD ALL), if any */
-		return r->end_tag[0] == '\0' || route_reply_tag(r, r->end_tag);
+	if (r->combine == RX_QUIET || r->combine == RX_PULL) {	/* the router's own tag */
+		if (r->reply_tag[0] == '\0')	/* (DISCARD ALL's, if any) */
+			return r->end_tag[0] == '\0' || route_reply_tag(r, r->end_tag);
+		pktbuf_init(&pb, 64);
+		if (r->reply_nodata)
+			pktbuf_write_no_data(&pb);
+		pktbuf_write_command_complete(&pb, r->reply_tag);
+		return route_send(r, &pb);
+	}
 	if (r->combine == RX_PASS || r->combine == RX_MERGE)
 		return true;
 	pktbuf_init(&pb, 256);
@@ -1162,7 +1215,8 @@ route_after_seq(struct route *r)
 		route_next(r);
 		return;
 	}
-	rc = route_stmt(r, r->portal.query, false, r->seq_params, r->seq_nparams);
+	rc = route_stmt(r, r->xportal != NULL ? r->xportal->query : "", false, r->seq_params,
+			r->seq_nparams);
 	if (rc != RSTEP_ASYNC && r->s->state != SESS_ST_CLOSED)
 		route_ext_done(r, rc == RSTEP_DONE);
 }
@@ -1192,6 +1246,11 @@ route_exec_finished(struct route *r)
 	}
 	if (r->has_err) {
 		route_after_error(r);
+		return;
+	}
+	if (r->pull_op != RPULL_NONE && route_pull_more(r) != RPULL_DONE) {
+		if (r->has_err && r->s->state != SESS_ST_CLOSED)
+			route_after_error(r);	/* (otherwise a round runs, or the client waits) */
 		return;
 	}
 	if (r->combine == RX_MERGE && route_merge_final(r))
@@ -1349,6 +1408,7 @@ route_session_free(struct session *s)
 	route_exec_reset(r);
 	route_forget_sets(r);
 	route_ext_free(r);
+	route_portals_free(r);
 	route_prep_free(r);
 	free(r->redo_sql);
 	free(r->ext_msg);

@@ -184,7 +184,7 @@ route_send_one(struct route *r, struct rshard *sh)
 	sh->sent = true;
 	if (r->analyze && !r->merge_final)
 		sh->a_sent_us = sess_now_us();
-	if (r->ext_exec && sh->ext_msg != NULL && r->after == RX_AFTER_STMT)
+	if (sh->ext_msg != NULL && r->after == RX_AFTER_STMT)	/* its own messages */
 		return link_send(sh->link, sh->ext_msg, sh->ext_len) &&
 		       route_pin_after_send(r, sh);
 	if (r->ext_exec && (r->after == RX_AFTER_STMT || r->after == RX_AFTER_SET))
@@ -268,6 +268,8 @@ route_exec_start(struct route *r, struct nk_error *err)
 	r->pos = r->reading = r->ndone = 0;
 	r->nwait = 0;
 	r->rowdesc_sent = r->has_err = r->err_forwarded = false;
+	r->suspended = false;
+	r->last_tag[0] = '\0';
 	for (uint32_t i = 0; i < r->ntg; i++) {
 		struct rshard *sh = &r->sh[r->tg[i]];
 
@@ -349,14 +351,15 @@ route_on_complete(struct route *r, struct rshard *sh, struct link *l,
 	struct nk_error e;
 	bool has_count;
 
-	if (r->combine == RX_PASS)
-		return route_fwd(r, l, pkt);
 	if (pkt->avail < pkt->len)
 		return route_need_whole(r, l, pkt);
 	if (proto_parse_command_complete(pkt->data + 5, pkt->len - 5, &tag, &e)) {
 		route_tag_split(tag, sh->tag, sizeof(sh->tag), &sh->count, &has_count);
 		sh->counted = has_count;
+		snprintf(r->last_tag, sizeof(r->last_tag), "%s", sh->tag);	/* (a portal's) */
 	}
+	if (r->combine == RX_PASS)
+		return route_fwd(r, l, pkt);
 	return route_skip(l, pkt);
 }
 
@@ -374,7 +377,7 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 	if (!r->has_err) {
 		route_error_from_msg(pkt->data, pkt->len, &r->err);
 		r->has_err = true;
-		if (r->combine == RX_MERGE)
+		if (r->combine == RX_MERGE || r->combine == RX_PULL)
 			route_detail_shards(r, &r->err, "Raised", r->reading, r->reading + 1);
 	}
 	return route_skip(l, pkt);
@@ -510,6 +513,7 @@ route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 	if (route_pin_lost(r, sh, err))
 		return;		/* its LISTEN and locks are gone: so is the session */
 	sh->swallow = 0;
+	route_portals_link_lost(r, idx);
 	if (sh->in_tx && r->tx == 'T')
 		r->tx = 'E';
 	sh->in_tx = false;
@@ -543,6 +547,8 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 
 	if (r->combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
 		return route_seq_msg(r, l, pkt);
+	if (r->combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
+		return route_pull_answer(r, sh, l, pkt);
 	if (r->analyze && !r->merge_final && r->combine != RX_MERGE &&
 	    strchr("TDCnt", pkt->type) != NULL)
 		return route_analyze_answer(r, sh, l, pkt);
@@ -566,7 +572,11 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 		return route_on_param(r, l, pkt, first);
 	case '1':
 	case '2':
+	case '3':
 		return route_skip(l, pkt);
+	case 's':		/* PortalSuspended: the portal stays open on the shard */
+		r->suspended = true;
+		return r->combine == RX_PASS ? route_fwd(r, l, pkt) : route_skip(l, pkt);
 	case 't':
 		if (r->combine == RX_QUIET || r->ext_portal_describe || !first)
 			return route_skip(l, pkt);
@@ -707,8 +717,9 @@ route_release_links(struct route *r)
 		struct rshard *sh = &r->sh[i];
 		struct link *l = sh->link;
 
-		if (l == NULL || sh->swallow > 0 || route_pin_held(sh))
-			continue;	/* (held: LISTEN or advisory locks, route_pin.c) */
+		if (l == NULL || sh->swallow > 0 || route_pin_held(sh) || sh->holds > 0)
+			continue;	/* (held: LISTEN or advisory locks, route_pin.c; a WITH
+					 * HOLD cursor, route_portal.c) */
 		sh->link = NULL;
 		sh->in_tx = false;
 		pool_release(l, link_tx_status(l) == 'I' ? NULL :
@@ -734,7 +745,7 @@ route_drop_links(struct route *r)
 		if (route_pin_held(sh))		/* its LISTEN and locks end with the session */
 			link_close(l, true, "client disconnect while the server held its LISTEN "
 				   "or advisory locks");
-		else if (r->busy || sh->swallow > 0 || link_tx_status(l) != 'I')
+		else if (r->busy || sh->swallow > 0 || sh->holds > 0 || link_tx_status(l) != 'I')
 			link_close(l, true, "client disconnect while server was not ready");
 		else
 			pool_release(l, NULL);

@@ -1,12 +1,16 @@
 /*
  * route_ext.c - the extended query protocol of a routed session. Parse is analysed at once
- * (normalised and cached, syntax errors reported there) and answered by the router; Bind is
- * kept (its values pick the shard) and answered by the router; Execute plans the statement
- * with the bound parameters (text or binary) and sends Parse + Bind (+ Describe when the
- * client asked to describe the portal) + Execute + Sync of the unnamed statement to each
- * target shard; the shards' ParseComplete / BindComplete are dropped. Describe of a
- * statement is answered by one shard (the plan's, or the authoritative one). Close is the
- * router's. After an error the batch is skipped up to Sync, as Postgres does; Sync gets the
+ * (normalised and cached, syntax errors reported there) and answered by the router; Bind
+ * makes a portal (route_portal.c keeps the session's portals: several at once, one
+ * namespace with SQL cursors) and is answered by the router; the first Execute of a portal
+ * plans its statement with the bound parameters (text or binary) and sends Parse + Bind (+
+ * Describe when the client asked to describe the portal) + Execute + Sync of the unnamed
+ * statement to each target shard (with a row limit the shard's portal is the portal's
+ * mirror, kept for the next Execute); the shards' ParseComplete / BindComplete are
+ * dropped. A later Execute goes on where the portal is (route_portal_execute()). Describe
+ * of a statement is answered by one shard (the plan's, or the authoritative one). Close is
+ * the router's. After an error the batch is skipped up to Sync, as Postgres does; Sync
+ * ends the batch's implicit transaction when a row-limited Execute opened one and gets the
  * router's ReadyForQuery. Entry point: route_on_ext().
  */
 #include "neki/base.h"
@@ -72,21 +76,10 @@ route_ext_drop_stmts(struct route *r)
 	}
 }
 
-static void
-route_portal_clear(struct route *r)
-{
-	free(r->portal.query);
-	free(r->portal.oids);
-	free(r->portal.bind_rest);
-	free(r->portal.name);
-	memset(&r->portal, 0, sizeof(r->portal));
-}
-
 void
 route_ext_free(struct route *r)
 {
 	route_ext_drop_stmts(r);
-	route_portal_clear(r);
 }
 
 /* ---- errors and replies ---- */
@@ -124,12 +117,22 @@ route_ext_reply(struct route *r, char type)
 
 /* ---- Parse / Bind / Close ---- */
 
+/* 25P02 in <err> (a message other than a transaction's end in an aborted one). */
+static const struct nk_error *
+route_aborted(struct nk_error *err)
+{
+	nk_error_set(err, "25P02", "current transaction is aborted, commands ignored until end "
+		     "of transaction block");
+	return err;
+}
+
 static bool
 route_on_parse(struct route *r, const uint8_t *body, size_t len)
 {
 	struct proto_parse_msg m;
 	struct nk_error err;
 	struct rstmt *st;
+	struct route_stmt_info info = { false, false };
 
 	if (!proto_parse_parse(body, len, &m, &err))
 		return route_ext_fail(r, &err);
@@ -141,8 +144,10 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 			      "without parameters), or run it on the admin port.");
 		return route_ext_fail(r, &err);
 	}
-	if (!route_analyse(r, m.query, &err))
+	if (!route_analyse(r, m.query, &info, &err))
 		return route_ext_fail(r, &err);
+	if (r->tx == 'E' && !info.tx_exit)
+		return route_ext_fail(r, route_aborted(&err));
 	(void)route_ext_drop_stmt(r, m.name);
 	st = calloc(1, sizeof(*st));
 	if (st == NULL || (st->name = strdup(m.name)) == NULL ||
@@ -154,6 +159,8 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 		return route_ext_fail(r, &err);
 	}
 	st->noids = m.nparams;
+	st->tx_exit = info.tx_exit;
+	st->rows = info.rows;
 	if (m.nparams > 0)
 		memcpy(st->oids, m.oids, (size_t)m.nparams * 4);
 	st->next = r->stmts;
@@ -161,12 +168,14 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 	return route_ext_reply(r, '1');
 }
 
+/* Bind: a new portal (a named one must not exist yet: cursors share the namespace). */
 static bool
 route_on_bind(struct route *r, const uint8_t *body, size_t len)
 {
 	struct proto_bind_msg m;
 	struct nk_error err;
 	const struct rstmt *st;
+	struct rportal *p;
 	size_t names;
 
 	if (!proto_parse_bind(body, len, &m, &err))
@@ -175,24 +184,29 @@ route_on_bind(struct route *r, const uint8_t *body, size_t len)
 		nk_error_set(&err, "26000", "prepared statement \"%s\" does not exist", m.stmt);
 		return route_ext_fail(r, &err);
 	}
+	if (r->tx == 'E' && (!st->tx_exit || m.nparams > 0))
+		return route_ext_fail(r, route_aborted(&err));
+	if (m.portal[0] != '\0' && route_portal_find(r, m.portal) != NULL) {
+		nk_error_set(&err, "42P03", "cursor \"%s\" already exists", m.portal);
+		return route_ext_fail(r, &err);
+	}
 	names = strlen(m.portal) + 1 + strlen(m.stmt) + 1;
-	route_portal_clear(r);
-	r->portal.name = strdup(m.portal);
-	r->portal.query = strdup(st->query);
-	r->portal.oids = st->noids > 0 ? malloc((size_t)st->noids * 4) : NULL;
-	r->portal.bind_rest = malloc(len - names + 1);
-	if (r->portal.name == NULL || r->portal.query == NULL || r->portal.bind_rest == NULL ||
-	    (st->noids > 0 && r->portal.oids == NULL)) {
-		route_portal_clear(r);
+	p = route_portal_new(m.portal);
+	if (p == NULL || (p->query = strdup(st->query)) == NULL ||
+	    (st->noids > 0 && (p->oids = malloc((size_t)st->noids * 4)) == NULL) ||
+	    (p->bind_rest = malloc(len - names + 1)) == NULL) {
+		route_portal_free(p);
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
 	if (st->noids > 0)
-		memcpy(r->portal.oids, st->oids, (size_t)st->noids * 4);
-	r->portal.noids = st->noids;
-	memcpy(r->portal.bind_rest, body + names, len - names);
-	r->portal.bind_len = len - names;
-	r->portal.valid = true;
+		memcpy(p->oids, st->oids, (size_t)st->noids * 4);
+	p->noids = st->noids;
+	memcpy(p->bind_rest, body + names, len - names);
+	p->bind_len = len - names;
+	p->tx_new = r->tx != 'I';
+	p->rows = st->rows;
+	route_portal_add(r, p);
 	return route_ext_reply(r, '2');
 }
 
@@ -204,10 +218,15 @@ route_on_close(struct route *r, const uint8_t *body, size_t len)
 
 	if (!proto_parse_close(body, len, &m, &err))
 		return route_ext_fail(r, &err);
-	if (m.kind == 'S' && !route_ext_drop_stmt(r, m.name))
-		(void)route_prep_drop(r, m.name);	/* one namespace, as Postgres */
-	else if (r->portal.valid && route_streq(r->portal.name, m.name))
-		route_portal_clear(r);
+	if (m.kind == 'S') {
+		if (!route_ext_drop_stmt(r, m.name))
+			(void)route_prep_drop(r, m.name);	/* one namespace, as Postgres */
+	} else {
+		struct rportal *p = route_portal_find(r, m.name);
+
+		if (p != NULL)		/* (none: CloseComplete all the same, as Postgres) */
+			route_portal_drop(r, p, true);
+	}
 	return route_ext_reply(r, '3');
 }
 
@@ -219,15 +238,11 @@ route_bind_params(struct route *r, struct plan_param **out, uint32_t *n, struct 
 {
 	struct pktbuf pb;
 	struct proto_bind_msg m;
+	const struct rportal *x = r->xportal;
 	struct proto_value vals[256];
 	size_t nv;
 
-	/* re-frame the kept Bind (empty names) to read it with the protocol's parser */
-	pktbuf_init(&pb, r->portal.bind_len + 2);
-	pktbuf_put_byte(&pb, 0);
-	pktbuf_put_byte(&pb, 0);
-	pktbuf_put_bytes(&pb, r->portal.bind_rest, r->portal.bind_len);
-	if (pktbuf_failed(&pb) || !proto_parse_bind(pb.buf, pb.len, &m, err)) {
+	if (!route_portal_bind_msg(x, &pb, &m, err)) {	/* the kept Bind, re-framed */
 		pktbuf_cleanup(&pb);
 		return false;
 	}
@@ -246,41 +261,45 @@ route_bind_params(struct route *r, struct plan_param **out, uint32_t *n, struct 
 		pp->data = copy;
 		pp->len = vals[i].p == NULL ? -1 : (int32_t)vals[i].len;
 		pp->binary = proto_bind_param_format(&m, i) == 1;
-		pp->type_oid = i < r->portal.noids ?
-			       ((uint32_t)r->portal.oids[i * 4] << 24 |
-				(uint32_t)r->portal.oids[i * 4 + 1] << 16 |
-				(uint32_t)r->portal.oids[i * 4 + 2] << 8 | r->portal.oids[i * 4 + 3]) :
-			       0;
+		pp->type_oid = i < x->noids ?
+			       ((uint32_t)x->oids[i * 4] << 24 | (uint32_t)x->oids[i * 4 + 1] << 16 |
+				(uint32_t)x->oids[i * 4 + 2] << 8 | x->oids[i * 4 + 3]) : 0;
 	}
 	*n = (uint32_t)nv;
 	pktbuf_cleanup(&pb);
 	return true;
 }
 
-/* The messages every target gets: Parse + Bind (+ Describe) (+ Execute) + Sync. */
+/* The messages every target gets: Parse + Bind of r->xportal (+ Describe) (+ Execute) +
+ * Sync. With a row limit the shard's portal is the portal's mirror, which the shard keeps
+ * (inside the transaction) for the next Execute. */
 static bool
 route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t noids,
 	       bool bind, bool describe_portal, bool describe_stmt, int32_t max_rows)
 {
+	const struct rportal *x = r->xportal;
+	const char *portal = bind && max_rows > 0 ? route_portal_mirror(x) : "";
 	uint32_t o[256];
 	struct pktbuf pb;
 
 	for (uint16_t i = 0; i < noids && i < 256; i++)
 		o[i] = (uint32_t)oids[i * 4] << 24 | (uint32_t)oids[i * 4 + 1] << 16 |
 		       (uint32_t)oids[i * 4 + 2] << 8 | oids[i * 4 + 3];
-	pktbuf_init(&pb, strlen(query) + 64 + r->portal.bind_len);
+	pktbuf_init(&pb, strlen(query) + 64 + (bind ? x->bind_len : 0));
 	pktbuf_write_parse(&pb, "", query, o, noids < 256 ? noids : 256);
 	if (describe_stmt)
 		pktbuf_write_describe(&pb, 'S', "");
 	if (bind) {
+		if (portal[0] != '\0')
+			pktbuf_write_close(&pb, 'P', portal);	/* (none there: harmless) */
 		pktbuf_begin(&pb, 'B');
+		pktbuf_put_string(&pb, portal);
 		pktbuf_put_string(&pb, "");
-		pktbuf_put_string(&pb, "");
-		pktbuf_put_bytes(&pb, r->portal.bind_rest, r->portal.bind_len);
+		pktbuf_put_bytes(&pb, x->bind_rest, x->bind_len);
 		pktbuf_end(&pb);
 		if (describe_portal)
-			pktbuf_write_describe(&pb, 'P', "");
-		pktbuf_write_execute(&pb, "", (uint32_t)max_rows);
+			pktbuf_write_describe(&pb, 'P', portal);
+		pktbuf_write_execute(&pb, portal, (uint32_t)max_rows);
 	}
 	pktbuf_write_sync(&pb);
 	if (pktbuf_failed(&pb)) {
@@ -308,7 +327,7 @@ route_ext_part(struct route *r, struct rshard *sh)
 		     (size_t)r->ext_msg[3] << 8 | r->ext_msg[4]);
 	route_sql_params(sh->sql, used, n);
 	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t *b = i < r->portal.noids ? r->portal.oids + i * 4 : NULL;
+		const uint8_t *b = i < r->xportal->noids ? r->xportal->oids + i * 4 : NULL;
 
 		o[i] = b != NULL ? (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
 				   (uint32_t)b[2] << 8 | b[3] : 0;
@@ -336,27 +355,40 @@ route_on_execute(struct route *r, const uint8_t *body, size_t len)
 	uint32_t nparams = 0;
 	struct nk_error err;
 
+	struct rportal *p;
+
 	if (!proto_parse_execute(body, len, &m, &err))
 		return route_ext_fail(r, &err);
-	if (!r->portal.valid || !route_streq(r->portal.name, m.portal)) {
+	if ((p = route_portal_find(r, m.portal)) == NULL) {
 		nk_error_set(&err, "34000", "portal \"%s\" does not exist", m.portal);
 		return route_ext_fail(r, &err);
 	}
+	if (p->is_cursor || p->state != RPORTAL_BOUND)	/* it goes on where it is */
+		return route_portal_execute(r, p, m.max_rows);
 	r->ext_exec = true;
+	r->xportal = p;
+	r->last_tag[0] = '\0';
+	p->state = RPORTAL_DONE;	/* (route_portal_ran() says what it is once it ran) */
 	rarena_reset(r->arena);
+	nk_error_clear(&err);
 	if (!route_bind_params(r, &params, &nparams, &err) ||
-	    !route_ext_msgs(r, r->portal.query, r->portal.oids, r->portal.noids, true,
-			    r->portal.describe, false, m.max_rows))
+	    !route_ext_msgs(r, p->query, p->oids, p->noids, true, p->describe, false,
+			    m.max_rows)) {
+		r->ext_exec = false;
+		r->xportal = NULL;
+		if (!nk_error_is_set(&err))
+			nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
+	}
 	r->ext_max_rows = m.max_rows;
-	r->ext_describe = r->portal.describe;
-	r->portal.describe = false;
-	return route_run_ext(r, r->portal.query, params, nparams);
+	r->ext_describe = p->describe;
+	p->describe = false;
+	return route_run_ext(r, p->query, params, nparams);
 }
 
 /* Result format codes of the shard query: the client's for the visible columns, text for the
  * hidden ones (a * widens the visible part: the client gave one code per column it sees). */
-static bool
+bool
 route_merge_formats(struct pktbuf *pb, const struct proto_bind_msg *m,
 		    const struct plan_merge *spec, struct nk_error *err)
 {
@@ -392,25 +424,23 @@ route_merge_formats(struct pktbuf *pb, const struct proto_bind_msg *m,
 	return true;
 }
 
-/* Parameter types of a merge query: the client's; a parameter the query no longer references
- * (LIMIT/OFFSET of an aggregate query, HAVING) and the client left untyped gets int8 for
- * LIMIT/OFFSET, bytea or text otherwise (Postgres refuses a type it cannot infer). */
-static void
-route_merge_oids(struct route *r, const char *sql, uint16_t n, uint32_t *o)
+/* route_merge_oids: see route_int.h. */
+void
+route_merge_oids(const struct plan_merge *spec, const struct rportal *x,
+		 const struct proto_bind_msg *m, const char *sql, uint16_t n, uint32_t *o)
 {
-	const struct plan_merge *spec = &r->mspec;
 	bool used[256] = { false };
 
 	route_sql_params(sql, used, n);
 	for (uint16_t i = 0; i < n; i++) {
-		const uint8_t *p = r->portal.oids + i * 4;
+		const uint8_t *p = x != NULL && i < x->noids ? x->oids + i * 4 : NULL;
 		bool count = (spec->limit.is_slot && spec->limit.slot == i) ||
 			     (spec->offset.is_slot && spec->offset.slot == i);
 
-		o[i] = i >= r->portal.noids ? 0 :
+		o[i] = p == NULL ? 0 :
 		       (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 		if (o[i] == 0 && !used[i])
-			o[i] = count ? 20 : i < r->ext_nparams && r->ext_params[i].binary ? 17 : 25;
+			o[i] = count ? 20 : proto_bind_param_format(m, i) == 1 ? 17 : 25;
 	}
 }
 
@@ -422,20 +452,16 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	uint32_t o[256];
 	bool ok;
 
-	pktbuf_init(&kept, r->portal.bind_len + 2);	/* the kept Bind with empty names */
-	pktbuf_put_byte(&kept, 0);
-	pktbuf_put_byte(&kept, 0);
-	pktbuf_put_bytes(&kept, r->portal.bind_rest, r->portal.bind_len);
-	if (pktbuf_failed(&kept) || !proto_parse_bind(kept.buf, kept.len, &m, err)) {
+	if (!route_portal_bind_msg(r->xportal, &kept, &m, err)) {	/* the kept Bind */
 		pktbuf_cleanup(&kept);
-		return nk_error_is_set(err) || nk_error_set(err, "53200", "out of memory");
+		return false;
 	}
 	if (m.nparams > 256) {
 		pktbuf_cleanup(&kept);
 		return nk_error_set(err, "54000", "too many parameters in a merged SELECT");
 	}
-	route_merge_oids(r, sql, m.nparams, o);
-	pktbuf_init(&pb, strlen(sql) + 64 + r->portal.bind_len);
+	route_merge_oids(&r->mspec, r->xportal, &m, sql, m.nparams, o);
+	pktbuf_init(&pb, strlen(sql) + 64 + kept.len);
 	pktbuf_write_parse(&pb, "", sql, o, m.nparams);
 	pktbuf_begin(&pb, 'B');
 	pktbuf_put_string(&pb, "");
@@ -463,6 +489,32 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	return true;
 }
 
+/* The portal whose Describe waits for its Execute; NULL when none. */
+static struct rportal *
+route_describe_waiting(struct route *r)
+{
+	for (struct rportal *p = r->portals; p != NULL; p = p->next)
+		if (p->describe)
+			return p;
+	return NULL;
+}
+
+/* A portal described but not executed next: describe it now (before the next message). */
+static bool
+route_describe_pending(struct route *r, struct rportal *p)
+{
+	struct nk_error err;
+
+	p->describe = false;
+	if (!route_ext_msgs(r, p->query, p->oids, p->noids, false, false, true, 0)) {
+		nk_error_set(&err, "53200", "out of memory");
+		return route_ext_fail(r, &err);
+	}
+	r->ext_exec = true;
+	r->ext_portal_describe = true;
+	return route_describe_stmt(r, p->query);
+}
+
 static bool
 route_on_describe(struct route *r, const uint8_t *body, size_t len)
 {
@@ -473,17 +525,27 @@ route_on_describe(struct route *r, const uint8_t *body, size_t len)
 	if (!proto_parse_describe(body, len, &m, &err))
 		return route_ext_fail(r, &err);
 	if (m.kind == 'P') {
-		if (!r->portal.valid || !route_streq(r->portal.name, m.name)) {
+		struct rportal *p = route_portal_find(r, m.name);
+
+		if (p == NULL) {
 			nk_error_set(&err, "34000", "portal \"%s\" does not exist", m.name);
 			return route_ext_fail(r, &err);
 		}
-		r->portal.describe = true;	/* answered with the Execute */
+		if (r->tx == 'E' && (p->rows || p->is_cursor))	/* (as Postgres) */
+			return route_ext_fail(r, route_aborted(&err));
+		if (p->is_cursor || p->pull != NULL || p->mask != 0)
+			return route_portal_describe(r, p);	/* where it runs */
+		if (p->state != RPORTAL_BOUND)		/* it ran to completion */
+			return route_describe_pending(r, p);
+		p->describe = true;	/* answered with its Execute (route_on_ext) */
 		return true;
 	}
 	if ((st = route_find_stmt(r, m.name)) == NULL) {
 		nk_error_set(&err, "26000", "prepared statement \"%s\" does not exist", m.name);
 		return route_ext_fail(r, &err);
 	}
+	if (r->tx == 'E' && st->rows)
+		return route_ext_fail(r, route_aborted(&err));
 	if (!route_ext_msgs(r, st->query, st->oids, st->noids, false, false, true, 0)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
@@ -492,32 +554,26 @@ route_on_describe(struct route *r, const uint8_t *body, size_t len)
 	return route_describe_stmt(r, st->query);
 }
 
-/* A portal described but never executed before Sync: describe it now. */
-static bool
-route_describe_pending(struct route *r)
-{
-	struct nk_error err;
-
-	r->portal.describe = false;
-	if (!route_ext_msgs(r, r->portal.query, r->portal.oids, r->portal.noids, false, false,
-			    true, 0)) {
-		nk_error_set(&err, "53200", "out of memory");
-		return route_ext_fail(r, &err);
-	}
-	r->ext_exec = true;
-	r->ext_portal_describe = true;
-	return route_describe_stmt(r, r->portal.query);
-}
-
 static bool
 route_on_sync(struct route *r)
 {
+	struct rportal *d = route_describe_waiting(r);
 	struct pktbuf pb;
 
-	if (!r->ext_failed && r->portal.valid && r->portal.describe) {
+	if (!r->ext_failed && d != NULL) {
 		r->sync_pending = true;
-		return route_describe_pending(r);
+		return route_describe_pending(r, d);
 	}
+	if (r->implicit && !r->implicit_end) {	/* the batch's implicit transaction ends */
+		r->sync_pending = true;
+		r->ext_exec = true;
+		if (route_implicit_end(r)) {
+			r->busy = true;
+			return true;
+		}
+		r->ext_exec = false;
+	}
+	r->implicit = r->implicit_end = false;
 	if (route_cat_wait(r, ROUTE_RESUME_SYNC)) {
 		r->busy = true;		/* DDL: ReadyForQuery once the catalog shows it */
 		return true;
@@ -525,7 +581,7 @@ route_on_sync(struct route *r)
 	r->ext_failed = false;
 	r->sync_pending = false;
 	if (r->tx == 'I') {
-		route_portal_clear(r);
+		route_portals_tx_end(r, true);	/* outside a block: the portals end here */
 		route_release_links(r);
 	}
 	r->ext_open = false;
@@ -550,6 +606,36 @@ route_ext_sync_resume(struct route *r)
 		sbuf_continue(&r->s->sb);
 }
 
+/* Is <pkt> (whole) the Execute of portal <p>? */
+static bool
+route_executes(const struct sbuf_pkt *pkt, const struct rportal *p)
+{
+	size_t n = strlen(p->name);
+
+	return pkt->type == 'E' && pkt->len > 5 + n && memcmp(pkt->data + 5, p->name, n + 1) == 0;
+}
+
+/*
+ * A Describe P waits for its portal's Execute to answer with it; when another message
+ * comes first (another portal's messages, Flush), the description is sent before that
+ * message is handled (the packet is offered again once it is), as Postgres answers in
+ * order. True when the packet must wait.
+ */
+static bool
+route_describe_first(struct route *r, const struct sbuf_pkt *pkt)
+{
+	struct rportal *d;
+	bool ok;
+
+	if (pkt->type == 'S' || r->ext_failed || (d = route_describe_waiting(r)) == NULL ||
+	    route_executes(pkt, d))
+		return false;
+	r->in_cb = true;
+	ok = route_describe_pending(r, d);
+	r->in_cb = false;
+	return !ok || r->s->state == SESS_ST_CLOSED || r->busy;
+}
+
 bool
 route_on_ext(struct route *r, const struct sbuf_pkt *pkt)
 {
@@ -564,6 +650,8 @@ route_on_ext(struct route *r, const struct sbuf_pkt *pkt)
 		sess_fatal(s, "client sent too big packet");
 		return false;
 	}
+	if (route_describe_first(r, pkt))
+		return false;	/* offered again after the description */
 	body = pkt->data + 5;
 	len = pkt->len - 5;
 	sbuf_skip(&s->sb, pkt->len);

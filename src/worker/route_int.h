@@ -6,7 +6,9 @@
  * links of per-shard pools, one struct rshard per shard it uses. route.c is the session
  * glue and the statement loop (split, normalise, cache, plan, router actions); route_exec.c
  * acquires links, sends to shards and reads their answers; route_sql.c builds per-shard
- * texts (INSERT split), reads command tags and shard errors.
+ * texts (INSERT split), reads command tags and shard errors; route_portal.c keeps the
+ * session's portals and cursors, route_cursor.c runs DECLARE / FETCH / MOVE / CLOSE and
+ * route_pull.c reads a portal over several shards in parts.
  *
  * Execution of one statement ("exec"): a list of target shards in plan order. Parallel
  * execs send to every target first and then read the answers target by target (the links
@@ -41,6 +43,9 @@ struct seq_entry;
 struct rseq_last;
 struct rnote;
 struct link;
+struct rpull;
+struct pktbuf;
+struct proto_bind_msg;
 
 #define ROUTE_SHARDS_MAX 32	/* shards one session may use */
 #define ROUTE_SETS_MAX 32	/* session SETs replayed on new links */
@@ -54,6 +59,7 @@ enum rx_combine {
 	RX_QUIET,	/* nothing forwarded (COMMIT / ROLLBACK on the shards) */
 	RX_MERGE,	/* rows, descriptions and tags through the merge step (route_merge.c) */
 	RX_SEQ,		/* a sequence reservation: rows kept by route_seq.c, nothing forwarded */
+	RX_PULL,	/* a round of a router-side portal: rows through its merge (route_pull.c) */
 };
 
 /*
@@ -80,6 +86,8 @@ struct rstmt {
 	char *name, *query;		/* owned */
 	uint8_t *oids;			/* owned: noids big-endian uint32 */
 	uint16_t noids;
+	bool tx_exit;			/* COMMIT / ROLLBACK: runs in an aborted transaction */
+	bool rows;			/* it returns rows */
 };
 
 /* A statement of SQL-level PREPARE (route_prep.c). */
@@ -90,15 +98,38 @@ struct rprep {
 	uint32_t ntypes, nparams;
 };
 
-/* The bound portal (Bind): its statement's text and the Bind after the two names. */
+/* Where a portal stands (route_portal.c). */
+enum rportal_state {
+	RPORTAL_BOUND = 0,	/* bound (Bind, DECLARE): not executed yet */
+	RPORTAL_OPEN,		/* executed, suspended: more rows may come */
+	RPORTAL_DONE,		/* ran to completion: an Execute gives no more rows */
+};
+
+/*
+ * A portal of the session by client name: a Bind, or a cursor DECLAREd in SQL (Postgres
+ * keeps both in one namespace). A portal whose rows one shard gives has a portal (or a
+ * cursor) of its own on that shard's link, its "mirror" (route_portal_mirror()); one over
+ * several shards is read by the router (pull, route_pull.c) from a mirror on each.
+ */
 struct rportal {
-	bool valid;
-	bool describe;			/* Describe P arrived: answered with the Execute */
-	char *name, *query;		/* owned */
-	uint8_t *oids;			/* owned */
+	struct rportal *next;
+	char *name;			/* owned; "" is the unnamed portal */
+	char *query;			/* owned: the statement's text */
+	uint8_t *oids;			/* owned: its parameter types, noids big-endian uint32 */
 	uint16_t noids;
-	uint8_t *bind_rest;		/* owned: formats, values, result formats */
+	uint8_t *bind_rest;		/* owned: the Bind after the two names (DECLARE over the
+					 * extended protocol: its Bind) */
 	size_t bind_len;
+	bool describe;			/* Describe P arrived: answered with the first Execute */
+	bool is_cursor;			/* DECLARE (else Bind) */
+	bool hold, binary, scroll;	/* cursor options WITH HOLD, BINARY, SCROLL */
+	bool tx_new;			/* created in the open transaction (ROLLBACK drops it) */
+	enum rportal_state state;
+	bool rows;			/* DONE: its statement returns rows (Execute: "<tag> 0") */
+	char tag[64];			/* DONE: its command tag without the row count */
+	uint32_t mask;			/* bit i: r->sh[i] holds its mirror */
+	bool lost;			/* a link holding a mirror broke: it cannot go on */
+	struct rpull *pull;		/* owned: several shards: the router's side of it */
 };
 
 /* One shard the session uses. */
@@ -111,6 +142,8 @@ struct rshard {
 	bool waiting;			/* queued in the pool */
 	bool in_tx;			/* BEGIN was sent in the current transaction */
 	uint32_t swallow;		/* injected Queries whose answers are dropped */
+	uint32_t holds;			/* WITH HOLD cursors on its link: kept after the
+					 * transaction (pinned to the session) */
 	/* the current exec */
 	bool target, sent, done, failed;
 	bool held;			/* merge_streams: paused by back-pressure */
@@ -144,6 +177,22 @@ enum rx_after {
 	RX_AFTER_ROLLBACK,	/* ROLLBACK on the shards (also after a failed COMMIT) */
 	RX_AFTER_SET,		/* a session SET ran: remember it for new links */
 	RX_AFTER_SEQ,		/* sequence values were reserved: plan the statement again */
+};
+
+/* How a statement went (route.c's loop). */
+enum rstep {
+	RSTEP_DONE = 0,		/* answered; go on with the next statement */
+	RSTEP_ASYNC,		/* an exec runs; route_exec_finished() goes on */
+	RSTEP_STOP,		/* an error was sent; the rest of the Query is skipped */
+	RSTEP_REDO,		/* EXECUTE: plan r->redo_sql in its place */
+};
+
+/* What an operation on a router-side portal does (route_pull.c). */
+enum rpull_op {
+	RPULL_NONE = 0,
+	RPULL_EXECUTE,		/* protocol Execute: rows, then PortalSuspended or "SELECT n" */
+	RPULL_FETCH,		/* FETCH: RowDescription, rows, "FETCH n" */
+	RPULL_MOVE,		/* MOVE: rows counted, "MOVE n" */
 };
 
 /* What the catalog poll timer resumes once a refresh after DDL is served. */
@@ -183,7 +232,16 @@ struct route {
 	struct rstmt *stmts;		/* owned: extended-protocol statements */
 	struct rprep *preps;		/* owned: SQL-level PREPAREd statements */
 	char *redo_sql;			/* owned: EXECUTE's statement, planned next */
-	struct rportal portal;		/* the (one) bound portal */
+	struct rportal *portals;	/* owned: the session's portals and cursors */
+	struct rportal *xportal;	/* weak: the portal the extended-protocol exec runs */
+	bool suspended;			/* the exec's shard sent PortalSuspended */
+	bool xrows;			/* the extended-protocol statement returns rows */
+	char last_tag[64];		/* the exec's last CommandComplete tag, without count */
+	struct rportal *cur_new;	/* owned: a DECLAREd cursor, added when its exec succeeds */
+	struct rportal *cur_close;	/* weak: dropped when its CLOSE's exec succeeds */
+	bool cur_close_all;		/* CLOSE ALL: every portal then */
+	char reply_tag[32];		/* the router's tag for an exec whose answers are dropped */
+	bool reply_nodata;		/* ... after NoData (a described portal) */
 	bool ext_exec;			/* the current exec runs an extended-protocol batch */
 	bool ext_portal_describe;	/* ... that only describes a portal (no 't') */
 	bool sync_pending;		/* Sync waits for that describe */
@@ -201,6 +259,7 @@ struct route {
 	/* the current exec */
 	uint32_t tg[ROUTE_SHARDS_MAX];	/* shard numbers, in plan order */
 	uint32_t ntg, pos, nwait;
+	uint32_t tg_mask;		/* bit i: r->sh[i] is a target (kept after the exec) */
 	bool sequential;
 	enum rx_combine combine;
 	enum rx_after after;
@@ -236,6 +295,20 @@ struct route {
 	struct plan *analyze_plan;	/* in arena (strings copied) */
 	uint64_t analyze_start_us;
 	uint64_t analyze_rows;		/* rows the merge let out */
+	/* an operation on a router-side portal (route_pull.c): steps of a FETCH / MOVE, or an
+	 * Execute; each step reads rows in rounds of shard pulls */
+	struct rportal *pull_portal;	/* weak: the portal read (NULL: none) */
+	enum rpull_op pull_op;
+	struct plan_fetch pull_plan;	/* FETCH / MOVE: the steps */
+	uint32_t pull_step;		/* the step running */
+	int64_t pull_want;		/* rows the step wants (STMT_FETCH_ALL: all) */
+	uint64_t pull_rows;		/* rows the step had so far */
+	uint64_t pull_base;		/* the row the cursor was on when the step began */
+	uint64_t pull_result;		/* rows of the result step */
+	bool pull_running;		/* a forward step reads rows */
+	bool pull_final;		/* the round runs the merge's final combine query */
+	bool pull_wait;			/* the client's queue is long: the next round waits */
+	bool pull_head;			/* FETCH: RowDescription sent */
 	/* sequence values (route_seq.c) */
 	struct seq_entry *seq_fill;	/* the reservation this session runs (RX_SEQ) */
 	struct seq_entry *seq_wait;	/* another session's reservation it waits for */
@@ -290,12 +363,29 @@ NK_MUSTCHECK bool route_implicit_begin(struct route *r);
 void route_copy_done(struct route *r, const char *tag, const struct nk_error *err);
 /* Send <pb> (freed) to the client; false when the client is gone (the session is closed). */
 NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
+/* An error ends the statement (sent; a transaction block becomes aborted): RSTEP_STOP. */
+enum rstep route_fail(struct route *r, const struct nk_error *err);
+/* Start the exec set up (r->busy): RSTEP_ASYNC, or RSTEP_STOP after route_fail(). */
+enum rstep route_exec_run(struct route *r);
+/* Is the session in a transaction block (explicit, or a simple Query's implicit one)? */
+bool route_in_block(const struct route *r);
+/* End the extended-protocol batch's implicit transaction (at Sync): true while its COMMIT
+ * (ROLLBACK after an error) runs on the shards. */
+bool route_implicit_end(struct route *r);
 
 /* A catalog refresh after DDL is not served yet: arm the poll timer to call <resume>
  * (true); false when there is nothing (more) to wait for. */
 bool route_cat_wait(struct route *r, enum route_resume resume);
-/* Normalise and analyse <sql> (cached): syntax errors at Parse. */
-NK_MUSTCHECK bool route_analyse(struct route *r, const char *sql, struct nk_error *err);
+/* What Parse needs to know of a statement (route_analyse()). */
+struct route_stmt_info {
+	bool tx_exit;		/* COMMIT, ROLLBACK [TO], PREPARE TRANSACTION: allowed in an
+				 * aborted transaction */
+	bool rows;		/* it returns rows (its description is refused there) */
+};
+
+/* Normalise and analyse <sql> (cached): syntax errors at Parse; <info> may be NULL. */
+NK_MUSTCHECK bool route_analyse(struct route *r, const char *sql,
+				struct route_stmt_info *info, struct nk_error *err);
 /* Plan <sql> with bound <params> and run it with r->ext_msg; false when the session closed. */
 bool route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 		   uint32_t nparams);
@@ -316,6 +406,15 @@ NK_MUSTCHECK bool route_ext_merge_msgs(struct route *r, const char *sql, bool fi
 				       struct nk_error *err);
 /* The Sync that waited for an exec. */
 bool route_ext_sync(struct route *r);
+/* The shard query's result formats: the client's (<m>'s) for the visible columns of <spec>,
+ * text for the hidden ones; false with <err> when they do not fit. */
+NK_MUSTCHECK bool route_merge_formats(struct pktbuf *pb, const struct proto_bind_msg *m,
+				      const struct plan_merge *spec, struct nk_error *err);
+/* Parameter types of a merge query <sql>: <x>'s (NULL: none); a parameter <sql> does not
+ * reference and the client left untyped gets int8 for LIMIT/OFFSET of <spec>, bytea
+ * (bound in binary in <m>) or text otherwise (Postgres refuses a type it cannot infer). */
+void route_merge_oids(const struct plan_merge *spec, const struct rportal *x,
+		      const struct proto_bind_msg *m, const char *sql, uint16_t n, uint32_t *o);
 /* The Sync that waited for a catalog refresh (route_cat_wait()). */
 void route_ext_sync_resume(struct route *r);
 void route_ext_free(struct route *r);
@@ -395,6 +494,106 @@ bool route_merge_may_read(struct route *r, uint32_t k);
 void route_merge_resume(struct route *r);
 /* The client's queue drained (SBUF_EV_SEND_DONE of a routed session). */
 void route_on_send_done(struct route *r);
+
+/* ---- route_portal.c ---- */
+
+/* The portal (or cursor) <name>; NULL when there is none. */
+struct rportal *route_portal_find(struct route *r, const char *name);
+/* A new portal <name> (not in the session's list yet); NULL on no memory. */
+struct rportal *route_portal_new(const char *name);
+/* Put <p> in the session's list; the unnamed portal replaces the one there was. */
+void route_portal_add(struct route *r, struct rportal *p);
+/* Take <p> out of the list and free it; <close>: close its mirrors on their links first. */
+void route_portal_drop(struct route *r, struct rportal *p, bool close);
+void route_portal_free(struct rportal *p);
+/* The name of <p>'s mirror on its shards (the unnamed portal's is a name of its own, so
+ * the router's own unnamed statements never replace it). */
+const char *route_portal_mirror(const struct rportal *p);
+/* The transaction ends: every portal goes but the WITH HOLD cursors (<commit>: also those
+ * it declared); also outside a transaction at Sync. */
+void route_portals_tx_end(struct route *r, bool commit);
+/* DISCARD ALL / CLOSE ALL succeeded: every portal goes (<unpin>: links of WITH HOLD
+ * cursors are closed). */
+void route_portals_drop_all(struct route *r, bool unpin);
+void route_portals_free(struct route *r);
+/* The link of r->sh[<i>] broke: the portals it held a mirror of are lost. */
+void route_portals_link_lost(struct route *r, uint32_t i);
+/* 08006 for lost portal <p> in <err>; false. */
+bool route_portal_lost(const struct rportal *p, struct nk_error *err);
+/* <p>'s Bind re-framed in <kept> (initialised here; the caller cleans it up) and read into
+ * <m>; a portal without one (NULL, a SQL cursor) reads as a Bind without values. */
+NK_MUSTCHECK bool route_portal_bind_msg(const struct rportal *p, struct pktbuf *kept,
+					struct proto_bind_msg *m, struct nk_error *err);
+/* Execute of a portal already executed, or of a cursor; false when the session closed. */
+bool route_portal_execute(struct route *r, struct rportal *p, int32_t max_rows);
+/* Describe P of a portal already executed (or a cursor): answered at once or by its shard. */
+bool route_portal_describe(struct route *r, struct rportal *p);
+/* The extended-protocol exec of r->xportal ended (<ok>): its state, its mirror. */
+void route_portal_ran(struct route *r, bool ok);
+/* Does the statement of <st> return rows (SELECT, RETURNING, FETCH, SHOW, EXPLAIN)? */
+bool route_stmt_returns_rows(const struct stmt *st);
+
+/* ---- route_cursor.c ---- */
+
+/* DECLARE / FETCH / MOVE / CLOSE planned as <p> (<sql> the statement's text). */
+enum rstep route_cursor_stmt(struct route *r, const struct plan *p, const char *sql);
+/* The statement ended (<ok>): a DECLAREd cursor is added, a CLOSEd one dropped. */
+void route_cursor_settle(struct route *r, bool ok);
+
+/* ---- route_pull.c ---- */
+
+enum rpull_rc {
+	RPULL_ASYNC = 0,	/* a round of shard pulls runs (or the client's queue is long) */
+	RPULL_DONE,		/* the operation's answer is sent */
+	RPULL_FAILED,		/* r->err says why (nothing of it was sent) */
+};
+
+/*
+ * The router's side of a portal over the shards <uids>[0..n): the merge of SELECT <sql>
+ * (LIMIT / OFFSET values from <in>) whose mirrors are named <mirror>, cursors (<cursor>,
+ * FETCH pulls them) or portals (Execute with a row limit). NULL with <err>.
+ */
+struct rpull *route_pull_new(struct route *r, const char *sql, const struct plan_input *in,
+			     const char *const *uids, uint32_t n, const char *mirror, bool cursor,
+			     struct nk_error *err);
+void route_pull_free(struct rpull *pl);
+struct plan_cursor_pos *route_pull_pos(struct rpull *pl);
+/* Shard <i> of <pl> (NULL past the end); *<n> the number of shards. */
+const char *route_pull_uid(const struct rpull *pl, uint32_t i, uint32_t *n);
+/* A SCROLL cursor: keep the rows let out to move backward. */
+void route_pull_set_scroll(struct rpull *pl, bool scroll);
+/* The client's columns from a shard's RowDescription <body>, once. */
+NK_MUSTCHECK bool route_pull_set_cols(struct rpull *pl, const uint8_t *body, size_t len,
+				      struct nk_error *err);
+bool route_pull_has_cols(const struct rpull *pl);
+/* Append the client's RowDescription (result formats <fmt>, <nfmt> int16 codes as in Bind);
+ * false when the columns are not known yet. */
+bool route_pull_rowdesc(const struct rpull *pl, const uint8_t *fmt, uint16_t nfmt,
+			struct pktbuf *pb);
+/* The rows are in formats <fmt> / <nfmt> (the first operation fixes them; a later one
+ * asking for others is 0A000; <unset_only>: only when none are fixed yet). */
+NK_MUSTCHECK bool route_pull_formats(struct rpull *pl, const uint8_t *fmt, uint16_t nfmt,
+				     bool unset_only, struct nk_error *err);
+/* The messages creating mirror cursor <pl> on a shard: DECLARE ... NO SCROLL CURSOR [WITH
+ * HOLD] FOR <its shard query> with <p>'s values, (<describe>) its description, Sync. */
+NK_MUSTCHECK bool route_pull_declare_msgs(struct rpull *pl, const struct rportal *p, bool hold,
+					  bool describe, struct pktbuf *pb, struct nk_error *err);
+/* Run <plan> (an Execute: one forward step) on router-side portal <p>; <head>: the
+ * RowDescription goes before the result's rows. */
+enum rpull_rc route_pull_start(struct route *r, struct rportal *p, enum rpull_op op,
+			       const struct plan_fetch *plan, bool head);
+/* The first Execute (with a row limit) of r->xportal planned over several shards as <p>
+ * (SELECT <sql>): the portal becomes the router's, its first rows are read. */
+enum rstep route_pull_portal(struct route *r, const struct plan *p, const char *sql);
+/* A round ended (from route_exec_finished()): go on. */
+enum rpull_rc route_pull_more(struct route *r);
+/* RX_PULL: a 'T', 'D', 'C' or 's' of a shard. */
+bool route_pull_answer(struct route *r, struct rshard *sh, struct link *l,
+		       const struct sbuf_pkt *pkt);
+/* The client's queue drained: a round that waited goes. */
+void route_pull_resume(struct route *r);
+/* <name> as a quoted identifier (malloc'd; NULL on no memory). */
+char *route_quote_ident(const char *name);
 
 /* ---- route_seq.c ---- */
 

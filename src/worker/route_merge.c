@@ -57,10 +57,7 @@ route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 	struct merge_options opt = { r->collate, -1, 0, false, false };
 
 	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
-	if (r->ext_exec) {
-		if (r->ext_max_rows > 0)
-			return nk_error_set(err, "0A000", "a SELECT merged across shards cannot be "
-					    "fetched in parts (Execute with a row limit)");
+	if (r->ext_exec) {	/* (a row limit goes through route_pull.c) */
 		in.params = r->ext_params;
 		in.nparams = r->ext_nparams;
 		opt.omit_rowdesc = !r->ext_describe;
@@ -105,6 +102,10 @@ route_merge_resume(struct route *r)
 void
 route_on_send_done(struct route *r)
 {
+	if (r->pull_wait) {	/* a router-side portal's next round */
+		route_pull_resume(r);
+		return;
+	}
 	if (!r->client_full)
 		return;
 	r->client_full = false;

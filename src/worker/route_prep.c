@@ -206,7 +206,7 @@ route_prepare(struct route *r, const char *sql, struct nk_error *err)
 				    (int)strcspn(q, " \t\r\n(;"), q);
 	if (rp_find(r, name) != NULL || route_ext_has_stmt(r, name))
 		return nk_error_set(err, "42P05", "prepared statement \"%s\" already exists", name);
-	if (!route_analyse(r, q, err))	/* syntax errors now, as Postgres */
+	if (!route_analyse(r, q, NULL, err))	/* syntax errors now, as Postgres */
 		return false;
 	if ((p = calloc(1, sizeof(*p))) == NULL ||
 	    (ntypes > 0 && (p->types = calloc(ntypes, sizeof(char *))) == NULL))
