@@ -752,3 +752,27 @@ def test_memory_stays_bounded_while_a_merged_cursor_is_read_slowly(store):
     if "asan" not in os.environ.get("NEKI_BIN", ""):
         assert peak < 12 * 1024, f"worker RSS grew by {peak} kB"     # (ASan keeps frees)
     print(f"worker RSS growth while reading 13 MB slowly: {peak} kB")
+
+
+def test_scroll_cursor_over_several_shards_has_a_memory_bound(store):
+    """A SCROLL cursor over several shards keeps the rows it let out (to go back over them)
+    up to 64 MB on the router; past that a fetch is refused, the block aborted."""
+    with store.connect() as conn:
+        conn.execute("BEGIN")
+        conn.execute("DECLARE s SCROLL CURSOR FOR SELECT id, repeat(pad, 16) FROM big "
+                     "ORDER BY id")
+        assert len(conn.execute("FETCH 1000 FROM s").fetchall()) == 1000
+        assert conn.execute("FETCH BACKWARD 2 FROM s").fetchall()[1][0] == 998
+        with pytest.raises(psycopg.Error) as ei:
+            conn.execute("MOVE FORWARD ALL IN s")
+        assert ei.value.diag.sqlstate == "54000"
+        assert ei.value.diag.message_primary == \
+            'scrollable cursor "s" over several shards needs more than 64 MB on the router'
+        assert ei.value.diag.message_hint == "Declare it NO SCROLL to read it forward only."
+        conn.execute("ROLLBACK")
+        # NO SCROLL reads all of it
+        conn.execute("BEGIN")
+        conn.execute("DECLARE s NO SCROLL CURSOR FOR SELECT id, repeat(pad, 16) FROM big "
+                     "ORDER BY id")
+        assert conn.execute("MOVE FORWARD ALL IN s").statusmessage == f"MOVE {NBIG}"
+        conn.execute("ROLLBACK")
