@@ -340,14 +340,13 @@ portal_done_reply(struct route *r, const struct rportal *p)
 /* The client's result formats of a router-side Execute of <p>: its Bind's, or a cursor's
  * BINARY option. */
 static bool
-exec_formats(struct route *r, struct rportal *p, struct nk_error *err)
+exec_formats(struct rportal *p, struct nk_error *err)
 {
 	static const uint8_t binary[2] = { 0, 1 };
 	struct proto_bind_msg m;
 	struct pktbuf kept;
 	bool ok;
 
-	(void)r;
 	if (p->is_cursor)
 		return route_pull_formats(p->pull, binary, p->binary ? 1 : 0, false, err);
 	ok = route_portal_bind_msg(p, &kept, &m, err) &&
@@ -386,7 +385,7 @@ route_portal_execute(struct route *r, struct rportal *p, int32_t max_rows)
 	f.steps[0].count = max_rows > 0 ? max_rows : STMT_FETCH_ALL;
 	f.steps[0].to_client = true;
 	nk_error_clear(&err);
-	if (!exec_formats(r, p, &err))
+	if (!exec_formats(p, &err))
 		return portal_fail(r, &err);
 	r->ext_exec = true;
 	switch (route_pull_start(r, p, RPULL_EXECUTE, &f, false)) {

@@ -658,6 +658,8 @@ op_finish(struct route *r, struct rportal *p)
 	r->pull_portal = NULL;
 	r->pull_op = RPULL_NONE;
 	pktbuf_init(&pb, 64);
+	if (op == RPULL_MOVE && r->ext_exec && r->ext_describe)
+		pktbuf_write_no_data(&pb);	/* (a described MOVE returns no rows) */
 	if (op == RPULL_EXECUTE && f->steps[0].count != STMT_FETCH_ALL &&
 	    n == (uint64_t)f->steps[0].count) {
 		pktbuf_write_portal_suspended(&pb);

@@ -456,6 +456,38 @@ def test_scroll_cursor_over_several_shards_walks_like_postgres(store):
         pw.batch(query("CLOSE s; COMMIT"))
 
 
+def test_binary_cursors_and_cursors_over_the_extended_protocol(store):
+    with Pair(store) as pw:
+        for sql in (MERGED, SINGLE, AGG):
+            pw.batch(query(f"BEGIN; DECLARE b BINARY CURSOR FOR {sql}; FETCH 3 b; FETCH 2 b; "
+                           "CLOSE b; COMMIT"))
+        # what psycopg sends: every statement with Describe P; Describe P of the cursor
+        for sql, ncols in ((MERGED, 3), (SINGLE, 4)):
+            pw.batch(query("BEGIN"))
+            pw.batch(parse("", f"DECLARE x CURSOR FOR {sql}"), bind("", ""),
+                     describe("P", ""), execute("", 0), SYNC)
+            pw.batch(describe("P", "x"), SYNC)
+            for rfmt in ((1,), (1,) * ncols, (1,)):
+                pw.batch(parse("", "FETCH FORWARD 4 FROM x"), bind("", "", (), rfmt),
+                         describe("P", ""), execute("", 0), SYNC)
+            pw.batch(parse("", "MOVE 2 IN x"), bind("", ""), describe("P", ""),
+                     execute("", 0), parse("", "CLOSE x"), bind("", ""), describe("P", ""),
+                     execute("", 0), SYNC)
+            pw.batch(query("COMMIT"))
+    # the rows of a cursor over several shards keep the formats of its first FETCH
+    w = Wire(store.neki.port)
+    w.login(database=store.db)
+    try:
+        w.query(f"BEGIN; DECLARE x CURSOR FOR {MERGED}; FETCH 1 FROM x")
+        for m in (parse("", "FETCH 1 FROM x"), bind("", "", (), (1,)), execute("", 0), SYNC):
+            w.send(*m)
+        got = compact(w.read_until("Z"))
+        assert got[2] == ("E", "0A000", 'cannot change the result format of cursor "x" over '
+                          "several shards", None), got
+    finally:
+        w.close()
+
+
 def test_cursor_errors_and_namespace(store):
     with Pair(store) as pw:
         pw.batch(query(f"DECLARE c CURSOR FOR {MERGED}"))       # 25P01 outside a block
