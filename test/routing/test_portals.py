@@ -174,8 +174,13 @@ class Pair:
             for m in msgs:
                 w.send(*m)
             last = msgs[-1][0]
-            got.append(compact(w.read_until("Z") if last in (b"S", b"Q") else
-                               [w.read_msg()]))
+            if last in (b"S", b"Q"):
+                got.append(compact(w.read_until("Z")))
+            else:           # Flush: up to the end of the last Execute's answer
+                out = []
+                while not out or out[-1][0] not in "sCEI":
+                    out.append(w.read_msg())
+                got.append(compact(out))
         neki, ref = got
         if not ordered:
             # concatenation over shards: the same messages, rows in another order (so an
@@ -241,6 +246,18 @@ def test_execute_exactly_the_rows_there_are(store):
             got = pw.batch(parse("", sql), bind("", ""), execute("", len(rows)),
                            execute("", len(rows)), SYNC)
             assert types(got) == "12" + "D" * len(rows) + "sCZ", got
+
+
+def test_row_limit_with_flush_and_no_sync(store):
+    """node-postgres' pg-cursor: Execute with a row limit and Flush, Sync only at the end."""
+    with Pair(store) as pw:
+        for sql, ordered in QUERIES:
+            pw.batch(parse("", sql), bind("", ""), describe("P", ""), execute("", 5), FLUSH,
+                     ordered=ordered, complete=False)
+            for _ in range(3):
+                pw.batch(execute("", 5), FLUSH, ordered=ordered, complete=False)
+            pw.batch(close("P", ""), SYNC)
+            pw.batch(query("SELECT 1"))
 
 
 def test_named_portals_interleaved_in_a_block(store):
