@@ -505,6 +505,7 @@ struct rportal *route_portal_new(const char *name);
 void route_portal_add(struct route *r, struct rportal *p);
 /* Take <p> out of the list and free it; <close>: close its mirrors on their links first. */
 void route_portal_drop(struct route *r, struct rportal *p, bool close);
+/* Free <p> (not in the list) with its router-side part. */
 void route_portal_free(struct rportal *p);
 /* The name of <p>'s mirror on its shards (the unnamed portal's is a name of its own, so
  * the router's own unnamed statements never replace it). */
@@ -557,15 +558,13 @@ struct rpull *route_pull_new(struct route *r, const char *sql, const struct plan
 			     const char *const *uids, uint32_t n, const char *mirror, bool cursor,
 			     struct nk_error *err);
 void route_pull_free(struct rpull *pl);
+/* The position of router-side cursor <pl> (FETCH / MOVE plan from it). */
 struct plan_cursor_pos *route_pull_pos(struct rpull *pl);
-/* Shard <i> of <pl> (NULL past the end); *<n> the number of shards. */
-const char *route_pull_uid(const struct rpull *pl, uint32_t i, uint32_t *n);
 /* A SCROLL cursor: keep the rows let out to move backward. */
 void route_pull_set_scroll(struct rpull *pl, bool scroll);
 /* The client's columns from a shard's RowDescription <body>, once. */
 NK_MUSTCHECK bool route_pull_set_cols(struct rpull *pl, const uint8_t *body, size_t len,
 				      struct nk_error *err);
-bool route_pull_has_cols(const struct rpull *pl);
 /* Append the client's RowDescription (result formats <fmt>, <nfmt> int16 codes as in Bind);
  * false when the columns are not known yet. */
 bool route_pull_rowdesc(const struct rpull *pl, const uint8_t *fmt, uint16_t nfmt,

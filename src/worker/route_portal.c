@@ -33,6 +33,7 @@
 
 /* ---- the namespace ---- */
 
+/* route_portal_find: see route_int.h. */
 struct rportal *
 route_portal_find(struct route *r, const char *name)
 {
@@ -42,6 +43,7 @@ route_portal_find(struct route *r, const char *name)
 	return NULL;
 }
 
+/* route_portal_new: see route_int.h. */
 struct rportal *
 route_portal_new(const char *name)
 {
@@ -54,6 +56,7 @@ route_portal_new(const char *name)
 	return p;
 }
 
+/* route_portal_free: see route_int.h. */
 void
 route_portal_free(struct rportal *p)
 {
@@ -67,6 +70,7 @@ route_portal_free(struct rportal *p)
 	free(p);
 }
 
+/* route_portal_mirror: see route_int.h. */
 const char *
 route_portal_mirror(const struct rportal *p)
 {
@@ -120,6 +124,7 @@ portal_unlink(struct route *r, struct rportal *p, bool close)
 	}
 }
 
+/* route_portal_drop: see route_int.h. */
 void
 route_portal_drop(struct route *r, struct rportal *p, bool close)
 {
@@ -139,6 +144,7 @@ route_portal_drop(struct route *r, struct rportal *p, bool close)
 	route_portal_free(p);
 }
 
+/* route_portal_add: see route_int.h. */
 void
 route_portal_add(struct route *r, struct rportal *p)
 {
@@ -206,6 +212,7 @@ route_portals_drop_all(struct route *r, bool unpin)
 	}
 }
 
+/* route_portals_free: see route_int.h. */
 void
 route_portals_free(struct route *r)
 {
@@ -232,6 +239,7 @@ route_portals_link_lost(struct route *r, uint32_t i)
 	r->sh[i].holds = 0;
 }
 
+/* route_portal_lost: see route_int.h. */
 bool
 route_portal_lost(const struct rportal *p, struct nk_error *err)
 {

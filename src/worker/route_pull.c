@@ -95,6 +95,7 @@ route_pull_new(struct route *r, const char *sql, const struct plan_input *in,
 	return pl;
 }
 
+/* route_pull_free: see route_int.h. */
 void
 route_pull_free(struct rpull *pl)
 {
@@ -114,19 +115,14 @@ route_pull_free(struct rpull *pl)
 	free(pl);
 }
 
+/* route_pull_pos: see route_int.h. */
 struct plan_cursor_pos *
 route_pull_pos(struct rpull *pl)
 {
 	return &pl->pos;
 }
 
-const char *
-route_pull_uid(const struct rpull *pl, uint32_t i, uint32_t *n)
-{
-	*n = pl->n;
-	return i < pl->n ? pl->uid[i] : NULL;
-}
-
+/* route_pull_set_scroll: see route_int.h. */
 void
 route_pull_set_scroll(struct rpull *pl, bool scroll)
 {
@@ -216,12 +212,6 @@ route_pull_rowdesc(const struct rpull *pl, const uint8_t *fmt, uint16_t nfmt,
 	pktbuf_write_row_description(pb, c, pl->ncols);
 	free(c);
 	return true;
-}
-
-bool
-route_pull_has_cols(const struct rpull *pl)
-{
-	return pl->cols != NULL;
 }
 
 /* route_pull_formats: see route_int.h. */
@@ -792,6 +782,7 @@ route_pull_portal(struct route *r, const struct plan *p, const char *sql)
 	}
 }
 
+/* route_pull_resume: see route_int.h. */
 void
 route_pull_resume(struct route *r)
 {
