@@ -79,6 +79,14 @@ enum merge_state merge_state(const struct merge *m);
 /* The final combine query (MERGE_NEED_FINAL only; NULL otherwise). Owned by the merge. */
 const char *merge_final_sql(const struct merge *m);
 
+/*
+ * Result formats to ask of the final combine query (extended protocol): one per column it
+ * returns, 1 where the client wants binary (the merge takes those bytes as they come), in
+ * <out> (the first <max>). Returns the column count (maybe more than <max>); 0 outside
+ * MERGE_NEED_FINAL. Values sent in text are converted where the merge can.
+ */
+uint32_t merge_final_formats(const struct merge *m, int16_t *out, uint32_t max);
+
 /* Rows of shard <shard> held by the merge (back-pressure: stop reading a shard that is ahead). */
 uint32_t merge_queued(const struct merge *m, uint32_t shard);
 

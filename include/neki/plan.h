@@ -406,33 +406,54 @@ void plan_cache_stats(const struct plan_cache *c, struct plan_cache_stats *out);
 /* ---- merge specification of a multi-shard SELECT (plan_merge.c) ---- */
 
 enum plan_agg {
-	PLAN_AGG_COUNT = 1,	/* partial: count; combine: sum of counts */
+	PLAN_AGG_COUNT = 1,	/* partial: count; combine: sum of counts (also regr_count) */
 	PLAN_AGG_SUM,		/* partial: sum; combine: sum (floats: final combine SQL) */
 	PLAN_AGG_MIN,
 	PLAN_AGG_MAX,
-	PLAN_AGG_AVG,		/* partials: sum and count; final: final combine SQL */
+	PLAN_AGG_AVG,		/* partials: sum((x) * 1::int2) and count; final combine SQL */
 	PLAN_AGG_BOOL_AND,	/* also every() */
 	PLAN_AGG_BOOL_OR,
 	PLAN_AGG_STRING_AGG,	/* partial strings joined by the constant delimiter */
 	PLAN_AGG_ARRAY_AGG,	/* partial arrays concatenated */
-	PLAN_AGG_COUNT_DISTINCT, /* partial: array_agg(DISTINCT x); final: count(DISTINCT) over
-				  * the concatenated arrays in the final combine SQL */
+	PLAN_AGG_DISTINCT,	/* agg(DISTINCT x ...): partial array_agg(DISTINCT x); the final
+				 * SQL runs <final> over the union of the arrays */
+	PLAN_AGG_BIT_AND,	/* integers: the partials and-ed, or-ed, xor-ed */
+	PLAN_AGG_BIT_OR,
+	PLAN_AGG_BIT_XOR,
+	PLAN_AGG_VARIANCE,	/* stddev / variance family of integers and numeric: partials
+				 * count, sum and sum of squares as numeric; final combine SQL */
+	PLAN_AGG_JSON_AGG,	/* partial arrays joined (col2: the element type is structured) */
+	PLAN_AGG_JSONB_AGG,	/* partial arrays joined */
+	PLAN_AGG_JSON_OBJECT_AGG, /* partial objects joined */
+	PLAN_AGG_JSONB_OBJECT_AGG, /* final SQL: the partial objects concatenated with || */
+	PLAN_AGG_REAGG,		/* final SQL: <final> over the partials (xmlagg, range_agg,
+				 * range_intersect_agg) */
 };
 
 /* One aggregate call: where its partial values are in the shard result. */
 struct plan_merge_agg {
 	enum plan_agg kind;
-	uint32_t col;		/* shard column of the partial (AVG: the sum) */
-	uint32_t col2;		/* AVG: the count column */
+	uint32_t col;		/* shard column of the partial (AVG, VARIANCE: the sum) */
+	uint32_t col2;		/* AVG, VARIANCE: the count; JSON_AGG: the structured flag */
+	uint32_t col3;		/* VARIANCE: the sum of squares */
 	const char *delim;	/* STRING_AGG: the delimiter */
-	/* STRING_AGG / ARRAY_AGG with ORDER BY inside: col is array_agg of the values and
-	 * keycol.. keycol+nkeys-1 array_agg of each sort key (all in that order); the final SQL
-	 * aggregates unnest(k1, .., v) AS u(k1, .., v) with <order> ("ORDER BY k1 DESC, ..") */
+	/* With ORDER BY inside (string_agg, array_agg, json_agg, jsonb_agg, xmlagg): col is
+	 * array_agg of the values and keycol.. keycol+nkeys-1 array_agg of each sort key (all
+	 * in that order); the final SQL aggregates unnest(k1, .., v) AS u(k1, .., v) with
+	 * <final> ("string_agg(v, ',' ORDER BY k1 DESC, ..)") */
 	uint32_t nkeys, keycol;
-	const char *order;
+	/* ORDERED, DISTINCT, REAGG: the final aggregate call over v / e ("sum(DISTINCT e)") */
+	const char *final;
+	bool sample, root;	/* VARIANCE: sample (not population), square root (stddev) */
+	uint32_t carrier;	/* the call's own column when its value comes from the final SQL
+				 * (the shard computes it with FILTER (WHERE false)); UINT32_MAX */
 };
 
-/* Text with aggregate results in between: text[0] agg[0] text[1] ... text[nagg]. */
+/* A hole of a plan_merge_expr that is a plain value: column (agg & ~PLAN_MERGE_HOLE_COL). */
+#define PLAN_MERGE_HOLE_COL 0x80000000u
+
+/* Text with aggregate results (or grouped values) in between: text[0] agg[0] text[1] ...
+ * text[nagg]; a hole with PLAN_MERGE_HOLE_COL is the value of a (text format) column. */
 struct plan_merge_expr {
 	const char **text;
 	uint32_t *agg;

@@ -101,6 +101,7 @@ merge_free(struct merge *m)
 	free(m->sortcol);
 	free(m->rows);
 	free(m->final_col);
+	free(m->final_fmt);
 	free(m->final_sql);
 	free(m->shards);
 	free(m);
@@ -190,7 +191,7 @@ feed_rowdesc(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len
 		if (m->spec->sort[k].byte_order)
 			m->types[m->sortcol[k]].loc = (locale_t)0;
 	m->described = true;
-	return true;
+	return merge_agg_check_types(m, err);
 }
 
 static struct mrow *
@@ -285,7 +286,7 @@ feed_final(struct merge *m, char type, const uint8_t *body, size_t len, struct n
 	if (m->state != MERGE_NEED_FINAL)
 		return nk_error_set(err, "XX000", "final combine result fed without a final query");
 	if (type == 'T')
-		return true;
+		return merge_agg_final_desc(m, body, len, err);
 	if (type == 'D')
 		return merge_agg_final_row(m, body, len, err);
 	return merge_agg_final_done(m, err);

@@ -1,8 +1,8 @@
 /*
  * merge_agg.c - buffered merging: partial rows of an aggregate query combined by group (sort
- * by the group columns, then combine each run), the final combine SQL for the values the
- * router cannot print exactly itself (avg, float sums, expressions over aggregates, HAVING),
- * then DISTINCT, ORDER BY and DISTINCT ON over the result rows.
+ * by the group columns, then combine each run of partial rows into one), then (after the
+ * final combine SQL of merge_final.c, when a value needs it) DISTINCT, ORDER BY and DISTINCT
+ * ON over the result rows.
  */
 #include "neki/base.h"
 
@@ -14,15 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Growable text. */
-struct mtext {
-	char *s;
-	size_t len, cap;
-	bool failed;
-};
-
-static void
-mt_add(struct mtext *t, const char *p, size_t n)
+/* mtext_add: see merge_int.h. */
+void
+mtext_add(struct mtext *t, const char *p, size_t n)
 {
 	if (t->failed)
 		return;
@@ -45,16 +39,24 @@ mt_add(struct mtext *t, const char *p, size_t n)
 	t->s[t->len] = '\0';
 }
 
-static void
-mt_str(struct mtext *t, const char *s)
+/* mtext_str: see merge_int.h. */
+void
+mtext_str(struct mtext *t, const char *s)
 {
-	mt_add(t, s, strlen(s));
+	mtext_add(t, s, strlen(s));
+}
+
+/* merge_oom: see merge_int.h. */
+bool
+merge_oom(struct nk_error *err)
+{
+	return nk_error_set(err, "53200", "out of memory");
 }
 
 static bool
 oom(struct nk_error *err)
 {
-	return nk_error_set(err, "53200", "out of memory");
+	return merge_oom(err);
 }
 
 /* ---- sorting ---- */
@@ -118,13 +120,16 @@ put_int(struct mrow *r, uint32_t c, const struct mv_type *t, int64_t v)
 
 		return mrow_set(r, c, buf, n);
 	}
-	for (int i = 0; i < 8; i++)
-		buf[i] = (char)((uint64_t)v >> (56 - 8 * i));
-	return mrow_set(r, c, buf, 8);
+	int w = t->oid == 21 ? 2 : t->oid == 23 || t->oid == 26 ? 4 : 8;	/* the type's width */
+
+	for (int i = 0; i < w; i++)
+		buf[i] = (char)((uint64_t)v >> (8 * (w - 1 - i)));
+	return mrow_set(r, c, buf, w);
 }
 
-static bool
-put_mdec(struct mrow *r, uint32_t c, const struct mv_type *t, const struct mdec *d)
+/* merge_put_mdec: see merge_int.h. */
+bool
+merge_put_mdec(struct mrow *r, uint32_t c, const struct mv_type *t, const struct mdec *d)
 {
 	bool ok;
 
@@ -194,7 +199,7 @@ combine_numeric(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type 
 		}
 		any = true;
 	}
-	ok = ok && (any ? put_mdec(run[0], c, t, &acc) : mrow_set(run[0], c, NULL, 0));
+	ok = ok && (any ? merge_put_mdec(run[0], c, t, &acc) : mrow_set(run[0], c, NULL, 0));
 	mdec_free(&acc);
 	return ok || oom(err);
 }
@@ -241,6 +246,35 @@ combine_float(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t
 	return mrow_set(run[0], c, buf, len) || oom(err);
 }
 
+/* The non-NULL partials of a run as a text array "{"a","b"}" (the final SQL aggregates
+ * them again). */
+static bool
+combine_collect(struct mrow **run, uint32_t n, uint32_t c, struct nk_error *err)
+{
+	struct mtext s = { 0 };
+	bool any = false, ok;
+
+	mtext_str(&s, "{");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct proto_value *v = &run[i]->vals[c];
+
+		if (!v->p)
+			continue;
+		mtext_str(&s, any ? ",\"" : "\"");
+		for (uint32_t k = 0; k < v->len; k++) {
+			if (v->p[k] == '"' || v->p[k] == '\\')
+				mtext_add(&s, "\\", 1);
+			mtext_add(&s, (const char *)v->p + k, 1);
+		}
+		mtext_str(&s, "\"");
+		any = true;
+	}
+	mtext_str(&s, "}");
+	ok = !s.failed && mrow_set(run[0], c, s.s, (int64_t)s.len);
+	free(s.s);
+	return ok || oom(err);
+}
+
 static bool
 combine_sum(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t,
 	    struct nk_error *err)
@@ -259,8 +293,10 @@ combine_sum(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t,
 	case MV_FLOAT4:
 	case MV_FLOAT8:
 		return combine_float(run, n, c, t, err);
-	default:
-		return bad_partial(err, t);
+	default:	/* interval, money: the final SQL adds them up (text partials only) */
+		if (t->binary || !mv_array_of(t->oid))
+			return bad_partial(err, t);
+		return combine_collect(run, n, c, err);
 	}
 }
 
@@ -320,8 +356,8 @@ combine_string(struct mrow **run, uint32_t n, uint32_t c, const char *delim)
 		if (!v->p)
 			continue;
 		if (any)
-			mt_str(&t, delim);
-		mt_add(&t, (const char *)v->p, v->len);
+			mtext_str(&t, delim);
+		mtext_add(&t, (const char *)v->p, v->len);
 		any = true;
 	}
 	ok = !t.failed && (any ? mrow_set(run[0], c, t.s ? t.s : "", (int64_t)t.len)
@@ -337,11 +373,11 @@ rd32(const uint8_t *p)
 }
 
 static void
-mt_u32(struct mtext *t, uint32_t v)
+mtext_u32(struct mtext *t, uint32_t v)
 {
 	char b[4] = { (char)(v >> 24), (char)(v >> 16), (char)(v >> 8), (char)v };
 
-	mt_add(t, b, 4);
+	mtext_add(t, b, 4);
 }
 
 /* Binary one-dimensional arrays: one header, every element. */
@@ -365,17 +401,17 @@ combine_array_binary(struct mrow **run, uint32_t n, uint32_t c, struct nk_error 
 		hasnull |= rd32(v->p + 4);
 		elem = rd32(v->p + 8);
 		count += rd32(v->p + 12);
-		mt_add(&body, (const char *)v->p + 20, v->len - 20);
+		mtext_add(&body, (const char *)v->p + 20, v->len - 20);
 		any = true;
 	}
 	if (!any)
 		return mrow_set(run[0], c, NULL, 0) || oom(err);
-	mt_u32(&out, 1);
-	mt_u32(&out, hasnull ? 1 : 0);
-	mt_u32(&out, elem);
-	mt_u32(&out, count);
-	mt_u32(&out, 1);
-	mt_add(&out, body.s ? body.s : "", body.len);
+	mtext_u32(&out, 1);
+	mtext_u32(&out, hasnull ? 1 : 0);
+	mtext_u32(&out, elem);
+	mtext_u32(&out, count);
+	mtext_u32(&out, 1);
+	mtext_add(&out, body.s ? body.s : "", body.len);
 	ok = !out.failed && !body.failed && mrow_set(run[0], c, out.s, (int64_t)out.len);
 	free(body.s);
 	free(out.s);
@@ -392,7 +428,7 @@ combine_array(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t
 
 	if (t->binary)
 		return combine_array_binary(run, n, c, err);
-	mt_str(&s, "{");
+	mtext_str(&s, "{");
 	for (uint32_t i = 0; i < n; i++) {
 		const struct proto_value *v = &run[i]->vals[c];
 
@@ -404,19 +440,19 @@ combine_array(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t
 					    "explicit bounds across shards");
 		}
 		if (any)
-			mt_str(&s, ",");
-		mt_add(&s, (const char *)v->p + 1, v->len - 2);
+			mtext_str(&s, ",");
+		mtext_add(&s, (const char *)v->p + 1, v->len - 2);
 		any = true;
 	}
-	mt_str(&s, "}");
+	mtext_str(&s, "}");
 	ok = !s.failed && (any ? mrow_set(run[0], c, s.s, (int64_t)s.len)
 			       : mrow_set(run[0], c, NULL, 0));
 	free(s.s);
 	return ok || oom(err);
 }
 
-/* Ordered string_agg / array_agg: the key and value arrays of every shard, concatenated
- * alike (the final SQL orders them). */
+/* Ordered aggregates: the key and value arrays of every shard, concatenated alike (the
+ * final SQL orders them). */
 static bool
 combine_ordered(struct merge *m, const struct plan_merge_agg *a, struct mrow **run, uint32_t n,
 		struct nk_error *err)
@@ -427,12 +463,107 @@ combine_ordered(struct merge *m, const struct plan_merge_agg *a, struct mrow **r
 	return combine_array(run, n, a->col, &m->types[a->col], err);
 }
 
+/* bit_and / bit_or / bit_xor of integers (bit strings are refused by the type check). */
+static bool
+combine_bits(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t,
+	     enum plan_agg kind, struct nk_error *err)
+{
+	int64_t acc = 0, v;
+	bool any = false;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (!run[i]->vals[c].p)
+			continue;
+		if (!mv_int(t, &run[i]->vals[c], &v))
+			return bad_partial(err, t);
+		acc = !any ? v : kind == PLAN_AGG_BIT_AND ? acc & v : kind == PLAN_AGG_BIT_OR ? acc | v
+											    : acc ^ v;
+		any = true;
+	}
+	return (any ? put_int(run[0], c, t, acc) : mrow_set(run[0], c, NULL, 0)) || oom(err);
+}
+
+/* Text of a JSON partial without its brackets: "[1, 2]" -> "1, 2" (jsonb binary: after the
+ * version byte); false when it is not one. */
+static bool
+json_inner(const struct proto_value *v, const struct mv_type *t, size_t open, size_t close,
+	   const uint8_t **p, size_t *len)
+{
+	size_t skip = t->binary && t->oid == 3802 ? 1 : 0;	/* jsonb binary: version 1 */
+
+	if (v->len < skip + open + close || (skip && v->p[0] != 1))
+		return false;
+	*p = v->p + skip + open;
+	*len = v->len - skip - open - close;
+	return true;
+}
+
+/*
+ * json_agg / jsonb_agg / json_object_agg: the partial arrays (objects) joined as the
+ * aggregate writes them: ", " between elements (json_agg: ", \n " before a non-null element
+ * of an array or composite type, <flag>), "{ " ... " }" around json_object_agg's pairs.
+ */
+static bool
+combine_json(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t, bool object,
+	     bool structured, struct nk_error *err)
+{
+	struct mtext s = { 0 };
+	const uint8_t *p;
+	size_t len;
+	bool any = false, ok;
+
+	if (t->binary && t->oid == 3802)
+		mtext_add(&s, "\1", 1);
+	mtext_str(&s, object ? "{ " : "[");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct proto_value *v = &run[i]->vals[c];
+
+		if (!v->p)
+			continue;
+		if (!json_inner(v, t, object ? 2 : 1, object ? 2 : 1, &p, &len)) {
+			free(s.s);
+			return bad_partial(err, t);
+		}
+		if (any)
+			mtext_str(&s, structured && !(len >= 4 && memcmp(p, "null", 4) == 0)
+					      ? ", \n " : ", ");
+		mtext_add(&s, (const char *)p, len);
+		any = true;
+	}
+	mtext_str(&s, object ? " }" : "]");
+	ok = !s.failed && (any ? mrow_set(run[0], c, s.s, (int64_t)s.len)
+			       : mrow_set(run[0], c, NULL, 0));
+	free(s.s);
+	return ok || oom(err);
+}
+
+/* json_agg: the flag one of the shards sent (each sends it for every group it has). */
+static bool
+json_structured(struct mrow **run, uint32_t n, uint32_t flag)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (run[i]->vals[flag].p)
+			return run[i]->vals[flag].len == 1 && run[i]->vals[flag].p[0] == 't';
+	return false;
+}
+
+static bool
+combine_variance(struct merge *m, const struct plan_merge_agg *a, struct mrow **run,
+		 uint32_t n, struct nk_error *err)
+{
+	return combine_count(run, n, a->col2, &m->types[a->col2], err) &&
+	       combine_numeric(run, n, a->col, &m->types[a->col], err) &&
+	       combine_numeric(run, n, a->col3, &m->types[a->col3], err);
+}
+
 static bool
 combine_agg(struct merge *m, const struct plan_merge_agg *a, struct mrow **run, uint32_t n,
 	    struct nk_error *err)
 {
 	const struct mv_type *t = &m->types[a->col];
 
+	if (a->nkeys)
+		return combine_ordered(m, a, run, n, err);
 	switch (a->kind) {
 	case PLAN_AGG_COUNT:
 		return combine_count(run, n, a->col, t, err);
@@ -448,17 +579,28 @@ combine_agg(struct merge *m, const struct plan_merge_agg *a, struct mrow **run, 
 	case PLAN_AGG_BOOL_OR:
 		return combine_bool(run, n, a->col, t, a->kind == PLAN_AGG_BOOL_AND) || oom(err);
 	case PLAN_AGG_STRING_AGG:
-		if (a->nkeys)
-			return combine_ordered(m, a, run, n, err);
 		if (t->kind != MV_TEXT)
 			return bad_partial(err, t);
 		return combine_string(run, n, a->col, a->delim) || oom(err);
 	case PLAN_AGG_ARRAY_AGG:
-		if (a->nkeys)
-			return combine_ordered(m, a, run, n, err);
+	case PLAN_AGG_DISTINCT:
 		return combine_array(run, n, a->col, t, err);
-	case PLAN_AGG_COUNT_DISTINCT:
-		return combine_array(run, n, a->col, t, err);
+	case PLAN_AGG_BIT_AND:
+	case PLAN_AGG_BIT_OR:
+	case PLAN_AGG_BIT_XOR:
+		return combine_bits(run, n, a->col, t, a->kind, err);
+	case PLAN_AGG_VARIANCE:
+		return combine_variance(m, a, run, n, err);
+	case PLAN_AGG_JSON_AGG:
+		return combine_json(run, n, a->col, t, false, json_structured(run, n, a->col2),
+				    err);
+	case PLAN_AGG_JSONB_AGG:
+		return combine_json(run, n, a->col, t, false, false, err);
+	case PLAN_AGG_JSON_OBJECT_AGG:
+		return combine_json(run, n, a->col, t, true, false, err);
+	case PLAN_AGG_JSONB_OBJECT_AGG:
+	case PLAN_AGG_REAGG:
+		return combine_collect(run, n, a->col, err);
 	}
 	return bad_partial(err, t);
 }
@@ -496,218 +638,6 @@ combine_groups(struct merge *m, struct nk_error *err)
 	return true;
 }
 
-/* ---- the final combine SQL ---- */
-
-static bool
-col_needs_final(struct merge *m, uint32_t i)
-{
-	const struct plan_merge_col *c = &m->spec->cols[i];
-	const struct plan_merge_agg *a;
-
-	if (c->kind == PLAN_MCOL_EXPR)
-		return true;
-	if (c->kind != PLAN_MCOL_AGG)
-		return false;
-	a = &m->spec->aggs[c->agg];
-	return a->kind == PLAN_AGG_AVG || a->kind == PLAN_AGG_COUNT_DISTINCT || a->nkeys > 0 ||
-	       (a->kind == PLAN_AGG_SUM && (m->types[a->col].kind == MV_FLOAT4 ||
-					    m->types[a->col].kind == MV_FLOAT8));
-}
-
-static void
-mt_quoted(struct mtext *t, const uint8_t *p, uint32_t len)
-{
-	mt_str(t, "'");
-	for (uint32_t i = 0; i < len; i++)
-		mt_add(t, p[i] == '\'' ? "''" : (const char *)p + i, p[i] == '\'' ? 2 : 1);
-	mt_str(t, "'");
-}
-
-/* Text form of a non-NULL value of column <c> (binary numbers and bools converted); malloc'd. */
-static char *
-val_text(struct merge *m, uint32_t c, const struct proto_value *v)
-{
-	const struct mv_type *t = &m->types[c];
-	char buf[48];
-	int64_t i;
-	double f;
-	struct mdec d;
-	char *s;
-
-	if (!t->binary)
-		return strndup((const char *)v->p, v->len);
-	if (t->kind == MV_FLOAT4 || t->kind == MV_FLOAT8) {
-		if (!mv_float(t, v, &f))
-			return NULL;
-		return snprintf(buf, sizeof(buf), "%.17g", f), strdup(buf);
-	}
-	switch (t->kind) {
-	case MV_INT:
-		if (!mv_int(t, v, &i))
-			return NULL;
-		snprintf(buf, sizeof(buf), "%lld", (long long)i);
-		return strdup(buf);
-	case MV_BOOL:
-		return strdup(v->len == 1 && v->p[0] ? "t" : "f");
-	case MV_NUMERIC:
-		if (!mdec_from_binary(&d, t->oid, v->p, v->len))
-			return NULL;
-		s = mdec_text(&d);
-		mdec_free(&d);
-		return s;
-	default:
-		return NULL;
-	}
-}
-
-/* A value of column <c> of <r> as a typed SQL literal. */
-static bool
-literal(struct merge *m, const struct mrow *r, uint32_t c, struct mtext *t, struct nk_error *err)
-{
-	const char *type = mv_type_name(m->types[c].oid);
-	const struct proto_value *v = &r->vals[c];
-	char *text = v->p && type ? val_text(m, c, v) : NULL;
-
-	if (!type || (v->p && !text))
-		return nk_error_set(err, "0A000", "cannot compute an expression over aggregates of "
-				    "type %u across shards", m->types[c].oid);
-	if (text)
-		mt_quoted(t, (const uint8_t *)text, (uint32_t)strlen(text));
-	else
-		mt_str(t, "NULL");
-	free(text);
-	mt_str(t, "::");
-	mt_str(t, type);
-	return true;
-}
-
-/* (SELECT string_agg(v, 'd' ORDER BY k1) FROM unnest(<k1 array>, <v array>) AS u(k1, v)) */
-static bool
-ordered_literal(struct merge *m, const struct mrow *r, const struct plan_merge_agg *a,
-		struct mtext *t, struct nk_error *err)
-{
-	char name[16];
-
-	mt_str(t, a->kind == PLAN_AGG_STRING_AGG ? "(SELECT string_agg(v, " : "(SELECT array_agg(v ");
-	if (a->kind == PLAN_AGG_STRING_AGG) {
-		mt_quoted(t, (const uint8_t *)a->delim, (uint32_t)strlen(a->delim));
-		mt_str(t, " ");
-	}
-	mt_str(t, a->order);
-	mt_str(t, ") FROM unnest(");
-	for (uint32_t k = 0; k < a->nkeys; k++) {
-		if (!literal(m, r, a->keycol + k, t, err))
-			return false;
-		mt_str(t, ", ");
-	}
-	if (!literal(m, r, a->col, t, err))
-		return false;
-	mt_str(t, ") AS u(");
-	for (uint32_t k = 0; k < a->nkeys; k++) {
-		snprintf(name, sizeof(name), "k%u, ", k + 1);
-		mt_str(t, name);
-	}
-	mt_str(t, "v))");
-	return true;
-}
-
-static bool
-agg_literal(struct merge *m, const struct mrow *r, uint32_t ai, struct mtext *t,
-	    struct nk_error *err)
-{
-	const struct plan_merge_agg *a = &m->spec->aggs[ai];
-	enum mv_kind k = m->types[a->col].kind;
-	const char *div = k == MV_FLOAT4 || k == MV_FLOAT8 ? "float8" : "numeric";
-	const struct proto_value *sum = &r->vals[a->col], *cnt = &r->vals[a->col2];
-
-	if (a->nkeys > 0)
-		return ordered_literal(m, r, a, t, err);
-	if (a->kind == PLAN_AGG_COUNT_DISTINCT) {	/* the shards' distinct values, counted */
-		mt_str(t, "(SELECT count(DISTINCT e) FROM unnest(");
-		if (!literal(m, r, a->col, t, err))
-			return false;
-		mt_str(t, ") AS e)");
-		return true;
-	}
-	if (a->kind != PLAN_AGG_AVG)
-		return literal(m, r, a->col, t, err);
-	char *st = sum->p ? val_text(m, a->col, sum) : NULL;
-	char *ct = cnt->p ? val_text(m, a->col2, cnt) : NULL;
-
-	if (!st || !ct || strcmp(ct, "0") == 0) {
-		mt_str(t, "NULL::");
-		mt_str(t, div);
-	} else {
-		mt_str(t, "(");
-		mt_quoted(t, (const uint8_t *)st, (uint32_t)strlen(st));
-		mt_str(t, "::");
-		mt_str(t, div);
-		mt_str(t, " / ");
-		mt_quoted(t, (const uint8_t *)ct, (uint32_t)strlen(ct));
-		mt_str(t, "::");
-		mt_str(t, div);
-		mt_str(t, ")");
-	}
-	free(st);
-	free(ct);
-	return true;
-}
-
-static bool
-expr_sql(struct merge *m, const struct mrow *r, const struct plan_merge_expr *e,
-	 struct mtext *t, struct nk_error *err)
-{
-	mt_str(t, "(");
-	for (uint32_t i = 0; i <= e->nagg; i++) {
-		mt_str(t, e->text[i]);
-		if (i == e->nagg)
-			break;
-		mt_str(t, " ");
-		if (!agg_literal(m, r, e->agg[i], t, err))
-			return false;
-		mt_str(t, " ");
-	}
-	mt_str(t, ")");
-	return true;
-}
-
-static bool
-build_final(struct merge *m, struct nk_error *err)
-{
-	const struct plan_merge *s = m->spec;
-	struct mtext t = { 0 };
-
-	mt_str(&t, "VALUES ");
-	for (uint32_t g = 0; g < m->nrows; g++) {
-		bool first = true;
-
-		mt_str(&t, g ? ", (" : "(");
-		for (uint32_t i = 0; i < s->ncols; i++) {
-			if (!m->final_col[i])
-				continue;
-			mt_str(&t, first ? "" : ", ");
-			first = false;
-			if (!expr_sql(m, m->rows[g], &s->cols[i].expr, &t, err))
-				goto fail;
-		}
-		if (s->has_having) {
-			mt_str(&t, first ? "" : ", ");
-			if (!expr_sql(m, m->rows[g], &s->having, &t, err))
-				goto fail;
-		}
-		mt_str(&t, ")");
-	}
-	if (t.failed) {
-		oom(err);
-		goto fail;
-	}
-	m->final_sql = t.s;
-	return true;
-fail:
-	free(t.s);
-	return false;
-}
-
 /* merge_agg_finish: see merge_int.h. */
 bool
 merge_agg_finish(struct merge *m, struct nk_error *err)
@@ -718,109 +648,82 @@ merge_agg_finish(struct merge *m, struct nk_error *err)
 		return nk_error_set(err, "XX000", "no shard described its result");
 	if (!s->grouped)
 		return merge_result_order(m, err);
-	if (!combine_groups(m, err))
+	if (!combine_groups(m, err) || !merge_final_build(m, err))
 		return false;
-	m->final_col = calloc(s->ncols ? s->ncols : 1, sizeof(*m->final_col));
-	if (!m->final_col)
-		return oom(err);
-	for (uint32_t i = 0; i < s->ncols; i++) {
-		m->final_col[i] = col_needs_final(m, i);
-		m->nfinal += m->final_col[i];
-	}
-	m->nfinal += s->has_having;
-	if (!m->nfinal || !m->nrows)
+	if (!m->final_sql)
 		return merge_result_order(m, err);
-	if (!build_final(m, err))
-		return false;
 	m->state = MERGE_NEED_FINAL;
 	return true;
 }
 
-/* Text of a final value -> the column's format. */
 static bool
-final_value(struct merge *m, struct mrow *r, uint32_t c, const struct proto_value *v,
-	    struct nk_error *err)
+refuse_type(struct nk_error *err, const char *what, uint32_t oid)
 {
-	const struct mv_type *t = &m->types[c];
-	struct mv_type text = *t;
-	int64_t i;
-	double f;
-
-	if (!t->binary || !v->p || t->kind == MV_TEXT)	/* (text: the same bytes) */
-		return mrow_set(r, c, v->p, v->len) || oom(err);
-	text.binary = false;
-	if (t->kind == MV_INT && mv_int(&text, v, &i)) {
-		uint8_t b[8];
-		uint32_t w = t->oid == 21 ? 2 : t->oid == 20 ? 8 : 4;
-
-		for (uint32_t k = 0; k < w; k++)
-			b[k] = (uint8_t)((uint64_t)i >> (8 * (w - 1 - k)));
-		return mrow_set(r, c, b, w) || oom(err);
-	}
-	if ((t->kind == MV_FLOAT8 || t->kind == MV_FLOAT4) && mv_float(&text, v, &f)) {
-		uint8_t b[8];
-		uint64_t u = 0;
-		float g = (float)f;
-		uint32_t w = t->kind == MV_FLOAT4 ? 4 : 8;
-
-		if (w == 4) {
-			uint32_t x;
-
-			memcpy(&x, &g, 4);
-			u = x;
-		} else {
-			memcpy(&u, &f, 8);
-		}
-		for (uint32_t k = 0; k < w; k++)
-			b[k] = (uint8_t)(u >> (8 * (w - 1 - k)));
-		return mrow_set(r, c, b, w) || oom(err);
-	}
-	if (t->kind == MV_NUMERIC) {
-		struct mdec d;
-		bool ok;
-
-		if (!mdec_from_text(&d, v->p, v->len))
-			return bad_partial(err, t);
-		ok = put_mdec(r, c, t, &d);
-		mdec_free(&d);
-		return ok || oom(err);
-	}
-	return nk_error_set(err, "0A000", "cannot send a combined value of type %u in binary "
-			    "format", t->oid);
+	return nk_error_set(err, "0A000", "%s of type %u across shards are not merged", what, oid);
 }
 
-/* merge_agg_final_row: see merge_int.h. */
-bool
-merge_agg_final_row(struct merge *m, const uint8_t *body, size_t len, struct nk_error *err)
+/* A partial the final SQL reads back: its type (an array's element) must be one the router
+ * can name. */
+static bool
+check_named(const struct merge *m, const struct plan_merge_agg *a, struct nk_error *err)
 {
-	struct proto_datarow_msg dr;
-	struct proto_value v[m->nfinal ? m->nfinal : 1];
-	struct mrow *r;
-	uint32_t k = 0;
+	uint32_t oid = m->types[a->col].oid;
 
-	if (!proto_parse_data_row(body, len, &dr, err))
-		return false;
-	if (dr.ncols != m->nfinal || m->final_rows >= m->nrows)
-		return nk_error_set(err, "XX000", "final combine result does not fit the merge");
-	proto_datarow_values(&dr, v, m->nfinal);
-	r = m->rows[m->final_rows++];
-	for (uint32_t i = 0; i < m->spec->ncols; i++)
-		if (m->final_col[i] && !final_value(m, r, i, &v[k++], err))
-			return false;
-	if (m->spec->has_having)
-		r->drop = !(v[k].p && v[k].len == 1 && v[k].p[0] == 't');
+	if (!a->nkeys && (a->kind == PLAN_AGG_REAGG || a->kind == PLAN_AGG_JSONB_OBJECT_AGG))
+		oid = mv_array_of(oid);	/* the partials are collected into an array */
+	if (!oid || !mv_type_name(oid))
+		return refuse_type(err, a->kind == PLAN_AGG_DISTINCT ? "aggregates with DISTINCT "
+				   "over values" : "aggregates over values",
+				   m->types[a->col].oid);
+	for (uint32_t k = 0; k < a->nkeys; k++)
+		if (!mv_type_name(m->types[a->keycol + k].oid))
+			return refuse_type(err, "ORDER BY keys inside an aggregate",
+					   m->types[a->keycol + k].oid);
 	return true;
 }
 
-/* merge_agg_final_done: see merge_int.h. */
+/* merge_agg_check_types: see merge_int.h. */
 bool
-merge_agg_final_done(struct merge *m, struct nk_error *err)
+merge_agg_check_types(struct merge *m, struct nk_error *err)
 {
-	if (m->final_rows != m->nrows)
-		return nk_error_set(err, "XX000", "final combine query returned %u rows for %u "
-				    "groups", m->final_rows, m->nrows);
-	m->state = MERGE_NEED_ROWS;
-	return merge_result_order(m, err);
+	const struct plan_merge *s = m->spec;
+
+	for (uint32_t i = 0; i < s->naggs; i++) {
+		const struct plan_merge_agg *a = &s->aggs[i];
+
+		if (a->nkeys) {
+			if (!check_named(m, a, err))
+				return false;
+			continue;
+		}
+		switch (a->kind) {
+		case PLAN_AGG_VARIANCE:
+			if (a->carrier < m->ncols && m->types[a->carrier].oid != 1700) {
+				nk_error_set(err, "0A000", "stddev and variance of real or double "
+					     "precision values cannot be combined across shards");
+				nk_error_detail(err, "Their double precision transition state "
+						"cannot be read from the shards.");
+				return false;
+			}
+			break;
+		case PLAN_AGG_BIT_AND:
+		case PLAN_AGG_BIT_OR:
+		case PLAN_AGG_BIT_XOR:
+			if (m->types[a->col].kind != MV_INT)
+				return refuse_type(err, "bit_and, bit_or and bit_xor of values",
+						   m->types[a->col].oid);
+			break;
+		case PLAN_AGG_DISTINCT:
+		case PLAN_AGG_REAGG:
+		case PLAN_AGG_JSONB_OBJECT_AGG:
+			if (!check_named(m, a, err))
+				return false;
+			break;
+		default:
+			break;
+		}
+	}
+	return true;
 }
 
 /* Drop rows equal to the previous kept row on <nkeys> sort keys (how 0) or all columns. */

@@ -1,6 +1,7 @@
 /*
  * merge_int.h - private to src/merge/: typed values (merge_val.c), exact decimals
- * (merge_num.c), the row store and the aggregate combine (merge_agg.c).
+ * (merge_num.c), the row store and the aggregate combine (merge_agg.c), the final combine
+ * SQL (merge_final.c).
  */
 #ifndef NEKI_MERGE_INT_H
 #define NEKI_MERGE_INT_H
@@ -41,8 +42,11 @@ struct mv_type {
 
 /* Kind of type <oid>; MV_UNSUPPORTED when values of it cannot be compared here. */
 enum mv_kind mv_kind_of(uint32_t oid);
-/* SQL name of a supported type (for casts in the final combine SQL). */
+/* SQL name of a built-in type or of its array type (for casts in the final combine SQL);
+ * NULL when the type is not known here. */
 const char *mv_type_name(uint32_t oid);
+/* Array type of built-in type <oid>; 0 when not known here. */
+uint32_t mv_array_of(uint32_t oid);
 
 /* Order of two non-NULL values (<0, 0, >0); false with <err> when a value is malformed. */
 bool mv_cmp(const struct mv_type *t, const struct proto_value *a, const struct proto_value *b,
@@ -113,6 +117,7 @@ struct merge {
 	struct mrow *last;		/* DISTINCT ON: last row sent */
 	bool *final_col;		/* ncols: the value comes from the final combine SQL */
 	uint32_t nfinal;		/* final SQL columns (HAVING included) */
+	int16_t *final_fmt;		/* nfinal: formats of the final query's columns */
 	char *final_sql;
 	uint32_t final_rows;		/* DataRows of the final query received */
 	enum merge_state state;
@@ -123,6 +128,23 @@ struct merge {
 	int64_t budget;			/* DataRows merge_pull_rows() may still let out; -1 any */
 	uint64_t pulled;		/* DataRows let out by the current pull */
 };
+
+/* Growable text (merge_agg.c); a failed allocation sticks in <failed>. */
+struct mtext {
+	char *s;	/* owned, NUL-terminated */
+	size_t len, cap;
+	bool failed;
+};
+
+void mtext_add(struct mtext *t, const char *p, size_t n);
+void mtext_str(struct mtext *t, const char *s);
+
+/* Fill <err> with out of memory; returns false. */
+bool merge_oom(struct nk_error *err);
+/* Value <c> of <r> set to <d> in the column's format. False on no memory. */
+bool merge_put_mdec(struct mrow *r, uint32_t c, const struct mv_type *t, const struct mdec *d);
+/* The first RowDescription arrived: refuse partial types the spec cannot combine exactly. */
+bool merge_agg_check_types(struct merge *m, struct nk_error *err) NK_MUSTCHECK;
 
 void mrow_free(struct mrow *r, uint32_t ncols);
 /* Set value <c> of <r> to a copy of <p>/<len> (p NULL = SQL NULL). False on no memory. */
@@ -138,6 +160,12 @@ bool merge_sort_rows(struct merge *m, int how, struct nk_error *err) NK_MUSTCHEC
 
 /* Every shard done, buffered mode: combine groups, prepare the final SQL (merge_agg.c). */
 bool merge_agg_finish(struct merge *m, struct nk_error *err) NK_MUSTCHECK;
+/* After combining: which columns come from the final SQL, and its text (merge_final.c);
+ * m->final_sql stays NULL when none does. */
+bool merge_final_build(struct merge *m, struct nk_error *err) NK_MUSTCHECK;
+/* The final query's RowDescription: the formats its values come in. */
+bool merge_agg_final_desc(struct merge *m, const uint8_t *body, size_t len,
+			  struct nk_error *err) NK_MUSTCHECK;
 /* One DataRow of the final combine query. */
 bool merge_agg_final_row(struct merge *m, const uint8_t *body, size_t len,
 			 struct nk_error *err) NK_MUSTCHECK;

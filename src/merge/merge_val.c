@@ -14,30 +14,57 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Built-in types: how they compare here, their SQL name (casts in the final combine SQL)
+ * and their array type (array_agg partials). */
 static const struct {
 	uint32_t oid;
 	enum mv_kind kind;
 	const char *name;
+	uint32_t array;
+	const char *array_name;
 } mv_types[] = {
-	{ 16, MV_BOOL, "bool" },	  { 17, MV_BYTEA, "bytea" },
-	{ 19, MV_TEXT, "name" },	  { 20, MV_INT, "int8" },
-	{ 21, MV_INT, "int2" },		  { 23, MV_INT, "int4" },
-	{ 25, MV_TEXT, "text" },	  { 26, MV_INT, "oid" },
-	{ 700, MV_FLOAT4, "float4" },	  { 701, MV_FLOAT8, "float8" },
-	{ 1042, MV_BPCHAR, "bpchar" },	  { 1043, MV_TEXT, "varchar" },
-	{ 1082, MV_DATE, "date" },	  { 1114, MV_TIMESTAMP, "timestamp" },
-	{ 1184, MV_TIMESTAMPTZ, "timestamptz" }, { 1700, MV_NUMERIC, "numeric" },
-	{ 2950, MV_UUID, "uuid" },
-	/* arrays: only named in the final combine SQL (count(DISTINCT) partials) */
-	{ 1000, MV_UNSUPPORTED, "bool[]" },	{ 1001, MV_UNSUPPORTED, "bytea[]" },
-	{ 1003, MV_UNSUPPORTED, "name[]" },	{ 1005, MV_UNSUPPORTED, "int2[]" },
-	{ 1007, MV_UNSUPPORTED, "int4[]" },	{ 1009, MV_UNSUPPORTED, "text[]" },
-	{ 1014, MV_UNSUPPORTED, "bpchar[]" },	{ 1015, MV_UNSUPPORTED, "varchar[]" },
-	{ 1016, MV_UNSUPPORTED, "int8[]" },	{ 1021, MV_UNSUPPORTED, "float4[]" },
-	{ 1022, MV_UNSUPPORTED, "float8[]" },	{ 1028, MV_UNSUPPORTED, "oid[]" },
-	{ 1115, MV_UNSUPPORTED, "timestamp[]" }, { 1182, MV_UNSUPPORTED, "date[]" },
-	{ 1185, MV_UNSUPPORTED, "timestamptz[]" }, { 1231, MV_UNSUPPORTED, "numeric[]" },
-	{ 2951, MV_UNSUPPORTED, "uuid[]" },
+	{ 16, MV_BOOL, "bool", 1000, "bool[]" },
+	{ 17, MV_BYTEA, "bytea", 1001, "bytea[]" },
+	{ 18, MV_UNSUPPORTED, "\"char\"", 1002, "\"char\"[]" },
+	{ 19, MV_TEXT, "name", 1003, "name[]" },
+	{ 20, MV_INT, "int8", 1016, "int8[]" },
+	{ 21, MV_INT, "int2", 1005, "int2[]" },
+	{ 23, MV_INT, "int4", 1007, "int4[]" },
+	{ 25, MV_TEXT, "text", 1009, "text[]" },
+	{ 26, MV_INT, "oid", 1028, "oid[]" },
+	{ 114, MV_UNSUPPORTED, "json", 199, "json[]" },
+	{ 142, MV_UNSUPPORTED, "xml", 143, "xml[]" },
+	{ 650, MV_UNSUPPORTED, "cidr", 651, "cidr[]" },
+	{ 700, MV_FLOAT4, "float4", 1021, "float4[]" },
+	{ 701, MV_FLOAT8, "float8", 1022, "float8[]" },
+	{ 774, MV_UNSUPPORTED, "macaddr8", 775, "macaddr8[]" },
+	{ 790, MV_UNSUPPORTED, "money", 791, "money[]" },
+	{ 829, MV_UNSUPPORTED, "macaddr", 1040, "macaddr[]" },
+	{ 869, MV_UNSUPPORTED, "inet", 1041, "inet[]" },
+	{ 1042, MV_BPCHAR, "bpchar", 1014, "bpchar[]" },
+	{ 1043, MV_TEXT, "varchar", 1015, "varchar[]" },
+	{ 1082, MV_DATE, "date", 1182, "date[]" },
+	{ 1083, MV_UNSUPPORTED, "time", 1183, "time[]" },
+	{ 1114, MV_TIMESTAMP, "timestamp", 1115, "timestamp[]" },
+	{ 1184, MV_TIMESTAMPTZ, "timestamptz", 1185, "timestamptz[]" },
+	{ 1186, MV_UNSUPPORTED, "interval", 1187, "interval[]" },
+	{ 1266, MV_UNSUPPORTED, "timetz", 1270, "timetz[]" },
+	{ 1562, MV_UNSUPPORTED, "varbit", 1563, "varbit[]" },
+	{ 1700, MV_NUMERIC, "numeric", 1231, "numeric[]" },
+	{ 2950, MV_UUID, "uuid", 2951, "uuid[]" },
+	{ 3802, MV_UNSUPPORTED, "jsonb", 3807, "jsonb[]" },
+	{ 3904, MV_UNSUPPORTED, "int4range", 3905, "int4range[]" },
+	{ 3906, MV_UNSUPPORTED, "numrange", 3907, "numrange[]" },
+	{ 3908, MV_UNSUPPORTED, "tsrange", 3909, "tsrange[]" },
+	{ 3910, MV_UNSUPPORTED, "tstzrange", 3911, "tstzrange[]" },
+	{ 3912, MV_UNSUPPORTED, "daterange", 3913, "daterange[]" },
+	{ 3926, MV_UNSUPPORTED, "int8range", 3927, "int8range[]" },
+	{ 4451, MV_UNSUPPORTED, "int4multirange", 6150, "int4multirange[]" },
+	{ 4532, MV_UNSUPPORTED, "nummultirange", 6151, "nummultirange[]" },
+	{ 4533, MV_UNSUPPORTED, "tsmultirange", 6152, "tsmultirange[]" },
+	{ 4534, MV_UNSUPPORTED, "tstzmultirange", 6153, "tstzmultirange[]" },
+	{ 4535, MV_UNSUPPORTED, "datemultirange", 6155, "datemultirange[]" },
+	{ 4536, MV_UNSUPPORTED, "int8multirange", 6157, "int8multirange[]" },
 };
 
 /* mv_kind_of: see merge_int.h. */
@@ -55,9 +82,19 @@ const char *
 mv_type_name(uint32_t oid)
 {
 	for (size_t i = 0; i < NK_ARRAY_LEN(mv_types); i++)
-		if (mv_types[i].oid == oid)
-			return mv_types[i].name;
+		if (mv_types[i].oid == oid || mv_types[i].array == oid)
+			return mv_types[i].oid == oid ? mv_types[i].name : mv_types[i].array_name;
 	return NULL;
+}
+
+/* mv_array_of: see merge_int.h. */
+uint32_t
+mv_array_of(uint32_t oid)
+{
+	for (size_t i = 0; i < NK_ARRAY_LEN(mv_types); i++)
+		if (mv_types[i].oid == oid)
+			return mv_types[i].array;
+	return 0;
 }
 
 static bool

@@ -10,5 +10,6 @@ libneki_a_SOURCES += src/router/plan.c src/router/plan_insert.c src/router/plan_
 	src/router/plan_cursor.c
 noinst_HEADERS += include/neki/plan.h src/router/plan_int.h include/neki/sequence.h
 # the merge spec of multi-shard SELECTs and the shard query rewrite (src/merge runs it)
-libneki_a_SOURCES += src/router/plan_merge.c src/router/plan_merge_text.c
+libneki_a_SOURCES += src/router/plan_merge.c src/router/plan_merge_agg.c \
+	src/router/plan_merge_text.c
 noinst_HEADERS += src/router/plan_merge_int.h

@@ -37,7 +37,9 @@ is_aggregate_name(const char *name)
 		"stddev", "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp",
 		"bit_and", "bit_or", "bit_xor", "xmlagg", "percentile_cont", "percentile_disc",
 		"mode", "corr", "covar_pop", "covar_samp", "regr_count", "range_agg",
-		"range_intersect_agg",
+		"range_intersect_agg", "regr_avgx", "regr_avgy", "regr_intercept", "regr_r2",
+		"regr_slope", "regr_sxx", "regr_sxy", "regr_syy", "any_value", "json_agg_strict",
+		"jsonb_agg_strict",
 	};
 
 	return name_in(name, aggs, NK_ARRAY_LEN(aggs));

@@ -18,89 +18,118 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-	const char *name;
-	enum plan_agg kind;
-} merge_aggs[] = {
-	{ "count", PLAN_AGG_COUNT },	   { "sum", PLAN_AGG_SUM },
-	{ "min", PLAN_AGG_MIN },	   { "max", PLAN_AGG_MAX },
-	{ "avg", PLAN_AGG_AVG },	   { "bool_and", PLAN_AGG_BOOL_AND },
-	{ "every", PLAN_AGG_BOOL_AND },	   { "bool_or", PLAN_AGG_BOOL_OR },
-	{ "string_agg", PLAN_AGG_STRING_AGG }, { "array_agg", PLAN_AGG_ARRAY_AGG },
+/*
+ * The holes of an expression (outside sub-SELECTs): its aggregate calls and its references
+ * to GROUP BY items (a column, or a function call written as in GROUP BY), which the final
+ * SQL fills with the group's values.
+ */
+#define PM_HOLES 64
+
+struct pm_hole {
+	const cJSON *node;
+	int kind;		/* aggregate kind; 0: GROUP BY item <group> */
+	uint32_t group;
+	uint32_t first, last;	/* tokens */
 };
 
-/* Built-in aggregates without an exact combine here. */
-static const char *const other_aggs[] = {
-	"stddev", "stddev_pop", "stddev_samp", "variance", "var_pop", "var_samp",
-	"json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg", "xmlagg", "bit_and",
-	"bit_or", "bit_xor", "corr", "covar_pop", "covar_samp", "regr_avgx", "regr_avgy",
-	"regr_count", "regr_intercept", "regr_r2", "regr_slope", "regr_sxx", "regr_sxy",
-	"regr_syy", "percentile_cont", "percentile_disc", "mode", "any_value", "range_agg",
-	"range_intersect_agg", "json_agg_strict", "jsonb_agg_strict", "bool_xor",
-};
-
-/* Aggregate kind of a FuncCall body, 0 when not an aggregate; -1 with p->err set. */
-static int
-agg_kind(struct pm *p, const cJSON *fc)
-{
-	const char *name = pb_last_name(jget(fc, "funcname"));
-
-	if (!name)
-		return 0;
-	if (jget(fc, "over")) {
-		nk_error_nk013(p->err, 106);
-		return -1;
-	}
-	for (size_t i = 0; i < NK_ARRAY_LEN(merge_aggs); i++)
-		if (strcmp(name, merge_aggs[i].name) == 0)
-			return (int)merge_aggs[i].kind;
-	for (size_t i = 0; i < NK_ARRAY_LEN(other_aggs); i++)
-		if (strcmp(name, other_aggs[i]) == 0) {
-			nk_error_set(p->err, "0A000", "aggregate %s() cannot be combined across "
-				     "shards", name);
-			return -1;
-		}
-	if (jbool(fc, "agg_star") || jbool(fc, "agg_distinct") || jget(fc, "agg_order") ||
-	    jget(fc, "agg_filter") || jbool(fc, "agg_within_group")) {
-		nk_error_nk013(p->err, 212);
-		return -1;
-	}
-	return 0;
-}
-
-/* Aggregate calls found in an expression (outside sub-SELECTs). */
 struct pm_found {
-	const cJSON *calls[64];
-	int kinds[64];
-	uint32_t n;
-	bool column_outside;	/* a column reference outside every aggregate */
+	struct pm_hole holes[PM_HOLES];
+	uint32_t n, naggs;
+	bool column_outside;	/* a column reference outside every aggregate and group item */
 	bool failed;
 };
+
+/* Tokens of column reference <cr> (t.c, "T".c, t . c). */
+static void
+colref_span(const struct pm *p, const cJSON *cr, uint32_t *first, uint32_t *last)
+{
+	uint32_t t = pm_tok_at(p, (uint32_t)jint(cr, "location", 0));
+
+	*first = t++;
+	while (t < p->ntoks && p->sql[p->toks[t].start] == '.')	/* "." or ".c" (a token) */
+		t += p->toks[t].end - p->toks[t].start == 1 ? 2 : 1;
+	*last = t < p->ntoks ? t : p->ntoks;
+}
+
+/* Same column: equal names, or equal last names when either is unqualified (the shard
+ * checks that such a reference is not ambiguous). */
+static bool
+same_column(const cJSON *a, const cJSON *b)
+{
+	const cJSON *fa = jget(a, "fields"), *fb = jget(b, "fields");
+	int na = cJSON_GetArraySize(fa), nb = cJSON_GetArraySize(fb);
+	const char *la = jsval(cJSON_GetArrayItem(fa, na - 1));
+	const char *lb = jsval(cJSON_GetArrayItem(fb, nb - 1));
+
+	if (na == nb)
+		return pm_same_tree(fa, fb);
+	return (na == 1 || nb == 1) && la && lb && strcmp(la, lb) == 0;
+}
+
+/* GROUP BY item that node <n> (ColumnRef or FuncCall) repeats; -1 when none. */
+static int
+group_match(const struct pm *p, const cJSON *n, const char *tag)
+{
+	for (uint32_t g = 0; g < p->ngroups; g++) {
+		const cJSON *gn = jas(p->groups[g].node, tag);
+
+		if (gn && (strcmp(tag, "ColumnRef") == 0 ? same_column(n, gn)
+							 : pm_same_tree(n, gn)))
+			return (int)g;
+	}
+	return -1;
+}
+
+static bool
+add_hole(struct pm *p, struct pm_found *f, const cJSON *n, int kind, int group)
+{
+	struct pm_hole *h = &f->holes[f->n];
+	uint32_t open;
+
+	if (f->n == PM_HOLES) {
+		f->failed = true;
+		return nk_error_set(p->err, "0A000", "too many aggregate calls to merge");
+	}
+	h->node = n;
+	h->kind = kind;
+	h->group = group < 0 ? 0 : (uint32_t)group;
+	if (strcmp(n->string, "ColumnRef") == 0) {
+		colref_span(p, n, &h->first, &h->last);
+	} else {
+		h->first = pm_tok_at(p, (uint32_t)jint(n, "location", 0));
+		h->last = pm_call_end(p, h->first, &open);
+	}
+	f->n++;
+	f->naggs += kind > 0;
+	return true;
+}
 
 static void
 find_aggs(struct pm *p, const cJSON *n, struct pm_found *f)
 {
+	bool col, call;
+	int g;
+
 	if (!n || f->failed)
 		return;
+	col = cJSON_IsObject(n) && n->string && strcmp(n->string, "ColumnRef") == 0;
+	call = cJSON_IsObject(n) && n->string && strcmp(n->string, "FuncCall") == 0;
 	if (cJSON_IsObject(n) && n->string && strcmp(n->string, "SubLink") == 0)
 		return;
-	if (cJSON_IsObject(n) && n->string && strcmp(n->string, "ColumnRef") == 0)
-		f->column_outside = true;
-	if (cJSON_IsObject(n) && n->string && strcmp(n->string, "FuncCall") == 0) {
-		int k = agg_kind(p, n);
+	if (call) {
+		int k = pm_agg_kind(p, n);
 
-		if (k < 0 || f->n == NK_ARRAY_LEN(f->calls)) {
-			f->failed = true;
-			if (k >= 0)
-				nk_error_set(p->err, "0A000", "too many aggregate calls to merge");
-			return;
-		}
-		if (k > 0) {
-			f->kinds[f->n] = k;
-			f->calls[f->n++] = n;
+		if (k != 0) {
+			f->failed = k < 0 || !add_hole(p, f, n, k, -1);
 			return;
 		}
 	}
+	if ((col || call) && (g = group_match(p, n, n->string)) >= 0) {
+		f->failed = !add_hole(p, f, n, 0, g);
+		return;
+	}
+	if (col)
+		f->column_outside = true;
 	for (const cJSON *c = n->child; c; c = c->next)
 		find_aggs(p, c, f);
 }
@@ -113,228 +142,43 @@ oom(struct pm *p)
 	return nk_error_set(p->err, "53200", "out of memory");
 }
 
-static bool
-grow(struct pm *p, void **arr, uint32_t n, uint32_t *cap, size_t elem)
-{
-	void *na;
-
-	if (n < *cap)
-		return true;
-	na = rarena_alloc(p->a, (*cap ? *cap * 2 : 16) * elem);
-	if (!na)
-		return oom(p);
-	if (*arr)
-		memcpy(na, *arr, n * elem);
-	*arr = na;
-	*cap = *cap ? *cap * 2 : 16;
-	return true;
-}
-
-/* A new column of the shard result; hidden ones get <text> appended to the select list. */
 static int
-add_col(struct pm *p, const char *text)
+hole_order(const void *x, const void *y)
 {
-	struct plan_merge *m = p->out;
+	const struct pm_hole *a = x, *b = y;
 
-	if (!grow(p, (void **)&m->cols, m->ncols, &p->col_cap, sizeof(*m->cols)))
-		return -1;
-	if (text) {
-		if (!grow(p, (void **)&p->hidden, p->nhidden, &p->hidden_cap, sizeof(*p->hidden)))
-			return -1;
-		p->hidden[p->nhidden++] = text;
-	}
-	memset(&m->cols[m->ncols], 0, sizeof(m->cols[0]));
-	return (int)m->ncols++;
-}
-
-/* Text of a call with its function name replaced by <name>: avg(x) -> sum(x). */
-static const char *
-renamed_call(struct pm *p, const char *name, uint32_t open, uint32_t end)
-{
-	const char *args = pm_text(p, open, end);
-	size_t len = strlen(name) + strlen(args) + 1;
-	char *s = rarena_alloc(p->a, len);
-
-	if (s)
-		snprintf(s, len, "%s%s", name, args);
-	return s;
-}
-
-#define PM_ORDER_KEYS 8	/* sort keys of an ordered aggregate */
-
-/* Text of <with> + "((" + <expr> + ") " + <rest>, arena. */
-static const char *
-wrapped(struct pm *p, const char *with, const char *expr, const char *rest)
-{
-	size_t len = strlen(with) + strlen(expr) + strlen(rest) + 5;
-	char *s = rarena_alloc(p->a, len);
-
-	if (s)
-		snprintf(s, len, "%s((%s) %s", with, expr, rest);
-	return s;
+	return a->first < b->first ? -1 : a->first > b->first;
 }
 
 /*
- * string_agg / array_agg with ORDER BY inside: each shard sends array_agg of every sort key
- * and of the value, in that order (hidden columns); the final SQL aggregates them again.
+ * Template of tokens [first, last) with each hole found in <f>: aggregate calls (recorded
+ * with pm_add_agg) and GROUP BY items (PLAN_MERGE_HOLE_COL | item, resolved to a column by
+ * resolve_groups()).
  */
 static bool
-ordered_agg(struct pm *p, const cJSON *fc, struct plan_merge_agg *a, uint32_t open,
-	    uint32_t end)
-{
-	const cJSON *order = jget(fc, "agg_order");
-	int d = p->toks[open].depth + 1;
-	uint32_t ord = open + 1, close, n = (uint32_t)cJSON_GetArraySize(order);
-	struct pm_span args[2], keys[PM_ORDER_KEYS];
-	const char *coll[PM_ORDER_KEYS];
-	char *fin;
-	size_t cap = 64;
-
-	while (ord < end && !(p->toks[ord].depth == d && pm_is(p, ord, "order")))
-		ord++;
-	for (close = ord; close < end && !(p->toks[close].depth == d - 1 && pm_is(p, close, ")"));)
-		close++;
-	if (ord >= end || close >= end || n == 0 || n > PM_ORDER_KEYS ||
-	    pm_split(p, ord + 2, close, keys, PM_ORDER_KEYS) != n ||
-	    pm_split(p, open + 1, ord, args, 2) == 0)
-		return nk_error_set(p->err, "0A000", "cannot merge this ordered aggregate across "
-				    "shards");
-	const char *ord_text = pm_text(p, ord, close);
-	const char *filter = close + 1 < end ? pm_text(p, close + 1, end) : "";
-	const char *rest = rarena_alloc(p->a, strlen(ord_text) + strlen(filter) + 4);
-
-	if (!rest)
-		return oom(p);
-	snprintf((char *)rest, strlen(ord_text) + strlen(filter) + 4, "%s) %s", ord_text, filter);
-	for (uint32_t i = 0; i < n; i++) {
-		const cJSON *sb = jas(cJSON_GetArrayItem(order, (int)i), "SortBy");
-		uint32_t e = keys[i].first;
-		int c;
-
-		cap += 48;
-		if (jget(sb, "useOp"))
-			return nk_error_set(p->err, "0A000", "ORDER BY ... USING inside an aggregate is "
-					    "not merged across shards");
-		while (e < keys[i].last && !(p->toks[e].depth == d &&
-		       (pm_is(p, e, "asc") || pm_is(p, e, "desc") || pm_is(p, e, "nulls"))))
-			e++;
-		coll[i] = "";	/* the array loses COLLATE: the final ORDER BY says it again */
-		for (uint32_t k = keys[i].first; k < e; k++)
-			if (p->toks[k].depth == d && pm_is(p, k, "collate"))
-				coll[i] = pm_text(p, k, e);
-		cap += strlen(coll[i]) + 1;
-		c = add_col(p, wrapped(p, "array_agg", pm_text(p, keys[i].first, e), rest));
-		if (c < 0)
-			return false;
-		if (i == 0)
-			a->keycol = (uint32_t)c;
-	}
-	int v = add_col(p, wrapped(p, "array_agg", pm_text(p, args[0].first, args[0].last), rest));
-
-	if (v < 0 || !(fin = rarena_alloc(p->a, cap)))
-		return v < 0 ? false : oom(p);
-	a->col = (uint32_t)v;
-	a->nkeys = n;
-	strcpy(fin, "ORDER BY");
-	for (uint32_t i = 0; i < n; i++) {
-		const cJSON *sb = jas(cJSON_GetArrayItem(order, (int)i), "SortBy");
-		const char *dir = jstr(sb, "sortby_dir"), *nulls = jstr(sb, "sortby_nulls");
-		size_t at = strlen(fin);
-
-		snprintf(fin + at, cap - at, "%s k%u %s%s%s", i ? "," : "", i + 1, coll[i],
-			 dir && strcmp(dir, "SORTBY_DESC") == 0 ? " DESC" : "",
-			 !nulls || strcmp(nulls, "SORTBY_NULLS_DEFAULT") == 0 ? "" :
-			 strcmp(nulls, "SORTBY_NULLS_FIRST") == 0 ? " NULLS FIRST" : " NULLS LAST");
-	}
-	a->order = fin;
-	return true;
-}
-
-/* Record aggregate call <fc> (kind <kind>); its partial is column <own> or a hidden one. */
-static int
-add_agg(struct pm *p, const cJSON *fc, int kind, int own)
-{
-	struct plan_merge *m = p->out;
-	uint32_t first = pm_tok_at(p, (uint32_t)jint(fc, "location", 0)), open;
-	uint32_t end = pm_call_end(p, first, &open);
-	struct plan_merge_agg *a;
-	bool count_distinct = kind == PLAN_AGG_COUNT && jbool(fc, "agg_distinct") &&
-			      !jget(fc, "agg_order") && cJSON_GetArraySize(jget(fc, "args")) == 1;
-	bool ordered = (kind == PLAN_AGG_STRING_AGG || kind == PLAN_AGG_ARRAY_AGG) &&
-		       jget(fc, "agg_order") && !jbool(fc, "agg_distinct");
-
-	if (!count_distinct && !ordered &&
-	    (jbool(fc, "agg_distinct") || jget(fc, "agg_order") || jbool(fc, "agg_within_group"))) {
-		nk_error_set(p->err, "0A000", "aggregates with DISTINCT inside (other than "
-			     "count(DISTINCT x)) are not merged across shards yet");
-		return -1;
-	}
-	if (!grow(p, (void **)&m->aggs, m->naggs, &p->agg_cap, sizeof(*m->aggs)))
-		return -1;
-	a = &m->aggs[m->naggs];
-	memset(a, 0, sizeof(*a));
-	a->kind = (enum plan_agg)kind;
-	if (kind == PLAN_AGG_STRING_AGG) {
-		const cJSON *d = cJSON_GetArrayItem(jget(fc, "args"), 1);
-
-		a->delim = jstr(jget(jas(d, "A_Const"), "sval"), "sval");
-		a->delim = a->delim ? rarena_strdup(p->a, a->delim) : NULL;
-		if (!a->delim) {
-			nk_error_set(p->err, "0A000", "string_agg() across shards needs a constant "
-				     "delimiter");
-			return -1;
-		}
-	}
-	if (ordered) {
-		if (!ordered_agg(p, fc, a, open, end))
-			return -1;
-	} else if (count_distinct) {	/* each shard's distinct values; counted by the final SQL */
-		int c = add_col(p, renamed_call(p, "array_agg", open, end));
-
-		if (c < 0)
-			return -1;
-		a->kind = PLAN_AGG_COUNT_DISTINCT;
-		a->col = (uint32_t)c;
-	} else if (kind == PLAN_AGG_AVG) {
-		int s = add_col(p, renamed_call(p, "sum", open, end));
-		int c = add_col(p, renamed_call(p, "count", open, end));
-
-		if (s < 0 || c < 0)
-			return -1;
-		a->col = (uint32_t)s;
-		a->col2 = (uint32_t)c;
-	} else {
-		int c = own >= 0 ? own : add_col(p, pm_text(p, first, end));
-
-		if (c < 0)
-			return -1;
-		a->col = (uint32_t)c;
-	}
-	return (int)m->naggs++;
-}
-
-/* Template of tokens [first, last) with each aggregate call found in <f> as a hole. */
-static bool
-make_expr(struct pm *p, const struct pm_found *f, uint32_t first, uint32_t last,
+make_expr(struct pm *p, struct pm_found *f, uint32_t first, uint32_t last,
 	  struct plan_merge_expr *e)
 {
 	uint32_t at = first;
 
+	qsort(f->holes, f->n, sizeof(f->holes[0]), hole_order);
 	e->text = rarena_alloc(p->a, (f->n + 1) * sizeof(*e->text));
 	e->agg = rarena_alloc(p->a, (f->n + 1) * sizeof(*e->agg));
 	if (!e->text || !e->agg)
 		return oom(p);
 	for (uint32_t i = 0; i < f->n; i++) {
-		uint32_t s = pm_tok_at(p, (uint32_t)jint(f->calls[i], "location", 0)), open;
-		uint32_t end = pm_call_end(p, s, &open);
-		int a = add_agg(p, f->calls[i], f->kinds[i], -1);
+		const struct pm_hole *h = &f->holes[i];
+		int a = h->kind ? pm_add_agg(p, h->node, h->kind, -1)
+				: (int)(PLAN_MERGE_HOLE_COL | h->group);
 
-		if (a < 0 || s < at)
-			return a < 0 ? false : nk_error_set(p->err, "0A000", "cannot splice the "
-							    "aggregate calls of this expression");
-		e->text[i] = pm_text(p, at, s);
+		if (h->kind && a < 0)
+			return false;
+		if (h->first < at)
+			return nk_error_set(p->err, "0A000", "cannot splice the aggregate calls of "
+					    "this expression");
+		e->text[i] = pm_text(p, at, h->first);
 		e->agg[i] = (uint32_t)a;
-		at = end;
+		at = h->last;
 	}
 	e->text[f->n] = pm_text(p, at, last);
 	e->nagg = f->n;
@@ -355,6 +199,15 @@ make_expr_single(struct pm *p, struct plan_merge_expr *e, uint32_t a)
 	return true;
 }
 
+static bool
+refuse_ungrouped(struct pm *p, const char *where)
+{
+	nk_error_set(p->err, "0A000", "%s over columns that are not GROUP BY items are not "
+		     "merged across shards", where);
+	nk_error_hint(p->err, "Write the column as in GROUP BY, or group by the expression.");
+	return false;
+}
+
 /* Classify column <col> whose expression is <node> written in tokens [first, last). */
 static bool
 classify(struct pm *p, uint32_t col, const cJSON *node, uint32_t first, uint32_t last)
@@ -366,11 +219,11 @@ classify(struct pm *p, uint32_t col, const cJSON *node, uint32_t first, uint32_t
 	find_aggs(p, node, &f);
 	if (f.failed)
 		return false;
-	if (f.n == 0)
+	if (f.naggs == 0)
 		return true;
 	p->out->grouped = true;
-	if (f.n == 1 && f.calls[0] == jget(node, "FuncCall")) {
-		a = add_agg(p, f.calls[0], f.kinds[0], f.kinds[0] == PLAN_AGG_AVG ? -1 : (int)col);
+	if (f.n == 1 && f.holes[0].node == jget(node, "FuncCall")) {
+		a = pm_add_agg(p, f.holes[0].node, f.holes[0].kind, (int)col);
 		if (a < 0)
 			return false;
 		p->out->cols[col].kind = PLAN_MCOL_AGG;
@@ -378,8 +231,7 @@ classify(struct pm *p, uint32_t col, const cJSON *node, uint32_t first, uint32_t
 		return make_expr_single(p, &p->out->cols[col].expr, (uint32_t)a);
 	}
 	if (f.column_outside)
-		return nk_error_set(p->err, "0A000", "expressions mixing columns and aggregates "
-				    "are not merged across shards");
+		return refuse_ungrouped(p, "expressions mixing aggregates and values");
 	struct plan_merge_expr e;
 
 	if (!make_expr(p, &f, first, last, &e))
@@ -515,7 +367,7 @@ sort_col(struct pm *p, const struct pm_targets *t, const cJSON *sb, struct pm_sp
 						    "across shards: use its position"), -1;
 	}
 	*hidden = true;
-	col = add_col(p, pm_text(p, sp.first, end));
+	col = pm_add_col(p, pm_text(p, sp.first, end));
 	if (col >= 0 && !classify(p, (uint32_t)col, node, sp.first, end))
 		return -1;
 	return col;
@@ -570,8 +422,10 @@ build_sort(struct pm *p, const cJSON *sel, const struct pm_targets *t, bool set_
 	return true;
 }
 
+/* The GROUP BY items, read before the select list is classified (its expressions over
+ * aggregates may name them). */
 static bool
-build_group(struct pm *p, const cJSON *sel, uint32_t nvisible)
+read_groups(struct pm *p, const cJSON *sel, const struct pm_targets *t)
 {
 	const cJSON *list = jget(sel, "groupClause");
 	uint32_t n = (uint32_t)cJSON_GetArraySize(list);
@@ -579,10 +433,41 @@ build_group(struct pm *p, const cJSON *sel, uint32_t nvisible)
 
 	if (!n)
 		return true;
-	p->out->grouped = true;
 	if (p->cl[PM_CL_GROUP] >= p->end_tok ||
 	    pm_split(p, p->cl[PM_CL_GROUP] + 2, pm_clause_end(p, PM_CL_GROUP), sp, n) != n)
 		return nk_error_set(p->err, "0A000", "cannot locate the GROUP BY items");
+	p->groups = rarena_alloc(p->a, n * sizeof(*p->groups));
+	if (!p->groups)
+		return oom(p);
+	for (uint32_t i = 0; i < n; i++) {
+		const cJSON *node = cJSON_GetArrayItem(list, (int)i);
+		struct pm_group_item *g = &p->groups[i];
+		int64_t pos;
+
+		g->node = node;
+		g->text = pm_text(p, sp[i].first, sp[i].last);
+		g->copy = -1;
+		if (const_int(node, &pos) && pos >= 1 && pos <= t->n) {
+			const cJSON *rt = cJSON_GetArrayItem(t->list, (int)pos - 1)->child;
+
+			g->node = jget(rt, "val");
+			g->text = pm_text(p, t->spans[pos - 1].first,
+					  target_expr_end(p, rt, t->spans[pos - 1]));
+		}
+	}
+	p->ngroups = n;
+	return true;
+}
+
+static bool
+build_group(struct pm *p, const cJSON *sel, uint32_t nvisible)
+{
+	const cJSON *list = jget(sel, "groupClause");
+	uint32_t n = (uint32_t)cJSON_GetArraySize(list);
+
+	if (!n)
+		return true;
+	p->out->grouped = true;
 	p->out->group_cols = rarena_alloc(p->a, n * sizeof(*p->out->group_cols));
 	if (!p->out->group_cols)
 		return oom(p);
@@ -596,7 +481,7 @@ build_group(struct pm *p, const cJSON *sel, uint32_t nvisible)
 		if (const_int(node, &pos) && pos >= 1 && pos <= nvisible)
 			col = (int)pos - 1;
 		else
-			col = add_col(p, pm_text(p, sp[i].first, sp[i].last));
+			col = pm_add_col(p, p->groups[i].text);
 		if (col < 0)
 			return false;
 		p->out->group_cols[i] = (uint32_t)col;
@@ -605,6 +490,8 @@ build_group(struct pm *p, const cJSON *sel, uint32_t nvisible)
 	return true;
 }
 
+/* HAVING: evaluated by the final SQL over the combined aggregates and the group's values;
+ * the shards keep it as `HAVING (...) OR true` (checked by Postgres, filters nothing). */
 static bool
 build_having(struct pm *p, const cJSON *sel)
 {
@@ -618,12 +505,58 @@ build_having(struct pm *p, const cJSON *sel)
 	if (f.failed)
 		return false;
 	if (f.column_outside)
-		return nk_error_set(p->err, "0A000", "HAVING conditions on grouped columns are not "
-				    "merged across shards; write them in WHERE");
+		return refuse_ungrouped(p, "HAVING conditions");
 	p->out->grouped = true;
 	p->out->has_having = true;
 	return make_expr(p, &f, p->cl[PM_CL_HAVING] + 1, pm_clause_end(p, PM_CL_HAVING),
 			 &p->out->having);
+}
+
+/* Column holding the text value of GROUP BY item <g> (a hidden copy of a visible one, whose
+ * format is the client's). -1 on no memory. */
+static int
+group_value_col(struct pm *p, uint32_t g)
+{
+	uint32_t col = p->out->group_cols[g];
+
+	if (col >= p->out->nvisible)
+		return (int)col;
+	if (p->groups[g].copy < 0)
+		p->groups[g].copy = pm_add_col(p, p->groups[g].text);
+	return p->groups[g].copy;
+}
+
+/* GROUP BY item holes of expression <ci> (a column; UINT32_MAX: HAVING) become columns. */
+static bool
+resolve_expr(struct pm *p, uint32_t ci)
+{
+	uint32_t n = ci == UINT32_MAX ? p->out->having.nagg : p->out->cols[ci].expr.nagg;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct plan_merge_expr *e = ci == UINT32_MAX ? &p->out->having
+							     : &p->out->cols[ci].expr;
+		int col;
+
+		if (!(e->agg[i] & PLAN_MERGE_HOLE_COL))
+			continue;
+		col = group_value_col(p, e->agg[i] & ~PLAN_MERGE_HOLE_COL);
+		if (col < 0)
+			return false;
+		e = ci == UINT32_MAX ? &p->out->having : &p->out->cols[ci].expr;	/* moved */
+		e->agg[i] = PLAN_MERGE_HOLE_COL | (uint32_t)col;
+	}
+	return true;
+}
+
+static bool
+resolve_groups(struct pm *p)
+{
+	uint32_t n = p->out->ncols;
+
+	for (uint32_t c = 0; c < n; c++)
+		if (p->out->cols[c].kind == PLAN_MCOL_EXPR && !resolve_expr(p, c))
+			return false;
+	return !p->out->has_having || resolve_expr(p, UINT32_MAX);
 }
 
 /* LIMIT/OFFSET value: an integer constant, a $n, or nothing (ALL / NULL). */
@@ -661,11 +594,6 @@ build_limits(struct pm *p, const cJSON *sel)
 }
 
 /* ---- the shard text ---- */
-
-struct pm_cut {
-	uint32_t from, to;	/* bytes replaced */
-	const char *with;
-};
 
 static uint32_t
 tok_byte(const struct pm *p, uint32_t t)
@@ -771,18 +699,30 @@ has_limit_clause(const struct pm *p)
 	       p->cl[PM_CL_FETCH] < p->end_tok;
 }
 
+/* `HAVING (...) OR true `: Postgres checks the condition, the planner drops it. */
+static const char *
+having_kept(struct pm *p)
+{
+	return pm_fmt(p, "HAVING (%s) OR true ", pm_text(p, p->cl[PM_CL_HAVING] + 1,
+							 pm_clause_end(p, PM_CL_HAVING)));
+}
+
 static bool
 shard_text(struct pm *p, uint32_t targets_end)
 {
-	struct pm_cut cuts[4];
+	struct pm_cut *cuts = rarena_alloc(p->a, (p->ncarriers + 4) * sizeof(*cuts));
 	uint32_t n = 0;
 
+	if (!cuts)
+		return oom(p);
+	for (uint32_t i = 0; i < p->ncarriers; i++)
+		cuts[n++] = p->carriers[i];
 	if (p->nhidden) {
 		cuts[n].from = cuts[n].to = p->toks[targets_end - 1].end;
 		cuts[n++].with = hidden_text(p);
 	}
 	if (p->out->grouped && p->cl[PM_CL_HAVING] < p->end_tok)
-		clause_cut(p, PM_CL_HAVING, &cuts[n++], "");
+		clause_cut(p, PM_CL_HAVING, &cuts[n++], having_kept(p));
 	if (p->out->grouped && p->cl[PM_CL_ORDER] < p->end_tok)
 		clause_cut(p, PM_CL_ORDER, &cuts[n++], "");
 	if (has_limit_clause(p))
@@ -840,7 +780,7 @@ build_set_op(struct pm *p, const cJSON *sel)
 	t.n = (uint32_t)cJSON_GetArraySize(t.list);
 	t.spans = NULL;
 	for (uint32_t i = 0; i < t.n; i++)
-		if (add_col(p, NULL) < 0)
+		if (pm_add_col(p, NULL) < 0)
 			return false;
 	p->out->nvisible = t.n;
 	p->out->star = first_star(t.list, t.n) < t.n;
@@ -913,10 +853,10 @@ build_plain(struct pm *p, const cJSON *sel)
 	if (pm_split(p, first, end, t.spans, t.n) != t.n)
 		return nk_error_set(p->err, "0A000", "cannot locate the select list items");
 	for (uint32_t i = 0; i < t.n; i++)
-		if (add_col(p, NULL) < 0)
+		if (pm_add_col(p, NULL) < 0)
 			return false;
 	p->out->nvisible = t.n;
-	if (!build_distinct(p, sel))
+	if (!build_distinct(p, sel) || !read_groups(p, sel, &t))
 		return false;
 	for (uint32_t i = 0; i < t.n; i++) {
 		const cJSON *rt = cJSON_GetArrayItem(t.list, (int)i)->child;
@@ -926,7 +866,7 @@ build_plain(struct pm *p, const cJSON *sel)
 			return false;
 	}
 	if (!build_group(p, sel, t.n) || !build_having(p, sel) || !build_sort(p, sel, &t, false) ||
-	    !build_limits(p, sel))
+	    !build_limits(p, sel) || (p->out->grouped && !resolve_groups(p)))
 		return false;
 	p->out->star = first_star(t.list, t.n) < t.n;
 	if (p->out->star && p->out->grouped)

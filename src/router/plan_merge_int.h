@@ -1,6 +1,6 @@
 /*
- * plan_merge_int.h - private to plan_merge.c and plan_merge_text.c: the token view of the
- * statement text and the state of one merge-spec build.
+ * plan_merge_int.h - private to plan_merge.c, plan_merge_agg.c and plan_merge_text.c: the
+ * token view of the statement text and the state of one merge-spec build.
  */
 #ifndef NEKI_ROUTER_PLAN_MERGE_INT_H
 #define NEKI_ROUTER_PLAN_MERGE_INT_H
@@ -8,6 +8,8 @@
 #include "neki/base.h"
 
 #include "neki/plan.h"
+
+#include <cjson/cJSON.h>
 
 struct pm_tok {
 	uint32_t start, end;	/* bytes in the text */
@@ -36,6 +38,19 @@ struct pm_span {
 	uint32_t first, last;
 };
 
+/* Bytes [from, to) of the statement replaced by <with> in the shard text. */
+struct pm_cut {
+	uint32_t from, to;
+	const char *with;
+};
+
+/* One GROUP BY item: its expression (a position resolved to the select-list entry). */
+struct pm_group_item {
+	const cJSON *node;
+	const char *text;	/* the expression as written */
+	int copy;		/* a hidden text copy of its value (for the final SQL); -1 */
+};
+
 struct pm {
 	struct rarena *a;
 	const char *sql;
@@ -47,8 +62,31 @@ struct pm {
 	uint32_t col_cap, agg_cap;
 	const char **hidden;		/* texts of the hidden columns, in column order */
 	uint32_t nhidden, hidden_cap;
+	struct pm_cut *carriers;	/* select-list calls computed WITH FILTER (WHERE false) */
+	uint32_t ncarriers, carrier_cap;
+	struct pm_group_item *groups;	/* the GROUP BY items (read before the select list) */
+	uint32_t ngroups;
 	struct nk_error *err;
 };
+
+/* ---- aggregate calls (plan_merge_agg.c) ---- */
+
+/* Aggregate kind of FuncCall body <fc>: 0 when not an aggregate; -1 with p->err set. */
+int pm_agg_kind(struct pm *p, const cJSON *fc);
+/*
+ * Record aggregate call <fc> of kind <kind>: its partial columns (hidden select-list
+ * entries) and how they combine. <own> is the column the call itself is (-1: inside an
+ * expression); a call whose value comes from the final SQL makes <own> its carrier. Returns
+ * the aggregate's index, -1 with p->err.
+ */
+int pm_add_agg(struct pm *p, const cJSON *fc, int kind, int own);
+/* A new shard result column; <text> (hidden columns) is appended to the select list. -1 on
+ * no memory. */
+int pm_add_col(struct pm *p, const char *text);
+/* printf into the arena; NULL on no memory. */
+const char *pm_fmt(struct pm *p, const char *fmt, ...) NK_PRINTF(2, 3);
+/* cJSON trees <a> and <b> equal, "location" members aside. */
+bool pm_same_tree(const cJSON *a, const cJSON *b);
 
 /* Tokenise p->sql into p->toks. False on no memory. */
 bool pm_scan(struct pm *p) NK_MUSTCHECK;

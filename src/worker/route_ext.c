@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "neki/admin.h"
+#include "neki/merge.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "route_int.h"
@@ -424,6 +425,29 @@ route_merge_formats(struct pktbuf *pb, const struct proto_bind_msg *m,
 	return true;
 }
 
+/* Result formats of the final combine query: binary where the client reads a final value in
+ * binary (the merge passes those bytes on), text for the rest. */
+static bool
+route_merge_final_formats(struct pktbuf *pb, const struct merge *mg)
+{
+	uint32_t n = mg != NULL ? merge_final_formats(mg, NULL, 0) : 0;
+	int16_t *f = calloc(n ? n : 1, sizeof(*f));
+	bool any = false;
+
+	if (f == NULL || n > INT16_MAX) {
+		free(f);
+		return false;
+	}
+	merge_final_formats(mg, f, n);
+	for (uint32_t i = 0; i < n; i++)
+		any |= f[i] != 0;
+	pktbuf_put_int16(pb, any ? (int16_t)n : 0);	/* none: every column in text */
+	for (uint32_t i = 0; any && i < n; i++)
+		pktbuf_put_int16(pb, f[i]);
+	free(f);
+	return true;
+}
+
 /* route_merge_oids: see route_int.h. */
 void
 route_merge_oids(const struct plan_merge *spec, const struct rportal *x,
@@ -470,9 +494,9 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	pktbuf_put_bytes(&pb, m.formats, (size_t)m.nformats * 2);
 	pktbuf_put_int16(&pb, (int16_t)m.nparams);
 	pktbuf_put_bytes(&pb, m.params, m.params_len);
-	if (final)
-		pktbuf_put_int16(&pb, 0);	/* the merge reads the final values in text */
-	ok = final || route_merge_formats(&pb, &m, &r->mspec, err);
+	ok = final ? route_merge_final_formats(&pb, r->merge) ||
+		     nk_error_set(err, "53200", "out of memory")
+		   : route_merge_formats(&pb, &m, &r->mspec, err);
 	pktbuf_end(&pb);
 	if (!final)
 		pktbuf_write_describe(&pb, 'P', "");	/* the merge needs the columns */

@@ -125,9 +125,26 @@ QUERIES = [
     (BAG, "SELECT g, count(*), max(id) FROM t GROUP BY g"),
     (SETS, "SELECT g, string_agg(s, ','), array_agg(id), array_agg(s) FROM t GROUP BY g"
            " ORDER BY g"),
+    (ORDERED, "SELECT g, sum(DISTINCT x), avg(DISTINCT n), count(DISTINCT s), min(DISTINCT d),"
+              " stddev(DISTINCT x) FROM t GROUP BY g ORDER BY g"),
+    (ORDERED, "SELECT string_agg(DISTINCT s, ',' ORDER BY s DESC), array_agg(DISTINCT c)"
+              " FROM t"),
+    (ORDERED, "SELECT g, stddev(x), stddev_pop(n), variance(big), var_pop(x), var_samp(n)"
+              " FROM t GROUP BY g ORDER BY g"),
+    (ORDERED, "SELECT stddev(v), variance(id), stddev_samp(v), var_pop(v) FROM e"),
+    (ORDERED, "SELECT g, bit_and(x), bit_or(big), bit_xor(x), regr_count(x, n) FROM t"
+              " GROUP BY g ORDER BY g"),
+    (ORDERED, "SELECT g, count(*), g * sum(x) FROM t GROUP BY g HAVING g > 2 AND"
+              " max(x) > g ORDER BY g"),
+    (ORDERED, "SELECT g, jsonb_object_agg(id, s), avg(x::float4) FROM t GROUP BY g ORDER BY g"),
+    (ORDERED, "SELECT g, json_agg(x ORDER BY id), jsonb_agg(s ORDER BY id DESC) FROM t"
+              " GROUP BY g ORDER BY g"),
 ]
 
-BINARY = [q for kind, q in QUERIES if "string_agg" not in q and "array_agg" not in q]
+# (this driver asks the shards for binary hidden columns too, where neki asks for text:
+# array partials are tested in binary through neki by test_differential.py)
+BINARY = [q for kind, q in QUERIES if "string_agg" not in q and "array_agg" not in q and
+          "json_agg" not in q and "jsonb_object_agg" not in q and "(DISTINCT" not in q]
 
 REFUSED = [
     ("SELECT g FROM t INTERSECT SELECT x FROM t", "NK013", "[124]"),
@@ -137,7 +154,10 @@ REFUSED = [
     ("SELECT id FROM t ORDER BY g FETCH FIRST 3 ROWS WITH TIES", "NK013", "[138]"),
     ("SELECT id, row_number() OVER (ORDER BY id) FROM t", "NK013", "[106]"),
     ("SELECT my_agg(x ORDER BY id) FROM t", "NK013", "[212]"),
-    ("SELECT stddev(x) FROM t", "0A000", "stddev"),
+    ("SELECT corr(x, f) FROM t", "0A000", "corr"),
+    ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM t", "0A000", "percentile"),
+    ("SELECT sum(x ORDER BY id) FROM t", "0A000", "ORDER BY inside sum()"),
+    ("SELECT g, count(*) FROM t GROUP BY g HAVING x > 1", "0A000", "GROUP BY items"),
 ]
 
 

@@ -18,144 +18,8 @@
 #include "neki/parse.h"
 #include "neki/plan.h"
 #include "neki/proto.h"
+#include "merge_fixtures.h"
 #include "suites.h"
-
-/* ---- building shard messages and reading the client's ---- */
-
-struct tval {
-	const char *p;	/* NULL: SQL NULL */
-	uint32_t len;	/* 0: strlen(p) */
-};
-
-static void
-feed_msg(struct merge *m, uint32_t shard, struct pktbuf *pb)
-{
-	struct nk_error err;
-
-	ck_assert(!pb->failed);
-	ck_assert_msg(merge_feed(m, shard, (char)pb->buf[0], pb->buf + 5, pb->len - 5, &err),
-		      "%s", err.message);
-	pktbuf_reset(pb);
-}
-
-static void
-feed_desc(struct merge *m, uint32_t shard, uint32_t n, const uint32_t *oids, int16_t format)
-{
-	struct proto_column cols[16];
-	struct pktbuf pb;
-
-	memset(cols, 0, sizeof(cols));
-	for (uint32_t i = 0; i < n; i++) {
-		cols[i].name = "c";
-		cols[i].type_oid = oids[i];
-		cols[i].typmod = -1;
-		cols[i].format = format;
-	}
-	pktbuf_init(&pb, 256);
-	pktbuf_write_row_description(&pb, cols, n);
-	feed_msg(m, shard, &pb);
-	pktbuf_cleanup(&pb);
-}
-
-static void
-feed_row(struct merge *m, uint32_t shard, uint32_t n, const struct tval *v)
-{
-	struct proto_value vals[16];
-	struct pktbuf pb;
-
-	for (uint32_t i = 0; i < n; i++) {
-		vals[i].p = (const uint8_t *)v[i].p;
-		vals[i].len = v[i].p ? (v[i].len ? v[i].len : (uint32_t)strlen(v[i].p)) : 0;
-	}
-	pktbuf_init(&pb, 256);
-	pktbuf_write_data_row(&pb, vals, n);
-	feed_msg(m, shard, &pb);
-	pktbuf_cleanup(&pb);
-}
-
-/* One text value per row. */
-static void
-feed_text(struct merge *m, uint32_t shard, const char *v)
-{
-	struct tval t = { v, 0 };
-
-	feed_row(m, shard, 1, &t);
-}
-
-static void
-feed_done(struct merge *m, uint32_t shard, const char *tag)
-{
-	struct pktbuf pb;
-
-	pktbuf_init(&pb, 64);
-	pktbuf_write_command_complete(&pb, tag);
-	feed_msg(m, shard, &pb);
-	pktbuf_cleanup(&pb);
-}
-
-/* Client output: rows rendered as "a|b|\N" lines joined by ';', and the tag. */
-struct out {
-	char rows[4096];
-	char tag[64];
-	uint32_t nrows, ncols;
-	bool has_desc;
-};
-
-static void
-read_out(const struct pktbuf *pb, struct out *o, bool hex)
-{
-	size_t pos = 0;
-
-	while (pos < pb->len) {
-		char type = (char)pb->buf[pos];
-		uint32_t len = (uint32_t)pb->buf[pos + 1] << 24 | (uint32_t)pb->buf[pos + 2] << 16 |
-			       (uint32_t)pb->buf[pos + 3] << 8 | pb->buf[pos + 4];
-		const uint8_t *body = pb->buf + pos + 5;
-		struct nk_error err;
-
-		if (type == 'T') {
-			struct proto_rowdesc_msg rd;
-
-			ck_assert(proto_parse_row_description(body, len - 4, &rd, &err));
-			o->ncols = rd.ncols;
-			o->has_desc = true;
-		} else if (type == 'D') {
-			struct proto_datarow_msg dr;
-			struct proto_value v[16];
-			size_t n;
-
-			ck_assert(proto_parse_data_row(body, len - 4, &dr, &err));
-			n = proto_datarow_values(&dr, v, 16);
-			if (o->nrows++)
-				strcat(o->rows, ";");
-			for (size_t i = 0; i < n; i++) {
-				char buf[256] = "\\N";
-
-				if (v[i].p && !hex)
-					snprintf(buf, sizeof(buf), "%.*s", (int)v[i].len, v[i].p);
-				else if (v[i].p)
-					for (uint32_t k = 0; k < v[i].len && k < 100; k++)
-						snprintf(buf + 2 * k, 3, "%02x", v[i].p[k]);
-				if (v[i].p && hex && v[i].len == 0)
-					buf[0] = '\0';
-				if (i)
-					strcat(o->rows, "|");
-				strcat(o->rows, buf);
-			}
-		} else if (type == 'C') {
-			snprintf(o->tag, sizeof(o->tag), "%s", (const char *)body);
-		}
-		pos += 1 + len;
-	}
-}
-
-static void
-pull(struct merge *m, struct pktbuf *pb)
-{
-	struct nk_error err;
-
-	ck_assert_msg(merge_pull(m, pb, &err), "%s", err.message);
-}
 
 /* A spec of <ncols> plain columns sorted by column 0. */
 static struct plan_merge_sort sort0[2];
@@ -174,17 +38,6 @@ sorted_spec(struct plan_merge *s, struct plan_merge_col *cols, uint32_t ncols, b
 	sort0[0].byte_order = false;
 	s->sort = sort0;
 	s->nsort = 1;
-}
-
-static struct merge *
-new_merge(const struct plan_merge *s, uint32_t nshards, int64_t limit, int64_t offset)
-{
-	struct merge_options opt = { .collation = "C", .limit = limit, .offset = offset };
-	struct nk_error err;
-	struct merge *m = merge_new(s, nshards, &opt, &err);
-
-	ck_assert_msg(m != NULL, "%s", err.message);
-	return m;
 }
 
 /* ---- typed order: values in Postgres order, dealt to 3 shards, merged back ---- */
@@ -225,25 +78,25 @@ START_TEST(test_order_text)
 	struct plan_merge_col cols[1];
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 	char want[1024] = "";
 	uint32_t n = 0;
 
 	sorted_spec(&s, cols, 1, false, false);
-	m = new_merge(&s, 3, -1, 0);
+	m = mfx_new_merge(&s, 3, -1, 0);
 	for (uint32_t sh = 0; sh < 3; sh++)
-		feed_desc(m, sh, 1, &c->oid, 0);
+		mfx_feed_desc(m, sh, 1, &c->oid, 0);
 	while (n < 10 && c->vals[n])
 		n++;
 	/* shard i gets values i, i+3, ... (each shard's stream is sorted) */
 	for (uint32_t i = 0; i < n; i++)
-		feed_text(m, (n - 1 - i) % 3, c->vals[i]);
+		mfx_feed_text(m, (n - 1 - i) % 3, c->vals[i]);
 	for (uint32_t sh = 0; sh < 3; sh++)
-		feed_done(m, sh, "SELECT 1");
+		mfx_feed_done(m, sh, "SELECT 1");
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	for (uint32_t i = 0; i < n; i++) {
 		if (i)
 			strcat(want, ";");
@@ -260,7 +113,7 @@ END_TEST
 /* Binary values, ascending. */
 struct bin_case {
 	uint32_t oid;
-	struct tval vals[6];
+	struct mfx_val vals[6];
 };
 
 static const struct bin_case bin_orders[] = {
@@ -294,24 +147,24 @@ START_TEST(test_order_binary)
 	struct plan_merge_col cols[1];
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 	char want[1024] = "";
 	uint32_t n = 0;
 
 	sorted_spec(&s, cols, 1, true, false);	/* DESC this time */
-	m = new_merge(&s, 2, -1, 0);
-	feed_desc(m, 0, 1, &c->oid, 1);
-	feed_desc(m, 1, 1, &c->oid, 1);
+	m = mfx_new_merge(&s, 2, -1, 0);
+	mfx_feed_desc(m, 0, 1, &c->oid, 1);
+	mfx_feed_desc(m, 1, 1, &c->oid, 1);
 	while (n < 6 && c->vals[n].p)
 		n++;
 	for (uint32_t i = n; i-- > 0;)
-		feed_row(m, i % 2, 1, &c->vals[i]);
-	feed_done(m, 0, "SELECT 1");
-	feed_done(m, 1, "SELECT 1");
+		mfx_feed_row(m, i % 2, 1, &c->vals[i]);
+	mfx_feed_done(m, 0, "SELECT 1");
+	mfx_feed_done(m, 1, "SELECT 1");
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, true);
+	mfx_read_out(&pb, &o, true);
 	for (uint32_t i = n; i-- > 0;) {
 		char hex[64] = "";
 
@@ -337,24 +190,24 @@ START_TEST(test_nulls_first_and_ties)
 	struct plan_merge_col cols[2];
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 
 	sorted_spec(&s, cols, 2, false, true);	/* ASC NULLS FIRST */
-	m = new_merge(&s, 3, -1, 0);
+	m = mfx_new_merge(&s, 3, -1, 0);
 	for (uint32_t sh = 0; sh < 3; sh++)
-		feed_desc(m, sh, 2, (const uint32_t[]){ 23, 25 }, 0);
-	feed_row(m, 0, 2, (const struct tval[]){ { NULL, 0 }, { "a0", 0 } });
-	feed_row(m, 0, 2, (const struct tval[]){ { "1", 0 }, { "b0", 0 } });
-	feed_row(m, 0, 2, (const struct tval[]){ { "3", 0 }, { "c0", 0 } });
-	feed_row(m, 1, 2, (const struct tval[]){ { NULL, 0 }, { "a1", 0 } });
-	feed_row(m, 1, 2, (const struct tval[]){ { "1", 0 }, { "b1", 0 } });
-	feed_row(m, 2, 2, (const struct tval[]){ { "2", 0 }, { "c2", 0 } });
+		mfx_feed_desc(m, sh, 2, (const uint32_t[]){ 23, 25 }, 0);
+	mfx_feed_row(m, 0, 2, (const struct mfx_val[]){ { NULL, 0 }, { "a0", 0 } });
+	mfx_feed_row(m, 0, 2, (const struct mfx_val[]){ { "1", 0 }, { "b0", 0 } });
+	mfx_feed_row(m, 0, 2, (const struct mfx_val[]){ { "3", 0 }, { "c0", 0 } });
+	mfx_feed_row(m, 1, 2, (const struct mfx_val[]){ { NULL, 0 }, { "a1", 0 } });
+	mfx_feed_row(m, 1, 2, (const struct mfx_val[]){ { "1", 0 }, { "b1", 0 } });
+	mfx_feed_row(m, 2, 2, (const struct mfx_val[]){ { "2", 0 }, { "c2", 0 } });
 	for (uint32_t sh = 0; sh < 3; sh++)
-		feed_done(m, sh, "SELECT 1");
+		mfx_feed_done(m, sh, "SELECT 1");
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	/* ties keep shard order */
 	ck_assert_str_eq(o.rows, "\\N|a0;\\N|a1;1|b0;1|b1;2|c2;3|c0");
 	ck_assert_str_eq(o.tag, "SELECT 6");
@@ -362,20 +215,20 @@ START_TEST(test_nulls_first_and_ties)
 	merge_free(m);
 
 	sorted_spec(&s, cols, 1, true, false);	/* DESC NULLS LAST */
-	m = new_merge(&s, 2, -1, 0);
-	feed_desc(m, 0, 1, &int4_oid, 0);
-	feed_desc(m, 1, 1, &int4_oid, 0);
-	feed_text(m, 0, "5");
-	feed_text(m, 0, NULL);
-	feed_text(m, 1, "7");
-	feed_text(m, 1, "-1");
-	feed_text(m, 1, NULL);
-	feed_done(m, 0, "SELECT 2");
-	feed_done(m, 1, "SELECT 3");
+	m = mfx_new_merge(&s, 2, -1, 0);
+	mfx_feed_desc(m, 0, 1, &int4_oid, 0);
+	mfx_feed_desc(m, 1, 1, &int4_oid, 0);
+	mfx_feed_text(m, 0, "5");
+	mfx_feed_text(m, 0, NULL);
+	mfx_feed_text(m, 1, "7");
+	mfx_feed_text(m, 1, "-1");
+	mfx_feed_text(m, 1, NULL);
+	mfx_feed_done(m, 0, "SELECT 2");
+	mfx_feed_done(m, 1, "SELECT 3");
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_str_eq(o.rows, "7;5;-1;\\N;\\N");
 	pktbuf_cleanup(&pb);
 	merge_free(m);
@@ -388,36 +241,36 @@ START_TEST(test_streaming_limit_offset)
 	struct plan_merge_col cols[1];
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 
 	sorted_spec(&s, cols, 1, false, false);
-	m = new_merge(&s, 2, 2, 1);	/* LIMIT 2 OFFSET 1 */
-	feed_desc(m, 0, 1, &int4_oid, 0);
-	feed_desc(m, 1, 1, &int4_oid, 0);
-	feed_text(m, 0, "1");
-	feed_text(m, 0, "3");
-	feed_text(m, 0, "5");
-	feed_text(m, 1, "2");
+	m = mfx_new_merge(&s, 2, 2, 1);	/* LIMIT 2 OFFSET 1 */
+	mfx_feed_desc(m, 0, 1, &int4_oid, 0);
+	mfx_feed_desc(m, 1, 1, &int4_oid, 0);
+	mfx_feed_text(m, 0, "1");
+	mfx_feed_text(m, 0, "3");
+	mfx_feed_text(m, 0, "5");
+	mfx_feed_text(m, 1, "2");
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	/* 1 skipped, 2 sent; 3 waits for shard 1's next row */
 	ck_assert(o.has_desc);
 	ck_assert_str_eq(o.rows, "2");
 	ck_assert_str_eq(o.tag, "");
 	ck_assert_uint_eq(merge_queued(m, 0), 2);
 	ck_assert_int_eq(merge_state(m), MERGE_NEED_ROWS);
-	feed_text(m, 1, "4");
+	mfx_feed_text(m, 1, "4");
 	pktbuf_reset(&pb);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_str_eq(o.rows, "3");
 	ck_assert_str_eq(o.tag, "SELECT 2");
 	ck_assert_int_eq(merge_state(m), MERGE_DONE);
-	feed_text(m, 1, "6");	/* after the LIMIT: ignored */
-	feed_done(m, 1, "SELECT 3");
+	mfx_feed_text(m, 1, "6");	/* after the LIMIT: ignored */
+	mfx_feed_done(m, 1, "SELECT 3");
 	pktbuf_cleanup(&pb);
 	merge_free(m);
 }
@@ -429,26 +282,26 @@ START_TEST(test_concatenation_streams)
 	struct plan_merge_col cols[1];
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 
 	sorted_spec(&s, cols, 1, false, false);
 	s.nsort = 0;
-	m = new_merge(&s, 2, -1, 0);
-	feed_desc(m, 1, 1, &int4_oid, 0);
-	feed_text(m, 1, "9");
+	m = mfx_new_merge(&s, 2, -1, 0);
+	mfx_feed_desc(m, 1, 1, &int4_oid, 0);
+	mfx_feed_text(m, 1, "9");
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_str_eq(o.rows, "9");	/* before shard 0 said anything */
-	feed_desc(m, 0, 1, &int4_oid, 0);
-	feed_text(m, 0, "1");
-	feed_done(m, 0, "SELECT 1");
-	feed_done(m, 1, "SELECT 1");
+	mfx_feed_desc(m, 0, 1, &int4_oid, 0);
+	mfx_feed_text(m, 0, "1");
+	mfx_feed_done(m, 0, "SELECT 1");
+	mfx_feed_done(m, 1, "SELECT 1");
 	pktbuf_reset(&pb);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_str_eq(o.rows, "1");
 	ck_assert_str_eq(o.tag, "SELECT 2");
 	pktbuf_cleanup(&pb);
@@ -457,35 +310,6 @@ START_TEST(test_concatenation_streams)
 END_TEST
 
 /* ---- specs from SQL, merged ---- */
-
-static struct rarena *arena;
-
-static void
-spec_of(const char *sql, struct plan_merge *s)
-{
-	struct nk_error err;
-
-	if (!arena)
-		arena = rarena_new();
-	ck_assert_msg(plan_merge_build(arena, sql, s, &err), "%s: %s", sql, err.message);
-}
-
-static void
-feed_all_text(struct merge *m, uint32_t shard, uint32_t n, const uint32_t *oids,
-	      const char *const *rows, uint32_t nrows)
-{
-	struct tval v[16];
-
-	feed_desc(m, shard, n, oids, 0);
-	for (uint32_t r = 0; r < nrows; r++) {
-		for (uint32_t c = 0; c < n; c++) {
-			v[c].p = rows[r * n + c];
-			v[c].len = 0;
-		}
-		feed_row(m, shard, n, v);
-	}
-	feed_done(m, shard, "SELECT 1");
-}
 
 /* A portal fetched in parts: merge_pull_rows() lets out at most n rows, the others stay
  * queued; without a tail the executor writes its own tag; buffered results come out in
@@ -499,24 +323,24 @@ START_TEST(test_pull_rows_in_parts)
 	struct nk_error err;
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 	uint64_t n;
 
 	sorted_spec(&s, cols, 1, false, false);
 	ck_assert((m = merge_new(&s, 2, &opt, &err)) != NULL);	/* LIMIT 5 OFFSET 1 */
 	ck_assert(!merge_buffered(m));
-	feed_desc(m, 0, 1, &int4_oid, 0);
-	feed_desc(m, 1, 1, &int4_oid, 0);
+	mfx_feed_desc(m, 0, 1, &int4_oid, 0);
+	mfx_feed_desc(m, 1, 1, &int4_oid, 0);
 	for (const char *const *v = (const char *const[]){ "1", "3", "5", "7", "9", NULL }; *v;
 	     v++)
-		feed_text(m, 0, *v);
-	feed_text(m, 1, "2");
-	feed_text(m, 1, "4");
-	feed_done(m, 1, "SELECT 2");
+		mfx_feed_text(m, 0, *v);
+	mfx_feed_text(m, 1, "2");
+	mfx_feed_text(m, 1, "4");
+	mfx_feed_done(m, 1, "SELECT 2");
 	pktbuf_init(&pb, 1024);
 	ck_assert(merge_pull_rows(m, &pb, 2, &n, &err));
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_uint_eq(n, 2);
 	ck_assert(!o.has_desc);
 	ck_assert_str_eq(o.rows, "2;3");	/* 1 skipped by the OFFSET */
@@ -525,7 +349,7 @@ START_TEST(test_pull_rows_in_parts)
 	pktbuf_reset(&pb);
 	ck_assert(merge_pull_rows(m, &pb, 10, &n, &err));
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_uint_eq(n, 3);
 	ck_assert_str_eq(o.rows, "4;5;7");	/* the LIMIT: done, and no tag */
 	ck_assert_str_eq(o.tag, "");
@@ -549,25 +373,25 @@ START_TEST(test_pull_rows_buffered)
 	struct nk_error err;
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 	uint64_t n;
 
-	spec_of("SELECT g, count(*) FROM t GROUP BY g", &s);
+	mfx_spec_of("SELECT g, count(*) FROM t GROUP BY g", &s);
 	ck_assert((m = merge_new(&s, 2, &opt, &err)) != NULL);
 	ck_assert(merge_buffered(m));
-	feed_all_text(m, 0, 3, oids, s0, 2);
-	feed_all_text(m, 1, 3, oids, s1, 2);
+	mfx_feed_all_text(m, 0, 3, oids, s0, 2);
+	mfx_feed_all_text(m, 1, 3, oids, s1, 2);
 	pktbuf_init(&pb, 1024);
 	ck_assert(merge_pull_rows(m, &pb, 1, &n, &err));
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert(o.has_desc);
 	ck_assert_str_eq(o.rows, "1|6");
 	ck_assert_int_eq(merge_state(m), MERGE_NEED_ROWS);
 	pktbuf_reset(&pb);
 	ck_assert(merge_pull_rows(m, &pb, -1, &n, &err));
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(o.rows, "2|5;3|1");
 	ck_assert_str_eq(o.tag, "");
@@ -594,23 +418,23 @@ START_TEST(test_group_combine)
 	struct plan_merge s;
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 
-	spec_of("SELECT g, count(*), sum(x), min(s), max(s), bool_and(b), bool_or(b), "
+	mfx_spec_of("SELECT g, count(*), sum(x), min(s), max(s), bool_and(b), bool_or(b), "
 		"string_agg(s, '-'), array_agg(x) FROM t GROUP BY g", &s);
 	ck_assert_uint_eq(s.ncols, 10);
 	ck_assert_uint_eq(s.nvisible, 9);
 	ck_assert(s.grouped);
-	m = new_merge(&s, 3, -1, 0);
-	feed_all_text(m, 0, 10, oids, s0, 2);
-	feed_all_text(m, 1, 10, oids, s1, 1);
-	feed_all_text(m, 2, 10, oids, s2, 2);
+	m = mfx_new_merge(&s, 3, -1, 0);
+	mfx_feed_all_text(m, 0, 10, oids, s0, 2);
+	mfx_feed_all_text(m, 1, 10, oids, s1, 1);
+	mfx_feed_all_text(m, 2, 10, oids, s2, 2);
 	ck_assert_int_eq(merge_state(m), MERGE_NEED_ROWS);
 	ck_assert(merge_final_sql(m) == NULL);
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_uint_eq(o.ncols, 9);
 	ck_assert_str_eq(o.rows, "1|5|3|a|d|f|t|b-d-a-c-c|{1,4,2,2,-6};"
 				 "2|3|4|m|n|f|t|m-n|{NULL,NULL,4};"
@@ -631,18 +455,18 @@ START_TEST(test_numeric_sum_and_empty)
 	struct plan_merge s;
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 
-	spec_of("SELECT sum(n), count(n), max(n) FROM t", &s);
-	m = new_merge(&s, 4, -1, 0);
-	feed_all_text(m, 0, 3, oids, s0, 1);
-	feed_all_text(m, 1, 3, oids, s1, 1);
-	feed_all_text(m, 2, 3, oids, s2, 1);
-	feed_all_text(m, 3, 3, oids, empty, 1);
+	mfx_spec_of("SELECT sum(n), count(n), max(n) FROM t", &s);
+	m = mfx_new_merge(&s, 4, -1, 0);
+	mfx_feed_all_text(m, 0, 3, oids, s0, 1);
+	mfx_feed_all_text(m, 1, 3, oids, s1, 1);
+	mfx_feed_all_text(m, 2, 3, oids, s2, 1);
+	mfx_feed_all_text(m, 3, 3, oids, empty, 1);
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_str_eq(o.rows, "100000000000000000000.875|6|0.001");
 	ck_assert_str_eq(o.tag, "SELECT 1");
 	pktbuf_cleanup(&pb);
@@ -661,27 +485,29 @@ START_TEST(test_final_sql_avg_having)
 	struct plan_merge s;
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
-	struct tval v[2];
+	struct mfx_out o;
+	struct mfx_val v[2];
 
-	spec_of("SELECT g, avg(x) FROM t GROUP BY g HAVING count(*) > 1 ORDER BY 2 DESC", &s);
+	mfx_spec_of("SELECT g, avg(x) FROM t GROUP BY g HAVING count(*) > 1 ORDER BY 2 DESC", &s);
 	ck_assert_uint_eq(s.ncols, 6);
-	ck_assert_str_eq(s.shard_sql, "SELECT g, avg(x), sum(x), count(x), g, count(*) FROM t "
-				      "GROUP BY g ");
-	m = new_merge(&s, 2, -1, 0);
-	feed_all_text(m, 0, 6, oids, s0, 2);
-	feed_all_text(m, 1, 6, oids, s1, 2);
+	ck_assert_str_eq(s.shard_sql, "SELECT g, avg(x) FILTER (WHERE false), sum((x) * 1::int2), "
+				      "count(x), g, count(*) FROM t GROUP BY g HAVING (count(*) > 1) "
+				      "OR true ");
+	m = mfx_new_merge(&s, 2, -1, 0);
+	mfx_feed_all_text(m, 0, 6, oids, s0, 2);
+	mfx_feed_all_text(m, 1, 6, oids, s1, 2);
 	ck_assert_int_eq(merge_state(m), MERGE_NEED_FINAL);
 	ck_assert_str_eq(merge_final_sql(m),
-			 "VALUES (( ('7'::numeric / '3'::numeric) ), ( '3'::int8 > 1)), "
-			 "(( ('5'::numeric / '1'::numeric) ), ( '1'::int8 > 1)), "
-			 "(( NULL::numeric ), ( '1'::int8 > 1))");
+			 "SELECT ( (__neki_v.c2 / __neki_v.c3) ), ( __neki_v.c5 > 1) FROM (VALUES "
+			 "(1, '7'::numeric, '3'::numeric, '3'::int8), (2, '5'::numeric, "
+			 "'1'::numeric, '1'::int8), (3, NULL::numeric, '0'::numeric, '1'::int8)) "
+			 "AS __neki_v(n, c2, c3, c5) ORDER BY __neki_v.n");
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	ck_assert_uint_eq(pb.len, 0);	/* nothing before the final query's result */
-	v[0] = (struct tval){ "2.3333333333333333", 0 };
-	v[1] = (struct tval){ "t", 0 };
-	feed_desc(m, MERGE_FINAL, 2, (const uint32_t[]){ 1700, 16 }, 0);
+	v[0] = (struct mfx_val){ "2.3333333333333333", 0 };
+	v[1] = (struct mfx_val){ "t", 0 };
+	mfx_feed_desc(m, MERGE_FINAL, 2, (const uint32_t[]){ 1700, 16 }, 0);
 	for (int r = 0; r < 3; r++) {
 		struct pktbuf row;
 		struct proto_value pv[2] = {
@@ -693,13 +519,13 @@ START_TEST(test_final_sql_avg_having)
 		pv[0].len = pv[0].p ? (uint32_t)strlen((const char *)pv[0].p) : 0;
 		pktbuf_init(&row, 64);
 		pktbuf_write_data_row(&row, pv, 2);
-		feed_msg(m, MERGE_FINAL, &row);
+		mfx_feed_msg(m, MERGE_FINAL, &row);
 		pktbuf_cleanup(&row);
 	}
-	feed_done(m, MERGE_FINAL, "SELECT 3");
-	pull(m, &pb);
+	mfx_feed_done(m, MERGE_FINAL, "SELECT 3");
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_uint_eq(o.ncols, 2);
 	ck_assert_str_eq(o.rows, "1|2.3333333333333333");	/* HAVING dropped g 2 and 3 */
 	ck_assert_str_eq(o.tag, "SELECT 1");
@@ -720,29 +546,29 @@ START_TEST(test_distinct_and_distinct_on)
 	struct plan_merge s;
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 
-	spec_of("SELECT DISTINCT n FROM t ORDER BY n", &s);
+	mfx_spec_of("SELECT DISTINCT n FROM t ORDER BY n", &s);
 	ck_assert(s.distinct);
-	m = new_merge(&s, 2, -1, 0);
-	feed_all_text(m, 0, 1, num, d0, 2);
-	feed_all_text(m, 1, 1, num, d1, 3);
+	m = mfx_new_merge(&s, 2, -1, 0);
+	mfx_feed_all_text(m, 0, 1, num, d0, 2);
+	mfx_feed_all_text(m, 1, 1, num, d1, 3);
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_str_eq(o.rows, "1.0;2;3");	/* 1.0 = 1.00 */
 	merge_free(m);
 
-	spec_of("SELECT DISTINCT ON (g) g, id FROM t ORDER BY g, id DESC", &s);
+	mfx_spec_of("SELECT DISTINCT ON (g) g, id FROM t ORDER BY g, id DESC", &s);
 	ck_assert_uint_eq(s.distinct_on, 1);
-	m = new_merge(&s, 2, -1, 0);
-	feed_all_text(m, 0, 2, two, o0, 3);
-	feed_all_text(m, 1, 2, two, o1, 2);
+	m = mfx_new_merge(&s, 2, -1, 0);
+	mfx_feed_all_text(m, 0, 2, two, o0, 3);
+	mfx_feed_all_text(m, 1, 2, two, o1, 2);
 	pktbuf_reset(&pb);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_str_eq(o.rows, "1|7;2|9;3|1");
 	ck_assert_str_eq(o.tag, "SELECT 3");
 	pktbuf_cleanup(&pb);
@@ -756,24 +582,24 @@ START_TEST(test_binary_combine)
 	struct plan_merge s;
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 
-	spec_of("SELECT count(*), sum(big) FROM t", &s);
-	m = new_merge(&s, 2, -1, 0);
-	feed_desc(m, 0, 2, oids, 1);
-	feed_desc(m, 1, 2, oids, 1);
+	mfx_spec_of("SELECT count(*), sum(big) FROM t", &s);
+	m = mfx_new_merge(&s, 2, -1, 0);
+	mfx_feed_desc(m, 0, 2, oids, 1);
+	mfx_feed_desc(m, 1, 2, oids, 1);
 	/* 2 + 3; 1.5 + (-2) */
-	feed_row(m, 0, 2, (const struct tval[]){ { "\0\0\0\0\0\0\0\2", 8 },
+	mfx_feed_row(m, 0, 2, (const struct mfx_val[]){ { "\0\0\0\0\0\0\0\2", 8 },
 						 { "\x00\x02\x00\x00\x00\x00\x00\x01\x00\x01\x13\x88",
 						   12 } });
-	feed_row(m, 1, 2, (const struct tval[]){ { "\0\0\0\0\0\0\0\3", 8 },
+	mfx_feed_row(m, 1, 2, (const struct mfx_val[]){ { "\0\0\0\0\0\0\0\3", 8 },
 						 { "\x00\x01\x00\x00\x40\x00\x00\x00\x00\x02", 10 } });
-	feed_done(m, 0, "SELECT 1");
-	feed_done(m, 1, "SELECT 1");
+	mfx_feed_done(m, 0, "SELECT 1");
+	mfx_feed_done(m, 1, "SELECT 1");
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, true);
+	mfx_read_out(&pb, &o, true);
 	/* 5; -0.5 = ndigits 1, weight -1, NEG, dscale 1, 5000 */
 	ck_assert_str_eq(o.rows, "0000000000000005|0001ffff400000011388");
 	pktbuf_cleanup(&pb);
@@ -816,17 +642,18 @@ static const struct spec_case spec_cases[] = {
 	{ "SELECT id FROM t ORDER BY id FETCH FIRST 4 ROWS ONLY;",
 	  "SELECT id FROM t ORDER BY id LIMIT 4 ;", 1, 1, 1, false, false },
 	{ "SELECT g, count(*) FROM t WHERE x > 0 GROUP BY g HAVING sum(x) > 2 ORDER BY 2 LIMIT 3",
-	  "SELECT g, count(*), g, sum(x) FROM t WHERE x > 0 GROUP BY g ", 2, 4, 1, true, false },
+	  "SELECT g, count(*), g, sum(x) FROM t WHERE x > 0 GROUP BY g HAVING (sum(x) > 2) OR true ",
+	  2, 4, 1, true, false },
 	{ "SELECT count(*) * 2 FROM t", "SELECT count(*) * 2, count(*) FROM t", 1, 2, 0, true,
 	  false },
 	{ "SELECT string_agg(s, ';' ORDER BY b COLLATE \"C\" DESC, c) FROM t",
-	  "SELECT string_agg(s, ';' ORDER BY b COLLATE \"C\" DESC, c), "
-	  "array_agg((b COLLATE \"C\") ORDER BY b COLLATE \"C\" DESC, c) , "
-	  "array_agg((c) ORDER BY b COLLATE \"C\" DESC, c) , "
-	  "array_agg((s) ORDER BY b COLLATE \"C\" DESC, c)  FROM t", 1, 4, 0, true, false },
+	  "SELECT string_agg(s, ';' ORDER BY b COLLATE \"C\" DESC, c) FILTER (WHERE false), "
+	  "array_agg((b COLLATE \"C\") ORDER BY b COLLATE \"C\" DESC, c), "
+	  "array_agg((c) ORDER BY b COLLATE \"C\" DESC, c), "
+	  "array_agg((s) ORDER BY b COLLATE \"C\" DESC, c) FROM t", 1, 4, 0, true, false },
 	{ "SELECT g, count(DISTINCT x) FILTER (WHERE y) FROM t GROUP BY g",
-	  "SELECT g, count(DISTINCT x) FILTER (WHERE y), array_agg(DISTINCT x) FILTER (WHERE y), g "
-	  "FROM t GROUP BY g", 2, 4, 0, true, false },
+	  "SELECT g, count(DISTINCT x) FILTER (WHERE false), array_agg(DISTINCT x) FILTER (WHERE y), "
+	  "g FROM t GROUP BY g", 2, 4, 0, true, false },
 	{ "SELECT DISTINCT g FROM t ORDER BY g", "SELECT DISTINCT g FROM t ORDER BY g", 1, 1, 1,
 	  false, true },
 	{ "SELECT a FROM t UNION ALL SELECT b FROM u UNION SELECT c FROM v",
@@ -847,7 +674,7 @@ START_TEST(test_spec)
 	const struct spec_case *c = &spec_cases[_i];
 	struct plan_merge s;
 
-	spec_of(c->sql, &s);
+	mfx_spec_of(c->sql, &s);
 	ck_assert_str_eq(s.shard_sql, c->shard_sql);
 	ck_assert_uint_eq(s.nvisible, c->nvisible);
 	ck_assert_uint_eq(s.ncols, c->ncols);
@@ -871,13 +698,12 @@ static const struct refuse_case refuse_cases[] = {
 	{ "SELECT a, rank() OVER (ORDER BY a) FROM t", "NK013", 106 },
 	{ "SELECT my_agg(DISTINCT a) FROM t", "NK013", 212 },
 	{ "SELECT corr(a, b) FROM t", "0A000", 0 },
-	{ "SELECT sum(DISTINCT a) FROM t", "0A000", 0 },
 	{ "SELECT count(DISTINCT a, b) FROM t", "0A000", 0 },
-	{ "SELECT string_agg(DISTINCT a, ',') FROM t", "0A000", 0 },
 	{ "SELECT array_agg(a ORDER BY b USING <) FROM t", "0A000", 0 },
 	{ "SELECT string_agg(a, b) FROM t", "0A000", 0 },
-	{ "SELECT a, count(*) FROM t GROUP BY a HAVING a > 1", "0A000", 0 },
-	{ "SELECT a + count(*) FROM t GROUP BY a", "0A000", 0 },
+	{ "SELECT a, count(*) FROM t GROUP BY a HAVING b > 1", "0A000", 0 },
+	{ "SELECT b + count(*) FROM t GROUP BY a", "0A000", 0 },
+	{ "SELECT a % 2, count(*) FROM t GROUP BY a % 2 HAVING a % 2 = 1", "0A000", 0 },
 	{ "SELECT a FROM t UNION SELECT b FROM u UNION ALL SELECT c FROM v", "0A000", 0 },
 	{ "SELECT a FROM t UNION ALL (SELECT b FROM u UNION SELECT c FROM v)", "0A000", 0 },
 	{ "SELECT a FROM t ORDER BY a LIMIT (SELECT 1)", "0A000", 0 },
@@ -893,9 +719,7 @@ START_TEST(test_spec_refused)
 	struct plan_merge s;
 	struct nk_error err;
 
-	if (!arena)
-		arena = rarena_new();
-	ck_assert_msg(!plan_merge_build(arena, c->sql, &s, &err), "%s", c->sql);
+	ck_assert_msg(!plan_merge_build(mfx_arena(), c->sql, &s, &err), "%s", c->sql);
 	ck_assert_str_eq(err.sqlstate, c->sqlstate);
 	ck_assert_int_eq(err.code, c->code);
 }
@@ -913,7 +737,7 @@ START_TEST(test_spec_bind)
 	struct nk_error err;
 	int64_t limit, offset;
 
-	spec_of("SELECT id FROM t ORDER BY id LIMIT $1 OFFSET $2", &s);
+	mfx_spec_of("SELECT id FROM t ORDER BY id LIMIT $1 OFFSET $2", &s);
 	memset(&in, 0, sizeof(in));
 	in.params = params;
 	in.nparams = 2;
@@ -925,8 +749,8 @@ START_TEST(test_spec_bind)
 	ck_assert_int_eq(limit, -1);
 
 	/* simple protocol: normalised literals */
-	ck_assert(parse_normalize(arena, "SELECT id FROM t ORDER BY id LIMIT 7 OFFSET 2", &norm));
-	spec_of(norm.key, &s);
+	ck_assert(parse_normalize(mfx_arena(), "SELECT id FROM t ORDER BY id LIMIT 7 OFFSET 2", &norm));
+	mfx_spec_of(norm.key, &s);
 	ck_assert_str_eq(s.shard_sql, "SELECT id FROM t ORDER BY id LIMIT ($1::int8 + $2::int8) ");
 	memset(&in, 0, sizeof(in));
 	in.norm = &norm;
@@ -944,18 +768,18 @@ START_TEST(test_star_widens_visible)
 	struct plan_merge s;
 	struct merge *m;
 	struct pktbuf pb;
-	struct out o;
+	struct mfx_out o;
 
-	spec_of("SELECT * FROM t ORDER BY id DESC", &s);
+	mfx_spec_of("SELECT * FROM t ORDER BY id DESC", &s);
 	ck_assert(s.star);
 	ck_assert(s.sort[0].hidden);
-	m = new_merge(&s, 2, -1, 0);
-	feed_all_text(m, 0, 3, oids, s0, 2);	/* * is (id, name); then the hidden id */
-	feed_all_text(m, 1, 3, oids, s1, 1);
+	m = mfx_new_merge(&s, 2, -1, 0);
+	mfx_feed_all_text(m, 0, 3, oids, s0, 2);	/* * is (id, name); then the hidden id */
+	mfx_feed_all_text(m, 1, 3, oids, s1, 1);
 	pktbuf_init(&pb, 1024);
-	pull(m, &pb);
+	mfx_pull(m, &pb);
 	memset(&o, 0, sizeof(o));
-	read_out(&pb, &o, false);
+	mfx_read_out(&pb, &o, false);
 	ck_assert_uint_eq(o.ncols, 2);
 	ck_assert_str_eq(o.rows, "3|c;2|b;1|a");
 	pktbuf_cleanup(&pb);
@@ -963,20 +787,13 @@ START_TEST(test_star_widens_visible)
 }
 END_TEST
 
-static void
-free_arena(void)
-{
-	rarena_free(arena);
-	arena = NULL;
-}
-
 Suite *
 merge_suite(void)
 {
 	Suite *s = suite_create("merge");
 	TCase *tc = tcase_create("merge");
 
-	tcase_add_checked_fixture(tc, NULL, free_arena);
+	tcase_add_checked_fixture(tc, NULL, mfx_free_arena);
 	tcase_add_loop_test(tc, test_order_text, 0, NK_ARRAY_LEN(text_orders));
 	tcase_add_loop_test(tc, test_order_binary, 0, NK_ARRAY_LEN(bin_orders));
 	tcase_add_test(tc, test_nulls_first_and_ties);

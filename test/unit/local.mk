@@ -35,5 +35,6 @@ test_unit_router_sql_LDADD = libneki.a $(DEP_LIBS)
 noinst_PROGRAMS += test/unit/merge_run
 test_unit_merge_run_SOURCES = test/unit/merge_run.c
 test_unit_merge_run_LDADD = libneki.a $(DEP_LIBS)
-unit_sources += test/unit/check_merge.c
+unit_sources += test/unit/check_merge.c test/unit/check_merge_agg.c test/unit/merge_fixtures.c
+noinst_HEADERS += test/unit/merge_fixtures.h
 unit_sources += test/unit/check_route_copy.c

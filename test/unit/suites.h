@@ -25,6 +25,7 @@
 	X(dnssrv) \
 	X(session) \
 	X(merge) \
+	X(merge_agg) \
 	X(route_copy)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);

@@ -11,8 +11,12 @@ public class MergedQueries {
 		"SELECT g, count(*) FROM t GROUP BY g HAVING count(*) > ? ORDER BY g",
 		"SELECT DISTINCT g FROM t WHERE x < ? ORDER BY g DESC",
 		"SELECT id, v FROM big WHERE v > ? ORDER BY v DESC, id LIMIT ?",
+		"SELECT g, sum(DISTINCT x), stddev(n), string_agg(DISTINCT s, ',' ORDER BY s) FROM t "
+		+ "WHERE x > ? GROUP BY g HAVING g > ? ORDER BY g",
+		"SELECT g, jsonb_agg(x ORDER BY id), array_agg(DISTINCT x ORDER BY x), var_pop(x) FROM t "
+		+ "WHERE x < ? GROUP BY g ORDER BY g",
 	};
-	static final int[][] PARAMS = { {0, 5, 2}, {-20}, {25}, {0}, {990, 7} };
+	static final int[][] PARAMS = { {0, 5, 2}, {-20}, {25}, {0}, {990, 7}, {-30, 1}, {0} };
 
 	public static void main(String[] args) throws Exception {
 		try (Connection c = DriverManager.getConnection(args[0])) {

@@ -9,6 +9,10 @@ const QUERIES = [
 	['SELECT g, count(*) FROM t GROUP BY g HAVING count(*) > $1 ORDER BY g', [25]],
 	['SELECT DISTINCT g FROM t WHERE x < $1 ORDER BY g DESC', [0]],
 	['SELECT id, v FROM big WHERE v > $1 ORDER BY v DESC, id LIMIT $2', [990, 7]],
+	['SELECT g, sum(DISTINCT x), stddev(n), string_agg(DISTINCT s, $2 ORDER BY s) FROM t ' +
+	 'WHERE x > $1 GROUP BY g HAVING g > 1 ORDER BY g', [-30, ',']],
+	['SELECT g, jsonb_agg(x ORDER BY id), array_agg(DISTINCT x ORDER BY x), var_pop(x) FROM t ' +
+	 'WHERE x < $1 GROUP BY g ORDER BY g', [0]],
 ];
 
 async function main() {
