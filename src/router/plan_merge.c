@@ -27,10 +27,14 @@
 
 struct pm_hole {
 	const cJSON *node;
-	int kind;		/* aggregate kind; 0: GROUP BY item <group> */
+	int kind;		/* aggregate kind; 0: GROUP BY item <group>; -1: another column */
 	uint32_t group;
 	uint32_t first, last;	/* tokens */
 };
+
+/* A hole naming GROUP BY item (agg & ~PM_HOLE_GROUP) until resolve_groups() makes it a
+ * column. */
+#define PM_HOLE_GROUP 0x40000000u
 
 struct pm_found {
 	struct pm_hole holes[PM_HOLES];
@@ -128,6 +132,10 @@ find_aggs(struct pm *p, const cJSON *n, struct pm_found *f)
 		f->failed = !add_hole(p, f, n, 0, g);
 		return;
 	}
+	if (col && p->simple_groups) {	/* functionally dependent, or the shard's 42803 */
+		f->failed = !add_hole(p, f, n, -1, -1);
+		return;
+	}
 	if (col)
 		f->column_outside = true;
 	for (const cJSON *c = n->child; c; c = c->next)
@@ -152,8 +160,10 @@ hole_order(const void *x, const void *y)
 
 /*
  * Template of tokens [first, last) with each hole found in <f>: aggregate calls (recorded
- * with pm_add_agg) and GROUP BY items (PLAN_MERGE_HOLE_COL | item, resolved to a column by
- * resolve_groups()).
+ * with pm_add_agg), GROUP BY items (PM_HOLE_GROUP | item, resolved to a column by
+ * resolve_groups()) and other columns (a hidden column each: the shard refuses one that is
+ * not functionally dependent on the GROUP BY items with Postgres' 42803; one that is has the
+ * same value in every partial row of its group).
  */
 static bool
 make_expr(struct pm *p, struct pm_found *f, uint32_t first, uint32_t last,
@@ -168,16 +178,17 @@ make_expr(struct pm *p, struct pm_found *f, uint32_t first, uint32_t last,
 		return oom(p);
 	for (uint32_t i = 0; i < f->n; i++) {
 		const struct pm_hole *h = &f->holes[i];
-		int a = h->kind ? pm_add_agg(p, h->node, h->kind, -1)
-				: (int)(PLAN_MERGE_HOLE_COL | h->group);
+		int a = h->kind > 0 ? pm_add_agg(p, h->node, h->kind, -1)
+			: h->kind < 0 ? pm_add_col(p, pm_text(p, h->first, h->last))
+				      : (int)(PM_HOLE_GROUP | h->group);
 
-		if (h->kind && a < 0)
+		if (a < 0)
 			return false;
 		if (h->first < at)
 			return nk_error_set(p->err, "0A000", "cannot splice the aggregate calls of "
 					    "this expression");
 		e->text[i] = pm_text(p, at, h->first);
-		e->agg[i] = (uint32_t)a;
+		e->agg[i] = (uint32_t)a | (h->kind < 0 ? PLAN_MERGE_HOLE_COL : 0);
 		at = h->last;
 	}
 	e->text[f->n] = pm_text(p, at, last);
@@ -431,6 +442,7 @@ read_groups(struct pm *p, const cJSON *sel, const struct pm_targets *t)
 	uint32_t n = (uint32_t)cJSON_GetArraySize(list);
 	struct pm_span sp[n ? n : 1];
 
+	p->simple_groups = true;
 	if (!n)
 		return true;
 	if (p->cl[PM_CL_GROUP] >= p->end_tok ||
@@ -454,6 +466,7 @@ read_groups(struct pm *p, const cJSON *sel, const struct pm_targets *t)
 			g->text = pm_text(p, t->spans[pos - 1].first,
 					  target_expr_end(p, rt, t->spans[pos - 1]));
 		}
+		p->simple_groups &= jas(g->node, "ColumnRef") || jas(g->node, "FuncCall");
 	}
 	p->ngroups = n;
 	return true;
@@ -537,9 +550,9 @@ resolve_expr(struct pm *p, uint32_t ci)
 							     : &p->out->cols[ci].expr;
 		int col;
 
-		if (!(e->agg[i] & PLAN_MERGE_HOLE_COL))
+		if (!(e->agg[i] & PM_HOLE_GROUP))
 			continue;
-		col = group_value_col(p, e->agg[i] & ~PLAN_MERGE_HOLE_COL);
+		col = group_value_col(p, e->agg[i] & ~PM_HOLE_GROUP);
 		if (col < 0)
 			return false;
 		e = ci == UINT32_MAX ? &p->out->having : &p->out->cols[ci].expr;	/* moved */

@@ -398,13 +398,14 @@ const_args(struct pm *p, const struct pm_call *c)
 /*
  * agg(DISTINCT x [, constants] [ORDER BY x]): each shard sends array_agg(DISTINCT x); the
  * final SQL evaluates agg(DISTINCT e ...) over the union of the arrays (so equal values of
- * different shards count once, by the type's own equality).
+ * different shards count once, by the type's own equality). Postgres lets ORDER BY name only
+ * the arguments (the shards check it on the call's carrier): it sorts by x, or by a constant
+ * (no order), so the final query sorts by e.
  */
 static bool
 distinct_agg(struct pm *p, const struct pm_call *c, struct plan_merge_agg *a)
 {
 	const cJSON *order = jget(c->fc, "agg_order");
-	const cJSON *arg0 = cJSON_GetArrayItem(jget(c->fc, "args"), 0);
 	const char *coll = collate_of(p, c->args[0]), *rest = const_args(p, c), *ord = "";
 	int col;
 
@@ -414,10 +415,9 @@ distinct_agg(struct pm *p, const struct pm_call *c, struct plan_merge_agg *a)
 	for (int i = 0; i < cJSON_GetArraySize(order) && ord; i++) {
 		const cJSON *sb = jas(cJSON_GetArrayItem(order, i), "SortBy");
 
-		if (jget(sb, "useOp") || !pm_same_tree(jget(sb, "node"), arg0))
-			return nk_error_set(p->err, "0A000", "ORDER BY inside %s(DISTINCT ...) is "
-					    "merged across shards only when it is the argument",
-					    c->name);
+		if (jget(sb, "useOp"))
+			return nk_error_set(p->err, "0A000", "ORDER BY ... USING inside an aggregate is "
+					    "not merged across shards");
 		ord = pm_fmt(p, "%s%s e%s%s", ord, i ? "," : " ORDER BY", coll, sort_dir(p, sb));
 	}
 	col = hidden(p, pm_fmt(p, "array_agg(DISTINCT %s)%s", arg_text(p, c, 0), c->filter));

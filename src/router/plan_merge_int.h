@@ -66,6 +66,8 @@ struct pm {
 	uint32_t ncarriers, carrier_cap;
 	struct pm_group_item *groups;	/* the GROUP BY items (read before the select list) */
 	uint32_t ngroups;
+	bool simple_groups;		/* every GROUP BY item is a column or a function call: a
+					 * column naming none is functionally dependent or wrong */
 	struct nk_error *err;
 };
 

@@ -157,7 +157,8 @@ REFUSED = [
     ("SELECT corr(x, f) FROM t", "0A000", "corr"),
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x) FROM t", "0A000", "percentile"),
     ("SELECT sum(x ORDER BY id) FROM t", "0A000", "ORDER BY inside sum()"),
-    ("SELECT g, count(*) FROM t GROUP BY g HAVING x > 1", "0A000", "GROUP BY items"),
+    ("SELECT x % 3, count(*) FROM t GROUP BY x % 3 HAVING x % 3 = 1", "0A000",
+     "GROUP BY items"),
 ]
 
 

@@ -59,6 +59,10 @@ static const struct agg_spec_case agg_spec_cases[] = {
 	{ "SELECT xmlagg(x), jsonb_object_agg(k, v) FROM t",
 	  "SELECT xmlagg(x) FILTER (WHERE false), jsonb_object_agg(k, v) FILTER (WHERE false), "
 	  "xmlagg(x), jsonb_object_agg(k, v) FROM t", 2, 4 },
+	{ "SELECT t.id, count(*) FROM t GROUP BY t.id HAVING t.name <> 'x'",
+	  "SELECT t.id, count(*), t.id, t.name FROM t GROUP BY t.id HAVING (t.name <> 'x') OR "
+	  "true ", 2, 4 },
+	{ "SELECT x + count(*) FROM t", "SELECT x + count(*), x, count(*) FROM t", 1, 3 },
 	{ "SELECT json_agg(x ORDER BY id) FROM t",
 	  "SELECT json_agg(x ORDER BY id) FILTER (WHERE false), array_agg((id) ORDER BY id), "
 	  "array_agg((x) ORDER BY id) FROM t", 1, 3 },
@@ -119,10 +123,9 @@ static const struct agg_refuse_case agg_refuse_cases[] = {
 	  "json_object_agg() with DISTINCT is not merged across shards", "" },
 	{ "SELECT string_agg(DISTINCT a, b) FROM t", "0A000",
 	  "string_agg() across shards needs constant arguments after the first", "" },
-	{ "SELECT array_agg(DISTINCT a ORDER BY a + 1) FROM t", "0A000",
-	  "ORDER BY inside array_agg(DISTINCT ...) is merged across shards only when it is the "
-	  "argument", "" },
-	{ "SELECT a, count(*) FROM t GROUP BY a HAVING b > 1", "0A000",
+	{ "SELECT array_agg(DISTINCT a ORDER BY a USING <) FROM t", "0A000",
+	  "ORDER BY ... USING inside an aggregate is not merged across shards", "" },
+	{ "SELECT a % 2, count(*) FROM t GROUP BY a % 2 HAVING a > 1", "0A000",
 	  "HAVING conditions over columns that are not GROUP BY items are not merged across "
 	  "shards", "" },
 	{ "SELECT mode() WITHIN GROUP (ORDER BY a) FROM t", "0A000",
