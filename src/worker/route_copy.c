@@ -86,7 +86,7 @@ copy_context(struct rcopy *c, struct nk_error *err, const uint8_t *row, size_t l
 	     const char *column, const uint8_t *val, size_t vlen)
 {
 	const uint8_t *txt = column != NULL ? val : row;
-	size_t n = column != NULL ? vlen : copy_row_content(row, len);
+	size_t n = column != NULL ? vlen : copy_row_content(&c->scan, len);
 	int w;
 
 	w = snprintf(err->where, sizeof(err->where), "COPY %s, line %llu", c->table,
@@ -155,7 +155,8 @@ copy_flush(struct route *r, struct rcopy *c, uint32_t i)
 	return copy_link_send(r, i, t->buf, n + 1);
 }
 
-/* Append one row to target <i>'s next CopyData. */
+/* Append one row to target <i>'s next CopyData (the shard counts its lines as the input
+ * does: a CSV row may count more than one, c->scan.row_lines more). */
 static bool
 copy_put(struct route *r, struct rcopy *c, uint32_t i, const uint8_t *row, size_t len)
 {
@@ -169,9 +170,11 @@ copy_put(struct route *r, struct rcopy *c, uint32_t i, const uint8_t *row, size_
 		t->len = 5;
 	memcpy(t->buf + t->len, row, len);
 	t->len += len;
-	t->lines++;
-	if (t->ring != NULL)
-		t->ring[t->lines % COPY_RING] = (uint32_t)c->line;
+	for (uint32_t k = c->scan.row_lines + 1; k > 0; k--) {
+		t->lines++;
+		if (t->ring != NULL)
+			t->ring[t->lines % COPY_RING] = (uint32_t)c->line + 1 - k;
+	}
 	return t->len < COPY_FLUSH_BYTES || copy_flush(r, c, i);
 }
 
@@ -209,7 +212,8 @@ copy_route_row(struct route *r, struct rcopy *c, const uint8_t *row, size_t len,
 
 	if (!copy_grow(&c->val, &c->vcap, len + 1))
 		return nk_error_set(err, "53200", "out of memory");
-	switch (copy_row_key(&c->opts, row, len, c->val, &val, &vlen)) {
+	switch (copy_row_key(&c->opts, row, c->opts.fmt == COPY_FMT_BINARY ? len :
+			     copy_row_content(&c->scan, len), c->val, &val, &vlen)) {
 	case COPY_KEY_NULL:
 		nk_error_set(err, "23502", "null value in column \"%s\" of relation \"%s\" "
 			     "violates not-null constraint", c->key_col, c->table);
@@ -247,7 +251,6 @@ static bool
 copy_row(struct route *r, struct rcopy *c, const uint8_t *row, size_t len)
 {
 	struct nk_error err;
-	size_t n;
 	uint32_t tg = 0;
 
 	if (c->opts.fmt == COPY_FMT_BINARY) {
@@ -265,14 +268,9 @@ copy_row(struct route *r, struct rcopy *c, const uint8_t *row, size_t len)
 			return true;
 		}
 	}
-	c->line++;
-	if (c->line == 1 && c->header)
+	c->line += 1 + c->scan.row_lines;	/* Postgres' line number (CSV quotes count) */
+	if (c->line == 1 + c->scan.row_lines && c->header)
 		return copy_put_all(r, c, row, len);
-	n = copy_row_content(row, len);
-	if (c->opts.fmt != COPY_FMT_BINARY && n == 2 && row[0] == '\\' && row[1] == '.') {
-		c->eod = true;		/* the end-of-data marker: the rest is ignored */
-		return true;
-	}
 	if (!copy_route_row(r, c, row, len, &tg, &err)) {
 		copy_fail_row(r, c, &err);
 		return true;
@@ -280,14 +278,56 @@ copy_row(struct route *r, struct rcopy *c, const uint8_t *row, size_t len)
 	return copy_put(r, c, tg, row, len);
 }
 
+/* The scan found a bad line end or end-of-data marker: Postgres' error, on its line. */
+static void
+copy_scan_error(struct route *r, struct rcopy *c)
+{
+	struct nk_error err;
+
+	nk_error_set(&err, "22P04", "%s", c->scan.err);
+	if (c->scan.hint != NULL)
+		nk_error_hint(&err, "%s", c->scan.hint);
+	snprintf(err.where, sizeof(err.where), "COPY %s, line %llu", c->table,
+		 (unsigned long long)(c->line + 1 + c->scan.lines));
+	copy_fail_row(r, c, &err);
+}
+
+/* The end-of-data marker after <pos> + <end> bytes of <p>: the bytes of its line before it
+ * (the carried ones first) are the last row. */
+static bool
+copy_marker(struct route *r, struct rcopy *c, const uint8_t *p, size_t end)
+{
+	size_t keep = (size_t)c->scan.marker;
+
+	c->eod = true;
+	if (keep == 0)
+		return true;
+	if (c->clen > 0) {
+		if (!copy_grow(&c->carry, &c->ccap, c->clen + end))
+			return false;
+		memcpy(c->carry + c->clen, p, end);
+		c->clen = 0;
+		p = c->carry;
+	}
+	return copy_row(r, c, p, keep);
+}
+
 /* The rows of one CopyData body (a row may have begun in an earlier one). */
 static bool
 copy_feed(struct route *r, struct rcopy *c, const uint8_t *p, size_t n)
 {
 	size_t pos = 0, end;
+	enum copy_scan_rc rc;
 
 	while (pos < n && !c->eod && !c->aborted) {
-		if (!copy_scan_row(&c->opts, &c->scan, p + pos, n - pos, &end)) {
+		rc = copy_scan_row(&c->opts, &c->scan, p + pos, n - pos, &end);
+		if (rc == COPY_SCAN_ERROR) {
+			copy_scan_error(r, c);
+			return true;
+		}
+		if (rc == COPY_SCAN_EOD)
+			return copy_marker(r, c, p + pos, end);
+		if (rc == COPY_SCAN_MORE) {
 			if (c->clen + (n - pos) > COPY_ROW_MAX) {
 				struct nk_error err;
 
@@ -509,15 +549,24 @@ copy_input_done(struct route *r, struct rcopy *c)
 	struct pktbuf pb;
 
 	c->client_done = true;
-	if (c->routed && !c->aborted && !c->eod && c->clen > 0) {
-		if (c->opts.fmt == COPY_FMT_BINARY) {
-			struct nk_error err;
-
-			nk_error_set(&err, "22P04", "unexpected EOF in COPY data");
-			copy_fail_row(r, c, &err);
-		} else if (!copy_row(r, c, c->carry, c->clen)) {
-			return false;
+	if (c->routed && !c->aborted && !c->eod && c->opts.fmt != COPY_FMT_BINARY) {
+		switch (copy_scan_finish(&c->opts, &c->scan)) {	/* a last row without line end */
+		case COPY_SCAN_ERROR:
+			copy_scan_error(r, c);
+			break;
+		case COPY_SCAN_ROW:
+			if (!copy_row(r, c, c->carry, c->clen))
+				return false;
+			break;
+		default:
+			break;
 		}
+		c->clen = 0;
+	} else if (c->routed && !c->aborted && !c->eod && c->clen > 0) {
+		struct nk_error err;
+
+		nk_error_set(&err, "22P04", "unexpected EOF in COPY data");
+		copy_fail_row(r, c, &err);
 		c->clen = 0;
 	}
 	if (c->aborted)

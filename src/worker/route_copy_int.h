@@ -45,10 +45,39 @@ enum copy_bin_state {
 	COPY_BIN_DATA,		/* a field's bytes */
 };
 
+/* The line end style of text and CSV input: the first line's, as Postgres detects it. */
+enum copy_eol {
+	COPY_EOL_UNKNOWN = 0,
+	COPY_EOL_NL,			/* "\n" */
+	COPY_EOL_CR,			/* "\r" (old Mac) */
+	COPY_EOL_CRNL,			/* "\r\n" */
+};
+
+/* A look-ahead of the text / CSV scan (the next byte decides). */
+enum copy_pend {
+	COPY_P_NONE = 0,
+	COPY_P_ESC,			/* text: after a backslash */
+	COPY_P_CR,			/* a line-ending "\r": a "\n" may follow */
+	COPY_P_BS,			/* CSV: a backslash starting the row */
+	COPY_P_MARK,			/* after the end-of-data marker "\." */
+	COPY_P_MARK_CR,			/* CRNL: after "\.\r" */
+};
+
 /* Where the scan of the input is (kept across CopyData messages). */
 struct copy_scan {
-	bool esc;			/* text: after a backslash; CSV: after the escape char */
+	bool esc;			/* CSV: after the escape char inside quotes */
 	bool in_quote;			/* CSV */
+	bool mid_row;			/* the row's first byte was seen */
+	enum copy_eol eol;
+	enum copy_pend pend;
+	uint8_t replay[2];		/* CSV: bytes after a row-starting backslash */
+	uint32_t nreplay;
+	uint64_t rowpos;		/* bytes of the row before this message */
+	uint64_t marker;		/* COPY_SCAN_EOD: the row's bytes before "\." */
+	uint32_t lines;			/* CSV: line ends counted inside quotes (Postgres' rule) */
+	uint32_t row_lines;		/* those of the row that ended */
+	uint32_t term;			/* the ended row's line end bytes (0, 1, 2) */
+	const char *err, *hint;		/* COPY_SCAN_ERROR: Postgres' message and hint */
 	enum copy_bin_state bst;
 	uint8_t nb[19];			/* binary: the number (or header) being read */
 	uint32_t nbn, need;
@@ -64,23 +93,38 @@ enum copy_key_rc {
 	COPY_KEY_MISSING,	/* the row has fewer fields */
 };
 
-/*
- * Scan <p>[0..n) for the end of the current row: true with *<end> the bytes up to and
- * including it; false when all n bytes belong to the row (the scan state is kept).
- */
-bool copy_scan_row(const struct copy_opts *o, struct copy_scan *s, const uint8_t *p, size_t n,
-		   size_t *end);
+enum copy_scan_rc {
+	COPY_SCAN_MORE = 0,	/* every byte belongs to the current row */
+	COPY_SCAN_ROW,		/* a row ended: *end bytes (its line end, s->term bytes, included) */
+	COPY_SCAN_EOD,		/* the end-of-data marker: *end bytes read through it; the row's
+				 * first s->marker bytes (0: none) are a last row; the rest is not
+				 * read */
+	COPY_SCAN_ERROR,	/* Postgres' 22P04 (s->err, s->hint) on the current line */
+};
 
 /*
- * The key field of the complete row <row>/<len> (text and CSV: with its line end; binary: a
- * tuple). Text values are unescaped into <buf> (at least <len> bytes); binary values point
+ * Scan <p>[0..n) for the end of the current row, with the line ends, end-of-data marker and
+ * errors of Postgres' CopyReadLineText: text and CSV lines end at "\n", "\r\n" or "\r", as
+ * the first line does; another one later is an error ("literal carriage return found in
+ * data"), so is a bad "\." (the scan state is kept across calls).
+ */
+enum copy_scan_rc copy_scan_row(const struct copy_opts *o, struct copy_scan *s, const uint8_t *p,
+				size_t n, size_t *end);
+
+/* The input ended inside a row (text and CSV): the look-ahead resolved as at Postgres' EOF.
+ * COPY_SCAN_ROW (the bytes read are a row), COPY_SCAN_ERROR or COPY_SCAN_MORE (none). */
+enum copy_scan_rc copy_scan_finish(const struct copy_opts *o, struct copy_scan *s);
+
+/*
+ * The key field of the complete row <row>/<len> (text and CSV: without its line end; binary:
+ * a tuple). Text values are unescaped into <buf> (at least <len> bytes); binary values point
  * into the row. Sets val and vlen on COPY_KEY_OK.
  */
 enum copy_key_rc copy_row_key(const struct copy_opts *o, const uint8_t *row, size_t len,
 			      uint8_t *buf, const uint8_t **val, size_t *vlen);
 
-/* A text or CSV row without its line end (a trailing "\r\n" or "\n"). */
-size_t copy_row_content(const uint8_t *row, size_t len);
+/* The length of the row of <len> bytes that ended last without its line end. */
+size_t copy_row_content(const struct copy_scan *s, size_t len);
 
 /* One target shard of COPY FROM. */
 struct rcopy_target {

@@ -1,11 +1,16 @@
 /*
  * route_copy_row.c - COPY FROM input as the router reads it: where each row ends and the
- * shard-key field of a complete row. Text rows end at a newline not escaped by a
- * backslash; CSV rows at a newline outside quotes (an escape other than the quote char
- * protects a quote or escape inside quotes); binary rows are tuples of length-prefixed
- * fields after the file header. The rules are Postgres' (copyfromparse.c) as far as the
- * row boundaries and one field's value go; the shards parse every field themselves.
- * Pure: no sockets. Entry points: copy_scan_row(), copy_row_key(), copy_row_content().
+ * shard-key field of a complete row. Text rows end at a line end not escaped by a
+ * backslash; CSV rows at a line end outside quotes (an escape other than the quote char
+ * protects a quote or escape inside quotes); a line end is "
+", "
+" or "", as the
+ * first line's, and another one later is Postgres' 22P04; "\." ends the input (text:
+ * anywhere; CSV: alone on a line). Binary rows are tuples of length-prefixed fields after
+ * the file header. The rules are Postgres' (copyfromparse.c) as far as the row boundaries,
+ * line numbers and one field's value go; the shards parse every field themselves.
+ * Pure: no sockets. Entry points: copy_scan_row(), copy_scan_finish(), copy_row_key(),
+ * copy_row_content().
  */
 #include "neki/base.h"
 
@@ -21,43 +26,245 @@ be32(const uint8_t *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* ---- row ends ---- */
+/* ---- row ends (text and CSV: Postgres' CopyReadLineText) ---- */
 
-static bool
-scan_text(struct copy_scan *s, const uint8_t *p, size_t n, size_t *end)
+/* What one byte does to the row being scanned. */
+enum copy_step {
+	COPY_ST_NEXT = 0,	/* part of the row */
+	COPY_ST_ROW,		/* the row ends with this byte */
+	COPY_ST_ROW_BEFORE,	/* the row ended with the byte before (this one is the next row's) */
+	COPY_ST_EOD,		/* the end-of-data marker ends with this byte */
+	COPY_ST_ERROR,
+};
+
+static enum copy_step
+scan_fail(struct copy_scan *s, const char *err, const char *hint)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (s->esc) {
-			s->esc = false;
-		} else if (p[i] == '\\') {
-			s->esc = true;
-		} else if (p[i] == '\n') {
-			*end = i + 1;
-			return true;
-		}
-	}
-	return false;
+	s->err = err;
+	s->hint = hint;
+	return COPY_ST_ERROR;
 }
 
-static bool
-scan_csv(const struct copy_opts *o, struct copy_scan *s, const uint8_t *p, size_t n,
-	 size_t *end)
+/* A line end that is not the input's style. */
+static enum copy_step
+bad_cr(const struct copy_opts *o, struct copy_scan *s)
+{
+	return o->fmt == COPY_FMT_CSV ?
+	       scan_fail(s, "unquoted carriage return found in data",
+			 "Use quoted CSV field to represent carriage return.") :
+	       scan_fail(s, "literal carriage return found in data",
+			 "Use \"\\r\" to represent carriage return.");
+}
+
+static enum copy_step
+bad_nl(const struct copy_opts *o, struct copy_scan *s)
+{
+	return o->fmt == COPY_FMT_CSV ?
+	       scan_fail(s, "unquoted newline found in data",
+			 "Use quoted CSV field to represent newline.") :
+	       scan_fail(s, "literal newline found in data", "Use \"\\n\" to represent newline.");
+}
+
+static enum copy_step scan_byte(const struct copy_opts *o, struct copy_scan *s, uint8_t c);
+
+/*
+ * "\." not followed by the end of a line: text input is corrupt; in CSV it was data (only a
+ * line that is "\." ends the input), and its bytes after the backslash are read again (they
+ * cannot end the row: a "\r" or "\n" here either is the marker or breaks the line style).
+ */
+static enum copy_step
+not_marker(const struct copy_opts *o, struct copy_scan *s, uint8_t c, bool take_c)
+{
+	uint8_t again[3] = { '.' };
+	uint32_t n = 1;
+	enum copy_step st = COPY_ST_NEXT;
+
+	if (o->fmt != COPY_FMT_CSV)
+		return scan_fail(s, "end-of-copy marker corrupt", NULL);
+	if (s->pend == COPY_P_MARK_CR)
+		again[n++] = '\r';
+	if (take_c)
+		again[n++] = c;
+	s->pend = COPY_P_NONE;
+	for (uint32_t i = 0; i < n && st == COPY_ST_NEXT; i++)
+		st = scan_byte(o, s, again[i]);
+	return st == COPY_ST_ROW || st == COPY_ST_ROW_BEFORE ? COPY_ST_NEXT : st;
+}
+
+/* The byte after "\." (CRNL: after "\.\r"): the line end that must close the marker. */
+static enum copy_step
+marker_end(const struct copy_opts *o, struct copy_scan *s, uint8_t c)
+{
+	if (s->eol == COPY_EOL_CRNL && s->pend == COPY_P_MARK) {
+		if (c == '\r') {
+			s->pend = COPY_P_MARK_CR;
+			return COPY_ST_NEXT;
+		}
+		if (c == '\n' && o->fmt != COPY_FMT_CSV)
+			return scan_fail(s, "end-of-copy marker does not match previous newline "
+					 "style", NULL);
+		return not_marker(o, s, c, true);
+	}
+	if (c != '\r' && c != '\n')
+		return not_marker(o, s, c, true);
+	if ((s->eol == COPY_EOL_NL && c != '\n') || (s->eol == COPY_EOL_CRNL && c != '\n') ||
+	    (s->eol == COPY_EOL_CR && c != '\r'))
+		return scan_fail(s, "end-of-copy marker does not match previous newline style",
+				 NULL);
+	return COPY_ST_EOD;
+}
+
+/* The look-ahead byte <c> after a pending state; COPY_ST_NEXT when <c> is to be scanned. */
+static enum copy_step
+scan_pending(const struct copy_opts *o, struct copy_scan *s, uint8_t c, bool *done)
+{
+	enum copy_pend p = s->pend;
+
+	*done = true;
+	switch (p) {
+	case COPY_P_CR:
+		s->pend = COPY_P_NONE;
+		if (c == '\n') {
+			s->eol = COPY_EOL_CRNL;
+			return COPY_ST_ROW;
+		}
+		if (s->eol == COPY_EOL_CRNL)
+			return bad_cr(o, s);
+		s->eol = COPY_EOL_CR;
+		return COPY_ST_ROW_BEFORE;
+	case COPY_P_ESC:	/* text: "\." is the marker, any other byte is escaped */
+	case COPY_P_BS:		/* CSV row start: only "\." matters */
+		s->pend = c == '.' ? COPY_P_MARK : COPY_P_NONE;
+		*done = c == '.' || p == COPY_P_ESC;
+		return COPY_ST_NEXT;
+	case COPY_P_MARK:
+	case COPY_P_MARK_CR:
+		return marker_end(o, s, c);
+	case COPY_P_NONE:
+		break;
+	}
+	*done = false;
+	return COPY_ST_NEXT;
+}
+
+/* CSV quotes and escapes, and the line ends Postgres counts inside quotes. */
+static void
+csv_track(const struct copy_opts *o, struct copy_scan *s, uint8_t c)
+{
+	if (s->in_quote && o->escape != '\0' && c == (uint8_t)o->escape)
+		s->esc = !s->esc;
+	if (c == (uint8_t)o->quote && !s->esc)
+		s->in_quote = !s->in_quote;
+	if (o->escape == '\0' || c != (uint8_t)o->escape)
+		s->esc = false;
+	if (s->in_quote && c == (s->eol == COPY_EOL_NL ? '\n' : '\r'))
+		s->lines++;	/* (an unknown style counts "\r", as Postgres does) */
+}
+
+/* One byte of text or CSV input. */
+static enum copy_step
+scan_byte(const struct copy_opts *o, struct copy_scan *s, uint8_t c)
+{
+	bool csv = o->fmt == COPY_FMT_CSV, done, first = !s->mid_row;
+	enum copy_step st = scan_pending(o, s, c, &done);
+
+	if (done)
+		return st;
+	s->mid_row = true;
+	if (csv)
+		csv_track(o, s, c);
+	if (c == '\r' && (!csv || !s->in_quote)) {
+		if (s->eol == COPY_EOL_UNKNOWN || s->eol == COPY_EOL_CRNL) {
+			s->pend = COPY_P_CR;
+			return COPY_ST_NEXT;
+		}
+		return s->eol == COPY_EOL_NL ? bad_cr(o, s) : COPY_ST_ROW;
+	}
+	if (c == '\n' && (!csv || !s->in_quote)) {
+		if (s->eol == COPY_EOL_CR || s->eol == COPY_EOL_CRNL)
+			return bad_nl(o, s);
+		s->eol = COPY_EOL_NL;
+		return COPY_ST_ROW;
+	}
+	if (c == '\\' && (!csv || first))
+		s->pend = csv ? COPY_P_BS : COPY_P_ESC;
+	return COPY_ST_NEXT;
+}
+
+static void
+row_done(struct copy_scan *s, uint32_t term)
+{
+	s->row_lines = s->lines;
+	s->lines = 0;
+	s->term = term;
+	s->rowpos = 0;
+	s->mid_row = s->in_quote = s->esc = false;
+}
+
+static enum copy_scan_rc
+scan_text_csv(const struct copy_opts *o, struct copy_scan *s, const uint8_t *p, size_t n,
+	      size_t *end)
 {
 	for (size_t i = 0; i < n; i++) {
-		uint8_t c = p[i];
+		bool marker = s->pend == COPY_P_ESC || s->pend == COPY_P_BS;
+		enum copy_step st = scan_byte(o, s, p[i]);
 
-		if (s->in_quote && o->escape != '\0' && c == (uint8_t)o->escape)
-			s->esc = !s->esc;
-		if (c == (uint8_t)o->quote && !s->esc)
-			s->in_quote = !s->in_quote;
-		if (o->escape == '\0' || c != (uint8_t)o->escape)
-			s->esc = false;
-		if (c == '\n' && !s->in_quote) {
+		if (marker && s->pend == COPY_P_MARK)	/* "\." began a byte before */
+			s->marker = s->rowpos + i - 1;
+		switch (st) {
+		case COPY_ST_NEXT:
+			continue;
+		case COPY_ST_ROW:
 			*end = i + 1;
-			return true;
+			row_done(s, p[i] == '\n' && s->eol == COPY_EOL_CRNL ? 2 : 1);
+			return COPY_SCAN_ROW;
+		case COPY_ST_ROW_BEFORE:	/* the "\r" was the last byte read */
+			*end = i;
+			row_done(s, 1);
+			return COPY_SCAN_ROW;
+		case COPY_ST_EOD:
+			*end = i + 1;
+			s->row_lines = s->lines;
+			s->term = 0;
+			return COPY_SCAN_EOD;
+		case COPY_ST_ERROR:
+			return COPY_SCAN_ERROR;
 		}
 	}
-	return false;
+	s->rowpos += n;
+	return COPY_SCAN_MORE;
+}
+
+/* copy_scan_finish: see route_copy_int.h. */
+enum copy_scan_rc
+copy_scan_finish(const struct copy_opts *o, struct copy_scan *s)
+{
+	enum copy_step st = COPY_ST_NEXT;
+	uint32_t term = 0;
+
+	switch (s->pend) {
+	case COPY_P_CR:		/* the input ends with "\r" */
+		s->pend = COPY_P_NONE;
+		if (s->eol == COPY_EOL_CRNL)
+			st = bad_cr(o, s);
+		term = 1;
+		break;
+	case COPY_P_MARK:	/* "\." at the end: no line end after it */
+	case COPY_P_MARK_CR:
+		st = not_marker(o, s, 0, false);
+		if (st == COPY_ST_NEXT && s->pend == COPY_P_CR)
+			return copy_scan_finish(o, s);
+		break;
+	default:
+		s->pend = COPY_P_NONE;
+		break;
+	}
+	if (st == COPY_ST_ERROR)
+		return COPY_SCAN_ERROR;
+	if (!s->mid_row && s->rowpos == 0)
+		return COPY_SCAN_MORE;
+	row_done(s, term);
+	return COPY_SCAN_ROW;
 }
 
 /* Collect <want> bytes of a number or header into s->nb; true once complete. */
@@ -128,33 +335,30 @@ bin_step(struct copy_scan *s, const uint8_t *p, size_t n, size_t *i)
 	return s->fields == 0;
 }
 
-bool
+/* copy_scan_row: see route_copy_int.h. */
+enum copy_scan_rc
 copy_scan_row(const struct copy_opts *o, struct copy_scan *s, const uint8_t *p, size_t n,
 	      size_t *end)
 {
 	size_t i = 0;
 
-	if (o->fmt == COPY_FMT_TEXT)
-		return scan_text(s, p, n, end);
-	if (o->fmt == COPY_FMT_CSV)
-		return scan_csv(o, s, p, n, end);
+	if (o->fmt != COPY_FMT_BINARY)
+		return scan_text_csv(o, s, p, n, end);
 	s->header_row = s->trailer = false;
+	s->term = s->row_lines = 0;
 	while (i < n)
 		if (bin_step(s, p, n, &i)) {
 			*end = i;
-			return true;
+			return COPY_SCAN_ROW;
 		}
-	return false;
+	return COPY_SCAN_MORE;
 }
 
+/* copy_row_content: see route_copy_int.h. */
 size_t
-copy_row_content(const uint8_t *row, size_t len)
+copy_row_content(const struct copy_scan *s, size_t len)
 {
-	if (len > 0 && row[len - 1] == '\n')
-		len--;
-	if (len > 0 && row[len - 1] == '\r')
-		len--;
-	return len;
+	return len >= s->term ? len - s->term : 0;
 }
 
 /* ---- the key field ---- */
@@ -321,7 +525,6 @@ copy_row_key(const struct copy_opts *o, const uint8_t *row, size_t len, uint8_t 
 {
 	if (o->fmt == COPY_FMT_BINARY)
 		return binary_key(o, row, len, val, vlen);
-	len = copy_row_content(row, len);
 	if (o->fmt == COPY_FMT_CSV)
 		return csv_key(o, row, len, buf, val, vlen);
 	return text_key(o, row, len, buf, val, vlen);

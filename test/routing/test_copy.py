@@ -3,7 +3,8 @@ COPY through neki on a sharded database (issue 7): COPY FROM STDIN into sharded 
 (rows routed by their shard key; text, CSV with its options, binary; psycopg's copy and
 psql's \\copy), into reference and unsharded tables, the spec's rejections (NK013 41,
 43-56), a bad row aborting every shard, COPY TO STDOUT over several shards compared with the
-reference server, and a large COPY whose memory stays flat.
+reference server, a large COPY whose memory stays flat, and line ends ("\\n", "\\r\\n", old Mac
+"\\r", mixed ones, end-of-data markers) giving the rows or the error of one server.
 
 The storefront topology (etc/topology-storefront.json) plus a few tables of our own:
 `events` (customer_data, key customer_id), `pairs` (a shard index over two columns),
@@ -243,6 +244,78 @@ def test_copy_from_csv_header_match_and_crlf(twin):
                         data.encode()) == "COPY 60"
     placed_like_insert(twin, "customers", "customers_ins", "id")
     assert twin.run("SELECT name FROM customers WHERE id = 7") == [("c, 7",)]
+
+
+# Line ends: Postgres takes the first line's ("\n", "\r\n" or "\r"), refuses another one
+# later with its own error, and checks the end-of-data marker against it; neki's row splitter
+# must give the same rows or the same error (CONTEXT line included) as one server.
+LINE_ENDS = [
+    ("", b"1\ta\tFR\r2\tb\tDE\r3\tc\t\\N\r"),
+    ("", b"1\ta\tFR\r2\tb\tDE"),
+    ("", b"1\ta\tFR\r\n2\tb\tDE\r\n"),
+    ("", b"1\ta\\\rx\tFR\r2\tb\\\ny\tDE\r"),
+    ("", b"1\ta\tFR\n2\tb\tDE\r3\tc\tIT\n"),
+    ("", b"1\ta\tFR\r2\tb\tDE\n"),
+    ("", b"1\ta\tFR\r\n2\tb\tDE\n"),
+    ("", b"1\ta\tFR\r\n2\tb\tDE\r3\tc\tIT\r\n"),
+    ("", b"1\ta\tFR\r\n2\tb\tDE\r"),
+    ("", b"1\ta\tFR\r\\.\r4\tz\tXX\r"),
+    ("", b"1\ta\tFR\r\\.\n"),
+    ("", b"1\ta\tFR\n\\."),
+    ("", b"1\ta\tFR\n2\tb\tDE\\.\n3\tc\tIT\n"),
+    ("", b"1\ta\tFR\n2\tb\n"),
+    ("(FORMAT csv)", b'1,"a\rb",FR\r2,c,DE\r'),
+    ("(FORMAT csv)", b'1,a,FR\n2,b,DE\r'),
+    ("(FORMAT csv)", b'1,a,FR\r2,b,DE\n'),
+    ("(FORMAT csv)", b'1,"x\ny",FR\r2,b,DE\r'),
+    ("(FORMAT csv)", b'1,"a\rb",FR\n2,"x\ry",DE\r'),
+    ("(FORMAT csv)", b'1,a,FR\r\\.\r2,b,DE\r'),
+    ("(FORMAT csv)", b'1,a,FR\r\n\\.\n2,b,DE\r\n'),
+    ("(FORMAT csv)", b'1,a,FR\n\\.x,y,z\n2,b,DE\n'),
+    ("(FORMAT csv)", b'1,"a\r\nb",FR\r\n2,"c\r\nd",\r\nx,y,z\r\n'),
+    ("(FORMAT csv, HEADER)", b'id,name,country\r1,a,FR\r2,b,DE\r'),
+    ("(FORMAT csv, HEADER)", b'id,name,country\r\n1,a,FR\n'),
+]
+
+
+def copy_outcome(conn, sql, data, step):
+    """Rows and tag of COPY <sql> with <data> in CopyData messages of <step> bytes, or the
+    error's (SQLSTATE, message, hint, CONTEXT)."""
+    conn.execute("TRUNCATE customers")
+    try:
+        with conn.cursor() as cur:
+            with cur.copy(sql) as cp:
+                for i in range(0, len(data), step):
+                    cp.write(data[i:i + step])
+            tag = cur.statusmessage
+        return tag, sorted(conn.execute("SELECT id, name, country FROM customers").fetchall())
+    except psycopg.Error as e:
+        d = e.diag
+        return d.sqlstate, d.message_primary, d.message_hint, d.context
+
+
+def test_copy_from_line_ends_as_one_server(store):
+    """Text and CSV input with "\n", "\r\n" or old Mac "\r" line ends, mixed ones, quoted
+    ones and end-of-data markers: the rows, or the error with its CONTEXT line, equal the
+    reference server's; also with the input cut into 1-byte CopyData messages."""
+    with store.connect(autocommit=True) as nconn, store.ref() as rconn:
+        rconn.autocommit = True
+        for opts, data in LINE_ENDS:
+            sql = f"COPY customers FROM STDIN {opts}"
+            want = copy_outcome(rconn, sql, data, len(data))
+            for step in (len(data), 1):
+                got = copy_outcome(nconn, sql, data, step)
+                assert got == want, (opts, data, step)
+    store.truncate("customers")
+
+
+def test_copy_from_cr_line_ends_routes_every_row(twin):
+    """200 rows with old Mac line ends, cut at awkward places: every row on its shard."""
+    data = text_rows(CUST).replace(b"\n", b"\r")
+    chunks = [data[i:i + 41] for i in range(0, len(data), 41)]
+    assert twin.copy_in("COPY customers FROM STDIN", chunks) == "COPY 200"
+    placed_like_insert(twin, "customers", "customers_ins", "id")
+    assert sorted(twin.run("SELECT id, name, country FROM customers")) == sorted(CUST)
 
 
 def binary_copy(rows, types):

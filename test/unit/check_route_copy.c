@@ -1,7 +1,9 @@
 /*
  * check_route_copy.c - COPY FROM input as the router reads it (src/worker/route_copy_row.c):
- * row ends across CopyData messages (text escapes, CSV quotes and escapes, binary tuples)
- * and the shard-key field of a row (escapes, NULL strings, FORCE_NULL / FORCE_NOT_NULL).
+ * row ends across CopyData messages (text escapes, CSV quotes and escapes, binary tuples),
+ * the line end style of the first line ("\n", "\r\n", "\r") and Postgres' errors for another
+ * one, the end-of-data marker, the lines counted inside CSV quotes, and the shard-key field
+ * of a row (escapes, NULL strings, FORCE_NULL / FORCE_NOT_NULL).
  */
 #include "neki/base.h"
 
@@ -40,7 +42,7 @@ row_ends(const struct copy_opts *o, const char *in, size_t len, size_t step, cha
 		size_t n = pos + step < len ? step : len - pos, off = 0;
 
 		while (off < n && copy_scan_row(o, &s, (const uint8_t *)in + pos + off, n - off,
-						&end)) {
+						&end) == COPY_SCAN_ROW) {
 			row += end;
 			sprintf(out + strlen(out), "%zu,", row);
 			row = 0;
@@ -99,13 +101,160 @@ START_TEST(binary_tuples_span_messages)
 }
 END_TEST
 
+/*
+ * The whole input <in> scanned in pieces of <step> bytes, then finished: "R<len>" per row
+ * ("+<n>" lines counted inside its quotes), "D<len>/<before>" for the end-of-data marker,
+ * "X<line>:<message>|<hint>" for an error (its line counted as route_copy.c does), "F<len>"
+ * for the row the end of the input closes.
+ */
+static void
+scan_all(const struct copy_opts *o, const char *in, size_t step, char *out)
+{
+	struct copy_scan s;
+	size_t len = strlen(in), row = 0, end;
+	uint32_t line = 0;
+	enum copy_scan_rc rc = COPY_SCAN_MORE;
+
+	memset(&s, 0, sizeof(s));
+	out[0] = '\0';
+	for (size_t pos = 0; pos < len && rc != COPY_SCAN_EOD && rc != COPY_SCAN_ERROR;
+	     pos += step) {
+		size_t n = pos + step < len ? step : len - pos, off = 0;
+
+		while (off < n) {
+			rc = copy_scan_row(o, &s, (const uint8_t *)in + pos + off, n - off, &end);
+			if (rc == COPY_SCAN_MORE) {
+				row += n - off;
+				break;
+			}
+			if (rc == COPY_SCAN_ERROR)
+				break;
+			row += end;
+			off += end;
+			if (rc == COPY_SCAN_EOD) {
+				sprintf(out + strlen(out), "D%zu/%llu,", row,
+					(unsigned long long)s.marker);
+				break;
+			}
+			line += 1 + s.row_lines;
+			sprintf(out + strlen(out), s.row_lines ? "R%zu+%u," : "R%zu,", row,
+				s.row_lines);
+			row = 0;
+		}
+	}
+	if (rc == COPY_SCAN_MORE && (rc = copy_scan_finish(o, &s)) == COPY_SCAN_ROW)
+		sprintf(out + strlen(out), "F%zu,", row);
+	if (rc == COPY_SCAN_ERROR)
+		sprintf(out + strlen(out), "X%u:%s|%s", line + 1 + s.lines, s.err,
+			s.hint ? s.hint : "");
+}
+
+/* <in> gives <want> in pieces of every size. */
+static void
+check_scan(const struct copy_opts *o, const char *in, const char *want)
+{
+	char out[512];
+
+	for (size_t step = 1; step <= strlen(in); step++) {
+		scan_all(o, in, step, out);
+		ck_assert_msg(strcmp(out, want) == 0, "%s, step %zu: %s (want %s)", in, step, out,
+			      want);
+	}
+}
+
+START_TEST(text_line_end_styles)
+{
+	struct copy_opts o = opts(COPY_FMT_TEXT, 0);
+
+	check_scan(&o, "1\ta\r2\tb\r3\tc\r", "R4,R4,R4,");	/* old Mac */
+	check_scan(&o, "1\ta\r\n2\tb\r\n", "R5,R5,");
+	check_scan(&o, "1\ta\n22\tb\n", "R4,R5,");
+	check_scan(&o, "1\ta\r2\tb", "R4,F3,");
+	check_scan(&o, "1\ta\\\r2\r3\r", "R7,R2,");	/* an escaped \r is data */
+	check_scan(&o, "1\ta\n2\tb\r3\n", "R4,X2:literal carriage return found in data|"
+		   "Use \"\\r\" to represent carriage return.");
+	check_scan(&o, "1\ta\r2\tb\n3\r", "R4,X2:literal newline found in data|"
+		   "Use \"\\n\" to represent newline.");
+	check_scan(&o, "1\ta\r\n2\tb\n", "R5,X2:literal newline found in data|"
+		   "Use \"\\n\" to represent newline.");
+	check_scan(&o, "1\ta\r\n2\tb\r3\n", "R5,X2:literal carriage return found in data|"
+		   "Use \"\\r\" to represent carriage return.");
+	check_scan(&o, "1\ta\r\n2\tb\r", "R5,X2:literal carriage return found in data|"
+		   "Use \"\\r\" to represent carriage return.");
+}
+END_TEST
+
+START_TEST(text_end_of_data_marker)
+{
+	struct copy_opts o = opts(COPY_FMT_TEXT, 0);
+
+	check_scan(&o, "1\ta\r\\.\rjunk", "R4,D3/0,");
+	check_scan(&o, "1\ta\r\n\\.\r\n", "R5,D4/0,");
+	check_scan(&o, "\\.\n1\tb\n", "D3/0,");
+	check_scan(&o, "1\tab\\.\n2\tb\n", "D7/4,");	/* text: "\." ends the data anywhere */
+	check_scan(&o, "1\t\\\\.\n", "R6,");		/* an escaped backslash, then "." */
+	check_scan(&o, "1\ta\r\\.\n", "R4,X2:end-of-copy marker does not match previous newline "
+		   "style|");
+	check_scan(&o, "1\ta\n\\.\r", "R4,X2:end-of-copy marker does not match previous newline "
+		   "style|");
+	check_scan(&o, "1\ta\r\n\\.\n", "R5,X2:end-of-copy marker does not match previous "
+		   "newline style|");
+	check_scan(&o, "1\ta\n\\.", "R4,X2:end-of-copy marker corrupt|");
+	check_scan(&o, "1\ta\n\\.x\n", "R4,X2:end-of-copy marker corrupt|");
+	check_scan(&o, "1\ta\r\n\\.\rx", "R5,X2:end-of-copy marker corrupt|");
+}
+END_TEST
+
+START_TEST(csv_line_end_styles)
+{
+	struct copy_opts o = opts(COPY_FMT_CSV, 0);
+
+	check_scan(&o, "1,\"a\rb\"\r2,c\r", "R8+1,R4,");	/* "\r" inside quotes is data */
+	check_scan(&o, "1,\"x\ny\"\r2,b\r", "R8,R4,");	/* (an unknown style counts \r) */
+	check_scan(&o, "1,a\r\n2,\"b\r\nc\"\r\n3,d\r\n", "R5,R10+1,R5,");
+	check_scan(&o, "1,a\n2,b\r", "R4,X2:unquoted carriage return found in data|"
+		   "Use quoted CSV field to represent carriage return.");
+	check_scan(&o, "1,a\r2,b\n", "R4,X2:unquoted newline found in data|"
+		   "Use quoted CSV field to represent newline.");
+	check_scan(&o, "1,\"a\rb\"\n2,\"x\ry\"\r", "R8+1,X3:unquoted carriage return found "
+		   "in data|Use quoted CSV field to represent carriage return.");
+	check_scan(&o, "1,\"a\nb\"\r2,c\n", "R8,X2:unquoted newline found in data|"
+		   "Use quoted CSV field to represent newline.");
+}
+END_TEST
+
+START_TEST(csv_end_of_data_marker)
+{
+	struct copy_opts o = opts(COPY_FMT_CSV, 0);
+
+	check_scan(&o, "1,a\r\\.\r2,b\r", "R4,D3/0,");
+	check_scan(&o, "1,a\n\\.x\n2,b\n", "R4,R4,R4,");	/* only "\." alone is the marker */
+	check_scan(&o, "1,a\n2,\\.\n", "R4,R5,");
+	check_scan(&o, "1,a\r\\.", "R4,F2,");		/* data at the end of the input */
+	check_scan(&o, "1,a\r\n\\.x\r\n", "R5,R5,");
+	check_scan(&o, "1,a\r\n\\.\n2,b\r\n", "R5,X2:unquoted newline found in data|"
+		   "Use quoted CSV field to represent newline.");
+	check_scan(&o, "1,a\n\\.\r", "R4,X2:end-of-copy marker does not match previous newline "
+		   "style|");
+	check_scan(&o, "1,a\r\n\\.\r", "R5,X2:unquoted carriage return found in data|"
+		   "Use quoted CSV field to represent carriage return.");
+}
+END_TEST
+
+/* The key of <row> (its line end stripped, as route_copy.c does). */
 static enum copy_key_rc
 key(const struct copy_opts *o, const char *row, char *val)
 {
 	uint8_t buf[128];
 	const uint8_t *v = NULL;
-	size_t n = 0;
-	enum copy_key_rc rc = copy_row_key(o, (const uint8_t *)row, strlen(row), buf, &v, &n);
+	size_t n = 0, len = strlen(row);
+	enum copy_key_rc rc;
+
+	if (len > 0 && row[len - 1] == '\n')
+		len--;
+	if (len > 0 && row[len - 1] == '\r')
+		len--;
+	rc = copy_row_key(o, (const uint8_t *)row, len, buf, &v, &n);
 
 	if (rc == COPY_KEY_OK) {
 		memcpy(val, v, n);
@@ -177,6 +326,10 @@ route_copy_suite(void)
 	tcase_add_test(tc, text_rows_span_messages);
 	tcase_add_test(tc, csv_rows_quotes_and_escapes);
 	tcase_add_test(tc, binary_tuples_span_messages);
+	tcase_add_test(tc, text_line_end_styles);
+	tcase_add_test(tc, text_end_of_data_marker);
+	tcase_add_test(tc, csv_line_end_styles);
+	tcase_add_test(tc, csv_end_of_data_marker);
 	tcase_add_test(tc, text_key_field);
 	tcase_add_test(tc, csv_key_field);
 	tcase_add_test(tc, binary_key_field);
