@@ -433,6 +433,47 @@ build_sort(struct pm *p, const cJSON *sel, const struct pm_targets *t, bool set_
 	return true;
 }
 
+/* True when tree <n> holds a column reference whose last name is <name>. */
+static bool
+names_column(const cJSON *n, const char *name)
+{
+	const cJSON *fields = jget(jas(n, "ColumnRef"), "fields");
+
+	if (fields) {
+		const char *last = jsval(cJSON_GetArrayItem(fields, cJSON_GetArraySize(fields) - 1));
+
+		return last && strcmp(last, name) == 0;
+	}
+	for (const cJSON *c = n ? n->child : NULL; c; c = c->next)
+		if (names_column(c, name))
+			return true;
+	return false;
+}
+
+/*
+ * 1 + the select-list entry a GROUP BY name <node> names by its alias, 0 when none. Postgres
+ * groups by the entry only when no input column has the name; one that does is certain when
+ * the entry's own expression reads it (`lower(name) AS name ... GROUP BY name` groups by the
+ * column), and then the name is the column. (Another input column of that name makes the
+ * shards refuse the entry's expression as not grouped, unless it depends on that column.)
+ */
+static int64_t
+output_name_pos(const struct pm_targets *t, const cJSON *node)
+{
+	const cJSON *fields = jget(jas(node, "ColumnRef"), "fields");
+	const char *name = cJSON_GetArraySize(fields) == 1 ? jsval(cJSON_GetArrayItem(fields, 0))
+							    : NULL;
+
+	for (uint32_t i = 0; name && i < t->n; i++) {
+		const cJSON *rt = cJSON_GetArrayItem(t->list, (int)i)->child;
+		const char *alias = jstr(rt, "name");
+
+		if (alias && strcmp(alias, name) == 0)
+			return names_column(jget(rt, "val"), name) ? 0 : (int64_t)i + 1;
+	}
+	return 0;
+}
+
 /* The GROUP BY items, read before the select list is classified (its expressions over
  * aggregates may name them). */
 static bool
@@ -459,7 +500,9 @@ read_groups(struct pm *p, const cJSON *sel, const struct pm_targets *t)
 		g->node = node;
 		g->text = pm_text(p, sp[i].first, sp[i].last);
 		g->copy = -1;
-		if (const_int(node, &pos) && pos >= 1 && pos <= t->n) {
+		if (!(const_int(node, &pos) && pos >= 1 && pos <= t->n))
+			pos = output_name_pos(t, node);
+		if (pos > 0) {
 			const cJSON *rt = cJSON_GetArrayItem(t->list, (int)pos - 1)->child;
 
 			g->node = jget(rt, "val");

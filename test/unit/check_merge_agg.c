@@ -63,6 +63,10 @@ static const struct agg_spec_case agg_spec_cases[] = {
 	  "SELECT t.id, count(*), t.id, t.name FROM t GROUP BY t.id HAVING (t.name <> 'x') OR "
 	  "true ", 2, 4 },
 	{ "SELECT x + count(*) FROM t", "SELECT x + count(*), x, count(*) FROM t", 1, 3 },
+	{ "SELECT x % 3 AS k, count(*) FROM t GROUP BY k",
+	  "SELECT x % 3 AS k, count(*), x % 3 FROM t GROUP BY k", 2, 3 },
+	{ "SELECT lower(s) AS s, count(*) FROM t GROUP BY s",
+	  "SELECT lower(s) AS s, count(*), s FROM t GROUP BY s", 2, 3 },
 	{ "SELECT json_agg(x ORDER BY id) FROM t",
 	  "SELECT json_agg(x ORDER BY id) FILTER (WHERE false), array_agg((id) ORDER BY id), "
 	  "array_agg((x) ORDER BY id) FROM t", 1, 3 },
