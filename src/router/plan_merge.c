@@ -803,6 +803,47 @@ has_key(const cJSON *n, const char *key)
  * so a UNION below it (whose duplicates each shard removes only among its own rows) is
  * refused.
  */
+/* 1 when tree <n> (sub-SELECTs aside) calls an aggregate, -1 with p->err, 0 otherwise. */
+static int
+calls_aggregate(struct pm *p, const cJSON *n)
+{
+	int k;
+
+	if (!n || (cJSON_IsObject(n) && n->string && strcmp(n->string, "SubLink") == 0))
+		return 0;
+	if (cJSON_IsObject(n) && n->string && strcmp(n->string, "FuncCall") == 0 &&
+	    (k = pm_agg_kind(p, n)) != 0)
+		return k < 0 ? -1 : 1;
+	for (const cJSON *c = n->child; c; c = c->next)
+		if ((k = calls_aggregate(p, c)) != 0)
+			return k;
+	return 0;
+}
+
+/*
+ * An arm (or a set operation under the top one) that each shard would answer for its own
+ * rows only: aggregates, GROUP BY or HAVING (per-shard groups), LIMIT / OFFSET (per-shard
+ * rows), DISTINCT under a top UNION ALL (per-shard duplicates). Refused: the shards' answers
+ * could not be put together into one server's.
+ */
+static bool
+arm_is_shard_local(struct pm *p, const cJSON *arm, int all)
+{
+	int k = calls_aggregate(p, jget(arm, "targetList"));
+
+	if (k == 0)
+		k = calls_aggregate(p, jget(arm, "havingClause"));
+	if (k < 0)
+		return false;
+	if (k > 0 || jget(arm, "groupClause") || jget(arm, "havingClause") ||
+	    jget(arm, "limitCount") || jget(arm, "limitOffset") ||
+	    (all == 1 && jget(arm, "distinctClause")))
+		return nk_error_set(p->err, "0A000", "a UNION arm with aggregates, GROUP BY, "
+				    "HAVING, LIMIT or OFFSET (or DISTINCT under UNION ALL) is not "
+				    "merged across shards");
+	return true;
+}
+
 static bool
 set_op_arms(struct pm *p, const cJSON *sel, int *all, const cJSON **leftmost)
 {
@@ -810,8 +851,10 @@ set_op_arms(struct pm *p, const cJSON *sel, int *all, const cJSON **leftmost)
 
 	if (!op || strcmp(op, "SETOP_NONE") == 0) {
 		*leftmost = *leftmost ? *leftmost : sel;
-		return true;
+		return arm_is_shard_local(p, sel, *all);
 	}
+	if (*all >= 0 && (jget(sel, "limitCount") || jget(sel, "limitOffset")))
+		return arm_is_shard_local(p, sel, *all);
 	if (strcmp(op, "SETOP_UNION") != 0)
 		return nk_error_nk013(p->err, 124);
 	if (*all < 0)
