@@ -425,9 +425,8 @@ route_merge_formats(struct pktbuf *pb, const struct proto_bind_msg *m,
 	return true;
 }
 
-/* Result formats of the final combine query: binary where the client reads a final value in
- * binary (the merge passes those bytes on), text for the rest. */
-static bool
+/* route_merge_final_formats: see route_int.h. */
+bool
 route_merge_final_formats(struct pktbuf *pb, const struct merge *mg)
 {
 	uint32_t n = mg != NULL ? merge_final_formats(mg, NULL, 0) : 0;

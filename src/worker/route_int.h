@@ -408,6 +408,10 @@ NK_MUSTCHECK bool route_ext_merge_msgs(struct route *r, const char *sql, bool fi
 bool route_ext_sync(struct route *r);
 /* The shard query's result formats: the client's (<m>'s) for the visible columns of <spec>,
  * text for the hidden ones; false with <err> when they do not fit. */
+/* The result formats of <mg>'s final combine query into Bind <pb>: binary where the client
+ * reads a final value in binary (the merge passes those bytes on), text for the rest. False
+ * on no memory. */
+NK_MUSTCHECK bool route_merge_final_formats(struct pktbuf *pb, const struct merge *mg);
 NK_MUSTCHECK bool route_merge_formats(struct pktbuf *pb, const struct proto_bind_msg *m,
 				      const struct plan_merge *spec, struct nk_error *err);
 /* Parameter types of a merge query <sql>: <x>'s (NULL: none); a parameter <sql> does not

@@ -245,11 +245,12 @@ route_pull_formats(struct rpull *pl, const uint8_t *fmt, uint16_t nfmt, bool uns
 
 /* ---- messages to the shards ---- */
 
-/* Parse <sql> + Bind <portal> with the values of <p>'s Bind (NULL: none) and, unless
- * <text>, the rows' formats for the visible columns (text for the hidden ones). */
+/* Parse <sql> + Bind <portal> with the values of <p>'s Bind (NULL: none) and the rows'
+ * formats for the visible columns (text for the hidden ones), or with <final> the formats
+ * the merge's final combine query is read in. */
 static bool
 put_parse_bind(struct pktbuf *pb, const struct rpull *pl, const struct rportal *p,
-	       const char *sql, const char *portal, bool text, struct nk_error *err)
+	       const char *sql, const char *portal, bool final, struct nk_error *err)
 {
 	struct proto_bind_msg m, rf;
 	struct pktbuf kept;
@@ -273,8 +274,9 @@ put_parse_bind(struct pktbuf *pb, const struct rpull *pl, const struct rportal *
 		pktbuf_put_bytes(pb, m.formats, (size_t)m.nformats * 2);
 		pktbuf_put_int16(pb, (int16_t)m.nparams);
 		pktbuf_put_bytes(pb, m.params, m.params_len);
-		if (text)
-			pktbuf_put_int16(pb, 0);
+		if (final)
+			ok = route_merge_final_formats(pb, pl->merge) ||
+			     nk_error_set(err, "53200", "out of memory");
 		else
 			ok = route_merge_formats(pb, &rf, &pl->spec, err);
 		pktbuf_end(pb);
