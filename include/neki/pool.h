@@ -91,6 +91,8 @@ struct pool_waiter {
 	pool_ready_fn ready;	/* called when the wait ends */
 	link_cb_fn link_cb;	/* installed on the link it gets */
 	void *ctx;		/* borrowed: the session */
+	bool connect_failed;	/* the wait (or pool_acquire's POOL_FAILED) ended because
+				 * connecting to the server failed (fail-fast pools only) */
 };
 
 enum pool_acquire_result {
@@ -152,6 +154,16 @@ void pool_client_detach(struct pool *p);
 /* Bytes of one pool / one link object, for SHOW MEM. */
 size_t pool_object_size(void);
 size_t pool_link_object_size(void);
+
+/*
+ * Fail fast (<on>; the pools of a sharded database's shards): an attempt to connect that
+ * fails (refused, server_connect_timeout, DNS, a login error) ends every queued wait at once
+ * with SQLSTATE 08001 and the reason as message (w->connect_failed set), instead of keeping
+ * the waiters queued until query_wait_timeout; while the last attempt failed less than
+ * server_login_retry ago and no link is usable, pool_acquire() fails at once the same way.
+ * After the interval a waiter is queued and a new attempt starts, as pgbouncer retries.
+ */
+void pool_set_fail_fast(struct pool *p, bool on);
 
 /* Mark every link close_needed (RECONNECT): idle ones close now, others at release. */
 void pool_reconnect(struct pool *p);

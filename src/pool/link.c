@@ -722,6 +722,8 @@ link_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, in
 		break;
 	case SBUF_EV_CONNECT_FAILED:
 		link_log(l, LOG_LVL_DEBUG, "connect failed: %s", strerror(err));
+		snprintf(l->pool->connect_errno_text, sizeof(l->pool->connect_errno_text), "%s",
+			 strerror(err));
 		link_close(l, false, "connect failed");
 		break;
 	case SBUF_EV_EOF:
@@ -758,6 +760,8 @@ link_connect(struct link *l)
 {
 	if (!sbuf_connect(&l->sb, (struct sockaddr *)&l->addr, l->addrlen, 0)) {
 		link_log(l, LOG_LVL_WARNING, "could not create socket: %s", strerror(errno));
+		snprintf(l->pool->connect_errno_text, sizeof(l->pool->connect_errno_text),
+			 "could not create socket: %s", strerror(errno));
 		link_close(l, false, "connect failed");
 	}
 }

@@ -260,6 +260,27 @@ pool_fail_waiters(struct pool *p, const struct nk_error *err)
 	}
 }
 
+/* fail_fast: the last attempt to connect failed; every waiter is told why (08001). */
+static void
+pool_fail_connect(struct pool *p)
+{
+	struct pool_waiter *w;
+	struct nk_error err;
+
+	nk_error_set(&err, "08001", "%s", p->last_cause);
+	while ((w = pool_first_waiter(p)) != NULL) {
+		pool_unqueue(w);
+		w->connect_failed = true;
+		w->ready(w, NULL, &err);
+	}
+}
+
+void
+pool_set_fail_fast(struct pool *p, bool on)
+{
+	p->fail_fast = on;
+}
+
 /* ---- taking links ---- */
 
 /* Does <l> need server_check_query before it is handed out? */
@@ -442,6 +463,11 @@ pool_dispatch(struct pool *p)
 	struct pool_waiter *w;
 	struct link *l;
 
+	if (p->fail_pending) {		/* a connect failed (fail_fast): no waiting for a retry */
+		p->fail_pending = false;
+		pool_fail_connect(p);
+		return;
+	}
 	if (p->paused)
 		return;
 	while ((w = pool_first_waiter(p)) != NULL && (l = pool_take_idle(p)) != NULL)
@@ -476,6 +502,23 @@ pool_check_fast_fail(struct pool *p, struct nk_error *err)
 			    p->last_error);
 }
 
+/*
+ * fail_fast: no usable link and the last attempt to connect failed less than
+ * server_login_retry ago: fail now with its reason (after the interval the waiter queues and
+ * a new attempt starts).
+ */
+static bool
+pool_check_connect_failed(struct pool *p, struct pool_waiter *w, struct nk_error *err)
+{
+	uint64_t retry = pool_secs_to_us(p->cfg->server_login_retry);
+
+	if (!p->last_connect_failed || pool_usable_links(p) > 0 ||
+	    pool_now_us() - p->last_connect_us >= retry)
+		return true;
+	w->connect_failed = true;
+	return nk_error_set(err, "08001", "%s", p->last_cause);
+}
+
 /* Get a link for <w>; see neki/pool.h. */
 enum pool_acquire_result
 pool_acquire(struct pool *p, struct pool_waiter *w, struct link **out, struct nk_error *err)
@@ -484,6 +527,7 @@ pool_acquire(struct pool *p, struct pool_waiter *w, struct link **out, struct nk
 
 	NK_ASSERT(w->pool == NULL);
 	*out = NULL;
+	w->connect_failed = false;
 	if (p->freeing) {
 		nk_error_set(err, "08P01", "pooler is shutting down");
 		return POOL_FAILED;
@@ -495,7 +539,8 @@ pool_acquire(struct pool *p, struct pool_waiter *w, struct link **out, struct nk
 			*out = l;
 			return POOL_GOT;
 		}
-		if (!pool_check_fast_fail(p, err))
+		if (p->fail_fast ? !pool_check_connect_failed(p, w, err) :
+		    !pool_check_fast_fail(p, err))
 			return POOL_FAILED;
 	}
 	w->since_us = pool_now_us();
@@ -602,6 +647,7 @@ pool_on_login_ok(struct link *l)
 
 	p->last_connect_failed = false;
 	p->last_login_failed = false;
+	p->fail_pending = false;	/* another attempt failed meanwhile: this one serves */
 	if (!p->welcome_ready && p->welcome == NULL)
 		pool_save_welcome(p, l);
 	link_set_state(l, LINK_ST_IDLE);
@@ -613,7 +659,8 @@ pool_on_login_ok(struct link *l)
 /*
  * A login failed. Remember it for server_login_retry; when the server itself refused us
  * (an ErrorResponse other than 57P03 "the database system is starting up"), every waiting
- * client gets that same error, as pgbouncer does.
+ * client gets that same error, as pgbouncer does. A fail_fast pool ends every wait after any
+ * failure (connect refused or timed out too), with the reason (last_cause), from the loop.
  */
 void
 pool_on_login_failed(struct link *l, const struct nk_error *err, const char *reason)
@@ -631,8 +678,17 @@ pool_on_login_failed(struct link *l, const struct nk_error *err, const char *rea
 	if (snprintf(p->last_error, sizeof(p->last_error), "%s",
 		     err != NULL ? err->message : reason) >= (int)sizeof(p->last_error))
 		log_debug("cached login error truncated");
-	if (err != NULL && strcmp(err->sqlstate, "57P03") != 0 && !p->freeing)
+	snprintf(p->last_cause, sizeof(p->last_cause), "%s", err != NULL ? err->message :
+		 p->connect_errno_text[0] != '\0' ? p->connect_errno_text : reason);
+	p->connect_errno_text[0] = '\0';
+	if (p->freeing)
+		return;
+	if (p->fail_fast) {
+		p->fail_pending = true;	/* from the loop: this may run inside pool_acquire() */
+		pool_kick(p);
+	} else if (err != NULL && strcmp(err->sqlstate, "57P03") != 0) {
 		pool_fail_waiters(p, err);
+	}
 }
 
 /* Hook: the check/reset query of <l> succeeded; it is idle and fresh. */

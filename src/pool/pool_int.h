@@ -121,6 +121,10 @@ struct pool {
 	bool last_connect_failed;	/* the last connect/login failed (server_login_retry) */
 	bool last_login_failed;		/* ... and no login succeeded since (fast fail) */
 	char last_error[256];		/* the cached error of that failure */
+	char last_cause[NK_ERR_MSG_MAX]; /* fail_fast: what waiters are told of that failure */
+	char connect_errno_text[128];	/* set by link.c: the socket error of a failed connect */
+	bool fail_fast;			/* pool_set_fail_fast(): connect failures end waits */
+	bool fail_pending;		/* fail_fast: end the waits from the loop (pool_dispatch) */
 	struct link_param *welcome;	/* owned: parameters of the first login */
 	size_t nwelcome;
 	bool welcome_ready;

@@ -929,6 +929,7 @@ route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 	if (rc != RSTEP_ASYNC) {
 		route_portal_ran(r, rc == RSTEP_DONE);
 		r->ext_exec = false;
+		r->busy = false;	/* (an exec that could not start set it) */
 		if (rc == RSTEP_STOP)
 			r->ext_failed = true;
 	}
@@ -958,6 +959,7 @@ route_describe_stmt(struct route *r, const char *sql)
 		if (!ok)
 			route_fail(r, &err);
 		r->ext_exec = false;
+		r->busy = false;
 		r->ext_failed = true;
 	}
 	return r->s->state != SESS_ST_CLOSED;

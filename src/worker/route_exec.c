@@ -105,6 +105,7 @@ route_shard(struct route *r, const char *uid, struct nk_error *err)
 	sh->sp = spool_get_or_create(s->cfg, d, d->name, user, password, err);
 	if (sh->sp == NULL)
 		return NULL;
+	pool_set_fail_fast(spool_pool(sh->sp), true);	/* a dead shard fails the statement */
 	sh->r = r;
 	strcpy(sh->uid, uid);
 	pool_waiter_init(&sh->waiter, route_pool_ready, route_link_cb, sh);
@@ -238,6 +239,29 @@ route_exec_go(struct route *r)
 		sbuf_continue(link_sbuf(r->sh[r->tg[i]].link));	/* COPY FROM, a merge: all */
 }
 
+/*
+ * Connecting to target <sh> failed (the pool's <err>: refused, timed out, a login error, or
+ * the last attempt failed less than server_login_retry ago): the exec fails with an error
+ * naming the shard, as a lost link does; nothing is sent to any target (the exec sends once
+ * every target has a link), and the session stays.
+ */
+static void
+route_unreachable(struct route *r, struct rshard *sh, const struct nk_error *err)
+{
+	uint32_t idx = (uint32_t)(sh - r->sh);
+
+	log_warn("S: shard %s: could not connect: %s", sh->uid, err->message);
+	sh->failed = sh->done = true;
+	if (r->has_err)
+		return;
+	nk_error_set(&r->err, "08001", "could not connect to shard \"%s\": %s", sh->uid,
+		     err->message);
+	r->has_err = true;
+	for (uint32_t i = 0; i < r->ntg; i++)
+		if (r->tg[i] == idx)
+			route_detail_shards(r, &r->err, "Raised", i, i + 1);
+}
+
 static void
 route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *err)
 {
@@ -246,7 +270,9 @@ route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 
 	sh->waiting = false;
 	r->nwait--;
-	if (l == NULL) {		/* query_wait_timeout, login failure: as pgbouncer */
+	if (l == NULL && w->connect_failed) {
+		route_unreachable(r, sh, err);
+	} else if (l == NULL) {		/* query_wait_timeout, shutdown: as pgbouncer */
 		struct nk_error e = *err;
 
 		e.severity = NK_SEV_FATAL;
@@ -291,9 +317,15 @@ route_exec_start(struct route *r, struct nk_error *err)
 			r->nwait++;
 			break;
 		case POOL_FAILED:
+			if (sh->waiter.connect_failed) {	/* within server_login_retry */
+				route_unreachable(r, sh, err);
+				*err = r->err;
+			}
 			if (r->nwait > 0) {	/* the queued ones end the exec */
-				r->err = *err;
-				r->has_err = true;
+				if (!r->has_err) {
+					r->err = *err;
+					r->has_err = true;
+				}
 				return true;
 			}
 			return false;
@@ -627,6 +659,26 @@ route_turn(struct route *r, struct rshard *sh)
 	return false;
 }
 
+/*
+ * An ErrorResponse on a held link that is not answering a statement (between statements of
+ * a transaction): the server is ending the session (FATAL 57P01 at a shutdown, a timeout).
+ * The link is dropped as a lost one, so the transaction becomes aborted now rather than
+ * when its next statement or COMMIT reaches that shard.
+ */
+static bool
+route_async_error(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	struct nk_error e;
+
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	route_error_from_msg(pkt->data, pkt->len, &e);
+	sbuf_skip(link_sbuf(l), pkt->len);
+	route_link_lost(r, sh, &e);
+	link_close(l, false, "server closed the connection");
+	return false;
+}
+
 static bool
 route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	      const struct nk_error *err, void *ctx)
@@ -647,6 +699,8 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 		return route_swallow(sh, l, pkt);
 	if (r->copy != NULL)
 		return route_copy_on_link(r, sh, l, pkt);
+	if ((!sh->target || sh->done) && pkt->type == 'E')
+		return route_async_error(r, sh, l, pkt);
 	if (!route_turn(r, sh))
 		return false;	/* not its turn (or held by the merge): paused until it is */
 	if (sh->probe_reading) {

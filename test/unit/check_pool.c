@@ -850,6 +850,62 @@ START_TEST(test_connect_failed_login_retry)
 }
 END_TEST
 
+/*
+ * A fail-fast pool (a shard of a sharded database): the refused connect ends the wait at
+ * once (08001, the socket error), within server_login_retry pool_acquire fails at once,
+ * after it a new attempt is made for the next waiter; a wrong password (a login error) ends
+ * the wait with the server's message.
+ */
+START_TEST(test_fail_fast)
+{
+	struct pool *p;
+	struct tclient a, b, c;
+	struct sockaddr_in sin = { 0 };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char dbs[256];
+
+	NEED_CLUSTER();
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	close(fd);	/* a port nobody listens on */
+	snprintf(dbs, sizeof(dbs), "db = host=127.0.0.1 port=%d dbname=postgres\n",
+		 ntohs(sin.sin_port));
+	load_cfg(dbs, "query_wait_timeout = 30\nserver_login_retry = 0.5");
+	p = mk_pool("db", "nk_u1", NULL);
+	pool_set_fail_fast(p, true);
+	ck_assert_int_eq(tc_start(&a, p), POOL_QUEUED);
+	ck_assert(run_until(tc_done, &a, 5));
+	ck_assert(a.failed && a.w.connect_failed);
+	ck_assert_str_eq(a.err.sqlstate, "08001");
+	ck_assert_str_eq(a.err.message, "Connection refused");
+	ck_assert_int_eq(tc_start(&b, p), POOL_FAILED);	/* within server_login_retry */
+	ck_assert(b.w.connect_failed);
+	ck_assert_str_eq(b.err.message, "Connection refused");
+	run_for(0.6);
+	ck_assert_int_eq(tc_start(&c, p), POOL_QUEUED);	/* after it: tried again */
+	ck_assert(run_until(tc_done, &c, 5));
+	ck_assert(c.failed && c.w.connect_failed);
+	ck_assert(log_has("closing because: connect failed (age=0s)"));
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
+	pool_free(p);
+
+	/* a login error: the server's own message */
+	drop_cfg();
+	load_cfg(DB_TCP, "server_login_retry = 0.2");
+	p = mk_pool("db", "neki_plain", "not-the-password");
+	pool_set_fail_fast(p, true);
+	ck_assert_int_eq(tc_start(&a, p), POOL_QUEUED);
+	ck_assert(run_until(tc_done, &a, 5));
+	ck_assert(a.failed && a.w.connect_failed);
+	ck_assert_str_eq(a.err.sqlstate, "08001");
+	ck_assert_str_eq(a.err.message, "password authentication failed for user \"neki_plain\"");
+	pool_free(p);
+}
+END_TEST
+
 /* A server that never answers the SYN: server_connect_timeout. */
 START_TEST(test_connect_timeout)
 {
@@ -1501,6 +1557,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_dirty_release);
 	tcase_add_test(tc, test_connect_failed_login_retry);
 	tcase_add_test(tc, test_connect_timeout);
+	tcase_add_test(tc, test_fail_fast);
 	tcase_add_test(tc, test_min_pool_size);
 	tcase_add_test(tc, test_auth_md5);
 	tcase_add_test(tc, test_auth_scram);
