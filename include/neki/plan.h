@@ -126,6 +126,8 @@ enum plan_op {
 	PLAN_OP_COPY,			/* Route [Copy]: COPY FROM rows routed one by one */
 	PLAN_OP_FUNCTION,		/* Route [Function]: no table, placed by a router-managed
 					 * function (advisory lock key, setval, pg_notify) */
+	PLAN_OP_INSERT_SELECT,		/* Route [InsertSelect]: the router reads the source's
+					 * rows and writes each where the target wants it */
 	PLAN_OP_NONE,			/* PLAN_ROUTER */
 };
 
@@ -164,6 +166,8 @@ struct plan_fill {
 	int32_t cell;			/* -1: added to the INSERT; >= 0: the INSERT gives the
 					 * column in this cell of each row, and only its DEFAULT
 					 * cells take the values */
+	uint32_t attnum;		/* the column's number; INSERT ... SELECT without a column
+					 * list fills it only when the source has fewer columns */
 };
 
 /* Sequence functions the router evaluates (spec 6.1: nextval/currval are router-managed). */
@@ -201,6 +205,50 @@ struct plan_setval {
 	const char *seq_schema, *seq_name;
 	int64_t value;			/* the new value */
 	bool is_called;			/* third argument (default true) */
+};
+
+/* Where the rows of an INSERT ... SELECT the router runs (PLAN_OP_INSERT_SELECT) go. */
+enum plan_insel_target {
+	PLAN_INSEL_SHARDED = 0,		/* each row to the shard its key routes to (plan.key) */
+	PLAN_INSEL_REFERENCE,		/* every row to every copy */
+	PLAN_INSEL_UNSHARDED,		/* every row to the table's shard */
+};
+
+/*
+ * An INSERT ... SELECT whose source does not meet the inserted rows on one shard: the
+ * source is planned as the SELECT it is (source: single shard, concatenation or a merge
+ * step), the executor reads its rows and writes them in batches of
+ * `<head>[, fill columns]) [OVERRIDING SYSTEM VALUE] VALUES ($k, ...), ... <tail>` to the
+ * shards the target wants. Strings in the plan's arena.
+ */
+struct plan_insel {
+	enum plan_insel_target target;
+	const char *table;		/* the target table's name (errors) */
+	const char **targets;		/* every shard a row may go to (reference: the copies) */
+	uint32_t ntargets;
+	struct plan *source;		/* the source SELECT's plan (its query: the normalised
+					 * source text) */
+	const char *source_sql;		/* the source's text as executed (WITH of the INSERT
+					 * first), to run on the shards */
+	const char *head;		/* `INSERT INTO t [AS a] (cols` or `INSERT INTO t [AS a]`
+					 * (no column list: cols_paren false) */
+	bool cols_paren;		/* the INSERT has a column list (head lacks its ')') */
+	bool overriding;		/* OVERRIDING SYSTEM VALUE was written */
+	const char *tail;		/* ON CONFLICT ... and RETURNING ... as written ("") */
+	const char *tail_noret;		/* the tail without RETURNING (reference copies but the
+					 * first) */
+	bool returning;
+	uint32_t ncols;			/* columns the INSERT lists; 0: positional */
+	const char **table_cols;	/* positional: the table's columns in order (fills) */
+	uint32_t ntable_cols;
+	int32_t key_col;		/* sharded: the key's position among the inserted columns
+					 * (positional: its attnum - 1); -1: filled */
+	uint32_t key_attnum;		/* sharded: the key column's number (0 unknown) */
+	struct plan_fill *fills;	/* identity/serial columns the router fills */
+	uint32_t nfills;
+	bool *untyped;			/* per select-list entry: an untyped literal or parameter
+					 * (its value is written untyped: the column decides) */
+	uint32_t nuntyped;
 };
 
 /* How COPY FROM (and the executor generally) computes a row's shard. */
@@ -243,6 +291,7 @@ struct plan {
 	const struct stmt *stmt;	/* borrowed: the statement planned */
 	struct plan *inner;		/* EXPLAIN: the explained statement's plan; DECLARE: the
 					 * cursor's query's plan */
+	struct plan_insel *insel;	/* PLAN_OP_INSERT_SELECT; NULL otherwise */
 };
 
 /*

@@ -5,7 +5,8 @@
  * its fields `Query:` (the normalised statement sent to the shards), `ShardGroup:`,
  * `Values:` (routing values) and `Shards:`; under ANALYZE the top node's actual rows,
  * one `Shard <uid>: actual rows=N time=T ms` line per shard of the route and the
- * `Execution Time:`. One node list drives both formats.
+ * `Execution Time:`. One node list drives both formats. An INSERT ... SELECT the router
+ * runs (`Route [InsertSelect]`, the shards its rows may go to) has its source's own tree below.
  * Entry: plan_explain(), plan_explain_analyze().
  */
 #include "neki/base.h"
@@ -81,8 +82,8 @@ merge_nodes(const struct plan *p, const char **names)
 	size_t n = 0;
 	bool several = p->nshards > 1 && (p->kind == PLAN_SHARD_SET || p->kind == PLAN_SCATTER);
 
-	if (!several)
-		return 0;
+	if (!several || p->insel)
+		return 0;	/* INSERT ... SELECT: the source's own steps are below it */
 	if (p->merge & (STMT_F_LIMIT | STMT_F_OFFSET))
 		names[n++] = "Limit";
 	if (p->merge & STMT_F_ORDER)
@@ -128,8 +129,8 @@ text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_ac
 		xput(b, "\n");
 	}
 	xput(b, "%*sShards: ", f, "");
-	for (uint32_t i = 0; i < p->nshards; i++)
-		xput(b, "%s%s", i ? ", " : "", p->shards[i]);
+	for (uint32_t i = 0; i < (p->insel ? p->insel->ntargets : p->nshards); i++)
+		xput(b, "%s%s", i ? ", " : "", p->insel ? p->insel->targets[i] : p->shards[i]);
 	xput(b, "\n");
 	for (uint32_t i = 0; act && i < act->nshards; i++)
 		xput(b, "%*sShard %s: actual rows=%llu time=%.3f ms\n", f, "",
@@ -137,13 +138,14 @@ text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_ac
 		     act->shards[i].ms);
 }
 
-/* Postgres's layout: a child is "->  " two columns right of its parent's text. */
+/* Postgres's layout: a child is "->  " two columns right of its parent's text. The tree
+ * of <p> starts at column <col> (its first line's indentation already written); an INSERT
+ * ... SELECT the router runs has its source's tree below its route. */
 static void
-explain_text(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act)
+text_tree(struct sbuf_x *b, const struct plan *p, int col, const struct plan_actual *act)
 {
 	const char *names[5];
 	size_t n = merge_nodes(p, names);
-	int col = 0;
 
 	for (size_t i = 0; i <= n; i++) {
 		if (i > 0) {
@@ -156,6 +158,16 @@ explain_text(struct sbuf_x *b, const struct plan *p, const struct plan_actual *a
 		}
 	}
 	text_route(b, p, col, act, n == 0);
+	if (p->insel && p->insel->source) {
+		xput(b, "%*s->  ", col + 2, "");
+		text_tree(b, p->insel->source, col + 6, NULL);
+	}
+}
+
+static void
+explain_text(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act)
+{
+	text_tree(b, p, 0, act);
 	if (act)
 		xput(b, "Execution Time: %.3f ms\n", act->total_ms);
 }
@@ -171,6 +183,8 @@ json_list(struct sbuf_x *b, const char *key, const char *const *v, uint32_t n)
 	xput(b, "]");
 }
 
+static void json_tree(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act);
+
 static void
 json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act, bool top)
 {
@@ -185,7 +199,10 @@ json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act
 		xjson_str(b, p->group);
 	}
 	json_list(b, "Values", p->values, p->nvalues);
-	json_list(b, "Shards", p->shards, p->nshards);
+	if (p->insel)
+		json_list(b, "Shards", p->insel->targets, p->insel->ntargets);
+	else
+		json_list(b, "Shards", p->shards, p->nshards);
 	if (act) {
 		xput(b, ", \"Actual\": [");
 		for (uint32_t i = 0; i < act->nshards; i++) {
@@ -196,16 +213,21 @@ json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act
 		}
 		xput(b, "]");
 	}
+	if (p->insel && p->insel->source) {
+		xput(b, ", \"Plans\": [");
+		json_tree(b, p->insel->source, NULL);
+		xput(b, "]");
+	}
 	xput(b, "}");
 }
 
+/* The merge steps of <p> around its route (and an INSERT ... SELECT's source below it). */
 static void
-explain_json(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act)
+json_tree(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act)
 {
 	const char *names[5];
 	size_t n = merge_nodes(p, names);
 
-	xput(b, "[{\"Plan\": ");
 	for (size_t i = 0; i < n; i++) {
 		xput(b, "{\"Node Type\": ");
 		xjson_str(b, names[i]);
@@ -216,6 +238,13 @@ explain_json(struct sbuf_x *b, const struct plan *p, const struct plan_actual *a
 	json_route(b, p, act, n == 0);
 	for (size_t i = 0; i < n; i++)
 		xput(b, "]}");
+}
+
+static void
+explain_json(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act)
+{
+	xput(b, "[{\"Plan\": ");
+	json_tree(b, p, act);
 	if (act)
 		xput(b, ", \"Execution Time\": %.3f", act->total_ms);
 	xput(b, "}]");

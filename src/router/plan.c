@@ -561,9 +561,10 @@ same_type_class(enum ks_type a, enum ks_type b)
 		b != KS_TYPE_ENUM);
 }
 
-/* Same group, and indexes that give equal keys the same routing value. */
-static bool
-colocated(const struct pctx *c, const struct prel *a, const struct prel *b)
+/* plan_colocated: see plan_int.h. Same group, and indexes that give equal keys the same
+ * routing value. */
+bool
+plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b)
 {
 	if (!a->sharded || !b->sharded || a->res.group != b->res.group)
 		return false;
@@ -585,7 +586,7 @@ join_components(struct pctx *c)
 		int l = resolve_col(c, e->scope, e->lqual, e->lcol);
 		int r = resolve_col(c, e->scope, e->rqual, e->rcol);
 
-		if (l < 0 || r < 0 || l == r || !colocated(c, &c->rels[l], &c->rels[r]) ||
+		if (l < 0 || r < 0 || l == r || !plan_colocated(c, &c->rels[l], &c->rels[r]) ||
 		    strcmp(e->lcol, c->rels[l].key_col) != 0 ||
 		    strcmp(e->rcol, c->rels[r].key_col) != 0 || !ks_expr_is_column(c->rels[l].expr))
 			continue;
@@ -726,7 +727,7 @@ decide_set_op(struct pctx *c, int first)
 
 		if (!c->rels[i].sharded)
 			continue;
-		if (!colocated(c, &c->rels[i], root) && &c->rels[i] != root)
+		if (!plan_colocated(c, &c->rels[i], root) && &c->rels[i] != root)
 			return plan_refuse_join(c);
 		all = all || !p->bits;
 		if (p->bits && !plan_shards_from_bits(c, p->res.group, p->bits))

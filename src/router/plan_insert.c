@@ -2,9 +2,9 @@
  * plan_insert.c - INSERT plans (spec 3.3 "INSERT"): the shard key must be given (NK306) and
  * not NULL (23502); multi-row VALUES is split per shard keeping row numbers so RETURNING
  * rows can be merged back in input order; ON CONFLICT arbiters must hold the shard key (119)
- * and may not assign it (145); INSERT ... SELECT runs on one shard only when the source
- * and every inserted key meet there (else 117); OVERRIDING USER VALUE is 141; set-returning
- * functions (118) and subqueries (69, 116) cannot be materialised in VALUES.
+ * and may not assign it (145); INSERT ... SELECT is plan_insel.c's; OVERRIDING USER VALUE
+ * is 141; set-returning functions (118) and subqueries (69, 116) cannot be materialised in
+ * VALUES.
  */
 #include "neki/base.h"
 
@@ -136,59 +136,6 @@ insert_values(struct pctx *c, const struct prel *t, int pos)
 	return true;
 }
 
-/* INSERT ... SELECT into a sharded table: one shard for the source and every new key. */
-static bool
-insert_select(struct pctx *c, struct prel *t, int pos)
-{
-	const struct stmt_insert *ins = c->s->insert;
-	const struct stmt_target *tg;
-	const char *key_shard = NULL;
-	uint32_t range;
-	bool ok;
-
-	if (c->s->shape & STMT_SH_VALUES_ORDER)
-		return nk_error_nk013(c->err, 150);	/* the router would order the rows */
-	if (c->s->flags & STMT_F_ON_CONFLICT_UPDATE)
-		return nk_error_nk013(c->err, 117);
-	if ((uint32_t)pos >= ins->nselect_targets)
-		return pos < 0 ? missing_key(c, t) : nk_error_nk013(c->err, 117);
-	tg = &ins->select_targets[pos];
-	/* plan the source alone: the target's rows do not constrain it */
-	c->rels++;
-	c->nrels--;
-	for (uint32_t i = 0; i < c->nrels; i++)
-		c->rels[i].comp = i;
-	ok = plan_route_rels(c) && plan_decide(c);
-	c->rels--;
-	c->nrels++;
-	if (!ok)
-		return false;
-	if (c->out->kind != PLAN_SINGLE)
-		return nk_error_nk013(c->err, 117);
-	if (!tg->column) {
-		if (tg->val.kind == STMT_V_EXPR)
-			return nk_error_nk013(c->err, 117);
-		if (!row_range(c, t, &tg->val, &range))
-			return false;
-		key_shard = topo_image_range_shard(c->img, t->res.group, range);
-	} else {
-		for (uint32_t i = 1; i < c->nrels; i++) {
-			const struct prel *p = &c->rels[i];
-			bool named = tg->qual ? strcmp(p->r->alias ? p->r->alias : p->r->name,
-						       tg->qual) == 0 : true;
-
-			if (p->sharded && named && p->r->scope == tg->scope &&
-			    strcmp(p->key_col, tg->column) == 0 &&
-			    p->res.group == t->res.group && ks_expr_is_column(t->expr))
-				key_shard = c->out->shards[0];
-		}
-	}
-	if (!key_shard || strcmp(key_shard, c->out->shards[0]) != 0)
-		return nk_error_nk013(c->err, 117);
-	c->out->group = topo_image_group_uid(c->img, t->res.group);
-	return true;
-}
-
 static bool
 check_conflict(struct pctx *c, const struct prel *t)
 {
@@ -229,10 +176,10 @@ plan_insert(struct pctx *c)
 		return nk_error_nk013(c->err, 20);
 	if (c->s->flags & STMT_F_OVERRIDING_USER)
 		return nk_error_nk013(c->err, 141);
-	if (!t->sharded) {
-		/* the target decides; a SELECT source must meet it on its shard */
+	if (!t->sharded && (c->s->flags & STMT_F_FROM_SELECT))
+		return plan_fills(c, t) && plan_insert_select(c, t, -1);
+	if (!t->sharded)
 		return plan_fills(c, t) && plan_route_rels(c) && plan_decide(c);
-	}
 	if (c->s->shape & STMT_SH_PARAM_SUBSCRIPT)
 		return nk_error_nk013(c->err, 142);
 	if ((c->s->flags & STMT_F_ON_CONFLICT) && (c->s->shape & STMT_SH_RETURNING_OLDNEW))
@@ -245,7 +192,7 @@ plan_insert(struct pctx *c)
 	if (!plan_fills(c, t))
 		return false;
 	if (c->s->flags & STMT_F_FROM_SELECT)
-		return insert_select(c, t, pos);
+		return plan_insert_select(c, t, pos);
 	if (pos < 0 && c->out->route_by_fill)
 		return insert_fill_key(c, t);
 	if (pos < 0)

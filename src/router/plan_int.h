@@ -68,9 +68,18 @@ bool plan_ref_has_copy(const struct pctx *c, const struct prel *p, const char *u
 bool plan_shards_from_bits(struct pctx *c, uint32_t g, const uint8_t *bits);
 bool plan_add_shard(struct pctx *c, const char *uid);
 void plan_set_single(struct pctx *c, const char *shard, enum plan_op op);
+/* Sharded rels <a> and <b> give equal keys the same shard (same group, equivalent index). */
+bool plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b);
+/* Reference table <p> has a copy on shard <uid>. */
+bool plan_ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid);
 
 /* plan_insert.c */
 bool plan_insert(struct pctx *c);
+
+/* plan_insel.c: INSERT ... SELECT into <t> (rels resolved, fills planned; <pos> the shard
+ * key's position among the inserted columns, -1 when absent or not sharded): forwarded
+ * when the rows meet their source, else PLAN_OP_INSERT_SELECT (plan.insel). */
+bool plan_insert_select(struct pctx *c, struct prel *t, int pos);
 
 /* plan_seq.c: sequence values the router supplies (fills of omitted identity/serial
  * columns, nextval() calls); the target rel <t> is resolved. */

@@ -5,9 +5,10 @@
  * shard, and sends the INSERT rewritten by plan_rewrite()), so the shards never draw from
  * their local copies of the sequence and ids are unique across shards and equal on every
  * reference copy. When the shard key itself is filled, each row routes by its new value
- * (plan_fill_route()). nextval('seq') is evaluated by the router where it runs once per
- * call: a SELECT without tables and INSERT VALUES cells; in a WHERE it is 146, in UPDATE
- * SET 147, anywhere else (per row) 101.
+ * (plan_fill_route()); INSERT ... SELECT takes one per source row (plan_insel.c).
+ * nextval('seq') is evaluated by the router where it runs once per call: a SELECT without
+ * tables and INSERT VALUES cells; in a WHERE it is 146, in UPDATE SET 147, anywhere else
+ * (per row) 101.
  */
 #include "neki/base.h"
 
@@ -138,11 +139,12 @@ plan_fills(struct pctx *c, struct prel *t)
 		if (!add_fill(c, t, &col))
 			return false;
 		c->out->fills[c->out->nfills - 1].cell = cell;
+		c->out->fills[c->out->nfills - 1].attnum = attnum;
 	}
 	if (c->out->nfills == 0)
 		return true;
 	if (c->s->flags & STMT_F_FROM_SELECT)
-		return nk_error_nk013(c->err, 117);
+		return true;	/* one value per source row: the router runs it (plan_insel.c) */
 	if (ins->nrows == 0)
 		return nk_error_nk013(c->err, 120);	/* DEFAULT VALUES */
 	c->out->nrows = ins->nrows;

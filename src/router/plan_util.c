@@ -716,7 +716,7 @@ plan_op_str(enum plan_op op)
 {
 	static const char *const names[] = {
 		"EqualUnique", "IN", "Scatter", "Unsharded", "Reference", "ReferenceWrite", "Any",
-		"Direct", "AllShards", "InsertSplit", "Copy", "Function", "None",
+		"Direct", "AllShards", "InsertSplit", "Copy", "Function", "InsertSelect", "None",
 	};
 
 	return (unsigned)op < NK_ARRAY_LEN(names) ? names[op] : "?";

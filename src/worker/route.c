@@ -533,6 +533,13 @@ route_explain(struct route *r, const struct plan *p, const char *sql)
 		nk_error_hint(&err, "Use the simple query protocol.");
 		return route_fail(r, &err);
 	}
+	if (p->inner->op == PLAN_OP_INSERT_SELECT) {
+		nk_error_set(&err, "0A000", "EXPLAIN (NEKI_PLAN, ANALYZE) of an INSERT ... SELECT "
+			     "the router runs across shards is not supported yet");
+		nk_error_hint(&err, "Run the statement itself, or EXPLAIN (NEKI_PLAN) without "
+			      "ANALYZE.");
+		return route_fail(r, &err);
+	}
 	if (p->inner->nfills > 0 || p->inner->nnextvals > 0) {
 		nk_error_set(&err, "0A000", "EXPLAIN (NEKI_PLAN, ANALYZE) of a statement taking "
 			     "sequence values from the router is not supported yet");
@@ -825,6 +832,8 @@ route_dispatch(struct route *r, const struct plan *p, const char *sql, const voi
 		return route_action(r, p, sql, img);
 	if (p->stmt->kind == STMT_COPY && p->stmt->copy != NULL && p->stmt->copy->is_from)
 		return route_copy_from(r, p, sql, img, &err) ? RSTEP_ASYNC : route_fail(r, &err);
+	if (p->op == PLAN_OP_INSERT_SELECT)
+		return route_insel_start(r, p, img, &err) ? RSTEP_ASYNC : route_fail(r, &err);
 	return route_shards(r, p, sql);
 }
 
@@ -1064,6 +1073,30 @@ route_ext_done(struct route *r, bool ok)
 		sbuf_continue(&r->s->sb);
 }
 
+/*
+ * An extended-protocol statement that opened its own implicit transaction (INSERT ...
+ * SELECT outside a block) ended: commit it on every shard it touched (uid order), or roll it
+ * back after an error, before the batch goes on. True while that runs (route_stmt_end() is
+ * called again when it ended, with the COMMIT's outcome).
+ */
+static bool
+route_ext_implicit_end(struct route *r, bool ok)
+{
+	if (!r->implicit_end) {
+		r->implicit_end = true;
+		r->ext_implicit_failed = !ok;
+		snprintf(r->ext_tag, sizeof(r->ext_tag), "%s", r->last_tag);
+		if (route_tx_end(r, ok && r->tx == 'T', "") == RSTEP_ASYNC)
+			return true;
+	}
+	for (uint32_t i = 0; i < r->nsh; i++)
+		r->sh[i].in_tx = false;
+	r->implicit = r->implicit_end = r->ext_implicit = false;
+	r->tx = 'I';
+	snprintf(r->last_tag, sizeof(r->last_tag), "%s", r->ext_tag);	/* (its portal's) */
+	return false;
+}
+
 /* The statement ended: next one of the Query, or the Query's end after an error. */
 static void
 route_stmt_end(struct route *r, bool ok)
@@ -1073,7 +1106,10 @@ route_stmt_end(struct route *r, bool ok)
 	r->pull_op = RPULL_NONE;
 	route_cursor_settle(r, ok);
 	if (r->ext_exec) {
-		route_ext_done(r, ok);
+		if (r->ext_implicit && route_ext_implicit_end(r, ok))
+			return;
+		route_ext_done(r, ok && !r->ext_implicit_failed);
+		r->ext_implicit_failed = false;
 		return;
 	}
 	if (!ok || r->implicit_end) {
@@ -1228,6 +1264,10 @@ route_exec_finished(struct route *r)
 {
 	if (r->s->state == SESS_ST_CLOSED)
 		return;
+	if (r->insel != NULL) {		/* a round of INSERT ... SELECT, or its reservation */
+		route_insel_next(r);
+		return;
+	}
 	if (r->copy != NULL) {
 		route_copy_finished(r);
 		return;
@@ -1277,6 +1317,12 @@ route_exec_finished(struct route *r)
 
 void
 route_copy_done(struct route *r, const char *tag, const struct nk_error *err)
+{
+	route_stmt_finish(r, tag, err);
+}
+
+void
+route_stmt_finish(struct route *r, const char *tag, const struct nk_error *err)
 {
 	route_exec_reset(r);
 	if (err != NULL) {
@@ -1405,6 +1451,7 @@ route_session_free(struct session *s)
 	if (r == NULL)
 		return;
 	route_seq_free(r);
+	route_insel_free(r);
 	route_drop_links(r);
 	route_listen_free(r);
 	route_exec_reset(r);

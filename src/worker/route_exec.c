@@ -409,7 +409,8 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 	if (!r->has_err) {
 		route_error_from_msg(pkt->data, pkt->len, &r->err);
 		r->has_err = true;
-		if (r->combine == RX_MERGE || r->combine == RX_PULL)
+		if (r->combine == RX_MERGE || r->combine == RX_PULL ||
+		    r->combine == RX_INSEL)
 			route_detail_shards(r, &r->err, "Raised", r->reading, r->reading + 1);
 	}
 	return route_skip(l, pkt);
@@ -581,6 +582,8 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 		return route_seq_msg(r, l, pkt);
 	if (r->combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
 		return route_pull_answer(r, sh, l, pkt);
+	if (r->combine == RX_INSEL && strchr("123tnTDCs", pkt->type) != NULL)
+		return route_insel_msg(r, sh, l, pkt);
 	if (r->analyze && !r->merge_final && r->combine != RX_MERGE &&
 	    strchr("TDCnt", pkt->type) != NULL)
 		return route_analyze_answer(r, sh, l, pkt);

@@ -8,7 +8,8 @@
  * acquires links, sends to shards and reads their answers; route_sql.c builds per-shard
  * texts (INSERT split), reads command tags and shard errors; route_portal.c keeps the
  * session's portals and cursors, route_cursor.c runs DECLARE / FETCH / MOVE / CLOSE and
- * route_pull.c reads a portal over several shards in parts.
+ * route_pull.c reads a portal over several shards in parts;
+ * route_insel.c runs INSERT ... SELECT across shards in rounds of execs.
  *
  * Execution of one statement ("exec"): a list of target shards in plan order. Parallel
  * execs send to every target first and then read the answers target by target (the links
@@ -42,6 +43,7 @@ struct event;
 struct seq_entry;
 struct rseq_last;
 struct rnote;
+struct rinsel;
 struct link;
 struct rpull;
 struct pktbuf;
@@ -60,6 +62,7 @@ enum rx_combine {
 	RX_MERGE,	/* rows, descriptions and tags through the merge step (route_merge.c) */
 	RX_SEQ,		/* a sequence reservation: rows kept by route_seq.c, nothing forwarded */
 	RX_PULL,	/* a round of a router-side portal: rows through its merge (route_pull.c) */
+	RX_INSEL,	/* a round of INSERT ... SELECT: every answer to route_insel.c */
 };
 
 /*
@@ -212,6 +215,10 @@ struct route {
 	char tx;			/* 'I', 'T' or 'E' as the client sees it */
 	bool implicit;			/* tx 'T'/'E' is the Query's implicit transaction */
 	bool implicit_end;		/* ... being committed / rolled back at the Query's end */
+	bool ext_implicit;		/* the implicit transaction of one extended-protocol
+					 * statement (INSERT ... SELECT), ended with it */
+	bool ext_implicit_failed;	/* ... and that statement failed */
+	char ext_tag[64];		/* ... and its tag (last_tag) kept over the COMMIT */
 	char *begin_sql;		/* owned: BEGIN text sent lazily to each shard */
 	char *sets[ROUTE_SETS_MAX];	/* owned: session SET statements, replayed on new links */
 	char *set_names[ROUTE_SETS_MAX];
@@ -328,6 +335,8 @@ struct route {
 	size_t notes_bytes;
 	bool notes_paused;		/* a listening link is paused: too many held */
 	bool ext_open;			/* extended-protocol messages since the last Sync */
+	/* INSERT ... SELECT the router runs (route_insel.c) */
+	struct rinsel *insel;		/* owned: in progress; every exec end goes to it */
 	/* COPY (route_copy.c) */
 	struct rcopy *copy;		/* owned: COPY FROM in progress; freed with the exec */
 	struct {			/* COPY TO over several shards */
@@ -361,6 +370,9 @@ NK_MUSTCHECK bool route_exec_setup(struct route *r, const char *const *uids, uin
 NK_MUSTCHECK bool route_implicit_begin(struct route *r);
 /* A COPY FROM ended: <err> (NULL: none) or <tag>, then the next statement. */
 void route_copy_done(struct route *r, const char *tag, const struct nk_error *err);
+/* A statement run by its own machinery (INSERT ... SELECT) ended: <err> (NULL: none) or
+ * <tag>, then the next statement (or the Query's / the extended statement's end). */
+void route_stmt_finish(struct route *r, const char *tag, const struct nk_error *err);
 /* Send <pb> (freed) to the client; false when the client is gone (the session is closed). */
 NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
 /* An error ends the statement (sent; a transaction block becomes aborted): RSTEP_STOP. */
@@ -630,6 +642,15 @@ void route_seq_setvals_done(struct route *r, bool ok);
 bool route_seq_ddl(const char *tag);
 /* DISCARD ALL / DISCARD SEQUENCES: forget the session's currval() and lastval(). */
 void route_seq_discard(struct route *r);
+/*
+ * INSERT ... SELECT: <n> values of each fill <fills>[f] into <values>[f * n + k], the
+ * session's last values (currval) set. ROUTE_SEQ_ASYNC: a reservation runs (or another
+ * session's is awaited); route_exec_finished() follows with r->after RX_AFTER_SEQ, then
+ * route_seq_end() and this again.
+ */
+enum route_seq_rc route_seq_fill_values(struct route *r, const struct plan_fill *const *fills,
+					uint32_t nfills, uint32_t n, int64_t *values,
+					struct nk_error *err);
 
 /* ---- route_pin.c ---- */
 
@@ -669,6 +690,20 @@ NK_MUSTCHECK bool route_listen_flush(struct route *r);
 NK_MUSTCHECK bool route_listen_usage_notice(struct route *r);
 void route_listen_free(struct route *r);
 
+/* ---- route_insel.c ---- */
+
+/* Start INSERT ... SELECT planned as <p> (PLAN_OP_INSERT_SELECT) with image <img>: the
+ * source's cursors are declared and read; false with <err> when nothing was started. */
+NK_MUSTCHECK bool route_insel_start(struct route *r, const struct plan *p, const void *img,
+				    struct nk_error *err);
+/* An answer of a round (RX_INSEL) other than ErrorResponse / ReadyForQuery / notices. */
+bool route_insel_msg(struct route *r, struct rshard *sh, struct link *l,
+		     const struct sbuf_pkt *pkt);
+/* An exec of the statement ended (a round, a sequence reservation): go on or finish. */
+void route_insel_next(struct route *r);
+/* The client's queue drained: a round waiting for it starts; false when none waited. */
+bool route_insel_client_ready(struct route *r);
+void route_insel_free(struct route *r);
 /* ---- route_copy.c ---- */
 
 /* Start COPY FROM STDIN planned as <p> (<img>: the image it was planned with). */

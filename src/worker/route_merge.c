@@ -102,6 +102,8 @@ route_merge_resume(struct route *r)
 void
 route_on_send_done(struct route *r)
 {
+	if (route_insel_client_ready(r))
+		return;		/* an INSERT ... SELECT round waited for the client */
 	if (r->pull_wait) {	/* a router-side portal's next round */
 		route_pull_resume(r);
 		return;

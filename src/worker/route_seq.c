@@ -8,8 +8,10 @@
  * the statement again once it answered. A session needing a sequence whose reservation
  * another session of this worker runs waits for it (never two reservations of one
  * sequence at once in a worker). With the values, the statement is rewritten
- * (plan_rewrite) and the filled shard key routes each row (plan_fill_route).
- * Entry points: route_seq_plan(), route_seq_msg(), route_seq_end(), route_seq_free().
+ * (plan_rewrite) and the filled shard key routes each row (plan_fill_route). INSERT ...
+ * SELECT takes its values row batch by row batch (route_seq_fill_values).
+ * Entry points: route_seq_plan(), route_seq_fill_values(), route_seq_msg(), route_seq_end(),
+ * route_seq_free().
  */
 #include "neki/base.h"
 
@@ -28,6 +30,7 @@
 #include "session_int.h"
 
 #define ROUTE_SEQ_SQL_MAX 2048
+#define ROUTE_SEQ_FILLS_MAX 32	/* identity/serial columns of one table the router fills */
 
 static struct seq_alloc *seq_values;	/* the worker's allocator (sequence_batch) */
 static struct route *seq_waiters;	/* sessions waiting for another one's reservation */
@@ -391,6 +394,44 @@ route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p, con
 		return ROUTE_SEQ_FAILED;
 	}
 	*sql = text;
+	return ROUTE_SEQ_READY;
+}
+
+/* route_seq_fill_values: see route_int.h. */
+enum route_seq_rc
+route_seq_fill_values(struct route *r, const struct plan_fill *const *fills, uint32_t nfills,
+		      uint32_t n, int64_t *values, struct nk_error *err)
+{
+	struct seq_need nd[ROUTE_SEQ_FILLS_MAX];
+	uint32_t nn = 0;
+
+	if (seq_values == NULL)
+		seq_values = seq_alloc_new(r->s->cfg->sequence_batch);
+	if (seq_values == NULL || nfills > ROUTE_SEQ_FILLS_MAX) {
+		nk_error_set(err, "53200", "out of memory");
+		return ROUTE_SEQ_FAILED;
+	}
+	for (uint32_t f = 0; f < nfills; f++)
+		if (!seq_need_add(r, nd, &nn, fills[f]->seq_schema, fills[f]->seq_name,
+				  fills[f]->home, fills[f]->cache, n, err))
+			return ROUTE_SEQ_FAILED;
+	for (uint32_t i = 0; i < nn; i++) {	/* values reserved before a setval() go */
+		seq_sync(nd[i].e, shm_seq_generation(r->db, nd[i].schema, nd[i].name));
+		if (seq_available(nd[i].e) < nd[i].n)
+			return seq_reserve(r, &nd[i], err);
+	}
+	for (uint32_t f = 0; f < nfills; f++) {
+		struct seq_entry *e = seq_alloc_get(seq_values, r->db, fills[f]->seq_schema,
+						    fills[f]->seq_name);
+
+		/* (every sequence had enough: the takes cannot fail) */
+		if (e == NULL || !seq_take(e, n, &values[(size_t)f * n]) ||
+		    (n > 0 && !seq_last_set(r, fills[f]->seq_schema, fills[f]->seq_name,
+					    values[(size_t)f * n + n - 1], true))) {
+			nk_error_set(err, "53200", "out of memory");
+			return ROUTE_SEQ_FAILED;
+		}
+	}
 	return ROUTE_SEQ_READY;
 }
 

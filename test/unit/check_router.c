@@ -377,6 +377,7 @@ router_suite(void)
 	tcase_add_loop_test(tc, test_split_dropped_text, 0, NK_ARRAY_LEN(split_drop_cases));
 	suite_add_tcase(s, tc);
 	router_add_plan_tests(s);
+	router_add_insel_tests(s);
 	router_add_seq_tests(s);
 	router_add_fn_tests(s);
 	router_add_cursor_tests(s);

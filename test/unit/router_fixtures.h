@@ -27,6 +27,24 @@ void router_add_plan_tests(Suite *s);
 /* Router-managed function calls: advisory locks, setval, notify (check_router_fn.c). */
 void router_add_fn_tests(Suite *s);
 
+struct plan;
+struct plan_param;
+struct plan_session;
+struct nk_error;
+
+/* The storefront fixture of check_router_plan.c: its image (set up / torn down as an
+ * unchecked fixture), a plan of <sql> over it and its catalog (<sess> NULL: defaults), the
+ * shard of a key ("c:42" customer_data, "p:abc" catalog through lower()). */
+void rt_storefront_setup(void);
+void rt_storefront_teardown(void);
+bool rt_plan_storefront(struct rt_fx *fx, const char *sql, const struct plan_session *sess,
+			const struct plan_param *params, uint32_t nparams, struct plan *out,
+			struct nk_error *err);
+const char *rt_storefront_shard(const char *key);
+
+/* INSERT ... SELECT plans (check_router_insel.c). */
+void router_add_insel_tests(Suite *s);
+
 /* Sequence allocator tests (check_router_seq.c). */
 void router_add_seq_tests(Suite *s);
 
