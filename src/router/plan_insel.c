@@ -30,7 +30,8 @@ struct insel_spans {
 	uint32_t head_start, head_end;	/* INSERT INTO t [AS a] [(cols] */
 	bool cols_paren;
 	bool overriding;		/* OVERRIDING SYSTEM VALUE */
-	uint32_t src_start, src_end;	/* the source SELECT */
+	uint32_t src_start, src_end;	/* the source SELECT (src_end: the tail's start) */
+	uint32_t src_last;		/* the end of the source's last token */
 	uint32_t ret_start;		/* RETURNING (== end when none) */
 	uint32_t end;
 };
@@ -155,12 +156,14 @@ insel_spans(struct rarena *a, const char *sql, struct insel_spans *sp)
 		else if (depth == 0 && sp->src_end == sp->end &&
 			 (at_on_conflict(sql, t, n, i) || at_returning(sql, t, n, i)))
 			sp->src_end = t[i].start;
+		if (sp->src_end == sp->end)
+			sp->src_last = t[i].start + t[i].len;
 		if (depth == 0 && at_returning(sql, t, n, i) && sp->src_end != sp->end) {
 			sp->ret_start = t[i].start;
 			break;
 		}
 	}
-	return sp->src_end > sp->src_start;
+	return sp->src_last > sp->src_start;
 }
 
 static const char *
@@ -192,7 +195,7 @@ plan_source(struct pctx *c, struct plan_insel *is, struct plan *out)
 	if (!insel_spans(c->a, sql, &sp))
 		return nk_error_nk013(c->err, 117);
 	wl = sp.with_end - sp.with_start;
-	sl = sp.src_end - sp.src_start;
+	sl = sp.src_last - sp.src_start;	/* (not a comment after it: text is appended) */
 	if (wl > 0 && strncasecmp(sql + sp.src_start, "with", 4) == 0)
 		return nk_error_nk013(c->err, 117);	/* two WITH lists: not one SELECT */
 	src = rarena_alloc(c->a, wl + sl + 2);
@@ -200,9 +203,6 @@ plan_source(struct pctx *c, struct plan_insel *is, struct plan *out)
 		return nk_error_set(c->err, "53200", "out of memory");
 	memcpy(src, sql + sp.with_start, wl);
 	memcpy(src + wl, sql + sp.src_start, sl);
-	while (wl + sl > 0 && (src[wl + sl - 1] == ' ' || src[wl + sl - 1] == '\n' ||
-			       src[wl + sl - 1] == '\t' || src[wl + sl - 1] == '\r'))
-		sl--;
 	src[wl + sl] = '\0';
 	is->source_sql = src;
 	is->head = span_dup(c, sql, sp.head_start, sp.head_end);

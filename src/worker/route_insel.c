@@ -1337,6 +1337,12 @@ route_insel_start(struct route *r, const struct plan *p, const void *img, struct
 
 	if (x == NULL)
 		return nk_error_set(err, "53200", "out of memory");
+	if (r->ext_exec && r->ext_max_rows > 0 && p->insel->returning) {
+		free(x);
+		return nk_error_set(err, "0A000", "the RETURNING rows of an INSERT ... SELECT run "
+				    "across shards cannot be fetched in parts (Execute with a row "
+				    "limit)");
+	}
 	r->insel = x;
 	x->plan = *p;
 	x->is = p->insel;

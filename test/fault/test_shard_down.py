@@ -99,6 +99,14 @@ def test_dead_shard_fails_fast_and_comes_back(store):
         assert_unreachable(e, victim)
         e, _ = timed_error(conn, "SELECT id FROM customers ORDER BY id")
         assert_unreachable(e, victim)
+        # an INSERT ... SELECT reading it: nothing written anywhere
+        e, _ = timed_error(conn, "INSERT INTO products (sku, name) SELECT 'p' || id, name "
+                                 "FROM customers RETURNING sku")
+        assert_unreachable(e, victim)
+        for s in ("shard-c", "shard-d"):
+            if s != victim:
+                assert store.cluster.sql(s, "SELECT count(*) FROM products",
+                                         dbname=store.db) == [(0,)]
         for c in (conn, spare):
             assert c.execute(f"SELECT name FROM customers WHERE id = {oid}").fetchall() == \
                 [("kept",)]
@@ -179,7 +187,7 @@ def test_pass_through_keeps_pgbouncer_behaviour(pg_cluster, neki):
     """No topology: a client of a pool whose server is down waits (and is then refused with
     pgbouncer's errors), it is not failed at the first refused connect."""
     port = pg_cluster.port("shard-d")
-    inst = neki(settings={"query_wait_timeout": 2, "server_login_retry": 30},
+    inst = neki(settings={"query_wait_timeout": 2, "server_login_retry": 30, "workers": 1},
                 databases={"pt": f"host=127.0.0.1 port={port} dbname=postgres"})
     pg_cluster.stop_server("shard-d")
     try:

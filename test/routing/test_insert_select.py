@@ -7,6 +7,8 @@ identity/serial columns get router-reserved values. Everything is compared with 
 reference server holding every row, and every row's placement is checked on the shards.
 """
 import os
+import struct
+import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +23,9 @@ except ImportError:
 from conftest import wait_until
 from test_routing import Store, create_schema, routing_neki, sharded_database
 from test_routing import topology as storefront
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
+from pgwire import Wire, error_fields  # noqa: E402
 
 SCHEMA = [
     "CREATE TABLE countries (code text PRIMARY KEY, name text NOT NULL)",
@@ -291,6 +296,12 @@ def test_types_follow_the_source(store):
     got, want = store.both("INSERT INTO docs (k, body) SELECT id, name FROM customers")
     assert got == want == ("ERROR 42804", None), (got, want)
     store.compare("SELECT count(*) FROM docs")
+    # positional, the source's * (events (k, id, payload) into events2 (id, k, payload))
+    store.truncate("events", "events2")
+    store.both("INSERT INTO events SELECT id, customer_id, status FROM orders")
+    store.compare("INSERT INTO events2 SELECT * FROM events ORDER BY 1, 2")
+    store.compare("SELECT * FROM events2")
+    store.check_placement("events2", "id", "id = %s")
 
 
 # ---- errors and transactions ----------------------------------------------------------------
@@ -410,6 +421,11 @@ def test_extended_protocol_with_parameters(store):
         sql = "INSERT INTO events (k, id, payload) SELECT %s, id, %s FROM orders WHERE id < 40"
         assert conn.execute(sql, ("7", "u")).statusmessage == \
             ref.execute(sql, ("7", "u")).statusmessage == "INSERT 0 9"
+        # binary results of RETURNING, in the client's formats
+        sql = ("INSERT INTO events (k, id, payload) SELECT id, customer_id, status FROM orders "
+               "WHERE customer_id < %s ORDER BY id RETURNING k, id, payload")
+        assert conn.cursor(binary=True).execute(sql, (4,)).fetchall() == \
+            ref.cursor(binary=True).execute(sql, (4,)).fetchall()
         # RETURNING without any row: the columns still come (Describe)
         sql = ("INSERT INTO products (sku, name) SELECT status, %s FROM orders WHERE id < %s "
                "RETURNING sku, added")
@@ -418,6 +434,35 @@ def test_extended_protocol_with_parameters(store):
         assert [(d.name, d.type_code) for d in cur.description] == \
             [(d.name, d.type_code) for d in rcur.description]
     store.compare("SELECT * FROM events")
+
+
+def test_execute_row_limit(store):
+    """Execute with a row limit: RETURNING rows cannot be fetched in parts (0A000, the batch
+    skipped to Sync); without RETURNING the limit does not matter."""
+    store.truncate("events")
+    w = Wire(store.neki.port)
+    try:
+        w.login(user="postgres", database=store.db)
+        for sql, returning in (("INSERT INTO events (k, id) SELECT id, customer_id FROM orders "
+                                "RETURNING id", True),
+                               ("INSERT INTO events (k, id) SELECT id, customer_id FROM orders",
+                                False)):
+            w.send(b"P", b"\0" + sql.encode() + b"\0\0\0")
+            w.send(b"B", b"\0\0" + struct.pack("!hhh", 0, 0, 0))
+            w.send(b"E", b"\0" + struct.pack("!I", 5))
+            w.send(b"S", b"")
+            msgs = w.read_until("Z")
+            types = [t for t, _ in msgs]
+            if returning:
+                err = [error_fields(b) for t, b in msgs if t == "E"]
+                assert err and err[0]["C"] == "0A000", msgs
+                assert "cannot be fetched in parts" in err[0]["M"]
+            else:
+                assert types == ["1", "2", "C", "Z"], msgs
+                assert msgs[2][1].rstrip(b"\0") == b"INSERT 0 120"
+    finally:
+        w.close()
+    assert store.run("SELECT count(*) FROM events") == [(120,)]
 
 
 def test_returning_without_rows(store):

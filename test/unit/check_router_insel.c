@@ -195,6 +195,12 @@ START_TEST(test_insel_with_and_fills)
 	ck_assert(is->overriding && is->fills[0].is_key);
 	ck_assert_str_eq(is->source_sql, "SELECT status FROM orders");
 	rt_fx_done(&fx);
+	/* a comment ending the source stays out of it (the merge appends to the text) */
+	ck_assert(rt_plan_storefront(&fx, "INSERT INTO products (sku) SELECT status FROM orders "
+				     "ORDER BY 1 -- last\n RETURNING sku", NULL, NULL, 0, &p, &err));
+	ck_assert_str_eq(p.insel->source_sql, "SELECT status FROM orders ORDER BY 1");
+	ck_assert_str_eq(p.insel->tail, "RETURNING sku");
+	rt_fx_done(&fx);
 	/* a reference target: every copy, the first copy's RETURNING */
 	ck_assert(rt_plan_storefront(&fx, "INSERT INTO countries (code, name) SELECT status, "
 				     "status FROM orders RETURNING id", NULL, NULL, 0, &p, &err));
