@@ -132,8 +132,9 @@ insel_spans(struct rarena *a, const char *sql, struct insel_spans *sp)
 		return false;
 	while (n > 0 && ptok_is(sql, &t[n - 1], ";"))
 		sp->end = t[--n].start;
+	/* (EXPLAIN and its options before it) */
 	while (i < n && !tok_word(sql, t, n, i, "with") && !tok_word(sql, t, n, i, "insert"))
-		i = tok_word(sql, t, n, i, "(") ? skip_parens(sql, t, n, i) : i + 1;	/* EXPLAIN */
+		i = tok_word(sql, t, n, i, "(") ? skip_parens(sql, t, n, i) : i + 1;
 	if (tok_word(sql, t, n, i, "with")) {
 		sp->with_start = t[i].start;
 		while (i < n && !tok_word(sql, t, n, i, "insert"))
@@ -293,32 +294,42 @@ sharded_local(struct pctx *c, struct prel *t, int pos, const struct plan *src)
 	       forward_as(c, src, group);
 }
 
+/* Source rel <p> is a reference table with a copy on every copy of reference target <t>. */
+static bool
+ref_everywhere(struct pctx *c, const struct prel *t, const struct prel *p)
+{
+	if (p->res.kind != TOPO_REL_REFERENCE)
+		return false;
+	for (uint32_t g = 0; g < topo_image_list_len(c->img, t->res.list); g++) {
+		uint32_t grp = topo_image_list_at(c->img, t->res.list, g);
+
+		for (uint32_t k = 0; k < topo_image_group_shard_count(c->img, grp); k++)
+			if (!plan_ref_has_copy(c, p, topo_image_group_shard(c->img, grp, k)))
+				return false;
+	}
+	return true;
+}
+
 /* A reference or unsharded target whose source meets it on every shard of the target:
  * the usual plan of the whole statement. True when <c->out> was set so. */
 static bool
 unsharded_local(struct pctx *c, struct prel *t)
 {
+	const char *home;
 	bool ok;
 
 	if (c->out->nfills > 0)
 		return false;
-	if (t->res.kind == TOPO_REL_REFERENCE) {
+	if (t->res.kind == TOPO_REL_REFERENCE)
 		for (uint32_t i = 1; i < c->nrels; i++)
-			for (uint32_t g = 0; g < topo_image_list_len(c->img, t->res.list); g++) {
-				uint32_t grp = topo_image_list_at(c->img, t->res.list, g);
-
-				for (uint32_t k = 0; k < topo_image_group_shard_count(c->img, grp); k++)
-					if (c->rels[i].res.kind != TOPO_REL_REFERENCE ||
-					    !plan_ref_has_copy(c, &c->rels[i],
-							       topo_image_group_shard(c->img, grp, k)))
-						return false;
-			}
-	}
+			if (!ref_everywhere(c, t, &c->rels[i]))
+				return false;
 	ok = plan_route_rels(c) && plan_decide(c);
+	home = t->res.kind == TOPO_REL_TABLE ? topo_image_range_shard(c->img, t->res.group, 0) :
+	       NULL;
 	if (ok && (c->out->kind == PLAN_EVERY_COPY ||
-		   (c->out->kind == PLAN_SINGLE && c->out->nshards == 1 &&
-		    t->res.kind == TOPO_REL_TABLE &&
-		    strcmp(c->out->shards[0], topo_image_range_shard(c->img, t->res.group, 0)) == 0)))
+		   (c->out->kind == PLAN_SINGLE && c->out->nshards == 1 && home != NULL &&
+		    strcmp(c->out->shards[0], home) == 0)))
 		return true;
 	nk_error_clear(c->err);
 	c->out->kind = PLAN_SINGLE;
@@ -371,10 +382,12 @@ table_columns(struct pctx *c, const struct prel *t, struct plan_insel *is)
 	is->table_cols = rarena_alloc(c->a, (n + 1) * sizeof(*is->table_cols));
 	if (!is->table_cols)
 		return nk_error_set(c->err, "53200", "out of memory");
-	for (uint32_t i = 0; i < n; i++)	/* copied: the catalog view is released later */
-		if ((is->table_cols[i] = rarena_strdup(c->a, cat->column_name(cat->arg, t->schema,
-									  t->r->name, i + 1))) == NULL)
+	for (uint32_t i = 0; i < n; i++) {	/* copied: the catalog view is released later */
+		const char *name = cat->column_name(cat->arg, t->schema, t->r->name, i + 1);
+
+		if ((is->table_cols[i] = rarena_strdup(c->a, name)) == NULL)
 			return nk_error_set(c->err, "53200", "out of memory");
+	}
 	is->ntable_cols = n;
 	return true;
 }
@@ -398,7 +411,8 @@ insel_targets(struct pctx *c, const struct prel *t, struct plan_insel *is)
 		return true;
 	}
 	for (uint32_t g = 0; g < ng; g++) {
-		uint32_t grp = t->sharded ? t->res.group : topo_image_list_at(c->img, t->res.list, g);
+		uint32_t grp = t->sharded ? t->res.group :
+			       topo_image_list_at(c->img, t->res.list, g);
 
 		for (uint32_t k = 0; k < topo_image_group_shard_count(c->img, grp); k++) {
 			const char *uid = topo_image_group_shard(c->img, grp, k);

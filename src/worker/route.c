@@ -123,6 +123,7 @@ route_reply_rows(struct route *r, const char *name, uint32_t oid, const char *co
 /* ---- the Query ---- */
 
 static enum rstep route_tx_end(struct route *r, bool commit, const char *tag);
+static bool route_ext_implicit_end(struct route *r, bool ok);
 
 /*
  * The Query ended. Its implicit transaction (several statements outside a transaction
@@ -702,18 +703,22 @@ route_action(struct route *r, const struct plan *p, const char *sql, const void 
 /* ---- shard plans ---- */
 
 /* A write over several shards outside a transaction block runs in an implicit transaction
- * (simple protocol): a failure on one shard rolls the others back, as on one Postgres. */
+ * (simple protocol; an INSERT ... SELECT each shard runs on its own rows in the extended
+ * protocol too, ended with its Execute): a failure on one shard rolls the others back, as
+ * on one Postgres. */
 static bool
 route_write_implicit(struct route *r, const struct plan *p)
 {
 	enum stmt_kind k = p->stmt->kind;
+	bool insel = k == STMT_INSERT && (p->stmt->flags & STMT_F_FROM_SELECT);
 
-	if (r->tx != 'I' || r->ext_exec || (k != STMT_INSERT && k != STMT_UPDATE &&
-					    k != STMT_DELETE && k != STMT_MERGE))
+	if (r->tx != 'I' || (r->ext_exec && !insel) || (k != STMT_INSERT && k != STMT_UPDATE &&
+							k != STMT_DELETE && k != STMT_MERGE))
 		return true;
 	if (p->op == PLAN_OP_INSERT_SPLIT ? p->nparts < 2 :
 	    (p->kind != PLAN_SHARD_SET && p->kind != PLAN_SCATTER) || p->nshards < 2)
 		return true;
+	r->ext_implicit = r->ext_exec;
 	return route_implicit_begin(r);
 }
 
@@ -936,6 +941,9 @@ route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 	if (r->s->state == SESS_ST_CLOSED)
 		return false;
 	if (rc != RSTEP_ASYNC) {
+		if (r->ext_implicit)	/* nothing was sent: no shard to end it on */
+			(void)route_ext_implicit_end(r, false);
+		r->ext_implicit_failed = false;
 		route_portal_ran(r, rc == RSTEP_DONE);
 		r->ext_exec = false;
 		r->busy = false;	/* (an exec that could not start set it) */

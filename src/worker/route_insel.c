@@ -472,7 +472,8 @@ insel_route_row(struct route *r, struct rinsel *x, const struct proto_datarow_ms
 		return true;
 	}
 	if (x->key_fill >= 0) {
-		klen = snprintf(text, sizeof(text), "%" PRId64, fv[(size_t)x->key_fill * x->nstage]);
+		klen = snprintf(text, sizeof(text), "%" PRId64,
+				fv[(size_t)x->key_fill * x->nstage]);
 		key = (const uint8_t *)text;
 	} else if (!insel_value(dm, (uint32_t)x->key_col, &key, &klen)) {
 		return nk_error_set(err, "08P01", "invalid DataRow from a source shard");

@@ -408,6 +408,15 @@ def test_extended_protocol_with_parameters(store):
         assert ei.value.diag.sqlstate == "23505"
         assert conn.execute("SELECT count(*) FROM products WHERE sku LIKE 'd-%'").fetchall() \
             == [(0,)]
+        # the same for one each shard runs on its own rows (co-located key)
+        store.truncate("order_items")
+        sql = ("INSERT INTO order_items SELECT customer_id, id, 1, 'x', CASE WHEN customer_id "
+               "= %s THEN 0 ELSE 1 END FROM orders")
+        with pytest.raises(psycopg.Error) as ei:
+            conn.execute(sql, (33,))
+        assert ei.value.diag.sqlstate == "23514"
+        assert counts(store, "order_items") == {s: 0 for s in store.cluster.shards}
+        assert conn.execute(sql, (0,)).statusmessage == "INSERT 0 120"
         # inside a transaction block
         conn.execute("BEGIN")
         conn.execute("INSERT INTO products (sku, name) SELECT %s || id, 'x' FROM orders",

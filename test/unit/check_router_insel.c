@@ -102,8 +102,8 @@ START_TEST(test_insel_constant_key)
 
 		snprintf(key, sizeof(key), "c:%d", k);
 		same = strcmp(rt_storefront_shard(key), rt_storefront_shard("c:5")) == 0;
-		snprintf(sql, sizeof(sql), "INSERT INTO orders (customer_id, id) SELECT %d, id FROM "
-			 "orders WHERE customer_id = 5", k);
+		snprintf(sql, sizeof(sql), "INSERT INTO orders (customer_id, id) SELECT %d, id "
+			 "FROM orders WHERE customer_id = 5", k);
 		ck_assert_msg(rt_plan_storefront(&fx, sql, NULL, NULL, 0, &p, &err), "%s", sql);
 		ck_assert_int_eq(p.op, same ? PLAN_OP_EQUAL_UNIQUE : PLAN_OP_INSERT_SELECT);
 		ck_assert_int_eq(p.nshards, same ? 1 : 4);
@@ -197,7 +197,8 @@ START_TEST(test_insel_with_and_fills)
 	rt_fx_done(&fx);
 	/* a comment ending the source stays out of it (the merge appends to the text) */
 	ck_assert(rt_plan_storefront(&fx, "INSERT INTO products (sku) SELECT status FROM orders "
-				     "ORDER BY 1 -- last\n RETURNING sku", NULL, NULL, 0, &p, &err));
+				     "ORDER BY 1 -- last\n RETURNING sku", NULL, NULL, 0, &p,
+				     &err));
 	ck_assert_str_eq(p.insel->source_sql, "SELECT status FROM orders ORDER BY 1");
 	ck_assert_str_eq(p.insel->tail, "RETURNING sku");
 	rt_fx_done(&fx);
@@ -250,8 +251,9 @@ START_TEST(test_insel_rejects)
 
 	ck_assert_msg(!rt_plan_storefront(&fx, c->sql, NULL, NULL, 0, &p, &err), "%s: planned",
 		      c->sql);
-	ck_assert_msg(strcmp(err.sqlstate, c->sqlstate) == 0 && strcmp(err.message, c->message) == 0,
-		      "%s: %s %s", c->sql, err.sqlstate, err.message);
+	ck_assert_msg(strcmp(err.sqlstate, c->sqlstate) == 0 &&
+		      strcmp(err.message, c->message) == 0, "%s: %s %s", c->sql, err.sqlstate,
+		      err.message);
 	rt_fx_done(&fx);
 }
 END_TEST
@@ -268,7 +270,8 @@ START_TEST(test_insel_session_limits)
 	sess.fanout = PLAN_FANOUT_MULTI;
 	ck_assert(!rt_plan_storefront(&fx, "INSERT INTO products (sku) SELECT status FROM orders",
 				      &sess, NULL, 0, &p, &err));
-	ck_assert_str_eq(err.message, "statement's fan-out (scatter) exceeds __neki.fanout (multi)");
+	ck_assert_str_eq(err.message,
+			 "statement's fan-out (scatter) exceeds __neki.fanout (multi)");
 	rt_fx_done(&fx);
 	ck_assert(rt_plan_storefront(&fx, "INSERT INTO products (sku) SELECT status FROM orders "
 				     "WHERE customer_id = 1", &sess, NULL, 0, &p, &err));
@@ -299,8 +302,8 @@ START_TEST(test_insel_explain)
 	char *t;
 
 	ck_assert(rt_plan_storefront(&fx, "EXPLAIN (NEKI_PLAN, FORMAT TEXT) INSERT INTO products "
-				     "(sku, name) SELECT status, status FROM orders ORDER BY status",
-				     NULL, NULL, 0, &p, &err));
+				     "(sku, name) SELECT status, status FROM orders ORDER BY "
+				     "status", NULL, NULL, 0, &p, &err));
 	t = plan_explain(p.inner, false);
 	ck_assert_str_eq(t, "Route [InsertSelect]\n"
 			    "  Query: INSERT INTO products (sku, name) SELECT status, status FROM "
@@ -317,14 +320,15 @@ START_TEST(test_insel_explain)
 	free(t);
 	t = plan_explain(p.inner, true);
 	ck_assert_str_eq(t, "[{\"Plan\": {\"Node Type\": \"Route\", \"Operator\": "
-			    "\"InsertSelect\", \"Query\": \"INSERT INTO products (sku, name) SELECT "
+			    "\"InsertSelect\", \"Query\": \"INSERT INTO products (sku, name) "
+			    "SELECT status, status FROM orders ORDER BY status\", \"ShardGroup\": "
+			    "\"catalog\", \"Values\": [], \"Shards\": [\"shard-c\", "
+			    "\"shard-d\"], \"Plans\": [{\"Node Type\": \"Sort [Merge]\", "
+			    "\"Plans\": [{\"Node Type\": \"Collapse\", \"Plans\": [{\"Node "
+			    "Type\": \"Route\", \"Operator\": \"Scatter\", \"Query\": \"SELECT "
 			    "status, status FROM orders ORDER BY status\", \"ShardGroup\": "
-			    "\"catalog\", \"Values\": [], \"Shards\": [\"shard-c\", \"shard-d\"], "
-			    "\"Plans\": [{\"Node Type\": \"Sort [Merge]\", \"Plans\": [{\"Node Type\": "
-			    "\"Collapse\", \"Plans\": [{\"Node Type\": \"Route\", \"Operator\": "
-			    "\"Scatter\", \"Query\": \"SELECT status, status FROM orders ORDER BY "
-			    "status\", \"ShardGroup\": \"customer_data\", \"Values\": [], \"Shards\": "
-			    "[\"shard-a\", \"shard-b\", \"shard-c\", \"shard-d\"]}]}]}]}}]");
+			    "\"customer_data\", \"Values\": [], \"Shards\": [\"shard-a\", "
+			    "\"shard-b\", \"shard-c\", \"shard-d\"]}]}]}]}}]");
 	free(t);
 	rt_fx_done(&fx);
 }
