@@ -38,6 +38,15 @@ struct insel_spans {
 
 /* ---- the statement's text ---- */
 
+/*
+ * The parts are found on tokens (plan_lex: strings, quoted identifiers, dollar quotes and
+ * comments are whole tokens, so nothing inside them is taken for a keyword) and at paren
+ * depth 0, as the grammar puts them: [WITH ...] INSERT INTO name [AS alias] [(cols)]
+ * [OVERRIDING ...] <select> [ON CONFLICT ...] [RETURNING ...]. The same function runs on
+ * the statement as executed (literals in it), so the parts sent keep the client's text.
+ */
+
+/* Token <i> exists and is the keyword or punctuation <w>. */
 static bool
 tok_word(const char *sql, const struct ptok *t, uint32_t n, uint32_t i, const char *w)
 {
@@ -167,6 +176,7 @@ insel_spans(struct rarena *a, const char *sql, struct insel_spans *sp)
 	return sp->src_last > sp->src_start;
 }
 
+/* A copy of <sql>[from, to) in the statement's arena. */
 static const char *
 span_dup(struct pctx *c, const char *sql, uint32_t from, uint32_t to)
 {
@@ -460,6 +470,11 @@ wider(enum plan_fanout a, enum plan_fanout b)
 	return a < b ? a : b;
 }
 
+/*
+ * The INSERT the router runs: the fills move to <is> (the executor takes a value per source
+ * row, plan_build()'s caller must not take them per VALUES row), the targets and the key,
+ * and plan.shards covers the source's shards and the targets (for __neki.tx_mode).
+ */
 static bool
 plan_insel(struct pctx *c, struct prel *t, int pos, struct plan_insel *is, struct plan *src)
 {
@@ -522,6 +537,7 @@ plan_insert_select(struct pctx *c, struct prel *t, int pos)
 		return nk_error_nk013(c->err, 117);
 	if (!plan_source(c, is, src))
 		return false;
+	/* one Postgres statement per shard when the rows meet their source there */
 	if (t->sharded ? sharded_local(c, t, pos, src) : unsharded_local(c, t))
 		return true;
 	if (nk_error_is_set(c->err))

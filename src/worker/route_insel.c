@@ -142,6 +142,7 @@ struct rinsel {
 
 /* ---- small helpers ---- */
 
+/* Append <n> bytes to <b> (doubling its capacity); false on no memory, <b> unchanged. */
 static bool
 ibuf_put(struct insel_buf *b, const void *p, size_t n)
 {
@@ -161,6 +162,8 @@ ibuf_put(struct insel_buf *b, const void *p, size_t n)
 	return true;
 }
 
+/* Make the array <*arr> of <*cap> elements of <size> bytes hold <need>; false on no memory
+ * (the array stays as it was). */
 static bool
 grow(void **arr, uint32_t *cap, uint32_t need, size_t size)
 {
@@ -179,6 +182,7 @@ grow(void **arr, uint32_t *cap, uint32_t need, size_t size)
 	return true;
 }
 
+/* A big-endian uint32 (message lengths, value lengths). */
 static uint32_t
 be32(const uint8_t *p)
 {
@@ -196,6 +200,7 @@ insel_fail(struct rinsel *x, const struct nk_error *err)
 	x->failed = true;
 }
 
+/* The statement's entry of session shard <sh>; NULL when the statement does not use it. */
 static struct insel_shard *
 insel_entry(struct rinsel *x, const struct route *r, const struct rshard *sh)
 {
@@ -204,6 +209,7 @@ insel_entry(struct rinsel *x, const struct route *r, const struct rshard *sh)
 	return i >= 0 ? &x->s[i] : NULL;
 }
 
+/* Everything an entry owns (its waiting rows, this round's RETURNING rows). */
 static void
 insel_shard_free(struct insel_shard *e)
 {
@@ -215,6 +221,8 @@ insel_shard_free(struct insel_shard *e)
 	free(e->ret);
 }
 
+/* route_insel_free: see route_int.h. Also at session close, whatever is in flight (the
+ * links are the session's: route_drop_links() closes the busy ones). */
 void
 route_insel_free(struct route *r)
 {
@@ -286,8 +294,7 @@ insel_pick_key(struct rinsel *x, uint32_t n, struct nk_error *err)
  * target column type it), int8 for the fills.
  */
 static bool
-insel_columns(struct route *r, struct rinsel *x, const uint8_t *body, size_t len,
-	      struct nk_error *err)
+insel_columns(struct rinsel *x, const uint8_t *body, size_t len, struct nk_error *err)
 {
 	const struct plan_insel *is = x->is;
 	struct proto_rowdesc_msg m;
@@ -321,13 +328,14 @@ insel_columns(struct route *r, struct rinsel *x, const uint8_t *body, size_t len
 	if (x->batch == 0)
 		return nk_error_set(err, "54000", "an INSERT ... SELECT row has too many columns "
 				    "to be written across shards");
-	(void)r;
 	return insel_pick_key(x, x->ncols, err);
 }
 
 /* ---- rows ---- */
 
-/* Keep a DataRow body of the source for routing at the round's end. */
+/* Keep a DataRow body of the source for routing at the round's end (the fill values it
+ * needs may have to be reserved first, which cannot happen while answers are read). Each
+ * entry is its length (host order) and the body. */
 static bool
 insel_stage(struct rinsel *x, const uint8_t *body, size_t len)
 {
@@ -339,7 +347,9 @@ insel_stage(struct rinsel *x, const uint8_t *body, size_t len)
 	return true;
 }
 
-/* Rows the merge lets out (its RowDescription gives the columns). */
+/* Rows the merge lets out, after each message fed: its RowDescription gives the columns
+ * (the visible ones: hidden sort keys and partial aggregates stay in the merge), its
+ * DataRows are staged in the merge's order, which is the source's order. */
 static bool
 insel_pull(struct route *r, struct rinsel *x)
 {
@@ -357,7 +367,7 @@ insel_pull(struct route *r, struct rinsel *x)
 		const uint8_t *msg = pb.buf + o;
 		size_t mlen = 1 + be32(msg + 1);
 
-		if (msg[0] == 'T' && !x->have_desc && !insel_columns(r, x, msg + 5, mlen - 5, &err))
+		if (msg[0] == 'T' && !x->have_desc && !insel_columns(x, msg + 5, mlen - 5, &err))
 			insel_fail(x, &err);
 		else if (msg[0] == 'D')
 			ok = insel_stage(x, msg + 5, mlen - 5);
@@ -383,7 +393,8 @@ insel_feed(struct route *r, struct rinsel *x, uint32_t src, char type, const uin
 	return insel_pull(r, x);
 }
 
-/* The shard (s index) a routing value's uid names; pointers into the pinned image. */
+/* The target (s index) a routing value's shard <uid> names. The uids are pointers into the
+ * pinned image, so a pointer seen before is found without comparing strings. */
 static bool
 insel_target_of(struct rinsel *x, struct route *r, const char *uid, uint32_t *out)
 {
@@ -518,6 +529,13 @@ insel_route_staged(struct route *r, struct rinsel *x, struct nk_error *err)
 
 /* ---- messages ---- */
 
+/*
+ * Every statement a shard gets is Parse / Bind / Execute of the unnamed statement; a shard's
+ * statements of one round end with one Sync, so one ReadyForQuery ends its answer (after an
+ * error the shard skips the rest up to it).
+ */
+
+/* Append text <s> (no NUL) to the statement being built. */
 static bool
 sql_put(struct insel_buf *b, const char *s)
 {
@@ -535,7 +553,9 @@ sql_ident(struct insel_buf *b, const char *name)
 	return ok && ibuf_put(b, "\"", 1);
 }
 
-/* The column list part after the head: fill columns (positional: the columns written out). */
+/* The column list part after the head: fill columns (positional: the columns the source
+ * gives written out first, as plan_rewrite() does for VALUES) and OVERRIDING SYSTEM VALUE,
+ * which a GENERATED ALWAYS identity needs to take the router's values. */
 static bool
 insel_sql_cols(struct rinsel *x, struct insel_buf *b)
 {
@@ -556,7 +576,9 @@ insel_sql_cols(struct rinsel *x, struct insel_buf *b)
 	return ok && sql_put(b, ")") && sql_put(b, " OVERRIDING SYSTEM VALUE");
 }
 
-/* `<head>) VALUES ($m+1, ...), ... <tail>` for <nrows> rows to target <e>; malloc'd. */
+/* `<head>) VALUES ($m+1, ...), ... <tail>` for <nrows> rows to target <e>; malloc'd. The
+ * client's own $1..$m keep their numbers, so ON CONFLICT / RETURNING may use them; a
+ * reference copy other than the first has no RETURNING (the client gets one copy's rows). */
 static char *
 insel_insert_sql(struct rinsel *x, const struct insel_shard *e, uint32_t nrows)
 {
@@ -640,7 +662,8 @@ insel_put_bind(struct pktbuf *pb, const struct rinsel *x, bool client, const uin
 	pktbuf_end(pb);
 }
 
-/* Parse + Bind (+ Describe) + Execute of <sql>, with the client's values when <client>. */
+/* Parse + Bind (+ Describe) + Execute of <sql>, with the client's values when <client>
+ * (DECLARE of a source reading $n, the merge's final query with HAVING's $n). */
 static bool
 insel_put_stmt(struct route *r, struct rinsel *x, struct pktbuf *pb, const char *sql,
 	       bool client, bool describe)
@@ -755,6 +778,9 @@ insel_put_describe(struct route *r, struct rinsel *x, struct insel_shard *e, str
 
 /* ---- the shards' answers ---- */
 
+/* Each shard's answer is read in the order of its round's statements (e->ops, e->cur): a
+ * CommandComplete (a DESCRIBE's RowDescription) ends one. */
+
 static bool
 insel_skip(struct link *l, const struct sbuf_pkt *pkt)
 {
@@ -779,7 +805,7 @@ insel_on_desc(struct route *r, struct rinsel *x, struct insel_shard *e, enum ins
 			if (!insel_feed(r, x, e->src_no, 'T', body, len))
 				return false;
 		} else if (x->mg == NULL && !x->have_desc && !x->failed &&
-			   !insel_columns(r, x, body, len, &err)) {
+			   !insel_columns(x, body, len, &err)) {
 			insel_fail(x, &err);
 		}
 		return insel_skip(l, pkt);
