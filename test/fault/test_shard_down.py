@@ -204,3 +204,33 @@ def test_pass_through_keeps_pgbouncer_behaviour(pg_cluster, neki):
     finally:
         if pg_cluster.status().get("shard-d") != "running":
             pg_cluster.start_server("shard-d")
+
+
+class BrokenShard:
+    """The cluster, with one shard's connection string naming a database it lacks."""
+
+    def __init__(self, cluster, victim):
+        self.cluster, self.victim = cluster, victim
+
+    def __getattr__(self, name):
+        return getattr(self.cluster, name)
+
+    def shards_section(self, dbname=None, **extra):
+        lines = self.cluster.shards_section(dbname=dbname, **extra).splitlines()
+        return "\n".join(line.replace(f"dbname={dbname}", "dbname=neki_no_such_db")
+                         if line.startswith(self.victim + " ") else line for line in lines)
+
+
+def test_login_error_fails_fast(store):
+    """The shard's server refuses the login (its database does not exist): the statement gets
+    the server's reason at once, the other shards work."""
+    victim, vid, oid = victim_and_other(store)
+    with routing_neki(BrokenShard(store.cluster, victim), store.db, topology(store.db), Store,
+                      settings={"server_login_retry": RETRY}) as broken:
+        with broken.connect() as conn:
+            e, took = timed_error(conn, f"SELECT name FROM customers WHERE id = {vid}")
+            assert_unreachable(e, victim)
+            assert e.diag.message_primary == f'could not connect to shard "{victim}": ' \
+                'database "neki_no_such_db" does not exist', e.diag.message_primary
+            assert took < 30, took
+            assert conn.execute(f"SELECT name FROM customers WHERE id = {oid}").fetchall()
