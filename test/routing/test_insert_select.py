@@ -472,6 +472,24 @@ def test_execute_row_limit(store):
     finally:
         w.close()
     assert store.run("SELECT count(*) FROM events") == [(120,)]
+    # a second Execute of the completed portal: what Postgres answers
+    tags = []
+    for port in (store.neki.port, store.cluster.port("reference")):
+        w = Wire(port)
+        try:
+            w.login(user="postgres", database=store.db)
+            w.send(b"P", b"\0INSERT INTO events (k, id) SELECT id, customer_id FROM orders "
+                         b"WHERE id < 30\0\0\0")
+            w.send(b"B", b"\0\0" + struct.pack("!hhh", 0, 0, 0))
+            w.send(b"E", b"\0" + struct.pack("!I", 0))
+            w.send(b"E", b"\0" + struct.pack("!I", 0))
+            w.send(b"S", b"")
+            tags.append([(t, b.rstrip(b"\0") if t == "C" else b"")
+                         for t, b in w.read_until("Z")])
+        finally:
+            w.close()
+    assert tags[0] == tags[1], tags
+    assert ("C", b"INSERT 0 6") in tags[0], tags
 
 
 def test_returning_without_rows(store):
