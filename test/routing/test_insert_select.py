@@ -192,6 +192,8 @@ def test_aggregates_group_by_distinct_union(store):
                   "count(*)::text, sum(total) FROM orders GROUP BY status")
     store.compare("INSERT INTO products (sku, name, price) SELECT 'all', 'x', max(total) "
                   "FROM orders")
+    store.compare("INSERT INTO products (sku, name, price) SELECT 'cd', count(DISTINCT "
+                  "status)::text, stddev(total) FROM orders")
     store.compare("INSERT INTO products (sku, name) SELECT DISTINCT 'c-' || country, country "
                   "FROM customers")
     store.compare("INSERT INTO products (sku, name) SELECT 'u-' || status, 'o' FROM orders "
