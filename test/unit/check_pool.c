@@ -428,6 +428,19 @@ server_backends(struct pool *admin, const char *user)
 	return n;
 }
 
+/* Wait (bounded) until <user> has <want> backends: a backend whose connection neki closed
+ * leaves pg_stat_activity only when the server has noticed. */
+static bool
+server_backends_become(struct pool *admin, const char *user, int want)
+{
+	for (int i = 0; i < 100; i++) {
+		if (server_backends(admin, user) == want)
+			return true;
+		run_for(0.05);
+	}
+	return false;
+}
+
 /* Terminate the backend <pid> from a superuser pool. */
 static void
 server_kill(struct pool *admin, uint32_t pid)
@@ -658,7 +671,7 @@ START_TEST(test_idle_timeout_and_lifetime)
 	g = (struct count_goal){ p, LINK_ST_IDLE, 0 };
 	ck_assert(run_until(count_is, &g, 5));
 	ck_assert(log_has("closing because: server idle timeout (age="));
-	ck_assert_int_eq(server_backends(admin, "nk_u3"), 0);
+	ck_assert(server_backends_become(admin, "nk_u3", 0));
 	pool_free(p);
 	pool_free(admin);
 	drop_cfg();
