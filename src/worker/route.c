@@ -26,7 +26,6 @@
 #include "session_int.h"
 
 #define ROUTE_CACHE_ENTRIES 1024
-#define ROUTE_SPLIT_ROWS_MAX 4096	/* VALUES rows of one split INSERT */
 #define ROUTE_CAT_WAIT_US 5000000	/* longest wait for a catalog refresh after DDL */
 #define ROUTE_OID_TEXT 25
 #define ROUTE_OID_JSON 114
@@ -726,13 +725,18 @@ route_write_implicit(struct route *r, const struct plan *p)
 static enum rstep
 route_split(struct route *r, const struct plan *p, const char *sql)
 {
-	static uint32_t starts[ROUTE_SPLIT_ROWS_MAX], lens[ROUTE_SPLIT_ROWS_MAX];
+	uint32_t want = p->stmt->insert->nrows;
+	uint32_t *starts = rarena_alloc(r->arena, (size_t)want * sizeof(uint32_t));
+	uint32_t *lens = rarena_alloc(r->arena, (size_t)want * sizeof(uint32_t));
 	const char *uids[ROUTE_SHARDS_MAX];
 	uint32_t nrows, n = p->nparts < ROUTE_SHARDS_MAX ? p->nparts : ROUTE_SHARDS_MAX;
 	struct nk_error err;
 
-	if (!route_values_rows(sql, starts, lens, ROUTE_SPLIT_ROWS_MAX, &nrows) ||
-	    nrows != p->stmt->insert->nrows) {
+	if (starts == NULL || lens == NULL) {
+		nk_error_set(&err, "53200", "out of memory");
+		return route_fail(r, &err);
+	}
+	if (!route_values_rows(sql, starts, lens, want, &nrows) || nrows != want) {
 		nk_error_set(&err, "0A000", "this multi-row INSERT cannot be split across shards");
 		return route_fail(r, &err);
 	}

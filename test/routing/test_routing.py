@@ -330,6 +330,18 @@ def test_writes_and_multi_row_insert_split(loaded):
     loaded.compare("SELECT id FROM customers WHERE id IN (101, 102, 103, 104)")
 
 
+def test_multi_row_insert_of_many_rows_is_split(loaded):
+    """10,000 VALUES rows over 4 shards (the executor once had a 4,096-row limit), RETURNING
+    in input order, every row on its shard."""
+    rows = ", ".join(f"({i}, 'bulk {i}', 'FR')" for i in range(20000, 30000))
+    loaded.compare(f"INSERT INTO customers VALUES {rows} RETURNING id", ordered=True)
+    loaded.compare("SELECT count(*), sum(id) FROM customers WHERE id BETWEEN 20000 AND 29999")
+    placed = loaded.placement("customers", "id")
+    assert sum(len([i for i in ids if 20000 <= i < 30000]) for ids in placed.values()) == 10000
+    assert len([s for s, ids in placed.items() if any(20000 <= i < 30000 for i in ids)]) == 4
+    loaded.compare("DELETE FROM customers WHERE id BETWEEN 20000 AND 29999")
+
+
 def test_reference_table_write_reaches_every_copy(loaded):
     loaded.compare("INSERT INTO countries VALUES ('IT', 'Italy')")
     for server in loaded.cluster.shards:
