@@ -112,6 +112,8 @@ struct stmt_rel {
 	bool sampled;		/* TABLESAMPLE */
 	bool outer_join;	/* on the nullable side of an outer join, or FULL */
 	bool is_cte_ref;	/* names a CTE of the statement, not a table */
+	uint16_t cte_scope;	/* is_cte_ref: the CTE's scope; 0 when not known (a reference
+				 * to a CTE from inside its own query) */
 };
 
 /* A shard-key candidate predicate: <lhs> op values. */
@@ -146,17 +148,100 @@ struct stmt_cond {
 	uint32_t nargs;
 };
 
-/* Column equality a.x = b.y (join predicate), from ON or top-level WHERE conjuncts. */
+/*
+ * Column equality a.x = b.y (join predicate): an AND-conjunct of a WHERE clause (node -1) or
+ * of a join's ON (node: that JOIN node), or a JOIN ... USING column. An equality under OR,
+ * NOT or in any other expression is not recorded: it does not hold for every row.
+ */
 struct stmt_join_eq {
 	const char *lqual, *lcol;
 	const char *rqual, *rcol;
 	uint16_t scope;
+	int32_t node;		/* the JOIN node (stmt.nodes) whose ON holds it; -1: WHERE */
+};
+
+/* A plain column reference qual.col (qual NULL: unqualified). */
+struct stmt_colref {
+	const char *qual, *col;
+};
+
+/* What a scope is within its statement. */
+enum stmt_scope_kind {
+	STMT_SC_TOP = 0,	/* the statement's own SELECT / UPDATE / DELETE / MERGE */
+	STMT_SC_FROM,		/* a derived table: FROM (SELECT ...) alias */
+	STMT_SC_LATERAL,	/* FROM LATERAL (SELECT ...) alias */
+	STMT_SC_CTE,		/* a WITH query */
+	STMT_SC_SUBLINK,	/* a subquery in an expression: EXISTS, IN, ANY, ALL, scalar, ARRAY */
+	STMT_SC_SETOP,		/* an arm of UNION / INTERSECT / EXCEPT */
+	STMT_SC_OTHER,		/* INSERT ... SELECT source, COPY (query), DDL bodies */
+};
+
+/* The scope's own clauses (not those of its subqueries). */
+enum stmt_scope_flag {
+	STMT_SCF_AGG = 1u << 0,		/* an aggregate call, GROUP BY or HAVING */
+	STMT_SCF_DISTINCT = 1u << 1,	/* DISTINCT or DISTINCT ON */
+	STMT_SCF_LIMIT = 1u << 2,	/* LIMIT / FETCH FIRST / OFFSET */
+	STMT_SCF_WINDOW = 1u << 3,	/* a window function call */
+	STMT_SCF_UNION = 1u << 4,	/* the scope is a UNION (removing duplicates) of arms */
+	STMT_SCF_UNION_ALL = 1u << 5,	/* the scope is a UNION ALL of arms */
+	STMT_SCF_SETOP_OTHER = 1u << 6,	/* the scope is an INTERSECT or EXCEPT */
+	STMT_SCF_RECURSIVE = 1u << 7,	/* a CTE of WITH RECURSIVE */
+	STMT_SCF_WRITE = 1u << 8,	/* a data-modifying CTE (INSERT/UPDATE/DELETE/MERGE) */
+	STMT_SCF_IN = 1u << 9,		/* SUBLINK: `x [NOT] IN (SELECT ...)` or `x = ANY (...)` */
+};
+
+/* A window function call of a scope: its PARTITION BY items that are plain columns. */
+struct stmt_window {
+	struct stmt_colref *part;
+	uint32_t npart;
+	const char *ref;	/* OVER name / OVER (name ...): the WINDOW clause entry; NULL */
 };
 
 /* One SELECT/DML scope (the top level, each subquery, each CTE). */
 struct stmt_scope {
 	struct stmt_cond *where;	/* NULL: no WHERE */
 	uint16_t parent;		/* enclosing scope (0 for the top level itself) */
+	enum stmt_scope_kind kind;
+	uint32_t flags;			/* enum stmt_scope_flag */
+	int32_t from;			/* first FROM item (stmt.nodes); -1: none */
+	struct stmt_colref *group;	/* GROUP BY items that are plain columns (positions
+					 * resolved through the select list) */
+	uint32_t ngroup;
+	struct stmt_colref *distinct;	/* DISTINCT ON items, or for DISTINCT the plain
+					 * columns of the select list */
+	uint32_t ndistinct;
+	struct stmt_window *windows;	/* every window function call */
+	uint32_t nwindows;
+	struct stmt_colref test;	/* STMT_SCF_IN: the tested expression when a plain
+					 * column (col NULL otherwise) */
+	struct stmt_colref out;		/* the only select-list entry when a plain column */
+};
+
+/* A FROM item: a table (or CTE reference), a subquery, a function or VALUES, a join. */
+enum stmt_node_kind {
+	STMT_N_REL = 0,		/* ref: index in stmt.rels */
+	STMT_N_SCOPE,		/* ref: the scope of a derived table (FROM / LATERAL) */
+	STMT_N_FUNC,		/* a function in FROM (its argument subqueries: SUBLINK scopes) */
+	STMT_N_JOIN,		/* left JOIN right */
+};
+
+enum stmt_join_kind {
+	STMT_J_INNER = 0,	/* [INNER] JOIN, CROSS JOIN */
+	STMT_J_LEFT,
+	STMT_J_RIGHT,
+	STMT_J_FULL,
+};
+
+struct stmt_node {
+	enum stmt_node_kind kind;
+	enum stmt_join_kind join;	/* JOIN */
+	uint16_t scope;			/* the scope whose FROM holds it */
+	uint32_t ref;			/* REL / SCOPE: see enum stmt_node_kind */
+	int32_t left, right;		/* JOIN: node indexes */
+	int32_t next;			/* the scope's next FROM-list item; -1 */
+	uint32_t rel_lo, rel_hi;	/* stmt.rels added while translating the item, any scope */
+	struct stmt_cond *on;		/* JOIN: its ON clause; NULL (USING, NATURAL, CROSS) */
+	bool on_eq;			/* JOIN: an ON conjunct compares columns with = */
 };
 
 /* Statement-shape flags the planner and the merge step look at. */
@@ -213,6 +298,8 @@ enum stmt_shape {
 	STMT_SH_VALUES_ORDER = 1u << 15,	/* INSERT ... VALUES (...) ORDER BY: 150 */
 	STMT_SH_SLICE_SET = 1u << 16,		/* UPDATE SET a[1:2] = / a[1][2] =: 67 */
 	STMT_SH_MERGE_DERIVED = 1u << 17,	/* MERGE ... USING (subquery): 121 */
+	STMT_SH_AGG_SRF = 1u << 18,		/* a set-returning call in the select list of an
+						 * aggregate query: the merge cannot combine */
 };
 
 /*
@@ -246,6 +333,15 @@ struct stmt_target {
 	const char *qual, *column;	/* a plain column reference; column NULL otherwise */
 	struct stmt_value val;		/* otherwise: its value */
 	uint16_t scope;			/* scope of the SELECT */
+};
+
+/* MERGE ... WHEN NOT MATCHED THEN INSERT [(cols)] VALUES (...) | DEFAULT VALUES. */
+struct stmt_merge_insert {
+	const char **cols;		/* NULL: the table's order */
+	uint32_t ncols;
+	struct stmt_value *vals;	/* nvals values (none: DEFAULT VALUES) */
+	struct stmt_colref *refs;	/* per value: the plain column it is; col NULL if not */
+	uint32_t nvals;
 };
 
 /* INSERT: one VALUES row. */
@@ -401,6 +497,8 @@ struct stmt {
 	uint32_t nscopes;
 	struct stmt_join_eq *joins;
 	uint32_t njoins;
+	struct stmt_node *nodes;	/* FROM items of every scope (stmt_scope.from) */
+	uint32_t nnodes;
 	const char **set_cols;		/* UPDATE SET targets (column names) */
 	uint32_t nset_cols;
 	const char **funcs;		/* lowercased function names called (distinct) */
@@ -408,6 +506,8 @@ struct stmt {
 	struct stmt_call *calls;	/* router-managed function calls, in text order */
 	uint32_t ncalls;
 	struct stmt_insert *insert;	/* INSERT */
+	struct stmt_merge_insert *merge_inserts;	/* MERGE: its INSERT actions */
+	uint32_t nmerge_inserts;
 	struct stmt_tx *tx;		/* TX and SET TRANSACTION / SESSION CHARACTERISTICS */
 	struct stmt_set *set;		/* SET/RESET/SHOW */
 	struct stmt_copy *copy;		/* COPY */

@@ -111,7 +111,7 @@ pb_last_name(const cJSON *list)
 }
 
 uint16_t
-pb_scope_new(struct pb *b, uint16_t parent)
+pb_scope_new(struct pb *b, uint16_t parent, enum stmt_scope_kind kind)
 {
 	struct stmt_scope *sc = pb_push(b, (void **)&b->s->scopes, &b->s->nscopes,
 					&b->scope_cap, sizeof(*sc));
@@ -119,7 +119,52 @@ pb_scope_new(struct pb *b, uint16_t parent)
 	if (!sc)
 		return parent;
 	sc->parent = parent;
+	sc->kind = kind;
+	sc->from = -1;
 	return (uint16_t)(b->s->nscopes - 1);
+}
+
+bool
+pb_colref(struct pb *b, const cJSON *n, struct stmt_colref *out)
+{
+	const cJSON *fields = jget(jas(n, "ColumnRef"), "fields");
+	int nf = cJSON_GetArraySize(fields);
+
+	if (nf <= 0 || !jsval(cJSON_GetArrayItem(fields, nf - 1)))
+		return false;	/* no ColumnRef, or a `*` */
+	out->col = pb_strdup(b, jsval(cJSON_GetArrayItem(fields, nf - 1)));
+	out->qual = nf > 1 ? pb_strdup(b, jsval(cJSON_GetArrayItem(fields, nf - 2))) : NULL;
+	return out->col != NULL;
+}
+
+/* A new FROM node of <kind> in <scope>; its index, or -1 on no memory. */
+static int32_t
+pb_node(struct pb *b, enum stmt_node_kind kind, uint16_t scope)
+{
+	struct stmt_node *nd = pb_push(b, (void **)&b->s->nodes, &b->s->nnodes, &b->node_cap,
+				       sizeof(*nd));
+
+	if (!nd)
+		return -1;
+	nd->kind = kind;
+	nd->scope = scope;
+	nd->left = nd->right = nd->next = -1;
+	nd->rel_lo = nd->rel_hi = b->s->nrels;
+	return (int32_t)(b->s->nnodes - 1);
+}
+
+/* Append node <n> to <scope>'s FROM list. */
+static void
+pb_from_append(struct pb *b, uint16_t scope, int32_t n)
+{
+	int32_t *at;
+
+	if (n < 0 || scope >= b->s->nscopes)
+		return;
+	at = &b->s->scopes[scope].from;
+	while (*at >= 0)
+		at = &b->s->nodes[*at].next;
+	*at = n;
 }
 
 void
@@ -179,24 +224,43 @@ m_old_new(const char *key, const cJSON *node)
 	       (strcmp(first, "old") == 0 || strcmp(first, "new") == 0);
 }
 
-/* Walk <n> (scope 0) as clause <ctx>. */
+/* Walk <n> (in <scope>) as clause <ctx>. */
 static void
-pb_walk_ctx(struct pb *b, const cJSON *n, enum pb_ctx ctx)
+pb_walk_ctx(struct pb *b, const cJSON *n, uint16_t scope, enum pb_ctx ctx)
 {
 	enum pb_ctx saved = b->ctx;
 
 	b->ctx = ctx;
-	pb_walk(b, n, 0, false);
+	pb_walk(b, n, scope, false);
 	b->ctx = saved;
 }
 
+/* <anc> is <scope> or one of its enclosing scopes. */
 static bool
-is_cte_name(const struct pb *b, const char *name)
+scope_within(const struct pb *b, uint16_t scope, uint16_t anc)
 {
-	for (uint32_t i = 0; i < b->nctes; i++)
-		if (strcmp(b->ctes[i], name) == 0)
+	for (uint32_t guard = 0; guard <= b->s->nscopes; guard++) {
+		if (scope == anc)
 			return true;
+		if (scope == 0 || scope >= b->s->nscopes)
+			return false;
+		scope = b->s->scopes[scope].parent;
+	}
 	return false;
+}
+
+/* The innermost CTE named <name> visible from <scope>, or NULL. */
+static const struct pb_cte *
+cte_find(const struct pb *b, const char *name, uint16_t scope)
+{
+	const struct pb_cte *best = NULL;
+
+	for (uint32_t i = 0; i < b->nctes; i++)
+		if (b->ctes[i].visible && strcmp(b->ctes[i].name, name) == 0 &&
+		    scope_within(b, scope, b->ctes[i].with) &&
+		    (!best || scope_within(b, b->ctes[i].with, best->with)))
+			best = &b->ctes[i];
+	return best;
 }
 
 /* Add the table of RangeVar <rv> to the model. */
@@ -213,7 +277,12 @@ pb_rel(struct pb *b, const cJSON *rv, uint16_t scope)
 	r->alias = pb_strdup(b, jstr(jget(rv, "alias"), "aliasname"));
 	r->scope = scope;
 	r->only = !jbool(rv, "inh");
-	r->is_cte_ref = !r->schema && r->name && is_cte_name(b, r->name);
+	if (!r->schema && r->name) {
+		const struct pb_cte *cte = cte_find(b, r->name, scope);
+
+		r->is_cte_ref = cte != NULL;
+		r->cte_scope = cte ? cte->scope : 0;
+	}
 	return r;
 }
 
@@ -227,11 +296,11 @@ rangevar_qual(const cJSON *n)
 	return alias ? alias : jstr(rv, "relname");
 }
 
-static void pb_from_item(struct pb *b, const cJSON *n, uint16_t scope, bool nullable);
+static int32_t pb_from_item(struct pb *b, const cJSON *n, uint16_t scope, bool nullable);
 
 /* JOIN ... USING (cols) between two plain tables: one equality per column. */
 static void
-pb_join_using(struct pb *b, const cJSON *j, uint16_t scope)
+pb_join_using(struct pb *b, const cJSON *j, uint16_t scope, int32_t node)
 {
 	const char *lq = rangevar_qual(jget(j, "larg")), *rq = rangevar_qual(jget(j, "rarg"));
 	const cJSON *col;
@@ -248,88 +317,169 @@ pb_join_using(struct pb *b, const cJSON *j, uint16_t scope)
 		e->rqual = pb_strdup(b, rq);
 		e->lcol = e->rcol = pb_strdup(b, jsval(col));
 		e->scope = scope;
+		e->node = node;
 	}
 }
 
-static void
+/* The ON clause of join node <nd> (its equalities carry the node). */
+static struct stmt_cond *
+pb_join_on(struct pb *b, const cJSON *quals, uint16_t scope, int32_t nd)
+{
+	int32_t saved = b->cur_node;
+	uint32_t before = b->s->njoins;
+	struct stmt_cond *on;
+
+	b->cur_node = nd;
+	on = pb_cond(b, quals, scope);
+	b->cur_node = saved;
+	if (nd >= 0 && b->s->njoins > before)
+		b->s->nodes[nd].on_eq = true;
+	return on;
+}
+
+static int32_t
 pb_join(struct pb *b, const cJSON *j, uint16_t scope, bool nullable)
 {
 	const char *type = jstr(j, "jointype");
 	bool left = type && strcmp(type, "JOIN_LEFT") == 0;
 	bool right = type && strcmp(type, "JOIN_RIGHT") == 0;
 	bool full = type && strcmp(type, "JOIN_FULL") == 0;
+	int32_t nd = pb_node(b, STMT_N_JOIN, scope), l, r;
 	struct stmt_cond *on;
 
 	if (left || right || full)
 		b->s->flags |= STMT_F_OUTER_JOIN;
-	pb_from_item(b, jget(j, "larg"), scope, nullable || right || full);
-	pb_from_item(b, jget(j, "rarg"), scope, nullable || left || full);
-	pb_join_using(b, j, scope);
-	if (!jget(j, "quals"))
-		return;
-	on = pb_cond(b, jget(j, "quals"), scope);
+	l = pb_from_item(b, jget(j, "larg"), scope, nullable || right || full);
+	r = pb_from_item(b, jget(j, "rarg"), scope, nullable || left || full);
+	pb_join_using(b, j, scope, nd);
+	on = jget(j, "quals") ? pb_join_on(b, jget(j, "quals"), scope, nd) : NULL;
+	if (nd >= 0) {
+		struct stmt_node *n = &b->s->nodes[nd];
+
+		n->join = left ? STMT_J_LEFT : right ? STMT_J_RIGHT : full ? STMT_J_FULL :
+		       STMT_J_INNER;
+		n->left = l;
+		n->right = r;
+		n->on = on;
+		n->on_eq = n->on_eq || jget(j, "usingClause") != NULL;
+	}
 	/* an inner join's ON restricts like WHERE; an outer join's only pairs rows */
-	if (!left && !right && !full && !nullable)
+	if (on && !left && !right && !full && !nullable)
 		pb_cond_and(b, scope, on);
+	return nd;
 }
 
-static void
+/* A derived table (LATERAL or not): its own scope. */
+static int32_t
+pb_subselect(struct pb *b, const cJSON *rs, uint16_t scope)
+{
+	const cJSON *sel = jas(jget(rs, "subquery"), "SelectStmt");
+	bool lateral = jbool(rs, "lateral");
+	int32_t nd = pb_node(b, STMT_N_SCOPE, scope);
+	uint16_t sc;
+
+	if (lateral && jget(sel, "valuesLists"))
+		b->s->shape |= STMT_SH_LATERAL_VALUES;
+	b->s->flags |= STMT_F_SUBQUERY;
+	sc = pb_scope_new(b, scope, lateral ? STMT_SC_LATERAL : STMT_SC_FROM);
+	if (nd >= 0)
+		b->s->nodes[nd].ref = sc;
+	pb_select(b, sel, sc, false);
+	return nd;
+}
+
+/* One FROM item of <scope> (<nullable>: under an outer join's nullable side); its node. */
+static int32_t
 pb_from_item(struct pb *b, const cJSON *n, uint16_t scope, bool nullable)
 {
 	const char *tag = jtag(n);
 	const cJSON *body = jbody(n);
-	struct stmt_rel *r;
+	uint32_t lo = b->s->nrels;
+	struct stmt_rel *r = NULL;
+	int32_t nd = -1;
 
 	if (!tag)
-		return;
+		return -1;
 	if (strcmp(tag, "RangeVar") == 0) {
+		nd = pb_node(b, STMT_N_REL, scope);
 		r = pb_rel(b, body, scope);
-		if (r)
-			r->outer_join = nullable;
 	} else if (strcmp(tag, "JoinExpr") == 0) {
-		pb_join(b, body, scope, nullable);
+		nd = pb_join(b, body, scope, nullable);
 	} else if (strcmp(tag, "RangeTableSample") == 0) {
 		b->s->flags |= STMT_F_SAMPLE;
+		nd = pb_node(b, STMT_N_REL, scope);
 		r = pb_rel(b, jas(jget(body, "relation"), "RangeVar"), scope);
-		if (r) {
+		if (r)
 			r->sampled = true;
-			r->outer_join = nullable;
-		}
+	} else if (strcmp(tag, "RangeSubselect") == 0) {
+		nd = pb_subselect(b, body, scope);
 	} else {
-		/* RangeSubselect, RangeFunction, ...: sub-SELECTs become scopes */
-		if (jbool(jas(n, "RangeSubselect"), "lateral") &&
-		    jget(jas(jget(jas(n, "RangeSubselect"), "subquery"), "SelectStmt"), "valuesLists"))
-			b->s->shape |= STMT_SH_LATERAL_VALUES;
+		/* RangeFunction, ...: the subqueries of its arguments become SUBLINK scopes */
+		nd = pb_node(b, STMT_N_FUNC, scope);
 		pb_walk(b, n, scope, false);
 	}
+	if (r) {
+		r->outer_join = nullable;
+		if (nd >= 0)
+			b->s->nodes[nd].ref = b->s->nrels - 1;
+	}
+	if (nd >= 0) {
+		b->s->nodes[nd].rel_lo = lo;
+		b->s->nodes[nd].rel_hi = b->s->nrels;
+	}
+	return nd;
 }
 
+/*
+ * WITH: every CTE gets a scope of kind CTE (STMT_SCF_RECURSIVE under WITH RECURSIVE,
+ * STMT_SCF_WRITE for INSERT/UPDATE/DELETE/MERGE); a reference to a CTE (stmt_rel.cte_scope)
+ * knows its scope once the CTE was translated, so a recursive self-reference does not.
+ */
 static void
 pb_with(struct pb *b, const cJSON *with, uint16_t scope)
 {
 	const cJSON *cte;
+	uint32_t first = b->nctes, i = 0;
 
 	if (!with)
 		return;
 	b->s->flags |= STMT_F_CTE;
 	cJSON_ArrayForEach(cte, jget(with, "ctes")) {
 		const cJSON *c = jas(cte, "CommonTableExpr");
-		const char **slot = pb_push(b, (void **)&b->ctes, &b->nctes, &b->cte_cap,
-					    sizeof(*slot));
+		struct pb_cte *slot = pb_push(b, (void **)&b->ctes, &b->nctes, &b->cte_cap,
+					      sizeof(*slot));
 
-		if (slot)
-			*slot = pb_strdup(b, jstr(c, "ctename"));
+		if (!slot)
+			return;
+		slot->name = pb_strdup(b, jstr(c, "ctename") ? jstr(c, "ctename") : "");
+		slot->with = scope;
+		slot->visible = jbool(with, "recursive");
 	}
 	cJSON_ArrayForEach(cte, jget(with, "ctes")) {
 		const cJSON *q = jget(jas(cte, "CommonTableExpr"), "ctequery");
 		const char *tag = jtag(q);
+		uint16_t sc;
 
-		if (tag && strcmp(tag, "SelectStmt") == 0) {
-			pb_select(b, jbody(q), pb_scope_new(b, scope), false);
-		} else if (tag) {
-			b->s->flags |= STMT_F_WRITING_CTE;
-			pb_dml(b, tag, jbody(q), false);
+		if (!tag) {
+			i++;
+			continue;
 		}
+		sc = pb_scope_new(b, scope, STMT_SC_CTE);
+		if (jbool(with, "recursive") && sc < b->s->nscopes)
+			b->s->scopes[sc].flags |= STMT_SCF_RECURSIVE;
+		if (strcmp(tag, "SelectStmt") == 0) {
+			pb_select(b, jbody(q), sc, false);
+		} else {
+			b->s->flags |= STMT_F_WRITING_CTE;
+			if (sc < b->s->nscopes)
+				b->s->scopes[sc].flags |= STMT_SCF_WRITE;
+			pb_dml(b, tag, jbody(q), false, sc);
+		}
+		if (first + i < b->nctes) {
+			b->ctes[first + i].scope = sc;
+			b->ctes[first + i].visible = true;
+		}
+		i++;
 	}
 }
 
@@ -369,26 +519,143 @@ pb_select_top_flags(struct pb *b, const cJSON *sel)
 		b->s->shape |= STMT_SH_GROUP_ROUTER_ONLY;
 }
 
+/* ---- a scope's own clauses (what decides whether it can run on each shard) ---- */
+
+/* The plain column an ORDER BY / GROUP BY / DISTINCT ON item names: a column, or a
+ * select-list position whose entry is a column. */
+static bool
+item_colref(struct pb *b, const cJSON *item, const cJSON *targets, struct stmt_colref *out)
+{
+	const cJSON *c = jas(item, "A_Const");
+	int pos;
+
+	if (pb_colref(b, item, out))
+		return true;
+	if (!c || !jget(c, "ival"))
+		return false;
+	pos = jint(jget(c, "ival"), "ival", 0);
+	return pos > 0 && pb_colref(b, jget(jas(cJSON_GetArrayItem(targets, pos - 1),
+						     "ResTarget"), "val"), out);
+}
+
+/* The plain columns among <list>'s items (ResTarget values for a select list). */
+static struct stmt_colref *
+pb_colrefs(struct pb *b, const cJSON *list, const cJSON *targets, bool restargets,
+	   uint32_t *n)
+{
+	int cnt = cJSON_GetArraySize(list);
+	struct stmt_colref *v;
+	const cJSON *it;
+
+	*n = 0;
+	if (cnt <= 0 || !(v = pb_alloc(b, (size_t)cnt * sizeof(*v))))
+		return NULL;
+	cJSON_ArrayForEach(it, list) {
+		const cJSON *node = restargets ? jget(jas(it, "ResTarget"), "val") : it;
+
+		if (item_colref(b, node, targets, &v[*n]))
+			(*n)++;
+	}
+	return v;
+}
+
+/* Windows named by OVER w / OVER (w ...): the PARTITION BY of the WINDOW clause entry. */
+static void
+pb_window_refs(struct pb *b, const cJSON *sel, struct stmt_scope *sc)
+{
+	for (uint32_t i = 0; i < sc->nwindows; i++) {
+		const char *ref = sc->windows[i].ref;
+
+		for (int depth = 0; ref && depth < 8; depth++) {
+			const cJSON *w, *def = NULL;
+
+			cJSON_ArrayForEach(w, jget(sel, "windowClause"))
+				if (jstr(jas(w, "WindowDef"), "name") &&
+				    strcmp(jstr(jas(w, "WindowDef"), "name"), ref) == 0)
+					def = jas(w, "WindowDef");
+			if (!def)
+				break;
+			sc->windows[i].part = pb_colrefs(b, jget(def, "partitionClause"), NULL,
+							 false, &sc->windows[i].npart);
+			ref = pb_strdup(b, jstr(def, "refname"));
+		}
+	}
+}
+
+/* LIMIT/OFFSET, DISTINCT, GROUP BY, HAVING and the only select-list column of <scope>. */
+static void
+pb_scope_clauses(struct pb *b, const cJSON *sel, uint16_t scope)
+{
+	const cJSON *targets = jget(sel, "targetList"), *dc = jget(sel, "distinctClause");
+	struct stmt_scope *sc;
+
+	if (b->oom || scope >= b->s->nscopes)
+		return;
+	sc = &b->s->scopes[scope];
+	if (jget(sel, "limitCount") || jget(sel, "limitOffset"))
+		sc->flags |= STMT_SCF_LIMIT;
+	if (jget(sel, "groupClause") || jget(sel, "havingClause"))
+		sc->flags |= STMT_SCF_AGG;
+	sc->group = pb_colrefs(b, jget(sel, "groupClause"), targets, false, &sc->ngroup);
+	if (dc) {
+		bool plain = cJSON_GetArraySize(dc) == 1 && !jtag(cJSON_GetArrayItem(dc, 0));
+
+		sc = &b->s->scopes[scope];
+		sc->flags |= STMT_SCF_DISTINCT;
+		sc->distinct = plain ? pb_colrefs(b, targets, NULL, true, &sc->ndistinct) :
+				       pb_colrefs(b, dc, targets, false, &sc->ndistinct);
+	}
+	sc = &b->s->scopes[scope];
+	if (cJSON_GetArraySize(targets) == 1 &&
+	    !pb_colref(b, jget(jas(cJSON_GetArrayItem(targets, 0), "ResTarget"), "val"),
+		       &sc->out))
+		sc->out.col = NULL;
+	pb_window_refs(b, sel, sc);
+}
+
+/* An INTERSECT / EXCEPT / UNION [ALL] of two arms, each its own scope. */
+static void
+pb_setop(struct pb *b, const cJSON *sel, uint16_t scope, const char *op)
+{
+	bool union_op = strcmp(op, "SETOP_UNION") == 0;
+
+	b->s->flags |= union_op ? STMT_F_UNION : STMT_F_INTERSECT;
+	if (scope < b->s->nscopes) {
+		struct stmt_scope *sc = &b->s->scopes[scope];
+
+		sc->flags |= !union_op ? STMT_SCF_SETOP_OTHER : jbool(sel, "all") ?
+			     STMT_SCF_UNION_ALL : STMT_SCF_UNION;
+		if (jget(sel, "limitCount") || jget(sel, "limitOffset"))
+			sc->flags |= STMT_SCF_LIMIT;
+	}
+	pb_select(b, jget(sel, "larg"), pb_scope_new(b, scope, STMT_SC_SETOP), false);
+	pb_select(b, jget(sel, "rarg"), pb_scope_new(b, scope, STMT_SC_SETOP), false);
+}
+
 void
 pb_select(struct pb *b, const cJSON *sel, uint16_t scope, bool top)
 {
 	const char *op = jstr(sel, "op");
 	const cJSON *item;
+	int32_t saved_node = b->cur_node;
+	uint32_t saved_or = b->in_or;
 	static const char *const walked[] = { "targetList", "groupClause", "havingClause",
 					      "sortClause", "limitCount", "limitOffset",
 					      "distinctClause", "windowClause", "valuesLists" };
 
+	b->cur_node = -1;	/* a subquery's conditions are its own */
+	b->in_or = 0;
 	pb_with(b, jget(sel, "withClause"), scope);
 	if (top)
 		pb_select_top_flags(b, sel);
 	if (op && strcmp(op, "SETOP_NONE") != 0) {
-		b->s->flags |= strcmp(op, "SETOP_UNION") == 0 ? STMT_F_UNION : STMT_F_INTERSECT;
-		pb_select(b, jget(sel, "larg"), pb_scope_new(b, scope), false);
-		pb_select(b, jget(sel, "rarg"), pb_scope_new(b, scope), false);
+		pb_setop(b, sel, scope, op);
+		b->cur_node = saved_node;
+		b->in_or = saved_or;
 		return;
 	}
 	cJSON_ArrayForEach(item, jget(sel, "fromClause"))
-		pb_from_item(b, item, scope, false);
+		pb_from_append(b, scope, pb_from_item(b, item, scope, false));
 	if (jget(sel, "whereClause"))
 		pb_cond_and(b, scope, pb_cond(b, jget(sel, "whereClause"), scope));
 	for (size_t i = 0; i < NK_ARRAY_LEN(walked); i++)
@@ -396,6 +663,12 @@ pb_select(struct pb *b, const cJSON *sel, uint16_t scope, bool top)
 	cJSON_ArrayForEach(item, jget(sel, "groupClause"))
 		if (jas(item, "GroupingSet") && top)
 			b->s->flags |= STMT_F_GROUPING_SETS;
+	pb_scope_clauses(b, sel, scope);
+	if (top && (b->s->flags & (STMT_F_AGG | STMT_F_GROUP)) &&
+	    pb_find(jget(sel, "targetList"), m_srf))
+		b->s->shape |= STMT_SH_AGG_SRF;
+	b->cur_node = saved_node;
+	b->in_or = saved_or;
 }
 
 /* Names of a ResTarget list (INSERT columns, UPDATE SET targets). */
@@ -423,7 +696,7 @@ pb_target_names(struct pb *b, const cJSON *list, uint32_t *n)
 
 /* The VALUES rows of an INSERT. */
 static void
-pb_insert_values(struct pb *b, const cJSON *values, struct stmt_insert *ins)
+pb_insert_values(struct pb *b, const cJSON *values, uint16_t scope, struct stmt_insert *ins)
 {
 	int nrows = cJSON_GetArraySize(values), r = 0;
 	const cJSON *row;
@@ -443,7 +716,7 @@ pb_insert_values(struct pb *b, const cJSON *values, struct stmt_insert *ins)
 			return;
 		cJSON_ArrayForEach(cell, items) {
 			if (c < ins->ncols)
-				pb_value(b, cell, 0, &ins->rows[r].cells[c]);
+				pb_value(b, cell, scope, &ins->rows[r].cells[c]);
 			c++;
 		}
 		r++;
@@ -452,7 +725,7 @@ pb_insert_values(struct pb *b, const cJSON *values, struct stmt_insert *ins)
 }
 
 static void
-pb_on_conflict(struct pb *b, const cJSON *oc, struct stmt_insert *ins)
+pb_on_conflict(struct pb *b, const cJSON *oc, uint16_t scope, struct stmt_insert *ins)
 {
 	const cJSON *infer = jget(oc, "infer"), *el;
 	const char *action = jstr(oc, "action");
@@ -475,8 +748,8 @@ pb_on_conflict(struct pb *b, const cJSON *oc, struct stmt_insert *ins)
 		ins->nconflict_cols = (uint32_t)n;
 	}
 	ins->set_cols = pb_target_names(b, jget(oc, "targetList"), &ins->nset_cols);
-	pb_walk_ctx(b, jget(oc, "targetList"), PB_CTX_SET);
-	pb_walk(b, jget(oc, "whereClause"), 0, false);
+	pb_walk_ctx(b, jget(oc, "targetList"), scope, PB_CTX_SET);
+	pb_walk(b, jget(oc, "whereClause"), scope, false);
 }
 
 /* INSERT ... SELECT: what each select-list entry is (a source column or a value). */
@@ -527,15 +800,15 @@ is_plain_values(const cJSON *sel)
 }
 
 static void
-pb_insert(struct pb *b, const cJSON *ins_node, bool top)
+pb_insert(struct pb *b, const cJSON *ins_node, bool top, uint16_t scope)
 {
 	const cJSON *sel = jas(jget(ins_node, "selectStmt"), "SelectStmt");
 	const char *ov = jstr(ins_node, "override");
 	struct stmt_insert *ins = pb_alloc(b, sizeof(*ins));
 	struct stmt_rel *r;
 
-	pb_with(b, jget(ins_node, "withClause"), 0);
-	r = pb_rel(b, jget(ins_node, "relation"), 0);
+	pb_with(b, jget(ins_node, "withClause"), scope);
+	r = pb_rel(b, jget(ins_node, "relation"), scope);
 	if (r)
 		r->is_target = true;
 	if (!ins)
@@ -549,28 +822,28 @@ pb_insert(struct pb *b, const cJSON *ins_node, bool top)
 	if (sel && is_plain_values(sel)) {
 		b->s->flags |= STMT_F_FROM_VALUES;
 		b->ctx = PB_CTX_VALUES;
-		pb_insert_values(b, jget(sel, "valuesLists"), ins);
+		pb_insert_values(b, jget(sel, "valuesLists"), scope, ins);
 		b->ctx = PB_CTX_OTHER;
 	} else if (sel) {
-		uint16_t scope = pb_scope_new(b, 0);
+		uint16_t src = pb_scope_new(b, scope, STMT_SC_OTHER);
 
 		if (jget(sel, "valuesLists") && jget(sel, "sortClause"))
 			b->s->shape |= STMT_SH_VALUES_ORDER;
 		b->s->flags |= STMT_F_FROM_SELECT;
-		pb_select(b, sel, scope, false);
-		pb_select_targets(b, sel, scope, ins);
+		pb_select(b, sel, src, false);
+		pb_select_targets(b, sel, src, ins);
 	}
 	if (pb_find(jget(ins_node, "cols"), m_param))
 		b->s->shape |= STMT_SH_PARAM_SUBSCRIPT;
 	if (jget(ins_node, "onConflictClause"))
-		pb_on_conflict(b, jget(ins_node, "onConflictClause"), ins);
+		pb_on_conflict(b, jget(ins_node, "onConflictClause"), scope, ins);
 	if (pb_find(jget(ins_node, "returningList"), m_old_new))
 		b->s->shape |= STMT_SH_RETURNING_OLDNEW;
 	if (pb_find(jget(ins_node, "returningList"), m_router_only))
 		b->s->shape |= STMT_SH_RETURNING_ROUTER;
 	if (jget(ins_node, "returningList") && top)
 		b->s->flags |= STMT_F_RETURNING;
-	pb_walk(b, jget(ins_node, "returningList"), 0, false);
+	pb_walk(b, jget(ins_node, "returningList"), scope, false);
 }
 
 /* SET a[1:2] = ... or a[1][2] = ...: an array slice or a multidimensional element. */
@@ -592,59 +865,162 @@ slice_assignment(const cJSON *targets)
 	return false;
 }
 
+/* One MERGE INSERT action: its columns and values (the shard key must route its row). */
+static void
+pb_merge_insert(struct pb *b, const cJSON *wc, uint16_t scope)
+{
+	struct stmt_merge_insert *mi;
+	int n = cJSON_GetArraySize(jget(wc, "values")), i = 0;
+	const cJSON *v;
+
+	mi = pb_alloc(b, (b->s->nmerge_inserts + 1) * sizeof(*mi));
+	if (!mi)
+		return;
+	if (b->s->nmerge_inserts)
+		memcpy(mi, b->s->merge_inserts, b->s->nmerge_inserts * sizeof(*mi));
+	b->s->merge_inserts = mi;
+	mi = &mi[b->s->nmerge_inserts++];
+	memset(mi, 0, sizeof(*mi));
+	if (jget(wc, "targetList"))
+		mi->cols = pb_target_names(b, jget(wc, "targetList"), &mi->ncols);
+	if (n <= 0)
+		return;
+	mi->vals = pb_alloc(b, (size_t)n * sizeof(*mi->vals));
+	mi->refs = pb_alloc(b, (size_t)n * sizeof(*mi->refs));
+	if (!mi->vals || !mi->refs)
+		return;
+	b->in_cond = true;	/* walked with the clause */
+	cJSON_ArrayForEach(v, jget(wc, "values")) {
+		pb_value(b, v, scope, &mi->vals[i]);
+		if (!pb_colref(b, v, &mi->refs[i]))
+			mi->refs[i].col = NULL;
+		i++;
+	}
+	b->in_cond = false;
+	mi->nvals = (uint32_t)n;
+}
+
+/* MERGE's WHEN clauses: UPDATE SET columns (145 like UPDATE's), INSERT actions. */
+static void
+pb_merge_whens(struct pb *b, const cJSON *whens, uint16_t scope, bool top)
+{
+	const cJSON *w;
+
+	cJSON_ArrayForEach(w, whens) {
+		const cJSON *wc = jas(w, "MergeWhenClause");
+		const char *cmd = jstr(wc, "commandType");
+		const char **names, **all;
+		uint32_t n;
+
+		if (top && cmd && strcmp(cmd, "CMD_INSERT") == 0)
+			pb_merge_insert(b, wc, scope);
+		if (!top || !cmd || strcmp(cmd, "CMD_UPDATE") != 0)
+			continue;
+		names = pb_target_names(b, jget(wc, "targetList"), &n);
+		all = pb_alloc(b, (b->s->nset_cols + n + 1) * sizeof(*all));
+		if (!all)
+			return;
+		if (b->s->nset_cols)
+			memcpy(all, b->s->set_cols, b->s->nset_cols * sizeof(*all));
+		for (uint32_t i = 0; i < n; i++)
+			all[b->s->nset_cols + i] = names[i];
+		b->s->set_cols = all;
+		b->s->nset_cols += n;
+	}
+	pb_walk(b, whens, scope, false);
+}
+
+/*
+ * MERGE's FROM: `target RIGHT JOIN source ON <join condition>` (every source row takes part,
+ * a target row only where the condition holds), so a condition on the target's key pins it
+ * as it pins the nullable side of an outer join.
+ */
+static void
+pb_merge_join(struct pb *b, const cJSON *body, uint16_t scope)
+{
+	int32_t t = scope < b->s->nscopes ? b->s->scopes[scope].from : -1;
+	int32_t j = pb_node(b, STMT_N_JOIN, scope), src;
+	struct stmt_cond *on;
+
+	src = pb_from_item(b, jget(body, "sourceRelation"), scope, false);
+	on = pb_join_on(b, jget(body, "joinCondition"), scope, j);
+	if (j < 0 || t < 0)
+		return;
+	b->s->nodes[j].join = STMT_J_RIGHT;
+	b->s->nodes[j].left = t;
+	b->s->nodes[j].right = src;
+	b->s->nodes[j].on = on;
+	b->s->nodes[j].rel_lo = b->s->nodes[t].rel_lo;
+	b->s->nodes[j].rel_hi = b->s->nrels;
+	b->s->scopes[scope].from = j;
+}
+
+/* The target of UPDATE / DELETE / MERGE: the first FROM item of <scope>. */
+static void
+pb_dml_target(struct pb *b, const cJSON *rv, uint16_t scope)
+{
+	int32_t nd = pb_node(b, STMT_N_REL, scope);
+	struct stmt_rel *r = pb_rel(b, rv, scope);
+
+	if (!r)
+		return;
+	r->is_target = true;
+	if (nd >= 0) {
+		b->s->nodes[nd].ref = b->s->nrels - 1;
+		b->s->nodes[nd].rel_hi = b->s->nrels;
+		pb_from_append(b, scope, nd);
+	}
+}
+
 /* UPDATE / DELETE / MERGE bodies. */
 static void
-pb_update_delete(struct pb *b, const char *tag, const cJSON *body, bool top)
+pb_update_delete(struct pb *b, const char *tag, const cJSON *body, bool top, uint16_t scope)
 {
 	bool update = strcmp(tag, "UpdateStmt") == 0, merge = strcmp(tag, "MergeStmt") == 0;
 	const cJSON *item, *from = jget(body, update ? "fromClause" : "usingClause");
 	uint32_t before = b->s->nrels, in_ctes;
 	bool chained = false;
-	struct stmt_rel *r;
 
-	pb_with(b, jget(body, "withClause"), 0);
+	pb_with(b, jget(body, "withClause"), scope);
 	for (in_ctes = before; in_ctes < b->s->nrels; in_ctes++)
 		chained = chained || b->s->rels[in_ctes].is_cte_ref;
 	if (update && from && pb_find(jget(body, "targetList"), m_sublink))
 		b->s->shape |= STMT_SH_SET_SUBQUERY;
 	if (update && slice_assignment(jget(body, "targetList")))
 		b->s->shape |= STMT_SH_SLICE_SET;
-	r = pb_rel(b, jget(body, "relation"), 0);
-	if (r)
-		r->is_target = true;
+	pb_dml_target(b, jget(body, "relation"), scope);
 	if (update && top)
 		b->s->set_cols = pb_target_names(b, jget(body, "targetList"), &b->s->nset_cols);
-	pb_walk_ctx(b, jget(body, "targetList"), update ? PB_CTX_SET : PB_CTX_OTHER);
+	pb_walk_ctx(b, jget(body, "targetList"), scope, update ? PB_CTX_SET : PB_CTX_OTHER);
 	before = b->s->nrels;
 	cJSON_ArrayForEach(item, from)
-		pb_from_item(b, item, 0, false);
+		pb_from_append(b, scope, pb_from_item(b, item, scope, false));
 	for (uint32_t i = before; chained && i < b->s->nrels; i++)
 		if (b->s->rels[i].is_cte_ref)
 			b->s->shape |= STMT_SH_CHAINED_CTE;
 	if (merge) {
 		if (jas(jget(body, "sourceRelation"), "RangeSubselect"))
 			b->s->shape |= STMT_SH_MERGE_DERIVED;
-		pb_from_item(b, jget(body, "sourceRelation"), 0, false);
-		pb_cond(b, jget(body, "joinCondition"), 0);
-		pb_walk(b, jget(body, "mergeWhenClauses"), 0, false);
+		pb_merge_join(b, body, scope);
+		pb_merge_whens(b, jget(body, "mergeWhenClauses"), scope, top);
 	}
 	if (jget(body, "whereClause"))
-		pb_cond_and(b, 0, pb_cond(b, jget(body, "whereClause"), 0));
+		pb_cond_and(b, scope, pb_cond(b, jget(body, "whereClause"), scope));
 	if (jget(body, "returningList") && top)
 		b->s->flags |= STMT_F_RETURNING;
-	pb_walk(b, jget(body, "returningList"), 0, false);
+	pb_walk(b, jget(body, "returningList"), scope, false);
 }
 
 void
-pb_dml(struct pb *b, const char *tag, const cJSON *body, bool top)
+pb_dml(struct pb *b, const char *tag, const cJSON *body, bool top, uint16_t scope)
 {
 	if (strcmp(tag, "InsertStmt") == 0)
-		pb_insert(b, body, top);
+		pb_insert(b, body, top, scope);
 	else if (strcmp(tag, "UpdateStmt") == 0 || strcmp(tag, "DeleteStmt") == 0 ||
 		 strcmp(tag, "MergeStmt") == 0)
-		pb_update_delete(b, tag, body, top);
+		pb_update_delete(b, tag, body, top, scope);
 	else
-		pb_walk(b, body, 0, false);
+		pb_walk(b, body, scope, false);
 }
 
 void
@@ -666,7 +1042,7 @@ pb_statement(struct pb *b, const cJSON *stmt)
 	}
 	b->s->tag = pb_strdup(b, tag);
 	if (!b->s->scopes)
-		pb_scope_new(b, 0);
+		pb_scope_new(b, 0, STMT_SC_TOP);
 	for (size_t i = 0; i < NK_ARRAY_LEN(dml); i++) {
 		if (strcmp(dml[i].tag, tag) != 0)
 			continue;
@@ -674,7 +1050,7 @@ pb_statement(struct pb *b, const cJSON *stmt)
 		if (i == 0)
 			pb_select(b, jbody(stmt), 0, true);
 		else
-			pb_dml(b, tag, jbody(stmt), true);
+			pb_dml(b, tag, jbody(stmt), true, 0);
 		return;
 	}
 	pb_utility(b, tag, jbody(stmt));
@@ -711,6 +1087,7 @@ parse_statement(struct rarena *a, const char *sql, const struct parse_norm *norm
 	bool ok;
 
 	memset(&b, 0, sizeof(b));
+	b.cur_node = -1;
 	b.a = a;
 	b.sql = rarena_strdup(a, sql);
 	b.norm = norm;

@@ -183,14 +183,61 @@ pb_sublink(struct pb *b, const cJSON *sl)
 		b->s->shape |= STMT_SH_VALUES_SUBQUERY;
 }
 
+/* A window function call of <scope>: its PARTITION BY columns or the window it names. */
 static void
-pb_funccall(struct pb *b, const cJSON *fc, bool top)
+pb_window(struct pb *b, const cJSON *over, uint16_t scope)
+{
+	struct stmt_scope *sc;
+	struct stmt_window *w;
+	uint32_t n;
+
+	if (scope >= b->s->nscopes)
+		return;
+	sc = &b->s->scopes[scope];
+	sc->flags |= STMT_SCF_WINDOW;
+	n = sc->nwindows;
+	if ((n & (n - 1)) == 0) {	/* 0, 1, 2, 4...: grow to the next power of two */
+		w = pb_alloc(b, (n ? 2 * n : 1) * sizeof(*w));
+		if (!w)
+			return;
+		if (n)
+			memcpy(w, sc->windows, n * sizeof(*w));
+		sc->windows = w;
+	}
+	w = &sc->windows[sc->nwindows++];
+	memset(w, 0, sizeof(*w));
+	w->ref = pb_strdup(b, jstr(over, "name") ? jstr(over, "name") : jstr(over, "refname"));
+	n = (uint32_t)cJSON_GetArraySize(jget(over, "partitionClause"));
+	if (n == 0 || !(w->part = pb_alloc(b, n * sizeof(*w->part))))
+		return;
+	{
+		const cJSON *it;
+
+		cJSON_ArrayForEach(it, jget(over, "partitionClause"))
+			if (pb_colref(b, it, &w->part[w->npart]))
+				w->npart++;
+	}
+}
+
+static bool
+is_agg_call(const cJSON *fc, const char *name)
+{
+	return jbool(fc, "agg_star") || jbool(fc, "agg_distinct") || jget(fc, "agg_order") ||
+	       jget(fc, "agg_filter") || jbool(fc, "agg_within_group") || is_aggregate_name(name);
+}
+
+static void
+pb_funccall(struct pb *b, const cJSON *fc, bool top, uint16_t scope)
 {
 	const char *name = pb_last_name(jget(fc, "funcname"));
 	enum stmt_fn fn;
 
 	if (!name)
 		return;
+	if (jget(fc, "over"))
+		pb_window(b, jget(fc, "over"), scope);
+	else if (is_agg_call(fc, name) && scope < b->s->nscopes)
+		b->s->scopes[scope].flags |= STMT_SCF_AGG;
 	pb_func(b, name);
 	if (strcmp(name, "nextval") == 0)
 		b->s->flags |= b->ctx == PB_CTX_WHERE ? STMT_F_SEQ_WHERE :
@@ -207,9 +254,46 @@ pb_funccall(struct pb *b, const cJSON *fc, bool top)
 		return;
 	if (jget(fc, "over"))
 		b->s->flags |= STMT_F_WINDOW;
-	else if (jbool(fc, "agg_star") || jbool(fc, "agg_distinct") || jget(fc, "agg_order") ||
-		 jget(fc, "agg_filter") || jbool(fc, "agg_within_group") || is_aggregate_name(name))
+	else if (is_agg_call(fc, name))
 		b->s->flags |= STMT_F_AGG;
+}
+
+/* A sub-SELECT under <scope> (kind <kind>): INTERSECT/EXCEPT there is 151's shape. */
+static uint16_t
+pb_subquery(struct pb *b, const cJSON *sel, uint16_t scope, enum stmt_scope_kind kind)
+{
+	const char *op = jstr(sel, "op");
+	uint16_t sc;
+
+	if (op && (strcmp(op, "SETOP_INTERSECT") == 0 || strcmp(op, "SETOP_EXCEPT") == 0))
+		b->s->shape |= STMT_SH_SUB_SETOP;
+	b->s->flags |= STMT_F_SUBQUERY;
+	sc = pb_scope_new(b, scope, kind);
+	pb_select(b, sel, sc, false);
+	return sc;
+}
+
+/* A SubLink of <scope>: its test expression belongs to <scope>, its SELECT is a SUBLINK
+ * scope (for `x IN (SELECT ...)` / `x = ANY (SELECT ...)` with the tested column). */
+static void
+pb_sublink_scope(struct pb *b, const cJSON *sl, uint16_t scope, bool top)
+{
+	const char *type = jstr(sl, "subLinkType"), *op = pb_last_name(jget(sl, "operName"));
+	const cJSON *sel = jas(jget(sl, "subselect"), "SelectStmt");
+	uint16_t sc;
+
+	b->s->flags |= STMT_F_SUBQUERY;
+	pb_sublink(b, sl);
+	pb_walk(b, jget(sl, "testexpr"), scope, top);
+	if (!sel)
+		return;
+	sc = pb_subquery(b, sel, scope, STMT_SC_SUBLINK);
+	if (sc == scope || !type || strcmp(type, "ANY_SUBLINK") != 0 ||
+	    (op && strcmp(op, "=") != 0))
+		return;
+	b->s->scopes[sc].flags |= STMT_SCF_IN;
+	if (!pb_colref(b, jget(sl, "testexpr"), &b->s->scopes[sc].test))
+		b->s->scopes[sc].test.col = NULL;
 }
 
 /* pb_walk: see parse_int.h. */
@@ -224,25 +308,19 @@ pb_walk(struct pb *b, const cJSON *n, uint16_t scope, bool top)
 		const char *key = f->string;
 
 		if (key && strcmp(key, "SelectStmt") == 0) {
-			const char *op = jstr(f, "op");
-
-			if (op && (strcmp(op, "SETOP_INTERSECT") == 0 ||
-				   strcmp(op, "SETOP_EXCEPT") == 0))
-				b->s->shape |= STMT_SH_SUB_SETOP;
-			b->s->flags |= STMT_F_SUBQUERY;
-			pb_select(b, f, pb_scope_new(b, scope), false);
+			pb_subquery(b, f, scope, STMT_SC_OTHER);
+			continue;
+		}
+		if (key && strcmp(key, "SubLink") == 0) {
+			pb_sublink_scope(b, f, scope, top);
 			continue;
 		}
 		if (key && strcmp(key, "FuncCall") == 0)
-			pb_funccall(b, f, top);
+			pb_funccall(b, f, top, scope);
 		else if (key && strcmp(key, "GroupingSet") == 0 && top)
 			b->s->flags |= STMT_F_GROUPING_SETS;
 		else if (key && strcmp(key, "CurrentOfExpr") == 0)
 			b->s->flags |= STMT_F_CURRENT_OF;
-		else if (key && strcmp(key, "SubLink") == 0) {
-			b->s->flags |= STMT_F_SUBQUERY;
-			pb_sublink(b, f);
-		}
 		/* an aggregate inside an aggregate's argument is not the statement's own */
 		pb_walk(b, f, scope, top && !(key && strcmp(key, "over") == 0));
 	}
@@ -630,6 +708,8 @@ join_eq(struct pb *b, const cJSON *l, const cJSON *r, uint16_t scope)
 
 	memset(&pl, 0, sizeof(pl));
 	memset(&pr, 0, sizeof(pr));
+	if (b->in_or > 0)
+		return;		/* under OR: it holds for some rows only */
 	if (!pb_lhs(b, l, &pl) || !pb_lhs(b, r, &pr) || pl.lhs_is_expr || pr.lhs_is_expr)
 		return;
 	e = pb_push(b, (void **)&b->s->joins, &b->s->njoins, &b->join_cap, sizeof(*e));
@@ -640,6 +720,7 @@ join_eq(struct pb *b, const cJSON *l, const cJSON *r, uint16_t scope)
 	e->rqual = pr.qual;
 	e->rcol = pr.column;
 	e->scope = scope;
+	e->node = b->cur_node;
 }
 
 /* `x = ANY(...)`: an ARRAY[...] list, one array parameter, or nothing usable. */
@@ -699,7 +780,9 @@ cond_tree(struct pb *b, const cJSON *n, uint16_t scope)
 	if (tag && strcmp(tag, "BoolExpr") == 0) {
 		boolop = jstr(body, "boolop");
 		if (boolop && strcmp(boolop, "NOT_EXPR") != 0) {
-			c = cond_new(b, strcmp(boolop, "AND_EXPR") == 0 ? STMT_C_AND : STMT_C_OR);
+			bool or = strcmp(boolop, "AND_EXPR") != 0;
+
+			c = cond_new(b, or ? STMT_C_OR : STMT_C_AND);
 			if (!c)
 				return NULL;
 			c->nargs = (uint32_t)cJSON_GetArraySize(jget(body, "args"));
@@ -707,12 +790,14 @@ cond_tree(struct pb *b, const cJSON *n, uint16_t scope)
 			if (!c->args)
 				return NULL;
 			c->nargs = 0;
+			b->in_or += or;
 			cJSON_ArrayForEach(arg, jget(body, "args")) {
 				struct stmt_cond *sub = pb_cond(b, arg, scope);
 
 				if (sub)
 					c->args[c->nargs++] = sub;
 			}
+			b->in_or -= or;
 			return c;
 		}
 	}

@@ -12,6 +12,15 @@
 
 #include <cjson/cJSON.h>
 
+/* A CTE: visible in the scope holding its WITH and below it. */
+struct pb_cte {
+	const char *name;		/* arena */
+	uint16_t with;			/* the scope whose WITH defines it */
+	uint16_t scope;			/* its own scope once translated; 0 before */
+	bool visible;			/* a name may refer to it (WITH RECURSIVE: at once; else
+					 * after its own query, as Postgres resolves names) */
+};
+
 /* Translation state of one statement. */
 struct pb {
 	struct rarena *a;		/* borrowed: the model's arena */
@@ -19,9 +28,11 @@ struct pb {
 	const char *sql;		/* borrowed: the parsed text */
 	const struct parse_norm *norm;	/* borrowed; NULL: literals stay CONST */
 	bool oom;			/* an allocation failed (the model is unusable) */
-	uint32_t rel_cap, scope_cap, join_cap, func_cap, call_cap;
-	const char **ctes;		/* CTE names visible (statement-wide, simplification) */
+	uint32_t rel_cap, scope_cap, join_cap, func_cap, call_cap, node_cap;
+	struct pb_cte *ctes;		/* every CTE of the statement so far */
 	uint32_t nctes, cte_cap;
+	int32_t cur_node;		/* the JOIN node whose ON is being translated; -1: none */
+	uint32_t in_or;			/* depth of OR around the condition being translated */
 	bool in_cond;			/* building a predicate: its values were walked already */
 	enum pb_ctx { PB_CTX_OTHER = 0, PB_CTX_WHERE, PB_CTX_SET, PB_CTX_VALUES } ctx;
 					/* clause being translated (where nextval() is) */
@@ -102,8 +113,12 @@ const char *pb_strdup(struct pb *b, const char *s);
 /* Grow-by-doubling push onto an arena array; returns the new zeroed element or NULL. */
 void *pb_push(struct pb *b, void **arr, uint32_t *n, uint32_t *cap, size_t elem);
 
-/* A new scope under <parent>; returns its id. */
-uint16_t pb_scope_new(struct pb *b, uint16_t parent);
+/* A new scope of <kind> under <parent> (no FROM items yet); returns its id. */
+uint16_t pb_scope_new(struct pb *b, uint16_t parent, enum stmt_scope_kind kind);
+
+/* A plain column reference <n> (ColumnRef without *) into <out> (names copied into the
+ * arena); false otherwise. */
+bool pb_colref(struct pb *b, const cJSON *n, struct stmt_colref *out);
 
 /* Record a called function name (lowercased by the parser). */
 void pb_func(struct pb *b, const char *name);
@@ -111,8 +126,9 @@ void pb_func(struct pb *b, const char *name);
 /* Translate a SelectStmt body into scope <scope> (top: the statement's own SELECT). */
 void pb_select(struct pb *b, const cJSON *sel, uint16_t scope, bool top);
 
-/* Translate a nested InsertStmt/UpdateStmt/DeleteStmt/MergeStmt body (CTE, EXPLAIN). */
-void pb_dml(struct pb *b, const char *tag, const cJSON *body, bool top);
+/* Translate an InsertStmt/UpdateStmt/DeleteStmt/MergeStmt body into scope <scope> (0 for
+ * the statement itself, a data-modifying CTE's scope otherwise). */
+void pb_dml(struct pb *b, const char *tag, const cJSON *body, bool top, uint16_t scope);
 
 /* ---- expressions (parse_expr.c) ---- */
 

@@ -296,7 +296,7 @@ pb_copy(struct pb *b, const cJSON *cp)
 		}
 	}
 	if (jas(jget(cp, "query"), "SelectStmt"))
-		pb_select(b, jbody(jget(cp, "query")), pb_scope_new(b, 0), false);
+		pb_select(b, jbody(jget(cp, "query")), pb_scope_new(b, 0, STMT_SC_OTHER), false);
 	if (n > 0) {
 		c->cols = pb_alloc(b, (size_t)n * sizeof(char *));
 		if (c->cols)
@@ -356,6 +356,7 @@ pb_explain(struct pb *b, const cJSON *ex)
 	cJSON_ArrayForEach(o, jget(ex, "options"))
 		explain_option(b, e, jas(o, "DefElem"));
 	memset(&inner, 0, sizeof(inner));
+	inner.cur_node = -1;
 	inner.a = b->a;
 	inner.sql = b->sql;
 	inner.norm = b->norm;
