@@ -158,14 +158,18 @@ bool
 plan_resolve_rels(struct pctx *c)
 {
 	c->rels = rarena_alloc(c->a, (c->s->nrels + 1) * sizeof(*c->rels));
-	if (!c->rels)
+	c->rel_of = rarena_alloc(c->a, (c->s->nrels + 1) * sizeof(*c->rel_of));
+	if (!c->rels || !c->rel_of)
 		return nk_error_set(c->err, "53200", "out of memory");
 	for (uint32_t i = 0; i < c->s->nrels; i++) {
+		c->rel_of[i] = -1;
 		if (c->s->rels[i].is_cte_ref || !c->s->rels[i].name)
 			continue;
 		if (!resolve_one(c, &c->s->rels[i], &c->rels[c->nrels]))
 			return false;
 		c->rels[c->nrels].comp = c->nrels;
+		c->rels[c->nrels].att = -1;
+		c->rel_of[i] = (int32_t)c->nrels;
 		c->nrels++;
 	}
 	return true;
@@ -195,9 +199,9 @@ has_column(struct pctx *c, const struct prel *p, const char *col)
 	       cat->column_type(cat->arg, p->schema, p->r->name, col) != 0;
 }
 
-/* The rel a column reference in <scope> names, innermost scope first; -1 if unknown. */
-static int
-resolve_col(struct pctx *c, uint16_t scope, const char *qual, const char *col)
+/* plan_resolve_col: see plan_int.h. */
+int
+plan_resolve_col(struct pctx *c, uint16_t scope, const char *qual, const char *col)
 {
 	int best = -1, nfound = 0, nscope = 0, only = -1;
 	uint16_t best_depth = 0;
@@ -430,7 +434,7 @@ pred_matches(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_pred
 		return false;
 	if (pred->lhs_is_expr && strcmp(pred->lhs, p->key_text) != 0)
 		return false;
-	if (resolve_col(c, scope, pred->qual, pred->column) != (int)pi)
+	if (plan_resolve_col(c, scope, pred->qual, pred->column) != (int)pi)
 		return false;
 	*direct = pred->lhs_is_expr;
 	return true;
@@ -543,14 +547,33 @@ cond_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_cond *cd
 	return true;
 }
 
-/* ---- co-location ---- */
+/* ---- co-location ----
+ *
+ * Two kinds of links between sharded rels that give equal keys the same shard:
+ * - within one scope, an equality of their key columns that holds for every row the two
+ *   meet in (a WHERE conjunct, or a join's ON conjunct between its two sides or restricting
+ *   both): they form one component whose routing set is the intersection of theirs;
+ * - a correlation, `inner.key = outer.key` in a subquery's WHERE (or an ON conjunct
+ *   restricting the inner rel), or `outer.key IN (SELECT inner.key ...)`: for each outer
+ *   row the inner rows it sees live on the outer row's shard, so the inner component is
+ *   attached to the outer one (prel.att at its root): it runs wherever that one does and
+ *   its own predicates narrow nothing outside its subquery. A subquery's restriction
+ *   never narrows the outer query (under NOT EXISTS or in a select list it must not).
+ */
 
-static uint32_t
-comp_find(struct pctx *c, uint32_t i)
+/* plan_comp: see plan_int.h. */
+uint32_t
+plan_comp(struct pctx *c, uint32_t i)
 {
 	while (c->rels[i].comp != i)
 		i = c->rels[i].comp = c->rels[c->rels[i].comp].comp;
 	return i;
+}
+
+static uint32_t
+comp_find(struct pctx *c, uint32_t i)
+{
+	return plan_comp(c, i);
 }
 
 static bool
@@ -578,20 +601,191 @@ plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b)
 	       b->typed && same_type_class(a->col_type, b->col_type);
 }
 
+/* plan_is_key_col: see plan_int.h. */
+bool
+plan_is_key_col(const struct pctx *c, int i, const char *col)
+{
+	return i >= 0 && c->rels[i].sharded && strcmp(c->rels[i].key_col, col) == 0;
+}
+
+/* Model index of rels[i]. */
+static uint32_t
+model_index(const struct pctx *c, uint32_t i)
+{
+	return (uint32_t)(c->rels[i].r - c->s->rels);
+}
+
+static bool
+node_holds(const struct stmt_node *nd, uint32_t mi)
+{
+	return nd && mi >= nd->rel_lo && mi < nd->rel_hi;
+}
+
+static const struct stmt_node *
+node_at(const struct pctx *c, int32_t n)
+{
+	return n >= 0 && (uint32_t)n < c->s->nnodes ? &c->s->nodes[n] : NULL;
+}
+
+/* Does join equality <e> hold for every row of rels[i] that takes part (its rows meet the
+ * rest only where it holds)? A WHERE conjunct, an inner join's ON, an outer join's ON for
+ * its nullable side; a FULL join's ON restricts neither side. */
+static bool
+eq_restricts(const struct pctx *c, const struct stmt_join_eq *e, uint32_t i)
+{
+	const struct stmt_node *j = node_at(c, e->node);
+	uint32_t mi = model_index(c, i);
+
+	if (e->node < 0)
+		return true;
+	if (!j)
+		return false;
+	switch (j->join) {
+	case STMT_J_INNER:
+		return node_holds(j, mi);
+	case STMT_J_LEFT:
+		return node_holds(node_at(c, j->right), mi);
+	case STMT_J_RIGHT:
+		return node_holds(node_at(c, j->left), mi);
+	default:
+		return false;
+	}
+}
+
+/* <e> is the join condition of its node between rels[l] and rels[r] (one on each side). */
+static bool
+eq_across(const struct pctx *c, const struct stmt_join_eq *e, uint32_t l, uint32_t r)
+{
+	const struct stmt_node *j = node_at(c, e->node), *a, *b;
+	uint32_t ml = model_index(c, l), mr = model_index(c, r);
+
+	if (!j)
+		return false;
+	a = node_at(c, j->left);
+	b = node_at(c, j->right);
+	return (node_holds(a, ml) && node_holds(b, mr)) || (node_holds(a, mr) && node_holds(b, ml));
+}
+
+/* Attach rels[inner]'s component to rels[outer] (the first link found is kept). */
+static void
+attach(struct pctx *c, uint32_t inner, uint32_t outer, bool in)
+{
+	struct prel *root = &c->rels[comp_find(c, inner)];
+
+	if (root->att < 0) {
+		root->att = (int32_t)outer;
+		root->att_in = in;
+	}
+}
+
+/* A key equality <e> between co-located rels[l] and rels[r]: a link, or nothing. */
+static void
+link_eq(struct pctx *c, const struct stmt_join_eq *e, uint32_t l, uint32_t r, bool attaching)
+{
+	uint16_t sl = c->rels[l].r->scope, sr = c->rels[r].r->scope;
+
+	if (!attaching && sl == e->scope && sr == e->scope) {
+		if (eq_across(c, e, l, r) || (eq_restricts(c, e, l) && eq_restricts(c, e, r)))
+			c->rels[comp_find(c, l)].comp = comp_find(c, r);
+	} else if (attaching && sl == e->scope && sr != e->scope && eq_restricts(c, e, l)) {
+		attach(c, l, r, false);
+	} else if (attaching && sr == e->scope && sl != e->scope && eq_restricts(c, e, r)) {
+		attach(c, r, l, false);
+	}
+}
+
+/* `outer.key IN (SELECT inner.key ...)` of SUBLINK scope <sc>: for a key that is not NULL
+ * the answer is the same on its shard as over every row. Neither side may come from the
+ * nullable side of an outer join: `NULL NOT IN (<empty>)` is true, against any other set
+ * NULL, so a shard without rows would answer otherwise. */
+static void
+link_in(struct pctx *c, uint16_t sc)
+{
+	const struct stmt_scope *s = &c->s->scopes[sc];
+	int o, i;
+
+	if (!(s->flags & STMT_SCF_IN) || !s->test.col || !s->out.col)
+		return;
+	o = plan_resolve_col(c, s->parent, s->test.qual, s->test.col);
+	i = plan_resolve_col(c, sc, s->out.qual, s->out.col);
+	if (o < 0 || i < 0 || c->rels[i].r->scope != sc || c->rels[i].r->outer_join ||
+	    c->rels[o].r->outer_join ||
+	    !plan_is_key_col(c, o, s->test.col) ||
+	    !plan_is_key_col(c, i, s->out.col) || !plan_colocated(c, &c->rels[o], &c->rels[i]) ||
+	    !ks_expr_is_column(c->rels[o].expr) || !ks_expr_is_column(c->rels[i].expr))
+		return;
+	attach(c, (uint32_t)i, (uint32_t)o, true);
+}
+
+/* Unions first (within scopes), then the attachments of each component. */
 static void
 join_components(struct pctx *c)
 {
-	for (uint32_t j = 0; j < c->s->njoins; j++) {
-		const struct stmt_join_eq *e = &c->s->joins[j];
-		int l = resolve_col(c, e->scope, e->lqual, e->lcol);
-		int r = resolve_col(c, e->scope, e->rqual, e->rcol);
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t j = 0; j < c->s->njoins; j++) {
+			const struct stmt_join_eq *e = &c->s->joins[j];
+			int l = plan_resolve_col(c, e->scope, e->lqual, e->lcol);
+			int r = plan_resolve_col(c, e->scope, e->rqual, e->rcol);
 
-		if (l < 0 || r < 0 || l == r || !plan_colocated(c, &c->rels[l], &c->rels[r]) ||
-		    strcmp(e->lcol, c->rels[l].key_col) != 0 ||
-		    strcmp(e->rcol, c->rels[r].key_col) != 0 || !ks_expr_is_column(c->rels[l].expr))
-			continue;
-		c->rels[comp_find(c, (uint32_t)l)].comp = comp_find(c, (uint32_t)r);
+			if (l < 0 || r < 0 || l == r ||
+			    !plan_colocated(c, &c->rels[l], &c->rels[r]) ||
+			    strcmp(e->lcol, c->rels[l].key_col) != 0 ||
+			    strcmp(e->rcol, c->rels[r].key_col) != 0 ||
+			    !ks_expr_is_column(c->rels[l].expr))
+				continue;
+			link_eq(c, e, (uint32_t)l, (uint32_t)r, pass == 1);
+		}
 	}
+	for (uint16_t sc = 1; sc < c->s->nscopes; sc++)
+		link_in(c, sc);
+}
+
+/* Every member of rels[i]'s component lies in node <nd>'s subtree. */
+static bool
+comp_within(struct pctx *c, uint32_t i, const struct stmt_node *nd)
+{
+	uint32_t root = comp_find(c, i);
+
+	for (uint32_t k = 0; k < c->nrels; k++)
+		if (c->rels[k].sharded && comp_find(c, k) == root &&
+		    !node_holds(nd, model_index(c, k)))
+			return false;
+	return true;
+}
+
+/*
+ * An ON clause restricts the rels that take part only through that join: the nullable side
+ * of LEFT / RIGHT (`g LEFT JOIN t ON t.key = 5`: only t's rows with key 5 ever join), both
+ * sides of an inner join. When a whole component lies there, its set narrows.
+ */
+static bool
+on_restrictions(struct pctx *c)
+{
+	struct rset set;
+
+	for (uint32_t n = 0; n < c->s->nnodes; n++) {
+		const struct stmt_node *j = &c->s->nodes[n];
+		const struct stmt_node *side = j->join == STMT_J_LEFT ? node_at(c, j->right) :
+					       j->join == STMT_J_RIGHT ? node_at(c, j->left) : j;
+
+		if (j->kind != STMT_N_JOIN || !j->on || j->join == STMT_J_FULL || !side)
+			continue;
+		for (uint32_t i = 0; i < c->nrels; i++) {
+			struct prel *p = &c->rels[i], *root = &c->rels[comp_find(c, i)];
+			struct rset acc = { root->bits == NULL, root->bits };
+
+			if (!p->sharded || p->r->scope != j->scope ||
+			    !node_holds(side, model_index(c, i)))
+				continue;
+			if (!cond_set(c, i, j->scope, j->on, &set))
+				return false;
+			if (set.all || !comp_within(c, i, side))
+				continue;
+			rset_and(c, p, &acc, &set);
+			root->bits = acc.all ? NULL : acc.bits;
+		}
+	}
+	return true;
 }
 
 /* plan_route_rels: see plan_int.h. Each sharded rel's set, then its component's. */
@@ -604,11 +798,13 @@ plan_route_rels(struct pctx *c)
 		struct prel *p = &c->rels[i];
 		uint16_t sc = p->r->scope;
 
+		p->att = -1;
 		if (!p->sharded)
 			continue;
 		if (!cond_set(c, i, sc, sc < c->s->nscopes ? c->s->scopes[sc].where : NULL, &set))
 			return false;
 		p->bits = set.all ? NULL : set.bits;
+		p->where_key = !set.all;
 	}
 	join_components(c);
 	for (uint32_t i = 0; i < c->nrels; i++) {
@@ -620,7 +816,14 @@ plan_route_rels(struct pctx *c)
 		rset_and(c, p, &acc, &x);
 		root->bits = acc.all ? NULL : acc.bits;
 	}
-	return true;
+	return on_restrictions(c);
+}
+
+/* Rels[i] is sharded and its component is not attached to an outer one. */
+static bool
+free_sharded(struct pctx *c, uint32_t i)
+{
+	return c->rels[i].sharded && c->rels[comp_find(c, i)].att < 0;
 }
 
 /* ---- the decision ---- */
@@ -725,7 +928,7 @@ decide_set_op(struct pctx *c, int first)
 	for (uint32_t i = 0; i < c->nrels; i++) {
 		const struct prel *p = &c->rels[comp_find(c, i)];
 
-		if (!c->rels[i].sharded)
+		if (!free_sharded(c, i))
 			continue;
 		if (!plan_colocated(c, &c->rels[i], root) && &c->rels[i] != root)
 			return plan_refuse_join(c);
@@ -743,7 +946,10 @@ decide_set_op(struct pctx *c, int first)
 	return others_follow(c);
 }
 
-/* Sharded components: one must hold them all, or all pin the same single shard. */
+/*
+ * Sharded components (those attached to an outer one follow it): one must hold them all,
+ * or all pin the same single shard.
+ */
 static bool
 decide_sharded(struct pctx *c, int first)
 {
@@ -751,7 +957,7 @@ decide_sharded(struct pctx *c, int first)
 	bool several = false;
 
 	for (uint32_t i = 0; i < c->nrels; i++)
-		if (c->rels[i].sharded && comp_find(c, i) != comp_find(c, (uint32_t)first))
+		if (free_sharded(c, i) && comp_find(c, i) != comp_find(c, (uint32_t)first))
 			several = true;
 	c->out->group = topo_image_group_uid(c->img, root->res.group);
 	if (several && (c->s->flags & (STMT_F_UNION | STMT_F_INTERSECT)))
@@ -771,7 +977,7 @@ decide_sharded(struct pctx *c, int first)
 	for (uint32_t i = 0; i < c->nrels; i++) {
 		const struct prel *p = &c->rels[comp_find(c, i)];
 
-		if (!c->rels[i].sharded)
+		if (!free_sharded(c, i))
 			continue;
 		if (!plan_shards_from_bits(c, p->res.group, p->bits))
 			return false;
@@ -841,7 +1047,7 @@ bool
 plan_decide(struct pctx *c)
 {
 	for (uint32_t i = 0; i < c->nrels; i++)
-		if (c->rels[i].sharded)
+		if (free_sharded(c, i))
 			return decide_sharded(c, (int)i);
 	return decide_unsharded(c);
 }
@@ -896,6 +1102,9 @@ check_multi_shard(struct pctx *c)
 		return nk_error_nk013(c->err, 138);
 	if ((f & STMT_F_WINDOW) && (f & STMT_F_AGG))
 		return nk_error_nk013(c->err, 149);
+	if (c->s->shape & STMT_SH_AGG_SRF)
+		return nk_error_set(c->err, "0A000", "set-returning function in the select list of "
+				    "an aggregate query is unavailable across shards");
 	return true;
 }
 
@@ -956,7 +1165,7 @@ plan_dml(struct pctx *c)
 		       plan_nextvals(c);
 	if (!check_dml(c) || !plan_route_rels(c) || !plan_decide(c) || !plan_calls(c))
 		return false;
-	return check_multi_shard(c) && plan_nextvals(c);
+	return check_multi_shard(c) && plan_check_dist(c) && plan_nextvals(c);
 }
 
 static bool

@@ -26,6 +26,11 @@ struct prel {
 	uint8_t *bits;			/* routing set over the group's ranges; NULL = all */
 	bool from_eq;			/* constrained by equality only */
 	uint32_t comp;			/* union-find parent (co-located component) */
+	int32_t att;			/* at a component's root: the rel (of an enclosing scope)
+					 * whose rows its rows follow, -1: none (see plan.c) */
+	bool att_in;			/* att comes from `key IN (SELECT key ...)` */
+	bool where_key;			/* its scope's WHERE restricts its shard key (= / IN:
+					 * such a predicate also rejects its NULL-extended rows) */
 };
 
 /* Planning state of one statement. */
@@ -38,6 +43,7 @@ struct pctx {
 	struct plan *out;
 	struct prel *rels;
 	uint32_t nrels;
+	int32_t *rel_of;		/* stmt.rels index -> rels index; -1 (a CTE reference) */
 	uint32_t vcap;			/* capacity of out->values */
 };
 
@@ -49,6 +55,13 @@ struct rset {
 
 /* plan.c */
 bool plan_resolve_rels(struct pctx *c);
+/* The root of rel <i>'s co-located component. */
+uint32_t plan_comp(struct pctx *c, uint32_t i);
+/* The rel (index in c->rels) a column reference of <scope> names, innermost scope first;
+ * -1 when unknown or ambiguous. */
+int plan_resolve_col(struct pctx *c, uint16_t scope, const char *qual, const char *col);
+/* <col> of sharded rel <i> is its shard key's base column (equal values meet on a shard). */
+bool plan_is_key_col(const struct pctx *c, int i, const char *col);
 bool plan_route_rels(struct pctx *c);
 bool plan_decide(struct pctx *c);
 /* Key value of <v> for rel <p> (<direct>: already the expression's value) routed to a range. */
@@ -110,6 +123,11 @@ bool ptok_is(const char *sql, const struct ptok *t, const char *word);
  * for <fname> lastval (*arg = i then): the argument's and the ')' token. */
 bool plan_find_nextval(const char *sql, const struct ptok *t, uint32_t n, uint32_t i,
 		       const char *fname, uint32_t *arg, uint32_t *end);
+
+/* plan_dist.c: a statement planned over several shards gives what one server would (each
+ * row from exactly one shard), else the refusal; a reference-table write reading sharded
+ * tables is refused on any number of shards. */
+bool plan_check_dist(struct pctx *c);
 
 /* plan_util.c */
 /* <p> owns a global secondary index: with <column> NULL an enabled one; else one (enabled

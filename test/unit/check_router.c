@@ -381,5 +381,6 @@ router_suite(void)
 	router_add_seq_tests(s);
 	router_add_fn_tests(s);
 	router_add_cursor_tests(s);
+	router_add_dist_tests(s);
 	return s;
 }

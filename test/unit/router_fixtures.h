@@ -51,4 +51,7 @@ void router_add_seq_tests(Suite *s);
 /* Cursor statements and their movement rules (check_router_cursor.c). */
 void router_add_cursor_tests(Suite *s);
 
+/* The planner's distribution checks and co-location links (check_router_dist.c). */
+void router_add_dist_tests(Suite *s);
+
 #endif
