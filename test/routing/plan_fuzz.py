@@ -647,6 +647,13 @@ class Gen:
 # ---- running and comparing -------------------------------------------------------------
 
 NK_CODE = re.compile(r"not implemented: \[(\d+)\]")
+EQ_INT = re.compile(r"(?<=[^<>!]= )(-?\d+)\b(?!\.)")
+
+
+def parametrize(sql):
+    """<sql> with the integers compared by `= N` as %s parameters, and their values."""
+    params = [int(m) for m in EQ_INT.findall(sql)]
+    return EQ_INT.sub("%s", sql.replace("%", "%%")), params
 
 
 def canon(rows):
@@ -680,13 +687,17 @@ class Runner:
                 c.close()
 
     @staticmethod
-    def execute(conn, sql, extended, dml_target=None):
-        """('ok', rows[, after]) or ('error', sqlstate, message)."""
+    def execute(conn, sql, extended, dml_target=None, params=None):
+        """('ok', rows[, after]) or ('error', sqlstate, message). <extended>: the extended
+        protocol, with <params> bound for the %s of <sql> when given."""
         cur = conn.cursor() if extended else psycopg.ClientCursor(conn)
         try:
             if dml_target:
                 cur.execute("BEGIN")
-            cur.execute(sql, prepare=False) if extended else cur.execute(sql)
+            if params is not None:
+                cur.execute(sql, params, prepare=False)
+            else:
+                cur.execute(sql, prepare=False) if extended else cur.execute(sql)
             rows = cur.fetchall() if cur.description is not None else []
             after = None
             if dml_target:
@@ -713,14 +724,19 @@ class Runner:
         self.connections()
         extended = self.r.random() < self.extended_share
         target = q.target if q.kind == "dml" else None
+        sql, params = q.sql, None
+        if extended and self.r.random() < 0.5:
+            sql, params = parametrize(q.sql)
+            if not params:
+                sql, params = q.sql, None
         try:
-            got = self.execute(self.neki, q.sql, extended, target)
+            got = self.execute(self.neki, sql, extended, target, params)
         except psycopg.OperationalError as e:
             got = ("error", "lost", str(e))
         if self.neki.closed or (got[0] == "error" and got[1] in ("lost", "08006", "57P01")):
             self.neki = None
             return f"neki lost the connection: {got}"
-        want = self.execute(self.ref, q.sql, extended, target)
+        want = self.execute(self.ref, sql, extended, target, params)
         self.last = (got[:2], want[:2])
         ref = self.refusal(got)
         if ref and not (want[0] == "error" and want[1] == got[1]):
@@ -858,6 +874,9 @@ def main():
         runner.close()
         print(runner.summary().split("\nFAIL")[0])
         print(f"{args.n} statements in {secs:.1f}s")
+        for line in st.neki.log().splitlines() + st.neki.output().splitlines():
+            if "Sanitizer" in line or "runtime error" in line:
+                print("SANITIZER:", line)
 
 
 if __name__ == "__main__":
