@@ -1162,7 +1162,7 @@ plan_dml(struct pctx *c)
 		return false;
 	if (c->s->kind == STMT_INSERT)
 		return plan_insert(c) && plan_calls(c) && check_multi_shard_shape(c) &&
-		       plan_nextvals(c);
+		       plan_check_dist(c) && plan_nextvals(c);
 	if (!check_dml(c) || !plan_route_rels(c) || !plan_decide(c) || !plan_calls(c))
 		return false;
 	return check_multi_shard(c) && plan_check_dist(c) && plan_nextvals(c);

@@ -445,8 +445,6 @@ check_reference_writes(struct pctx *c)
 {
 	const struct prel *t = NULL, *sharded = NULL;
 
-	if (c->s->kind == STMT_INSERT)
-		return true;	/* INSERT ... SELECT: plan_insert.c */
 	for (uint32_t i = 0; i < c->nrels; i++) {
 		const struct prel *p = &c->rels[i];
 
@@ -459,8 +457,8 @@ check_reference_writes(struct pctx *c)
 					    "table \"%s\" is unavailable", p->r->name);
 		t = p;
 	}
-	if (!t || !sharded)
-		return true;
+	if (!t || !sharded || c->s->kind == STMT_INSERT)
+		return true;	/* INSERT ... SELECT: plan_insel.c reads the source first */
 	nk_error_set(c->err, "0A000", "write to reference table \"%s\" cannot read sharded table "
 		     "\"%s\"", t->r->name, sharded->r->name);
 	nk_error_detail(c->err, "Each copy of \"%s\" would see a different part of \"%s\".",

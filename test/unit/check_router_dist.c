@@ -189,6 +189,8 @@ static const struct {
 	  "sharded table \"customers\"" },
 	{ "WITH u AS (UPDATE countries SET name = 'x' RETURNING *) SELECT * FROM u", "0A000",
 	  "data-modifying WITH on reference table \"countries\" is unavailable" },
+	{ "WITH u AS (DELETE FROM countries WHERE code = 'x') INSERT INTO orders VALUES (5, 1)",
+	  "0A000", "data-modifying WITH on reference table \"countries\" is unavailable" },
 	/* MERGE INSERT: the row is written on the source row's shard whatever its key */
 	{ "MERGE INTO orders o USING countries k ON o.status = k.code WHEN NOT MATCHED THEN "
 	  "INSERT VALUES (5, 777, k.code, 1)", NK(121, "This MERGE shape is unavailable.") },
