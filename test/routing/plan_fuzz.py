@@ -673,6 +673,7 @@ class Runner:
         self.both_errors = Counter()
         self.failures = []
         self.refused_log = None     # a file: every refused statement, with its code
+        self.last = None            # the last check's (neki, reference) (status, rows)
         self.neki = self.ref = None
 
     def connections(self):

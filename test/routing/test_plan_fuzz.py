@@ -4,7 +4,7 @@ run of generated statements over the storefront schema through neki (4 data shar
 the reference server, plus the wrong-result shapes it found as fixed cases, each either
 answered like the reference or refused with the code doc/router.md gives.
 
-PLAN_FUZZ_N (default 1500) statements from PLAN_FUZZ_SEED (default 1); a larger run:
+PLAN_FUZZ_N (default 4000) statements from PLAN_FUZZ_SEED (default 1); a larger run:
 PLAN_FUZZ_N=5000 PLAN_FUZZ_SEED=7 /usr/bin/python3 -m pytest test/routing/test_plan_fuzz.py
 """
 import contextlib
@@ -50,7 +50,7 @@ def test_data_set_shape(fuzzed):
 
 def test_fixed_seed_run(fuzzed):
     st, data = fuzzed
-    n = int(os.environ.get("PLAN_FUZZ_N", "1500"))
+    n = int(os.environ.get("PLAN_FUZZ_N", "4000"))
     seed = int(os.environ.get("PLAN_FUZZ_SEED", "1"))
     runner = Runner(st.connect, st.ref, seed=seed)
     try:
@@ -143,6 +143,12 @@ def regression_cases(data):
         # reference copies written from a part of a sharded table
         ("UPDATE countries k SET name = name || '!' WHERE NOT EXISTS (SELECT 1 FROM "
          "customers c WHERE c.country = k.code)", ("0A000", "write to reference table")),
+        # MERGE INSERT rows went to the source row's shard whatever their key
+        ("MERGE INTO orders o USING order_items i ON o.customer_id = i.customer_id AND "
+         "o.id = i.order_id + 1000 WHEN NOT MATCHED THEN INSERT VALUES (i.order_id, "
+         "i.line + 5000, 'm', 1)", ("NK013", "[121]")),
+        ("MERGE INTO orders o USING countries k ON o.status = k.code WHEN NOT MATCHED THEN "
+         f"INSERT VALUES ({c[0]}, 7000 + ascii(k.code), k.code, 1)", ("NK013", "[121]")),
     ]
 
 
@@ -184,8 +190,13 @@ def test_fixed_writes(fuzzed):
                  "i.customer_id = o.customer_id AND i.order_id = o.id) RETURNING o.id, o.total",
                  "orders"),
                 ("UPDATE customers c SET name = c.name || '+' WHERE c.id NOT IN (SELECT "
-                 "customer_id FROM orders) RETURNING c.id, c.name", "customers")]:
+                 "customer_id FROM orders) RETURNING c.id, c.name", "customers"),
+                ("MERGE INTO orders o USING order_items i ON o.customer_id = i.customer_id "
+                 "AND o.id = i.order_id * 10 + i.line WHEN NOT MATCHED THEN INSERT VALUES "
+                 "(i.customer_id, i.order_id * 10 + i.line, 'm', i.qty) WHEN MATCHED THEN "
+                 "UPDATE SET status = 'x'", "orders")]:
             why = runner.check(Query(sql, [], kind="dml", target=target))
             assert why is None and not runner.refusals, f"{sql}: {why} {runner.refusals}"
+            assert runner.last[0][0] == "ok", (sql, runner.last)
     finally:
         runner.close()
