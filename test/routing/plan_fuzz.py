@@ -481,8 +481,9 @@ class Gen:
                             "count(*) OVER ()",
                             f"rank() OVER (ORDER BY {part.expr})"])
             return fn, "int"
-        if kind == "volatile":
-            return "(random() < 2)::int", "int"
+        if kind == "volatile":     # values differ by shard, row counts must not
+            return self.pick(["(random() < 2)::int", "(now() IS NOT NULL)::int",
+                              "(clock_timestamp() > '2000-01-01')::int"]), "int"
         c = self.pick(src.cols)
         if c.typ == "text":
             return f"upper({c.expr})", "text"
