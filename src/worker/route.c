@@ -702,22 +702,23 @@ route_action(struct route *r, const struct plan *p, const char *sql, const void 
 /* ---- shard plans ---- */
 
 /* A write over several shards outside a transaction block runs in an implicit transaction
- * (simple protocol; an INSERT ... SELECT each shard runs on its own rows in the extended
- * protocol too, ended with its Execute): a failure on one shard rolls the others back, as
- * on one Postgres. */
+ * (committed at the Query's end or at the extended protocol's Sync; an INSERT ... SELECT
+ * each shard runs on its own rows in the extended protocol outside the batch's transaction,
+ * ended with its Execute): a failure on one shard rolls the others back, as on one
+ * Postgres. */
 static bool
 route_write_implicit(struct route *r, const struct plan *p)
 {
 	enum stmt_kind k = p->stmt->kind;
 	bool insel = k == STMT_INSERT && (p->stmt->flags & STMT_F_FROM_SELECT);
 
-	if (r->tx != 'I' || (r->ext_exec && !insel) || (k != STMT_INSERT && k != STMT_UPDATE &&
-							k != STMT_DELETE && k != STMT_MERGE))
+	if (r->tx != 'I' || (k != STMT_INSERT && k != STMT_UPDATE && k != STMT_DELETE &&
+			     k != STMT_MERGE))
 		return true;
 	if (p->op == PLAN_OP_INSERT_SPLIT ? p->nparts < 2 :
 	    (p->kind != PLAN_SHARD_SET && p->kind != PLAN_SCATTER) || p->nshards < 2)
 		return true;
-	r->ext_implicit = r->ext_exec;
+	r->ext_implicit = r->ext_exec && insel;
 	return route_implicit_begin(r);
 }
 

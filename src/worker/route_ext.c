@@ -149,6 +149,12 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 		return route_ext_fail(r, &err);
 	if (r->tx == 'E' && !info.tx_exit)
 		return route_ext_fail(r, route_aborted(&err));
+	/* a named statement is never replaced (one namespace with PREPARE), the unnamed one is;
+	 * as Postgres, after the syntax check */
+	if (m.name[0] != '\0' && (route_find_stmt(r, m.name) != NULL || route_prep_has(r, m.name))) {
+		nk_error_set(&err, "42P05", "prepared statement \"%s\" already exists", m.name);
+		return route_ext_fail(r, &err);
+	}
 	(void)route_ext_drop_stmt(r, m.name);
 	st = calloc(1, sizeof(*st));
 	if (st == NULL || (st->name = strdup(m.name)) == NULL ||
@@ -348,8 +354,33 @@ route_ext_part(struct route *r, struct rshard *sh)
 	return true;
 }
 
+/*
+ * Is the Execute <pkt> the last message of its batch before Sync (Flush aside), as far as
+ * the client's buffered bytes show? Then, outside a transaction block, its statement alone
+ * is the batch's implicit transaction: autocommit on its shards, no BEGIN / COMMIT.
+ */
 static bool
-route_on_execute(struct route *r, const uint8_t *body, size_t len)
+route_ext_last(struct route *r, const struct sbuf_pkt *pkt)
+{
+	uint32_t left = sbuf_unclaimed(&r->s->sb);
+	const uint8_t *p = pkt->data + pkt->len;
+
+	while (left >= 5) {
+		uint32_t n = ((uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 |
+			      (uint32_t)p[3] << 8 | p[4]) + 1;
+
+		if (p[0] == 'S')
+			return true;
+		if (p[0] != 'H' || n > left)
+			return false;
+		p += n;
+		left -= n;
+	}
+	return false;
+}
+
+static bool
+route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *body, size_t len)
 {
 	struct proto_execute_msg m;
 	struct plan_param *params = NULL;
@@ -362,6 +393,12 @@ route_on_execute(struct route *r, const uint8_t *body, size_t len)
 		return route_ext_fail(r, &err);
 	if ((p = route_portal_find(r, m.portal)) == NULL) {
 		nk_error_set(&err, "34000", "portal \"%s\" does not exist", m.portal);
+		return route_ext_fail(r, &err);
+	}
+	/* Outside a block the messages up to Sync are one transaction (as Postgres): lazy BEGIN
+	 * per shard, committed at Sync, unless this Execute is the batch's last message */
+	if (r->tx == 'I' && !route_ext_last(r, pkt) && !route_implicit_begin(r)) {
+		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
 	if (p->is_cursor || p->state != RPORTAL_BOUND)	/* it goes on where it is */
@@ -699,7 +736,7 @@ route_on_ext(struct route *r, const struct sbuf_pkt *pkt)
 		ok = route_on_describe(r, body, len);
 		break;
 	default:
-		ok = route_on_execute(r, body, len);
+		ok = route_on_execute(r, pkt, body, len);
 		break;
 	}
 	r->in_cb = false;

@@ -487,7 +487,8 @@ char *route_execute_sql(struct route *r, const char *sql, struct nk_error *err);
 /* DEALLOCATE [PREPARE] name | ALL (*all set for ALL). */
 NK_MUSTCHECK bool route_deallocate(struct route *r, const char *sql, bool *all,
 				   struct nk_error *err);
-/* Drop the PREPAREd statement <name>; false when there is none. */
+/* Is there a PREPAREd statement <name>? Drop it (false when there is none). */
+bool route_prep_has(struct route *r, const char *name);
 bool route_prep_drop(struct route *r, const char *name);
 void route_prep_free(struct route *r);
 

@@ -357,6 +357,12 @@ route_deallocate(struct route *r, const char *sql, bool *all, struct nk_error *e
 }
 
 bool
+route_prep_has(struct route *r, const char *name)
+{
+	return rp_find(r, name) != NULL;
+}
+
+bool
 route_prep_drop(struct route *r, const char *name)
 {
 	for (struct rprep **pp = &r->preps; *pp != NULL; pp = &(*pp)->next) {

@@ -5,9 +5,83 @@
     msgs = w.read_until("Z")             # [(type, body), ...]
     w.send(b"Q", b"select 1\\0"); w.read_until("Z")
     error_fields(body)                   # {"S": "FATAL", "C": "08P01", "M": "..."}
+    w.raw(parse("", "select $1") + bind("", "", ["7"]) + execute() + sync())
+    summary(w.read_until("Z"))           # [("1",), ("2",), ("D", ["7"]), ("C", "SELECT 1"), ...]
 """
 import socket
 import struct
+
+
+def message(typ, body):
+    """One protocol message: type byte, length, body."""
+    return typ + struct.pack("!I", len(body) + 4) + body
+
+
+def _cstr(text):
+    return text.encode() + b"\0"
+
+
+def parse(name, sql, oids=()):
+    return message(b"P", _cstr(name) + _cstr(sql) + struct.pack("!H", len(oids)) +
+                   b"".join(struct.pack("!I", o) for o in oids))
+
+
+def bind(portal, stmt, params=(), result_formats=()):
+    """Bind with text parameters (None: NULL)."""
+    body = _cstr(portal) + _cstr(stmt) + struct.pack("!HH", 0, len(params))
+    for v in params:
+        if v is None:
+            body += struct.pack("!i", -1)
+        else:
+            v = str(v).encode()
+            body += struct.pack("!I", len(v)) + v
+    body += struct.pack("!H", len(result_formats))
+    body += b"".join(struct.pack("!H", f) for f in result_formats)
+    return message(b"B", body)
+
+
+def describe(kind, name=""):
+    return message(b"D", kind.encode() + _cstr(name))
+
+
+def execute(portal="", max_rows=0):
+    return message(b"E", _cstr(portal) + struct.pack("!I", max_rows))
+
+
+def close(kind, name=""):
+    return message(b"C", kind.encode() + _cstr(name))
+
+
+def sync():
+    return message(b"S", b"")
+
+
+def flush():
+    return message(b"H", b"")
+
+
+def summary(msgs):
+    """Messages as comparable tuples: errors and notices by SQLSTATE, CommandComplete by tag,
+    DataRow by its text values, ReadyForQuery by status, the rest by type alone."""
+    out = []
+    for typ, body in msgs:
+        if typ in "EN":
+            out.append((typ, error_fields(body).get("C")))
+        elif typ == "C":
+            out.append((typ, body.rstrip(b"\0").decode()))
+        elif typ == "Z":
+            out.append((typ, body.decode()))
+        elif typ == "D":
+            (n,), pos, vals = struct.unpack("!H", body[:2]), 2, []
+            for _ in range(n):
+                (ln,) = struct.unpack("!i", body[pos:pos + 4])
+                pos += 4
+                vals.append(None if ln < 0 else body[pos:pos + ln].decode())
+                pos += max(ln, 0)
+            out.append((typ, vals))
+        elif typ != "S":        # (ParameterStatus)
+            out.append((typ,))
+    return out
 
 
 def error_fields(body):

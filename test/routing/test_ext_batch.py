@@ -1,0 +1,251 @@
+"""
+The extended query protocol's batch on a sharded database (issue 6): outside a transaction
+block every Execute up to Sync is one implicit transaction, as in Postgres (committed at
+Sync; after an error the rest is skipped and everything since the last Sync is rolled back;
+BEGIN turns it into a block; COMMIT / ROLLBACK end it), over one or several shards; and a
+Parse of a named statement that exists is 42P05. Every exchange runs through neki and on the
+reference server, and the exact message sequences and the rows left must be the same.
+"""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+
+from test_routing import Store, create_schema, routing_neki, sharded_database, topology
+from test_txn import ids_both, no_idle_in_transaction, shard_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
+from pgwire import (Wire, bind, close, execute, flush, parse, summary,  # noqa: E402
+                    sync)
+
+CLIENTS = Path(__file__).resolve().parent.parent / "clients"
+CUSTOMERS = [(i, f"customer {i}", "FR" if i % 2 else "DE") for i in range(1, 21)]
+
+
+@pytest.fixture(scope="module")
+def store(pg_cluster):
+    with sharded_database(pg_cluster, "extb") as db, \
+            routing_neki(pg_cluster, db, topology(db), Store,
+                         settings={"ignore_startup_parameters": "extra_float_digits"}  # (JDBC)
+                         ) as st:
+        create_schema(st)
+        st.both("INSERT INTO countries VALUES ('FR', 'France'), ('DE', 'Germany')")
+        st.both("INSERT INTO customers VALUES " + ", ".join(
+            f"({i}, '{n}', '{c}')" for i, n, c in CUSTOMERS))
+        yield st
+
+
+def spread(store, base, n):
+    """<n> new customer ids >= base, each on another shard (n <= number of shards)."""
+    out, seen = [], set()
+    for cid in range(base, base + 200):
+        if shard_of(store, cid) not in seen:
+            seen.add(shard_of(store, cid))
+            out.append(cid)
+            if len(out) == n:
+                return out
+    raise AssertionError("not enough shards")
+
+
+def forget(store, ids):
+    sql = f"DELETE FROM customers WHERE id IN ({', '.join(map(str, ids))})"
+    store.run(sql)
+    with store.ref() as conn:
+        conn.execute(sql)
+
+
+def wire(port, db):
+    w = Wire(port)
+    w.startup(user="postgres", database=db)
+    w.read_until("Z")
+    return w
+
+
+def exchange(w, steps):
+    """Send each step's bytes and read up to its end: "Z" (ReadyForQuery) or "C" / "E" (the
+    answer a Flush brought); the summaries of everything read."""
+    out = []
+    for data, until in steps:
+        w.raw(data)
+        while True:
+            typ, body = w.read_msg()
+            out += summary([(typ, body)])
+            if typ == until or (until == "C" and typ == "E"):
+                break
+    return out
+
+
+def both(store, steps):
+    """The exchange through neki and on the reference: (neki, reference)."""
+    res = []
+    for port in (store.neki.port, store.cluster.port("reference")):
+        w = wire(port, store.db)
+        try:
+            res.append(exchange(w, steps))
+            if w.query("SELECT 1")[-1] != ("Z", b"I"):
+                w.query("ROLLBACK")
+        finally:
+            w.close()
+    return res
+
+
+INSERT = "INSERT INTO customers VALUES ($1, $2, $3)"
+
+
+def ins(cid, country="FR"):
+    return parse("", INSERT) + bind("", "", [cid, f"batch {cid}", country]) + execute()
+
+
+def stmt(sql, params=()):
+    return parse("", sql) + bind("", "", list(params)) + execute()
+
+
+# (steps, ids used) with a..d on four different shards; 'XX' breaks the countries key
+BATCHES = {
+    # the second Execute fails on another shard: the first is rolled back with it
+    "error rolls back": lambda a, b, c, d: [(ins(a) + ins(b, "XX") + sync(), "Z")],
+    "error skips the rest": lambda a, b, c, d: [
+        (ins(a) + ins(b) + stmt("SELECT 1 / (id - id) FROM customers WHERE id = 1") + ins(c)
+         + sync(), "Z")],
+    "committed together": lambda a, b, c, d: [(ins(a) + ins(b) + ins(c) + ins(d) + sync(), "Z")],
+    "two batches": lambda a, b, c, d: [(ins(a) + ins(b) + sync(), "Z"),
+                                       (ins(c) + ins(d, "XX") + sync(), "Z")],
+    "after a failed batch": lambda a, b, c, d: [(ins(a) + ins(b, "XX") + sync(), "Z"),
+                                                (ins(c) + sync(), "Z"), (ins(d) + sync(), "Z")],
+    # BEGIN makes the statements before it part of a block, left open at Sync
+    "begin inside": lambda a, b, c, d: [(ins(a) + stmt("BEGIN") + ins(b) + sync(), "Z"),
+                                        (ins(c) + stmt("COMMIT") + sync(), "Z")],
+    "begin inside, rolled back": lambda a, b, c, d: [
+        (ins(a) + stmt("BEGIN") + ins(b) + sync(), "Z"), (stmt("ROLLBACK") + sync(), "Z")],
+    "begin inside, then an error": lambda a, b, c, d: [
+        (ins(a) + stmt("BEGIN") + ins(b) + ins(c, "XX") + sync(), "Z"),
+        (ins(d) + sync(), "Z"), (stmt("ROLLBACK") + sync(), "Z")],
+    # COMMIT / ROLLBACK end the implicit transaction (with Postgres's warning)
+    "commit inside": lambda a, b, c, d: [
+        (ins(a) + ins(b) + stmt("COMMIT") + ins(c) + ins(d, "XX") + sync(), "Z")],
+    "rollback inside": lambda a, b, c, d: [
+        (ins(a) + ins(b) + stmt("ROLLBACK") + ins(c) + ins(d) + sync(), "Z")],
+    # a batch whose Sync comes later (the client read the first results after a Flush)
+    "flush, then an error": lambda a, b, c, d: [(ins(a) + flush(), "C"),
+                                                (ins(b, "XX") + sync(), "Z")],
+    "flush, then commit": lambda a, b, c, d: [(ins(a) + flush(), "C"), (ins(b) + sync(), "Z")],
+    # one Execute over several shards: all or nothing
+    "one update over two shards": lambda a, b, c, d: [
+        (ins(a) + sync(), "Z"), (ins(b) + sync(), "Z"),
+        (stmt("UPDATE customers SET name = CASE WHEN id = $2 THEN NULL ELSE 'z' END "
+              "WHERE id IN ($1, $2)", [a, b]) + sync(), "Z")],
+    "one insert over two shards": lambda a, b, c, d: [
+        (stmt("INSERT INTO customers VALUES ($1, 'x', 'FR'), ($2, 'y', 'XX')", [a, b]) + sync(),
+         "Z")],
+    # a simple Query in the middle of a batch runs in its transaction and ends it
+    "query inside": lambda a, b, c, d: [
+        (ins(a) + b"Q" + (len(f"SELECT {b}") + 5).to_bytes(4, "big") + f"SELECT {b}".encode()
+         + b"\0", "Z"), (ins(c) + ins(d, "XX") + sync(), "Z")],
+}
+
+
+@pytest.mark.parametrize("case", list(BATCHES))
+def test_batch_is_one_implicit_transaction(store, case):
+    ids = spread(store, 1000 + 50 * list(BATCHES).index(case), 4)
+    try:
+        got, want = both(store, BATCHES[case](*ids))
+        assert got == want, f"{case}: neki {got} != reference {want}"
+        ids_both(store, ids)
+        no_idle_in_transaction(store)
+    finally:
+        forget(store, ids)
+
+
+def test_one_statement_batch_commits_on_its_own(store):
+    """Bind/Execute/Sync of one statement (libpq, pgbench): committed at once, the next batch
+    sees it; a later batch's failure does not undo it."""
+    a, b = spread(store, 1900, 2)
+    try:
+        got, want = both(store, [(ins(a) + sync(), "Z"), (ins(b, "XX") + sync(), "Z"),
+                                 (stmt("SELECT name FROM customers WHERE id = $1", [a]) + sync(),
+                                  "Z")])
+        assert got == want
+        assert ids_both(store, [a, b]) == [(a, f"batch {a}")]
+        no_idle_in_transaction(store)
+    finally:
+        forget(store, [a, b])
+
+
+def test_parse_of_an_existing_name_is_42P05(store):
+    """A named statement is never replaced (42P05 after the syntax check; one namespace with
+    SQL PREPARE); the unnamed statement is."""
+    steps = [
+        (parse("s1", "SELECT 1") + sync(), "Z"),
+        (parse("s1", "SELECT 2") + bind("", "s1") + execute() + sync(), "Z"),
+        (parse("s1", "SELECT 1") + sync(), "Z"),
+        (parse("s1", "SELEC 2") + sync(), "Z"),
+        (bind("", "s1") + execute() + sync(), "Z"),
+        (parse("", "SELECT 3") + parse("", "SELECT 4") + bind("", "") + execute() + sync(), "Z"),
+        (b"Q" + (len("PREPARE p1 AS SELECT 5") + 5).to_bytes(4, "big") +
+         b"PREPARE p1 AS SELECT 5\0", "Z"),
+        (parse("p1", "SELECT 6") + sync(), "Z"),
+        (close("S", "s1") + parse("s1", "SELECT 7") + bind("", "s1") + execute() + sync(), "Z"),
+    ]
+    got, want = both(store, steps)
+    assert got == want
+    assert [m for m in got if m[0] == "E"] == [("E", "42P05"), ("E", "42P05"), ("E", "42601"),
+                                               ("E", "42P05")]
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_psycopg_pipeline_is_one_transaction(store, fail):
+    """psycopg's pipeline mode (many Parse/Bind/Execute, one Sync) in autocommit over four
+    shards: committed together, or with one failing row nothing stays."""
+    ids = spread(store, 2000 + 100 * fail, 4)
+    rows = [(cid, f"pipe {cid}", "XX" if fail and cid == ids[2] else "FR") for cid in ids]
+    outcome = []
+    try:
+        for connect in (store.connect, store.ref):
+            with connect() as conn:
+                try:
+                    with conn.pipeline():
+                        for row in rows:
+                            conn.execute("INSERT INTO customers VALUES (%s, %s, %s)", row)
+                    outcome.append("ok")
+                except psycopg.Error as e:
+                    outcome.append(e.diag.sqlstate)
+                assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert outcome[0] == outcome[1] == ("23503" if fail else "ok")
+        assert len(ids_both(store, ids)) == (0 if fail else 4)
+        no_idle_in_transaction(store)
+    finally:
+        forget(store, ids)
+
+
+@pytest.mark.parametrize("mode", ["autocommit", "tx"])
+def test_jdbc_execute_batch_with_a_failing_row(store, mode):
+    """pgjdbc's executeBatch over several shards with one failing row: what the reference
+    answers (in autocommit the whole batch is one implicit transaction)."""
+    jar = "/usr/share/java/postgresql.jar"
+    if shutil.which("java") is None or not Path(jar).exists():
+        pytest.skip("java or libpostgresql-jdbc-java is not installed")
+    ids = spread(store, 2300 + 100 * (mode == "tx"), 4)
+    args = [f"{cid}:{'XX' if cid == ids[2] else 'FR'}" for cid in ids]
+    out = []
+    try:
+        for port in (store.neki.port, store.cluster.port("reference")):
+            url = (f"jdbc:postgresql://127.0.0.1:{port}/{store.db}?user=postgres"
+                   "&sslmode=disable")
+            res = subprocess.run(["java", "-cp", jar, str(CLIENTS / "jdbc" / "BatchTx.java"),
+                                  url] + (["tx"] if mode == "tx" else []) + args,
+                                 capture_output=True, text=True, timeout=120)
+            assert res.returncode == 0, res.stderr[-3000:]
+            out.append(res.stdout)
+            forget(store, ids)
+        assert out[0] == out[1]
+        assert out[0].startswith("error 23503") and out[0].strip().endswith("rows"), out[0]
+        no_idle_in_transaction(store)
+    finally:
+        forget(store, ids)
