@@ -117,7 +117,7 @@ def sharded_database(cluster, prefix):
 @contextlib.contextmanager
 def routing_neki(cluster, db, topo_doc, store_cls, settings=None, db_options=""):
     """A neki routing <db> (topology=yes, authority on `auth`) with <topo_doc> applied through
-    the admin port; yields store_cls(cluster, neki, db) once a scatter SET works there."""
+    the admin port; yields store_cls(cluster, neki, db) once a new session there is routed."""
     auth = f"host=127.0.0.1 port={cluster.port('auth')} dbname={db}"
     inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction",
                           **(settings or {})},
@@ -131,9 +131,11 @@ def routing_neki(cluster, db, topo_doc, store_cls, settings=None, db_options="")
         st = store_cls(cluster, inst, db)
 
         def routed():
+            # EXPLAIN (NEKI_PLAN) is the router's (a SET __neki.x would also succeed on a
+            # pass-through session: Postgres takes it as a placeholder variable)
             try:
                 with st.connect() as conn:
-                    conn.execute("SET __neki.fanout = scatter")
+                    conn.execute("EXPLAIN (NEKI_PLAN) SELECT 1")
                     return True
             except psycopg.Error:
                 return False
