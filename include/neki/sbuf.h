@@ -137,6 +137,7 @@ struct sbuf {
 	bool closed;			/* sbuf_close() was called */
 	bool is_unix;			/* AF_UNIX socket */
 	bool notify_send_done;		/* report SBUF_EV_SEND_DONE when the queue drains */
+	uint8_t cork;			/* enum sbuf_cork */
 };
 
 /* Fill <o> from the configuration <c> (pkt_buf, max_packet_size, sbuf_loopcnt, tcp_*). */
@@ -208,6 +209,22 @@ NK_MUSTCHECK bool sbuf_send(struct sbuf *sb, const void *data, size_t len);
  * the unread rest of a packet being forwarded is dropped.
  */
 void sbuf_detach(struct sbuf *sb);
+
+/*
+ * Corked output (default off): the answer of a statement leaves in one send, as from
+ * Postgres's own output buffer. ON: what is sent or forwarded to <sb> is queued until
+ * sbuf_flush() or until 8 kB are queued (then written at once). FWD: what sbuf_send() gives
+ * is queued and leaves with the next bytes a source forwards (written at once, as when off).
+ * The queue of a corked sbuf holds back no source until its socket is full. OFF flushes.
+ */
+enum sbuf_cork {
+	SBUF_CORK_OFF = 0,
+	SBUF_CORK_FWD,
+	SBUF_CORK_ON,
+};
+void sbuf_set_cork(struct sbuf *sb, enum sbuf_cork mode);
+/* Write what is queued for <sb> now (forwards pending to it first), corked or not. */
+void sbuf_flush(struct sbuf *sb);
 
 /* Report SBUF_EV_SEND_DONE when the queue drains after the socket was full (default off). */
 void sbuf_set_notify_send_done(struct sbuf *sb, bool on);

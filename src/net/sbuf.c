@@ -46,9 +46,13 @@ enum sbuf_fill {
 
 #define SBUF_MIN_BUF 256
 #define SBUF_WQ_MIN 4096
+#define SBUF_CORK_MAX 8192	/* corked: queued bytes that are written at once (Postgres's
+				 * own output buffer is as big) */
+#define SBUF_WQ_KEEP 16384	/* a drained write queue bigger than this is freed */
 
 static void sbuf_read_cb(evutil_socket_t fd, short what, void *arg);
 static void sbuf_write_cb(evutil_socket_t fd, short what, void *arg);
+static void sbuf_flush_queue(struct sbuf *sb);
 
 /* ---- plain socket I/O ---- */
 
@@ -406,17 +410,72 @@ sbuf_fail_send(struct sbuf *sb, int err)
 		event_active(sb->ev_write, EV_WRITE, 0);
 }
 
+/* Write the queue of <dst> now; what the socket refuses waits for the write event. */
+static void
+sbuf_write_queue(struct sbuf *dst)
+{
+	sbuf_flush_queue(dst);
+	if (dst->pending_err != 0)
+		sbuf_fail_send(dst, dst->pending_err);
+	else if (dst->wend > dst->wpos)
+		sbuf_write_on(dst, NULL);
+}
+
+/* Corked <dst> (the socket not full): queue <len> bytes, written once SBUF_CORK_MAX are
+ * queued (a big message alone goes out as it is). False: not queued (write it now). */
+static bool
+sbuf_cork_queue(struct sbuf *dst, const uint8_t *data, size_t len)
+{
+	size_t queued = dst->wend - dst->wpos;
+
+	if (queued == 0 && len >= SBUF_CORK_MAX)
+		return false;
+	if (!sbuf_wq_reserve(dst, len)) {
+		sbuf_fail_send(dst, ENOMEM);
+		return true;
+	}
+	memcpy(dst->wbuf + dst->wend, data, len);
+	dst->wend += len;
+	if (queued + len >= SBUF_CORK_MAX)
+		sbuf_write_queue(dst);
+	return true;
+}
+
+/* Corked <dst>: true when <len> bytes (<fwd>: forwarded by a source) were queued, or went
+ * out with what was queued (see sbuf_set_cork); false: write them as when not corked. */
+static bool
+sbuf_corked(struct sbuf *dst, const uint8_t *data, size_t len, bool fwd)
+{
+	if (dst->cork == SBUF_CORK_ON || !fwd)
+		return sbuf_cork_queue(dst, data, len);
+	if (dst->wend == dst->wpos)
+		return false;
+	/* FWD: what waited leaves with the forwarded bytes, in one write */
+	if (!sbuf_wq_reserve(dst, len)) {
+		sbuf_fail_send(dst, ENOMEM);
+		return true;
+	}
+	memcpy(dst->wbuf + dst->wend, data, len);
+	dst->wend += len;
+	sbuf_write_queue(dst);
+	return true;
+}
+
 /*
- * Hand <len> bytes to <dst>: try the socket first when nothing is queued, queue the rest.
- * Returns false when the bytes were dropped (dst closed or failed, or no memory).
+ * Hand <len> bytes to <dst> (<fwd>: forwarded by a source): try the socket first when
+ * nothing is queued, queue the rest; corked, see sbuf_corked(). Returns false when the bytes
+ * were dropped (dst closed or failed, or no memory).
  */
 static bool
-sbuf_deliver(struct sbuf *dst, const uint8_t *data, size_t len)
+sbuf_deliver(struct sbuf *dst, const uint8_t *data, size_t len, bool fwd)
 {
 	ssize_t n;
 
 	if (dst->closed || dst->pending_err != 0 || dst->fd == -1)
 		return false;
+	if (dst->cork != SBUF_CORK_OFF && !dst->write_on && !dst->connecting && len > 0 &&
+	    sbuf_corked(dst, data, len, fwd))
+		return dst->pending_err == 0;
 	if (dst->wend == dst->wpos && !dst->connecting && len > 0) {
 		n = dst->io->send(dst, data, len);
 		if (n == -1 && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -451,7 +510,7 @@ sbuf_flush_batch(struct sbuf *src)
 		return;
 	src->fwd_len = 0;
 	if (src->dst != NULL)
-		(void)sbuf_deliver(src->dst, src->rbuf + src->fwd_start, len);
+		(void)sbuf_deliver(src->dst, src->rbuf + src->fwd_start, len, true);
 }
 
 /* Queue a message built by the protocol layer, after bytes already forwarded to <sb>. */
@@ -464,7 +523,7 @@ sbuf_send(struct sbuf *sb, const void *data, size_t len)
 		return false;
 	for (src = sb->srcs; src != NULL; src = src->dst_next)
 		sbuf_flush_batch(src);
-	return sbuf_deliver(sb, data, len);
+	return sbuf_deliver(sb, data, len, false);
 }
 
 /* Write queued bytes until the socket refuses; errors land in pending_err. */
@@ -515,6 +574,37 @@ sbuf_write_cb(evutil_socket_t fd, short what, void *arg)
 	sbuf_wake_srcs(sb);
 	if (was_full && sb->notify_send_done)
 		sb->cb(sb, SBUF_EV_SEND_DONE, NULL, 0, sb->cb_arg);
+}
+
+/* Corked output in <mode> (see sbuf.h); turning it off writes what is queued. */
+void
+sbuf_set_cork(struct sbuf *sb, enum sbuf_cork mode)
+{
+	sb->cork = (uint8_t)mode;
+	if (mode == SBUF_CORK_OFF)
+		sbuf_flush(sb);
+}
+
+/* Write what is queued for <sb> (forwards pending to it first), corked or not. */
+void
+sbuf_flush(struct sbuf *sb)
+{
+	struct sbuf *src;
+
+	for (src = sb->srcs; src != NULL; src = src->dst_next)
+		sbuf_flush_batch(src);
+	if (sb->closed || sb->fd == -1 || sb->connecting || sb->write_on || sb->pending_err != 0 ||
+	    sb->wend == sb->wpos)
+		return;
+	sbuf_write_queue(sb);
+	if (sb->wend > sb->wpos || sb->pending_err != 0)
+		return;
+	if (sb->wcap > SBUF_WQ_KEEP) {	/* a big answer passed: do not keep its room */
+		free(sb->wbuf);
+		sb->wbuf = NULL;
+		sb->wcap = 0;
+	}
+	sbuf_wake_srcs(sb);
 }
 
 /* Report SBUF_EV_SEND_DONE after a drained queue while <on>. */
@@ -748,7 +838,9 @@ sbuf_fill(struct sbuf *sb)
 static bool
 sbuf_must_wait(struct sbuf *sb)
 {
-	if (sb->dst == NULL || sb->dst->wend == sb->dst->wpos)
+	/* (a corked destination's queue is no backpressure until its socket is full) */
+	if (sb->dst == NULL || sb->dst->wend == sb->dst->wpos ||
+	    (sb->dst->cork != SBUF_CORK_OFF && !sb->dst->write_on))
 		return false;
 	sb->waiting = true;
 	sbuf_read_off(sb);

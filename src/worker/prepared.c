@@ -14,6 +14,8 @@
  *   from the server in order. A client Close('S') drops the name and becomes a Close of a name
  *   that never exists, which the server answers with CloseComplete, again in order.
  * Unnamed statements and portals pass untouched (session_fwd.c). Entry point: prep_client_msg().
+ * The router (route_exec.c) keeps its sessions' named statements prepared on shard links the
+ * same way, with the same table and link LRU: prep_stmt_ref(), prep_link_prepare().
  */
 #include "neki/base.h"
 
@@ -63,14 +65,20 @@ prep_stmt_text_bytes(void)
 static struct prep_stmt *
 prep_stmt_get(const struct proto_parse_msg *m)
 {
-	size_t qlen = strlen(m->query), olen = (size_t)m->nparams * 4;
-	uint64_t h = prep_hash(m->query, qlen, m->oids, olen);
+	return prep_stmt_ref(m->query, m->oids, m->nparams);
+}
+
+struct prep_stmt *
+prep_stmt_ref(const char *query, const uint8_t *oids, uint16_t nparams)
+{
+	size_t qlen = strlen(query), olen = (size_t)nparams * 4;
+	uint64_t h = prep_hash(query, qlen, oids, olen);
 	struct prep_stmt **b = &prep_table[h & (PREP_BUCKETS - 1)], *st;
 
 	for (st = *b; st != NULL; st = st->hnext) {
-		if (st->hash == h && st->query_len == qlen && st->nparams == m->nparams &&
-		    memcmp(st->query, m->query, qlen) == 0 &&
-		    (olen == 0 || memcmp(st->oids, m->oids, olen) == 0)) {
+		if (st->hash == h && st->query_len == qlen && st->nparams == nparams &&
+		    memcmp(st->query, query, qlen) == 0 &&
+		    (olen == 0 || memcmp(st->oids, oids, olen) == 0)) {
 			st->refs++;
 			return st;
 		}
@@ -86,11 +94,11 @@ prep_stmt_get(const struct proto_parse_msg *m)
 		free(st);
 		return NULL;
 	}
-	memcpy(st->query, m->query, qlen + 1);
+	memcpy(st->query, query, qlen + 1);
 	if (olen > 0)
-		memcpy(st->oids, m->oids, olen);
+		memcpy(st->oids, oids, olen);
 	st->query_len = qlen;
-	st->nparams = m->nparams;
+	st->nparams = nparams;
 	st->hash = h;
 	st->id = prep_next_id++;
 	snprintf(st->name, sizeof(st->name), "NEKI_%llu", (unsigned long long)st->id);
@@ -99,6 +107,13 @@ prep_stmt_get(const struct proto_parse_msg *m)
 	*b = st;
 	prep_n++;
 	prep_bytes += qlen + 1 + (olen ? olen : 1);
+	return st;
+}
+
+struct prep_stmt *
+prep_stmt_addref(struct prep_stmt *st)
+{
+	st->refs++;
 	return st;
 }
 
@@ -276,16 +291,11 @@ prep_link_forget(struct link *l, struct prep_stmt *st)
 
 /* ---- rewriting ---- */
 
-/*
- * Parse of <st> under its internal name, tracked; <swallow> when the client did not ask.
- * <counted>: the server lacked the statement (server_parse_count, as pgbouncer counts it).
- */
+/* Parse of <st> under its internal name into <pb>; false without memory. */
 static bool
-prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, bool swallow,
-		 bool counted)
+prep_put_parse(struct pktbuf *pb, const struct prep_stmt *st)
 {
 	uint32_t oids_small[64] = { 0 }, *oids = oids_small;
-	bool ok;
 
 	if (st->nparams > NK_ARRAY_LEN(oids_small) &&
 	    (oids = malloc(st->nparams * sizeof(*oids))) == NULL)
@@ -299,6 +309,21 @@ prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, boo
 	pktbuf_write_parse(pb, st->name, st->query, st->nparams > 0 ? oids : NULL, st->nparams);
 	if (oids != oids_small)
 		free(oids);
+	return true;
+}
+
+/*
+ * Parse of <st> under its internal name, tracked; <swallow> when the client did not ask.
+ * <counted>: the server lacked the statement (server_parse_count, as pgbouncer counts it).
+ */
+static bool
+prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, bool swallow,
+		 bool counted)
+{
+	bool ok;
+
+	if (!prep_put_parse(pb, st))
+		return false;
 	ok = sess_track_request(s, REQ_PARSE, swallow, st);
 	if (counted)
 		sess_stats(s)->total_server_parse_count++;
@@ -333,6 +358,31 @@ prep_ensure(struct session *s, struct link_ext *ext, struct pktbuf *pb, struct p
 	}
 	return prep_make_room(s, &ext->prep, pb) && prep_write_parse(s, pb, st, true, true) &&
 	       prep_link_add(&ext->prep, st);
+}
+
+/* prep_link_prepare: see session_int.h. */
+bool
+prep_link_prepare(struct link *l, struct prep_stmt *st, size_t max, struct pktbuf *pb,
+		  bool *parsed)
+{
+	struct link_ext *ext = spool_link_ext(l);
+	ssize_t i;
+
+	*parsed = false;
+	if (ext == NULL)
+		return false;
+	if ((i = prep_link_find(&ext->prep, st)) >= 0) {
+		prep_link_touch(&ext->prep, (size_t)i);
+		return true;
+	}
+	while (ext->prep.n > 0 && ext->prep.n >= max) {	/* room: the least recently used go */
+		pktbuf_write_close(pb, 'S', ext->prep.lru[0]->name);
+		prep_link_remove_at(&ext->prep, 0);
+	}
+	if (!prep_put_parse(pb, st) || !prep_link_add(&ext->prep, st))
+		return false;
+	*parsed = true;
+	return true;
 }
 
 static bool

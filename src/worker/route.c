@@ -159,6 +159,7 @@ route_query_end(struct route *r)
 	pktbuf_write_ready_for_query(&pb, r->tx);
 	if (!route_send(r, &pb))
 		return;
+	sbuf_flush(&r->s->sb);		/* the Query's answer, in one send */
 	r->busy = false;
 	if (!r->in_cb)
 		sbuf_continue(&r->s->sb);
@@ -1070,6 +1071,7 @@ route_ext_done(struct route *r, bool ok)
 {
 	route_portal_ran(r, ok);
 	r->ext_exec = false;
+	r->ext_pst = NULL;
 	r->ext_portal_describe = false;
 	r->busy = false;
 	r->cancel_pending = false;
@@ -1408,6 +1410,10 @@ route_on_pkt(struct session *s, const struct sbuf_pkt *pkt)
 {
 	struct route *r = s->route;
 
+	/* What the router answers itself waits in the client's queue: it leaves with the
+	 * shards' forwarded answer while an exec runs (route_exec.c), or at ReadyForQuery,
+	 * Flush or CopyInResponse (or 8 kB at a time), as from Postgres's output buffer. */
+	sbuf_set_cork(&s->sb, SBUF_CORK_ON);
 	if (r->copy != NULL)
 		return route_copy_on_client(r, pkt);
 	switch (pkt->type) {

@@ -405,6 +405,7 @@ copy_begin_input(struct route *r, struct rcopy *c)
 	pktbuf_put_bytes(&pb, c->gmsg, c->glen);
 	if (!route_send(r, &pb))
 		return false;
+	sbuf_flush(&r->s->sb);		/* (corked) the client waits for it */
 	sbuf_continue(&r->s->sb);
 	return true;
 }

@@ -170,6 +170,41 @@ route_attach(struct rshard *sh, struct link *l)
 	return route_replay(sh, l);
 }
 
+/*
+ * r->ext_msg binds a named statement the links keep (r->ext_pst): a link lacking it gets the
+ * Parse first (and the Closes of the least recently used beyond max_prepared_statements),
+ * in the same send; its ParseComplete / CloseComplete are dropped (route_on_answer).
+ */
+static bool
+route_send_named(struct route *r, struct rshard *sh)
+{
+	struct pktbuf pb;
+	bool parsed, ok;
+
+	pktbuf_init(&pb, 0);
+	if (!prep_link_prepare(sh->link, r->ext_pst,
+			       (size_t)r->s->cfg->max_prepared_statements, &pb, &parsed)) {
+		pktbuf_cleanup(&pb);
+		return false;
+	}
+	sh->prep_used = true;
+	sess_stats(r->s)->total_bind_count++;	/* (SHOW STATS, as pgbouncer counts them) */
+	if (!parsed)
+		return link_send(sh->link, r->ext_msg, r->ext_len);
+	sess_stats(r->s)->total_server_parse_count++;
+	pktbuf_put_bytes(&pb, r->ext_msg, r->ext_len);
+	ok = !pktbuf_failed(&pb) && link_send(sh->link, pb.buf, pb.len);
+	pktbuf_cleanup(&pb);
+	if (!ok) {
+		prep_link_forget(sh->link, r->ext_pst);
+		return false;
+	}
+	if (sh->prep_wait != NULL)
+		prep_stmt_unref(sh->prep_wait);
+	sh->prep_wait = prep_stmt_addref(r->ext_pst);
+	return true;
+}
+
 /* Send the statement of the current exec to <sh> (lazy BEGIN first inside a transaction). */
 static bool
 route_send_one(struct route *r, struct rshard *sh)
@@ -189,7 +224,8 @@ route_send_one(struct route *r, struct rshard *sh)
 		return link_send(sh->link, sh->ext_msg, sh->ext_len) &&
 		       route_pin_after_send(r, sh);
 	if (r->ext_exec && (r->after == RX_AFTER_STMT || r->after == RX_AFTER_SET))
-		return link_send(sh->link, r->ext_msg, r->ext_len) && route_pin_after_send(r, sh);
+		return (r->ext_pst != NULL ? route_send_named(r, sh) :
+			link_send(sh->link, r->ext_msg, r->ext_len)) && route_pin_after_send(r, sh);
 	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql) &&
 	       route_pin_after_send(r, sh);
 }
@@ -237,6 +273,9 @@ route_exec_go(struct route *r)
 	}
 	for (uint32_t i = 0; i < (r->copy != NULL || r->merge_streams ? r->ntg : 1); i++)
 		sbuf_continue(link_sbuf(r->sh[r->tg[i]].link));	/* COPY FROM, a merge: all */
+	/* the shards' answers stream to the client as they come (with what the router queued
+	 * before them), up to the exec's end */
+	sbuf_set_cork(&r->s->sb, SBUF_CORK_FWD);
 }
 
 /*
@@ -336,6 +375,18 @@ route_exec_start(struct route *r, struct nk_error *err)
 	return true;
 }
 
+/* Forget the Parse whose answer was awaited (the exec or the link ended without it). */
+static void
+route_prep_wait_clear(struct rshard *sh)
+{
+	if (sh->prep_wait != NULL) {
+		if (sh->link != NULL)
+			prep_link_forget(sh->link, sh->prep_wait);
+		prep_stmt_unref(sh->prep_wait);
+		sh->prep_wait = NULL;
+	}
+}
+
 /* ---- answers ---- */
 
 /* Whole packet needed: hold it (a too big one ends the session). */
@@ -395,9 +446,33 @@ route_on_complete(struct route *r, struct rshard *sh, struct link *l,
 	return route_skip(l, pkt);
 }
 
+/*
+ * An ErrorResponse of <sh> when it was to prepare or bind a statement its link keeps: a
+ * refused Parse leaves nothing prepared; "cached plan must not change result type" (0A000,
+ * DDL changed the columns) leaves a statement that would fail every time on that link: the
+ * link is closed at its release (as a client's re-Parse never reaches the shard).
+ */
+static void
+route_prep_error(struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	struct nk_error e;
+
+	if (sh->prep_wait != NULL) {
+		prep_link_forget(l, sh->prep_wait);
+		prep_stmt_unref(sh->prep_wait);
+		sh->prep_wait = NULL;
+		return;
+	}
+	route_error_from_msg(pkt->data, pkt->avail, &e);
+	if (route_streq(e.sqlstate, "0A000"))
+		link_set_close_needed(l);
+}
+
 static bool
 route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
+	if (sh->prep_used)
+		route_prep_error(sh, l, pkt);
 	sh->failed = true;
 	if (r->combine == RX_PASS && !r->has_err) {
 		r->has_err = r->err_forwarded = true;
@@ -494,6 +569,9 @@ route_target_next(struct route *r, struct rshard *sh)
 		return true;
 	}
 	r->pos = r->ntg;
+	/* the exec ends: the rest of its answer waits for what the router sends next (its
+	 * ReadyForQuery), to leave in one send */
+	sbuf_set_cork(&r->s->sb, SBUF_CORK_ON);
 	event_active(r->ev, EV_TIMEOUT, 0);
 	return true;
 }
@@ -543,6 +621,7 @@ route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 
 	log_warn("S: shard %s: link lost: %s", sh->uid, err != NULL ? err->message : "?");
 	sh->link = NULL;
+	route_prep_wait_clear(sh);
 	if (route_pin_lost(r, sh, err))
 		return;		/* its LISTEN and locks are gone: so is the session */
 	sh->swallow = 0;
@@ -606,8 +685,13 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 	case 'S':
 		return route_on_param(r, l, pkt, first);
 	case '1':
+		if (sh->prep_wait != NULL) {	/* the link has the statement now */
+			prep_stmt_unref(sh->prep_wait);
+			sh->prep_wait = NULL;
+		}
+		return route_skip(l, pkt);
 	case '2':
-	case '3':
+	case '3':			/* (Close of a statement the link gave up) */
 		return route_skip(l, pkt);
 	case 's':		/* PortalSuspended: the portal stays open on the shard */
 		r->suspended = true;
@@ -745,6 +829,8 @@ route_exec_reset(struct route *r)
 		struct rshard *sh = &r->sh[i];
 
 		sh->target = sh->sent = sh->done = sh->failed = sh->held = false;
+		sh->prep_used = false;
+		route_prep_wait_clear(sh);
 		free(sh->sql);
 		sh->sql = NULL;
 		free(sh->ext_msg);

@@ -39,6 +39,8 @@ route_find_stmt(struct route *r, const char *name)
 static void
 route_stmt_free(struct rstmt *st)
 {
+	if (st->pst != NULL)
+		prep_stmt_unref(st->pst);
 	free(st->name);
 	free(st->query);
 	free(st->oids);
@@ -137,6 +139,7 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 
 	if (!proto_parse_parse(body, len, &m, &err))
 		return route_ext_fail(r, &err);
+	sess_stats(r->s)->total_client_parse_count++;
 	if (admin_is_neki_call(m.query)) {
 		/* forwarded to the admin's console, which speaks the simple protocol only */
 		nk_error_set(&err, "0A000",
@@ -162,6 +165,13 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 	    (m.nparams > 0 && (st->oids = malloc((size_t)m.nparams * 4)) == NULL)) {
 		if (st != NULL)
 			route_stmt_free(st);
+		nk_error_set(&err, "53200", "out of memory");
+		return route_ext_fail(r, &err);
+	}
+	/* a named statement is kept prepared on the shard links (Parse once per link) */
+	if (m.name[0] != '\0' && r->s->cfg->max_prepared_statements > 0 &&
+	    (st->pst = prep_stmt_ref(m.query, m.oids, m.nparams)) == NULL) {
+		route_stmt_free(st);
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
@@ -213,6 +223,7 @@ route_on_bind(struct route *r, const uint8_t *body, size_t len)
 	p->bind_len = len - names;
 	p->tx_new = r->tx != 'I';
 	p->rows = st->rows;
+	p->pst = st->pst != NULL ? prep_stmt_addref(st->pst) : NULL;
 	route_portal_add(r, p);
 	return route_ext_reply(r, '2');
 }
@@ -279,21 +290,26 @@ route_bind_params(struct route *r, struct plan_param **out, uint32_t *n, struct 
 
 /* The messages every target gets: Parse + Bind of r->xportal (+ Describe) (+ Execute) +
  * Sync. With a row limit the shard's portal is the portal's mirror, which the shard keeps
- * (inside the transaction) for the next Execute. */
+ * (inside the transaction) for the next Execute. With r->ext_pst set (and <bind>) no Parse:
+ * the Bind names the statement the links keep (route_send_named()). */
 static bool
 route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t noids,
 	       bool bind, bool describe_portal, bool describe_stmt, int32_t max_rows)
 {
 	const struct rportal *x = r->xportal;
 	const char *portal = bind && max_rows > 0 ? route_portal_mirror(x) : "";
+	const struct prep_stmt *named = bind ? r->ext_pst : NULL;
 	uint32_t o[256];
 	struct pktbuf pb;
 
-	for (uint16_t i = 0; i < noids && i < 256; i++)
-		o[i] = (uint32_t)oids[i * 4] << 24 | (uint32_t)oids[i * 4 + 1] << 16 |
-		       (uint32_t)oids[i * 4 + 2] << 8 | oids[i * 4 + 3];
-	pktbuf_init(&pb, strlen(query) + 64 + (bind ? x->bind_len : 0));
-	pktbuf_write_parse(&pb, "", query, o, noids < 256 ? noids : 256);
+	r->ext_pst = named != NULL ? r->ext_pst : NULL;
+	pktbuf_init(&pb, (named != NULL ? 0 : strlen(query)) + 64 + (bind ? x->bind_len : 0));
+	if (named == NULL) {
+		for (uint16_t i = 0; i < noids && i < 256; i++)
+			o[i] = (uint32_t)oids[i * 4] << 24 | (uint32_t)oids[i * 4 + 1] << 16 |
+			       (uint32_t)oids[i * 4 + 2] << 8 | oids[i * 4 + 3];
+		pktbuf_write_parse(&pb, "", query, o, noids < 256 ? noids : 256);
+	}
 	if (describe_stmt)
 		pktbuf_write_describe(&pb, 'S', "");
 	if (bind) {
@@ -301,7 +317,7 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 			pktbuf_write_close(&pb, 'P', portal);	/* (none there: harmless) */
 		pktbuf_begin(&pb, 'B');
 		pktbuf_put_string(&pb, portal);
-		pktbuf_put_string(&pb, "");
+		pktbuf_put_string(&pb, named != NULL ? named->name : "");
 		pktbuf_put_bytes(&pb, x->bind_rest, x->bind_len);
 		pktbuf_end(&pb);
 		if (describe_portal)
@@ -319,6 +335,19 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 	return true;
 }
 
+/* route_ext_unnamed: see route_int.h. */
+bool
+route_ext_unnamed(struct route *r)
+{
+	const struct rportal *x = r->xportal;
+
+	if (r->ext_pst == NULL)
+		return true;
+	r->ext_pst = NULL;
+	return route_ext_msgs(r, x->query, x->oids, x->noids, true, r->ext_describe, false,
+			      r->ext_max_rows);
+}
+
 /* route_ext_part: see route_int.h. */
 bool
 route_ext_part(struct route *r, struct rshard *sh)
@@ -328,7 +357,7 @@ route_ext_part(struct route *r, struct rshard *sh)
 	size_t first;
 	struct pktbuf pb;
 
-	if (r->ext_len < 5 || r->ext_msg[0] != 'P')
+	if (!route_ext_unnamed(r) || r->ext_len < 5 || r->ext_msg[0] != 'P')
 		return false;
 	first = 1 + ((size_t)r->ext_msg[1] << 24 | (size_t)r->ext_msg[2] << 16 |
 		     (size_t)r->ext_msg[3] << 8 | r->ext_msg[4]);
@@ -409,6 +438,9 @@ route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *bod
 	p->state = RPORTAL_DONE;	/* (route_portal_ran() says what it is once it ran) */
 	rarena_reset(r->arena);
 	nk_error_clear(&err);
+	r->ext_pst = p->pst;		/* named: the shard links keep it (route_send_named) */
+	r->ext_max_rows = m.max_rows;
+	r->ext_describe = p->describe;
 	if (!route_bind_params(r, &params, &nparams, &err) ||
 	    !route_ext_msgs(r, p->query, p->oids, p->noids, true, p->describe, false,
 			    m.max_rows)) {
@@ -418,8 +450,6 @@ route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *bod
 			nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
-	r->ext_max_rows = m.max_rows;
-	r->ext_describe = p->describe;
 	p->describe = false;
 	return route_run_ext(r, p->query, params, nparams);
 }
@@ -546,6 +576,7 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	free(r->ext_msg);
 	r->ext_msg = pb.buf;		/* taken over */
 	r->ext_len = pb.len;
+	r->ext_pst = NULL;
 	return true;
 }
 
@@ -649,7 +680,10 @@ route_on_sync(struct route *r)
 		return false;
 	pktbuf_init(&pb, 8);
 	pktbuf_write_ready_for_query(&pb, r->tx);
-	return route_send(r, &pb);
+	if (!route_send(r, &pb))
+		return false;
+	sbuf_flush(&r->s->sb);		/* the batch's answer, in one send */
+	return true;
 }
 
 bool
@@ -719,7 +753,11 @@ route_on_ext(struct route *r, const struct sbuf_pkt *pkt)
 	if (pkt->type == 'S')
 		return route_on_sync(r) && !r->busy;
 	r->ext_open = true;	/* a batch: no notification before its ReadyForQuery */
-	if (r->ext_failed || pkt->type == 'H')
+	if (pkt->type == 'H') {
+		sbuf_flush(&s->sb);	/* what the batch answered so far */
+		return true;
+	}
+	if (r->ext_failed)
 		return true;
 	r->in_cb = true;
 	switch (pkt->type) {

@@ -48,6 +48,7 @@ struct link;
 struct rpull;
 struct pktbuf;
 struct proto_bind_msg;
+struct prep_stmt;
 
 #define ROUTE_SHARDS_MAX 32	/* shards one session may use */
 #define ROUTE_SETS_MAX 32	/* session SETs replayed on new links */
@@ -91,6 +92,8 @@ struct rstmt {
 	uint16_t noids;
 	bool tx_exit;			/* COMMIT / ROLLBACK: runs in an aborted transaction */
 	bool rows;			/* it returns rows */
+	struct prep_stmt *pst;		/* counted: a named one, kept prepared on the shard links
+					 * (prepared.c); NULL: unnamed, or max_prepared_statements 0 */
 };
 
 /* A statement of SQL-level PREPARE (route_prep.c). */
@@ -133,6 +136,7 @@ struct rportal {
 	uint32_t mask;			/* bit i: r->sh[i] holds its mirror */
 	bool lost;			/* a link holding a mirror broke: it cannot go on */
 	struct rpull *pull;		/* owned: several shards: the router's side of it */
+	struct prep_stmt *pst;		/* counted: its statement's (NULL: sent with Parse) */
 };
 
 /* One shard the session uses. */
@@ -159,6 +163,9 @@ struct rshard {
 	uint8_t *ext_msg;		/* owned: extended protocol, its own messages (INSERT
 					 * split); NULL = route.ext_msg */
 	size_t ext_len;
+	struct prep_stmt *prep_wait;	/* counted: a Parse of it went with the exec, its
+					 * ParseComplete did not come yet */
+	bool prep_used;			/* the exec binds a statement the link keeps */
 	uint64_t a_rows;		/* ANALYZE: DataRows it sent */
 	uint64_t a_sent_us, a_done_us;	/* ANALYZE: statement sent, answer complete */
 	/* held across transactions (route_pin.c) */
@@ -254,6 +261,9 @@ struct route {
 	bool sync_pending;		/* Sync waits for that describe */
 	uint8_t *ext_msg;		/* owned: the messages every target gets */
 	size_t ext_len;
+	struct prep_stmt *ext_pst;	/* borrowed (the portal's): ext_msg binds it by name, each
+					 * link prepares it first when it lacks it; NULL: ext_msg
+					 * starts with the unnamed statement's Parse */
 	const struct plan_param *ext_params;	/* the Execute's bound values (arena) */
 	uint32_t ext_nparams;
 	int32_t ext_max_rows;		/* the Execute's row limit (0: none) */
@@ -416,6 +426,9 @@ NK_MUSTCHECK bool route_ext_part(struct route *r, struct rshard *sh);
  * for the merge) or with <final> its final combine query (text), with the portal's values. */
 NK_MUSTCHECK bool route_ext_merge_msgs(struct route *r, const char *sql, bool final,
 				       struct nk_error *err);
+/* Make r->ext_msg start with the unnamed statement's Parse (when it binds a statement the
+ * links keep: a part of its own, a rewritten text); false on no memory. */
+NK_MUSTCHECK bool route_ext_unnamed(struct route *r);
 /* The Sync that waited for an exec. */
 bool route_ext_sync(struct route *r);
 /* The shard query's result formats: the client's (<m>'s) for the visible columns of <spec>,

@@ -63,6 +63,8 @@ route_portal_free(struct rportal *p)
 	if (p == NULL)
 		return;
 	route_pull_free(p->pull);
+	if (p->pst != NULL)
+		prep_stmt_unref(p->pst);
 	free(p->name);
 	free(p->query);
 	free(p->oids);
@@ -317,6 +319,7 @@ mirror_exec(struct route *r, struct rportal *p, struct pktbuf *msgs, bool descri
 	free(r->ext_msg);
 	r->ext_msg = msgs->buf;		/* taken over */
 	r->ext_len = msgs->len;
+	r->ext_pst = NULL;		/* (its own messages) */
 	r->ext_exec = true;
 	r->ext_portal_describe = describe_only;
 	r->xportal = describe_only ? NULL : p;

@@ -326,6 +326,9 @@ seq_ext_query(struct route *r, const char *sql)
 	size_t plen, qoff, qend, slen = strlen(sql), nlen;
 	uint8_t *out;
 
+	if (!route_ext_unnamed(r))	/* (a text of its own: Parse it unnamed) */
+		return false;
+	m = r->ext_msg;
 	if (r->ext_len < 5 || m[0] != 'P')
 		return false;
 	plen = 1 + ((size_t)m[1] << 24 | (size_t)m[2] << 16 | (size_t)m[3] << 8 | m[4]);

@@ -453,7 +453,21 @@ NK_MUSTCHECK bool prep_client_msg(struct session *s, struct link *l, const uint8
 void prep_link_confirm(struct link *l, struct prep_stmt *st);
 /* An injected Parse of <st> was not answered (error in its batch): forget it on <l>. */
 void prep_link_forget(struct link *l, struct prep_stmt *st);
+/* One more / one less reference to <st> (the last one frees it); addref returns <st>. */
+struct prep_stmt *prep_stmt_addref(struct prep_stmt *st);
 void prep_stmt_unref(struct prep_stmt *st);
+/* The worker table's entry for <query> with the <nparams> big-endian parameter types <oids>
+ * (found or created), with one more reference; NULL without memory. */
+struct prep_stmt *prep_stmt_ref(const char *query, const uint8_t *oids, uint16_t nparams);
+/*
+ * The router: make <l>'s server have <st> under its internal name. When it has it already,
+ * the LRU is touched and *<parsed> is false; otherwise <pb> gets a Close of each least
+ * recently used statement beyond <max> and a Parse of <st>, the link counts <st> from now on
+ * (prep_link_forget() if the server refuses that Parse) and *<parsed> is true. The server's
+ * CloseComplete / ParseComplete are the caller's to drop. False without memory.
+ */
+NK_MUSTCHECK bool prep_link_prepare(struct link *l, struct prep_stmt *st, size_t max,
+				    struct pktbuf *pb, bool *parsed);
 /* Number of distinct statements in the worker table, and the bytes of their texts. */
 size_t prep_stmt_count(void);
 size_t prep_stmt_text_bytes(void);

@@ -18,6 +18,7 @@ try:
 except ImportError:
     psycopg = None
 
+from conftest import wait_until
 from test_routing import Store, create_schema, routing_neki, sharded_database, topology
 from test_txn import ids_both, no_idle_in_transaction, shard_of
 
@@ -76,6 +77,7 @@ def exchange(w, steps):
         w.raw(data)
         while True:
             typ, body = w.read_msg()
+
             out += summary([(typ, body)])
             if typ == until or (until == "C" and typ == "E"):
                 break
@@ -249,3 +251,143 @@ def test_jdbc_execute_batch_with_a_failing_row(store, mode):
         no_idle_in_transaction(store)
     finally:
         forget(store, ids)
+
+
+# ---- named statements kept prepared on the shard links ---------------------------------
+
+def db_stats(store):
+    with store.neki.admin_connect() as conn:
+        cur = conn.execute("SHOW STATS")
+        cols = [d.name for d in cur.description]
+        for row in cur.fetchall():
+            row = dict(zip(cols, row))
+            if row["database"] == store.db:
+                return row
+    return {"total_client_parse_count": 0, "total_server_parse_count": 0,
+            "total_bind_count": 0}
+
+
+def stats_delta(store, before, want_binds):
+    """SHOW STATS of the database once its bind count grew by <want_binds> (the workers
+    publish once a second): the deltas of the three prepared-statement counters."""
+    out = {}
+
+    def grown():
+        now = db_stats(store)
+        out.update({k: now[k] - before[k] for k in ("total_client_parse_count",
+                                                     "total_server_parse_count",
+                                                     "total_bind_count")})
+        return out["total_bind_count"] >= want_binds
+    wait_until(grown, 10, interval=0.2, what="the stats of the binds")
+    return out
+
+
+def run_named(store, port, names, rounds):
+    """Parse each (name, sql) of <names> once, then <rounds> times Bind/Execute/Sync of each
+    with a customer id from 1..20: the summaries of every answer."""
+    w = wire(port, store.db)
+    try:
+        steps = [(b"".join(parse(n, q) for n, q in names) + sync(), "Z")]
+        for i in range(rounds):
+            for k, (n, _) in enumerate(names):
+                steps.append((bind("", n, [1 + (i * 7 + k * 3) % 20]) + execute() + sync(), "Z"))
+        return exchange(w, steps)
+    finally:
+        w.close()
+
+
+def test_named_statement_is_parsed_once_per_shard_link(store):
+    """A named statement bound again and again: each shard link gets its Parse once (pgbouncer's
+    max_prepared_statements mechanism, prepared.c), the answers are the reference's."""
+    names = [("byid", "SELECT id, name, country FROM customers WHERE id = $1")]
+    before = db_stats(store)
+    got = run_named(store, store.neki.port, names, 40)
+    assert got == run_named(store, store.cluster.port("reference"), names, 40)
+    delta = stats_delta(store, before, 40)
+    assert delta["total_client_parse_count"] == 1 and delta["total_bind_count"] == 40, delta
+    assert 1 <= delta["total_server_parse_count"] <= 12, delta      # 4 shards, a few links
+
+
+@pytest.fixture(scope="module")
+def small(store):
+    """A second neki on the same database: one link per shard, room for 2 statements a link
+    (one worker: a routed session waiting for a shard link another worker holds idle is not
+    counted among the pool's waiters, so that link is not shed)."""
+    with routing_neki(store.cluster, store.db, topology(store.db), Store,
+                      settings={"max_prepared_statements": 2, "workers": 1},
+                      db_options="pool_size=1") as st:
+        def catalog_loaded():      # (the admin loads it from the authoritative shard)
+            try:
+                return st.run("SELECT id FROM customers WHERE id = 1") == [(1,)]
+            except psycopg.Error:
+                return False
+        wait_until(catalog_loaded, 30, interval=0.1, what="the catalog of the second neki")
+        yield st
+
+
+def test_statements_beyond_max_prepared_statements_are_evicted(small):
+    """Three named statements, room for two a link: the least recently used is closed on the
+    shard (its CloseComplete never reaches the client) and parsed again when it comes back."""
+    names = [(f"q{k}", f"SELECT name, {k} AS k FROM customers WHERE id = $1") for k in range(3)]
+    before = db_stats(small)
+    got = run_named(small, small.neki.port, names, 8)
+    assert got == run_named(small, small.cluster.port("reference"), names, 8)
+    delta = stats_delta(small, before, 24)
+    assert delta["total_server_parse_count"] > 4, delta
+
+
+def test_a_statement_the_shard_refused_is_parsed_again(small):
+    """The shard's Parse fails (the table does not exist yet): nothing is kept, so once the
+    table exists the same statement works."""
+    w = wire(small.neki.port, small.db)
+    try:
+        q = [(parse("late", "SELECT v FROM late_table WHERE id = $1") + sync(), "Z")]
+        run = [(bind("", "late", [1]) + execute() + sync(), "Z")]
+        got = exchange(w, q + run + run)
+        assert [m for m in got if m[0] == "E"] == [("E", "42P01")] * 2, got
+        small.run("CREATE TABLE late_table (id bigint, v text)")
+        small.run("INSERT INTO late_table VALUES (1, 'here')")
+        assert exchange(w, run) == [("2",), ("D", ["here"]), ("C", "SELECT 1"), ("Z", "I")]
+    finally:
+        w.close()
+        small.run("DROP TABLE IF EXISTS late_table")
+
+
+def test_result_type_change_then_reprepare(small):
+    """DDL changes a kept statement's columns: the shard's 0A000 "cached plan must not change
+    result type" reaches the client as from Postgres, and the client's Close + Parse of the
+    same text (what pgjdbc does) works again (the stale link is not reused)."""
+    create = "CREATE TABLE wide (id bigint PRIMARY KEY, a text)"
+    small.run(create)
+    with small.ref() as conn:
+        conn.execute(create)
+    try:
+        steps = [(parse("w", "SELECT * FROM wide WHERE id = $1") + sync(), "Z"),
+                 (bind("", "w", [1]) + execute() + sync(), "Z")]
+        again = [(bind("", "w", [1]) + execute() + sync(), "Z")]
+        redo = [(close("S", "w") + parse("w", "SELECT * FROM wide WHERE id = $1") +
+                 bind("", "w", [1]) + execute() + sync(), "Z")]
+        res = []
+        for port, run in ((small.neki.port, small.run), (small.cluster.port("reference"), None)):
+            w = wire(port, small.db)
+            try:
+                out = exchange(w, steps)
+                alter = "ALTER TABLE wide ADD COLUMN b int"
+                if run is not None:
+                    run(alter)
+                else:
+                    with small.ref() as conn:
+                        conn.execute(alter)
+                out += exchange(w, again) + exchange(w, redo)
+                res.append(out)
+            finally:
+                w.close()
+        # (Postgres raises it at Bind, where it revalidates the plan; neki answered that Bind
+        # itself: its error comes after BindComplete)
+        res = [[m for m in out if m != ("2",)] for out in res]
+        assert res[0] == res[1], res
+        assert ("E", "0A000") in res[0]
+    finally:
+        small.run("DROP TABLE IF EXISTS wide")
+        with small.ref() as conn:
+            conn.execute("DROP TABLE IF EXISTS wide")

@@ -3,7 +3,7 @@
  * socketpairs, a TCP listener on 127.0.0.1 and a unix socket, each with a private
  * event_base. Covers framing, forwarding (batched and streamed), hold / grow / max_pkt,
  * backpressure, loopcnt, EOF vs truncated packet, bad length, connect ok / refused /
- * timeout, and close from inside the callback.
+ * timeout, close from inside the callback, and corked output.
  */
 #include "neki/base.h"
 
@@ -411,6 +411,96 @@ START_TEST(test_send_order_and_dst_close)
 }
 END_TEST
 
+/*
+ * Corked output: forwarded packets and sbuf_send() bytes stay queued, in order, until
+ * sbuf_flush() (the source keeps reading meanwhile); 8 kB queued are written at once; a
+ * big message alone goes out as it is; uncorking flushes; FWD mode holds sent bytes until
+ * the next forwarded ones.
+ */
+START_TEST(test_corked_output)
+{
+	struct tcase_state a, b;
+	int in[2], out[2];
+	static uint8_t buf[20000], got[20000];
+	struct count_goal g = { &a, 2 };
+	struct fwd_goal fg = { 0, got, 0, 0 };
+
+	tc_setup(&a, 4096);
+	tc_setup(&b, 4096);
+	a.fwd_to = &b.sb;
+	make_pair(in);
+	make_pair(out);
+	ck_assert(sbuf_accept(&a.sb, in[0], true));
+	ck_assert(sbuf_accept(&b.sb, out[0], true));
+	sbuf_set_cork(&b.sb, SBUF_CORK_ON);
+	put_pkt(buf, 'A', 7);
+	ck_assert_int_eq(write(in[1], buf, 12), 12);
+	g.n_pkt = 1;
+	ck_assert(run_until(got_pkts, &g, 5));
+	put_pkt(buf, 'B', 3);		/* read although B holds A's packet */
+	ck_assert_int_eq(write(in[1], buf, 8), 8);
+	g.n_pkt = 2;
+	ck_assert(run_until(got_pkts, &g, 5));
+	put_pkt(buf, 'Z', 1);
+	ck_assert(sbuf_send(&b.sb, buf, 6));
+	ck_assert_uint_eq(sbuf_queued(&b.sb), 26);
+	ck_assert_uint_eq(drain_fd(out[1], got, sizeof(got)), 0);
+	sbuf_flush(&b.sb);
+	ck_assert_uint_eq(sbuf_queued(&b.sb), 0);
+	ck_assert_uint_eq(drain_fd(out[1], got, sizeof(got)), 26);
+	ck_assert(got[0] == 'A' && got[12] == 'B' && got[20] == 'Z');
+	/* 8 kB queued: written without a flush */
+	put_pkt(buf, 'D', 5000);
+	ck_assert(sbuf_send(&b.sb, buf, 5005));
+	ck_assert_uint_eq(sbuf_queued(&b.sb), 5005);
+	ck_assert(sbuf_send(&b.sb, buf, 5005));
+	fg.fd = out[1];
+	fg.want = 10010;
+	ck_assert(run_until(fwd_done, &fg, 5));
+	/* a big message alone is not copied into the queue */
+	put_pkt(buf, 'E', 19000);
+	ck_assert(sbuf_send(&b.sb, buf, 19005));
+	fg.got = 0;
+	fg.want = 19005;
+	ck_assert(run_until(fwd_done, &fg, 5));
+	ck_assert_int_eq(got[0], 'E');
+	/* uncorking writes what waits */
+	put_pkt(buf, 'F', 0);
+	ck_assert(sbuf_send(&b.sb, buf, 5));
+	ck_assert_uint_eq(sbuf_queued(&b.sb), 5);
+	sbuf_set_cork(&b.sb, SBUF_CORK_OFF);
+	ck_assert_uint_eq(drain_fd(out[1], got, sizeof(got)), 5);
+	ck_assert(sbuf_send(&b.sb, buf, 5));
+	ck_assert_uint_eq(sbuf_queued(&b.sb), 0);
+	ck_assert_uint_eq(drain_fd(out[1], got, sizeof(got)), 5);
+	/* FWD: a sent message waits for the next forwarded bytes and leaves with them */
+	sbuf_set_cork(&b.sb, SBUF_CORK_FWD);
+	put_pkt(buf, '2', 0);
+	ck_assert(sbuf_send(&b.sb, buf, 5));
+	ck_assert_uint_eq(sbuf_queued(&b.sb), 5);
+	ck_assert_uint_eq(drain_fd(out[1], got, sizeof(got)), 0);
+	put_pkt(buf, 'T', 2);
+	ck_assert_int_eq(write(in[1], buf, 7), 7);
+	g.n_pkt = 3;
+	ck_assert(run_until(got_pkts, &g, 5));
+	ck_assert_uint_eq(sbuf_queued(&b.sb), 0);
+	ck_assert_uint_eq(drain_fd(out[1], got, sizeof(got)), 12);
+	ck_assert(got[0] == '2' && got[5] == 'T');
+	put_pkt(buf, 'D', 1);		/* nothing queued: forwarded at once */
+	ck_assert_int_eq(write(in[1], buf, 6), 6);
+	g.n_pkt = 4;
+	ck_assert(run_until(got_pkts, &g, 5));
+	fg.got = 0;
+	fg.want = 6;
+	ck_assert(run_until(fwd_done, &fg, 5));
+	ck_assert_int_eq(got[0], 'D');
+	close(in[1]);
+	close(out[1]);
+	sbuf_cleanup(&a.sb);
+	sbuf_cleanup(&b.sb);
+}
+END_TEST
+
 /* Pausing in the callback re-offers the same packet after sbuf_continue(). */
 START_TEST(test_pause_continue)
 {
@@ -665,6 +755,7 @@ sbuf_suite(void)
 	tcase_add_test(tc, test_truncated_and_bad);
 	tcase_add_test(tc, test_forward_stream_backpressure);
 	tcase_add_test(tc, test_send_order_and_dst_close);
+	tcase_add_test(tc, test_corked_output);
 	tcase_add_test(tc, test_pause_continue);
 	tcase_add_test(tc, test_pause_lazy_event);
 	tcase_add_test(tc, test_loopcnt_and_io_ops);
