@@ -121,8 +121,11 @@ admin_is_neki_call(const char *sql)
 {
 	struct adm_call call;
 	struct nk_error err;
-	enum adm_call_parse_result r = adm_call_parse(sql, &call, &err);
+	enum adm_call_parse_result r;
 
+	if (strcasestr(sql, "__neki") == NULL)	/* (every statement of a routed session) */
+		return false;
+	r = adm_call_parse(sql, &call, &err);
 	if (r == ADM_CALL_OK)
 		adm_call_cleanup(&call);
 	return r != ADM_CALL_NOT_NEKI;

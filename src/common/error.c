@@ -179,8 +179,13 @@ static const struct nk013_entry nk013_catalog[] = {
 void
 nk_error_clear(struct nk_error *err)
 {
-	if (err)
-		memset(err, 0, sizeof(*err));
+	if (!err)
+		return;
+	/* (every string empty: cheaper than clearing its 2 kB, on every routed statement) */
+	err->severity = 0;
+	err->sqlstate[0] = '\0';
+	err->code = 0;
+	err->message[0] = err->detail[0] = err->hint[0] = err->where[0] = '\0';
 }
 
 bool

@@ -51,18 +51,41 @@ route_send(struct route *r, struct pktbuf *pb)
 	return false;
 }
 
-/* Send <err> as ErrorResponse, with a shard's CONTEXT (a client gone closes the session).
- * A parse error's where is its cursor position, not a CONTEXT: not sent. */
+/* route_err_field: see route_int.h. */
+bool
+route_err_field(const struct route *r, const struct nk_error *err, bool in_query,
+		struct proto_err_field *f, char *buf, size_t cap)
+{
+	unsigned long pos;
+
+	if (err->where[0] == '\0')
+		return false;
+	if (strspn(err->where, "0123456789") != strlen(err->where)) {
+		*f = (struct proto_err_field){ 'W', err->where };	/* a shard's CONTEXT */
+		return true;
+	}
+	/* a syntax error's cursor (characters, from 1) in the statement: in the client's text */
+	pos = strtoul(err->where, NULL, 10);
+	if (in_query && r->spans != NULL && r->cur < r->nspans)
+		for (uint32_t i = 0; i < r->spans[r->cur].start; i++)
+			pos += ((unsigned char)r->query[i] & 0xc0) != 0x80;
+	snprintf(buf, cap, "%lu", pos);
+	*f = (struct proto_err_field){ 'P', buf };
+	return true;
+}
+
+/* Send <err> as ErrorResponse, with a shard's CONTEXT or a syntax error's position (a client
+ * gone closes the session). */
 static void
 route_send_err(struct route *r, const struct nk_error *err)
 {
-	struct proto_err_field where = { 'W', err->where };
-	bool context = err->where[0] != '\0' &&
-		       strspn(err->where, "0123456789") != strlen(err->where);
+	struct proto_err_field f;
+	char buf[24];
+	bool extra = route_err_field(r, err, !r->ext_exec, &f, buf, sizeof(buf));
 	struct pktbuf pb;
 
 	pktbuf_init(&pb, 256);
-	pktbuf_write_error_ex(&pb, 'E', err, &where, context ? 1 : 0);
+	pktbuf_write_error_ex(&pb, 'E', err, &f, extra ? 1 : 0);
 	if (!route_send(r, &pb))
 		return;		/* the session is closed */
 }
@@ -1356,6 +1379,27 @@ route_finish_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- client packets ---- */
 
+/*
+ * The statements of r->query: a text without any ';' is one statement (its syntax errors
+ * come from its analysis, whitespace around it is kept: the shard's error positions stay
+ * those of the client's text), so only a text with one goes through the scanner's split.
+ */
+static bool
+route_query_split(struct route *r, struct nk_error *err)
+{
+	size_t len;
+
+	if (strchr(r->query, ';') != NULL)
+		return parse_split(r->query_arena, r->query, &r->spans, &r->nspans, err);
+	len = strlen(r->query);
+	r->nspans = strspn(r->query, " \t\n\r\f\v") < len ? 1 : 0;
+	r->spans = rarena_alloc(r->query_arena, sizeof(*r->spans));
+	if (r->spans == NULL)
+		return nk_error_set(err, "53200", "out of memory");
+	r->spans[0] = (struct parse_span){ 0, (uint32_t)len };
+	return true;
+}
+
 static bool
 route_on_query(struct route *r, const struct sbuf_pkt *pkt)
 {
@@ -1388,7 +1432,7 @@ route_on_query(struct route *r, const struct sbuf_pkt *pkt)
 	r->in_cb = true;
 	rarena_reset(r->query_arena);
 	r->cur = 0;
-	if (!parse_split(r->query_arena, r->query, &r->spans, &r->nspans, &err)) {
+	if (!route_query_split(r, &err)) {
 		(void)route_fail(r, &err);
 		route_query_end(r);
 	} else if (r->nspans == 0) {

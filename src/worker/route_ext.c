@@ -91,12 +91,17 @@ static bool
 route_ext_fail(struct route *r, const struct nk_error *err)
 {
 	struct nk_error e = *err;
+	struct proto_err_field f;
+	char buf[24];
+	struct pktbuf pb;
 
 	e.severity = NK_SEV_ERROR;
 	r->ext_failed = true;
 	if (r->tx == 'T')
 		r->tx = 'E';
-	if (!sess_send_error(r->s, &e)) {
+	pktbuf_init(&pb, 256);
+	pktbuf_write_error_ex(&pb, 'E', &e, &f, route_err_field(r, &e, false, &f, buf, sizeof(buf)));
+	if (!sess_send_pb(r->s, &pb)) {
 		sess_close(r->s, "client connection failed", NULL);
 		return false;
 	}

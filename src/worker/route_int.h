@@ -32,6 +32,7 @@
 #include "neki/parse.h"
 #include "neki/plan.h"
 #include "neki/pool.h"
+#include "neki/proto.h"
 #include "neki/sbuf.h"
 #include "neki/shm.h"
 
@@ -383,6 +384,11 @@ void route_copy_done(struct route *r, const char *tag, const struct nk_error *er
 /* A statement run by its own machinery (INSERT ... SELECT) ended: <err> (NULL: none) or
  * <tag>, then the next statement (or the Query's / the extended statement's end). */
 void route_stmt_finish(struct route *r, const char *tag, const struct nk_error *err);
+/* The field <err> adds to its ErrorResponse: a shard's CONTEXT ('W'), or the position ('P',
+ * written into <buf>) of a syntax error found by the router, counted in the client's text
+ * (<in_query>: in the current statement of r->query); false when none. */
+bool route_err_field(const struct route *r, const struct nk_error *err, bool in_query,
+		     struct proto_err_field *f, char *buf, size_t cap);
 /* Send <pb> (freed) to the client; false when the client is gone (the session is closed). */
 NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
 /* An error ends the statement (sent; a transaction block becomes aborted): RSTEP_STOP. */

@@ -23,8 +23,8 @@ from test_routing import Store, create_schema, routing_neki, sharded_database, t
 from test_txn import ids_both, no_idle_in_transaction, shard_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
-from pgwire import (Wire, bind, close, execute, flush, parse, summary,  # noqa: E402
-                    sync)
+from pgwire import (Wire, bind, close, error_fields, execute, flush, parse,  # noqa: E402
+                    summary, sync)
 
 CLIENTS = Path(__file__).resolve().parent.parent / "clients"
 CUSTOMERS = [(i, f"customer {i}", "FR" if i % 2 else "DE") for i in range(1, 21)]
@@ -391,3 +391,38 @@ def test_result_type_change_then_reprepare(small):
         small.run("DROP TABLE IF EXISTS wide")
         with small.ref() as conn:
             conn.execute("DROP TABLE IF EXISTS wide")
+
+
+# ---- simple Query texts of one statement (no scanner split) -----------------------------
+
+@pytest.mark.parametrize("sql", ["", "   ", "-- only a comment", "/* c */ ", "SELECT 1",
+                                 "  SELECT name FROM customers WHERE id = 3  -- trailing\n",
+                                 "SELECT (1", "SELECT 'unterminated", "SELEC 1",
+                                 "SELECT nope FROM customers WHERE id = 3",
+                                 "SELECT 1; SELECT 2", "SELECT ';' AS semi", "SELECT 'é' +"])
+def test_simple_query_texts_answer_as_postgres(store, sql):
+    """A Query without ';' is planned without the scanner's split: its answers (EmptyQuery,
+    syntax errors and their cursor position, the shard's own errors) stay Postgres's."""
+    res = []
+    for port in (store.neki.port, store.cluster.port("reference")):
+        w = wire(port, store.db)
+        try:
+            msgs = w.query(sql)
+            res.append([(t, error_fields(b).get("C"), error_fields(b).get("P")) if t == "E"
+                        else summary([(t, b)])[0] for t, b in msgs if t != "S"])
+        finally:
+            w.close()
+    assert res[0] == res[1], res
+
+
+def test_parse_syntax_error_has_its_position(store):
+    res = []
+    for port in (store.neki.port, store.cluster.port("reference")):
+        w = wire(port, store.db)
+        try:
+            w.raw(parse("", "SELECT 'é' +") + sync())
+            res.append([(t, error_fields(b).get("C"), error_fields(b).get("P"))
+                        for t, b in w.read_until("Z") if t == "E"])
+        finally:
+            w.close()
+    assert res[0] == res[1] == [("E", "42601", "13")], res
