@@ -1191,6 +1191,8 @@ parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t
 	*n = 0;
 	if (res.error) {
 		nk_error_set(err, "42601", "%s", res.error->message);
+		if (res.error->cursorpos > 0)	/* its position, as parse errors carry it */
+			snprintf(err->where, sizeof(err->where), "%d", res.error->cursorpos);
 		ok = false;
 	} else if (split_dropped_text(sql, &res, err)) {
 		ok = false;

@@ -10,6 +10,7 @@
  */
 #include "neki/base.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1380,19 +1381,54 @@ route_finish_cb(evutil_socket_t fd, short what, void *arg)
 /* ---- client packets ---- */
 
 /*
- * The statements of r->query: a text without any ';' is one statement (its syntax errors
- * come from its analysis, whitespace around it is kept: the shard's error positions stay
- * those of the client's text), so only a text with one goes through the scanner's split.
+ * Does <sql> (<len> bytes, before a final ';') hold one statement for sure: no other ';', no
+ * construct the quick look below could misread ($-quotes, nested comments, backslashes), and
+ * (<semi>) the final ';' not inside an unterminated string?
+ */
+static bool
+route_one_stmt(const char *sql, size_t len, bool semi)
+{
+	const char *p = sql, *end = sql + len;
+
+	if (memchr(sql, ';', len) != NULL || memchr(sql, '$', len) != NULL ||
+	    memchr(sql, '\\', len) != NULL)
+		return false;
+	while (p < end) {
+		const char *e;
+
+		if (p[0] == '/' && p + 1 < end && p[1] == '*')
+			return false;
+		if (*p != '\'' && *p != '"' && !(p[0] == '-' && p + 1 < end && p[1] == '-')) {
+			p++;
+			continue;
+		}
+		e = route_sql_skip_token(sql, p);
+		if (semi && *p != '-' && (e > end || e[-1] != *p || e == p + 1))
+			return false;	/* the ';' may be inside the string */
+		p = e;
+	}
+	return true;
+}
+
+/*
+ * The statements of r->query: a text of one statement (no ';' but maybe a final one) needs
+ * no scanner's split (its syntax errors come from its analysis; whitespace before it is
+ * kept, so the shard's error positions stay those of the client's text); any other goes
+ * through parse_split().
  */
 static bool
 route_query_split(struct route *r, struct nk_error *err)
 {
-	size_t len;
+	size_t len = strlen(r->query);
+	bool semi;
 
-	if (strchr(r->query, ';') != NULL)
+	while (len > 0 && isspace((unsigned char)r->query[len - 1]))
+		len--;
+	semi = len > 0 && r->query[len - 1] == ';';
+	if (!route_one_stmt(r->query, semi ? len - 1 : len, semi))
 		return parse_split(r->query_arena, r->query, &r->spans, &r->nspans, err);
-	len = strlen(r->query);
-	r->nspans = strspn(r->query, " \t\n\r\f\v") < len ? 1 : 0;
+	len -= semi;
+	r->nspans = len > strspn(r->query, " \t\n\r\f\v") ? 1 : 0;
 	r->spans = rarena_alloc(r->query_arena, sizeof(*r->spans));
 	if (r->spans == NULL)
 		return nk_error_set(err, "53200", "out of memory");

@@ -399,10 +399,14 @@ def test_result_type_change_then_reprepare(small):
                                  "  SELECT name FROM customers WHERE id = 3  -- trailing\n",
                                  "SELECT (1", "SELECT 'unterminated", "SELEC 1",
                                  "SELECT nope FROM customers WHERE id = 3",
-                                 "SELECT 1; SELECT 2", "SELECT ';' AS semi", "SELECT 'é' +"])
+                                 "SELECT 1; SELECT 2", "SELECT ';' AS semi", "SELECT 'é' +",
+                                 "SELECT 1;", " SELECT name FROM customers WHERE id = 3 ; ",
+                                 "SELECT 'abc;", "SELECT 'a' 'b';", ";", "SELECT 1 -- c;",
+                                 "SELECT $$x;$$", "SELECT 1 /* a /* b */ ;", "SELEC 1;"])
 def test_simple_query_texts_answer_as_postgres(store, sql):
-    """A Query without ';' is planned without the scanner's split: its answers (EmptyQuery,
-    syntax errors and their cursor position, the shard's own errors) stay Postgres's."""
+    """A Query of one statement (no ';' but a final one) is planned without the scanner's
+    split: its answers (EmptyQuery, syntax errors and their cursor position, the shard's own
+    errors) stay Postgres's."""
     res = []
     for port in (store.neki.port, store.cluster.port("reference")):
         w = wire(port, store.db)
