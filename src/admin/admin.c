@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -116,6 +117,17 @@ admin_forward_connect(int port)
 	return fd;
 }
 
+/* Does <sql> name __neki anywhere (a cheap look before parsing it as a call: every
+ * statement of a routed session is asked)? */
+static bool
+admin_names_neki(const char *sql)
+{
+	for (const char *p = strchr(sql, '_'); p != NULL; p = strchr(p + 1, '_'))
+		if (strncasecmp(p, "__neki", 6) == 0)
+			return true;
+	return false;
+}
+
 bool
 admin_is_neki_call(const char *sql)
 {
@@ -123,9 +135,7 @@ admin_is_neki_call(const char *sql)
 	struct nk_error err;
 	enum adm_call_parse_result r;
 
-	if (strcasestr(sql, "__neki") == NULL)	/* (every statement of a routed session) */
-		return false;
-	r = adm_call_parse(sql, &call, &err);
+	r = admin_names_neki(sql) ? adm_call_parse(sql, &call, &err) : ADM_CALL_NOT_NEKI;
 	if (r == ADM_CALL_OK)
 		adm_call_cleanup(&call);
 	return r != ADM_CALL_NOT_NEKI;

@@ -174,8 +174,11 @@ add_literal(struct norm_lex *l, size_t start, size_t len, char *value)
 	l->lits[l->nlits].len = (uint32_t)len;
 	l->lits[l->nlits].value = value;
 	l->nlits++;
-	n = snprintf(num, sizeof(num), "$%u", l->maxparam + l->nlits);
-	out_put(l, num, (size_t)n);
+	n = sizeof(num);	/* "$<k>", written backwards (no snprintf per literal) */
+	for (uint32_t k = l->maxparam + l->nlits; n == sizeof(num) || k > 0; k /= 10)
+		num[--n] = (char)('0' + k % 10);
+	num[--n] = '$';
+	out_put(l, num + n, sizeof(num) - n);
 }
 
 /* A number token at l->pos; absorbs a unary minus emitted just before it. */

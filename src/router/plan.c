@@ -25,8 +25,19 @@ render_kx(const struct ks_expr *e, uint32_t n, char *buf, size_t cap)
 	static const char *const names[] = { "lower", "upper" };
 	static const char ops[] = "+-*/";
 	const struct ks_expr_node *nd = &e->nodes[n];
-	char a[PLAN_RENDER_MAX] = "", b[PLAN_RENDER_MAX] = "";
+	char a[PLAN_RENDER_MAX], b[PLAN_RENDER_MAX];
 
+	if (nd->op == KS_OP_COLUMN) {	/* (the common shard key: no buffers, no format) */
+		size_t len = strlen(e->columns[nd->ival]);
+
+		if (cap > 0) {
+			len = len < cap - 1 ? len : cap - 1;
+			memcpy(buf, e->columns[nd->ival], len);
+			buf[len] = '\0';
+		}
+		return;
+	}
+	a[0] = b[0] = '\0';
 	if (nd->a >= 0)
 		render_kx(e, (uint32_t)nd->a, a, sizeof(a));
 	if (nd->b >= 0)

@@ -183,7 +183,9 @@ route_query_end(struct route *r)
 	pktbuf_write_ready_for_query(&pb, r->tx);
 	if (!route_send(r, &pb))
 		return;
-	sbuf_flush(&r->s->sb);		/* the Query's answer, in one send */
+	sbuf_set_cork(&r->s->sb, SBUF_CORK_OFF);	/* the Query's answer, in one send (and
+							 * what the session sends itself next,
+							 * a __neki call's answer, at once) */
 	r->busy = false;
 	if (!r->in_cb)
 		sbuf_continue(&r->s->sb);

@@ -687,7 +687,7 @@ route_on_sync(struct route *r)
 	pktbuf_write_ready_for_query(&pb, r->tx);
 	if (!route_send(r, &pb))
 		return false;
-	sbuf_flush(&r->s->sb);		/* the batch's answer, in one send */
+	sbuf_set_cork(&r->s->sb, SBUF_CORK_OFF);	/* the batch's answer, in one send */
 	return true;
 }
 

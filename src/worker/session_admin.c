@@ -124,6 +124,7 @@ sess_call_done(void *arg, enum arelay_end end)
 		sess_close(s, "client connection failed", NULL);
 		return;
 	}
+	sbuf_flush(&s->sb);	/* (a routed session's output may be corked mid-batch) */
 	sbuf_continue(&s->sb);
 }
 

@@ -681,6 +681,7 @@ sess_on_function_call(struct session *s, const struct sbuf_pkt *pkt)
 		sess_close(s, "client connection failed", NULL);
 		return false;
 	}
+	sbuf_flush(&s->sb);	/* (a routed session's output may be corked mid-batch) */
 	return true;
 }
 

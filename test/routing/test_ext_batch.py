@@ -430,3 +430,19 @@ def test_parse_syntax_error_has_its_position(store):
         finally:
             w.close()
     assert res[0] == res[1] == [("E", "42601", "13")], res
+
+
+def test_the_session_own_answers_are_not_held(store):
+    """What the session layer answers itself to a routed client (a FunctionCall refused in
+    the middle of a batch, a __neki call after a Query) leaves at once although the router
+    holds its own output until ReadyForQuery."""
+    from pgwire import message
+    w = wire(store.neki.port, store.db)
+    try:
+        w.query("SELECT 1")
+        w.raw(parse("", "SELECT 1") + message(b"F", b"\0\0\0\1\0\0\0\0\0\0"))
+        assert summary(w.read_until("Z")) == [("1",), ("E", "0A000"), ("Z", "I")]
+        msgs = w.query("SELECT * FROM __neki.get_data_topology_revision()")
+        assert [t for t, _ in msgs] == ["T", "D", "C", "Z"], msgs
+    finally:
+        w.close()
