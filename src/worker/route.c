@@ -904,7 +904,9 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
 	r->ps.tx_shard = route_tx_shard(r);
 	r->ps.lock_shard = route_pin_lock_shard(r);
-	if (!parse_normalize(r->arena, sql, &norm)) {
+	if (r->ext_exec && r->ext_norm != NULL)
+		norm = *r->ext_norm;	/* a protocol statement: normalised at its Parse */
+	if (!(r->ext_exec && r->ext_norm != NULL) && !parse_normalize(r->arena, sql, &norm)) {
 		nk_error_set(&err, "53200", "out of memory");
 		rc = route_fail(r, &err);
 	} else if ((st = plan_cache_get(route_cache, &norm, ref.revision, cv.version)) == NULL &&
@@ -950,6 +952,8 @@ route_analyse(struct route *r, const char *sql, struct route_stmt_info *info,
 	else if ((st = plan_cache_get(route_cache, &norm, rev, cv.version)) == NULL)
 		st = plan_cache_put(route_cache, sql, &norm, rev, cv.version, err);
 	cat_view_release(&cv);
+	if (info != NULL)
+		info->norm = norm;
 	if (info != NULL && st != NULL) {	/* (Postgres' transaction exits) */
 		info->tx_exit = st->kind == STMT_TX &&
 				(st->tx->kind == STMT_TX_COMMIT || st->tx->kind == STMT_TX_ROLLBACK ||
@@ -979,6 +983,8 @@ route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 		route_portal_ran(r, rc == RSTEP_DONE);
 		r->ext_exec = false;
 		r->busy = false;	/* (an exec that could not start set it) */
+		r->ext_pst = NULL;
+		r->ext_norm = NULL;
 		if (rc == RSTEP_STOP)
 			r->ext_failed = true;
 	}
@@ -1098,6 +1104,7 @@ route_ext_done(struct route *r, bool ok)
 	route_portal_ran(r, ok);
 	r->ext_exec = false;
 	r->ext_pst = NULL;
+	r->ext_norm = NULL;
 	r->ext_portal_describe = false;
 	r->busy = false;
 	r->cancel_pending = false;

@@ -27,6 +27,44 @@
 
 /* ---- statements and portals ---- */
 
+/* route_norm_copy: see route_int.h. */
+struct rnorm *
+route_norm_copy(const struct parse_norm *n)
+{
+	size_t klen = strlen(n->key) + 1, size = sizeof(struct rnorm) + klen;
+	struct rnorm *c;
+	struct parse_literal *lits;
+	char *p;
+
+	size += (size_t)n->nlits * sizeof(*lits);
+	for (uint32_t i = 0; i < n->nlits; i++)
+		size += strlen(n->lits[i].value) + 1;
+	if ((c = malloc(size)) == NULL)
+		return NULL;
+	lits = (struct parse_literal *)(c + 1);
+	p = (char *)(lits + n->nlits);
+	c->refs = 1;
+	c->norm = *n;
+	c->norm.lits = lits;
+	c->norm.key = memcpy(p, n->key, klen);
+	p += klen;
+	for (uint32_t i = 0; i < n->nlits; i++) {
+		size_t vlen = strlen(n->lits[i].value) + 1;
+
+		lits[i] = n->lits[i];
+		lits[i].value = memcpy(p, n->lits[i].value, vlen);
+		p += vlen;
+	}
+	return c;
+}
+
+void
+route_norm_unref(struct rnorm *n)
+{
+	if (n != NULL && --n->refs == 0)
+		free(n);
+}
+
 static struct rstmt *
 route_find_stmt(struct route *r, const char *name)
 {
@@ -41,6 +79,7 @@ route_stmt_free(struct rstmt *st)
 {
 	if (st->pst != NULL)
 		prep_stmt_unref(st->pst);
+	route_norm_unref(st->norm);
 	free(st->name);
 	free(st->query);
 	free(st->oids);
@@ -140,7 +179,7 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 	struct proto_parse_msg m;
 	struct nk_error err;
 	struct rstmt *st;
-	struct route_stmt_info info = { false, false };
+	struct route_stmt_info info = { .tx_exit = false };
 
 	if (!proto_parse_parse(body, len, &m, &err))
 		return route_ext_fail(r, &err);
@@ -167,6 +206,7 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 	st = calloc(1, sizeof(*st));
 	if (st == NULL || (st->name = strdup(m.name)) == NULL ||
 	    (st->query = strdup(m.query)) == NULL ||
+	    (st->norm = route_norm_copy(&info.norm)) == NULL ||
 	    (m.nparams > 0 && (st->oids = malloc((size_t)m.nparams * 4)) == NULL)) {
 		if (st != NULL)
 			route_stmt_free(st);
@@ -229,6 +269,8 @@ route_on_bind(struct route *r, const uint8_t *body, size_t len)
 	p->tx_new = r->tx != 'I';
 	p->rows = st->rows;
 	p->pst = st->pst != NULL ? prep_stmt_addref(st->pst) : NULL;
+	p->norm = st->norm;
+	st->norm->refs++;
 	route_portal_add(r, p);
 	return route_ext_reply(r, '2');
 }
@@ -444,6 +486,7 @@ route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *bod
 	rarena_reset(r->arena);
 	nk_error_clear(&err);
 	r->ext_pst = p->pst;		/* named: the shard links keep it (route_send_named) */
+	r->ext_norm = p->norm != NULL ? &p->norm->norm : NULL;	/* normalised at Parse */
 	r->ext_max_rows = m.max_rows;
 	r->ext_describe = p->describe;
 	if (!route_bind_params(r, &params, &nparams, &err) ||

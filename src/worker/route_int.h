@@ -95,6 +95,7 @@ struct rstmt {
 	bool rows;			/* it returns rows */
 	struct prep_stmt *pst;		/* counted: a named one, kept prepared on the shard links
 					 * (prepared.c); NULL: unnamed, or max_prepared_statements 0 */
+	struct rnorm *norm;		/* counted: its normalisation */
 };
 
 /* A statement of SQL-level PREPARE (route_prep.c). */
@@ -138,6 +139,7 @@ struct rportal {
 	bool lost;			/* a link holding a mirror broke: it cannot go on */
 	struct rpull *pull;		/* owned: several shards: the router's side of it */
 	struct prep_stmt *pst;		/* counted: its statement's (NULL: sent with Parse) */
+	struct rnorm *norm;		/* counted: its statement's (NULL: a cursor's) */
 };
 
 /* One shard the session uses. */
@@ -265,6 +267,8 @@ struct route {
 	struct prep_stmt *ext_pst;	/* borrowed (the portal's): ext_msg binds it by name, each
 					 * link prepares it first when it lacks it; NULL: ext_msg
 					 * starts with the unnamed statement's Parse */
+	const struct parse_norm *ext_norm;	/* borrowed (the portal's): the Execute's statement
+						 * normalised at its Parse; NULL: normalise it */
 	const struct plan_param *ext_params;	/* the Execute's bound values (arena) */
 	uint32_t ext_nparams;
 	int32_t ext_max_rows;		/* the Execute's row limit (0: none) */
@@ -409,7 +413,18 @@ struct route_stmt_info {
 	bool tx_exit;		/* COMMIT, ROLLBACK [TO], PREPARE TRANSACTION: allowed in an
 				 * aborted transaction */
 	bool rows;		/* it returns rows (its description is refused there) */
+	struct parse_norm norm;	/* its normalisation (in r->arena) */
 };
+
+/* A statement's normalisation, kept from its Parse (shared by the statement and its portals,
+ * refcounted; the key, literals and their values in the same allocation). */
+struct rnorm {
+	int refs;
+	struct parse_norm norm;
+};
+/* A copy of <n> in one allocation, one reference; NULL on no memory. Drop a reference. */
+struct rnorm *route_norm_copy(const struct parse_norm *n);
+void route_norm_unref(struct rnorm *n);
 
 /* Normalise and analyse <sql> (cached): syntax errors at Parse; <info> may be NULL. */
 NK_MUSTCHECK bool route_analyse(struct route *r, const char *sql,

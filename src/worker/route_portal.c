@@ -65,6 +65,7 @@ route_portal_free(struct rportal *p)
 	route_pull_free(p->pull);
 	if (p->pst != NULL)
 		prep_stmt_unref(p->pst);
+	route_norm_unref(p->norm);
 	free(p->name);
 	free(p->query);
 	free(p->oids);
