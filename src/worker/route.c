@@ -10,7 +10,6 @@
  */
 #include "neki/base.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,29 +49,6 @@ route_send(struct route *r, struct pktbuf *pb)
 		return true;
 	sess_close(r->s, "client connection failed", NULL);
 	return false;
-}
-
-/* route_err_field: see route_int.h. */
-bool
-route_err_field(const struct route *r, const struct nk_error *err, bool in_query,
-		struct proto_err_field *f, char *buf, size_t cap)
-{
-	unsigned long pos;
-
-	if (err->where[0] == '\0')
-		return false;
-	if (strspn(err->where, "0123456789") != strlen(err->where)) {
-		*f = (struct proto_err_field){ 'W', err->where };	/* a shard's CONTEXT */
-		return true;
-	}
-	/* a syntax error's cursor (characters, from 1) in the statement: in the client's text */
-	pos = strtoul(err->where, NULL, 10);
-	if (in_query && r->spans != NULL && r->cur < r->nspans)
-		for (uint32_t i = 0; i < r->spans[r->cur].start; i++)
-			pos += ((unsigned char)r->query[i] & 0xc0) != 0x80;
-	snprintf(buf, cap, "%lu", pos);
-	*f = (struct proto_err_field){ 'P', buf };
-	return true;
 }
 
 /* Send <err> as ErrorResponse, with a shard's CONTEXT or a syntax error's position (a client
@@ -1388,62 +1364,6 @@ route_finish_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- client packets ---- */
-
-/*
- * Does <sql> (<len> bytes, before a final ';') hold one statement for sure: no other ';', no
- * construct the quick look below could misread ($-quotes, nested comments, backslashes), and
- * (<semi>) the final ';' not inside an unterminated string?
- */
-static bool
-route_one_stmt(const char *sql, size_t len, bool semi)
-{
-	const char *p = sql, *end = sql + len;
-
-	if (memchr(sql, ';', len) != NULL || memchr(sql, '$', len) != NULL ||
-	    memchr(sql, '\\', len) != NULL)
-		return false;
-	while (p < end) {
-		const char *e;
-
-		if (p[0] == '/' && p + 1 < end && p[1] == '*')
-			return false;
-		if (*p != '\'' && *p != '"' && !(p[0] == '-' && p + 1 < end && p[1] == '-')) {
-			p++;
-			continue;
-		}
-		e = route_sql_skip_token(sql, p);
-		if (semi && *p != '-' && (e > end || e[-1] != *p || e == p + 1))
-			return false;	/* the ';' may be inside the string */
-		p = e;
-	}
-	return true;
-}
-
-/*
- * The statements of r->query: a text of one statement (no ';' but maybe a final one) needs
- * no scanner's split (its syntax errors come from its analysis; whitespace before it is
- * kept, so the shard's error positions stay those of the client's text); any other goes
- * through parse_split().
- */
-static bool
-route_query_split(struct route *r, struct nk_error *err)
-{
-	size_t len = strlen(r->query);
-	bool semi;
-
-	while (len > 0 && isspace((unsigned char)r->query[len - 1]))
-		len--;
-	semi = len > 0 && r->query[len - 1] == ';';
-	if (!route_one_stmt(r->query, semi ? len - 1 : len, semi))
-		return parse_split(r->query_arena, r->query, &r->spans, &r->nspans, err);
-	len -= semi;
-	r->nspans = len > strspn(r->query, " \t\n\r\f\v") ? 1 : 0;
-	r->spans = rarena_alloc(r->query_arena, sizeof(*r->spans));
-	if (r->spans == NULL)
-		return nk_error_set(err, "53200", "out of memory");
-	r->spans[0] = (struct parse_span){ 0, (uint32_t)len };
-	return true;
-}
 
 static bool
 route_on_query(struct route *r, const struct sbuf_pkt *pkt)

@@ -509,6 +509,14 @@ void route_error_from_msg(const uint8_t *msg, uint32_t len, struct nk_error *out
 void route_detail_shards(struct route *r, struct nk_error *err, const char *what,
 			 uint32_t from, uint32_t upto);
 
+/*
+ * The statements of r->query into r->spans / r->nspans (in r->query_arena): a text of one
+ * statement (no ';' but maybe a final one) needs no scanner's split (its syntax errors come
+ * from its analysis; whitespace before it is kept, so the shard's error positions stay those
+ * of the client's text); any other goes through parse_split(). False with <err> set.
+ */
+NK_MUSTCHECK bool route_query_split(struct route *r, struct nk_error *err);
+
 /* The end of the comment, quoted string or dollar-quoted string at <p> (p itself when none). */
 const char *route_sql_skip_token(const char *sql, const char *p);
 

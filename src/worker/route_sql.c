@@ -2,7 +2,9 @@
  * route_sql.c - texts of a routed session: the VALUES rows of an INSERT (a lexical scan
  * that knows quotes, dollar quotes, comments and parentheses) to build each shard's part of
  * a split INSERT, CommandComplete tags, ErrorResponses of shards, and the DETAIL naming
- * the shards a statement reached. Pure functions of their arguments.
+ * the shards a statement reached; the statements of a simple Query (route_query_split():
+ * one statement without the scanner's split) and the extra field of a router's error
+ * (route_err_field()). Pure functions of their arguments but those two (the route's Query).
  */
 #include "neki/base.h"
 
@@ -268,4 +270,80 @@ const char *
 route_sql_skip_token(const char *sql, const char *p)
 {
 	return rsql_skip_token(sql, p);
+}
+
+/* ---- the statements of a Query, error fields ---- */
+
+/*
+ * Does <sql> (<len> bytes, before a final ';') hold one statement for sure: no other ';', no
+ * construct the quick look below could misread ($-quotes, nested comments, backslashes), and
+ * (<semi>) the final ';' not inside an unterminated string?
+ */
+static bool
+route_one_stmt(const char *sql, size_t len, bool semi)
+{
+	const char *p = sql, *end = sql + len;
+
+	if (memchr(sql, ';', len) != NULL || memchr(sql, '$', len) != NULL ||
+	    memchr(sql, '\\', len) != NULL)
+		return false;
+	while (p < end) {
+		const char *e;
+
+		if (p[0] == '/' && p + 1 < end && p[1] == '*')
+			return false;
+		if (*p != '\'' && *p != '"' && !(p[0] == '-' && p + 1 < end && p[1] == '-')) {
+			p++;
+			continue;
+		}
+		e = route_sql_skip_token(sql, p);
+		if (semi && *p != '-' && (e > end || e[-1] != *p || e == p + 1))
+			return false;	/* the ';' may be inside the string */
+		p = e;
+	}
+	return true;
+}
+
+/* route_query_split: see route_int.h. */
+bool
+route_query_split(struct route *r, struct nk_error *err)
+{
+	size_t len = strlen(r->query);
+	bool semi;
+
+	while (len > 0 && isspace((unsigned char)r->query[len - 1]))
+		len--;
+	semi = len > 0 && r->query[len - 1] == ';';
+	if (!route_one_stmt(r->query, semi ? len - 1 : len, semi))
+		return parse_split(r->query_arena, r->query, &r->spans, &r->nspans, err);
+	len -= semi;
+	r->nspans = len > strspn(r->query, " \t\n\r\f\v") ? 1 : 0;
+	r->spans = rarena_alloc(r->query_arena, sizeof(*r->spans));
+	if (r->spans == NULL)
+		return nk_error_set(err, "53200", "out of memory");
+	r->spans[0] = (struct parse_span){ 0, (uint32_t)len };
+	return true;
+}
+
+/* route_err_field: see route_int.h. */
+bool
+route_err_field(const struct route *r, const struct nk_error *err, bool in_query,
+		struct proto_err_field *f, char *buf, size_t cap)
+{
+	unsigned long pos;
+
+	if (err->where[0] == '\0')
+		return false;
+	if (strspn(err->where, "0123456789") != strlen(err->where)) {
+		*f = (struct proto_err_field){ 'W', err->where };	/* a shard's CONTEXT */
+		return true;
+	}
+	/* a syntax error's cursor (characters, from 1) in the statement: in the client's text */
+	pos = strtoul(err->where, NULL, 10);
+	if (in_query && r->spans != NULL && r->cur < r->nspans)
+		for (uint32_t i = 0; i < r->spans[r->cur].start; i++)
+			pos += ((unsigned char)r->query[i] & 0xc0) != 0x80;
+	snprintf(buf, cap, "%lu", pos);
+	*f = (struct proto_err_field){ 'P', buf };
+	return true;
 }
