@@ -576,13 +576,14 @@ sbuf_write_cb(evutil_socket_t fd, short what, void *arg)
 		sb->cb(sb, SBUF_EV_SEND_DONE, NULL, 0, sb->cb_arg);
 }
 
-/* Corked output in <mode> (see sbuf.h); turning it off writes what is queued. */
+/* Corked output in <mode> (see sbuf.h); turning it off writes what is queued, under the old
+ * mode, so that pending forwards and the queue leave in one write. */
 void
 sbuf_set_cork(struct sbuf *sb, enum sbuf_cork mode)
 {
-	sb->cork = (uint8_t)mode;
-	if (mode == SBUF_CORK_OFF)
+	if (mode == SBUF_CORK_OFF && sb->cork != SBUF_CORK_OFF)
 		sbuf_flush(sb);
+	sb->cork = (uint8_t)mode;
 }
 
 /* Write what is queued for <sb> (forwards pending to it first), corked or not. */

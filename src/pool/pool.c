@@ -589,6 +589,7 @@ pool_release(struct link *l, const char *dirty_reason)
 	if (l->state == LINK_ST_CLOSING)
 		return;
 	NK_ASSERT(l->state == LINK_ST_ACTIVE);
+	sbuf_set_cork(&l->sb, SBUF_CORK_OFF);	/* a session's cork ends with its use */
 	link_deactivate(l);
 	if (dirty_reason == NULL && (!l->ready || l->tx_status != 'I' ||
 				     !sbuf_is_empty(&l->sb) || sbuf_queued(&l->sb) > 0))

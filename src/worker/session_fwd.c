@@ -652,6 +652,11 @@ sess_on_named(struct session *s, const struct sbuf_pkt *pkt)
 		return sess_hold(s, pkt);
 	sbuf_skip(&s->sb, pkt->len);
 	sess_stats(s)->total_received += pkt->len;
+	/* more of the batch is here (Execute, Sync): the rewritten message waits for it and
+	 * they leave in one write; the last message buffered goes at once (pool_release ends
+	 * the cork too) */
+	sbuf_set_cork(link_sbuf(s->link),
+		      sbuf_unclaimed(&s->sb) > 0 ? SBUF_CORK_FWD : SBUF_CORK_OFF);
 	if (!prep_client_msg(s, s->link, pkt->data, pkt->len, &err, &fatal)) {
 		err.severity = NK_SEV_FATAL;
 		sess_close(s, err.message, &err);
