@@ -104,7 +104,7 @@ usage(FILE *out)
 static void
 print_version(void)
 {
-	printf("neki %s\n", NEKI_VERSION);
+	printf("%s\n", NK_VERSION_LINE);
 	printf("libevent %s\n", event_get_version());
 	printf("adns: c-ares %s\n", dns_library_version());
 	printf("tls: %s\n", tls_library_version());
@@ -664,7 +664,7 @@ main(int argc, char **argv)
 	parse_args(argc, argv);
 	c = load_config();
 	check_startup(c, &ru);
-	log_info("process up: neki %s, libevent %s, adns: c-ares %s, tls: %s", NEKI_VERSION,
+	log_info("process up: %s, libevent %s, adns: c-ares %s, tls: %s", NK_VERSION_LINE,
 		 event_get_version(), dns_library_version(), tls_library_version());
 	sdnotify_init();
 	setup_resources(c);

@@ -20,6 +20,14 @@
 #define NK_NORETURN __attribute__((noreturn))
 #define NK_UNUSED __attribute__((unused))
 
+/*
+ * The pgbouncer release whose interface neki implements. NK_VERSION_LINE is what SHOW VERSION
+ * answers and the first line of `neki -V`: tools (and pgbouncer's own test suite) compare the
+ * two and parse "PgBouncer X.Y.Z" from either.
+ */
+#define NK_PGBOUNCER_VERSION "1.25.2"
+#define NK_VERSION_LINE "PgBouncer " NK_PGBOUNCER_VERSION " (neki " NEKI_VERSION ")"
+
 #define NK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #define container_of(ptr, type, member) \

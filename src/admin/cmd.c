@@ -104,7 +104,7 @@ static void
 show_version(struct adm_result *r)
 {
 	static const struct adm_col col = { "version", ADM_T_TEXT };
-	const char *v = "PgBouncer 1.25.2 (neki " PACKAGE_VERSION ")";
+	const char *v = NK_VERSION_LINE;
 
 	adm_result_columns(r, &col, 1);
 	adm_result_row(r, &v);

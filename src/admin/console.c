@@ -40,7 +40,7 @@
 #include "neki/tls.h"
 #include "neki/worker.h"
 
-#define CON_SERVER_VERSION "1.25.2/bouncer"
+#define CON_SERVER_VERSION NK_PGBOUNCER_VERSION "/bouncer"
 
 enum con_state {
 	CON_ST_STARTUP = 0,

@@ -61,7 +61,9 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_NEKI, NULL },
 	{ "admin_listen_port", CFG_T_INT, O(admin_listen_port), "6433",
 	  0, 65535, false, true, NULL,
-	  "TCP port of the admin console listener; 0 = no separate admin port",
+	  "TCP port of the admin console listener; 0 = no separate admin port (when the "
+	  "file sets neither admin setting and the default port is taken, neki warns and goes "
+	  "on without)",
 	  "", CFG_G_NEKI, NULL },
 	{ "admin_users", CFG_T_STRING, O(admin_users), "",
 	  0, 0, true, false, NULL,

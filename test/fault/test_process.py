@@ -96,7 +96,7 @@ def test_version_lists_libraries():
     res = run_neki(["-V"])
     assert res.returncode == 0
     lines = res.stdout.splitlines()
-    assert re.fullmatch(r"neki \d+\.\d+\.\d+", lines[0])
+    assert re.fullmatch(r"PgBouncer 1\.25\.2 \(neki \d+\.\d+\.\d+\)", lines[0])
     assert any(line.startswith("libevent ") for line in lines)
     assert any(line.startswith("adns: c-ares ") for line in lines)
     assert any(line.startswith("tls: OpenSSL ") for line in lines)
@@ -646,13 +646,13 @@ def test_abstract_unix_socket(neki):
 
 def test_quiet_and_verbose_flags(neki):
     quiet = neki(settings={"workers": 1}, args=("-q",))
-    quiet.wait_log(r"process up: neki")
+    quiet.wait_log(r"process up: PgBouncer 1\.25\.2 \(neki ")
     assert "process up" not in quiet.output()
     loud = neki(settings={"workers": 1}, args=("-v",))
     s, _ = ssl_probe(loud.port)
     s.close()
     loud.wait_log(r"DEBUG accepted a connection on 127\.0\.0\.1:")
-    assert "process up: neki" in loud.output()
+    assert "process up: PgBouncer" in loud.output()
 
 
 def test_out_of_file_descriptors_pauses_accepting(neki):
