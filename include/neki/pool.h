@@ -142,6 +142,13 @@ pool_waiter_is_queued(const struct pool_waiter *w)
 void pool_release(struct link *l, const char *dirty_reason);
 
 /*
+ * Give back <l>, taken only to read the pool's welcome parameters and never given any
+ * traffic: it goes back idle without the server_lifetime check (server_lifetime = 0 means
+ * "use each link once", and this was no use). Otherwise as pool_release(l, NULL).
+ */
+void pool_release_unused(struct link *l);
+
+/*
  * Keys recovered from a client's SCRAM login (scram_server), used when the pool's secret is
  * a SCRAM secret: links then log in with them (pgbouncer's SCRAM pass-through).
  */

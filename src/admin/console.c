@@ -597,7 +597,8 @@ console_accept(int fd, bool is_unix, bool forwarded)
 		log_warn("could not watch a console connection");
 		goto fail;
 	}
-	c->id = shm_socket_id_next();
+	/* a worker's relay is not a socket of its own: the worker's client has the id */
+	c->id = forwarded ? 0 : shm_socket_id_next();
 	c->connect_time = c->request_time = time(NULL);
 	c->next = live_list;
 	if (live_list != NULL)

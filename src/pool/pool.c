@@ -617,6 +617,22 @@ pool_release(struct link *l, const char *dirty_reason)
 	}
 }
 
+/* Give back a link that served only as the welcome; see neki/pool.h. */
+void
+pool_release_unused(struct link *l)
+{
+	struct pool *p = l->pool;
+
+	if (l->state != LINK_ST_ACTIVE || l->close_needed || p->paused || !l->ready ||
+	    l->tx_status != 'I' || !sbuf_is_empty(&l->sb) || sbuf_queued(&l->sb) > 0) {
+		pool_release(l, NULL);
+		return;
+	}
+	link_deactivate(l);
+	link_set_state(l, LINK_ST_IDLE);
+	pool_kick(p);
+}
+
 /* ---- hooks from link.c ---- */
 
 /* Copy the first login's parameters as the pool's welcome message. */

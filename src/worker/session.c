@@ -114,7 +114,7 @@ sess_log(const struct session *s, int lvl, const char *fmt, ...)
 	if (s->is_unix)
 		log_msg((enum log_level)lvl, "C-%p: %s/%s@unix(%d):%d %s", (const void *)s,
 			s->dbname ? s->dbname : "(nodb)", s->user ? s->user : "(nouser)",
-			(int)getpid(), s->cfg->listen_port, msg);
+			s->peer_pid, s->port, msg);
 	else
 		log_msg((enum log_level)lvl, "C-%p: %s/%s@%s:%d %s", (const void *)s,
 			s->dbname ? s->dbname : "(nodb)", s->user ? s->user : "(nouser)",
@@ -480,7 +480,13 @@ sess_peer_init(struct session *s, int fd)
 	if (getpeername(fd, (struct sockaddr *)&s->peer, &sl) == -1)
 		return;
 	if (s->peer.ss_family == AF_UNIX) {
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+
 		s->is_unix = true;
+		s->port = s->cfg->listen_port;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+			s->peer_pid = (int)cred.pid;
 	} else if (s->peer.ss_family == AF_INET) {
 		struct sockaddr_in *in = (struct sockaddr_in *)&s->peer;
 

@@ -511,7 +511,7 @@ sess_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *er
 		return;
 	}
 	if (s->state == SESS_ST_WELCOME) {
-		pool_release(l, NULL);
+		pool_release_unused(l);
 		sess_send_welcome(s);
 		return;
 	}

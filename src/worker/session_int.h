@@ -210,7 +210,8 @@ struct session {
 
 	/* identity */
 	char addr[64];			/* peer address text, "unix" for Unix sockets */
-	int port;			/* peer port (0 for Unix) */
+	int port;			/* peer port (Unix: the listen port, as pgbouncer shows) */
+	int peer_pid;			/* Unix: the peer's pid (SO_PEERCRED), 0 when unknown */
 	bool is_unix;
 	struct sockaddr_storage peer;	/* for hba */
 	char *user;			/* owned: login user name */

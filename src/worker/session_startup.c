@@ -459,7 +459,7 @@ sess_wait_welcome(struct session *s)
 	sbuf_pause(&s->sb);
 	switch (pool_acquire(spool_pool(s->sp), &s->waiter, &l, &err)) {
 	case POOL_GOT:
-		pool_release(l, NULL);
+		pool_release_unused(l);
 		sess_send_welcome(s);
 		break;
 	case POOL_QUEUED:

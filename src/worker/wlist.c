@@ -148,6 +148,8 @@ wl_client(struct session *s, void *arg)
 	wl_set(&r, 5, "%s", s->addr);
 	wl_set(&r, 6, "%d", s->port);
 	wl_local_addr(&r, sbuf_fd(&s->sb), s->is_unix);
+	if (s->is_unix)
+		wl_set(&r, 8, "%d", s->port);	/* pgbouncer: the listen port on both ends */
 	wl_set(&r, 9, "%lld", wl_epoch(w, s->connect_us));
 	wl_set(&r, 10, "%lld", wl_epoch(w, s->activity_us));
 	wl_set(&r, 11, "%" PRIu64, wait / 1000000u);
@@ -158,7 +160,7 @@ wl_client(struct session *s, void *arg)
 		wl_set(&r, 15, "0x%" PRIx64, link_id(s->link));
 	else
 		wl_set(&r, 15, "%s", "");
-	wl_set(&r, 16, "0");
+	wl_set(&r, 16, "%d", s->peer_pid);	/* remote_pid: Unix peers only */
 	tls_sbuf_info(&s->sb, r.tls, sizeof(r.tls));
 	r.vals[17] = r.tls;
 	wl_set(&r, 18, "%s", wl_app_name(s));

@@ -684,6 +684,19 @@ START_TEST(test_idle_timeout_and_lifetime)
 	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);
 	ck_assert(log_has("closing because: server lifetime over (age="));
 	pool_free(p);
+	drop_cfg();
+
+	/* server_lifetime = 0 (use each link once): a link taken only for the welcome is
+	 * not a use; it goes back idle and serves the client next */
+	load_cfg(DB_TCP, "pool_mode = session\nserver_lifetime = 0");
+	p = mk_pool("db", "nk_u3", NULL);
+	tc_get_ok(&a, p);
+	pool_release_unused(a.link);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 1);
+	tc_get_ok(&a, p);
+	pool_release(a.link, NULL);
+	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);
+	pool_free(p);
 }
 END_TEST
 
