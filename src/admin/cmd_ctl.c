@@ -405,9 +405,12 @@ cmd_is_set(const char *sql)
 	return strncasecmp(sql, "set", 3) == 0 && isspace((unsigned char)sql[3]);
 }
 
-/* `SET key =|TO value`: value a word or a 'string' with '' escaping. */
+/*
+ * `SET key =|TO value`: value a word or a 'string' with '' escaping. A value longer than
+ * <vlen> - 1 bytes sets <*too_long> (and is cut).
+ */
 static bool
-parse_set(const char *sql, char *key, size_t klen, char *val, size_t vlen)
+parse_set(const char *sql, char *key, size_t klen, char *val, size_t vlen, bool *too_long)
 {
 	const char *p = sql + strspn(sql, " \t\r\n") + 3;
 	size_t n = 0;
@@ -431,68 +434,95 @@ parse_set(const char *sql, char *key, size_t klen, char *val, size_t vlen)
 				p++;
 			if (n < vlen - 1)
 				val[n++] = *p;
+			else
+				*too_long = true;
 		}
 		if (*p++ != '\'')
 			return false;
 	} else {
-		while (*p && !isspace((unsigned char)*p) && *p != ';' && n < vlen - 1)
-			val[n++] = *p++;
+		while (*p && !isspace((unsigned char)*p) && *p != ';') {
+			if (n < vlen - 1)
+				val[n++] = *p;
+			else
+				*too_long = true;
+			p++;
+		}
 	}
 	val[n] = '\0';
 	p += strspn(p, " \t\r\n;");
 	return key[0] != '\0' && *p == '\0';
 }
 
-void
-cmd_set(struct adm_req *req, const char *sql)
+/* A SET the workers need not hear of: fake parameters and not-reloadable settings. */
+static bool
+set_answered_here(struct adm_req *req, const char *key, const struct cfg_setting *s)
 {
 	static const char *const fake[] = {
 		"client_encoding", "default_transaction_isolation", "standard_conforming_strings",
 		"datestyle", "timezone",
 	};
-	static struct shm_msg m;	/* 1 kB: not on the stack */
-	char key[64], val[512], msg[600];
-	const struct cfg_setting *s;
 	struct nk_error err;
-	struct cfg *next;
 
-	if (!parse_set(sql, key, sizeof(key), val, sizeof(val))) {
-		ctl_fail(req, "08P01", "invalid command '%s', use SHOW HELP;", sql);
-		return;
-	}
 	for (size_t i = 0; i < NK_ARRAY_LEN(fake); i++) {
 		if (strcmp(key, fake[i]) == 0) {
 			nk_error_set(&err, "00000", "SET ignored");
 			err.severity = NK_SEV_NOTICE;
 			adm_result_notice(&req->res, &err);
 			ctl_done(req, "SET");
-			return;
+			return true;
 		}
 	}
+	if (s == NULL || s->reloadable)
+		return false;
+	/* pgbouncer answers these with SET and ignores them: only a start reads them */
+	log_info("SET %s ignored: not reloadable", key);
+	nk_error_set(&err, "01000", "parameter \"%s\" cannot be changed at run time; the SET "
+		     "has no effect (change the file and restart neki)", key);
+	err.severity = NK_SEV_WARNING;
+	adm_result_notice(&req->res, &err);
+	ctl_done(req, "SET");
+	return true;
+}
+
+void
+cmd_set(struct adm_req *req, const char *sql)
+{
+	static struct shm_msg m;	/* 1 kB: not on the stack */
+	char key[64], val[SHM_MSG_TEXT_MAX];
+	const struct cfg_setting *s;
+	struct nk_error err;
+	struct cfg *next;
+	bool too_long = false;
+
+	if (!parse_set(sql, key, sizeof(key), val, sizeof(val), &too_long)) {
+		ctl_fail(req, "08P01", "invalid command '%s', use SHOW HELP;", sql);
+		return;
+	}
+	s = cfg_setting_find(key);
+	if (req->access != ADM_ACCESS_ADMIN && s != NULL) {
+		ctl_fail(req, "42501", "admin access needed");
+		return;
+	}
+	if (set_answered_here(req, key, s))
+		return;
 	if (req->access != ADM_ACCESS_ADMIN) {
 		ctl_fail(req, "42501", "admin access needed");
 		return;
 	}
-	if ((s = cfg_setting_find(key)) == NULL) {
+	if (s == NULL) {
 		ctl_fail(req, "08P01", "SET failed: unknown parameter \"%s\"", key);
 		return;
 	}
-	if (!s->reloadable) {
-		ctl_fail(req, "08P01", "SET failed: parameter \"%s\" cannot be changed at run time;"
-			 " restart neki", key);
-		return;
-	}
-	if (strlen(key) + strlen(val) + 2 > SHM_MSG_TEXT_MAX) {
-		ctl_fail(req, "08P01", "SET failed: the value of \"%s\" is too long to send to the"
-			 " workers", key);
+	if (too_long || strlen(key) + strlen(val) + 2 > SHM_MSG_TEXT_MAX) {
+		ctl_fail(req, "08P01", "SET failed: the value of \"%s\" is longer than %d bytes",
+			 key, (int)(SHM_MSG_TEXT_MAX - strlen(key) - 2));
 		return;
 	}
 	next = cfg_dup(cfg_current());
 	if (next == NULL || !cfg_setting_apply(next, s, val, &err)) {
-		snprintf(msg, sizeof(msg), "SET failed: %s", next ? err.message : "out of memory");
+		ctl_fail(req, "08P01", "SET failed: %s", next ? err.message : "out of memory");
 		if (next != NULL)
 			cfg_unref(next);
-		ctl_fail(req, "08P01", "%s", msg);
 		return;
 	}
 	cfg_set_current(next);

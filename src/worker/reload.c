@@ -47,7 +47,9 @@ reload_config(void)
 	NK_ASSERT(cfg_current() != NULL);
 	nc = cfg_reload(cfg_current(), &err);
 	if (nc == NULL) {
+		/* the reason, then the line pgbouncer logs for a failed reload (operators grep it) */
 		log_error("could not reload configuration: %s", err.message);
+		log_warn("config file loading failed");
 		return false;
 	}
 	cfg_set_current(nc);

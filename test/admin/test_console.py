@@ -164,8 +164,23 @@ def test_set(console):
         assert cur.statusmessage == "SET"
         rows = conn.execute("SHOW CONFIG").fetchall()
         assert ("query_timeout", "7") in [(r[0], r[1]) for r in rows]
-        with pytest.raises(psycopg.Error, match='parameter "listen_port" cannot be changed'):
-            conn.execute("SET listen_port TO 1")
+        # not reloadable: pgbouncer answers SET and ignores it; neki adds a WARNING
+        listen_port = [r[1] for r in conn.execute("SHOW CONFIG").fetchall()
+                       if r[0] == "listen_port"]
+        assert conn.execute("SET listen_port TO 1").statusmessage == "SET"
+        assert 'parameter "listen_port" cannot be changed at run time' in notices[-1]
+        assert [r[1] for r in conn.execute("SHOW CONFIG").fetchall()
+                if r[0] == "listen_port"] == listen_port
+        # a long value (a whole auth_query) reaches every worker
+        query = "SELECT usename, passwd FROM pg_shadow WHERE usename = $1 " + "AND true " * 40
+        assert conn.execute(f"SET auth_query = '{query}'").statusmessage == "SET"
+        assert ("auth_query", query) in [(r[0], r[1]) for r in
+                                        conn.execute("SHOW CONFIG").fetchall()]
+        # over 1 kB: refused, the setting unchanged
+        with pytest.raises(psycopg.Error, match='value of "auth_query" is longer than 1012 bytes'):
+            conn.execute("SET auth_query = '" + "x" * 1100 + "'")
+        assert ("auth_query", query) in [(r[0], r[1]) for r in
+                                        conn.execute("SHOW CONFIG").fetchall()]
     with console.admin_connect(dbname="pgbouncer", user="admin") as conn:
         with pytest.raises(psycopg.Error, match='unknown parameter "nosuch"'):
             conn.execute("SET nosuch = 1")
