@@ -148,6 +148,18 @@ parse_args(int argc, char **argv)
 	opts.ini = argv[optind];
 }
 
+/*
+ * Settings that are valid but cannot work, logged once per load by the master (every child
+ * reads the same file): pgbouncer's wording.
+ */
+static void
+log_config_notes(const struct cfg *c)
+{
+	if (strcmp(c->auth_dbname, "pgbouncer") == 0 || strcmp(c->auth_dbname, "neki") == 0)
+		log_error("cannot use the reserved \"%s\" database as an auth_dbname",
+			  c->auth_dbname);
+}
+
 /* Load the ini and configure logging; exits on errors. */
 static const struct cfg *
 load_config(void)
@@ -161,6 +173,7 @@ load_config(void)
 	cfg_unref(c);
 	if (!reload_configure_log(cfg_current(), opts.quiet, opts.verbose))
 		fatal("could not open logfile \"%s\"", cfg_current()->logfile);
+	log_config_notes(cfg_current());
 	return cfg_current();
 }
 
@@ -452,6 +465,7 @@ on_sighup(void)
 		sdnotify_ready("reload failed, running with the previous configuration");
 		return;
 	}
+	log_config_notes(cfg_current());
 	post_all(SHM_CMD_RELOAD, reload_seqs);
 	reload_deadline_ms = shm_now_ms() + RELOAD_WAIT_MS;
 }

@@ -220,6 +220,9 @@ con_auth_step(struct con_auth *a, char type, const uint8_t *body, size_t len,
 			final = scram_server_final_msg(&a->scram);
 			pktbuf_write_auth_sasl_final(out, final, strlen(final));
 			r = CON_AUTH_OK;
+		} else if (strcmp(err->sqlstate, "28P01") == 0) {
+			/* wrong password or unknown user: pgbouncer's text for any SCRAM failure */
+			nk_error_set(err, "28P01", "SASL authentication failed");
 		}
 	}
 	if (r == CON_AUTH_FAIL)

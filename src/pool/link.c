@@ -447,8 +447,8 @@ link_on_login_error(struct link *l, const uint8_t *body, size_t len)
 		return;
 	}
 	proto_server_error_to_nk(&se, &err);
-	log_warn("server login failed: %s %s", se.severity != NULL ? se.severity : "ERROR",
-		 err.message);
+	link_log(l, LOG_LVL_WARNING, "server login failed: %s %s",
+		 se.severity != NULL ? se.severity : "ERROR", err.message);
 	link_close_err(l, true, err.message, &err);
 }
 

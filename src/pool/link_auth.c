@@ -122,10 +122,13 @@ link_auth_sasl_start(struct link *l, const struct proto_auth_msg *m, struct nk_e
 	case AUTH_SECRET_MD5:
 		return link_auth_fail(err, "wrong password type");
 	case AUTH_SECRET_SCRAM:
-		if (!keys->valid)
-			return link_auth_fail(err, "cannot do SCRAM authentication: password is "
-					      "SCRAM secret but client authentication did not "
-					      "provide SCRAM keys");
+		if (!keys->valid) {
+			/* pgbouncer logs the reason and tells the client the short one */
+			link_log(l, LOG_LVL_ERROR, "cannot do SCRAM authentication: password is "
+				 "SCRAM secret but client authentication did not provide SCRAM "
+				 "keys");
+			return link_auth_fail(err, "wrong password type");
+		}
 		break;
 	case AUTH_SECRET_PLAIN:
 		break;

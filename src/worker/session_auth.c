@@ -16,6 +16,9 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 
+#include <event2/event.h>
+
+#include "neki/admin_relay.h"
 #include "neki/auth.h"
 #include "neki/log.h"
 #include "neki/pktbuf.h"
@@ -77,8 +80,8 @@ sess_auth_caches_load(const struct cfg *c)
 	}
 }
 
-/* The auth_file secret of <user>, or NULL. */
-static const char *
+/* The auth_file secret of <user>, or NULL (borrowed: valid until the next reload). */
+const char *
 sess_auth_file_secret(const struct cfg *c, const char *user)
 {
 	sess_auth_caches_load(c);
@@ -103,6 +106,17 @@ sess_auth_fail(struct session *s, const char *reason)
 	auth_error_password_failed(&err, s->user);
 	err.severity = NK_SEV_FATAL;
 	sess_close(s, reason, &err);
+}
+
+/* A SCRAM exchange failed (wrong password, unknown user, unusable secret): pgbouncer's text. */
+static void
+sess_scram_fail(struct session *s)
+{
+	struct nk_error err;
+
+	nk_error_set(&err, "28P01", "SASL authentication failed");
+	err.severity = NK_SEV_FATAL;
+	sess_close(s, "SASL authentication failed", &err);
 }
 
 static void
@@ -317,12 +331,15 @@ sess_auth_start(struct session *s)
 		}
 	} else {
 		auth_user = sess_auth_user_name(s);
-		if (auth_user != NULL && !s->db_missing) {
+		if (auth_user != NULL && (!s->db_missing || s->console)) {
 			sess_authq_start(s, auth_user);
 			return;
 		}
-		sess_log(s, LOG_LVL_INFO, "no such user: %s", s->user);
-		s->user_unknown = true;
+		/* pgbouncer: a [users] entry makes the user known, without any password */
+		if (s->ucfg == NULL) {
+			sess_log(s, LOG_LVL_INFO, "no such user: %s", s->user);
+			s->user_unknown = true;
+		}
 	}
 	sess_auth_run(s);
 }
@@ -374,6 +391,12 @@ sess_on_sasl_initial(struct session *s, const uint8_t *body, size_t len)
 		sess_fatal(s, "client selected an invalid SASL authentication mechanism");
 		return;
 	}
+	if (!s->user_unknown && s->secret != NULL &&
+	    auth_secret_kind(s->secret) == AUTH_SECRET_MD5) {
+		sess_log(s, LOG_LVL_ERROR, "SCRAM authentication failed: user has MD5 secret");
+		sess_scram_fail(s);
+		return;
+	}
 	scram_server_init(&s->scram, s->user, s->user_unknown ? NULL : s->secret);
 	s->scram_active = true;
 	if (m.data == NULL || !scram_server_client_first(&s->scram, m.data, m.len, &err)) {
@@ -399,9 +422,13 @@ sess_on_sasl_response(struct session *s, const uint8_t *body, size_t len)
 	const char *final;
 
 	if (!scram_server_client_final(&s->scram, body, len, &err)) {
-		err.severity = NK_SEV_FATAL;
-		sess_close(s, strcmp(err.sqlstate, "28P01") == 0 ? "password authentication failed"
-			   : "SASL authentication failed", &err);
+		if (strcmp(err.sqlstate, "28P01") != 0) {	/* a malformed message */
+			err.severity = NK_SEV_FATAL;
+			sess_close(s, "SASL authentication failed", &err);
+			return;
+		}
+		sess_log(s, LOG_LVL_ERROR, "password authentication failed");
+		sess_scram_fail(s);
 		return;
 	}
 	final = scram_server_final_msg(&s->scram);
@@ -442,8 +469,8 @@ sess_auth_on_msg(struct session *s, const uint8_t *body, size_t len)
 static bool
 sess_authq_send(struct session *s, struct link *l)
 {
-	const char *q = s->db->auth_query != NULL && s->db->auth_query[0] != '\0' ?
-			s->db->auth_query : s->cfg->auth_query;
+	const char *q = s->db != NULL && s->db->auth_query != NULL && s->db->auth_query[0] != '\0'
+			? s->db->auth_query : s->cfg->auth_query;
 	struct proto_value v = { (const uint8_t *)s->user, (uint32_t)strlen(s->user) };
 	struct proto_bind_spec b = { .portal = "", .stmt = "", .params = &v, .nparams = 1 };
 	struct pktbuf pb;
@@ -459,7 +486,10 @@ sess_authq_send(struct session *s, struct link *l)
 	return ok;
 }
 
-/* A DataRow of auth_query: (name, secret); a NULL secret can never match. */
+/*
+ * A DataRow of auth_query: (name, secret). A NULL name is no row (a lookup function answering
+ * NULLs for a missing user); a NULL secret is a known user no password can match.
+ */
 static bool
 sess_authq_row(struct session *s, const uint8_t *body, size_t len)
 {
@@ -470,8 +500,12 @@ sess_authq_row(struct session *s, const uint8_t *body, size_t len)
 	if (!proto_parse_data_row(body, len, &m, &err) || m.ncols != 2 ||
 	    proto_datarow_values(&m, v, 2) != 2)
 		return false;
+	if (v[0].p == NULL)
+		return true;
 	free(s->secret);
 	s->secret = NULL;
+	s->authq_found = true;
+	s->user_unknown = false;
 	if (v[1].p == NULL)
 		return true;	/* no login: secret stays NULL, every password fails */
 	s->secret = strndup((const char *)v[1].p, v[1].len);
@@ -479,19 +513,19 @@ sess_authq_row(struct session *s, const uint8_t *body, size_t len)
 }
 
 /*
- * auth_query finished: give the link back and authenticate with what was found. As in
- * pgbouncer, a user without a row ends with "no such user" (there is no mock exchange on this
- * path); a row with a NULL secret is a known user whose every password fails.
+ * auth_query finished (from the loop, once its ReadyForQuery is consumed): give the link
+ * back and authenticate with what was found. As in pgbouncer, a user without a row ends with
+ * "no such user" (there is no mock exchange on this path).
  */
-static void
-sess_authq_done(struct session *s, bool found)
+void
+sess_authq_finish(struct session *s)
 {
 	struct link *l = s->authq_link;
 
 	s->authq_link = NULL;
 	if (l != NULL)
 		pool_release(l, NULL);
-	if (!found) {
+	if (!s->authq_found) {
 		if (s->cfg->log_connections)
 			sess_log(s, LOG_LVL_INFO, "login failed: db=%s", s->dbname);
 		sess_fatal(s, "no such user");
@@ -500,6 +534,23 @@ sess_authq_done(struct session *s, bool found)
 	sess_set_state(s, SESS_ST_LOGIN);
 	sbuf_continue(&s->sb);
 	sess_auth_run(s);
+}
+
+/* The server refused auth_query: log its error, drop the link, and the client (pgbouncer). */
+static void
+sess_authq_error(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
+{
+	struct proto_server_error se;
+	struct nk_error err;
+
+	if (proto_parse_server_error(pkt->data + 5, pkt->len - 5, &se, &err)) {
+		proto_server_error_to_nk(&se, &err);
+		sess_log(s, LOG_LVL_ERROR, "error in auth_query: %s %s",
+			 se.severity != NULL ? se.severity : "ERROR", err.message);
+	}
+	s->authq_link = NULL;
+	link_close(l, true, "error response from auth_query");
+	sess_fatal(s, "bouncer config error");
 }
 
 /* The auth_query link: rows, then ReadyForQuery. */
@@ -520,17 +571,17 @@ sess_authq_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pk
 		sbuf_skip(link_sbuf(l), pkt->len);
 		return true;
 	}
+	if (pkt->type == 'E') {
+		sess_authq_error(s, l, pkt);
+		return false;
+	}
 	sbuf_skip(link_sbuf(l), pkt->len);
-	if (pkt->type == 'D') {
-		if (!sess_authq_row(s, pkt->data + 5, pkt->len - 5))
-			sess_log(s, LOG_LVL_WARNING, "bad auth_query response row");
-		else
-			s->user_unknown = false;
-		s->auth_step = SESS_AUTH_STARTUP;	/* marks "a row arrived" */
-	} else if (pkt->type == 'E') {
-		sess_log(s, LOG_LVL_WARNING, "error response from auth_query");
+	if (pkt->type == 'D' && !sess_authq_row(s, pkt->data + 5, pkt->len - 5)) {
+		sess_log(s, LOG_LVL_WARNING, "bad auth_query response row");
 	} else if (pkt->type == 'Z') {
-		sess_authq_done(s, s->auth_step == SESS_AUTH_STARTUP);
+		/* released from the loop: the link is not at rest inside its own callback */
+		s->release_pending = true;
+		event_active(s->ev_release, EV_TIMEOUT, 0);
 	}
 	return true;
 }
@@ -550,7 +601,7 @@ sess_authq_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 		return;
 	}
 	s->authq_link = l;
-	s->auth_step = SESS_AUTH_PASSWORD;	/* no row yet */
+	s->authq_found = false;
 	if (!sess_authq_send(s, l)) {
 		s->authq_link = NULL;
 		pool_release(l, "unable to send auth_query");
@@ -558,19 +609,51 @@ sess_authq_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 	}
 }
 
-/* The database auth_query runs in: auth_dbname (database's, then global) or the target. */
+/*
+ * The database auth_query runs in: auth_dbname (the database's, then the global one), else
+ * the client's; one not in [databases] is served by "*" as pgbouncer registers it. <name>
+ * gets its name; NULL when none serves it (or it is the console, checked by the caller).
+ */
 static const struct cfg_database *
 sess_authq_db(struct session *s, const char **name)
 {
-	const char *n = s->db->auth_dbname != NULL && s->db->auth_dbname[0] != '\0' ?
+	const char *n = s->db != NULL && s->db->auth_dbname != NULL && s->db->auth_dbname[0] ?
 			s->db->auth_dbname : s->cfg->auth_dbname;
+	const struct cfg_database *d;
 
 	if (n == NULL || n[0] == '\0') {
 		*name = s->dbname;
 		return s->db;
 	}
 	*name = n;
-	return cfg_database_find(s->cfg, n);
+	d = cfg_database_find(s->cfg, n);
+	return d != NULL ? d : cfg_database_auto(s->cfg);
+}
+
+/* Can auth_query run in <name>? Refuses the client (pgbouncer's messages) when not. */
+static bool
+sess_authq_db_usable(struct session *s, const struct cfg_database *adb, const char *name)
+{
+	char msg[256];
+
+	if (arelay_is_console_db(name)) {
+		sess_log(s, LOG_LVL_ERROR, "cannot use the reserved \"%s\" database as an "
+			 "auth_dbname", name);
+		sess_fatal(s, "bouncer config error");
+		return false;
+	}
+	if (adb == NULL) {
+		sess_log(s, LOG_LVL_ERROR, "authentication database \"%s\" is not configured.",
+			 name);
+		sess_fatal(s, "bouncer config error");
+		return false;
+	}
+	if (sctl_db_disabled(name)) {
+		snprintf(msg, sizeof(msg), "authentication database \"%s\" is disabled", name);
+		sess_fatal(s, msg);
+		return false;
+	}
+	return true;
 }
 
 static void
@@ -582,12 +665,8 @@ sess_authq_start(struct session *s, const char *auth_user)
 	struct link *l;
 
 	adb = sess_authq_db(s, &adbname);
-	if (adb == NULL) {
-		sess_log(s, LOG_LVL_ERROR, "authentication database \"%s\" is not configured.",
-			 adbname);
-		sess_fatal(s, "bouncer config error");
+	if (!sess_authq_db_usable(s, adb, adbname))
 		return;
-	}
 	s->authq_sp = spool_get_or_create(s->cfg, adb, adbname, auth_user,
 					  sess_auth_file_secret(s->cfg, auth_user), &err);
 	if (s->authq_sp == NULL) {

@@ -280,6 +280,10 @@ sess_release_cb(int fd, short what, void *arg)
 	struct session *s = arg;
 
 	s->release_pending = false;
+	if (s->state == SESS_ST_AUTHQ) {
+		sess_authq_finish(s);	/* the auth_query link is at rest only now */
+		return;
+	}
 	if (s->state == SESS_ST_ACTIVE && sess_can_release(s))
 		sess_release_link(s);
 }

@@ -247,6 +247,7 @@ struct session {
 	/* the link */
 	struct link *link;		/* weak: held link (cleared on release / break) */
 	struct link *authq_link;	/* weak: auth_query link */
+	bool authq_found;		/* auth_query returned the user's row */
 	struct pool_waiter waiter;	/* queued acquire */
 	bool release_pending;		/* ev_release armed */
 	struct event *ev_release;	/* owned: deferred release after ReadyForQuery */
@@ -343,6 +344,8 @@ void sess_auth_on_msg(struct session *s, const uint8_t *body, size_t len);
 void sess_auth_cleanup(struct session *s);
 /* Drop worker-level auth caches (auth_file, hba) when the configuration changed. */
 void sess_auth_reload(void);
+/* The auth_file secret of <user> under <c>, or NULL (borrowed until the next reload). */
+const char *sess_auth_file_secret(const struct cfg *c, const char *user);
 
 /* ---- session_fwd.c ---- */
 
@@ -357,6 +360,8 @@ void sess_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_erro
 void sess_drop_link(struct session *s, const char *dirty_reason);
 /* The deferred release after ReadyForQuery. */
 void sess_release_cb(int fd, short what, void *arg);
+/* session_auth.c: auth_query's ReadyForQuery arrived; go on (from sess_release_cb). */
+void sess_authq_finish(struct session *s);
 /* Free the request queue. */
 void sess_reqs_cleanup(struct session *s);
 /* Record a Parse / Close sent to the server whose answer must be matched (prepared.c). */

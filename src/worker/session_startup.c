@@ -379,8 +379,12 @@ sess_pool_mode(const struct session *s)
 static const char *
 sess_server_password(const struct session *s)
 {
-	if (s->db->user != NULL && s->db->user[0] != '\0')
-		return s->db->password;
+	if (s->db->user != NULL && s->db->user[0] != '\0') {
+		/* a forced user without password= logs in with its auth_file secret */
+		if (s->db->password != NULL && s->db->password[0] != '\0')
+			return s->db->password;
+		return sess_auth_file_secret(s->cfg, s->db->user);
+	}
 	if (s->db->password != NULL && s->db->password[0] != '\0')
 		return s->db->password;
 	return s->secret;

@@ -379,17 +379,31 @@ class Bouncer:
         return self.pg.sql(SERVER, query, params)[0][0]
 
 
+def start_bouncer(neki, pg, extra=""):
+    """A started Bouncer; <extra> lines go at the end of the ini (e.g. "workers = 1")."""
+    inst = neki(start=False)
+    inst.admin_port = 0   # the ini sets no admin_listen_port: do not wait for one
+    b = Bouncer(inst, pg)
+    b.write_base()
+    if extra:
+        b.write_ini(extra)
+    b.start()
+    return b
+
+
 @pytest.fixture
 def bouncer(neki, pgb_pg):
     """neki on the pgbouncer-style ini, started as `neki --quiet test.ini` and ready when its
     console answers SHOW VERSION."""
-    inst = neki(start=False)
-    inst.admin_port = 0   # the ini sets no admin_listen_port: do not wait for one
-    b = Bouncer(inst, pgb_pg)
-    b.write_base()
-    b.start()
-    yield b
+    yield start_bouncer(neki, pgb_pg)
 
 
-__all__ = ["Bouncer", "bouncer", "pgb_pg", "as_neki_uid", "LONG_PASSWORD", "SERVER",
+@pytest.fixture
+def one_worker_bouncer(neki, pgb_pg):
+    """The same with `workers = 1`: for what depends on one process holding every server
+    link (pgbouncer is one process; neki's links belong to the worker that opened them)."""
+    yield start_bouncer(neki, pgb_pg, "workers = 1")
+
+
+__all__ = ["Bouncer", "bouncer", "one_worker_bouncer", "start_bouncer", "pgb_pg", "as_neki_uid", "LONG_PASSWORD", "SERVER",
            "free_port"]

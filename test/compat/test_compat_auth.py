@@ -1,0 +1,320 @@
+"""
+Authentication as pgbouncer's test_auth.py exercises it (pgbcompat.py's test bed): auth_user
++ auth_query and where it runs (auth_dbname: database, global, the "*" auto-database, a
+disabled or unconfigured or reserved one), server logins with passwords from the ini or the
+auth_file (plain, md5, SCRAM: "wrong password type"), client auth_type plain / md5 /
+scram-sha-256 against plain, md5 and SCRAM secrets, the console reached through auth_query,
+auth_query errors, reloads of hba, and a server password changed under a pool.
+"""
+import re
+
+import pytest
+
+from conftest import wait_until
+from pgbcompat import LONG_PASSWORD, bouncer, one_worker_bouncer, pgb_pg  # noqa: F401
+
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+
+AUTH_QUERY = "SELECT usename, passwd FROM pg_shadow WHERE usename = $1"
+
+
+def refused(match, fn, *args, **kw):
+    with pytest.raises(psycopg.OperationalError, match=match):
+        fn(*args, **kw)
+
+
+def test_auth_user_queries_unknown_users(bouncer):
+    bouncer.default_db = "authdb"
+    bouncer.admin("SET auth_type = 'md5'")
+    bouncer.test(user="someuser", password="anypasswd")
+    with bouncer.log_contains(r"closing because: no such user \(age"):
+        refused("no such user", bouncer.test, user="nouser", password="anypasswd")
+    refused("(SASL|password) authentication failed", bouncer.test, user="someuser",
+            password="badpasswd")
+    # the auth_query link went back to the pool: the next lookup reuses it
+    assert "authdb/pswcheck" not in "\n".join(
+        line for line in bouncer.log().splitlines() if "not ready" in line)
+
+
+def test_auth_query_null_name_is_no_such_user(bouncer):
+    """A lookup answering one row of NULLs (a user_lookup()-style function) is a miss."""
+    bouncer.admin("SET auth_type = 'md5'")
+    bouncer.admin("SET auth_query = 'SELECT (SELECT rolname FROM pg_authid WHERE rolname "
+                  "= $1), (SELECT rolpassword FROM pg_authid WHERE rolname = $1)'")
+    with bouncer.log_contains(r"closing because: no such user \(age"):
+        refused("no such user", bouncer.test, dbname="authdb", user="nosuchuser",
+                password="whatever")
+    bouncer.test(dbname="authdb", user="someuser", password="anypasswd")
+
+
+def test_auth_dbname_global(bouncer):
+    bouncer.admin("SET auth_dbname = 'authdb'")
+    bouncer.admin("SET auth_user = 'pswcheck'")
+    bouncer.admin("SET auth_type = 'md5'")
+    bouncer.test(dbname="p7a", user="someuser", password="anypasswd")
+    bouncer.test(dbname="p7a", user="pswcheck", password="pgbouncer-check")
+
+
+def test_auth_dbname_unconfigured(bouncer):
+    bouncer.admin("SET auth_dbname = 'p_unconfigured_auth_dbname'")
+    bouncer.admin("SET auth_type = 'md5'")
+    with bouncer.log_contains('authentication database "p_unconfigured_auth_dbname" '
+                              'is not configured'):
+        refused("bouncer config error", bouncer.test, dbname="authdb", user="someuser",
+                password="anypasswd")
+    # the database's own auth_dbname wins over the global one
+    bouncer.test(dbname="pauthz", user="someuser", password="anypasswd")
+
+
+def test_auth_dbname_disabled(bouncer):
+    bouncer.admin("DISABLE authdb")
+    bouncer.admin("SET auth_type = 'md5'")
+    refused('authentication database "authdb" is disabled', bouncer.test, dbname="pauthz",
+            user="someuser", password="anypasswd")
+    bouncer.admin("ENABLE authdb")
+    bouncer.test(dbname="pauthz", user="someuser", password="anypasswd")
+
+
+def _with_autodb(bouncer, prefix=""):
+    text = re.sub(r"^;\* = ", f"* = {prefix}", bouncer.config_text(), flags=re.M)
+    bouncer.write_config(text)
+    bouncer.admin("RELOAD")
+
+
+def test_auth_dbname_on_the_auto_database(bouncer):
+    _with_autodb(bouncer, "auth_dbname=authdb ")
+    bouncer.admin("SET auth_user = 'pswcheck'")
+    bouncer.admin("SET auth_type = 'md5'")
+    bouncer.test(dbname="postgres", user="someuser", password="anypasswd")
+    bouncer.test(dbname="postgres", user="pswcheck", password="pgbouncer-check")
+
+
+def test_auth_dbname_served_by_the_auto_database(bouncer):
+    """An auth_dbname with no [databases] entry is served by "*" (registered on the way)."""
+    _with_autodb(bouncer)
+    bouncer.admin("SET auth_dbname = 'unconfigured_auth_database'")
+    bouncer.admin("SET auth_user = 'pswcheck'")
+    bouncer.admin("SET auth_type = 'md5'")
+    bouncer.test(dbname="p7a", user="someuser", password="anypasswd")
+    refused('database "this_database_doesnt_exist" does not exist', bouncer.test,
+            dbname="this_database_doesnt_exist", user="muser1", password="foo")
+    bouncer.test(user="muser1", password="foo")
+
+
+def test_server_passwords_from_ini_and_auth_file(bouncer):
+    """Forced users log in with the [databases] password, else the auth_file's."""
+    for db in ("p4", "p5"):
+        bouncer.test(dbname=db)
+        refused("password authentication failed", bouncer.test, dbname=f"{db}x")
+        bouncer.test(dbname=f"{db}y")
+        refused("password authentication failed", bouncer.test, dbname=f"{db}z")
+    bouncer.test(dbname="p4l")   # a 2047-character password from the auth_file
+
+
+def test_scram_server_passwords(bouncer):
+    bouncer.test(dbname="p6")
+    refused("password authentication failed", bouncer.test, dbname="p6x")
+    # a stored SCRAM secret cannot log in to a SCRAM server without a client's keys
+    refused("wrong password type", bouncer.test, dbname="p6y")
+    refused("wrong password type", bouncer.test, dbname="p6z")
+
+
+def _client_users(bouncer, scram=True, md5=True):
+    bouncer.test(user="puser1", password="foo")
+    refused("(password|SASL) authentication failed", bouncer.test, user="puser1",
+            password="wrong")
+    if md5:
+        bouncer.test(user="muser1", password="foo")
+        refused("password authentication failed", bouncer.test, user="muser1",
+                password="wrong")
+    if scram:
+        bouncer.test(user="scramuser1", password="foo")
+        refused("(password|SASL) authentication failed", bouncer.test, user="scramuser1",
+                password="wrong")
+
+
+def test_plain_client(bouncer):
+    bouncer.admin("SET auth_type = 'plain'")
+    _client_users(bouncer)
+    bouncer.test(user="longpass", password=LONG_PASSWORD)
+    refused("password authentication failed", bouncer.test, user="longpass",
+            password="X" + LONG_PASSWORD)
+
+
+def test_md5_client(bouncer):
+    bouncer.admin("SET auth_type = 'md5'")
+    _client_users(bouncer)
+
+
+def test_scram_client(bouncer):
+    bouncer.admin("SET auth_type = 'scram-sha-256'")
+    _client_users(bouncer, md5=False)
+    # an md5 secret cannot answer SCRAM: right and wrong passwords both fail
+    with bouncer.log_contains(r"closing because: SASL authentication failed"):
+        refused("SASL authentication failed", bouncer.test, user="muser1", password="foo")
+    refused("SASL authentication failed", bouncer.test, user="muser1", password="wrong")
+
+
+def test_scram_both_sides(bouncer):
+    bouncer.admin("SET auth_type = 'scram-sha-256'")
+    bouncer.test(dbname="p61", user="scramuser3", password="baz")
+    bouncer.test(dbname="p62", user="scramuser1", password="foo")
+
+
+def _authq_config(bouncer, databases, extra=""):
+    return bouncer.config_block(databases, "\n".join([
+        f"auth_query = {AUTH_QUERY}", "auth_user = pswcheck", "stats_users = stats",
+        "auth_type = md5", extra]))
+
+
+def test_reserved_console_database_as_auth_dbname(bouncer):
+    """auth_dbname may not be the console: each login that would run auth_query there is
+    refused with "bouncer config error" and the reason logged."""
+    pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
+    cfg = _authq_config(bouncer, f"pgbouncer_test = {pg} auth_dbname=pgbouncer\n"
+                                 f"* = {pg} auth_dbname=pgbouncer")
+    cfg = cfg.replace("admin_users = pgbouncer", "admin_users = pswcheck")
+    with bouncer.log_contains('cannot use the reserved "pgbouncer" database as an '
+                              'auth_dbname', 3):
+        with bouncer.run_with_config(cfg):
+            for db in ("pgbouncer", "pgbouncer_test", "p4"):
+                refused("bouncer config error", bouncer.sql, "show stats", user="stats",
+                        password="stats", dbname=db)
+
+
+def test_reserved_console_database_as_global_auth_dbname(bouncer):
+    pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
+    cfg = _authq_config(bouncer, f"* = {pg}", "auth_dbname = pgbouncer")
+    with bouncer.log_contains('cannot use the reserved "pgbouncer" database as an '
+                              'auth_dbname', 1):
+        with bouncer.run_with_config(cfg):
+            pass
+
+
+def test_auth_query_of_the_database(bouncer):
+    pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
+    good = _authq_config(bouncer, f"postgres = auth_query='{AUTH_QUERY}' {pg}",
+                         "auth_dbname = postgres").replace(
+        f"auth_query = {AUTH_QUERY}", "auth_query = SELECT 1")
+    with bouncer.run_with_config(good):
+        bouncer.sql("select version()", user="stats", password="stats", dbname="postgres")
+    bad = _authq_config(bouncer, f"postgres = auth_query='SELECT usename, "
+                                 f"substring(passwd,1,3) FROM pg_shadow WHERE usename = $1' "
+                                 f"{pg}", "auth_dbname = postgres")
+    with bouncer.run_with_config(bad):
+        refused("password authentication failed", bouncer.sql, "select version()",
+                user="stats", password="stats", dbname="postgres")
+
+
+def test_auth_query_for_users_listed_in_users_section(bouncer):
+    pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
+    for user, password in (("puser1", "foo"), ("stats", "stats")):
+        cfg = _authq_config(bouncer, f"postgres = {pg}",
+                            "auth_dbname = postgres\npool_mode = session").replace(
+            "[pgbouncer]", f"[users]\n{user} = pool_mode=statement\n\n[pgbouncer]")
+        with bouncer.run_with_config(cfg):
+            with bouncer.log_contains("closing because: transaction blocks not allowed in "
+                                      "statement pooling mode"):
+                refused("transaction blocks not allowed", bouncer.sql, "begin", user=user,
+                        password=password, dbname="postgres")
+
+
+def test_auth_query_error_is_logged(bouncer):
+    pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
+    cfg = _authq_config(bouncer, f"postgres = auth_query='SELECT usename, passwd FROM "
+                                 f"not_pg_shadow WHERE usename = $1' {pg}",
+                        "auth_dbname = postgres")
+    with bouncer.log_contains('"not_pg_shadow" does not exist'):
+        with bouncer.run_with_config(cfg):
+            refused("bouncer config error", bouncer.sql, "select version()", user="stats",
+                    password="stats", dbname="postgres")
+
+
+def test_console_and_pooled_logins_through_auth_query(bouncer):
+    """The console looks users up with auth_query too (in the global auth_dbname), and a
+    database pointing at the console itself authenticates like any other."""
+    pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
+    me = f"host=127.0.0.1 port={bouncer.port}"
+    cfg = _authq_config(bouncer, "\n".join([
+        f"postgres_authdb1 = {pg} dbname=postgres auth_dbname=postgres",
+        f"postgres_authdb2 = {pg} dbname=postgres auth_dbname=postgres",
+        f"to_console = {me} dbname=pgbouncer auth_dbname=postgres_authdb2",
+        f"to_console_global = {me} dbname=pgbouncer",
+        f"* = {pg} auth_dbname=postgres",
+    ]), "auth_dbname = postgres_authdb1")
+    with bouncer.run_with_config(cfg):
+        bouncer.sql("show stats", user="pgbouncer", password="fake", dbname="pgbouncer")
+        bouncer.sql("show stats", user="stats", password="stats", dbname="pgbouncer")
+        bouncer.sql("show stats", user="stats", password="stats", dbname="to_console")
+        bouncer.sql("show stats", user="stats", password="stats", dbname="to_console_global")
+        bouncer.test(user="stats", password="stats", dbname="postgres")
+
+
+def test_hba_reloads(bouncer):
+    rules = bouncer.config_dir / "hba.rules"
+    rules.write_text("host all all 127.0.0.1/32 trust\nlocal all all trust\n")
+    bouncer.write_ini("auth_type = hba")
+    bouncer.write_ini(f"auth_hba_file = {rules}")
+    bouncer.admin("RELOAD")
+    bouncer.test()
+    bouncer.write_ini("auth_type = trust")
+    bouncer.admin("RELOAD")
+    bouncer.write_ini("auth_type = hba")
+    bouncer.admin("RELOAD")
+    bouncer.admin("RELOAD")
+    bouncer.test()
+
+
+def test_auth_user_not_in_auth_file_with_trust(bouncer):
+    """pgbouncer issue #1116: an auth_user without a password is fine under trust."""
+    bouncer.admin("SET auth_user = 'pswcheck_not_in_auth_file'")
+    bouncer.admin("SET auth_type = 'trust'")
+    with bouncer.conn(dbname="p7a", user="pswcheck_not_in_auth_file") as c:
+        c.execute("select 1")
+    pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
+    cfg = bouncer.config_block(f"postgres = {pg} dbname=postgres min_pool_size=2 "
+                               "auth_user=pswcheck_not_in_auth_file",
+                               "auth_dbname = postgres")
+    with bouncer.run_with_config(cfg):
+        with bouncer.conn(dbname="postgres", user="pswcheck_not_in_auth_file") as c:
+            c.execute("select 1")
+
+
+@pytest.mark.parametrize("where", ["global", "database"])
+def test_auth_user_same_as_forced_user(bouncer, where):
+    """pgbouncer issue #1103: a forced user that is also the auth_user."""
+    pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
+    db_extra = "auth_user=postgres " if where == "database" else ""
+    cfg = bouncer.config_block(f"* = {pg} {db_extra}user=postgres min_pool_size=2",
+                               "auth_dbname = postgres" +
+                               ("\nauth_user = postgres" if where == "global" else ""))
+    with bouncer.run_with_config(cfg):
+        refused("no such user", bouncer.conn, dbname="dummydb2", user="dummyuser2",
+                password="dummypswd2")
+        with bouncer.conn(dbname="p3", user="postgres", password="asdasd") as c:
+            c.execute("select 1")
+
+
+def test_server_password_changed_under_the_pool(one_worker_bouncer):
+    """A pool whose server password stopped working: the open link goes on serving (with one
+    worker: a link serves the clients of its own worker), a new one fails with the
+    server's error."""
+    bouncer = one_worker_bouncer
+    bouncer.default_db = "p4"
+    bouncer.admin("SET default_pool_size = 1")
+    bouncer.admin("SET pool_mode = transaction")
+    pg_conn = bouncer.pg.connect("shard-a")
+    try:
+        bouncer.test()
+        pg_conn.execute("ALTER USER puser1 PASSWORD 'bar'")
+        bouncer.test()   # the open link still works
+        bouncer.admin("RECONNECT")
+        refused("password authentication failed", bouncer.test)
+        wait_until(lambda: "closing because: password authentication failed for user"
+                   in bouncer.log(), 5, what="the failed server login in the log")
+    finally:
+        pg_conn.execute("ALTER USER puser1 PASSWORD 'foo'")
+        pg_conn.close()
