@@ -64,6 +64,7 @@ struct adm_conn {
 	struct adm_conn *next_dead;	/* reap list */
 	struct adm_conn *prev, *next;	/* live list (SHOW CLIENTS) */
 	uint64_t id;			/* SHOW CLIENTS id */
+	bool counted;			/* its query is in the pgbouncer database's stats */
 	time_t connect_time, request_time;
 	char app_name[ADM_NAME_MAX];
 };
@@ -398,6 +399,25 @@ con_on_startup_message(struct adm_conn *c, const uint8_t *body, size_t len)
 	con_authenticate(c);
 }
 
+/*
+ * The admin database's SHOW STATS figures, as pgbouncer keeps them: a console session's
+ * first query counts one query and one transaction (pgbouncer starts the clock of a
+ * console session's query and never stops it: there is no server to answer it).
+ */
+static void
+con_count_query(struct adm_conn *c)
+{
+	struct shm_stats *st;
+
+	if (c->counted || strcmp(c->db, "pgbouncer") != 0)
+		return;
+	c->counted = true;
+	if ((st = shm_dbstats_get("pgbouncer")) == NULL)
+		return;
+	st->total_query_count++;
+	st->total_xact_count++;
+}
+
 /* A Query message. */
 static void
 con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
@@ -407,6 +427,7 @@ con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
 	const char *sql;
 
 	c->request_time = time(NULL);
+	con_count_query(c);
 	if (!proto_parse_query(body, len, &sql, &err)) {
 		con_fatal(c, err.sqlstate, err.message);
 		return;

@@ -2,8 +2,9 @@
  * stats.c - pgbouncer's statistics on the console: SHOW STATS, STATS_TOTALS, STATS_AVERAGES,
  * TOTALS, and the log_stats line.
  *
- * Every process publishes its per-database counters into shm (shm_dbstats_*); the rows here
- * add them up by database name. pgbouncer's averages: every stats_period the admin keeps a
+ * Every process publishes its per-database counters into shm (shm_dbstats_*) once a second,
+ * and the workers again when a SHOW gathers their lists (the console SHOWs of stats gather
+ * first, so figures are current); the rows here add them up by database name. pgbouncer's averages: every stats_period the admin keeps a
  * snapshot (newer becomes older, the live sums become newer, as pgbouncer's refresh_stats);
  * an average compares the live sums with the older snapshot over the time since it was the
  * newer one. Counts and bytes are per second; xact_time per transaction, query_time per
@@ -136,6 +137,8 @@ stats_rows(size_t *n_out, struct shm_stats *total)
 
 	memset(total, 0, sizeof(*total));
 	*n_out = 0;
+	if (shm_self() >= 0)	/* our own (console) counters as they are now */
+		shm_dbstats_publish((unsigned)shm_self());
 	if (readbuf == NULL && (readbuf = calloc(SHM_DB_STATS_MAX, sizeof(*readbuf))) == NULL)
 		return NULL;
 	for (unsigned i = 0; i < shm_n_procs(); i++) {

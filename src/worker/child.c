@@ -376,7 +376,10 @@ child_list(void)
 	size_t cap, len = 0;
 	uint64_t req;
 	void *buf = shm_list_area(spec.slot, &cap, &req);
-	bool complete = spec.on_list == NULL || spec.on_list(buf, cap, &len);
+	bool complete;
+
+	child_publish_stats();	/* a SHOW STATS gathers first: it reads current figures */
+	complete = spec.on_list == NULL || spec.on_list(buf, cap, &len);
 
 	shm_list_done(spec.slot, req, len, !complete);
 }
