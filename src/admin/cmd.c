@@ -16,7 +16,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "neki/auth.h"
 #include "neki/config.h"
+#include "neki/log.h"
 #include "neki/shm.h"
 
 /* One parsed console command. */
@@ -281,6 +283,36 @@ fmt_pad(char buf[24], int v)
 	return buf;
 }
 
+/* One SHOW USERS row: <u> is the user's [users] entry, or NULL (the global defaults). */
+static void
+users_row(struct adm_result *r, const struct cfg *c, const char *name, const struct cfg_user *u)
+{
+	char b[6][24];
+	int max_conn = u != NULL && u->max_user_connections >= 0 ? u->max_user_connections :
+		       c->max_user_connections;
+	int max_cl = u != NULL && u->max_user_client_connections >= 0 ?
+		     u->max_user_client_connections : c->max_user_client_connections;
+	const char *vals[8] = {
+		name, fmt_pad(b[0], u != NULL ? u->pool_size : -1),
+		fmt_pad(b[1], u != NULL ? u->reserve_pool_size : -1),
+		u != NULL && u->pool_mode != CFG_POOL_UNSET ? cfg_pool_mode_str(u->pool_mode) : NULL,
+		fmt_int(b[2], max_conn), fmt_int(b[4], lists_count(LISTS_USER_SERVERS, name)),
+		fmt_int(b[3], max_cl), fmt_int(b[5], lists_count(LISTS_USER_CLIENTS, name)),
+	};
+
+	adm_result_row(r, vals);
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * SHOW USERS: every user neki knows, sorted by name as pgbouncer's user tree: the [users]
+ * entries and the auth_file's users.
+ */
 static void
 show_users(struct adm_result *r)
 {
@@ -292,24 +324,31 @@ show_users(struct adm_result *r)
 		{ "current_client_connections", ADM_T_INT4 },
 	};
 	const struct cfg *c = cfg_current();
+	struct auth_file *af = NULL;
+	struct nk_error err;
+	const char **names;
+	size_t n = 0;
 
 	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
-	for (size_t i = 0; i < c->n_users; i++) {
-		const struct cfg_user *u = &c->users[i];
-		char b[6][24];
-		const char *vals[8] = {
-			u->name, fmt_pad(b[0], u->pool_size), fmt_pad(b[1], u->reserve_pool_size),
-			u->pool_mode != CFG_POOL_UNSET ? cfg_pool_mode_str(u->pool_mode) : NULL,
-			fmt_int(b[2], u->max_user_connections >= 0 ? u->max_user_connections :
-				c->max_user_connections),
-			fmt_int(b[4], lists_count(LISTS_USER_SERVERS, u->name)),
-			fmt_int(b[3], u->max_user_client_connections >= 0 ?
-				u->max_user_client_connections : c->max_user_client_connections),
-			fmt_int(b[5], lists_count(LISTS_USER_CLIENTS, u->name)),
-		};
-
-		adm_result_row(r, vals);
+	if (c->auth_file != NULL && c->auth_file[0] != '\0' &&
+	    (af = auth_file_load(c->auth_file, &err)) == NULL)
+		log_warn("could not load auth_file: %s", err.message);
+	names = calloc(c->n_users + (af != NULL ? af->n : 0) + 1, sizeof(*names));
+	if (names == NULL) {
+		auth_file_free(af);
+		return;
 	}
+	for (size_t i = 0; i < c->n_users; i++)
+		names[n++] = c->users[i].name;
+	for (size_t i = 0; af != NULL && i < af->n; i++)
+		names[n++] = af->entries[i].user;
+	qsort(names, n, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || strcmp(names[i], names[i - 1]) != 0)
+			users_row(r, c, names[i], cfg_user_find(c, names[i]));
+	}
+	free(names);
+	auth_file_free(af);
 }
 
 static void

@@ -271,7 +271,8 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_NEKI, NULL },
 	{ "min_pool_size", CFG_T_INT, O(min_pool_size), "0",
 	  0, CFG_INT_MAX, true, false, NULL,
-	  "keep at least this many server connections open per pool",
+	  "keep at least this many server connections open per pool (while clients use it; a "
+	  "database with a forced user from the start)",
 	  "", CFG_G_POOL, NULL },
 	{ "peer_id", CFG_T_INT, O(peer_id), "0",
 	  0, 16383, true, false, NULL,

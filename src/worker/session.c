@@ -396,6 +396,7 @@ sess_janitor_cb(evutil_socket_t fd, short what, void *arg)
 	sess_check_list(SESS_ST_ACTIVE, sess_check_active, now);
 	sess_check_list(SESS_ST_WAIT, sess_check_wait, now);
 	spool_shed_idle();
+	spool_keep_min_pools(cfg_current());
 }
 
 /* ---- dispatch ---- */

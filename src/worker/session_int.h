@@ -510,6 +510,8 @@ void spool_wait_begin(struct spool *sp, bool *flag);
 void spool_wait_end(struct spool *sp, bool *flag);
 /* Janitor: close idle links of pools whose clients wait in other workers. */
 void spool_shed_idle(void);
+/* Worker 0: the pools of forced-user databases with min_pool_size exist (pgbouncer). */
+void spool_keep_min_pools(const struct cfg *c);
 /* The pool_limits_ops over shm counters. */
 const struct pool_limits_ops *spool_limits_ops(void);
 /* Walk the worker's pools; the client-side database name of one. */

@@ -28,6 +28,7 @@
 #include "neki/dns.h"
 #include "neki/log.h"
 #include "neki/session.h"
+#include "neki/shm.h"
 #include "neki/worker.h"
 #include "session_int.h"
 
@@ -396,6 +397,34 @@ spool_shed_idle(void)
 		if (waiting > (int64_t)pool_waiting(sp->pool) &&
 		    pool_count(sp->pool, LINK_ST_IDLE) > 0)
 			(void)pool_close_idle(sp->pool, "idle link released for another worker");
+	}
+}
+
+/*
+ * min_pool_size for a database with a forced user holds even before any client comes, as
+ * pgbouncer creates such pools in its janitor: worker 0 creates them (the limits are global,
+ * so one worker keeps the connections open for all), and each pool's janitor fills it.
+ */
+void
+spool_keep_min_pools(const struct cfg *c)
+{
+	struct nk_error err;
+
+	if (shm_self() != 0 || sctl_shutting_down())
+		return;
+	for (size_t i = 0; i < c->n_databases; i++) {
+		const struct cfg_database *d = &c->databases[i];
+		int min = d->min_pool_size >= 0 ? d->min_pool_size : c->min_pool_size;
+		const char *pw = d->password;
+
+		if (min <= 0 || d->user == NULL || d->user[0] == '\0' || d->topology ||
+		    strcmp(d->name, "*") == 0 || sctl_db_paused(d->name))
+			continue;
+		if (pw == NULL || pw[0] == '\0')
+			pw = sess_auth_file_secret(c, d->user);
+		if (spool_get_or_create(c, d, d->name, d->user, pw, &err) == NULL)
+			log_debug("min_pool_size: no pool for %s/%s: %s", d->name, d->user,
+				  err.message);
 	}
 }
 

@@ -1,0 +1,183 @@
+"""
+Pool and client limits as pgbouncer's test_limits.py exercises them (pgbcompat.py's test
+bed): max_client_conn, pool_size per user / database / global (and a reload of it),
+min_pool_size (with a forced user, without clients; without one, once a client comes),
+capped by max_user_connections / max_db_connections without evictions,
+max_user_client_connections and SHOW USERS, reserve_pool_size, max_db_connections and
+max_user_connections. The server's pg_stat_activity is the judge of server connections.
+
+Exact server connection counts are pgbouncer's with one worker (one process holding every
+link, as pgbouncer); with several workers the limits are global and hold as caps, but a
+worker gives its idle links up for another worker's waiting clients, so how many stay open
+after a burst depends on where the clients landed (test_limits_are_global_caps).
+"""
+import asyncio
+import re
+
+import pytest
+
+from conftest import wait_until
+from pgbcompat import bouncer, one_worker_bouncer, pgb_pg  # noqa: F401 (fixtures)
+
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+
+
+async def asql(bouncer, query, **kw):
+    opts = bouncer._opts(kw)
+    async with await psycopg.AsyncConnection.connect(autocommit=True, **opts) as conn:
+        await conn.execute(query)
+
+
+async def asleep(bouncer, seconds, times=1, **kw):
+    await asyncio.gather(*[asql(bouncer, f"SELECT pg_sleep({seconds})", **kw)
+                           for _ in range(times)])
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def _users_row(bouncer, name):
+    return [u for u in bouncer.admin("SHOW USERS") if u[0] == name][0]
+
+
+def test_max_client_conn(bouncer):
+    bouncer.default_db = "p1"
+    bouncer.admin("SET max_client_conn = 5")
+
+    async def scenario():
+        held = [await psycopg.AsyncConnection.connect(autocommit=True, **bouncer._opts({}))
+                for _ in range(5)]      # the last one allowed
+        try:
+            with pytest.raises(psycopg.OperationalError, match=r"max_client_conn"):
+                await asql(bouncer, "SELECT 1")
+        finally:
+            for c in held:
+                await c.close()
+        await asql(bouncer, "SELECT 1")  # a slot came free
+    run(scenario())
+
+
+def test_pool_sizes(one_worker_bouncer):
+    bouncer = one_worker_bouncer
+    run(asleep(bouncer, 0.5, dbname="p0a", user="poolsize1", times=3))
+    assert bouncer.connection_count("p0", users=("poolsize1",)) == 1      # [users] pool_size
+    run(asleep(bouncer, 0.5, dbname="p0", user="poolsize1", times=5))
+    assert bouncer.connection_count("p0", users=("bouncer",)) == 2        # forced user: db's
+    run(asleep(bouncer, 0.5, times=5))
+    assert bouncer.connection_count("p0") == 2                           # db pool_size
+    bouncer.default_db = "p1"
+    run(asleep(bouncer, 0.5, times=10))
+    assert bouncer.connection_count("p1") == 5                           # default_pool_size
+    bouncer.admin("SET default_pool_size = 7")                           # pgbouncer #248
+    run(asleep(bouncer, 0.5, times=10))
+    assert bouncer.connection_count("p1") == 7
+
+
+def test_min_pool_size_with_forced_user_needs_no_client(one_worker_bouncer):
+    bouncer = one_worker_bouncer
+    text = re.sub(r"^;p0z = (.+)", r"p0z = \g<1>", bouncer.config_text(), flags=re.M)
+    bouncer.write_config(text)
+    bouncer.admin("RELOAD")
+    wait_until(lambda: bouncer.connection_count("p0", users=("pswcheck",)) == 3, 10,
+               what="min_pool_size connections of the forced user")
+    assert bouncer.connection_count("p0", users=("bouncer",)) == 0
+    assert bouncer.connection_count("p0", users=("postgres",)) == 0
+    # without a forced user the pool fills once a client uses it
+
+    async def scenario():
+        task = asyncio.ensure_future(asleep(bouncer, 2, dbname="p0x"))
+        await asyncio.sleep(0.1)
+        wait_until(lambda: bouncer.connection_count("p0", users=("postgres",)) == 5, 10,
+                   what="p0x's min_pool_size")
+        await task
+    run(scenario())
+    assert bouncer.connection_count("p0", users=("pswcheck",)) == 3
+
+
+@pytest.mark.parametrize("db,user", [("p0x", "maxedout2"), ("p0y", "puser1")])
+def test_min_pool_size_capped_by_limits(one_worker_bouncer, db, user):
+    """p0x / p0y want 5 connections; max_user_connections = 2 (maxedout2) or
+    max_db_connections = 2 (p0y) caps them at 2, without evicting anything."""
+    bouncer = one_worker_bouncer
+    with bouncer.log_contains(r"new connection to server \(from", times=2):
+        with bouncer.log_contains("closing because: evicted", times=0):
+            bouncer.sql("SELECT pg_sleep(2)", dbname=db, user=user)
+
+
+def test_max_user_client_connections(bouncer):
+    async def scenario():
+        first = await psycopg.AsyncConnection.connect(autocommit=True,
+                                                      **bouncer._opts({"user": "maxedout3"}))
+        assert _users_row(bouncer, "maxedout3") == ("maxedout3", "", "", None, 0, 0, 2, 1)
+        second = await psycopg.AsyncConnection.connect(
+            autocommit=True, **bouncer._opts({"user": "maxedout3"}))   # the last allowed
+        assert _users_row(bouncer, "maxedout3")[-1] == 2
+        with pytest.raises(psycopg.OperationalError, match=r"max_user_client_connections"):
+            await asql(bouncer, "SELECT 1", user="maxedout3")
+        await first.close()
+        await second.close()
+    run(scenario())
+
+
+def test_show_users_lists_auth_file_users(bouncer):
+    """SHOW USERS lists every user neki knows, as pgbouncer: the auth_file's too."""
+    names = [u[0] for u in bouncer.admin("SHOW USERS")]
+    assert names == sorted(names)
+    for name in ("marko", "pgbouncer", "puser1", "maxedout3", "pswcheck_not_in_auth_file"):
+        assert name in names
+    assert _users_row(bouncer, "marko") == ("marko", "", "", None, 0, 0, 0, 0)
+    assert _users_row(bouncer, "poolsize1")[1] == "        1"
+
+
+def test_reserve_pool(one_worker_bouncer):
+    bouncer = one_worker_bouncer
+    bouncer.admin("SET reserve_pool_size = 3")
+    bouncer.admin("SET reserve_pool_timeout = 2")
+    bouncer.admin("SET server_tls_sslmode = disable")
+
+    async def scenario():
+        with bouncer.log_contains("taking connection from reserve_pool", times=3):
+            task = asyncio.ensure_future(asleep(bouncer, 6, dbname="p1", times=10))
+            await asyncio.sleep(0.5)
+            wait_until(lambda: bouncer.connection_count("p1") == 5, 10, what="pool_size")
+            wait_until(lambda: bouncer.connection_count("p1") == 8, 10,
+                       what="the reserve pool after reserve_pool_timeout")
+            await task
+    run(scenario())
+
+
+def test_max_db_connections(one_worker_bouncer):
+    bouncer = one_worker_bouncer
+    users = ["muser1", "muser2", "puser1", "puser2", "postgres"]
+
+    async def scenario():
+        await asyncio.gather(*[asleep(bouncer, 0.5, dbname="p2", user=u, times=2)
+                               for u in users])
+    run(scenario())
+    assert bouncer.connection_count("p0", users=users) == 4     # p2: max_db_connections = 4
+
+
+def test_max_user_connections(one_worker_bouncer):
+    bouncer = one_worker_bouncer
+    async def scenario():
+        await asyncio.gather(*[asleep(bouncer, 0.5, dbname=db, user="maxedout", times=3)
+                               for db in ("p7a", "p7b", "p7c")])
+    run(scenario())
+    assert bouncer.connection_count("p7", users=["maxedout"]) == 3
+
+
+def test_limits_are_global_caps(bouncer):
+    """With two workers the same bursts never open more than the limits allow."""
+    run(asleep(bouncer, 0.5, dbname="p0", user="poolsize1", times=5))
+    assert bouncer.connection_count("p0", users=("bouncer",)) <= 2
+    users = ["muser1", "muser2", "puser1", "puser2", "postgres"]
+
+    async def scenario():
+        await asyncio.gather(*[asleep(bouncer, 0.5, dbname="p2", user=u, times=2)
+                               for u in users])
+    run(scenario())
+    assert 1 <= bouncer.connection_count("p0", users=users) <= 4
