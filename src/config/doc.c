@@ -303,7 +303,10 @@ static const char doc_man_databases[] =
 static const char doc_man_users[] =
 	"# SECTION [users]\n\n"
 	"Each line is `user = key=value ...` with the same syntax, overriding global "
-	"settings for one user (an unknown key: `unrecognized user parameter: key`):\n\n";
+	"settings for one user (an unknown key: `unrecognized user parameter: key`). As in "
+	"pgbouncer, a timeout of 0 here leaves the global one in force. A user listed here but "
+	"not in auth_file is looked up with auth_query when auth_user is set; otherwise it is "
+	"a known user with no password (trust admits it, no password matches):\n\n";
 
 static const char doc_man_peers[] =
 	"# SECTION [peers]\n\n"

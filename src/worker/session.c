@@ -241,11 +241,11 @@ sess_fatal(struct session *s, const char *msg)
 
 /* ---- timeouts ---- */
 
-/* The effective setting: [users] entry, then the global value. */
+/* The effective setting: the [users] entry's when it sets one (> 0), else the global value. */
 static double
 sess_user_time(const struct session *s, double user_val, double global_val)
 {
-	return s->ucfg != NULL && user_val >= 0 ? user_val : global_val;
+	return s->ucfg != NULL && user_val > 0 ? user_val : global_val;
 }
 
 double
@@ -279,6 +279,59 @@ sess_idle_tx_timeout(const struct session *s)
 {
 	return sess_user_time(s, s->ucfg ? s->ucfg->idle_transaction_timeout : -1,
 			      s->cfg->idle_transaction_timeout);
+}
+
+static double
+sess_tx_timeout(const struct session *s)
+{
+	return sess_user_time(s, s->ucfg ? s->ucfg->transaction_timeout : -1,
+			      s->cfg->transaction_timeout);
+}
+
+/*
+ * WAIT (queued for a link for a query): after query_wait_notify seconds the client gets
+ * pgbouncer 1.25's NOTICE, once per wait; query_wait_timeout itself is the pool's.
+ */
+static void
+sess_wait_notify(struct session *s, uint64_t now)
+{
+	struct nk_error notice;
+	struct pktbuf pb;
+
+	if (s->wait_notified || s->wait_start_us == 0 ||
+	    !sess_expired(s->wait_start_us, s->cfg->query_wait_notify, now))
+		return;
+	s->wait_notified = true;
+	nk_error_set(&notice, "00000", "No server connection available in %s backend, client "
+		     "being queued", s->dbname);
+	notice.severity = NK_SEV_NOTICE;
+	pktbuf_init(&pb, 128);
+	pktbuf_write_notice(&pb, &notice);
+	if (!sess_send_pb(s, &pb))
+		sess_close(s, "client connection failed", NULL);
+}
+
+/*
+ * A client waiting for a link (WAIT) or for the pool's first login (WELCOME): pgbouncer's
+ * query_timeout covers the wait too ("query_timeout"), counted from when it began.
+ */
+static void
+sess_check_wait(struct session *s, uint64_t now)
+{
+	uint64_t since = s->wait_start_us != 0 ? s->wait_start_us : s->connect_us;
+
+	if (sess_expired(since, sess_query_timeout(s), now))
+		sess_fatal(s, "query_timeout");
+	else if (s->state == SESS_ST_WAIT)
+		sess_wait_notify(s, now);
+}
+
+static void
+sess_check_welcome(struct session *s, uint64_t now)
+{
+	sess_check_login(s, now);
+	if (s->state == SESS_ST_WELCOME)
+		sess_check_wait(s, now);
 }
 
 /*
@@ -337,36 +390,18 @@ sess_check_active(struct session *s, uint64_t now)
 		if (sess_expired(s->query_start_us, sess_query_timeout(s), now)) {
 			sess_cancel_backend(s);
 			sess_fatal(s, "query timeout");
+		} else if (sess_expired(s->xact_start_us, sess_tx_timeout(s), now)) {
+			sess_cancel_backend(s);
+			sess_fatal(s, "transaction timeout");
 		}
 		return;
 	}
 	if (s->tx_status != 'I' && sess_expired(s->activity_us, idle_tx, now))
 		sess_fatal(s, "idle transaction timeout");
+	else if (s->tx_status != 'I' && sess_expired(s->xact_start_us, sess_tx_timeout(s), now))
+		sess_fatal(s, "transaction timeout");
 	else if (s->tx_status == 'I')
 		sess_check_idle(s, now);
-}
-
-/*
- * WAIT (queued for a link for a query): after query_wait_notify seconds the client gets
- * pgbouncer 1.25's NOTICE, once per wait; query_wait_timeout itself is the pool's.
- */
-static void
-sess_check_wait(struct session *s, uint64_t now)
-{
-	struct nk_error notice;
-	struct pktbuf pb;
-
-	if (s->wait_notified || s->wait_start_us == 0 ||
-	    !sess_expired(s->wait_start_us, s->cfg->query_wait_notify, now))
-		return;
-	s->wait_notified = true;
-	nk_error_set(&notice, "00000", "No server connection available in %s backend, client "
-		     "being queued", s->dbname);
-	notice.severity = NK_SEV_NOTICE;
-	pktbuf_init(&pb, 128);
-	pktbuf_write_notice(&pb, &notice);
-	if (!sess_send_pb(s, &pb))
-		sess_close(s, "client connection failed", NULL);
 }
 
 typedef void (*sess_check_fn)(struct session *s, uint64_t now);
@@ -391,10 +426,10 @@ sess_janitor_cb(evutil_socket_t fd, short what, void *arg)
 
 	sess_check_list(SESS_ST_LOGIN, sess_check_login, now);
 	sess_check_list(SESS_ST_AUTHQ, sess_check_login, now);
-	sess_check_list(SESS_ST_WELCOME, sess_check_login, now);
+	sess_check_list(SESS_ST_WELCOME, sess_check_welcome, now);
 	sess_check_list(SESS_ST_IDLE, sess_check_idle, now);
-	sess_check_list(SESS_ST_ACTIVE, sess_check_active, now);
 	sess_check_list(SESS_ST_WAIT, sess_check_wait, now);
+	sess_check_list(SESS_ST_ACTIVE, sess_check_active, now);
 	spool_shed_idle();
 	spool_keep_min_pools(cfg_current());
 }

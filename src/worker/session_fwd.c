@@ -157,6 +157,7 @@ sess_stats_query_end(struct session *s, char status)
 	st->total_query_count++;
 	st->total_query_time += now - s->query_start_us;
 	s->query_start_us = 0;
+	s->activity_us = now;	/* idle (in transaction) from the end of the query (pgbouncer #125) */
 	s->query_timed_out = false;
 	if (status == 'I' && s->xact_start_us != 0) {
 		st->total_xact_count++;
