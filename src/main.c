@@ -539,7 +539,8 @@ check_ready(void)
 	for (unsigned i = 0; i < n_children; i++) {
 		uint32_t st = atomic_load(&shm_proc(i)->state);
 
-		if (children[i].pid == 0 || (st != SHM_PST_RUNNING && st != SHM_PST_PAUSED))
+		if (children[i].pid == 0 || (st != SHM_PST_RUNNING && st != SHM_PST_PAUSED &&
+					     st != SHM_PST_SUSPENDED))
 			return;
 	}
 	ready_sent = true;

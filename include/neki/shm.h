@@ -52,6 +52,7 @@ enum shm_proc_state {
 	SHM_PST_RUNNING = 2,	/* accepting and serving */
 	SHM_PST_PAUSED = 3,	/* got PAUSE (SIGUSR1); RESUME goes back to RUNNING */
 	SHM_PST_STOPPING = 4,	/* got a shutdown command: no longer accepting */
+	SHM_PST_SUSPENDED = 5,	/* got SUSPEND: not accepting, client sockets not read */
 };
 
 /* Mailbox commands (fixed-size messages). */
@@ -73,6 +74,7 @@ enum shm_cmd {
 	SHM_CMD_KILL_CLIENT = 14,	/* KILL_CLIENT: key[] holds the uint64_t client id */
 	SHM_CMD_WAIT_CLOSE = 15,	/* WAIT_CLOSE [db]: acked when no link is close_needed */
 	SHM_CMD_LIST = 16,		/* write the process's rows into its list area (SHOW) */
+	SHM_CMD_SUSPEND = 17,		/* SUSPEND: stop accepting and reading client sockets */
 };
 
 /* One mailbox message. */

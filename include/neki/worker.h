@@ -72,6 +72,12 @@ struct shm_stats *child_stats(void);
  */
 void child_switch_topology(void);
 
+/*
+ * SUSPEND: stop (<pause>) or start again taking connections from the listeners (they stay
+ * open: the kernel queues new connections meanwhile).
+ */
+void child_accept_pause(bool pause);
+
 /* True once a shutdown command arrived (handlers should not start new work). */
 bool child_is_stopping(void);
 

@@ -230,6 +230,8 @@ void stats_show_totals(struct adm_result *r);
 
 /* cmd_ctl.c: the control commands (admin only) and SET. */
 void ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *sql);
+/* A console session closed: if it issued the SUSPEND in force, resume (as pgbouncer). */
+void ctl_console_gone(const void *conn);
 bool cmd_is_set(const char *sql);
 void cmd_set(struct adm_req *req, const char *sql);
 

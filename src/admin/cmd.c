@@ -310,9 +310,37 @@ name_cmp(const void *a, const void *b)
 }
 
 /*
- * SHOW USERS: every user neki knows, sorted by name as pgbouncer's user tree: the [users]
- * entries and the auth_file's users.
+ * Every user neki knows, sorted by name as pgbouncer's user tree: the [users] entries and
+ * the auth_file's users (<*af> owns the latter's names; free it after the array). NULL when
+ * out of memory.
  */
+static const char **
+known_users(const struct cfg *c, struct auth_file **af, size_t *n_out)
+{
+	struct nk_error err;
+	const char **names;
+	size_t n = 0, m = 0;
+
+	*af = NULL;
+	if (c->auth_file != NULL && c->auth_file[0] != '\0' &&
+	    (*af = auth_file_load(c->auth_file, &err)) == NULL)
+		log_warn("could not load auth_file: %s", err.message);
+	names = calloc(c->n_users + (*af != NULL ? (*af)->n : 0) + 1, sizeof(*names));
+	if (names == NULL)
+		return NULL;
+	for (size_t i = 0; i < c->n_users; i++)
+		names[n++] = c->users[i].name;
+	for (size_t i = 0; *af != NULL && i < (*af)->n; i++)
+		names[n++] = (*af)->entries[i].user;
+	qsort(names, n, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (m == 0 || strcmp(names[i], names[m - 1]) != 0)
+			names[m++] = names[i];
+	*n_out = m;
+	return names;
+}
+
+/* SHOW USERS. */
 static void
 show_users(struct adm_result *r)
 {
@@ -324,31 +352,29 @@ show_users(struct adm_result *r)
 		{ "current_client_connections", ADM_T_INT4 },
 	};
 	const struct cfg *c = cfg_current();
-	struct auth_file *af = NULL;
-	struct nk_error err;
-	const char **names;
+	struct auth_file *af;
 	size_t n = 0;
+	const char **names = known_users(c, &af, &n);
 
 	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
-	if (c->auth_file != NULL && c->auth_file[0] != '\0' &&
-	    (af = auth_file_load(c->auth_file, &err)) == NULL)
-		log_warn("could not load auth_file: %s", err.message);
-	names = calloc(c->n_users + (af != NULL ? af->n : 0) + 1, sizeof(*names));
-	if (names == NULL) {
-		auth_file_free(af);
-		return;
-	}
-	for (size_t i = 0; i < c->n_users; i++)
-		names[n++] = c->users[i].name;
-	for (size_t i = 0; af != NULL && i < af->n; i++)
-		names[n++] = af->entries[i].user;
-	qsort(names, n, sizeof(*names), name_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (i == 0 || strcmp(names[i], names[i - 1]) != 0)
-			users_row(r, c, names[i], cfg_user_find(c, names[i]));
-	}
+	for (size_t i = 0; names != NULL && i < n; i++)
+		users_row(r, c, names[i], cfg_user_find(c, names[i]));
 	free(names);
 	auth_file_free(af);
+}
+
+/* How many users SHOW USERS lists (SHOW LISTS `users`). */
+static int64_t
+known_user_count(const struct cfg *c)
+{
+	struct auth_file *af;
+	size_t n = 0;
+	const char **names = known_users(c, &af, &n);
+	int64_t count = names != NULL ? (int64_t)n : (int64_t)c->n_users;
+
+	free(names);
+	auth_file_free(af);
+	return count;
 }
 
 static void
@@ -396,9 +422,10 @@ show_state(struct adm_result *r)
 {
 	static const struct adm_col cols[] = { { "key", ADM_T_TEXT }, { "value", ADM_T_TEXT } };
 	bool paused = workers_all(SHM_PST_PAUSED);
+	bool suspended = workers_all(SHM_PST_SUSPENDED);
 	const char *rows[3][2] = {
-		{ "active", paused ? "no" : "yes" }, { "paused", paused ? "yes" : "no" },
-		{ "suspended", "no" },
+		{ "active", paused || suspended ? "no" : "yes" },
+		{ "paused", paused ? "yes" : "no" }, { "suspended", suspended ? "yes" : "no" },
 	};
 
 	adm_result_columns(r, cols, 2);
@@ -417,7 +444,7 @@ show_lists(struct adm_result *r)
 	};
 	const struct cfg *c = cfg_current();
 	const int64_t v_of[NK_ARRAY_LEN(names)] = {
-		(int64_t)c->n_databases + 1, (int64_t)c->n_users, (int64_t)c->n_peers,
+		(int64_t)c->n_databases + 1, known_user_count(c), (int64_t)c->n_peers,
 		lists_count(LISTS_POOLS, NULL), (int64_t)c->n_peers, 0,
 		lists_count(LISTS_USED_CLIENTS, NULL), lists_count(LISTS_LOGIN_CLIENTS, NULL), 0,
 		lists_count(LISTS_USED_SERVERS, NULL), lists_count(LISTS_DNS_NAMES, NULL),

@@ -4,7 +4,8 @@
  * every worker has acknowledged it (shm_mbox_broadcast_done), polled from the loop.
  *   PAUSE [db], RESUME [db], RECONNECT [db], KILL [db], DISABLE db, ENABLE db, WAIT_CLOSE [db]
  *   RELOAD (the master re-reads the file too), SHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]
- *   (the master's signals), SUSPEND (refused: no online restart), KILL_CLIENT id, SET k = v.
+ *   (the master's signals), SUSPEND, KILL_CLIENT id, SET k = v. A SUSPEND ends with RESUME,
+ *   or when the console session that issued it goes away (pgbouncer's auto-resume).
  * Entry points: ctl_command(), cmd_is_set(), cmd_set().
  */
 #include "neki/base.h"
@@ -45,6 +46,9 @@ struct ctl_job {
 
 /* Databases paused / disabled through the console (for RESUME's check). */
 static char paused_dbs[CTL_MAX_DBS][SHM_MSG_NAME_MAX];
+
+/* The console session that issued the SUSPEND in force (weak: ctl_console_gone clears it). */
+static const void *suspender;
 
 static void ctl_fail(struct adm_req *req, const char *sqlstate, const char *fmt, ...)
 	NK_PRINTF(3, 4);
@@ -267,7 +271,7 @@ static void
 ctl_pause(struct adm_req *req, const char *db)
 {
 	if (db == NULL) {
-		if (workers_all(SHM_PST_PAUSED)) {
+		if (workers_all(SHM_PST_PAUSED) || workers_all(SHM_PST_SUSPENDED)) {
 			ctl_fail(req, "08P01", "already suspended/paused");
 			return;
 		}
@@ -280,6 +284,41 @@ ctl_pause(struct adm_req *req, const char *db)
 	ctl_broadcast(req, SHM_CMD_PAUSE, db, "PAUSE");
 }
 
+/* SUSPEND: answered once every worker stopped reading its clients (or closed them). */
+static void
+ctl_suspend(struct adm_req *req)
+{
+	if (workers_all(SHM_PST_PAUSED) || workers_all(SHM_PST_SUSPENDED)) {
+		ctl_fail(req, "08P01", "already suspended/paused");
+		return;
+	}
+	if (any_db_paused()) {
+		ctl_fail(req, "08P01", "cannot suspend with paused databases");
+		return;
+	}
+	suspender = req->conn;
+	log_info("SUSPEND command issued");
+	ctl_broadcast(req, SHM_CMD_SUSPEND, NULL, "SUSPEND");
+}
+
+void
+ctl_console_gone(const void *conn)
+{
+	struct shm_msg m = { .cmd = SHM_CMD_RESUME };
+	uint64_t *seqs;
+
+	if (conn == NULL || conn != suspender)
+		return;
+	suspender = NULL;
+	if (!workers_all(SHM_PST_SUSPENDED))
+		return;
+	log_info("the console session that issued SUSPEND went away: resuming");
+	if ((seqs = calloc(shm_n_procs(), sizeof(*seqs))) == NULL)
+		return;
+	(void)shm_mbox_broadcast(SHM_PROC_WORKER, &m, seqs);
+	free(seqs);
+}
+
 static void
 ctl_resume(struct adm_req *req, const char *db)
 {
@@ -290,10 +329,12 @@ ctl_resume(struct adm_req *req, const char *db)
 			ctl_fail(req, "08P01", "pooler is shutting down");
 			return;
 		}
-		if (!workers_all(SHM_PST_PAUSED) && !any_db_paused()) {
+		if (!workers_all(SHM_PST_PAUSED) && !workers_all(SHM_PST_SUSPENDED) &&
+		    !any_db_paused()) {
 			ctl_fail(req, "08P01", "pooler is not paused/suspended");
 			return;
 		}
+		suspender = NULL;
 		memset(paused_dbs, 0, sizeof(paused_dbs));
 		kill(getppid(), SIGUSR2);
 	} else {
@@ -370,7 +411,7 @@ ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *
 		if (arg == NULL || check_db(req, "reconnect", arg))
 			ctl_broadcast(req, SHM_CMD_RECONNECT, arg, "RECONNECT");
 	} else if (strcmp(verb, "kill") == 0) {
-		if (workers_all(SHM_PST_PAUSED))
+		if (workers_all(SHM_PST_PAUSED) || workers_all(SHM_PST_SUSPENDED))
 			ctl_fail(req, "08P01", "already suspended/paused");
 		else if (arg == NULL || check_db(req, "kill", arg)) {
 			mark_killed(arg);
@@ -386,8 +427,7 @@ ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *
 	} else if (strcmp(verb, "shutdown") == 0) {
 		ctl_shutdown(req, arg);
 	} else if (strcmp(verb, "suspend") == 0 && arg == NULL) {
-		ctl_fail(req, "0A000", "SUSPEND is not supported: neki has no online restart (-R);"
-			 " use so_reuseport and SHUTDOWN WAIT_FOR_CLIENTS");
+		ctl_suspend(req);
 	} else if (strcmp(verb, "kill_client") == 0) {
 		ctl_kill_client(req, arg);
 	} else {

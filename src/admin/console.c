@@ -130,6 +130,7 @@ con_set_state(struct adm_conn *c, enum con_state st)
 		if (c->req != NULL)
 			c->req->conn = NULL;
 		c->req = NULL;
+		ctl_console_gone(c);
 		sbuf_close(&c->sb);
 		c->next_dead = dead_list;
 		dead_list = c;

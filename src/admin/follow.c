@@ -72,7 +72,8 @@ follow_local_revision_seen(void)
 		uint32_t st = atomic_load(&p->state);
 
 		if (atomic_load(&p->pid) == 0 ||
-		    (st != SHM_PST_RUNNING && st != SHM_PST_PAUSED && st != SHM_PST_STOPPING))
+		    (st != SHM_PST_RUNNING && st != SHM_PST_PAUSED && st != SHM_PST_STOPPING &&
+		     st != SHM_PST_SUSPENDED))
 			continue;
 		if (atomic_load(&p->revision_seen) < low)
 			low = atomic_load(&p->revision_seen);
@@ -309,7 +310,8 @@ local_behind(uint64_t revision)
 		struct shm_proc *p = shm_proc(i);
 		uint32_t st = atomic_load(&p->state);
 
-		if (atomic_load(&p->pid) != 0 && (st == SHM_PST_RUNNING || st == SHM_PST_PAUSED) &&
+		if (atomic_load(&p->pid) != 0 &&
+		    (st == SHM_PST_RUNNING || st == SHM_PST_PAUSED || st == SHM_PST_SUSPENDED) &&
 		    atomic_load(&p->revision_seen) < revision)
 			n++;
 	}

@@ -761,7 +761,7 @@ pool_check_unused(struct pool *p, struct link *l, uint64_t now)
 	int min = pool_min_size(p);
 
 	if (l->close_needed) {
-		link_close(l, true, "obsolete connection");
+		link_close(l, true, "database configuration changed");	/* pgbouncer's janitor */
 	} else if (p->paused) {
 		link_close(l, true, "pause mode");
 	} else if (pool_life_over(p, l, now)) {
@@ -1036,7 +1036,7 @@ pool_rehost(struct pool *p)
  * New configuration after a reload. The old entries must still be valid during the call:
  * when the database entry changed in a way that makes links stale (host, port, dbname,
  * user, connect_query, ...), the host list is rebuilt and every link is marked close_needed
- * (idle ones close now, "obsolete connection"; others at release).
+ * (idle ones close now, "database configuration changed"; others at release).
  */
 void
 pool_reconfigure(struct pool *p, const struct cfg *cfg, const struct cfg_database *db,

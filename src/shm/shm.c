@@ -262,6 +262,7 @@ shm_proc_state_str(enum shm_proc_state st)
 	case SHM_PST_RUNNING: return "running";
 	case SHM_PST_PAUSED: return "paused";
 	case SHM_PST_STOPPING: return "stopping";
+	case SHM_PST_SUSPENDED: return "suspended";
 	}
 	return "unknown";
 }

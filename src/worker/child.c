@@ -314,6 +314,20 @@ start_listening(void)
 	}
 }
 
+void
+child_accept_pause(bool pause)
+{
+	for (size_t i = 0; i < LISTEN_MAX; i++) {
+		if (listen_ev[i] == NULL)
+			continue;
+		if (pause)
+			event_del(listen_ev[i]);
+		else if (!event_pending(listen_ev[i], EV_READ, NULL) &&
+			 event_add(listen_ev[i], NULL) == -1)
+			log_error("could not watch a listener again");
+	}
+}
+
 /* Poll held commands / the shutdown condition again soon. */
 static void
 ctl_poll_arm(void)
@@ -401,8 +415,15 @@ handle_command(const struct shm_msg *m)
 		child_control(m);
 		break;
 	case SHM_CMD_RESUME:
-		if (st == SHM_PST_PAUSED && m->name[0] == '\0')
+		if ((st == SHM_PST_PAUSED || st == SHM_PST_SUSPENDED) && m->name[0] == '\0')
 			shm_proc_set_state(slot, SHM_PST_RUNNING);
+		child_accept_pause(false);
+		child_control(m);
+		break;
+	case SHM_CMD_SUSPEND:
+		if (st == SHM_PST_RUNNING)
+			shm_proc_set_state(slot, SHM_PST_SUSPENDED);
+		child_accept_pause(true);
 		child_control(m);
 		break;
 	case SHM_CMD_SHUTDOWN_NOW:

@@ -14,6 +14,10 @@
  *   RECONNECT [db] every link is closed at its next release (idle ones now).
  *   DISABLE db     new clients of db are refused: FATAL database "db" is disabled.
  *   WAIT_CLOSE [db] done when no link of the db is still marked close_needed.
+ *   SUSPEND        stop accepting (the listeners stay open), stop reading each client (and
+ *                  its link) once nothing is buffered either way; done when all are, or at
+ *                  suspend_timeout, which closes the others ("suspend_timeout"). The
+ *                  console is never suspended. RESUME (no name) reads them all again.
  *   SHUTDOWN WAIT_FOR_SERVERS pauses everything and fails the queued clients
  *                  ("server shutting down").
  *
@@ -43,6 +47,7 @@ struct sctl_names {
 enum sctl_wait_kind {
 	SCTL_WAIT_PAUSE = 0,		/* no link left */
 	SCTL_WAIT_CLOSE = 1,		/* no close_needed link left */
+	SCTL_WAIT_SUSPEND = 2,		/* every client at rest suspended */
 };
 
 struct sctl_wait {
@@ -51,6 +56,8 @@ struct sctl_wait {
 };
 
 static bool all_paused;
+static bool suspended;			/* SUSPEND in force */
+static uint64_t suspend_start_ms;	/* when it came (shm_now_ms) */
 static bool shutting_down;		/* SHUTDOWN WAIT_FOR_SERVERS */
 static struct sctl_names paused, disabled;
 static struct sctl_wait waits[SCTL_MAX_WAITS];
@@ -206,13 +213,39 @@ sctl_resume(const char *db)
 	} else {
 		names_del(&paused, db);
 	}
+	if (db[0] == '\0' && suspended) {
+		suspended = false;
+		sess_resume_all();
+	}
 	for (size_t i = 0; i < n_waits; i++) {
 		if (waits[i].kind == SCTL_WAIT_PAUSE && !sctl_wait_paused(&waits[i]))
+			continue;
+		if (waits[i].kind == SCTL_WAIT_SUSPEND && !suspended)
 			continue;
 		waits[j++] = waits[i];
 	}
 	n_waits = j;
 	sctl_apply_pauses();
+}
+
+static void
+sctl_suspend(void)
+{
+	if (!suspended) {
+		suspended = true;
+		suspend_start_ms = shm_now_ms();
+	}
+	sctl_wait_add(SCTL_WAIT_SUSPEND, "");
+}
+
+/* Clients not suspended yet; after suspend_timeout they are closed instead. */
+static size_t
+sctl_suspend_left(void)
+{
+	double tmo = cfg_current()->suspend_timeout;
+	bool force = tmo > 0 && shm_now_ms() - suspend_start_ms >= (uint64_t)(tmo * 1000);
+
+	return suspended ? sess_suspend_step(force) : 0;
 }
 
 static void
@@ -284,6 +317,9 @@ session_control(const struct shm_msg *m)
 	case SHM_CMD_WAIT_CLOSE:
 		sctl_wait_add(SCTL_WAIT_CLOSE, db);
 		break;
+	case SHM_CMD_SUSPEND:
+		sctl_suspend();
+		break;
 	default:
 		return true;
 	}
@@ -296,9 +332,9 @@ session_control_settled(void)
 	size_t j = 0;
 
 	for (size_t i = 0; i < n_waits; i++) {
-		size_t left = sctl_count(waits[i].db, waits[i].kind == SCTL_WAIT_PAUSE
-							  ? pool_link_total
-							  : pool_close_needed_count);
+		size_t left = waits[i].kind == SCTL_WAIT_SUSPEND ? sctl_suspend_left() :
+			      sctl_count(waits[i].db, waits[i].kind == SCTL_WAIT_PAUSE
+						      ? pool_link_total : pool_close_needed_count);
 
 		if (left > 0)
 			waits[j++] = waits[i];

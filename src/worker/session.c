@@ -662,3 +662,72 @@ sess_kill_id(uint64_t id, const char *msg)
 {
 	return sess_kill_where(sess_has_id, &id, msg) > 0;
 }
+
+/* ---- SUSPEND ---- */
+
+/* Stop reading <s> (and its link) once nothing is buffered either way; true when done. */
+static bool
+sess_try_suspend(struct session *s)
+{
+	struct sbuf *lsb = s->link != NULL ? link_sbuf(s->link) : NULL;
+
+	if (s->state != SESS_ST_IDLE && s->state != SESS_ST_ACTIVE)
+		return false;	/* logging in or waiting for a link: not at rest yet */
+	if (!sbuf_is_empty(&s->sb) || sbuf_queued(&s->sb) > 0 ||
+	    (lsb != NULL && (!sbuf_is_empty(lsb) || sbuf_queued(lsb) > 0)) ||
+	    (s->route != NULL && s->route->busy))
+		return false;
+	sbuf_pause(&s->sb);
+	if (lsb != NULL)
+		sbuf_pause(lsb);
+	s->suspended = true;
+	return true;
+}
+
+size_t
+sess_suspend_step(bool force)
+{
+	size_t left = 0;
+
+	if (!sess_lists_ready)
+		return 0;
+	for (int st = 0; st < SESS_ST_CLOSED; st++) {
+		struct list_node *nd = list_first(&sess_lists[st]);
+
+		while (nd != NULL) {
+			struct session *s = container_of(nd, struct session, node);
+
+			nd = list_next(&sess_lists[st], nd);
+			/* the console is never suspended: its RESUME must get through */
+			if (s->suspended || s->console || s->relay != NULL || sess_try_suspend(s))
+				continue;
+			if (!force) {
+				left++;
+				continue;
+			}
+			sess_fatal(s, "suspend_timeout");
+			nd = list_first(&sess_lists[st]);	/* closing may move others */
+		}
+	}
+	return left;
+}
+
+void
+sess_resume_all(void)
+{
+	if (!sess_lists_ready)
+		return;
+	for (int st = 0; st < SESS_ST_CLOSED; st++) {
+		for (struct list_node *nd = list_first(&sess_lists[st]); nd != NULL;
+		     nd = list_next(&sess_lists[st], nd)) {
+			struct session *s = container_of(nd, struct session, node);
+
+			if (!s->suspended)
+				continue;
+			s->suspended = false;
+			sbuf_continue(&s->sb);
+			if (s->link != NULL)
+				sbuf_continue(link_sbuf(s->link));
+		}
+	}
+}

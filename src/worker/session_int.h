@@ -278,6 +278,7 @@ struct session {
 
 	/* the admin process answers (session_admin.c) */
 	bool console;			/* a client of the console databases pgbouncer / neki */
+	bool suspended;			/* SUSPEND stopped reading it (and its link) */
 	struct arelay *relay;		/* owned: console relay, or the __neki call running */
 
 	struct route *route;		/* owned: sharded database (route.c); NULL = pass-through */
@@ -520,6 +521,14 @@ struct spool *spool_first(void);
 struct spool *spool_find(const char *db);
 struct spool *spool_next(const struct spool *sp);
 const char *spool_db(const struct spool *sp);
+
+/*
+ * SUSPEND (sctl.c): stop reading every client at rest (idle, or active with nothing buffered)
+ * and its link; returns how many could not be yet. With <force> (suspend_timeout passed)
+ * those are closed ("suspend_timeout") instead. sess_resume_all() reads them again.
+ */
+size_t sess_suspend_step(bool force);
+void sess_resume_all(void);
 
 /* ---- sctl.c: the console's pooling commands ---- */
 

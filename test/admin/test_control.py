@@ -169,7 +169,8 @@ def test_reconnect_replaces_every_link(pg_cluster, cluster_db, neki):
     finally:
         for c in conns:
             c.close()
-    assert "closing because: close_needed" in n.log() or "obsolete connection" in n.log()
+    assert "closing because: close_needed" in n.log() or \
+        "closing because: database configuration changed" in n.log()
 
 
 def test_kill_database(pg_cluster, cluster_db, neki):

@@ -1,7 +1,7 @@
 """
 DNS (issue 4, "DNS"): a [databases] host name resolved by c-ares from a test-owned hosts file
 (CARES_HOSTS), shown by SHOW DNS_HOSTS / DNS_ZONES; when the name's address changes, idle links
-to the gone address close at once ("obsolete connection"), busy ones at their release, and
+to the gone address close at once ("database configuration changed"), busy ones at their release, and
 new links use the new address.
 """
 import os
@@ -115,7 +115,7 @@ def test_dns_hosts_and_address_change(pg_cluster, cluster_db, neki, monkeypatch)
         # the idle link to the gone address closed at once, the busy one still works
         wait_until(lambda: server_addrs(n, "a") == ["127.0.0.1"], 5,
                    what="a's idle link to the gone address closed")
-        n.wait_log("closing because: obsolete connection")
+        n.wait_log("closing because: database configuration changed")
         assert c2.execute("select 2").fetchone() == (2,)
         c2.close()                                             # released: closed too
         wait_until(lambda: server_addrs(n, "a") == [], 5, what="a's busy link closed at release")

@@ -1240,7 +1240,7 @@ START_TEST(test_forward_to_client_backpressure)
 }
 END_TEST
 
-/* RECONNECT: idle links close now ("obsolete connection"), active ones at release. */
+/* RECONNECT: idle links close now ("database configuration changed"), active ones at release. */
 START_TEST(test_reconnect_close_needed)
 {
 	struct pool *p;
@@ -1255,7 +1255,7 @@ START_TEST(test_reconnect_close_needed)
 	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 1);
 	pool_reconnect(p);
 	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);
-	ck_assert(log_has("closing because: obsolete connection (age="));
+	ck_assert(log_has("closing because: database configuration changed (age="));
 	ck_assert(link_close_needed(a.link));
 	ck_assert_str_eq(tc_query(&a, "SELECT 1"), "1");	/* still usable meanwhile */
 	pool_release(a.link, NULL);
@@ -1508,7 +1508,7 @@ START_TEST(test_reconfigure_moves_links)
 	pool_reconfigure(p, cfg, cfg_database_find(cfg, "db"), NULL);
 	cfg_unref(same);
 	ck_assert_int_eq(pool_count(p, LINK_ST_IDLE), 0);	/* closed: obsolete */
-	ck_assert(log_has("closing because: obsolete connection"));
+	ck_assert(log_has("closing because: database configuration changed"));
 	ck_assert(link_close_needed(b.link));
 	tc_get_ok(&a, p);
 	ck_assert_ptr_ne(a.link, la);
