@@ -89,7 +89,10 @@ def test_show_contents(console):
     assert [r[0] for r in rows] == ["app", "pgbouncer"]
     assert rows[1][2] == console.port and rows[1][9] == "statement"
     _, rows = q(console, "SHOW USERS")
-    assert rows == [("bob", "", "", "session", 7, 0, 0, 0)]
+    # every known user, sorted: the [users] entry and the auth_file's users
+    assert ("bob", "", "", "session", 7, 0, 0, 0) in rows
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows) and len(rows) > 1
+    assert all(r[3] is None for r in rows if r[0] != "bob")
     _, rows = q(console, "SHOW PEERS")
     assert rows[0][:3] == (1, "127.0.0.1", 7001)
     _, rows = q(console, "select config")          # SELECT x is SHOW x
@@ -133,7 +136,12 @@ def test_command_errors(console):
     assert "a database is required" in str(err(console, "DISABLE"))
     assert "database app is not paused" in str(err(console, "RESUME app"))
     assert "invalid command 'FOO BAR BAZ', use SHOW HELP;" in str(err(console, "FOO BAR BAZ"))
-    assert "not supported" in str(err(console, "SUSPEND"))
+    # SUSPEND works, and a second one (on the same session) is refused as pgbouncer does
+    with console.admin_connect(dbname="pgbouncer", user="admin") as conn:
+        assert conn.execute("SUSPEND").statusmessage == "SUSPEND"
+        with pytest.raises(psycopg.Error, match="already suspended/paused"):
+            conn.execute("SUSPEND")
+        assert conn.execute("RESUME").statusmessage == "RESUME"
     # stats_users: SHOW only, not FDS; others may not log in to the pgbouncer console
     assert q(console, "SHOW VERSION", user="stats")[1]
     assert "admin access needed" in str(err(console, "PAUSE", user="stats"))
