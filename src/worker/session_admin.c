@@ -92,6 +92,10 @@ sess_admin_pkt(struct session *s, const struct sbuf_pkt *pkt)
 {
 	if (!s->console)
 		return false;	/* a __neki call is running: wait for its end */
+	if (pkt->type == 'X') {	/* Terminate: the admin side ends with the relay */
+		sess_close(s, "client close request", NULL);
+		return false;
+	}
 	return arelay_client_pkt(s->relay, &s->sb, pkt);
 }
 

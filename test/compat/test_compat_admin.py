@@ -216,3 +216,12 @@ def test_show_stats_counts_at_once(bouncer):
     assert totals["total_server_assignment_count"] == 5
     assert totals["total_xact_count"] == 10
     assert totals["total_query_count"] == 19
+
+
+def test_console_session_end_is_logged_as_pgbouncer_does(bouncer):
+    """A console session that sends Terminate logs `closing because: client close request`,
+    with pgbouncer's prefix for a Unix peer: unix(<the peer's pid>):<listen port>."""
+    pid = __import__("os").getpid()
+    with bouncer.log_contains(rf"C-0x[0-9a-f]+: pgbouncer/pgbouncer@unix\({pid}\):"
+                              rf"{bouncer.port} closing because: client close request"):
+        bouncer.admin("SHOW VERSION")
