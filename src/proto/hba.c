@@ -7,9 +7,11 @@
  *   USER      comma list of names, "quoted names", all, @file
  *   ADDRESS   all | IPv4/IPv6 address with /bits or a separate mask (not for local)
  *   METHOD    trust reject md5 password plain scram-sha-256 cert peer
- * Unsupported forms (+group, samerole, samehost, samenet, host names, other
- * methods or options) make the line invalid; like pgbouncer, invalid lines are
- * reported and skipped, the rest of the file still applies. Entry points:
+ * pgbouncer's methods this build lacks (gss, ldap, pam: no GSSAPI, LDAP or PAM here) keep
+ * their line as a rule that refuses, with a warning: a client it matches is rejected, not
+ * let through to a later, looser line. Unsupported forms (+group, samerole, samehost,
+ * samenet, host names, other methods or options) make the line invalid; like pgbouncer,
+ * invalid lines are reported and skipped, the rest of the file still applies. Entry points:
  * hba_parse(), hba_load(), hba_match().
  */
 #include "neki/base.h"
@@ -68,7 +70,11 @@ struct hba_line {
 	const char *p;		/* cursor in the line */
 	const char *dir;	/* where @files are */
 	const char *why;	/* reason of the first failure */
+	const char *note;	/* a warning about a rule that is kept (static string) */
 };
+
+/* pgbouncer methods neki's build lacks: the rule is kept as "reject" (fail closed). */
+static const char *const hba_unbuilt[] = { "gss", "ldap", "pam" };
 
 static bool
 names_add(struct hba_names *nm, const char *name)
@@ -115,17 +121,21 @@ line_token(struct hba_line *l, struct hba_tok *t)
 		return false;
 	t->quoted = false;
 	while (*p && !isspace((unsigned char)*p) && *p != ',' && *p != '#') {
-		if (*p == '"') {
-			const char *q = strchr(p + 1, '"');
-
-			if (!q) {
-				l->why = "unterminated quoted string";
-				return false;
-			}
+		if (*p == '"') {	/* a quoted part; "" inside it is one quote (pgbouncer) */
 			t->quoted = true;
-			for (p++; p < q && n < sizeof(t->text) - 1; p++)
+			for (p++;; p++) {
+				if (*p == '\0') {
+					l->why = "unterminated quoted string";
+					return false;
+				}
+				if (*p == '"' && *++p != '"')
+					break;
+				if (n >= sizeof(t->text) - 1) {
+					l->why = "token too long";
+					return false;
+				}
 				t->text[n++] = *p;
-			p = q + 1;
+			}
 			continue;
 		}
 		if (n >= sizeof(t->text) - 1) {
@@ -135,6 +145,10 @@ line_token(struct hba_line *l, struct hba_tok *t)
 		t->text[n++] = *p++;
 	}
 	t->text[n] = '\0';
+	/* "a , b": blanks may stand around the commas of a list (pgbouncer) */
+	for (const char *q = p; *q == ' ' || *q == '\t'; q++)
+		if (q[1] == ',')
+			p = q + 1;
 	t->comma_after = *p == ',';
 	l->p = *p == ',' ? p + 1 : p;
 	return true;
@@ -158,7 +172,7 @@ names_from_file(struct hba_line *l, const char *file, struct hba_names *nm)
 		return false;
 	}
 	while (ok && fgets(buf, sizeof(buf), f)) {
-		struct hba_line sub = { buf, l->dir, NULL };
+		struct hba_line sub = { buf, l->dir, NULL, NULL };
 		struct hba_tok t;
 
 		while (ok && line_token(&sub, &t))
@@ -303,6 +317,16 @@ parse_method(struct hba_line *l, struct hba_rule *r)
 	for (i = 0; i < NK_ARRAY_LEN(hba_methods); i++)
 		if (strcmp(t.text, hba_methods[i].name) == 0)
 			break;
+	for (size_t k = 0; i == NK_ARRAY_LEN(hba_methods) && k < NK_ARRAY_LEN(hba_unbuilt); k++) {
+		if (strcmp(t.text, hba_unbuilt[k]) != 0)
+			continue;
+		l->note = "authentication method not supported by this build (no GSSAPI, LDAP or "
+			  "PAM): connections matching this line are refused";
+		r->method = HBA_REJECT;
+		while (line_token(l, &t))
+			;	/* its options (include_realm=0, ldapurl=...) do not matter */
+		return l->why == NULL;
+	}
 	if (i == NK_ARRAY_LEN(hba_methods)) {
 		l->why = "unsupported authentication method";
 		return false;
@@ -391,7 +415,7 @@ hba_parse(const char *text, const char *dir, hba_warn_fn warn, void *warn_arg)
 		const char *nl = strchr(p, '\n');
 		size_t len = nl ? (size_t)(nl - p) : strlen(p);
 		char *line = strndup(p, len);
-		struct hba_line l = { line, dir, NULL };
+		struct hba_line l = { line, dir, NULL, NULL };
 		struct hba_rule r;
 		int res;
 
@@ -407,6 +431,8 @@ hba_parse(const char *text, const char *dir, hba_warn_fn warn, void *warn_arg)
 			if (warn)
 				warn(warn_arg, lineno, l.why ? l.why : "out of memory");
 			rule_cleanup(&r);
+		} else if (res == 1 && l.note != NULL && warn) {
+			warn(warn_arg, lineno, l.note);
 		}
 	}
 	return h;

@@ -810,6 +810,55 @@ START_TEST(test_hba_match)
 }
 END_TEST
 
+/*
+ * Shapes pgbouncer's own hba tests use: blank lines made of tabs and spaces, comments after
+ * a rule, lists with blanks around the commas, a doubled quote inside a quoted name, an
+ * "all" address, a separate netmask, nested masks (first match wins), and gss lines (kept
+ * as refusing rules, since this build has no GSSAPI).
+ */
+START_TEST(test_hba_pgbouncer_shapes)
+{
+	const char text[] =
+		" \t \t\n\t# only a comment\n"
+		"host  x1,all  ua , ub,uc  16.0.0.0/8  md5\n"
+		"host  \"d\"\"q\"  \"u , v\"  19.0.0.0/8  cert\n"
+		"host  m2  mu  128.0.0.0/9  trust  # after the rule\n"
+		"host  m2  mu  128.0.0.0/1  cert\n"
+		"host  n1  all  127.0.0.0  255.255.255.0  password\n"
+		"host  any1  mu  all  scram-sha-256\n"
+		"host  gdb  all  20.0.0.0/8  gss include_realm=0\n"
+		"host  gdb  all  0.0.0.0/0  trust\n";
+	struct warn_log w = { { 0 }, 0 };
+	struct hba *h = hba_parse(text, NULL, warn_cb, &w);
+	struct hba_conn c;
+
+	ck_assert_uint_eq(hba_rule_count(h), 8);
+	ck_assert_int_eq(w.n, 1);	/* the gss line's warning */
+	ck_assert_int_eq(w.lines[0], 9);
+	c = conn("db", "ub", "16.0.0.1", false);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_MD5);
+	c = conn("db", "ud", "16.0.0.1", false);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_NO_MATCH);
+	c = conn("d\"q", "u , v", "19.0.0.2", false);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_CERT);
+	c = conn("m2", "mu", "128.1.1.1", false);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_TRUST);
+	c = conn("m2", "mu", "254.1.1.1", false);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_CERT);
+	c = conn("n1", "x", "127.0.0.3", true);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_PLAIN);
+	c = conn("n1", "x", "127.0.1.3", false);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_NO_MATCH);
+	c = conn("any1", "mu", "face::1", false);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_SCRAM);
+	c = conn("gdb", "x", "20.1.1.1", false);	/* refused, not let through to trust */
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_REJECT);
+	c = conn("gdb", "x", "22.1.1.1", false);
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_TRUST);
+	hba_free(h);
+}
+END_TEST
+
 START_TEST(test_hba_bad_lines_and_files)
 {
 	char dir[] = "/tmp/neki-hba-XXXXXX";
@@ -847,11 +896,14 @@ START_TEST(test_hba_bad_lines_and_files)
 
 	h = hba_load(path, warn_cb, &w, &err);
 	ck_assert_ptr_nonnull(h);
-	ck_assert_uint_eq(hba_rule_count(h), 1);
+	ck_assert_uint_eq(hba_rule_count(h), 2);	/* line 4 (ldap) stays, refusing */
 	ck_assert_int_eq(w.n, 9);
 	ck_assert_int_eq(w.lines[0], 1);
+	ck_assert_int_eq(w.lines[3], 4);
 	ck_assert_int_eq(w.lines[6], 7);
 	ck_assert_int_eq(w.lines[7], 9);
+	c = conn("appdb", "ben", "10.9.9.9", false);	/* ldap line matches: refused */
+	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_REJECT);
 	c = conn("appdb", "ben", NULL, false);
 	ck_assert_int_eq(hba_match(h, &c, NULL), HBA_MD5);
 	c = conn("appdb", "cid", NULL, false);
@@ -931,6 +983,7 @@ auth_suite(void)
 	tcase_add_test(tc, test_auth_file_parse);
 	tcase_add_test(tc, test_auth_file_broken);
 	tcase_add_test(tc, test_hba_match);
+	tcase_add_test(tc, test_hba_pgbouncer_shapes);
 	tcase_add_test(tc, test_hba_bad_lines_and_files);
 	tcase_add_test(tc, test_ident_map);
 	suite_add_tcase(s, tc);
