@@ -57,8 +57,10 @@ void session_shutdown_servers(void);
  * replaced as with RECONNECT (idle ones now, busy ones when released).
  */
 void session_reconnect_all(void);
-
-/* After a reload: point every pool at the new configuration (stale links are closed). */
+/*
+ * The configuration in force changed (RELOAD, SIGHUP, console SET): every pool follows it
+ * now (stale links are closed) and the pools of a database gone from the file are dropped.
+ */
 void session_reload_pools(void);
 
 #endif /* NEKI_SESSION_H */

@@ -105,9 +105,10 @@ child_apply_setting(const char *kv)
 	key[eq - kv] = '\0';
 	if ((s = cfg_setting_find(key)) == NULL || (next = cfg_dup(cfg_current())) == NULL)
 		return;
-	if (cfg_setting_apply(next, s, eq + 1, &err))
+	if (cfg_setting_apply(next, s, eq + 1, &err)) {
 		cfg_set_current(next);
-	else
+		session_reload_pools();
+	} else
 		log_warn("SET %s failed: %s", kv, err.message);
 	cfg_unref(next);
 	if (strncmp(key, "client_tls", 10) == 0 || strncmp(key, "server_tls", 10) == 0)

@@ -50,6 +50,9 @@ struct spool {
 	char *db;			/* owned: client-side database name */
 	char *user;			/* owned: server login user */
 	struct cfg *cfg;		/* counted reference: what the pool was configured with */
+	const struct cfg_database *entry; /* borrowed from cfg: the db's entry (or a routed
+					   * shard's own, not in cfg) */
+	bool dropped;			/* its database left the configuration (killed) */
 	struct pool *pool;		/* owned */
 	const char *repl;		/* "database" / "true": a replication pool; NULL: not */
 	uint8_t *startup;		/* owned: a replication pool's client startup parameters */
@@ -209,13 +212,19 @@ spool_reconfigure(struct spool *sp, const struct cfg *c, const struct cfg_databa
 	cfg_ref((struct cfg *)c);
 	cfg_unref(sp->cfg);
 	sp->cfg = (struct cfg *)c;
+	sp->entry = db;
+	sp->dropped = false;
 }
 
 /*
- * A reload: every pool whose database entry is still configured takes the new entries now,
- * so that links made stale by the change (host, port, target_session_attrs, ...) are closed
- * at once when idle and at release when busy, as pgbouncer's dirty databases; not only when
- * the next client of the pool logs in.
+ * A new configuration is in force (RELOAD, SIGHUP, console SET): every pool of a [databases]
+ * entry (or of "*") follows it at once, as pgbouncer's settings take effect at once (a SET
+ * default_pool_size lets queued clients in; a changed host closes the links at release). A
+ * database gone from the file is dropped as pgbouncer does: its clients get "database
+ * removed" and its links close. Links made stale by the change (host, port,
+ * target_session_attrs, ...) close at once when idle and at release when busy, as pgbouncer's
+ * dirty databases. Pools of routed shards ("<db>@<uid>") follow their sessions instead, and a
+ * database that became sharded keeps its pass-through pools as they are.
  */
 void
 session_reload_pools(void)
@@ -223,12 +232,24 @@ session_reload_pools(void)
 	const struct cfg *c = cfg_current();
 
 	for (struct spool *sp = spools; sp != NULL; sp = sp->next) {
-		const struct cfg_database *db = cfg_database_find(c, sp->db);
+		bool listed = sp->entry == cfg_database_find(sp->cfg, sp->db);
+		const struct cfg_database *db;
 
-		/* a routed database's shard pools ("<db>@<uid>") are the router's own */
-		if (db == NULL && strchr(sp->db, '@') == NULL)
-			db = cfg_database_auto(c);
-		if (db != NULL && sp->cfg != c && !db->topology)
+		if (sp->cfg == c || sp->dropped ||
+		    (!listed && sp->entry != cfg_database_auto(sp->cfg)))
+			continue;
+		db = cfg_database_find(c, sp->db);
+		if (db == NULL && (listed || (db = cfg_database_auto(c)) == NULL)) {
+			if (listed) {
+				log_warn("dropping database '%s' as it does not exist anymore",
+					 sp->db);
+				sess_kill_db(sp->db, "database removed");
+				pool_close_all(sp->pool, "database removed");
+			}
+			sp->dropped = true;
+			continue;
+		}
+		if (!db->topology)
 			spool_reconfigure(sp, c, db);
 	}
 }
@@ -307,6 +328,7 @@ spool_get_or_create_repl(const struct cfg *c, const struct cfg_database *db,
 	if (sp->pool == NULL)
 		goto fail;
 	sp->cfg = (struct cfg *)c;
+	sp->entry = db;
 	cfg_ref(sp->cfg);
 	pool_pause(sp->pool, sctl_db_paused(dbname));
 	sp->next = spools;

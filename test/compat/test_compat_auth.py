@@ -7,6 +7,7 @@ scram-sha-256 against plain, md5 and SCRAM secrets, the console reached through 
 auth_query errors, reloads of hba, and a server password changed under a pool.
 """
 import re
+import threading
 
 import pytest
 
@@ -300,21 +301,41 @@ def test_auth_user_same_as_forced_user(bouncer, where):
 
 def test_server_password_changed_under_the_pool(one_worker_bouncer):
     """A pool whose server password stopped working: the open link goes on serving (with one
-    worker: a link serves the clients of its own worker), a new one fails with the
-    server's error."""
+    worker: a link serves the clients of its own worker); the clients queued behind it all
+    fail with the server's error as soon as the first new login fails (pgbouncer's
+    kill_pool_logins: one failed login at the server, not one per client)."""
     bouncer = one_worker_bouncer
     bouncer.default_db = "p4"
     bouncer.admin("SET default_pool_size = 1")
     bouncer.admin("SET pool_mode = transaction")
     pg_conn = bouncer.pg.connect("shard-a")
+    errors = []
+
+    def client():
+        try:
+            bouncer.test()
+        except psycopg.OperationalError as e:
+            errors.append(str(e))
+
     try:
         bouncer.test()
         pg_conn.execute("ALTER USER puser1 PASSWORD 'bar'")
         bouncer.test()   # the open link still works
-        bouncer.admin("RECONNECT")
-        refused("password authentication failed", bouncer.test)
-        wait_until(lambda: "closing because: password authentication failed for user"
-                   in bouncer.log(), 5, what="the failed server login in the log")
+        with bouncer.conn(autocommit=False) as holder:
+            holder.execute("SELECT 1")          # claim the only link
+            with bouncer.log_contains(r"C-0x[0-9a-f]+: p4/\S+ closing because: password "
+                                      r"authentication failed for user", times=3):
+                threads = [threading.Thread(target=client) for _ in range(3)]
+                for t in threads:
+                    t.start()
+                wait_until(lambda: sum(r[3] for r in bouncer.admin("SHOW POOLS")
+                                       if r[0] == "p4") == 3, 10, what="3 queued clients")
+                bouncer.admin("RECONNECT")             # the held link is closed at release
+                bouncer.admin("SET default_pool_size = 2")   # room for a new login
+                for t in threads:
+                    t.join(20)
+        assert len(errors) == 3 and all("password authentication failed" in e
+                                        for e in errors), errors
     finally:
         pg_conn.execute("ALTER USER puser1 PASSWORD 'foo'")
         pg_conn.close()

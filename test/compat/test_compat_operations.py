@@ -14,7 +14,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from conftest import IS_ROOT, run_as_user, wait_until
-from pgbcompat import bouncer, pgb_pg  # noqa: F401 (fixtures)
+from pgbcompat import bouncer, one_worker_bouncer, pgb_pg  # noqa: F401 (fixtures)
 
 try:
     import psycopg
@@ -193,3 +193,42 @@ def test_reboot_is_refused(bouncer):
     assert "so_reuseport" in res.stderr
     bouncer.test()
     assert bouncer.admin("SHOW CLIENTS", row_factory=dict_row)[0]["database"] == "pgbouncer"
+
+
+def test_database_removed_on_reload(bouncer):
+    """A database gone from the file is dropped at RELOAD, as pgbouncer: its clients get
+    "database removed", its links close, and new clients "no such database"."""
+    conn = bouncer.conn(dbname="p1")
+    conn.execute("SELECT 1")
+    lines = [l for l in bouncer.config_text().splitlines() if not l.startswith("p1 ")]
+    bouncer.write_config("\n".join(lines) + "\n")
+    with bouncer.log_contains(r"dropping database 'p1' as it does not exist anymore"):
+        bouncer.admin("RELOAD")
+    with pytest.raises(psycopg.OperationalError, match="database removed"):
+        conn.execute("SELECT 1")
+    with pytest.raises(psycopg.OperationalError, match="no such database: p1"):
+        bouncer.test(dbname="p1")
+    wait_until(lambda: bouncer.connection_count("p1") == 0, 10, what="p1's links to close")
+    bouncer.test()   # the others go on
+
+
+def test_set_takes_effect_for_queued_clients(one_worker_bouncer):
+    """A console SET reaches the pools at once: clients queued for a full pool get in when
+    SET default_pool_size makes room (no new client needed to notice). One worker: a client
+    of another worker would wait for that worker's first link instead."""
+    bouncer = one_worker_bouncer
+    bouncer.admin("SET default_pool_size = 1")
+    bouncer.admin("SET pool_mode = transaction")
+    bouncer.default_db = "p1"
+    holder = bouncer.conn(autocommit=False)
+    holder.execute("SELECT 1")        # holds p1's only link
+    done = []
+    t = threading.Thread(target=lambda: done.append(bouncer.sql_value("SELECT 7")))
+    t.start()
+    wait_until(lambda: sum(r[3] for r in bouncer.admin("SHOW POOLS") if r[0] == "p1") == 1,
+               10, what="the queued client")
+    bouncer.admin("SET default_pool_size = 2")
+    t.join(10)
+    assert done == [7]
+    holder.rollback()
+    holder.close()
