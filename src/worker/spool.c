@@ -307,7 +307,8 @@ spool_get_or_create_repl(const struct cfg *c, const struct cfg_database *db,
 
 	for (sp = spools; sp != NULL; sp = sp->next) {
 		if (spool_matches(sp, dbname, user, r)) {
-			if (sp->cfg != c)
+			/* never back to an older one (a session accepted before a reload) */
+			if (sp->cfg != c && (c == cfg_current() || sp->dropped))
 				spool_reconfigure(sp, c, db);
 			return sp;
 		}
