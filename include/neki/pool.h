@@ -93,6 +93,8 @@ struct pool_waiter {
 	void *ctx;		/* borrowed: the session */
 	bool connect_failed;	/* the wait (or pool_acquire's POOL_FAILED) ended because
 				 * connecting to the server failed (fail-fast pools only) */
+	/* NULL, or logs a line about the waiter with its own prefix (the client's C-...) */
+	void (*log)(struct pool_waiter *w, int level, const char *msg);
 };
 
 enum pool_acquire_result {

@@ -394,8 +394,13 @@ pool_take_slot(struct pool *p)
 	if (pool_reserve_allowed(p)) {
 		max = size + pool_reserve_size(p);
 		if (pool_try_slot(p, max)) {
-			log_warn("C-%p: %s/%s taking connection from reserve_pool",
-				 pool_first_waiter(p)->ctx, p->db_name, p->user_name);
+			struct pool_waiter *w = pool_first_waiter(p);
+
+			if (w->log != NULL)
+				w->log(w, LOG_LVL_WARNING, "taking connection from reserve_pool");
+			else
+				log_warn("C-%p: %s/%s taking connection from reserve_pool", w->ctx,
+					 p->db_name, p->user_name);
 			return true;
 		}
 	}

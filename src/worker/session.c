@@ -121,6 +121,13 @@ sess_log(const struct session *s, int lvl, const char *fmt, ...)
 			s->addr, s->port, msg);
 }
 
+/* A pool's line about the client waiting in it, with the client's prefix. */
+void
+sess_waiter_log(struct pool_waiter *w, int level, const char *msg)
+{
+	sess_log(w->ctx, level, "%s", msg);
+}
+
 bool
 sess_send_pb(struct session *s, struct pktbuf *pb)
 {

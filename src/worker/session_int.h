@@ -361,6 +361,8 @@ void sess_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_erro
 void sess_drop_link(struct session *s, const char *dirty_reason);
 /* The deferred release after ReadyForQuery. */
 void sess_release_cb(int fd, short what, void *arg);
+/* pool_waiter.log of a session's waiter (pgbouncer's client prefix on the pool's lines). */
+void sess_waiter_log(struct pool_waiter *w, int level, const char *msg);
 /* session_auth.c: auth_query's ReadyForQuery arrived; go on (from sess_release_cb). */
 void sess_authq_finish(struct session *s);
 /* Free the request queue. */

@@ -544,6 +544,7 @@ sess_login_done(struct session *s)
 		return;
 	}
 	pool_waiter_init(&s->waiter, sess_pool_ready, sess_link_cb, s);
+	s->waiter.log = sess_waiter_log;
 	if (pool_welcome_ready(spool_pool(s->sp)))
 		sess_send_welcome(s);
 	else

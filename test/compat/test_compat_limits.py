@@ -140,7 +140,8 @@ def test_reserve_pool(one_worker_bouncer):
     bouncer.admin("SET server_tls_sslmode = disable")
 
     async def scenario():
-        with bouncer.log_contains("taking connection from reserve_pool", times=3):
+        with bouncer.log_contains(r"C-0x[0-9a-f]+: p1/postgres@127\.0\.0\.1:\d+ taking "
+                                  r"connection from reserve_pool", times=3):
             task = asyncio.ensure_future(asleep(bouncer, 6, dbname="p1", times=10))
             await asyncio.sleep(0.5)
             wait_until(lambda: bouncer.connection_count("p1") == 5, 10, what="pool_size")
