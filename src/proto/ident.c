@@ -4,7 +4,8 @@
  * Each line `MAPNAME SYSTEM-USERNAME DATABASE-USERNAME` lets the system user
  * (certificate CN, peer user) log in as the database user when an hba rule says
  * map=MAPNAME. pgbouncer's subset of pg_ident.conf: literal names only (a
- * leading '/' regular expression is refused), no includes. Without a map,
+ * leading '/' regular expression is refused), no includes; a DATABASE-USERNAME of
+ * all (not quoted) stands for every database user. Without a map,
  * cert and peer require the two names to be equal; that rule is the caller's.
  */
 #include "neki/base.h"
@@ -21,6 +22,7 @@ struct ident_entry {
 	char *map;		/* owned */
 	char *sysuser;		/* owned */
 	char *dbuser;		/* owned */
+	bool db_all;		/* DATABASE-USERNAME was the keyword all: any user */
 };
 
 struct ident_map {
@@ -33,11 +35,12 @@ struct ident_map {
  * into <out>; false at the end of the line or a '#'.
  */
 static bool
-ident_field(const char **p, char *out, size_t outlen)
+ident_field(const char **p, char *out, size_t outlen, bool *quoted)
 {
 	const char *s = *p;
 	size_t n = 0;
 
+	*quoted = false;
 	while (*s && isspace((unsigned char)*s))
 		s++;
 	if (*s == '\0' || *s == '#')
@@ -50,6 +53,7 @@ ident_field(const char **p, char *out, size_t outlen)
 		n = (size_t)(q - s - 1);
 		memcpy(out, s + 1, n);
 		s = q + 1;
+		*quoted = true;
 	} else {
 		while (*s && !isspace((unsigned char)*s) && *s != '#' && n < outlen - 1)
 			out[n++] = *s++;
@@ -60,7 +64,7 @@ ident_field(const char **p, char *out, size_t outlen)
 }
 
 static bool
-ident_add(struct ident_map *m, const char *map, const char *sys, const char *db)
+ident_add(struct ident_map *m, const char *map, const char *sys, const char *db, bool db_all)
 {
 	struct ident_entry *e;
 
@@ -77,6 +81,7 @@ ident_add(struct ident_map *m, const char *map, const char *sys, const char *db)
 	e->map = strdup(map);
 	e->sysuser = strdup(sys);
 	e->dbuser = strdup(db);
+	e->db_all = db_all;
 	if (!e->map || !e->sysuser || !e->dbuser) {
 		free(e->map);
 		free(e->sysuser);
@@ -93,14 +98,15 @@ ident_line(struct ident_map *m, const char *line, const char **why)
 {
 	char map[256], sys[256], db[256], extra[8];
 	const char *p = line;
+	bool q, db_q;
 
-	if (!ident_field(&p, map, sizeof(map)))
+	if (!ident_field(&p, map, sizeof(map), &q))
 		return 0;
-	if (!ident_field(&p, sys, sizeof(sys)) || !ident_field(&p, db, sizeof(db))) {
+	if (!ident_field(&p, sys, sizeof(sys), &q) || !ident_field(&p, db, sizeof(db), &db_q)) {
 		*why = "expected MAPNAME SYSTEM-USERNAME DATABASE-USERNAME";
 		return -1;
 	}
-	if (ident_field(&p, extra, sizeof(extra))) {
+	if (ident_field(&p, extra, sizeof(extra), &q)) {
 		*why = "extra fields after DATABASE-USERNAME";
 		return -1;
 	}
@@ -108,7 +114,7 @@ ident_line(struct ident_map *m, const char *line, const char **why)
 		*why = "regular expressions are not supported";
 		return -1;
 	}
-	return ident_add(m, map, sys, db) ? 1 : -2;
+	return ident_add(m, map, sys, db, !db_q && strcmp(db, "all") == 0) ? 1 : -2;
 }
 
 /* Parse ident map text; see neki/auth.h. */
@@ -179,7 +185,7 @@ ident_map_free(struct ident_map *m)
 	free(m);
 }
 
-/* Linear search for an exact (map, sysuser, dbuser) line. */
+/* Linear search for a (map, sysuser, dbuser) line (or map, sysuser, all). */
 bool
 ident_map_allows(const struct ident_map *m, const char *map, const char *sysuser,
 		 const char *dbuser)
@@ -188,7 +194,7 @@ ident_map_allows(const struct ident_map *m, const char *map, const char *sysuser
 		const struct ident_entry *e = &m->e[i];
 
 		if (strcmp(e->map, map) == 0 && strcmp(e->sysuser, sysuser) == 0 &&
-		    strcmp(e->dbuser, dbuser) == 0)
+		    (e->db_all || strcmp(e->dbuser, dbuser) == 0))
 			return true;
 	}
 	return false;

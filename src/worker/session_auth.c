@@ -10,11 +10,12 @@
  */
 #include "neki/base.h"
 
+#include <netinet/in.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 
 #include <event2/event.h>
 
@@ -29,6 +30,7 @@
 /* Worker-wide caches, reloaded when the configuration object changes. */
 static struct auth_file *af_cache;	/* owned */
 static struct hba *hba_cache;		/* owned */
+static struct ident_map *idm_cache;	/* owned: auth_ident_file */
 static struct cfg *auth_cache_cfg;	/* counted reference: what the caches were loaded for */
 
 static void
@@ -36,8 +38,10 @@ sess_auth_caches_free(void)
 {
 	auth_file_free(af_cache);
 	hba_free(hba_cache);
+	ident_map_free(idm_cache);
 	af_cache = NULL;
 	hba_cache = NULL;
+	idm_cache = NULL;
 	if (auth_cache_cfg != NULL)
 		cfg_unref(auth_cache_cfg);
 	auth_cache_cfg = NULL;
@@ -77,6 +81,12 @@ sess_auth_caches_load(const struct cfg *c)
 		hba_cache = hba_load(c->auth_hba_file, sess_hba_warn, c->auth_hba_file, &err);
 		if (hba_cache == NULL)
 			log_warn("could not load auth_hba_file: %s", err.message);
+	}
+	if (c->auth_ident_file[0] != '\0') {
+		idm_cache = ident_map_load(c->auth_ident_file, sess_hba_warn, c->auth_ident_file,
+					   &err);
+		if (idm_cache == NULL)
+			log_warn("could not load auth_ident_file: %s", err.message);
 	}
 }
 
@@ -154,6 +164,7 @@ sess_hba_method(struct session *s, enum cfg_auth_type *out)
 	struct hba_conn hc = { .db = s->dbname, .user = s->user, .is_unix = s->is_unix,
 			       .is_tls = tls_sbuf_is_tls(&s->sb) };
 	enum hba_method m = HBA_NO_MATCH;
+	const char *map = NULL;
 	struct nk_error err;
 
 	sess_auth_caches_load(s->cfg);
@@ -165,14 +176,16 @@ sess_hba_method(struct session *s, enum cfg_auth_type *out)
 		memcpy(hc.addr, &((struct sockaddr_in6 *)&s->peer)->sin6_addr, 16);
 	}
 	if (hba_cache != NULL)
-		m = hba_match(hba_cache, &hc, NULL);
+		m = hba_match(hba_cache, &hc, &map);
+	snprintf(s->hba_map, sizeof(s->hba_map), "%s", map != NULL ? map : "");
 	*out = sess_hba_to_auth(m);
 	if (*out != CFG_AUTH_REJECT)
 		return true;
-	auth_error_hba_reject(&err, s->is_unix ? "[local]" : s->addr, s->user, s->dbname, false,
-			      m == HBA_REJECT);
-	err.severity = NK_SEV_FATAL;
-	sess_close(s, "login rejected", &err);
+	/* the reason in Postgres' words in the log; the client gets pgbouncer's */
+	auth_error_hba_reject(&err, s->is_unix ? "[local]" : s->addr, s->user, s->dbname,
+			      hc.is_tls, m == HBA_REJECT);
+	sess_log(s, LOG_LVL_INFO, "%s", err.message);
+	sess_fatal(s, m == HBA_REJECT ? "login rejected" : "no authentication method is found");
 	return false;
 }
 
@@ -240,22 +253,57 @@ sess_auth_cert(struct session *s)
 {
 	const char *why = NULL;
 	struct nk_error err;
+	bool mapped = true;
 	char cn[256];
 
 	if (!tls_sbuf_is_tls(&s->sb))
 		why = "TLS connection required";
 	else if (!tls_sbuf_peer_cn(&s->sb, cn, sizeof(cn)))
 		why = "TLS client certificate required";
-	else if (s->user_unknown || strcmp(cn, s->user) != 0)
+	else if (s->user_unknown)
 		why = "TLS certificate name mismatch";
-	if (why == NULL) {
+	else if (s->hba_map[0] != '\0')	/* map=: the auth_ident_file decides */
+		mapped = ident_map_allows(idm_cache, s->hba_map, cn, s->user);
+	else if (strcmp(cn, s->user) != 0)
+		why = "TLS certificate name mismatch";
+	if (why == NULL && mapped) {
 		sess_login_done(s);
 		return;
 	}
-	sess_log(s, LOG_LVL_ERROR, "%s", why);
+	if (!mapped)
+		sess_log(s, LOG_LVL_ERROR, "ident map: %s does not have a match", s->hba_map);
+	else
+		sess_log(s, LOG_LVL_ERROR, "%s", why);
 	nk_error_set(&err, "28000", "certificate authentication failed");
 	err.severity = NK_SEV_FATAL;
 	sess_close(s, "certificate authentication failed", &err);
+}
+
+/*
+ * hba method peer (Unix sockets): the peer's OS user (SO_PEERCRED) must be the user asked
+ * for, or map to it in auth_ident_file (map=), as pgbouncer checks it.
+ */
+static void
+sess_auth_peer(struct session *s)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct passwd pw, *res = NULL;
+	char buf[1024];
+	bool ok = false;
+
+	if (s->is_unix && !s->user_unknown &&
+	    getsockopt(sbuf_fd(&s->sb), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+	    getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &res) == 0 && res != NULL) {
+		if (s->hba_map[0] == '\0')
+			ok = strcmp(pw.pw_name, s->user) == 0;
+		else if (!(ok = ident_map_allows(idm_cache, s->hba_map, pw.pw_name, s->user)))
+			sess_log(s, LOG_LVL_ERROR, "ident map %s cannot be matched", s->hba_map);
+	}
+	if (ok)
+		sess_login_done(s);
+	else
+		sess_fatal(s, "unix socket login rejected");
 }
 
 /* Run the chosen method. */
@@ -288,6 +336,8 @@ sess_auth_run(struct session *s)
 		sess_auth_cert(s);
 		break;
 	case CFG_AUTH_PEER:
+		sess_auth_peer(s);
+		break;
 	case CFG_AUTH_HBA:
 	case CFG_AUTH_REJECT:
 		sess_fatal(s, "login rejected");

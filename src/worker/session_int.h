@@ -243,6 +243,7 @@ struct session {
 	struct scram_server scram;	/* SCRAM exchange state */
 	struct scram_keys scram_keys;	/* recovered from a successful SCRAM login */
 	bool scram_active;
+	char hba_map[64];		/* map= of the hba rule that matched ("" = none) */
 
 	/* the link */
 	struct link *link;		/* weak: held link (cleared on release / break) */

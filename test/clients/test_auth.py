@@ -181,9 +181,11 @@ def test_hba(pg_cluster, cluster_db, neki):
         refused(n, cluster_db, user, WRONG, match="SASL authentication failed"
                 if user == pg.test_user else None)
     assert ok(n, cluster_db, "postgres", None) == "postgres"
-    refused(n, cluster_db, "rejected_user", "x",
-            match='pg_hba.conf rejects connection for host "127.0.0.1", user "rejected_user"')
-    refused(n, cluster_db, "unlisted", "x", match="no pg_hba.conf entry for host")
+    # pgbouncer's words to the client; Postgres' (with the address) in the log
+    refused(n, cluster_db, "rejected_user", "x", match="login rejected")
+    n.wait_log('pg_hba.conf rejects connection for host "127.0.0.1", user "rejected_user"')
+    refused(n, cluster_db, "unlisted", "x", match="no authentication method is found")
+    n.wait_log("no pg_hba.conf entry for host")
 
 
 def test_auth_query(pg_cluster, cluster_db, neki):

@@ -339,3 +339,52 @@ def test_server_password_changed_under_the_pool(one_worker_bouncer):
     finally:
         pg_conn.execute("ALTER USER puser1 PASSWORD 'foo'")
         pg_conn.close()
+
+
+def _unix_conn(bouncer, **kw):
+    from pgbcompat import as_neki_uid
+    with as_neki_uid():
+        return bouncer.conn(host=bouncer.admin_host, **kw)
+
+
+def test_peer_auth_with_ident_map(bouncer):
+    """hba `peer map=...` on the Unix socket: the peer's OS user (here the one neki runs as)
+    may log in as the database users the auth_ident_file maps it to, as pgbouncer."""
+    from conftest import run_as_user
+    me = run_as_user() if __import__("os").geteuid() == 0 else __import__("getpass").getuser()
+    ident = bouncer.config_dir / "ident.conf"
+    hba = bouncer.config_dir / "hba.conf"
+    ident.write_text(f"mymap {me} postgres\nmymap {me} someuser\n")
+    hba.write_text("local all all peer map=mymap\nhost all all 127.0.0.1/32 trust\n")
+    for line in ("auth_type = hba", f"auth_query = {AUTH_QUERY}", "auth_user = pswcheck",
+                 f"auth_hba_file = {hba}", f"auth_ident_file = {ident}"):
+        bouncer.write_ini(line)
+    bouncer.admin("RELOAD")
+    for user in ("postgres", "someuser"):     # someuser comes from auth_query
+        with _unix_conn(bouncer, dbname="p0y", user=user) as c:
+            assert c.execute("SELECT current_user").fetchone()[0] == user
+    with bouncer.log_contains(r"p0y/bouncer@unix\(\d+\):\d+ ident map mymap cannot be "
+                              r"matched"):
+        with pytest.raises(psycopg.OperationalError, match="unix socket login rejected"):
+            _unix_conn(bouncer, dbname="p0y", user="bouncer")
+    ident.write_text(f"mymap {me} all\n")     # all: every database user
+    bouncer.admin("RELOAD")
+    with _unix_conn(bouncer, dbname="p0", user="bouncer") as c:
+        c.execute("SELECT 1")
+
+
+def test_hba_refusals_in_pgbouncer_words(bouncer):
+    hba = bouncer.config_dir / "hba.conf"
+    hba.write_text("host all rejected 127.0.0.1/32 reject\n"
+                   "host all postgres 127.0.0.1/32 trust\n")
+    bouncer.write_ini("auth_type = hba")
+    bouncer.write_ini(f"auth_hba_file = {hba}")
+    bouncer.admin("RELOAD")
+    bouncer.test()
+    with pytest.raises(psycopg.OperationalError, match="no authentication method is found"):
+        bouncer.test(user="marko")
+    hba.write_text("host all marko 127.0.0.1/32 reject\n")
+    bouncer.admin("RELOAD")
+    with bouncer.log_contains("closing because: login rejected"):
+        with pytest.raises(psycopg.OperationalError, match="login rejected"):
+            bouncer.test(user="marko")
