@@ -931,6 +931,8 @@ START_TEST(test_ident_map)
 		"certmap  \"Bob Smith\"  bob   # comment\n"
 		"\n"
 		"peermap  root  postgres\n"
+		"allmap  svc  all\n"
+		"quoted  svc  \"all\"\n"
 		"bad only-two\n"
 		"regex /^(.*)$ \\1\n"
 		"x y z extra\n";
@@ -939,9 +941,14 @@ START_TEST(test_ident_map)
 
 	ck_assert_ptr_nonnull(m);
 	ck_assert_int_eq(w.n, 3);
-	ck_assert_int_eq(w.lines[0], 6);
-	ck_assert_int_eq(w.lines[1], 7);
-	ck_assert_int_eq(w.lines[2], 8);
+	ck_assert_int_eq(w.lines[0], 8);
+	ck_assert_int_eq(w.lines[1], 9);
+	ck_assert_int_eq(w.lines[2], 10);
+	/* the keyword all maps to every user; quoted it is a user named "all" */
+	ck_assert(ident_map_allows(m, "allmap", "svc", "anyone"));
+	ck_assert(!ident_map_allows(m, "allmap", "other", "anyone"));
+	ck_assert(!ident_map_allows(m, "quoted", "svc", "anyone"));
+	ck_assert(ident_map_allows(m, "quoted", "svc", "all"));
 	ck_assert(ident_map_allows(m, "certmap", "alice.example.com", "alice"));
 	ck_assert(ident_map_allows(m, "certmap", "Bob Smith", "bob"));
 	ck_assert(ident_map_allows(m, "peermap", "root", "postgres"));
