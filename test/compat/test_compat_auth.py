@@ -388,3 +388,58 @@ def test_hba_refusals_in_pgbouncer_words(bouncer):
     with bouncer.log_contains("closing because: login rejected"):
         with pytest.raises(psycopg.OperationalError, match="login rejected"):
             bouncer.test(user="marko")
+
+
+def _client_pki(bouncer):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate CN=certuser."""
+    import shutil
+    import subprocess
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command")
+    d = bouncer.config_dir / "pki"
+    d.mkdir()
+    for cmd in (
+            "openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+            "-keyout ca.key -out ca.crt -days 2 -subj /CN=ca",
+            "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+            "-keyout server.key -out server.csr -subj /CN=localhost",
+            "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.cnf",
+            "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+            "-out server.crt -days 2 -extfile san.cnf",
+            "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+            "-keyout client.key -out client.csr -subj /CN=certuser",
+            "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+            "-out client.crt -days 2"):
+        subprocess.run(cmd, shell=True, cwd=str(d), check=True, capture_output=True)
+    for f in d.iterdir():
+        f.chmod(0o644)
+    (d / "client.key").chmod(0o600)
+    return d
+
+
+def test_cert_auth_with_ident_map(bouncer):
+    """hba `hostssl ... cert map=...`: the certificate's CN may log in as the database users
+    the auth_ident_file maps it to (pgbouncer 1.23's user name maps)."""
+    pki = _client_pki(bouncer)
+    ident = bouncer.config_dir / "ident.conf"
+    hba = bouncer.config_dir / "hba.conf"
+    ident.write_text("cmap certuser someuser\ncmap certuser postgres\n")
+    hba.write_text("hostssl all all 127.0.0.1/32 cert map=cmap\n"
+                   "local all all trust\n")
+    for line in (f"client_tls_key_file = {pki / 'server.key'}",
+                 f"client_tls_cert_file = {pki / 'server.crt'}",
+                 f"client_tls_ca_file = {pki / 'ca.crt'}", "client_tls_sslmode = verify-full",
+                 "auth_type = hba", f"auth_hba_file = {hba}", f"auth_ident_file = {ident}",
+                 f"auth_query = {AUTH_QUERY}", "auth_user = pswcheck"):
+        bouncer.write_ini(line)
+    bouncer.admin("RELOAD")
+    tls = {"sslmode": "verify-full", "sslrootcert": str(pki / "ca.crt"),
+           "sslcert": str(pki / "client.crt"), "sslkey": str(pki / "client.key")}
+    for user in ("postgres", "someuser"):
+        with bouncer.conn(dbname="p0a", user=user, **tls) as c:
+            assert c.execute("SELECT current_user").fetchone()[0] == user
+    with bouncer.log_contains(r"p0a/bouncer@127\.0\.0\.1:\d+ ident map: cmap does not have "
+                              r"a match"):
+        with pytest.raises(psycopg.OperationalError,
+                           match="certificate authentication failed"):
+            bouncer.conn(dbname="p0a", user="bouncer", **tls)
