@@ -32,14 +32,21 @@ def finished(proc, timeout=120):
     return done, int(failed.group(1)) if failed else 0
 
 
+PROBE = "neki-test-probe"   # application_name of the test's own connections to <db>
+
+
 def backends(pg, db):
-    """Backend pids connected to <db> (neki's links: the test itself connects to postgres)."""
-    return {r[0] for r in pg.sql("shard-a", "select pid from pg_stat_activity where datname = %s",
-                                 (db,))}
+    """
+    Backend pids connected to <db>: neki's links. The test's own history() connection to
+    <db> is left out: its backend may still be listed for a moment after it disconnected.
+    """
+    return {r[0] for r in pg.sql("shard-a", "select pid from pg_stat_activity where datname = %s"
+                                 " and application_name <> %s", (db, PROBE))}
 
 
 def history(pg, db):
-    return pg.sql("shard-a", "select count(*) from pgbench_history", dbname=db)[0][0]
+    with pg.connect("shard-a", db, application_name=PROBE) as conn:
+        return conn.execute("select count(*) from pgbench_history").fetchone()[0]
 
 
 def console(inst, sql):
