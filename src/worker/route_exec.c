@@ -287,6 +287,7 @@ route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 	struct route *r = sh->r;
 
 	sh->waiting = false;
+	spool_wait_end(sh->sp, &sh->counted_wait);
 	r->nwait--;
 	if (l == NULL && w->connect_failed) {
 		route_unreachable(r, sh, err);
@@ -331,7 +332,8 @@ route_exec_start(struct route *r, struct nk_error *err)
 						    "shard \"%s\"", sh->uid);
 			break;
 		case POOL_QUEUED:
-			sh->waiting = true;
+			sh->waiting = true;	/* (other workers shed idle links for it) */
+			spool_wait_begin(sh->sp, &sh->counted_wait);
 			r->nwait++;
 			break;
 		case POOL_FAILED:
@@ -783,6 +785,25 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	return true;
 }
 
+/* route_pool_use: see route_int.h. */
+void
+route_pool_use(const struct route *r, const struct spool *sp, struct route_use *u)
+{
+	memset(u, 0, sizeof(*u));
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		const struct rshard *sh = &r->sh[i];
+
+		if (sp != NULL && sh->sp != sp)
+			continue;
+		if (sh->waiting && (!u->waiting || sh->waiter.since_us < u->wait_since_us)) {
+			u->waiting = true;
+			u->wait_since_us = sh->waiter.since_us;
+		}
+		if (sh->link != NULL && u->link == NULL)
+			u->link = sh->link;
+	}
+}
+
 /* ---- cancel ---- */
 
 void
@@ -857,6 +878,7 @@ route_drop_links(struct route *r)
 
 		if (sh->waiting)
 			pool_cancel_wait(&sh->waiter);
+		spool_wait_end(sh->sp, &sh->counted_wait);
 		sh->waiting = false;
 		sh->link = NULL;
 		if (l == NULL)

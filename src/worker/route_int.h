@@ -165,6 +165,8 @@ struct rshard {
 	struct link *link;		/* weak: held link, NULL when none */
 	struct pool_waiter waiter;
 	bool waiting;			/* queued in the pool */
+	bool counted_wait;		/* ... and counted in the pool's waiters of every worker
+					 * (spool_wait_begin: others close an idle link for it) */
 	bool in_tx;			/* BEGIN was sent in the current transaction */
 	bool tx_data;			/* ... and a statement other than SET / SHOW ran in it
 					 * (the transaction's shard for __neki.tx_mode single) */
@@ -501,6 +503,15 @@ bool route_ext_drop_stmt(struct route *r, const char *name);
 void route_ext_drop_stmts(struct route *r);
 
 /* ---- route_exec.c ---- */
+
+/* What a routed session does with the links of one pool (SHOW CLIENTS / POOLS). */
+struct route_use {
+	bool waiting;			/* queued for a link */
+	uint64_t wait_since_us;		/* ... since then (monotonic; the longest wait) */
+	const struct link *link;	/* a link it holds (the first); NULL */
+};
+/* <r>'s use of the links of pool <sp> (NULL: of any pool) into <u>. */
+void route_pool_use(const struct route *r, const struct spool *sp, struct route_use *u);
 
 /* The rshard of <uid> (added when new); NULL when too many or the shard is not declared. */
 struct rshard *route_shard(struct route *r, const char *uid, struct nk_error *err);
