@@ -572,6 +572,8 @@ route_discard(struct route *r, const char *sql)
 		return route_fail(r, &err);
 	}
 	route_sets_discard(r);
+	if (!route_sets_defaults_all(r))
+		return RSTEP_STOP;
 	route_prep_free(r);
 	route_ext_drop_stmts(r);
 	route_portals_drop_all(r, true);	/* CLOSE ALL: WITH HOLD cursors too */
@@ -1296,7 +1298,8 @@ route_exec_finished(struct route *r)
 		return;
 	if (r->analyze ? !route_analyze_reply(r) : !route_combine(r))
 		return;
-	route_sets_done(r);	/* SET / RESET / set_config(): the model follows */
+	if (!route_sets_done(r))	/* SET / RESET / set_config(): the model follows */
+		return;
 	if (r->all_shards_ddl) {
 		r->cat_wait = shm_cat_request_refresh();
 		r->poll_deadline_us = sess_now_us() + ROUTE_CAT_WAIT_US;

@@ -514,7 +514,9 @@ route_on_param(struct route *r, struct link *l, const struct sbuf_pkt *pkt, bool
 	if (proto_parse_parameter_status(pkt->data + 5, pkt->len - 5, &p, &e) &&
 	    varcache_index(p.name) >= 0)
 		(void)varcache_set(&r->s->vars, p.name, p.value);
-	return first && r->combine != RX_QUIET ? route_fwd(r, l, pkt) : route_skip(l, pkt);
+	/* (a ROLLBACK's own too: what it undid, as Postgres reports it) */
+	return first && (r->combine != RX_QUIET || r->after != RX_AFTER_STMT) ?
+	       route_fwd(r, l, pkt) : route_skip(l, pkt);
 }
 
 /* The target being read (r->tg[r->pos]) ended: read (or send to, when sequential) the next

@@ -52,6 +52,7 @@ struct proto_bind_msg;
 struct prep_stmt;
 
 #define ROUTE_SHARDS_MAX 32	/* shards one session may use */
+#define ROUTE_VARS_MAX 16	/* tracked (reported) parameters: the varcache's VAR_MAX */
 
 /* How the answers of an exec's targets reach the client. */
 enum rx_combine {
@@ -264,6 +265,8 @@ struct route {
 	uint32_t nxsets, capxsets;
 	uint64_t sets_version;		/* bumped when r->sets change (never 0): a link behind
 					 * it is reset and replayed before its next use */
+	const char *vars0[ROUTE_VARS_MAX];	/* interned: the tracked parameters' values at
+						 * login, what RESET goes back to */
 	bool settings_exec;		/* the exec is a SET / RESET / SHOW (not data) */
 	uint64_t cat_wait;		/* catalog refresh to wait for (0 none): after DDL, the
 					 * next statement and ReadyForQuery wait for it */
@@ -538,8 +541,15 @@ NK_MUSTCHECK bool route_sets_calls(struct route *r, const struct plan *p);
 /* A new exec is set up: nothing of the previous one's r->xsets is left. */
 void route_sets_exec_clear(struct route *r);
 /* The exec succeeded: r->xsets take effect on the model (at once outside a transaction,
- * pending until its end inside one) and on its targets' bookkeeping. */
-void route_sets_done(struct route *r);
+ * pending until its end inside one) and on its targets' bookkeeping; a RESET of reported
+ * parameters brings them back to the session's login values (the client is told, the
+ * targets set). False when the client is gone (the session is closed). */
+NK_MUSTCHECK bool route_sets_done(struct route *r);
+/* The welcome was sent: the tracked parameters' values now are the session's defaults. */
+void route_sets_welcome(struct route *r);
+/* DISCARD ALL on the reported parameters: back to the login values, the client told (false
+ * when it is gone). */
+NK_MUSTCHECK bool route_sets_defaults_all(struct route *r);
 /* The exec failed: targets that ran r->xsets outside a transaction of their own did what the
  * model does not have (reset before their next use, and at release). */
 void route_sets_failed(struct route *r);

@@ -27,9 +27,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "neki/intern.h"
 #include "neki/link.h"
 #include "neki/log.h"
+#include "neki/pktbuf.h"
 #include "neki/pool.h"
 #include "route_int.h"
 #include "session_int.h"
@@ -309,6 +312,100 @@ route_sets_dirties(struct link *l, const struct rguc *g)
 	return i < 0 || link_tracked(l)[i] == NULL;
 }
 
+_Static_assert(VAR_MAX <= ROUTE_VARS_MAX, "a login value per tracked parameter");
+
+/* route_sets_welcome: see route_int.h. */
+void
+route_sets_welcome(struct route *r)
+{
+	for (size_t i = 0; i < varcache_count(); i++) {
+		const char *v = r->s->vars.val[i];
+
+		intern_unref(r->vars0[i]);
+		r->vars0[i] = v != NULL ? intern_ref(v) : NULL;
+	}
+}
+
+/*
+ * A RESET of reported parameter <name> (NULL: of every one): Postgres goes back to the
+ * session's default, its value at login, where a pooled link goes back to its own. The
+ * session's values become the login ones again, the client gets the ParameterStatus of
+ * those that change, and <fix> (NULL: none) the SETs that bring a link there after the
+ * reset. False when the client is gone.
+ */
+static bool
+route_sets_defaults(struct route *r, const char *name, struct rtext *fix)
+{
+	struct pktbuf pb;
+
+	pktbuf_init(&pb, 128);
+	for (size_t i = 0; i < varcache_count(); i++) {
+		const char *v0 = r->vars0[i], *n = varcache_name(i);
+
+		if (v0 == NULL || (name != NULL && strcasecmp(name, n) != 0))
+			continue;
+		if (fix != NULL) {
+			rtext_str(fix, "SET ");
+			rtext_str(fix, n);
+			rtext_str(fix, " = ");
+			rtext_literal(fix, v0);
+			rtext_str(fix, "\n;");
+		}
+		if (r->s->vars.val[i] == v0 || !varcache_set(&r->s->vars, n, v0))
+			continue;	/* (both interned) */
+		pktbuf_write_parameter_status(&pb, n, v0);
+	}
+	if (pb.len == 0) {
+		pktbuf_cleanup(&pb);
+		return true;
+	}
+	return route_send(r, &pb);
+}
+
+/* route_sets_defaults_all: see route_int.h. */
+bool
+route_sets_defaults_all(struct route *r)
+{
+	return route_sets_defaults(r, NULL, NULL);
+}
+
+/*
+ * After RESET (of one reported parameter, or ALL) <g> ran on the exec's targets: the
+ * session's login values back (route_sets_defaults()), set on the targets in a transaction
+ * (an injected Query each, answered before their next statement's); the others are behind
+ * (reset and replayed if the session uses them again before giving them back, which the
+ * varcache diff of their next session then does). *<sql> (malloc'd, NULL when <g> is no such
+ * RESET) is what a link joining the transaction runs in its place. False when the client is
+ * gone or on no memory.
+ */
+static bool
+route_sets_reset_fix(struct route *r, const struct rguc *g, char **sql)
+{
+	struct rtext fix = { 0 }, all = { 0 };
+	bool ok;
+
+	*sql = NULL;
+	if (g->kind != RGUC_RESET_ALL && (g->kind != RGUC_RESET || varcache_index(g->name) < 0))
+		return true;
+	if (!route_sets_defaults(r, g->kind == RGUC_RESET ? g->name : NULL, &fix))
+		return false;
+	ok = !fix.failed;
+	for (uint32_t i = 0; i < r->ntg && ok && fix.len > 0; i++) {
+		struct rshard *sh = &r->sh[r->tg[i]];
+
+		if (sh->link != NULL && sh->in_tx && route_link_query(sh->link, fix.p))
+			sh->swallow++;
+	}
+	if (ok && fix.len > 0) {
+		rtext_stmt(&all, g->sql);
+		rtext_str(&all, fix.p);
+		ok = !all.failed;
+		*sql = all.p;
+	}
+	free(fix.p);
+	return ok;
+}
+
 /* Is the exec in a transaction whose end decides its SETs (a block, the implicit one of a
  * multi-statement Query, an extended-protocol batch up to its Sync)? */
 static bool
@@ -318,16 +415,24 @@ route_sets_scoped(const struct route *r)
 }
 
 /* route_sets_done: see route_int.h. */
-void
+bool
 route_sets_done(struct route *r)
 {
 	bool scoped = route_sets_scoped(r);
 
 	for (uint32_t k = 0; k < r->nxsets; k++) {
 		const struct rguc *g = &r->xsets[k];
+		char *fixed;
 
+		if (!route_sets_reset_fix(r, g, &fixed)) {
+			if (r->s->state == SESS_ST_CLOSED)
+				return false;
+			sess_log(r->s, LOG_LVL_WARNING, "out of memory: a RESET leaves the link's "
+				 "defaults");
+		}
 		if (scoped) {
-			if (!rguc_push(&r->pend, &r->npend, &r->cappend, g->kind, g->name, g->sql))
+			if (!rguc_push(&r->pend, &r->npend, &r->cappend, g->kind, g->name,
+				       fixed != NULL ? fixed : g->sql))
 				sess_log(r->s, LOG_LVL_WARNING, "out of memory: a setting of the "
 					 "transaction is not replayed on its other links");
 		} else {
@@ -346,9 +451,13 @@ route_sets_done(struct route *r)
 				sh->sets_version = r->sets_version;	/* ran it itself */
 			}
 			sh->dirty |= route_sets_dirties(sh->link, g);
+			if (fixed != NULL && !sh->in_tx)
+				sh->sets_version = 0;	/* at the link's defaults: behind */
 		}
+		free(fixed);
 	}
 	rguc_list_free(r->xsets, &r->nxsets);
+	return true;
 }
 
 /* route_sets_failed: see route_int.h. */
@@ -417,6 +526,10 @@ route_sets_free(struct route *r)
 	rguc_list_free(r->sets, &r->nsets);
 	rguc_list_free(r->pend, &r->npend);
 	rguc_list_free(r->xsets, &r->nxsets);
+	for (size_t i = 0; i < ROUTE_VARS_MAX; i++) {
+		intern_unref(r->vars0[i]);
+		r->vars0[i] = NULL;
+	}
 	free(r->sets);
 	free(r->pend);
 	free(r->xsets);

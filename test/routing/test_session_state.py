@@ -368,3 +368,69 @@ def test_held_link_follows_the_model(sess, name):
     """LISTEN makes the session hold its authoritative shard's link (where SHOW runs): what a
     rollback undid, or a RESET on another link removed, is gone from it too."""
     script_both(sess, HELD[name], setup=["LISTEN held"])
+
+
+@pytest.mark.parametrize("steps", [
+    ["SET TimeZone = 'Asia/Tokyo'", "RESET ALL"],
+    ["SET TimeZone = 'Asia/Tokyo'", "DISCARD ALL"],
+    ["SET TimeZone = 'Asia/Tokyo'", "BEGIN", "SET TimeZone = 'Europe/Rome'", "ROLLBACK"],
+    ["SET TimeZone = 'Asia/Tokyo'", "SET TimeZone TO DEFAULT"],
+])
+def test_reported_parameters_follow_postgres(sess, steps):
+    """A reported parameter reads as on Postgres after RESET ALL, DISCARD ALL, ROLLBACK, and
+    the client is told the value (ParameterStatus) as Postgres tells it."""
+    got = []
+    for connect in (sess.connect, sess.ref):
+        with connect() as conn:
+            out = [step(conn, sql) for sql in steps]
+            out.append(step(conn, "SHOW TimeZone"))
+            out.append(step(conn, "SELECT DISTINCT current_setting('TimeZone') FROM customers"))
+            out.append(conn.info.parameter_status("TimeZone"))
+        got.append(out)
+    assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("reset", ["RESET ALL", "DISCARD ALL", "RESET application_name",
+                                   "SET TimeZone TO DEFAULT",
+                                   "BEGIN; RESET ALL; SELECT count(*) FROM customers; COMMIT"])
+def test_reset_goes_back_to_the_login_values(sess, reset):
+    """A client's startup values (application_name, options -c TimeZone=...) are its defaults:
+    RESET brings them back, as on Postgres, not the pooled link's own defaults."""
+    kw = {"application_name": "startup-app", "options": "-c TimeZone=Asia/Tokyo"}
+    got = []
+    for connect in (sess.connect, sess.ref):
+        with connect(**kw) if connect == sess.connect else \
+                psycopg.connect(sess.cluster.dsn("reference", dbname=sess.db), autocommit=True,
+                                **kw) as conn:
+            out = [step(conn, "SET application_name = 'changed'"),
+                   step(conn, "SET TimeZone = 'Europe/Rome'"), step(conn, reset)]
+            for name in ("application_name", "TimeZone"):
+                out.append(step(conn, f"SHOW {name}"))
+                out.append(step(conn, f"SELECT DISTINCT current_setting('{name}') "
+                                      "FROM customers"))
+                out.append(conn.info.parameter_status(name))
+        got.append(out)
+    assert got[0] == got[1]
+
+
+def shard_pools_idle(st):
+    """No link of the database's shard pools is in use or being reset (SHOW POOLS)."""
+    with st.neki.admin_connect(dbname="pgbouncer") as conn:
+        cur = conn.execute("SHOW POOLS")
+        names = [d.name for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    return all(r["cl_active"] == 0 and r["sv_active"] == 0 and r["sv_tested"] == 0
+               for r in rows if r["database"].startswith(st.db + "@"))
+
+
+@pytest.mark.parametrize("sql", ["SET TimeZone = 'Asia/Tokyo'", "RESET TimeZone",
+                                 "SET work_mem = '1MB'", "RESET ALL", "DISCARD ALL",
+                                 "SELECT set_config('work_mem', '2MB', false)",
+                                 "SET work_mem = '3MB'; SELECT count(*) FROM customers"])
+def test_idle_session_holds_no_link(sess, sql):
+    """Whatever the session set, once it is idle outside a transaction its links are back in
+    their pools (reset first when needed), so other sessions are never kept waiting."""
+    with sess.connect() as conn:
+        conn.execute("SET TimeZone = 'Europe/Rome'")
+        psycopg.ClientCursor(conn).execute(sql)
+        wait_until(lambda: shard_pools_idle(sess), 10, what="the session's links given back")
