@@ -815,6 +815,13 @@ route_dispatch(struct route *r, const struct plan *p, const char *sql, const voi
 		return route_action(r, p, sql, img);
 	if (p->stmt->kind == STMT_COPY && p->stmt->copy != NULL && p->stmt->copy->is_from)
 		return route_copy_from(r, p, sql, img, &err) ? RSTEP_ASYNC : route_fail(r, &err);
+	if (p->op == PLAN_OP_INSERT_SELECT && p->nset_configs > 0) {
+		/* (its source runs in rounds the session's settings model does not follow) */
+		nk_error_set(&err, "0A000", "set_config() in an INSERT ... SELECT the router runs "
+			     "across shards is not supported");
+		nk_error_hint(&err, "Call set_config() in a statement of its own.");
+		return route_fail(r, &err);
+	}
 	if (p->op == PLAN_OP_INSERT_SELECT)
 		return route_insel_start(r, p, img, &err) ? RSTEP_ASYNC : route_fail(r, &err);
 	return route_shards(r, p, sql);

@@ -434,3 +434,25 @@ def test_idle_session_holds_no_link(sess, sql):
         conn.execute("SET TimeZone = 'Europe/Rome'")
         psycopg.ClientCursor(conn).execute(sql)
         wait_until(lambda: shard_pools_idle(sess), 10, what="the session's links given back")
+
+
+def test_set_config_refusals(sess):
+    """set_config() with arguments the router cannot read, or where its settings model cannot
+    follow the statement, is refused (nothing ran); the session's settings are unchanged."""
+    cases = [
+        ("SELECT set_config('work_mem', current_setting('work_mem'), false)",
+         "set_config() on a sharded database needs constant arguments"),
+        ("SELECT set_config('work_mem', name, false) FROM customers",
+         "set_config() on a sharded database needs constant arguments"),
+        ("INSERT INTO products (sku, name) SELECT 'x' || id, set_config('work_mem', '1MB', "
+         "false) FROM customers WHERE id IN (1, 2, 3)",
+         "set_config() in an INSERT ... SELECT the router runs across shards is not supported"),
+    ]
+    with sess.connect() as conn:
+        for sql, message in cases:
+            with pytest.raises(psycopg.Error) as ei:
+                conn.execute(sql)
+            assert ei.value.diag.sqlstate == "0A000" and ei.value.diag.message_primary == \
+                message, sql
+        assert conn.execute("SHOW work_mem").fetchall() == [("4MB",)]
+        assert conn.execute("SELECT count(*) FROM products").fetchone() == (0,)
