@@ -305,7 +305,8 @@ enum stmt_shape {
 /*
  * Functions whose calls the router manages (spec 3.3 "Functions / expressions", 6.1): the
  * advisory locks (routed by their key), setval() (the sequence's home shard, then the
- * router's reserved values are dropped) and the notification functions (the notify shard).
+ * router's reserved values are dropped), the notification functions (the notify shard) and
+ * set_config() (the executor models the setting as the SET it is).
  */
 enum stmt_fn {
 	STMT_FN_LOCK = 0,	/* pg_[try_]advisory_lock[_shared]: a session-level lock */
@@ -316,6 +317,7 @@ enum stmt_fn {
 	STMT_FN_NOTIFY,		/* pg_notify(channel, payload) */
 	STMT_FN_LISTENING,	/* pg_listening_channels() */
 	STMT_FN_QUEUE_USAGE,	/* pg_notification_queue_usage() */
+	STMT_FN_SET_CONFIG,	/* set_config(name, value, is_local): a session setting */
 };
 
 #define STMT_CALL_ARGS 3

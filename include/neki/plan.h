@@ -251,6 +251,15 @@ struct plan_insel {
 	uint32_t nuntyped;
 };
 
+/* A set_config(name, value, is_local) call (spec 3.3: router-managed): once the statement
+ * ran, the executor remembers it as the SET (SET LOCAL with is_local) it is, so the
+ * session's other links get it and a rollback undoes it. */
+struct plan_set_config {
+	const char *name;		/* lowercased */
+	const char *value;		/* NULL: set_config(name, NULL, ...) resets it */
+	bool is_local;
+};
+
 /* How COPY FROM (and the executor generally) computes a row's shard. */
 struct plan_key {
 	uint32_t group, index;		/* image numbers */
@@ -285,6 +294,8 @@ struct plan {
 	enum plan_pin pin;		/* session-level advisory lock calls */
 	struct plan_setval *setvals;	/* setval() calls, in text order */
 	uint32_t nsetvals;
+	struct plan_set_config *set_configs;	/* set_config() calls, in text order */
+	uint32_t nset_configs;
 	bool queue_usage;		/* pg_notification_queue_usage(): the router's NOTICE */
 	const char *show_value;		/* NEKI_SHOW: the value */
 	const char *query;		/* normalised text sent to shards (EXPLAIN "Query:") */

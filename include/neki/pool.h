@@ -142,6 +142,13 @@ pool_waiter_is_queued(const struct pool_waiter *w)
  * release of a link that is not at 'I' with nothing pending is treated as dirty.
  */
 void pool_release(struct link *l, const char *dirty_reason);
+/*
+ * Give <l> back cleanly (as pool_release(l, NULL)), but run <reset_sql> on it first (sv_tested
+ * meanwhile; server_reset_query follows when the pool runs one): the session changed state on
+ * the server that the next client must not inherit. <reset_sql> is borrowed until then (a
+ * static string). A reset that fails closes the link.
+ */
+void pool_release_reset(struct link *l, const char *reset_sql);
 
 /*
  * Give back <l>, taken only to read the pool's welcome parameters and never given any

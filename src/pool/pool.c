@@ -614,6 +614,12 @@ pool_release(struct link *l, const char *dirty_reason)
 		link_close(l, true, "close_needed");
 	} else if (p->paused) {
 		link_close(l, true, "pause mode");
+	} else if (l->reset_sql != NULL) {
+		const char *sql = l->reset_sql;
+
+		l->reset_sql = NULL;
+		l->reset_then_pool = pool_wants_reset(p);
+		link_start_test(l, LINK_TEST_RESET, sql);
 	} else if (pool_wants_reset(p)) {
 		link_start_test(l, LINK_TEST_RESET, p->cfg->server_reset_query);
 	} else {
@@ -636,6 +642,16 @@ pool_release_unused(struct link *l)
 	link_deactivate(l);
 	link_set_state(l, LINK_ST_IDLE);
 	pool_kick(p);
+}
+
+/* Give <l> back through <reset_sql>; see neki/pool.h. */
+void
+pool_release_reset(struct link *l, const char *reset_sql)
+{
+	l->reset_sql = reset_sql;	/* (kept while a cancel parks the link) */
+	pool_release(l, NULL);
+	if (l->state != LINK_ST_ACTIVE)
+		l->reset_sql = NULL;	/* closed, or its reset started */
 }
 
 /* ---- hooks from link.c ---- */
@@ -717,6 +733,11 @@ pool_on_login_failed(struct link *l, const struct nk_error *err, const char *rea
 void
 pool_on_test_done(struct link *l)
 {
+	if (l->reset_then_pool) {	/* pool_release_reset(): the pool's own reset next */
+		l->reset_then_pool = false;
+		link_start_test(l, LINK_TEST_RESET, l->pool->cfg->server_reset_query);
+		return;
+	}
 	l->fresh = true;
 	link_set_state(l, LINK_ST_IDLE);
 	if (l->pool->paused)

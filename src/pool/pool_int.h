@@ -85,6 +85,9 @@ struct link {
 	void *cancel_ctx;		/* a CancelRequest in flight (link_cancel_start) */
 	link_cancel_detach_fn cancel_detach;	/* called with cancel_ctx if the link closes first */
 	bool cancel_parked;		/* released while cancel_ctx was set: waits for it */
+	const char *reset_sql;		/* borrowed, static: pool_release_reset()'s query, run
+					 * before the link is idle again; NULL */
+	bool reset_then_pool;		/* ... and server_reset_query after it */
 	void *user_data;		/* owned through user_free: the session layer's data */
 	link_data_free_fn user_free;	/* frees user_data at link_free */
 };

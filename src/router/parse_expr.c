@@ -114,6 +114,7 @@ managed_fn(const char *name, enum stmt_fn *out)
 		{ "pg_advisory_unlock_all", STMT_FN_UNLOCK_ALL }, { "setval", STMT_FN_SETVAL },
 		{ "pg_notify", STMT_FN_NOTIFY }, { "pg_listening_channels", STMT_FN_LISTENING },
 		{ "pg_notification_queue_usage", STMT_FN_QUEUE_USAGE },
+		{ "set_config", STMT_FN_SET_CONFIG },
 	};
 
 	for (size_t i = 0; i < NK_ARRAY_LEN(fns); i++) {

@@ -8,12 +8,15 @@
  *     holding the session's locks, 62 when the statement cannot run where the lock goes;
  *   - setval() runs on its sequence's home shard (plan_setval() in plan_seq.c);
  *   - pg_notify(), pg_listening_channels() and pg_notification_queue_usage() run on the
- *     notify shard (the authoritative group's shard, where NOTIFY and LISTEN go).
+ *     notify shard (the authoritative group's shard, where NOTIFY and LISTEN go);
+ *   - set_config() runs wherever the statement does, and is listed in plan.set_configs for
+ *     the executor, which models the session's settings (its arguments must be constants).
  * A statement without tables moves to the shard its calls need; a statement with tables
  * must already run there alone. Entry point: plan_calls().
  */
 #include "neki/base.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -133,6 +136,88 @@ key_shard(struct pctx *c, int64_t key, const char **uid)
 	return true;
 }
 
+/* set_config()'s arguments must be constants the router reads: 0A000 naming the fix. */
+static bool
+set_config_refuse(struct pctx *c)
+{
+	nk_error_set(c->err, "0A000", "set_config() on a sharded database needs constant "
+		     "arguments");
+	nk_error_hint(c->err, "Pass the name, the value and is_local as literals or parameters, "
+		      "or use SET.");
+	return false;
+}
+
+/* is_local of a set_config() call into *<is_local>; *<known> false when the shard will
+ * refuse it (text that is no boolean). NULL is false, as Postgres reads it. */
+static bool
+set_config_local(struct pctx *c, const struct stmt_value *v, bool *is_local, bool *known)
+{
+	const char *text;
+	bool is_null;
+
+	*is_local = false;
+	*known = true;
+	if (v->kind == STMT_V_SLOT && v->is_param && v->slot < c->in->nparams &&
+	    c->in->params[v->slot].binary) {
+		const struct plan_param *pp = &c->in->params[v->slot];
+
+		*known = pp->len <= 1;
+		*is_local = pp->len == 1 && pp->data[0] != 0;
+		return true;
+	}
+	if (!plan_value_text(c, v, &text, &is_null))
+		return false;
+	*known = is_null || (text && plan_bool_text(text, is_local));
+	return true;
+}
+
+/*
+ * set_config(name, value, is_local): the setting is listed in plan.set_configs (the
+ * executor remembers it once the statement ran); a NULL value resets it, as Postgres does.
+ * A call the shard will refuse (a NULL name, a wrong signature, an is_local that is no
+ * boolean) is not listed; session_authorization is Neki's 27, as SET SESSION AUTHORIZATION.
+ */
+static bool
+plan_set_config(struct pctx *c, const struct stmt_call *call)
+{
+	struct plan *o = c->out;
+	struct plan_set_config sc, *grown;
+	bool is_null, known;
+	char *name;
+
+	if (call->named || call->nargs != 3)
+		return true;
+	for (uint32_t i = 0; i < 3; i++)
+		if (call->args[i].kind == STMT_V_EXPR || call->args[i].kind == STMT_V_DEFAULT)
+			return set_config_refuse(c);
+	memset(&sc, 0, sizeof(sc));
+	if (!plan_value_text(c, &call->args[0], &sc.name, &is_null))
+		return false;
+	if (is_null || !sc.name)
+		return true;
+	if (!(name = rarena_strdup(c->a, sc.name)))
+		return nk_error_set(c->err, "53200", "out of memory");
+	for (char *p = name; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	sc.name = name;
+	if (strcmp(name, "session_authorization") == 0)
+		return nk_error_nk013(c->err, 27);
+	if (!plan_value_text(c, &call->args[1], &sc.value, &is_null) ||
+	    !set_config_local(c, &call->args[2], &sc.is_local, &known))
+		return false;
+	if (is_null)
+		sc.value = NULL;
+	if (!known)
+		return true;
+	if (!(grown = rarena_alloc(c->a, (o->nset_configs + 1) * sizeof(*grown))))
+		return nk_error_set(c->err, "53200", "out of memory");
+	if (o->nset_configs)
+		memcpy(grown, o->set_configs, o->nset_configs * sizeof(*grown));
+	grown[o->nset_configs++] = sc;
+	o->set_configs = grown;
+	return true;
+}
+
 /* Where <call> must run: *<uid>, NULL when anywhere will do. */
 static bool
 call_shard(struct pctx *c, const struct stmt_call *call, const char **uid)
@@ -153,6 +238,8 @@ call_shard(struct pctx *c, const struct stmt_call *call, const char **uid)
 		return true;
 	case STMT_FN_SETVAL:
 		return plan_setval(c, call, uid);
+	case STMT_FN_SET_CONFIG:
+		return plan_set_config(c, call);
 	case STMT_FN_QUEUE_USAGE:
 		c->out->queue_usage = true;
 		/* FALLTHROUGH */

@@ -99,6 +99,9 @@ bool plan_insert_select(struct pctx *c, struct prel *t, int pos);
 bool plan_fills(struct pctx *c, struct prel *t);
 bool plan_fill_key_plan(struct pctx *c, struct prel *t);
 bool plan_nextvals(struct pctx *c);
+/* Postgres' boolean input <s> (prefixes of true/false/yes/no, on/off with two letters at
+ * least, 1/0, any case) into *<out>; false when it is none of them. */
+bool plan_bool_text(const char *s, bool *out);
 
 /* plan_fn.c: the router-managed function calls of a planned SELECT / DML statement
  * (advisory locks by key, setval on the sequence's home shard, the notification functions

@@ -357,10 +357,9 @@ plan_nextvals(struct pctx *c)
 
 /* ---- setval('seq', value [, is_called]) ---- */
 
-/* Postgres' boolean input: prefixes of true/false/yes/no, on/off (two letters at least),
- * 1/0, any case. */
-static bool
-bool_text(const char *s, bool *out)
+/* plan_bool_text: see plan_int.h. */
+bool
+plan_bool_text(const char *s, bool *out)
 {
 	static const struct {
 		const char *word;
@@ -416,7 +415,7 @@ setval_called(struct pctx *c, const struct stmt_call *call, bool *is_called, boo
 		return setval_refuse(c, "a constant is_called argument");
 	if (!plan_value_text(c, v, &text, &is_null))
 		return false;
-	*known = !is_null && text && bool_text(text, is_called);
+	*known = !is_null && text && plan_bool_text(text, is_called);
 	return true;
 }
 

@@ -12,7 +12,7 @@ libneki_a_SOURCES += src/worker/route.c src/worker/route_exec.c src/worker/route
 	src/worker/route_ext.c src/worker/route_merge.c src/worker/route_seq.c \
 	src/worker/route_copy.c src/worker/route_copy_row.c \
 	src/worker/route_prep.c src/worker/route_portal.c src/worker/route_cursor.c \
-	src/worker/route_pull.c src/worker/route_insel.c
+	src/worker/route_pull.c src/worker/route_insel.c src/worker/route_sets.c
 # links a session holds across transactions (LISTEN, advisory locks) and notifications
 libneki_a_SOURCES += src/worker/route_pin.c src/worker/route_listen.c
 noinst_HEADERS += include/neki/session.h src/worker/session_int.h src/worker/route_int.h \

@@ -145,6 +145,8 @@ route_query_end(struct route *r)
 		r->tx = 'I';
 	}
 	r->implicit = r->implicit_end = false;
+	if (r->tx == 'I')	/* (an end not reached through COMMIT / ROLLBACK: undone) */
+		route_sets_end(r, false, false);
 	if (route_cat_wait(r, ROUTE_RESUME_QUERY_END))
 		return;		/* DDL: ReadyForQuery once the catalog shows it */
 	r->cancel_pending = false;
@@ -179,12 +181,13 @@ route_tx_shards(const struct route *r, const char **uids)
 	return n;
 }
 
-/* One shard the open transaction touched; NULL when none. */
+/* One shard the open transaction touched (with <data>: where it ran more than SET and
+ * SHOW, what __neki.tx_mode single counts); NULL when none. */
 static const char *
-route_tx_shard(const struct route *r)
+route_tx_shard(const struct route *r, bool data)
 {
 	for (uint32_t i = 0; i < r->nsh; i++)
-		if (r->sh[i].in_tx)
+		if (r->sh[i].in_tx && (r->sh[i].tx_data || !data))
 			return r->sh[i].uid;
 	return NULL;
 }
@@ -194,7 +197,7 @@ route_tx_shard(const struct route *r)
 static const char *
 route_any_shard(struct route *r, const void *img)
 {
-	const char *uid = route_tx_shard(r);
+	const char *uid = route_tx_shard(r, false);
 
 	return uid != NULL ? uid : topo_image_group_shard(img, topo_image_authoritative(img), 0);
 }
@@ -218,8 +221,9 @@ route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const cha
 		r->tg_mask |= 1u << (sh - r->sh);
 	}
 	r->sequential = false;
-	r->all_shards_ddl = r->seq_ddl = false;
+	r->all_shards_ddl = r->seq_ddl = r->settings_exec = false;
 	r->pull_final = false;
+	route_sets_exec_clear(r);
 	r->combine = n == 1 ? RX_PASS : RX_SUM;
 	r->after = RX_AFTER_STMT;
 	r->end_tag[0] = '\0';
@@ -259,6 +263,7 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 	r->begin_sql = NULL;
 	route_portals_tx_end(r, commit && r->tx == 'T');	/* its portals end with it */
 	if (n == 0) {
+		route_sets_end(r, commit, true);
 		r->tx = 'I';
 		return tag[0] == '\0' || route_reply_tag(r, tag) ? RSTEP_DONE : RSTEP_STOP;
 	}
@@ -376,52 +381,12 @@ route_tx(struct route *r, const struct stmt_tx *tx, const char *sql)
 
 /* ---- SET / SHOW / __neki ---- */
 
-/* Remember a session SET (replayed on links acquired later); NULL <sql>: forget <name>. */
-static void
-route_remember_set(struct route *r, const char *name, const char *sql)
-{
-	uint32_t i;
-
-	for (i = 0; i < r->nsets; i++)
-		if (route_streq(r->set_names[i], name))
-			break;
-	if (i < r->nsets) {
-		free(r->sets[i]);
-		free(r->set_names[i]);
-		r->nsets--;
-		memmove(&r->sets[i], &r->sets[i + 1], (r->nsets - i) * sizeof(r->sets[0]));
-		memmove(&r->set_names[i], &r->set_names[i + 1],
-			(r->nsets - i) * sizeof(r->set_names[0]));
-	}
-	r->sets_version++;
-	if (sql == NULL || r->nsets == ROUTE_SETS_MAX)
-		return;
-	r->sets[r->nsets] = strdup(sql);
-	r->set_names[r->nsets] = strdup(name);
-	if (r->sets[r->nsets] == NULL || r->set_names[r->nsets] == NULL) {
-		free(r->sets[r->nsets]);
-		free(r->set_names[r->nsets]);
-		return;
-	}
-	r->nsets++;
-}
-
-static void
-route_forget_sets(struct route *r)
-{
-	r->sets_version++;
-	for (uint32_t i = 0; i < r->nsets; i++) {
-		free(r->sets[i]);
-		free(r->set_names[i]);
-	}
-	r->nsets = 0;
-}
-
-/* Ordinary SET / RESET / SHOW: run on the transaction's shards or one shard. */
+/* Ordinary SET / RESET / SHOW: run on the transaction's shards or one shard (which joins the
+ * transaction: the SET is undone there if it rolls back); what it did is remembered when it
+ * succeeds (route_sets.c). */
 static enum rstep
 route_set(struct route *r, const struct plan *p, const char *sql, const void *img)
 {
-	const struct stmt_set *set = p->stmt->set;
 	const char *uids[ROUTE_SHARDS_MAX];
 	uint32_t n = route_tx_shards(r, uids);
 	struct nk_error err;
@@ -431,15 +396,10 @@ route_set(struct route *r, const struct plan *p, const char *sql, const void *im
 	if (!route_exec_setup(r, uids, n, sql, &err))
 		return route_fail(r, &err);
 	r->combine = n == 1 ? RX_PASS : RX_FIRST;
-	free(r->set_name);
-	r->set_name = NULL;
-	if (p->action == PLAN_ACT_SET && set != NULL && !set->is_local &&
-	    set->kind != STMT_SET_TRANSACTION && set->kind != STMT_SET_SNAPSHOT) {
-		r->after = RX_AFTER_SET;
-		r->set_name = strdup(set->kind == STMT_SET_RESET_ALL ? "" :
-				     set->kind == STMT_SET_SESSION_CHARACTERISTICS ||
-				     set->name == NULL ? "\x01session" : set->name);
-		r->set_forget = set->kind == STMT_SET_RESET || set->kind == STMT_SET_DEFAULT;
+	r->settings_exec = true;	/* (not data: __neki.tx_mode single) */
+	if (p->action == PLAN_ACT_SET && !route_sets_stmt(r, p->stmt, sql)) {
+		nk_error_set(&err, "53200", "out of memory");
+		return route_fail(r, &err);
 	}
 	return route_exec_run(r);
 }
@@ -611,7 +571,9 @@ route_discard(struct route *r, const char *sql)
 		nk_error_set(&err, "25001", "DISCARD ALL cannot run inside a transaction block");
 		return route_fail(r, &err);
 	}
-	route_forget_sets(r);
+	route_sets_discard(r);
+	if (!route_sets_defaults_all(r))
+		return RSTEP_STOP;
 	route_prep_free(r);
 	route_ext_drop_stmts(r);
 	route_portals_drop_all(r, true);	/* CLOSE ALL: WITH HOLD cursors too */
@@ -757,6 +719,10 @@ route_split(struct route *r, const struct plan *p, const char *sql)
 		return route_fail(r, &err);
 	}
 	r->split_n = nrows;
+	if (p->nset_configs > 0 && !route_sets_calls(r, p)) {
+		nk_error_set(&err, "53200", "out of memory");
+		return route_fail(r, &err);
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct rshard *sh = &r->sh[r->tg[i]];
 
@@ -811,6 +777,10 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 		route_pin_mark(&r->sh[r->tg[0]], p->pin);
 	r->setvals = p->setvals;
 	r->nsetvals = p->nsetvals;
+	if (p->nset_configs > 0 && !route_sets_calls(r, p)) {
+		nk_error_set(&err, "53200", "out of memory");
+		return route_fail(r, &err);
+	}
 	if (p->queue_usage && !route_listen_usage_notice(r))
 		return RSTEP_STOP;
 	if (p->kind == PLAN_ALL_SHARDS || p->kind == PLAN_EVERY_COPY) {
@@ -845,6 +815,13 @@ route_dispatch(struct route *r, const struct plan *p, const char *sql, const voi
 		return route_action(r, p, sql, img);
 	if (p->stmt->kind == STMT_COPY && p->stmt->copy != NULL && p->stmt->copy->is_from)
 		return route_copy_from(r, p, sql, img, &err) ? RSTEP_ASYNC : route_fail(r, &err);
+	if (p->op == PLAN_OP_INSERT_SELECT && p->nset_configs > 0) {
+		/* (its source runs in rounds the session's settings model does not follow) */
+		nk_error_set(&err, "0A000", "set_config() in an INSERT ... SELECT the router runs "
+			     "across shards is not supported");
+		nk_error_hint(&err, "Call set_config() in a statement of its own.");
+		return route_fail(r, &err);
+	}
 	if (p->op == PLAN_OP_INSERT_SELECT)
 		return route_insel_start(r, p, img, &err) ? RSTEP_ASYNC : route_fail(r, &err);
 	return route_shards(r, p, sql);
@@ -878,7 +855,7 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 	if (!r->ext_exec)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
-	r->ps.tx_shard = route_tx_shard(r);
+	r->ps.tx_shard = route_tx_shard(r, true);
 	r->ps.lock_shard = route_pin_lock_shard(r);
 	if (r->ext_exec && r->ext_norm != NULL)
 		norm = *r->ext_norm;	/* a protocol statement: normalised at its Parse */
@@ -1199,6 +1176,7 @@ route_combine(struct route *r)
 static void
 route_after_error(struct route *r)
 {
+	route_sets_failed(r);
 	if (!r->err_forwarded) {
 		if (r->sequential && r->after == RX_AFTER_STMT && r->ntg > 1)
 			route_detail_shards(r, &r->err, r->end_tag, 0, route_failed_at(r));
@@ -1240,11 +1218,15 @@ route_after_commit(struct route *r)
 static void
 route_after_tx(struct route *r)
 {
+	bool failed = r->after == RX_AFTER_COMMIT && r->has_err;
 	bool stop;
 
+	/* the transaction's settings: kept when every shard committed; a failed COMMIT (some
+	 * shards committed) and a ROLLBACK drop them */
+	route_sets_end(r, r->after == RX_AFTER_COMMIT && !r->has_err, !failed);
 	for (uint32_t i = 0; i < r->ntg; i++)
 		r->sh[r->tg[i]].in_tx = false;
-	if (r->after == RX_AFTER_COMMIT && r->has_err) {
+	if (failed) {
 		route_after_commit(r);
 		return;
 	}
@@ -1323,14 +1305,8 @@ route_exec_finished(struct route *r)
 		return;
 	if (r->analyze ? !route_analyze_reply(r) : !route_combine(r))
 		return;
-	if (r->after == RX_AFTER_SET && r->set_name != NULL) {
-		if (r->set_name[0] == '\0')
-			route_forget_sets(r);
-		else
-			route_remember_set(r, r->set_name, r->set_forget ? NULL : r->stmt_sql);
-		for (uint32_t i = 0; i < r->ntg; i++)	/* they ran it themselves */
-			r->sh[r->tg[i]].sets_version = r->sets_version;
-	}
+	if (!route_sets_done(r))	/* SET / RESET / set_config(): the model follows */
+		return;
 	if (r->all_shards_ddl) {
 		r->cat_wait = shm_cat_request_refresh();
 		r->poll_deadline_us = sess_now_us() + ROUTE_CAT_WAIT_US;
@@ -1467,6 +1443,7 @@ route_session_start(struct session *s)
 		return false;
 	}
 	plan_session_init(&r->ps, r->db);
+	r->sets_version = 1;
 	s->route = r;
 	return true;
 }
@@ -1483,7 +1460,7 @@ route_session_free(struct session *s)
 	route_drop_links(r);
 	route_listen_free(r);
 	route_exec_reset(r);
-	route_forget_sets(r);
+	route_sets_free(r);
 	route_ext_free(r);
 	route_portals_free(r);
 	route_prep_free(r);
@@ -1499,7 +1476,6 @@ route_session_free(struct session *s)
 	free(r->query);
 	free(r->begin_sql);
 	free(r->stmt_sql);
-	free(r->set_name);
 	free(r->split_shard);
 	free(r->split_pos);
 	free(r);

@@ -19,8 +19,6 @@
 #include "route_int.h"
 #include "session_int.h"
 
-#define ROUTE_SET_SQL_MAX 8192
-
 /* ---- per-shard pools ---- */
 
 /* A [databases]-like entry for one shard, kept for the worker's life (pools borrow it). */
@@ -115,7 +113,7 @@ route_shard(struct route *r, const char *uid, struct nk_error *err)
 
 /* ---- sending ---- */
 
-static bool
+bool
 route_link_query(struct link *l, const char *sql)
 {
 	struct pktbuf pb;
@@ -128,46 +126,33 @@ route_link_query(struct link *l, const char *sql)
 	return ok;
 }
 
-/* The session's parameters and SETs on link <l> of <sh> (just from the pool, or held by
- * the session while its SETs changed): one injected Query, its answer dropped. */
-static bool
-route_replay(struct rshard *sh, struct link *l)
-{
-	struct route *r = sh->r;
-	struct link_ext *ext = spool_link_ext(l);
-	char sql[ROUTE_SET_SQL_MAX];
-	size_t off;
-	int n;
-
-	sh->sets_version = r->sets_version;
-	if (ext == NULL)
-		return false;
-	sql[0] = '\0';
-	n = varcache_diff_sql(&r->s->vars, l, ext->search_path, sql, sizeof(sql));
-	if (n < 0)
-		return false;
-	off = strlen(sql);
-	for (uint32_t i = 0; i < r->nsets; i++) {
-		int w = snprintf(sql + off, sizeof(sql) - off, "%s;", r->sets[i]);
-
-		if (w < 0 || (size_t)w >= sizeof(sql) - off)
-			return false;
-		off += (size_t)w;
-	}
-	if (off == 0)
-		return true;
-	sh->swallow++;
-	return route_link_query(l, sql);
-}
-
-/* A link that just came from the pool. */
+/* A link that just came from the pool: the session's parameters and SETs first. */
 static bool
 route_attach(struct rshard *sh, struct link *l)
 {
 	sh->link = l;
-	sh->in_tx = false;
+	sh->in_tx = sh->tx_data = sh->dirty = false;
 	sh->swallow = 0;
-	return route_replay(sh, l);
+	return route_sets_replay(sh, l, true);
+}
+
+/* Inside a transaction: the lazy BEGIN, then the transaction's settings so far (so that its
+ * ROLLBACK undoes them on this link too); outside one, those of an extended-protocol batch. */
+static bool
+route_send_tx(struct route *r, struct rshard *sh)
+{
+	if (r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->after == RX_AFTER_STMT) {
+		if (!route_link_query(sh->link, r->begin_sql))
+			return false;
+		sh->swallow++;
+		sh->in_tx = true;
+		sh->tx_data = false;
+	}
+	if (sh->in_tx && r->after == RX_AFTER_STMT && !r->settings_exec)
+		sh->tx_data = true;
+	if (sh->pend_applied < r->npend && (sh->in_tx || r->tx == 'I'))
+		return route_sets_replay_pending(sh);
+	return true;
 }
 
 /*
@@ -209,21 +194,15 @@ route_send_named(struct route *r, struct rshard *sh)
 static bool
 route_send_one(struct route *r, struct rshard *sh)
 {
-	if (sh->link == NULL)
+	if (sh->link == NULL || !route_send_tx(r, sh))
 		return false;
-	if (r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->after == RX_AFTER_STMT) {
-		if (!route_link_query(sh->link, r->begin_sql))
-			return false;
-		sh->swallow++;
-		sh->in_tx = true;
-	}
 	sh->sent = true;
 	if (r->analyze && !r->merge_final)
 		sh->a_sent_us = sess_now_us();
 	if (sh->ext_msg != NULL && r->after == RX_AFTER_STMT)	/* its own messages */
 		return link_send(sh->link, sh->ext_msg, sh->ext_len) &&
 		       route_pin_after_send(r, sh);
-	if (r->ext_exec && (r->after == RX_AFTER_STMT || r->after == RX_AFTER_SET))
+	if (r->ext_exec && r->after == RX_AFTER_STMT)
 		return (r->ext_pst != NULL ? route_send_named(r, sh) :
 			link_send(sh->link, r->ext_msg, r->ext_len)) && route_pin_after_send(r, sh);
 	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql) &&
@@ -244,7 +223,7 @@ route_fail_send(struct route *r, struct rshard *sh)
 static bool
 route_cancel_stops(struct route *r)
 {
-	if (!r->cancel_pending || (r->after != RX_AFTER_STMT && r->after != RX_AFTER_SET))
+	if (!r->cancel_pending || r->after != RX_AFTER_STMT)
 		return false;
 	if (!r->has_err) {
 		nk_error_set(&r->err, "57014", "canceling statement due to user request");
@@ -308,6 +287,7 @@ route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 	struct route *r = sh->r;
 
 	sh->waiting = false;
+	spool_wait_end(sh->sp, &sh->counted_wait);
 	r->nwait--;
 	if (l == NULL && w->connect_failed) {
 		route_unreachable(r, sh, err);
@@ -340,7 +320,7 @@ route_exec_start(struct route *r, struct nk_error *err)
 
 		sh->target = true;
 		if (sh->link != NULL && !sh->in_tx && sh->sets_version != r->sets_version &&
-		    !route_replay(sh, sh->link))	/* a held link missed session SETs */
+		    !route_sets_replay(sh, sh->link, false))	/* behind the session's SETs */
 			return nk_error_set(err, "08006", "could not prepare a link of shard "
 					    "\"%s\"", sh->uid);
 		if (sh->link != NULL)
@@ -352,7 +332,8 @@ route_exec_start(struct route *r, struct nk_error *err)
 						    "shard \"%s\"", sh->uid);
 			break;
 		case POOL_QUEUED:
-			sh->waiting = true;
+			sh->waiting = true;	/* (other workers shed idle links for it) */
+			spool_wait_begin(sh->sp, &sh->counted_wait);
 			r->nwait++;
 			break;
 		case POOL_FAILED:
@@ -533,7 +514,9 @@ route_on_param(struct route *r, struct link *l, const struct sbuf_pkt *pkt, bool
 	if (proto_parse_parameter_status(pkt->data + 5, pkt->len - 5, &p, &e) &&
 	    varcache_index(p.name) >= 0)
 		(void)varcache_set(&r->s->vars, p.name, p.value);
-	return first && r->combine != RX_QUIET ? route_fwd(r, l, pkt) : route_skip(l, pkt);
+	/* (a ROLLBACK's own too: what it undid, as Postgres reports it) */
+	return first && (r->combine != RX_QUIET || r->after != RX_AFTER_STMT) ?
+	       route_fwd(r, l, pkt) : route_skip(l, pkt);
 }
 
 /* The target being read (r->tg[r->pos]) ended: read (or send to, when sequential) the next
@@ -804,6 +787,25 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	return true;
 }
 
+/* route_pool_use: see route_int.h. */
+void
+route_pool_use(const struct route *r, const struct spool *sp, struct route_use *u)
+{
+	memset(u, 0, sizeof(*u));
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		const struct rshard *sh = &r->sh[i];
+
+		if (sp != NULL && sh->sp != sp)
+			continue;
+		if (sh->waiting && (!u->waiting || sh->waiter.since_us < u->wait_since_us)) {
+			u->waiting = true;
+			u->wait_since_us = sh->waiter.since_us;
+		}
+		if (sh->link != NULL && u->link == NULL)
+			u->link = sh->link;
+	}
+}
+
 /* ---- cancel ---- */
 
 void
@@ -865,8 +867,7 @@ route_release_links(struct route *r)
 					 * HOLD cursor, route_portal.c) */
 		sh->link = NULL;
 		sh->in_tx = false;
-		pool_release(l, link_tx_status(l) == 'I' ? NULL :
-			     "client disconnect while server was not ready");
+		route_give_back(sh, l);	/* (reset when the session's SETs are on it) */
 	}
 }
 
@@ -879,6 +880,7 @@ route_drop_links(struct route *r)
 
 		if (sh->waiting)
 			pool_cancel_wait(&sh->waiter);
+		spool_wait_end(sh->sp, &sh->counted_wait);
 		sh->waiting = false;
 		sh->link = NULL;
 		if (l == NULL)
@@ -891,6 +893,6 @@ route_drop_links(struct route *r)
 		else if (r->busy || sh->swallow > 0 || sh->holds > 0 || link_tx_status(l) != 'I')
 			link_close(l, true, "client disconnect while server was not ready");
 		else
-			pool_release(l, NULL);
+			route_give_back(sh, l);
 	}
 }

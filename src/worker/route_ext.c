@@ -717,6 +717,8 @@ route_on_sync(struct route *r)
 		r->busy = true;		/* DDL: ReadyForQuery once the catalog shows it */
 		return true;
 	}
+	if (r->tx == 'I')	/* the batch's SETs: kept unless an error undid them (Postgres) */
+		route_sets_end(r, !r->ext_failed, false);
 	r->ext_failed = false;
 	r->sync_pending = false;
 	if (r->tx == 'I') {

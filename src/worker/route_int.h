@@ -52,7 +52,7 @@ struct proto_bind_msg;
 struct prep_stmt;
 
 #define ROUTE_SHARDS_MAX 32	/* shards one session may use */
-#define ROUTE_SETS_MAX 32	/* session SETs replayed on new links */
+#define ROUTE_VARS_MAX 16	/* tracked (reported) parameters: the varcache's VAR_MAX */
 
 /* How the answers of an exec's targets reach the client. */
 enum rx_combine {
@@ -77,6 +77,22 @@ enum rx_combine {
 enum rpin {
 	RPIN_LISTEN = 1u << 0,
 	RPIN_LOCK = 1u << 1,
+};
+
+/* What one operation on the session's settings does (route_sets.c). */
+enum rguc_kind {
+	RGUC_SET = 0,	/* SET [SESSION] name, set_config(name, v, false): the session's value */
+	RGUC_LOCAL,	/* SET LOCAL, SET TRANSACTION, set_config(name, v, true): to the end of
+			 * the transaction */
+	RGUC_RESET,	/* RESET name, SET name TO DEFAULT, set_config(name, NULL, false) */
+	RGUC_RESET_ALL,	/* RESET ALL: every parameter but role */
+};
+
+/* One operation on the session's settings: what the session ran, replayed on links. */
+struct rguc {
+	enum rguc_kind kind;
+	char *name;		/* owned: lowercased parameter name; NULL for RESET ALL */
+	char *sql;		/* owned: a statement doing it on a link */
 };
 
 /* A DataRow kept for reordering (RX_SPLIT). */
@@ -150,7 +166,11 @@ struct rshard {
 	struct link *link;		/* weak: held link, NULL when none */
 	struct pool_waiter waiter;
 	bool waiting;			/* queued in the pool */
+	bool counted_wait;		/* ... and counted in the pool's waiters of every worker
+					 * (spool_wait_begin: others close an idle link for it) */
 	bool in_tx;			/* BEGIN was sent in the current transaction */
+	bool tx_data;			/* ... and a statement other than SET / SHOW ran in it
+					 * (the transaction's shard for __neki.tx_mode single) */
 	uint32_t swallow;		/* injected Queries whose answers are dropped */
 	uint32_t holds;			/* WITH HOLD cursors on its link: kept after the
 					 * transaction (pinned to the session) */
@@ -180,7 +200,13 @@ struct rshard {
 	bool probe_reading;		/* that statement answered: the probe's answer is read */
 	bool probe_ok;			/* the probe's row arrived */
 	uint8_t probe_pin;		/* ... and what it says (enum rpin) */
-	uint64_t sets_version;		/* the route's sets_version the link's SETs are at */
+	/* the session's settings on the link (route_sets.c) */
+	uint64_t sets_version;		/* the route's sets_version the link's SETs are at; 0:
+					 * it may hold more (reset before its next use) */
+	uint32_t pend_applied;		/* operations of r->pend the link has run */
+	bool pend_notx;			/* ... some of them outside a transaction of its own */
+	bool dirty;			/* holds a value a fresh backend lacks: reset when it
+					 * goes back to the pool */
 };
 
 /* What the current exec does once every target answered. */
@@ -188,7 +214,6 @@ enum rx_after {
 	RX_AFTER_STMT = 0,	/* a statement: combine, next statement */
 	RX_AFTER_COMMIT,	/* COMMIT on the shards */
 	RX_AFTER_ROLLBACK,	/* ROLLBACK on the shards (also after a failed COMMIT) */
-	RX_AFTER_SET,		/* a session SET ran: remember it for new links */
 	RX_AFTER_SEQ,		/* sequence values were reserved: plan the statement again */
 };
 
@@ -230,11 +255,19 @@ struct route {
 	bool ext_implicit_failed;	/* ... and that statement failed */
 	char ext_tag[64];		/* ... and its tag (last_tag) kept over the COMMIT */
 	char *begin_sql;		/* owned: BEGIN text sent lazily to each shard */
-	char *sets[ROUTE_SETS_MAX];	/* owned: session SET statements, replayed on new links */
-	char *set_names[ROUTE_SETS_MAX];
-	uint32_t nsets;
-	uint64_t sets_version;		/* bumped when the remembered SETs change: a held link
-					 * behind it gets them replayed before its next use */
+	/* the session's settings (route_sets.c) */
+	struct rguc *sets;		/* owned: committed session SETs (RGUC_SET, one per name,
+					 * in the order set), replayed on every new link */
+	uint32_t nsets, capsets;
+	struct rguc *pend;		/* owned: what the open transaction did to settings */
+	uint32_t npend, cappend;
+	struct rguc *xsets;		/* owned: what the current exec does once it succeeds */
+	uint32_t nxsets, capxsets;
+	uint64_t sets_version;		/* bumped when r->sets change (never 0): a link behind
+					 * it is reset and replayed before its next use */
+	const char *vars0[ROUTE_VARS_MAX];	/* interned: the tracked parameters' values at
+						 * login, what RESET goes back to */
+	bool settings_exec;		/* the exec is a SET / RESET / SHOW (not data) */
 	uint64_t cat_wait;		/* catalog refresh to wait for (0 none): after DDL, the
 					 * next statement and ReadyForQuery wait for it */
 	enum route_resume resume;	/* what the poll timer resumes */
@@ -290,7 +323,6 @@ struct route {
 	bool err_forwarded;		/* RX_PASS: the shard's ErrorResponse went to the client */
 	struct nk_error err;		/* first error of the exec */
 	char *stmt_sql;			/* owned: the statement text sent to the shards */
-	char *set_name;			/* owned: RX_AFTER_SET: the parameter name (NULL: RESET ALL) */
 	uint32_t *split_shard;		/* owned: RX_SPLIT: input row -> target index */
 	uint32_t *split_pos;		/* owned: RX_SPLIT: input row -> row of that target */
 	uint32_t split_n;
@@ -298,7 +330,6 @@ struct route {
 	bool all_shards_ddl;		/* DDL on every shard: refresh the catalog after it */
 	bool seq_ddl;			/* ... that may restart, drop or rename a sequence:
 					 * every worker drops its reserved values after it */
-	bool set_forget;		/* RX_AFTER_SET: RESET name (forget it) */
 	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
 	struct nk_error commit_err;	/* what the client is told then */
 	/* RX_MERGE (route_merge.c) */
@@ -476,6 +507,15 @@ void route_ext_drop_stmts(struct route *r);
 
 /* ---- route_exec.c ---- */
 
+/* What a routed session does with the links of one pool (SHOW CLIENTS / POOLS). */
+struct route_use {
+	bool waiting;			/* queued for a link */
+	uint64_t wait_since_us;		/* ... since then (monotonic; the longest wait) */
+	const struct link *link;	/* a link it holds (the first); NULL */
+};
+/* <r>'s use of the links of pool <sp> (NULL: of any pool) into <u>. */
+void route_pool_use(const struct route *r, const struct spool *sp, struct route_use *u);
+
 /* The rshard of <uid> (added when new); NULL when too many or the shard is not declared. */
 struct rshard *route_shard(struct route *r, const char *uid, struct nk_error *err);
 /* Start the exec set up in r->tg/ntg/...: acquire links, send. False: nothing was sent. */
@@ -487,6 +527,48 @@ void route_drop_links(struct route *r);
 void route_exec_reset(struct route *r);
 /* A CancelRequest for the session: cancel every shard part in flight (57014 once). */
 void route_cancel(struct route *r);
+
+/* Send <sql> to <l> as a simple Query; false when it could not be queued. */
+NK_MUSTCHECK bool route_link_query(struct link *l, const char *sql);
+
+/* ---- route_sets.c ---- */
+
+/* The exec set up for SET / RESET / SET TRANSACTION <st> (text <sql>): r->xsets gets what it
+ * does once it succeeds. False on no memory. */
+NK_MUSTCHECK bool route_sets_stmt(struct route *r, const struct stmt *st, const char *sql);
+/* ... for the set_config() calls of plan <p>. */
+NK_MUSTCHECK bool route_sets_calls(struct route *r, const struct plan *p);
+/* A new exec is set up: nothing of the previous one's r->xsets is left. */
+void route_sets_exec_clear(struct route *r);
+/* The exec succeeded: r->xsets take effect on the model (at once outside a transaction,
+ * pending until its end inside one) and on its targets' bookkeeping; a RESET of reported
+ * parameters brings them back to the session's login values (the client is told, the
+ * targets set). False when the client is gone (the session is closed). */
+NK_MUSTCHECK bool route_sets_done(struct route *r);
+/* The welcome was sent: the tracked parameters' values now are the session's defaults. */
+void route_sets_welcome(struct route *r);
+/* DISCARD ALL on the reported parameters: back to the login values, the client told (false
+ * when it is gone). */
+NK_MUSTCHECK bool route_sets_defaults_all(struct route *r);
+/* The exec failed: targets that ran r->xsets outside a transaction of their own did what the
+ * model does not have (reset before their next use, and at release). */
+void route_sets_failed(struct route *r);
+/* The transaction (block, implicit, extended-protocol batch) ends: <commit> folds its
+ * operations into the session's SETs, else they are dropped; <undone>: the shard
+ * transactions of the links in it were rolled back (false: some may have committed). */
+void route_sets_end(struct route *r, bool commit, bool undone);
+/* DISCARD ALL: every setting forgotten; the links are reset before their next use. */
+void route_sets_discard(struct route *r);
+void route_sets_free(struct route *r);
+/* Bring link <l> of <sh> to the session's SETs (one injected Query, swallowed): <fresh>, just
+ * from the pool, gets the varcache diff and r->sets; otherwise (behind) RESET ROLE; RESET
+ * ALL, every tracked value and r->sets. False when it could not be sent. */
+NK_MUSTCHECK bool route_sets_replay(struct rshard *sh, struct link *l, bool fresh);
+/* Run on <sh>'s link the operations of r->pend it lacks (after its BEGIN in a transaction). */
+NK_MUSTCHECK bool route_sets_replay_pending(struct rshard *sh);
+/* Give <sh>'s link <l> back to its pool: through a reset when it is dirty, closed when it
+ * is not idle. */
+void route_give_back(struct rshard *sh, struct link *l);
 
 /* ---- route_sql.c ---- */
 

@@ -422,7 +422,8 @@ bool varcache_set(struct varcache *vc, const char *name, const char *value);
 void varcache_cleanup(struct varcache *vc);
 /*
  * Append to <sql> (capacity <cap>) the SET statements that make link <l> (whose
- * search_path is <link_sp>) match <vc>. Returns the number of SETs, -1 if it does not fit.
+ * search_path is <link_sp>) match <vc>; a NULL <l> gets every value <vc> has (a link just
+ * reset). Returns the number of SETs, -1 if it does not fit.
  */
 int varcache_diff_sql(const struct varcache *vc, struct link *l, const char *link_sp,
 		      char *sql, size_t cap);

@@ -427,6 +427,8 @@ sess_send_welcome(struct session *s)
 	struct pktbuf pb;
 
 	sess_fill_vars(s, p);
+	if (s->route != NULL)
+		route_sets_welcome(s->route);	/* what RESET goes back to */
 	pktbuf_init(&pb, 512);
 	pktbuf_write_auth_ok(&pb);
 	for (size_t i = 0; i < pool_param_count(p); i++) {

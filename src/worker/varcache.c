@@ -189,11 +189,11 @@ varcache_diff_sql(const struct varcache *vc, struct link *l, const char *link_sp
 	int n = 0;
 
 	varcache_ensure();
-	have = link_tracked(l);
+	have = l != NULL ? link_tracked(l) : NULL;
 	for (size_t i = 0; i < var_count; i++) {
 		const char *want = vc->val[i];
 
-		if (want == NULL || have[i] == want)	/* both interned */
+		if (want == NULL || (have != NULL && have[i] == want))	/* both interned */
 			continue;
 		sqlbuf_str(&b, "SET ");
 		sqlbuf_str(&b, var_names[i]);

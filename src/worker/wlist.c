@@ -27,6 +27,7 @@
 #include "neki/dns.h"
 #include "neki/shm.h"
 #include "neki/tls.h"
+#include "route_int.h"
 #include "session_int.h"
 
 #define WL_COLS 30		/* 21 + 7 SOCKETS columns + socket state + listed flag */
@@ -129,6 +130,28 @@ wl_app_name(const struct session *s)
 	return s->app_name ? s->app_name : "";
 }
 
+/* What <s> does with server links, as SHOW CLIENTS and POOLS count it: waiting for one of
+ * pool <sp> (NULL: any pool) for *<wait> microseconds, holding *<link>. A routed session
+ * waits for and holds links of its shards' pools (route_pool_use()). */
+static bool
+wl_client_use(const struct wl *w, const struct session *s, const struct spool *sp,
+	      uint64_t *wait, const struct link **link)
+{
+	struct route_use u;
+
+	if (s->route == NULL) {
+		bool waiting = s->state == SESS_ST_WAIT;
+
+		*wait = waiting && s->wait_start_us ? w->now_us - s->wait_start_us : 0;
+		*link = s->link;
+		return waiting;
+	}
+	route_pool_use(s->route, sp, &u);
+	*wait = u.waiting && w->now_us > u.wait_since_us ? w->now_us - u.wait_since_us : 0;
+	*link = u.link;
+	return u.waiting;
+}
+
 static void
 wl_client(struct session *s, void *arg)
 {
@@ -136,15 +159,16 @@ wl_client(struct session *s, void *arg)
 	struct wl_row r = { 0 };
 	bool login = s->state == SESS_ST_LOGIN || s->state == SESS_ST_AUTHQ ||
 		     s->state == SESS_ST_WELCOME;
-	bool waiting = s->state == SESS_ST_WAIT;
-	uint64_t wait = waiting && s->wait_start_us ? w->now_us - s->wait_start_us : 0;
+	const struct link *link;
+	uint64_t wait;
+	bool waiting = wl_client_use(w, s, NULL, &wait, &link);
 
 	wl_set(&r, 0, "C");
 	wl_set(&r, 1, "%s", s->user ? s->user : "");
 	wl_set(&r, 2, "%s", s->dbname ? s->dbname : "");
 	wl_set(&r, 3, "%s", s->replication == PROTO_REPL_LOGICAL ? "logical" :
 	       s->replication == PROTO_REPL_PHYSICAL ? "physical" : "none");
-	wl_set(&r, 4, "%s", waiting ? "waiting" : s->link != NULL || s->console ? "active" : "idle");
+	wl_set(&r, 4, "%s", waiting ? "waiting" : link != NULL || s->console ? "active" : "idle");
 	wl_set(&r, 5, "%s", s->addr);
 	wl_set(&r, 6, "%d", s->port);
 	wl_local_addr(&r, sbuf_fd(&s->sb), s->is_unix);
@@ -156,8 +180,8 @@ wl_client(struct session *s, void *arg)
 	wl_set(&r, 12, "%" PRIu64, wait % 1000000u);
 	wl_set(&r, 13, "0");
 	wl_set(&r, 14, "0x%" PRIx64, s->id);
-	if (s->link != NULL)
-		wl_set(&r, 15, "0x%" PRIx64, link_id(s->link));
+	if (link != NULL)
+		wl_set(&r, 15, "0x%" PRIx64, link_id(link));
 	else
 		wl_set(&r, 15, "%s", "");
 	wl_set(&r, 16, "%d", s->peer_pid);	/* remote_pid: Unix peers only */
@@ -238,19 +262,38 @@ wl_server(struct link *l, void *arg)
 	wl_put(w, 's', r.vals, WL_COLS);
 }
 
-/* Count the clients of the pool being written. */
+/*
+ * Count the clients of the pool being written: its logged-in clients (cl_active, or
+ * cl_waiting while queued for a link: of any pool for a routed session, as SHOW CLIENTS
+ * says); for the pool of a shard (<db>@<shard>), the routed sessions queued for one of its
+ * links (cl_waiting) or holding one (cl_active). The longest routed wait counts in maxwait.
+ */
 static void
 wl_count_client(struct session *s, void *arg)
 {
 	struct wl *w = arg;
+	const struct link *link;
+	uint64_t wait;
+	bool waiting;
 
-	if (s->sp != w->sp || s->state == SESS_ST_LOGIN || s->state == SESS_ST_AUTHQ ||
+	if (s->state == SESS_ST_LOGIN || s->state == SESS_ST_AUTHQ ||
 	    s->state == SESS_ST_WELCOME)
 		return;
-	if (s->state == SESS_ST_WAIT)
+	if (s->sp == w->sp) {
+		waiting = wl_client_use(w, s, NULL, &wait, &link);
+	} else if (s->route != NULL) {
+		waiting = wl_client_use(w, s, w->sp, &wait, &link);
+		if (!waiting && link == NULL)
+			return;		/* does not use this shard's pool now */
+	} else {
+		return;
+	}
+	if (waiting)
 		w->cl_waiting++;
 	else
 		w->cl_active++;
+	if (waiting && s->route != NULL && wait > w->maxwait_us)
+		w->maxwait_us = wait;
 }
 
 /* One 'p' row for spool <sp> and 's' rows for its links. */
@@ -261,13 +304,15 @@ wl_pool(struct wl *w, struct spool *sp)
 	const struct cfg_database *db = NULL;
 	char v[12][24];
 	size_t canceled = pool_being_canceled(p);
-	uint64_t maxwait = pool_max_wait_us(p);
+	uint64_t maxwait;
 	const char *vals[WL_POOL_COLS];
 
 	w->pool = p;
 	w->sp = sp;
 	w->cl_active = w->cl_waiting = 0;
+	w->maxwait_us = pool_max_wait_us(p);
 	sess_foreach(wl_count_client, w);
+	maxwait = w->maxwait_us;
 	snprintf(v[0], 24, "%d", w->cl_active);
 	snprintf(v[1], 24, "%d", w->cl_waiting);
 	snprintf(v[2], 24, "%zu", pool_count(p, LINK_ST_ACTIVE) - canceled);

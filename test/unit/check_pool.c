@@ -787,6 +787,58 @@ START_TEST(test_reset_query)
 }
 END_TEST
 
+static bool
+no_links(void *arg)
+{
+	return pool_link_total(arg) == 0;
+}
+
+/*
+ * pool_release_reset(): the query runs before the link is idle again (TESTED meanwhile), then
+ * the pool's own server_reset_query when it has one; a failing reset closes the link.
+ */
+START_TEST(test_release_reset)
+{
+	struct pool *p;
+	struct tclient a, b;
+	struct link *la;
+
+	NEED_CLUSTER();
+	load_cfg(DB_TCP, "pool_mode = transaction");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	la = a.link;
+	tc_query(&a, "SET work_mem = '7MB'");
+	pool_release_reset(la, "RESET ALL");
+	ck_assert_int_eq(link_state(la), LINK_ST_TESTED);
+	ck_assert_int_eq(tc_start(&b, p), POOL_QUEUED);
+	ck_assert(run_until(tc_done, &b, 5));
+	ck_assert_ptr_eq(b.link, la);
+	ck_assert_str_eq(tc_query(&b, "SHOW work_mem"), "4MB");
+	pool_release_reset(b.link, "SELECT no_such_column");
+	ck_assert(run_until(no_links, p, 5));
+	ck_assert(log_has("closing because: reset query failed"));
+	pool_free(p);
+	drop_cfg();
+
+	/* with server_reset_query (session mode) both run, in that order */
+	load_cfg(DB_TCP, "pool_mode = session\nserver_reset_query = SET statement_timeout = 5000");
+	p = mk_pool("db", "nk_u1", NULL);
+	tc_get_ok(&a, p);
+	la = a.link;
+	tc_query(&a, "SET work_mem = '7MB'");
+	tc_query(&a, "SET statement_timeout = 1000");
+	pool_release_reset(la, "RESET ALL");
+	tc_get_ok(&b, p);
+	ck_assert_ptr_eq(b.link, la);
+	ck_assert_str_eq(tc_query(&b, "SHOW work_mem"), "4MB");
+	ck_assert_str_eq(tc_query(&b, "SHOW statement_timeout"), "5s");
+	pool_release(b.link, NULL);
+	pool_free(p);
+	drop_cfg();
+}
+END_TEST
+
 /* A terminated backend: an idle link is dropped, an active one reports to its client. */
 START_TEST(test_broken_links)
 {
@@ -1580,6 +1632,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_idle_timeout_and_lifetime);
 	tcase_add_test(tc, test_check_query);
 	tcase_add_test(tc, test_reset_query);
+	tcase_add_test(tc, test_release_reset);
 	tcase_add_test(tc, test_broken_links);
 	tcase_add_test(tc, test_dirty_release);
 	tcase_add_test(tc, test_connect_failed_login_retry);

@@ -282,6 +282,14 @@ static const struct reject_case reject_cases[] = {
 	{ "app", "SELECT setval('events_id_seq', 1), setval('side_seq', 1)",
 	  "0A000", "setval() and setval() of this statement must run on different shards "
 	  "(\"auth\" and \"shard-b\")" },
+	{ "app", "SELECT set_config('work_mem', current_setting('work_mem'), false)",
+	  "0A000", "set_config() on a sharded database needs constant arguments" },
+	{ "app", "SELECT set_config('work_mem', '1MB', random() > 0.5)",
+	  "0A000", "set_config() on a sharded database needs constant arguments" },
+	{ "app", "SELECT set_config('application_name', name, false) FROM events",
+	  "0A000", "set_config() on a sharded database needs constant arguments" },
+	{ "app", "SELECT set_config('Session_Authorization', 'x', false)",
+	  NK(27, "This SET statement variant is unavailable.") },
 };
 
 START_TEST(test_fn_rejects)
@@ -397,6 +405,52 @@ START_TEST(test_fn_setval)
 }
 END_TEST
 
+/* set_config() runs where the statement does and is listed for the executor (name
+ * lowercased, a NULL value resets); calls the shard refuses are not listed. */
+START_TEST(test_fn_set_config)
+{
+	const struct plan_param params[3] = { { (const uint8_t *)"Work_Mem", 8, false, 0 },
+					      { (const uint8_t *)"2MB", 3, false, 0 },
+					      { (const uint8_t *)"\1", 1, true, 16 } };
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+
+	ck_assert(fn_plan(&fx, "app", "SELECT set_config('work_mem', '1MB', false)", NULL, NULL, 0,
+			  &p, &err));
+	ck_assert_int_eq(p.op, PLAN_OP_ANY);
+	ck_assert_uint_eq(p.nset_configs, 1);
+	ck_assert_str_eq(p.set_configs[0].name, "work_mem");
+	ck_assert_str_eq(p.set_configs[0].value, "1MB");
+	ck_assert(!p.set_configs[0].is_local);
+	rt_fx_done(&fx);
+	ck_assert(fn_plan(&fx, "app", "SELECT pg_catalog.set_config($1, $2, $3), "
+			  "set_config('Search_Path', NULL, 'off')", NULL, params, 3, &p, &err));
+	ck_assert_uint_eq(p.nset_configs, 2);
+	ck_assert_str_eq(p.set_configs[0].name, "work_mem");
+	ck_assert_str_eq(p.set_configs[0].value, "2MB");
+	ck_assert(p.set_configs[0].is_local);
+	ck_assert_str_eq(p.set_configs[1].name, "search_path");
+	ck_assert_ptr_null(p.set_configs[1].value);
+	ck_assert(!p.set_configs[1].is_local);
+	rt_fx_done(&fx);
+	ck_assert(fn_plan(&fx, "app", "SELECT set_config('work_mem', '1MB', true), id FROM events "
+			  "WHERE id = 1", NULL, NULL, 0, &p, &err));
+	ck_assert_int_eq(p.kind, PLAN_SINGLE);
+	ck_assert_uint_eq(p.nset_configs, 1);
+	ck_assert(p.set_configs[0].is_local);
+	rt_fx_done(&fx);
+	ck_assert(fn_plan(&fx, "app", "SELECT set_config(NULL, '1MB', false)", NULL, NULL, 0, &p,
+			  &err));
+	ck_assert_uint_eq(p.nset_configs, 0);
+	rt_fx_done(&fx);
+	ck_assert(fn_plan(&fx, "app", "SELECT set_config('work_mem', '1MB', 'maybe')", NULL, NULL,
+			  0, &p, &err));
+	ck_assert_uint_eq(p.nset_configs, 0);
+	rt_fx_done(&fx);
+}
+END_TEST
+
 START_TEST(test_fn_notify)
 {
 	struct rt_fx fx;
@@ -469,6 +523,7 @@ router_add_fn_tests(Suite *s)
 	tcase_add_loop_test(tc, test_fn_rejects, 0, (int)NK_ARRAY_LEN(reject_cases));
 	tcase_add_test(tc, test_fn_lock_sixty);
 	tcase_add_test(tc, test_fn_setval);
+	tcase_add_test(tc, test_fn_set_config);
 	tcase_add_test(tc, test_fn_notify);
 	tcase_add_test(tc, test_fn_direct);
 	suite_add_tcase(s, tc);
