@@ -9,7 +9,10 @@
  * every new link first takes a slot through struct pool_limits_ops (shared-memory counters in
  * the daemon, pool_limits_local_*() in a single process). A janitor timer per pool enforces
  * server_lifetime, server_idle_timeout, server_check_delay, query_wait_timeout, min_pool_size,
- * reserve_pool_timeout and server_login_retry.
+ * reserve_pool_timeout and server_login_retry. Because the limits are global, a client of
+ * one worker may wait for a link that is idle, or busy with a younger client's turn, in
+ * another: the pools of the workers hand links over through pool_limits_ops' waiting
+ * hooks (src/pool/pool_wait.c), so the oldest waiter of every worker is served first.
  *
  * Callbacks into the session (pool_ready_fn) always come from the event loop, never from
  * inside pool_acquire() / pool_release().
@@ -38,6 +41,14 @@ struct pool_waiter;
  * returns a cursor for database <db> that grows by one per call across every process, so that
  * load_balance_hosts=round-robin takes a host list in turn over all workers, as one pgbouncer
  * process does; NULL keeps a cursor per pool.
+ *
+ * Waiting across processes (optional: all three NULL in a single process, src/pool/pool_wait.c
+ * says how they are used). wait_publish: pool_wait_since() of the (<db>, <user>) pool
+ * changed; publish it for the other processes. wait_elsewhere: since when (monotonic
+ * microseconds) the oldest client of another process that no link is coming for has waited
+ * for a link of that pool, 0 when none. wake: make other processes call pool_wake() on
+ * their pool soon: those with such clients, and with <holders> also those holding links of
+ * the pool.
  */
 struct pool_limits_ops {
 	bool (*try_acquire)(void *ctx, const char *db, const char *user, int pool_max,
@@ -45,6 +56,9 @@ struct pool_limits_ops {
 	void (*release)(void *ctx, const char *db, const char *user);
 	int (*count)(void *ctx, const char *db, const char *user);
 	uint64_t (*next_host)(void *ctx, const char *db);
+	void (*wait_publish)(void *ctx, const char *db, const char *user);
+	uint64_t (*wait_elsewhere)(void *ctx, const char *db, const char *user);
+	void (*wake)(void *ctx, const char *db, const char *user, bool holders);
 };
 
 /* Process-local limits (tests, single-process use). */
@@ -209,10 +223,17 @@ void pool_fail_waiting(struct pool *p, const char *msg);
 void pool_close_all(struct pool *p, const char *reason);
 
 /*
- * Close this worker's least recently used idle link with <reason>, so that its slot in the
- * global limits goes to another worker whose clients wait. False when no link is idle.
+ * Since when (monotonic microseconds) the oldest waiter of <p> that no link is coming for
+ * (the pool is at a global limit) has waited; 0 when every waiter has a link coming.
  */
-bool pool_close_idle(struct pool *p, const char *reason);
+uint64_t pool_wait_since(const struct pool *p);
+
+/*
+ * Another process's clients may wait for this pool's links (its wake, or the janitor): an
+ * idle link is closed for the oldest of them when it waits longer than this process's
+ * clients, and this process's waiters are served (a slot may have been freed for them).
+ */
+void pool_wake(struct pool *p);
 
 /* Links in state <st> in this worker, and queued waiters. */
 size_t pool_count(const struct pool *p, enum link_state st);

@@ -25,6 +25,12 @@ void session_accept(int fd, const struct listener *l);
  */
 void session_cancel_forwarded(const uint8_t *key, size_t len);
 
+/*
+ * Another worker woke this one (shm_wait_wake): every pool gives up an idle link to a client
+ * that waits longer elsewhere, or serves its own waiters (pool_wake).
+ */
+void session_pools_wake(void);
+
 /* Number of client sessions alive in this worker (SHOW CLIENTS, shutdown). */
 size_t session_count(void);
 

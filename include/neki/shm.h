@@ -10,6 +10,8 @@
  *     block and a command mailbox woken by an eventfd;
  *   - the global pool counters (limits that are global across workers) and each
  *     process's share of them, so a dead child's share can be given back;
+ *   - per process and pool bucket, since when its oldest client that no link is coming for
+ *     waits (shm_wait.h);
  *   - the topology image slots: raw byte areas written by the admin and published with
  *     one atomic store; a slot is reused only when nobody pins it;
  *   - the catalog image slots, handled the same way (shm_cat_*), and the catalog refresh
@@ -26,12 +28,13 @@
 #include <stdatomic.h>
 
 #define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
-#define SHM_LAYOUT_VERSION 5
+#define SHM_LAYOUT_VERSION 6
 #define SHM_CACHE_LINE 64
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
 #define SHM_CAT_SLOTS 4		/* catalog image slots (same rules as the topology ones) */
 #define SHM_N_COUNTERS 1280		/* global pool counters, ids 0..1279 */
+#define SHM_N_WAITS 256			/* pool buckets of waiting clients (shm_wait.h) */
 #define SHM_MBOX_DEPTH 64		/* messages per mailbox (a power of two) */
 #define SHM_MSG_KEY_MAX 32		/* cancel key bytes carried by a message */
 #define SHM_MSG_NAME_MAX 64		/* database name carried by a message */
@@ -149,6 +152,8 @@ struct shm_proc {
 	_Atomic int64_t links;			/* server links (gauge) */
 	_Atomic uint64_t ctl_found_seq;		/* seq of the last KILL_CLIENT that found its
 						 * client in this process */
+	_Atomic uint32_t pool_wake;		/* 1: another process asked it to look at its
+						 * pools again (shm_wait_wake); set by others */
 	_Atomic uint32_t stats_seq;		/* seqlock: odd while stats are written */
 	_Atomic uint64_t stats[SHM_STATS_WORDS]; /* struct shm_stats, word by word */
 	int eventfd;				/* wakes the owner; created by the master */

@@ -34,6 +34,8 @@ struct child_spec {
 	child_accept_fn on_accept;	/* takes ownership of the accepted fd */
 	void (*on_start)(void);		/* NULL, or called once the loop exists, before serving */
 	child_cancel_fn on_cancel;	/* NULL: forwarded cancels are ignored */
+	/* Another process woke this one (shm_wait_wake): look at the pools. NULL: ignored. */
+	void (*on_pool_wake)(void);
 	/*
 	 * Pooling commands (PAUSE, RESUME, KILL, KILL_CLIENT, RECONNECT, DISABLE, ENABLE,
 	 * WAIT_CLOSE). on_control returns false when the command waits: its acknowledgement

@@ -33,8 +33,6 @@
 /* Janitor period: coarse timeouts (idle, lifetime, waits) are checked this often. */
 #define POOL_JANITOR_US 250000
 
-static void pool_kick(struct pool *p);
-
 /* Every pool of this process (a worker's pools), for eviction across pools. */
 static struct list pool_all = { { &pool_all.head, &pool_all.head }, 0 };
 
@@ -224,23 +222,35 @@ pool_waiter_init(struct pool_waiter *w, pool_ready_fn ready, link_cb_fn link_cb,
 	w->ctx = ctx;
 }
 
-/* Take <w> off the queue. */
+/* Take <w> off the queue (the last one leaving withdraws the pool's published wait). */
 static void
 pool_unqueue(struct pool_waiter *w)
 {
-	list_remove(&w->pool->waiters, &w->node);
+	struct pool *p = w->pool;
+
+	list_remove(&p->waiters, &w->node);
 	w->pool = NULL;
+	if (list_empty(&p->waiters))
+		pool_wait_set(p, 0);
 }
 
-/* Leave the queue (the session is going away); no callback follows. */
+/*
+ * Leave the queue (the session is going away); no callback follows. When the pool
+ * published a wait (maybe this waiter's), the dispatch publishes the next one.
+ */
 void
 pool_cancel_wait(struct pool_waiter *w)
 {
-	if (w->pool != NULL)
-		pool_unqueue(w);
+	struct pool *p = w->pool;
+
+	if (p == NULL)
+		return;
+	pool_unqueue(w);
+	if (p->wait_since != 0)
+		pool_kick(p);
 }
 
-static struct pool_waiter *
+struct pool_waiter *
 pool_first_waiter(const struct pool *p)
 {
 	struct list_node *n = list_first(&p->waiters);
@@ -431,6 +441,7 @@ pool_launch(struct pool *p)
 	}
 	if (!pool_take_slot(p)) {
 		log_debug("launch_new_connection: pool full for %s/%s", p->db_name, p->user_name);
+		p->slot_blocked = true;
 		return false;
 	}
 	p->last_connect_us = now;
@@ -444,21 +455,37 @@ pool_launch(struct pool *p)
 	return true;
 }
 
-/* Start checks on used links and new connections for waiters nobody is coming for. */
+/*
+ * Start checks on used links and new connections for waiters nobody is coming for (not for
+ * one that came after a client waiting elsewhere), then publish the first one left without.
+ */
 static void
 pool_launch_for_waiters(struct pool *p)
 {
 	size_t want = pool_waiting(p);
 	size_t coming = pool_count(p, LINK_ST_LOGIN) + pool_count(p, LINK_ST_TESTED);
-	struct list_node *n;
+	struct list_node *n, *wn;
 
 	while (coming < want && (n = list_first(&p->lists[LINK_ST_USED])) != NULL) {
 		link_start_test(container_of(n, struct link, node), LINK_TEST_CHECK,
 				p->cfg->server_check_query);
 		coming++;
 	}
-	while (coming < want && pool_launch(p))
+	p->slot_blocked = false;
+	wn = list_first(&p->waiters);
+	for (size_t i = 0; wn != NULL && i < coming; i++)
+		wn = list_next(&p->waiters, wn);
+	while (coming < want && wn != NULL) {
+		if (pool_wait_defers(p, container_of(wn, struct pool_waiter, node))) {
+			p->slot_blocked = true;
+			break;
+		}
+		if (!pool_launch(p))
+			break;
 		coming++;
+		wn = list_next(&p->waiters, wn);
+	}
+	pool_wait_update(p, coming);
 }
 
 /* Give idle links to waiters, in order; then make sure links are coming for the rest. */
@@ -475,8 +502,12 @@ pool_dispatch(struct pool *p)
 	}
 	if (p->paused)
 		return;
-	while ((w = pool_first_waiter(p)) != NULL && (l = pool_take_idle(p)) != NULL)
+	while ((w = pool_first_waiter(p)) != NULL && (l = pool_take_idle(p)) != NULL) {
+		if (pool_wait_yields(p, w->since_us) && pool_wait_shed(p))
+			continue;	/* an idle link was closed for a client elsewhere */
 		pool_give(w, l);
+	}
+	(void)pool_wait_shed(p);	/* no waiter here: an idle link may go elsewhere */
 	if (!list_empty(&p->waiters) && !p->freeing)
 		pool_launch_for_waiters(p);
 }
@@ -488,7 +519,7 @@ pool_dispatch_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Run pool_dispatch from the loop. */
-static void
+void
 pool_kick(struct pool *p)
 {
 	if (!p->freeing)
@@ -537,7 +568,8 @@ pool_acquire(struct pool *p, struct pool_waiter *w, struct link **out, struct nk
 		nk_error_set(err, "08P01", "pooler is shutting down");
 		return POOL_FAILED;
 	}
-	if (list_empty(&p->waiters) && !p->paused) {
+	/* an idle link is not taken from a client waiting in another worker */
+	if (list_empty(&p->waiters) && !p->paused && !pool_wait_yields(p, pool_now_us())) {
 		l = pool_take_idle(p);
 		if (l != NULL) {
 			link_activate(l, w->link_cb, w->ctx);
@@ -754,6 +786,7 @@ pool_on_link_closed(struct link *l)
 	if (l->counted) {
 		p->limits->release(p->limits_ctx, p->db_name, p->user_name);
 		l->counted = false;
+		pool_wait_slot_freed(p);
 	}
 	if (!p->freeing) {
 		event_active(p->ev_reap, EV_TIMEOUT, 0);
@@ -838,7 +871,7 @@ pool_check_min_size(struct pool *p)
 	int min = pool_min_size(p);
 	bool wanted = p->n_clients > 0 || (p->db->user != NULL && p->db->user[0] != '\0');
 
-	if (min <= 0 || !wanted || pool_count(p, LINK_ST_LOGIN) > 0)
+	if (min <= 0 || !wanted || pool_count(p, LINK_ST_LOGIN) > 0 || pool_wait_defers(p, NULL))
 		return;
 	if (p->limits->count(p->limits_ctx, p->db_name, p->user_name) >= min)
 		return;
@@ -860,8 +893,11 @@ pool_janitor_cb(evutil_socket_t fd, short what, void *arg)
 	pool_check_waiters(p, now);
 	if (!p->paused)
 		pool_check_min_size(p);
+	p->shed_for = 0;	/* one more idle link may go to the same client elsewhere */
 	if (!list_empty(&p->waiters))
 		pool_dispatch(p);
+	else
+		(void)pool_wait_shed(p);
 }
 
 /* ---- creation ---- */
@@ -1175,6 +1211,7 @@ pool_pause(struct pool *p, bool on)
 		return;
 	p->paused = on;
 	if (on) {
+		pool_wait_set(p, 0);	/* paused waiters take no link from elsewhere */
 		pool_check_list(p, LINK_ST_IDLE, pool_now_us());
 		pool_check_list(p, LINK_ST_USED, pool_now_us());
 	} else {
@@ -1410,16 +1447,4 @@ const struct pool_limits_ops *
 pool_limits_local_ops(void)
 {
 	return &pool_limits_local_table;
-}
-
-/* Close the least recently used idle link (see neki/pool.h). */
-bool
-pool_close_idle(struct pool *p, const char *reason)
-{
-	struct list_node *n = list_last(&p->lists[LINK_ST_IDLE]);
-
-	if (n == NULL)
-		return false;
-	link_close(container_of(n, struct link, node), true, reason);
-	return true;
 }

@@ -134,10 +134,37 @@ struct pool {
 	int n_clients;			/* pool_client_attach() count */
 	bool paused;			/* pool_pause(): no link handed out, released ones closed */
 	bool freeing;			/* pool_free() in progress */
+	/* waiting across workers (pool_wait.c) */
+	bool slot_blocked;		/* the last dispatch could not start a link it wanted:
+					 * a limit, or an older client waits elsewhere */
+	uint64_t wait_since;		/* what the pool publishes (pool_wait_since()); 0 none */
+	uint64_t shed_for;		/* the wait elsewhere an idle link was last closed for */
 };
 
 /* Monotonic microseconds. */
 uint64_t pool_now_us(void);
+
+/* ---- pool.c, for pool_wait.c ---- */
+
+/* The first queued waiter, NULL when none. */
+struct pool_waiter *pool_first_waiter(const struct pool *p);
+/* Run the pool's dispatch (hand out links, start new ones) from the loop. */
+void pool_kick(struct pool *p);
+
+/* ---- pool_wait.c: waiting across workers, for pool.c ---- */
+
+/* Publish <since> (0: none) as the pool's wait; wakes the other workers concerned. */
+void pool_wait_set(struct pool *p, uint64_t since);
+/* After a dispatch that has links coming for the first <coming> waiters. */
+void pool_wait_update(struct pool *p, size_t coming);
+/* A free link goes elsewhere rather than to a waiter here since <since> (0: none)? */
+bool pool_wait_yields(const struct pool *p, uint64_t since);
+/* A new link for <w> (NULL: min_pool_size) waits for an older client elsewhere? */
+bool pool_wait_defers(const struct pool *p, const struct pool_waiter *w);
+/* Close an idle link for a client elsewhere when it should go there; true when closed. */
+bool pool_wait_shed(struct pool *p);
+/* A link's slot was given back: wake the workers whose clients wait for one. */
+void pool_wait_slot_freed(const struct pool *p);
 
 /* ---- link.c, for pool.c ---- */
 

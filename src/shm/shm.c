@@ -60,6 +60,8 @@ layout_compute(struct shm_layout *l, size_t size, unsigned n_procs)
 	off += align_up(sizeof(_Atomic int64_t) * SHM_N_COUNTERS, SHM_CACHE_LINE);
 	l->shares_off = off;
 	off += align_up(sizeof(_Atomic int32_t) * SHM_N_COUNTERS * n_procs, SHM_CACHE_LINE);
+	l->waits_off = off;
+	off += align_up(sizeof(_Atomic uint64_t) * SHM_N_WAITS * n_procs, SHM_CACHE_LINE);
 	l->dbstats_off = off;
 	off += align_up(sizeof(struct shm_dbstats_area) * n_procs, SHM_CACHE_LINE);
 	l->list_off = off;
@@ -298,6 +300,7 @@ shm_proc_reset(unsigned i, enum shm_proc_kind kind)
 	atomic_store(&p->clients, 0);
 	atomic_store(&p->links, 0);
 	atomic_store(&p->ctl_found_seq, 0);
+	atomic_store(&p->pool_wake, 0);
 }
 
 /* Seqlock writer: readers retry while stats_seq is odd or has moved. */

@@ -22,6 +22,7 @@ struct shm_layout {
 	size_t procs_off;		/* struct shm_proc[n_procs] */
 	size_t counters_off;		/* _Atomic int64_t[SHM_N_COUNTERS] */
 	size_t shares_off;		/* _Atomic int32_t[n_procs][SHM_N_COUNTERS] */
+	size_t waits_off;		/* _Atomic uint64_t[n_procs][SHM_N_WAITS] (shm_wait.c) */
 	size_t dbstats_off;		/* struct shm_dbstats_area[n_procs] */
 	size_t list_off;		/* n_procs list areas of list_area bytes */
 	size_t list_area;		/* bytes per list area (header included) */

@@ -7,7 +7,8 @@
  *     each connection to the child's accept function;
  *   - the shm mailbox eventfd: take every pending command, act, acknowledge; a pooling
  *     command that waits (PAUSE until the links are gone) holds its acknowledgement, and
- *     every later one, until the handler says it is settled (polled every 20 ms);
+ *     every later one, until the handler says it is settled (polled every 20 ms); the same
+ *     eventfd carries the pool wake-ups of shm_wait_wake() (on_pool_wake);
  *   - a one-second tick: heartbeat and stats into the shm slot, and exit if the master
  *     is gone (PR_SET_PDEATHSIG does that too; the tick covers the fork window).
  * Shutdown modes: SHUTDOWN_NOW exits at once; SHUTDOWN_CLIENTS stops listening on TCP
@@ -31,6 +32,7 @@
 #include "neki/dns.h"
 #include "neki/log.h"
 #include "neki/session.h"
+#include "neki/shm_wait.h"
 #include "neki/tls.h"
 
 #define CHILD_CTL_POLL_MS 20		/* held commands and shutdown conditions are polled */
@@ -476,6 +478,8 @@ mbox_cb(evutil_socket_t fd, short what, void *arg)
 		handle_command(&m);
 	}
 	ctl_ack();
+	if (shm_wait_take_wake(slot) && spec.on_pool_wake != NULL)
+		spec.on_pool_wake();
 }
 
 /* Once a second: heartbeat, stats, and exit when the master is gone. */

@@ -287,7 +287,6 @@ route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 	struct route *r = sh->r;
 
 	sh->waiting = false;
-	spool_wait_end(sh->sp, &sh->counted_wait);
 	r->nwait--;
 	if (l == NULL && w->connect_failed) {
 		route_unreachable(r, sh, err);
@@ -332,8 +331,7 @@ route_exec_start(struct route *r, struct nk_error *err)
 						    "shard \"%s\"", sh->uid);
 			break;
 		case POOL_QUEUED:
-			sh->waiting = true;	/* (other workers shed idle links for it) */
-			spool_wait_begin(sh->sp, &sh->counted_wait);
+			sh->waiting = true;
 			r->nwait++;
 			break;
 		case POOL_FAILED:
@@ -880,7 +878,6 @@ route_drop_links(struct route *r)
 
 		if (sh->waiting)
 			pool_cancel_wait(&sh->waiter);
-		spool_wait_end(sh->sp, &sh->counted_wait);
 		sh->waiting = false;
 		sh->link = NULL;
 		if (l == NULL)

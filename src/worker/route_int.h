@@ -166,8 +166,6 @@ struct rshard {
 	struct link *link;		/* weak: held link, NULL when none */
 	struct pool_waiter waiter;
 	bool waiting;			/* queued in the pool */
-	bool counted_wait;		/* ... and counted in the pool's waiters of every worker
-					 * (spool_wait_begin: others close an idle link for it) */
 	bool in_tx;			/* BEGIN was sent in the current transaction */
 	bool tx_data;			/* ... and a statement other than SET / SHOW ran in it
 					 * (the transaction's shard for __neki.tx_mode single) */

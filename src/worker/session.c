@@ -148,19 +148,9 @@ sess_send_error(struct session *s, const struct nk_error *err)
 }
 
 void
-sess_wait_begin(struct session *s, struct spool *sp)
+sess_wait_begin(struct session *s)
 {
-	s->wait_sp = sp;
 	s->wait_notified = false;
-	spool_wait_begin(sp, &s->counted_wait);
-}
-
-void
-sess_wait_end(struct session *s)
-{
-	if (s->wait_sp != NULL)
-		spool_wait_end(s->wait_sp, &s->counted_wait);
-	s->wait_sp = NULL;
 }
 
 /* ---- closing ---- */
@@ -192,7 +182,6 @@ sess_release_all(struct session *s, const char *reason)
 {
 	if (pool_waiter_is_queued(&s->waiter))
 		pool_cancel_wait(&s->waiter);
-	sess_wait_end(s);
 	if (s->release_pending)
 		event_del(s->ev_release);
 	s->release_pending = false;
@@ -437,7 +426,6 @@ sess_janitor_cb(evutil_socket_t fd, short what, void *arg)
 	sess_check_list(SESS_ST_IDLE, sess_check_idle, now);
 	sess_check_list(SESS_ST_WAIT, sess_check_wait, now);
 	sess_check_list(SESS_ST_ACTIVE, sess_check_active, now);
-	spool_shed_idle();
 	spool_keep_min_pools(cfg_current());
 }
 

@@ -643,7 +643,6 @@ sess_authq_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 	struct session *s = w->ctx;
 	struct nk_error e;
 
-	sess_wait_end(s);
 	if (l == NULL) {
 		e = *err;
 		e.severity = NK_SEV_FATAL;
@@ -732,7 +731,7 @@ sess_authq_start(struct session *s, const char *auth_user)
 		sess_authq_ready(&s->waiter, l, NULL);
 		break;
 	case POOL_QUEUED:
-		sess_wait_begin(s, s->authq_sp);
+		sess_wait_begin(s);
 		break;
 	case POOL_FAILED:
 		err.severity = NK_SEV_FATAL;

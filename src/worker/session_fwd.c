@@ -508,7 +508,6 @@ sess_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *er
 	struct session *s = w->ctx;
 	struct nk_error e;
 
-	sess_wait_end(s);
 	if (l == NULL) {
 		e = *err;
 		e.severity = NK_SEV_FATAL;
@@ -547,7 +546,7 @@ sess_need_link(struct session *s)
 			sess_fatal(s, "server shutting down");
 			return false;
 		}
-		sess_wait_begin(s, s->sp);
+		sess_wait_begin(s);
 		sess_set_state(s, SESS_ST_WAIT);
 		return false;
 	case POOL_FAILED:

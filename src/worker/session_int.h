@@ -234,9 +234,7 @@ struct session {
 	bool counted_db;		/* holds a max_db_client_connections unit */
 	bool counted_user;		/* holds a max_user_client_connections unit */
 	bool attached;			/* pool_client_attach() done */
-	bool counted_wait;		/* counted in the pool's shm waiter counter */
 	bool wait_notified;		/* query_wait_notify's NOTICE sent for this wait */
-	struct spool *wait_sp;		/* borrowed: the pool counted_wait refers to */
 
 	/* authentication */
 	uint8_t md5_salt[4];
@@ -299,9 +297,8 @@ void sess_log(const struct session *s, int lvl, const char *fmt, ...) NK_PRINTF(
  * <reason>", release or close the link, free later. Safe from any callback.
  */
 void sess_close(struct session *s, const char *reason, const struct nk_error *err);
-/* The session waits for a link of <sp> (counted in shm for other workers) / stops waiting. */
-void sess_wait_begin(struct session *s, struct spool *sp);
-void sess_wait_end(struct session *s);
+/* The session begins to wait for a link (query_wait_notify's NOTICE is due again). */
+void sess_wait_begin(struct session *s);
 /* Close with a FATAL pooler error <msg> (SQLSTATE 08P01), pgbouncer's disconnect_client. */
 void sess_fatal(struct session *s, const char *msg);
 /* Send one message built in <pb> (freed) to the client; false when the client is gone. */
@@ -510,11 +507,6 @@ struct link_ext *spool_link_ext(struct link *l);
 NK_MUSTCHECK bool spool_client_try(const struct session *s, bool *g, bool *d, bool *u,
 				   struct nk_error *err);
 void spool_client_release(const struct session *s, bool *g, bool *d, bool *u);
-/* A session of <sp> starts / stops waiting for a link (*<flag> remembers it). */
-void spool_wait_begin(struct spool *sp, bool *flag);
-void spool_wait_end(struct spool *sp, bool *flag);
-/* Janitor: close idle links of pools whose clients wait in other workers. */
-void spool_shed_idle(void);
 /* Worker 0: the pools of forced-user databases with min_pool_size exist (pgbouncer). */
 void spool_keep_min_pools(const struct cfg *c);
 /* The pool_limits_ops over shm counters. */

@@ -469,7 +469,7 @@ sess_wait_welcome(struct session *s)
 		sess_send_welcome(s);
 		break;
 	case POOL_QUEUED:
-		sess_wait_begin(s, s->sp);
+		sess_wait_begin(s);
 		break;
 	case POOL_FAILED:
 		err.severity = NK_SEV_FATAL;

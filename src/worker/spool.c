@@ -6,17 +6,19 @@
  *   0            max_client_conn (every client, as pgbouncer counts them)
  *   1..63        client connections per database   (max_db_client_connections)
  *   64..127      client connections per user       (max_user_client_connections)
- *   128..255     clients waiting for a link, per pool (all workers)
+ *   128..255     (free)
  *   256..511     server connections per database   (max_db_connections)
  *   512..767     server connections per user       (max_user_connections)
  *   768..1023    server connections per pool       (pool_size + reserve_pool_size)
  *   1024..1279   the round-robin cursor of a database's host list (a cursor, not a limit)
  * Names are hashed into their range. Every process derives the same id from the same name,
  * so the limits are global; two names sharing a bucket share a counter (which can only make
- * a limit stricter, never looser). Because the limits are global, idle links in one worker
- * could starve the clients of another: each worker's janitor closes its idle links of a pool
- * while clients of that pool wait in other workers (spool_shed_idle). Entry points: spool_get_or_create(), spool_link_ext(),
- * spool_client_try(), spool_limits_ops().
+ * a limit stricter, never looser). Because the limits are global, links in one worker could
+ * starve the clients of another: each pool publishes its waiting clients per pool bucket
+ * (the pool counter's index, shm_wait.h) and the pools of every worker hand links over
+ * (src/pool/pool_wait.c); a wake from another worker reaches session_pools_wake().
+ * Entry points: spool_get_or_create(), spool_link_ext(), spool_client_try(),
+ * spool_limits_ops(), session_pools_wake().
  */
 #include "neki/base.h"
 
@@ -29,6 +31,7 @@
 #include "neki/log.h"
 #include "neki/session.h"
 #include "neki/shm.h"
+#include "neki/shm_wait.h"
 #include "neki/worker.h"
 #include "session_int.h"
 
@@ -37,8 +40,6 @@
 #define CNT_DB_CLIENTS_N 63
 #define CNT_USER_CLIENTS 64
 #define CNT_USER_CLIENTS_N 64
-#define CNT_POOL_WAITERS 128
-#define CNT_POOL_WAITERS_N 128
 #define CNT_DB_SERVERS 256
 #define CNT_USER_SERVERS 512
 #define CNT_POOL_SERVERS 768
@@ -54,6 +55,7 @@ struct spool {
 					   * shard's own, not in cfg) */
 	bool dropped;			/* its database left the configuration (killed) */
 	struct pool *pool;		/* owned */
+	unsigned bucket;		/* its pool counter's index in CNT_POOL_SERVERS's range */
 	const char *repl;		/* "database" / "true": a replication pool; NULL: not */
 	uint8_t *startup;		/* owned: a replication pool's client startup parameters */
 	size_t startup_len;
@@ -124,11 +126,62 @@ spool_lim_next_host(void *ctx, const char *db)
 	return shm_counter_next(spool_cnt(CNT_HOST_CURSOR, CNT_RANGE, db, NULL));
 }
 
+/* ---- waiting across workers (shm_wait.h; the pool's side is src/pool/pool_wait.c) ---- */
+
+static unsigned
+spool_bucket(const char *db, const char *user)
+{
+	return spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user) - CNT_POOL_SERVERS;
+}
+
+/*
+ * A pool's wait changed: publish the oldest of this worker's pools in its bucket (two
+ * pools share a bucket as they share the bucket's counter: they take the same slots).
+ */
+static void
+spool_wait_publish(void *ctx, const char *db, const char *user)
+{
+	unsigned b = spool_bucket(db, user);
+	uint64_t oldest = 0;
+
+	for (struct spool *sp = spools; sp != NULL; sp = sp->next) {
+		uint64_t v = sp->bucket == b ? pool_wait_since(sp->pool) : 0;
+
+		if (v != 0 && (oldest == 0 || v < oldest))
+			oldest = v;
+	}
+	shm_wait_publish(b, oldest);
+}
+
+static uint64_t
+spool_wait_elsewhere(void *ctx, const char *db, const char *user)
+{
+	return shm_wait_oldest_other(spool_bucket(db, user));
+}
+
+static void
+spool_wait_wake(void *ctx, const char *db, const char *user, bool holders)
+{
+	unsigned b = spool_bucket(db, user);
+
+	shm_wait_wake(b, holders ? (int)(b + CNT_POOL_SERVERS) : -1);
+}
+
+void
+session_pools_wake(void)
+{
+	for (struct spool *sp = spools; sp != NULL; sp = sp->next)
+		pool_wake(sp->pool);
+}
+
 static const struct pool_limits_ops spool_shm_limits = {
 	.try_acquire = spool_lim_try,
 	.release = spool_lim_release,
 	.count = spool_lim_count,
 	.next_host = spool_lim_next_host,
+	.wait_publish = spool_wait_publish,
+	.wait_elsewhere = spool_wait_elsewhere,
+	.wake = spool_wait_wake,
 };
 
 const struct pool_limits_ops *
@@ -331,6 +384,7 @@ spool_get_or_create_repl(const struct cfg *c, const struct cfg_database *db,
 	sp->cfg = (struct cfg *)c;
 	sp->entry = db;
 	cfg_ref(sp->cfg);
+	sp->bucket = spool_bucket(dbname, user);
 	pool_pause(sp->pool, sctl_db_paused(dbname));
 	sp->next = spools;
 	spools = sp;
@@ -384,43 +438,6 @@ const char *
 spool_repl(const struct spool *sp)
 {
 	return sp->repl;
-}
-
-/* ---- waiting across workers ---- */
-
-static unsigned
-spool_wait_id(const struct spool *sp)
-{
-	return spool_cnt(CNT_POOL_WAITERS, CNT_POOL_WAITERS_N, sp->db, sp->user);
-}
-
-void
-spool_wait_begin(struct spool *sp, bool *flag)
-{
-	if (*flag)
-		return;
-	*flag = shm_counter_try_acquire(spool_wait_id(sp), 0);
-}
-
-void
-spool_wait_end(struct spool *sp, bool *flag)
-{
-	if (!*flag)
-		return;
-	shm_counter_release(spool_wait_id(sp));
-	*flag = false;
-}
-
-void
-spool_shed_idle(void)
-{
-	for (struct spool *sp = spools; sp != NULL; sp = sp->next) {
-		int64_t waiting = shm_counter_get(spool_wait_id(sp));
-
-		if (waiting > (int64_t)pool_waiting(sp->pool) &&
-		    pool_count(sp->pool, LINK_ST_IDLE) > 0)
-			(void)pool_close_idle(sp->pool, "idle link released for another worker");
-	}
 }
 
 /*

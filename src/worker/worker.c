@@ -20,6 +20,7 @@ worker_main(unsigned slot)
 		.listens = LISTEN_MAIN,
 		.on_accept = session_accept,
 		.on_cancel = session_cancel_forwarded,
+		.on_pool_wake = session_pools_wake,
 		.on_control = session_control,
 		.control_settled = session_control_settled,
 		.server_links = session_link_count,

@@ -438,6 +438,77 @@ def test_global_pool_size_across_workers(pg_cluster, cluster_db, neki):
     assert 1 <= peak[0] <= 5
 
 
+def sessions_by_worker(n, db, want):
+    """Sessions of <n> until worker w has want[w] of them ({worker: [conn]}), the others
+    closed. The worker is the slot the BackendKeyData encodes ((slot + 1) << 20 | counter)."""
+    by, extra = {w: [] for w in range(len(want))}, []
+    for _ in range(80):
+        c = n.connect(dbname=db)
+        w = (c.info.backend_pid >> 20) - 1
+        (by[w] if len(by[w]) < want[w] else extra).append(c)
+        if all(len(by[w]) == k for w, k in enumerate(want)):
+            break
+    for c in extra:
+        c.close()
+    assert all(len(by[w]) == k for w, k in enumerate(want)), "no sessions on every worker"
+    return by
+
+
+def test_idle_link_in_another_worker_is_given_up(pg_cluster, cluster_db, neki):
+    """pool_size = 1 is global: the one link, idle in a worker, is closed for a client
+    waiting in the other (pgbouncer's one process would hand it over at once), at once
+    rather than at the janitor's next run, and far below query_wait_timeout."""
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=1,
+              workers=2, query_wait_timeout=20)
+    by = sessions_by_worker(n, cluster_db, [1, 1])
+    worst = 0.0
+    for i in range(12):
+        t0 = time.monotonic()
+        assert by[i % 2][0].execute("select 1").fetchone() == (1,)
+        worst = max(worst, time.monotonic() - t0)
+    for c in by[0] + by[1]:
+        c.close()
+    assert worst < 2.0, f"a query waited {worst:.2f} s"
+    n.wait_log("closing because: idle link released for a client waiting in another worker")
+
+
+def test_busy_worker_hands_its_link_over(pg_cluster, cluster_db, neki):
+    """Two clients of one worker take turns on the only link (pool_size = 1) without pause,
+    so it is never idle there; a client of the other worker still gets it within a bounded
+    time (it waited longest), not at query_wait_timeout."""
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=1,
+              workers=2, query_wait_timeout=10)
+    by = sessions_by_worker(n, cluster_db, [2, 1])
+    stop, errors = threading.Event(), []
+
+    def hammer(c):
+        try:
+            while not stop.is_set():
+                c.execute("select pg_sleep(0.01)")
+        except psycopg.Error as e:
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=hammer, args=(c,)) for c in by[0]]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: server_sql(pg_cluster, "postgres", "select count(*) from "
+                                      "pg_stat_activity where query like 'select pg_sleep%' "
+                                      f"and datname = '{cluster_db}'")[0][0] > 0, 5,
+                   what="the busy worker's queries")
+        for _ in range(3):
+            t0 = time.monotonic()
+            assert by[1][0].execute("select 1").fetchone() == (1,)
+            assert time.monotonic() - t0 < 2.0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(20)
+    assert not errors, errors[:3]
+    for c in by[0] + by[1]:
+        c.close()
+
+
 @pytest.mark.parametrize("attempt", range(4))
 def test_cancel_from_another_connection(pg_cluster, cluster_db, neki, attempt):
     n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", workers=4)

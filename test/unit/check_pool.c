@@ -11,7 +11,8 @@
  * password error, LIFO / FIFO reuse, pool_size and max_db/max_user limits, reserve pool,
  * server_idle_timeout, server_lifetime, server_check_query, server_reset_query by pool mode,
  * connect_query, broken links (pg_terminate_backend) idle and active, connect failure with
- * server_login_retry fast fail, query_wait_timeout, server_connect_timeout, log phrases.
+ * server_login_retry fast fail, query_wait_timeout, server_connect_timeout, log phrases,
+ * links handed over between the pools of two workers (pool_wait.c's hooks).
  */
 #include "neki/base.h"
 
@@ -217,6 +218,28 @@ load_cfg(const char *dbs, const char *settings)
 		 "admin_listen_port = 0\n%s\n", dbtext, settings);
 	cfg = cfg_load_string("check_pool.ini", text, &err);
 	ck_assert_msg(cfg != NULL, "config: %s", err.message);
+}
+
+/* A pool of [databases] entry <db> for <user> whose limits are <ops> over <ctx>. */
+static struct pool *
+mk_pool_limits(const char *db, const char *user, const struct pool_limits_ops *ops, void *ctx)
+{
+	struct pool_conf pc = { 0 };
+	struct nk_error err;
+	struct pool *p;
+
+	pc.cfg = cfg;
+	pc.db = cfg_database_find(cfg, db);
+	ck_assert_ptr_nonnull(pc.db);
+	pc.user = cfg_user_find(cfg, user);
+	pc.db_name = db;
+	pc.user_name = pc.db->user != NULL ? pc.db->user : user;
+	pc.password = pc.db->password;
+	pc.limits = ops;
+	pc.limits_ctx = ctx;
+	p = pool_new(base, &pc, &err);
+	ck_assert_msg(p != NULL, "pool_new: %s", err.message);
+	return p;
 }
 
 static struct pool *
@@ -1483,6 +1506,157 @@ START_TEST(test_evict_for_db_and_user_limits)
 }
 END_TEST
 
+/*
+ * ---- two workers in one process ----
+ * Two pools of the same (database, user) stand for the pools of two workers: the limits are
+ * the process-local ones (shared, as shm's are), the waiting hooks read the other pool's
+ * pool_wait_since() and a wake runs the other pool's pool_wake() from the loop, as another
+ * worker's eventfd would.
+ */
+static struct pool *xw_pool[2];
+static int xw_id[2] = { 0, 1 };
+static int xw_wakes[2];
+static struct event *xw_ev[2];
+
+static bool
+xw_try(void *ctx, const char *db, const char *user, int pool_max, int db_max, int user_max)
+{
+	return pool_limits_local_ops()->try_acquire(lim, db, user, pool_max, db_max, user_max);
+}
+
+static void
+xw_release(void *ctx, const char *db, const char *user)
+{
+	pool_limits_local_ops()->release(lim, db, user);
+}
+
+static int
+xw_count(void *ctx, const char *db, const char *user)
+{
+	return pool_limits_local_ops()->count(lim, db, user);
+}
+
+static void
+xw_publish(void *ctx, const char *db, const char *user)
+{
+	(void)ctx;	/* the other side reads pool_wait_since() directly */
+}
+
+static uint64_t
+xw_elsewhere(void *ctx, const char *db, const char *user)
+{
+	struct pool *other = xw_pool[1 - *(int *)ctx];
+
+	return other != NULL ? pool_wait_since(other) : 0;
+}
+
+static void
+xw_wake(void *ctx, const char *db, const char *user, bool holders)
+{
+	int other = 1 - *(int *)ctx;
+
+	xw_wakes[other]++;
+	event_active(xw_ev[other], EV_TIMEOUT, 0);
+}
+
+static void
+xw_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct pool *p = xw_pool[*(int *)arg];
+
+	if (p != NULL)
+		pool_wake(p);
+}
+
+static const struct pool_limits_ops xw_ops = {
+	.try_acquire = xw_try, .release = xw_release, .count = xw_count,
+	.wait_publish = xw_publish, .wait_elsewhere = xw_elsewhere, .wake = xw_wake,
+};
+
+static void
+xw_start(void)
+{
+	load_cfg(DB_TCP, "pool_mode = transaction\ndefault_pool_size = 1");
+	for (int i = 0; i < 2; i++) {
+		xw_wakes[i] = 0;
+		xw_ev[i] = event_new(base, -1, 0, xw_wake_cb, &xw_id[i]);
+		xw_pool[i] = mk_pool_limits("db", "nk_u1", &xw_ops, &xw_id[i]);
+	}
+}
+
+static void
+xw_stop(void)
+{
+	for (int i = 0; i < 2; i++) {
+		pool_free(xw_pool[i]);
+		xw_pool[i] = NULL;
+		event_free(xw_ev[i]);
+	}
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
+}
+
+/*
+ * pool_size = 1 over two workers: the link idle in worker 0 is closed as soon as a client of
+ * worker 1 waits (worker 0 is woken; no janitor run needed), and the slot goes to worker 1.
+ */
+START_TEST(test_idle_link_goes_to_other_worker)
+{
+	struct tclient a, b;
+
+	NEED_CLUSTER();
+	xw_start();
+	tc_get_ok(&a, xw_pool[0]);
+	pool_release(a.link, NULL);
+	ck_assert_int_eq(pool_count(xw_pool[0], LINK_ST_IDLE), 1);
+	ck_assert_int_eq(tc_start(&b, xw_pool[1]), POOL_QUEUED);
+	ck_assert(run_until(tc_done, &b, 5));
+	ck_assert(!b.failed);
+	ck_assert_int_gt(xw_wakes[0], 0);
+	ck_assert_int_eq(pool_count(xw_pool[0], LINK_ST_IDLE), 0);
+	ck_assert(log_has("closing because: idle link released for a client waiting in another "
+			  "worker"));
+	ck_assert_uint_eq(pool_wait_since(xw_pool[1]), 0);	/* served: nothing published */
+	/* back: worker 0's new client is served by the link worker 1 gives up */
+	pool_release(b.link, NULL);
+	tc_get_ok(&a, xw_pool[0]);
+	ck_assert_int_eq(pool_count(xw_pool[1], LINK_ST_IDLE), 0);
+	pool_release(a.link, NULL);
+	xw_stop();
+}
+END_TEST
+
+/*
+ * The link is never idle in worker 0 (its next client is queued when the first releases it),
+ * yet the client of worker 1, who waited longer by more than the hand-over margin, gets it
+ * first; worker 0's client follows when worker 1 is done, and no new link was started for it
+ * meanwhile (the freed slot is not taken back).
+ */
+START_TEST(test_busy_link_goes_to_older_waiter)
+{
+	struct tclient a, b, c;
+
+	NEED_CLUSTER();
+	xw_start();
+	tc_get_ok(&a, xw_pool[0]);
+	ck_assert_int_eq(tc_start(&b, xw_pool[1]), POOL_QUEUED);
+	run_for(0.15);			/* b waits, blocked by the limit: published */
+	ck_assert_uint_ne(pool_wait_since(xw_pool[1]), 0);
+	ck_assert_int_eq(tc_start(&c, xw_pool[0]), POOL_QUEUED);
+	pool_release(a.link, NULL);
+	ck_assert(run_until(tc_done, &b, 5));
+	ck_assert(!b.failed);
+	ck_assert(!c.done);
+	ck_assert_int_eq(pool_count(xw_pool[0], LINK_ST_LOGIN), 0);
+	ck_assert_uint_ne(pool_wait_since(xw_pool[0]), 0);
+	pool_release(b.link, NULL);
+	ck_assert(run_until(tc_done, &c, 5));
+	ck_assert(!c.failed);
+	pool_release(c.link, NULL);
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 1);
+	xw_stop();
+}
+END_TEST
+
 /* server_fast_close in session mode; KILL (pool_close_all); maxwait. */
 START_TEST(test_fast_close_kill_maxwait)
 {
@@ -1647,6 +1821,8 @@ pool_suite(void)
 	tcase_add_test(tc, test_host_list);
 	tcase_add_test(tc, test_dns_hosts);
 	tcase_add_test(tc, test_evict_for_db_and_user_limits);
+	tcase_add_test(tc, test_idle_link_goes_to_other_worker);
+	tcase_add_test(tc, test_busy_link_goes_to_older_waiter);
 	tcase_add_test(tc, test_fast_close_kill_maxwait);
 	tcase_add_test(tc, test_reconfigure_moves_links);
 	tcase_add_test(tc, test_server_tls);
