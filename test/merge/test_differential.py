@@ -193,9 +193,11 @@ def diff(pg_cluster):
             conn.execute(f"SELECT * FROM __neki.set_data_topology('{doc}', true)")
 
         def routed():
+            # EXPLAIN (NEKI_PLAN) is the router's: a pass-through session (before the
+            # topology is switched to) takes SET __neki.x as a Postgres placeholder variable
             try:
                 with inst.connect(dbname=db) as conn:
-                    conn.execute("SET __neki.fanout = scatter")
+                    conn.execute("EXPLAIN (NEKI_PLAN) SELECT 1")
                     return True
             except psycopg.Error:
                 return False
