@@ -360,21 +360,37 @@ pool_try_slot(struct pool *p, int max)
 				      pool_db_max(p), pool_user_max(p));
 }
 
+/* Which other pools of this worker an eviction may take an unused link from. */
+enum pool_evict_from {
+	EVICT_SAME_DB,			/* under max_db_connections */
+	EVICT_SAME_USER,		/* under max_user_connections */
+	EVICT_SAME_PAIR,		/* the pools counted as one (a replication pool and the
+					 * ordinary pool of its database and user) */
+};
+
+static bool
+pool_evict_matches(const struct pool *q, const struct pool *self, enum pool_evict_from from)
+{
+	bool db = strcmp(q->db_name, self->db_name) == 0;
+	bool user = strcmp(q->user_name, self->user_name) == 0;
+
+	return q != self && (from == EVICT_SAME_DB ? db : from == EVICT_SAME_USER ? user :
+			     db && user);
+}
+
 /*
- * Close the oldest unused link of another pool of this worker sharing our database
- * (<same_db>) or our user, to make room under max_db_connections / max_user_connections
- * (pgbouncer's eviction). Returns true when one was closed.
+ * Close the oldest unused link of another pool of this worker that <from> names, to make
+ * room under the limit they share (pgbouncer's eviction). Returns true when one was closed.
  */
 static bool
-pool_evict_one(struct pool *self, bool same_db)
+pool_evict_one(struct pool *self, enum pool_evict_from from)
 {
 	struct list_node *n;
 	struct pool *q;
 
 	for (n = list_first(&pool_all); n != NULL; n = list_next(&pool_all, n)) {
 		q = container_of(n, struct pool, all_node);
-		if (q == self || strcmp(same_db ? q->db_name : q->user_name,
-					same_db ? self->db_name : self->user_name) != 0)
+		if (!pool_evict_matches(q, self, from))
 			continue;
 		for (int st = LINK_ST_USED; st >= LINK_ST_IDLE; st--) {
 			struct list_node *ln = list_last(&q->lists[st]);
@@ -390,8 +406,10 @@ pool_evict_one(struct pool *self, bool same_db)
 
 /*
  * A slot for one more link: within pool_size, else within the reserve pool once the first
- * waiter waited reserve_pool_timeout; when only the database or user limit stands in the
- * way, evict an unused link of a sibling pool first.
+ * waiter waited reserve_pool_timeout; when the pool's own count is full, evict an unused
+ * link of the pool counted with it (a replication client takes the room of an idle
+ * ordinary link, as in pgbouncer); when only the database or user limit stands in the way,
+ * evict an unused link of a sibling pool first.
  */
 static bool
 pool_take_slot(struct pool *p)
@@ -415,9 +433,9 @@ pool_take_slot(struct pool *p)
 		}
 	}
 	if (p->limits->count(p->limits_ctx, p->db_name, p->user_name) >= max)
-		return false;
-	if ((pool_db_max(p) > 0 && pool_evict_one(p, true)) ||
-	    (pool_user_max(p) > 0 && pool_evict_one(p, false)))
+		return pool_evict_one(p, EVICT_SAME_PAIR) && pool_try_slot(p, max);
+	if ((pool_db_max(p) > 0 && pool_evict_one(p, EVICT_SAME_DB)) ||
+	    (pool_user_max(p) > 0 && pool_evict_one(p, EVICT_SAME_USER)))
 		return pool_try_slot(p, max);
 	return false;
 }
