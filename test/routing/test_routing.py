@@ -141,6 +141,9 @@ def routing_neki(cluster, db, topo_doc, store_cls, settings=None, db_options="")
                 return False
         wait_until(routed, 30, what=f"neki routes {db}")
         yield st
+    except BaseException:
+        print(f"--- neki log (tail):\n{inst.log()[-20000:]}")	# in pytest's report
+        raise
     finally:
         problems = inst.cleanup()
         assert not problems, "\n".join(problems)
