@@ -323,19 +323,29 @@ START_TEST(test_split)
 }
 END_TEST
 
-/* Text the scanner split cannot end as a statement is the whole Query's syntax error. */
+/*
+ * A text of several statements is parsed whole (as Postgres, before any of it runs): a
+ * syntax error anywhere fails the split, its position counted in characters of the whole
+ * text; so does text the scanner split cannot end as a statement.
+ */
 static const struct {
 	const char *sql;
 	const char *message;	/* NULL: splits without error */
-} split_drop_cases[] = {
-	{ "SELECT (1", "syntax error at end of input" },
-	{ "SELECT 1; SELECT (1", "syntax error at end of input" },
-	{ "SELECT (1; SELECT 2", "syntax error at or near \";\"" },
-	{ "SELECT 1; -- done\n /* a /* nested */ one */ ;", NULL },
-	{ "  ;; ", NULL },
+	const char *where;	/* the error's position */
+} split_error_cases[] = {
+	{ "SELECT (1", "syntax error at end of input", "10" },
+	{ "SELECT 1; SELECT (1", "syntax error at end of input", "20" },
+	{ "SELECT (1; SELECT 2", "syntax error at or near \";\"", "10" },
+	{ "SELECT 1; SELEC 2; SELECT 3", "syntax error at or near \"SELEC\"", "11" },
+	{ "SELEC 1; SELECT 2", "syntax error at or near \"SELEC\"", "1" },
+	{ "SELECT 1; SELECT 2 FORM t", "syntax error at or near \"t\"", "25" },
+	{ "SELECT '\xc3\xa9'; SELEC 2", "syntax error at or near \"SELEC\"", "13" },
+	{ "SELECT 1; -- done\n /* a /* nested */ one */ ;", NULL, "" },
+	{ "  ;; ", NULL, "" },
+	{ "SELECT 1; SELECT 2", NULL, "" },
 };
 
-START_TEST(test_split_dropped_text)
+START_TEST(test_split_errors)
 {
 	struct rarena *a = rarena_new();
 	struct parse_span *v;
@@ -344,14 +354,15 @@ START_TEST(test_split_dropped_text)
 	bool ok;
 
 	nk_error_clear(&err);
-	ok = parse_split(a, split_drop_cases[_i].sql, &v, &n, &err);
-	if (split_drop_cases[_i].message) {
+	ok = parse_split(a, split_error_cases[_i].sql, &v, &n, &err);
+	if (split_error_cases[_i].message) {
 		ck_assert(!ok);
 		ck_assert_str_eq(err.sqlstate, "42601");
-		ck_assert_str_eq(err.message, split_drop_cases[_i].message);
+		ck_assert_str_eq(err.message, split_error_cases[_i].message);
+		ck_assert_str_eq(err.where, split_error_cases[_i].where);
 	} else {
 		ck_assert(ok);
-		ck_assert_uint_le(n, 1);
+		ck_assert_uint_le(n, 2);
 	}
 	rarena_free(a);
 }
@@ -374,7 +385,7 @@ router_suite(void)
 	tcase_add_test(tc, test_model_utility);
 	tcase_add_test(tc, test_parse_error);
 	tcase_add_test(tc, test_split);
-	tcase_add_loop_test(tc, test_split_dropped_text, 0, NK_ARRAY_LEN(split_drop_cases));
+	tcase_add_loop_test(tc, test_split_errors, 0, NK_ARRAY_LEN(split_error_cases));
 	suite_add_tcase(s, tc);
 	router_add_plan_tests(s);
 	router_add_insel_tests(s);
