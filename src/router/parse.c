@@ -1176,28 +1176,6 @@ split_dropped_text(const char *sql, const PgQuerySplitResult *res)
 	return !split_gap_is_blank(sql + at, strlen(sql + at));
 }
 
-/*
- * Postgres parses the whole Query string before it runs any of it, so a syntax error in
- * any statement runs none (and its position counts from the string's start). One statement
- * is parsed when it runs; a string of several (or with text the split dropped) is parsed
- * here, whole. True when the grammar refuses <sql>, with its error in <err>.
- */
-static bool
-split_refused(const char *sql, const PgQuerySplitResult *res, struct nk_error *err)
-{
-	PgQueryParseResult parsed;
-	bool refused;
-
-	if (res->n_stmts < 2 && !split_dropped_text(sql, res))
-		return false;	/* the fast path of one statement: no parse here */
-	parsed = pg_query_parse(sql);
-	refused = parsed.error != NULL;
-	if (refused)
-		(void)parse_error_set(err, parsed.error);
-	pg_query_free_parse_result(parsed);
-	return refused;
-}
-
 /* parse_split: see parse.h. */
 bool
 parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t *n,
@@ -1208,10 +1186,19 @@ parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t
 
 	*out = NULL;
 	*n = 0;
+	/*
+	 * Postgres parses the whole Query string before it runs any of it, so a syntax error in
+	 * any statement runs none (its position counts from the string's start). One statement
+	 * is parsed when it runs; a string of several (or with text the scanner dropped) is
+	 * split by the grammar, which also keeps a body's semicolons (BEGIN ATOMIC ... END,
+	 * CREATE RULE ... (a; b)) inside its statement.
+	 */
+	if (res.error == NULL && (res.n_stmts > 1 || split_dropped_text(sql, &res))) {
+		pg_query_free_split_result(res);
+		res = pg_query_split_with_parser(sql);
+	}
 	if (res.error) {
 		ok = parse_error_set(err, res.error);
-	} else if (split_refused(sql, &res, err)) {
-		ok = false;
 	} else if (res.n_stmts > 0) {
 		*out = rarena_alloc(a, (size_t)res.n_stmts * sizeof(**out));
 		if (!*out)

@@ -243,6 +243,24 @@ def test_query_is_parsed_whole_before_it_runs(store, case):
         store.both("UPDATE customers SET name = 'customer ' || id WHERE id = 1")
 
 
+def test_statement_bodies_keep_their_semicolons(store):
+    """A Query whose statements have bodies with semicolons (a SQL-standard function body,
+    BEGIN ATOMIC ... END) is split by the grammar, as Postgres: the function is created on
+    every shard and the statement after it runs, with the same messages as the reference."""
+    sql = ("CREATE FUNCTION neki_atomic_f(bigint) RETURNS bigint LANGUAGE sql "
+           "BEGIN ATOMIC SELECT 1; SELECT $1 + 1; END; "
+           "SELECT neki_atomic_f(41) AS v; SELECT neki_atomic_f(id) FROM customers WHERE id = 1")
+    try:
+        got, want = wire_both(store, sql)
+        assert got == want, f"neki {got} != reference {want}"
+        for server in store.cluster.servers:
+            if server != "reference":
+                assert store.cluster.sql(server, "SELECT neki_atomic_f(1)",
+                                         dbname=store.db) == [(2,)], server
+    finally:
+        store.both("DROP FUNCTION IF EXISTS neki_atomic_f(bigint)")
+
+
 def test_write_over_several_shards_is_atomic(store):
     """One INSERT split over two shards, one UPDATE over two shards: a failure on one shard
     rolls the other back (as one Postgres), with or without RETURNING."""

@@ -323,6 +323,33 @@ START_TEST(test_split)
 }
 END_TEST
 
+/* Semicolons inside a statement's body stay in it: the grammar splits such a text. */
+START_TEST(test_split_bodies)
+{
+	static const char fn[] = "CREATE FUNCTION f() RETURNS int LANGUAGE sql "
+				 "BEGIN ATOMIC SELECT 1; SELECT 2; END";
+	static const char rule[] = "CREATE RULE r AS ON INSERT TO t DO ALSO (NOTIFY a; NOTIFY b)";
+	char sql[256];
+	struct rarena *a = rarena_new();
+	struct parse_span *v;
+	struct nk_error err;
+	uint32_t n;
+
+	snprintf(sql, sizeof(sql), "%s; %s;SELECT 3", fn, rule);
+	ck_assert(parse_split(a, sql, &v, &n, &err));
+	ck_assert_uint_eq(n, 3);
+	ck_assert_uint_eq(v[0].len, strlen(fn));
+	ck_assert_int_eq(strncmp(sql + v[0].start, fn, v[0].len), 0);
+	ck_assert_uint_eq(v[1].len, strlen(rule));
+	ck_assert_int_eq(strncmp(sql + v[1].start, rule, v[1].len), 0);
+	ck_assert_int_eq(strncmp(sql + v[2].start, "SELECT 3", v[2].len), 0);
+	ck_assert(parse_split(a, fn, &v, &n, &err));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(v[0].len, strlen(fn));
+	rarena_free(a);
+}
+END_TEST
+
 /*
  * A text of several statements is parsed whole (as Postgres, before any of it runs): a
  * syntax error anywhere fails the split, its position counted in characters of the whole
@@ -383,6 +410,7 @@ router_suite(void)
 	tcase_add_test(tc, test_model_update_delete);
 	tcase_add_loop_test(tc, test_model_flags, 0, NK_ARRAY_LEN(flag_cases));
 	tcase_add_test(tc, test_model_utility);
+	tcase_add_test(tc, test_split_bodies);
 	tcase_add_test(tc, test_parse_error);
 	tcase_add_test(tc, test_split);
 	tcase_add_loop_test(tc, test_split_errors, 0, NK_ARRAY_LEN(split_error_cases));
