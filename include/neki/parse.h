@@ -537,7 +537,10 @@ struct parse_span {
 /*
  * Split <sql> into its statements with the Postgres scanner (semicolons inside strings,
  * comments and dollar quotes do not split). <out> is allocated in <a>; empty statements are
- * skipped. False only on no memory or a scanner error (53200 / 42601 in <err>).
+ * skipped. A text of several statements is also parsed whole, as Postgres does before it
+ * runs any of them: a syntax error in any statement fails the split. False on no memory or
+ * a scanner or syntax error (53200 / 42601 in <err>, a syntax error's position in the whole
+ * text in <err>->where).
  */
 bool parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t *n,
 		 struct nk_error *err) NK_MUSTCHECK;

@@ -1077,6 +1077,17 @@ pb_translate(struct pb *b, const char *json, struct nk_error *err)
 	return true;
 }
 
+/* <err> from libpg_query's syntax error <e>: 42601, its message and (when it has one) its
+ * position in characters from 1 in <err>->where, as Postgres reports it. False. */
+static bool
+parse_error_set(struct nk_error *err, const PgQueryError *e)
+{
+	nk_error_set(err, "42601", "%s", e->message);
+	if (e->cursorpos > 0)
+		snprintf(err->where, sizeof(err->where), "%d", e->cursorpos);
+	return false;
+}
+
 /* parse_statement: see parse.h. */
 struct stmt *
 parse_statement(struct rarena *a, const char *sql, const struct parse_norm *norm,
@@ -1101,9 +1112,7 @@ parse_statement(struct rarena *a, const char *sql, const struct parse_norm *norm
 	b.s->nslots = norm ? norm->nparams + norm->nlits : 0;
 	res = pg_query_parse(sql);
 	if (res.error) {
-		nk_error_set(err, "42601", "%s", res.error->message);
-		snprintf(err->where, sizeof(err->where), "%d", res.error->cursorpos);
-		ok = false;
+		ok = parse_error_set(err, res.error);
 	} else {
 		ok = pb_translate(&b, res.parse_tree, err);
 	}
@@ -1149,34 +1158,22 @@ split_gap_is_blank(const char *s, size_t len)
 
 /*
  * The scanner split silently drops text it cannot end as a statement ("SELECT 1; SELECT (1"
- * gives one statement, "SELECT (1" none). Postgres parses the whole string before running
- * any of it, so such text is a syntax error for the whole Query: true when <sql> has text
- * outside the split's statements, with the grammar's error in <err>.
+ * gives one statement, "SELECT (1" none): true when <sql> has text outside the split's
+ * statements <res>.
  */
 static bool
-split_dropped_text(const char *sql, const PgQuerySplitResult *res, struct nk_error *err)
+split_dropped_text(const char *sql, const PgQuerySplitResult *res)
 {
 	size_t at = 0;
-	PgQueryParseResult parsed;
-	bool dropped = false;
 
-	for (int i = 0; i < res->n_stmts && !dropped; i++) {
+	for (int i = 0; i < res->n_stmts; i++) {
 		size_t st = (size_t)res->stmts[i]->stmt_location;
 
-		dropped = st > at && !split_gap_is_blank(sql + at, st - at);
+		if (st > at && !split_gap_is_blank(sql + at, st - at))
+			return true;
 		at = st + (size_t)res->stmts[i]->stmt_len;
 	}
-	if (!dropped)
-		dropped = !split_gap_is_blank(sql + at, strlen(sql + at));
-	if (!dropped)
-		return false;
-	parsed = pg_query_parse(sql);
-	if (parsed.error)
-		nk_error_set(err, "42601", "%s", parsed.error->message);
-	else
-		dropped = false;
-	pg_query_free_parse_result(parsed);
-	return dropped;
+	return !split_gap_is_blank(sql + at, strlen(sql + at));
 }
 
 /* parse_split: see parse.h. */
@@ -1189,13 +1186,19 @@ parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t
 
 	*out = NULL;
 	*n = 0;
+	/*
+	 * Postgres parses the whole Query string before it runs any of it, so a syntax error in
+	 * any statement runs none (its position counts from the string's start). One statement
+	 * is parsed when it runs; a string of several (or with text the scanner dropped) is
+	 * split by the grammar, which also keeps a body's semicolons (BEGIN ATOMIC ... END,
+	 * CREATE RULE ... (a; b)) inside its statement.
+	 */
+	if (res.error == NULL && (res.n_stmts > 1 || split_dropped_text(sql, &res))) {
+		pg_query_free_split_result(res);
+		res = pg_query_split_with_parser(sql);
+	}
 	if (res.error) {
-		nk_error_set(err, "42601", "%s", res.error->message);
-		if (res.error->cursorpos > 0)	/* its position, as parse errors carry it */
-			snprintf(err->where, sizeof(err->where), "%d", res.error->cursorpos);
-		ok = false;
-	} else if (split_dropped_text(sql, &res, err)) {
-		ok = false;
+		ok = parse_error_set(err, res.error);
 	} else if (res.n_stmts > 0) {
 		*out = rarena_alloc(a, (size_t)res.n_stmts * sizeof(**out));
 		if (!*out)

@@ -668,9 +668,10 @@ route_action(struct route *r, const struct plan *p, const char *sql, const void 
 
 /* A write over several shards outside a transaction block runs in an implicit transaction
  * (committed at the Query's end or at the extended protocol's Sync; an INSERT ... SELECT
- * each shard runs on its own rows in the extended protocol outside the batch's transaction,
- * ended with its Execute): a failure on one shard rolls the others back, as on one
- * Postgres. */
+ * each shard runs on its own rows, as its batch's last Execute with no batch transaction
+ * open, is ended with that Execute): a failure on one shard rolls the others back, as on
+ * one Postgres. In a Query or batch whose implicit transaction is open (r->tx 'T') the
+ * write joins it. */
 static bool
 route_write_implicit(struct route *r, const struct plan *p)
 {

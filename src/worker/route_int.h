@@ -816,7 +816,9 @@ void route_listen_free(struct route *r);
 /* ---- route_insel.c ---- */
 
 /* Start INSERT ... SELECT planned as <p> (PLAN_OP_INSERT_SELECT) with image <img>: the
- * source's cursors are declared and read; false with <err> when nothing was started. */
+ * source's cursors are declared and read; false with <err> when nothing was started. It
+ * joins the open transaction (a block, a Query's or a batch's implicit one) or, with none
+ * open (r->tx 'I'), opens its own implicit one (ended with the Query or its Execute). */
 NK_MUSTCHECK bool route_insel_start(struct route *r, const struct plan *p, const void *img,
 				    struct nk_error *err);
 /* An answer of a round (RX_INSEL) other than ErrorResponse / ReadyForQuery / notices. */

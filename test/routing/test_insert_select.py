@@ -25,7 +25,10 @@ from test_routing import Store, create_schema, routing_neki, sharded_database
 from test_routing import topology as storefront
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
-from pgwire import Wire, error_fields  # noqa: E402
+from pgwire import Wire, error_fields, flush, message, sync  # noqa: E402
+from test_ext_batch import both as ext_both, exchange as ext_exchange, stmt  # noqa: E402
+from test_ext_batch import wire as ext_wire  # noqa: E402
+from test_txn import no_idle_in_transaction  # noqa: E402
 
 SCHEMA = [
     "CREATE TABLE countries (code text PRIMARY KEY, name text NOT NULL)",
@@ -492,6 +495,121 @@ def test_execute_row_limit(store):
             w.close()
     assert tags[0] == tags[1], tags
     assert ("C", b"INSERT 0 6") in tags[0], tags
+
+
+# ---- in an extended-protocol batch --------------------------------------------------------
+
+# The router runs INSERT_SEL (rows move between shards), INSERT_REF (a serial to fill) and
+# INSERT_UNSHARDED; each shard runs INSERT_OWN on its own rows (co-located key) and every copy
+# INSERT_COPIES; WRITE is one plain row, FAIL a shard's runtime error (22012).
+INSERT_SEL = "INSERT INTO events (k, id, payload) SELECT id, customer_id, $1 FROM orders"
+INSERT_OWN = "INSERT INTO events (k, id, payload) SELECT customer_id, id, $1 FROM orders"
+INSERT_REF = "INSERT INTO kinds (name) SELECT status || $1 FROM orders"
+INSERT_COPIES = "INSERT INTO countries SELECT code || $1, name FROM countries"
+INSERT_UNSHARDED = "INSERT INTO audit_log SELECT status || $1, id FROM orders"
+WRITE = "INSERT INTO events VALUES (7, 7, 'w')"
+FAIL = "SELECT 1 / (id - id) FROM orders WHERE customer_id = 1 AND id = 10"
+BATCHES = {
+    "a later error rolls it back": lambda: [
+        (stmt(INSERT_SEL, ["b"]) + stmt(FAIL) + sync(), "Z")],
+    "committed at Sync": lambda: [(stmt(INSERT_SEL, ["b"]) + stmt(WRITE) + sync(), "Z")],
+    "between two writes, then an error": lambda: [
+        (stmt(WRITE) + stmt(INSERT_SEL, ["b"]) + stmt(WRITE) + stmt(FAIL) + sync(), "Z")],
+    "the last Execute, after a write": lambda: [
+        (stmt(WRITE) + stmt(INSERT_SEL, ["b"]) + sync(), "Z")],
+    "two of them, the second fails": lambda: [
+        (stmt(INSERT_SEL, ["b"]) + stmt("INSERT INTO products (sku, name) SELECT 'p' || "
+                                        "(id % 7), 'x' FROM orders") + sync(), "Z")],
+    "flush, then an error": lambda: [(stmt(INSERT_SEL, ["b"]) + flush(), "C"),
+                                     (stmt(FAIL) + sync(), "Z")],
+    "then a batch that fails": lambda: [(stmt(INSERT_SEL, ["b"]) + stmt(WRITE) + sync(), "Z"),
+                                        (stmt(INSERT_SEL, ["c"]) + stmt(FAIL) + sync(), "Z")],
+    "each shard on its own rows, then an error": lambda: [
+        (stmt(INSERT_OWN, ["o"]) + stmt(FAIL) + sync(), "Z")],
+    "RETURNING, then an error": lambda: [
+        (stmt(INSERT_SEL + " ORDER BY id RETURNING k", ["r"]) + stmt(FAIL) + sync(), "Z")],
+    "identity fills, then an error": lambda: [
+        (stmt("INSERT INTO tickets (customer_id, note) SELECT id, $1 FROM orders", ["t"])
+         + stmt(FAIL) + sync(), "Z")],
+    "then a Parse with a syntax error": lambda: [
+        (stmt(INSERT_SEL, ["b"]) + stmt("SELEC 1") + sync(), "Z")],
+    "into a reference table, then an error": lambda: [
+        (stmt(INSERT_REF, ["k"]) + stmt(FAIL) + sync(), "Z")],
+    "every copy on its own rows, then an error": lambda: [
+        (stmt(INSERT_COPIES, ["c"]) + stmt(FAIL) + sync(), "Z")],
+    "into an unsharded table, then an error": lambda: [
+        (stmt(INSERT_UNSHARDED, ["a"]) + stmt(FAIL) + sync(), "Z")],
+    "a Query in the batch fails": lambda: [
+        (stmt(INSERT_SEL, ["b"]) + message(b"Q", b"SELECT 1 / 0\0"), "Z")],
+    "BEGIN after it, then ROLLBACK": lambda: [
+        (stmt(INSERT_SEL, ["b"]) + stmt("BEGIN") + stmt(WRITE) + sync(), "Z"),
+        (stmt("ROLLBACK") + sync(), "Z")],
+}
+
+
+def test_explain_of_the_batch_statements(store):
+    """The statements of the batches below take the routes they are there to cover."""
+    for sql, route in ((INSERT_SEL, "Route [InsertSelect]"), (INSERT_OWN, "Route [Scatter]"),
+                       (INSERT_REF, "Route [InsertSelect]"),
+                       (INSERT_COPIES, "Route [ReferenceWrite]"),
+                       (INSERT_UNSHARDED, "Route [InsertSelect]")):
+        rows = store.run("EXPLAIN (NEKI_PLAN, FORMAT TEXT) " + sql.replace("$1", "'x'"))
+        assert route in [r[0].strip(" ->") for r in rows[:2]], rows
+
+
+@pytest.mark.parametrize("case", list(BATCHES))
+def test_extended_batch_is_one_transaction(store, case):
+    """Several Executes before one Sync outside a block are one implicit transaction (as
+    Postgres): an INSERT ... SELECT the router runs joins it like the other statements,
+    committed at Sync or rolled back with a later statement's error."""
+    tables = ("events", "products", "tickets", "kinds", "audit_log")
+    store.truncate(*tables)
+    try:
+        got, want = ext_both(store, BATCHES[case]())
+        assert got == want, f"{case}: neki {got} != reference {want}"
+        for table in tables + ("countries",):
+            store.compare(f"SELECT count(*) FROM {table}")
+        store.compare("SELECT * FROM events")
+        no_idle_in_transaction(store)
+    finally:
+        store.both("DELETE FROM countries WHERE code NOT IN ('FR', 'DE')")
+
+
+def test_router_refusal_later_in_the_batch_rolls_it_back(store):
+    """A statement the router refuses (NK013; Postgres would run it) after the INSERT ...
+    SELECT: the batch's rows are rolled back at Sync as after a shard's error."""
+    store.truncate("events")
+    w = ext_wire(store.neki.port, store.db)
+    try:
+        got = ext_exchange(w, [(stmt(INSERT_SEL, ["b"]) + stmt(WRITE) + stmt(
+            "UPDATE orders SET customer_id = 5 WHERE id = 10") + sync(), "Z")])
+    finally:
+        w.close()
+    assert got == [("1",), ("2",), ("C", "INSERT 0 120"), ("1",), ("2",), ("C", "INSERT 0 1"),
+                   ("1",), ("2",), ("E", "NK013"), ("Z", "I")], got
+    assert store.run("SELECT count(*) FROM events") == [(0,)]
+    no_idle_in_transaction(store)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_psycopg_pipeline_joins_the_batch(store, fail):
+    """psycopg's pipeline mode: the INSERT ... SELECT and the statements after it commit
+    together at the Sync, or none stays when a later one fails."""
+    store.truncate("events")
+    outcome = []
+    for connect in (store.connect, store.ref):
+        with connect() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute(INSERT_SEL.replace("$1", "%s"), ("p",))
+                    conn.execute(WRITE)
+                    conn.execute(FAIL if fail else "SELECT 1")
+                outcome.append("ok")
+            except psycopg.Error as e:
+                outcome.append(e.diag.sqlstate)
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert outcome == (["22012"] * 2 if fail else ["ok"] * 2)
+    assert store.compare("SELECT count(*) FROM events") == [(0 if fail else 121,)]
 
 
 def test_returning_without_rows(store):

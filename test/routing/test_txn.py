@@ -22,7 +22,7 @@ from conftest import wait_until
 from test_routing import Store, create_schema, routing_neki, sharded_database, topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
-from pgwire import Wire, error_fields  # noqa: E402
+from pgwire import Wire, error_fields, summary  # noqa: E402
 
 CUSTOMERS = [(i, f"customer {i}", "FR" if i % 2 else "DE") for i in range(1, 21)]
 
@@ -176,6 +176,89 @@ def test_router_error_rolls_the_implicit_transaction_back(store):
         no_idle_in_transaction(store)
     finally:
         cleanup_ids(store, [a, b])
+
+
+# ---- a Query is parsed whole before any of it runs --------------------------------------
+
+def wire_msg(typ, body):
+    """One message as comparable data: an error or notice by severity, SQLSTATE, message
+    and position (the rest as pgwire.summary gives it)."""
+    if typ in "EN":
+        return (typ, {k: v for k, v in error_fields(body).items() if k in "SVCMP"})
+    return tuple(summary([(typ, body)]))
+
+
+def wire_both(store, sql):
+    """<sql> as one simple Query on the wire through neki and on the reference: every
+    message up to ReadyForQuery, for each."""
+    out = []
+    for port in (store.neki.port, store.cluster.port("reference")):
+        w = Wire(port)
+        try:
+            w.login(user="postgres", database=store.db)
+            msgs = query(w, sql)
+            out.append([wire_msg(typ, body) for typ, body in msgs])
+            if msgs[-1] != ("Z", b"I"):
+                query(w, "ROLLBACK")
+        finally:
+            w.close()
+    return out
+
+
+INSERT_A = "INSERT INTO customers VALUES ({a}, 'x', 'FR')"
+INSERT_B = "INSERT INTO customers VALUES ({b}, 'y', 'DE')"
+UPDATE_1 = "UPDATE customers SET name = 'u' WHERE id = 1"
+
+WHOLE_CASES = {
+    # a syntax error anywhere: nothing runs, the position is in the whole string
+    "error in statement 2": f"{INSERT_A}; SELEC oops; {UPDATE_1}",
+    "error in statement 1": f"SELEC 1; {INSERT_A}; {INSERT_B}",
+    "error in the last statement": f"{INSERT_A}; {INSERT_B}; UPDATE customers SET name = 'u' "
+                                   "WHER id = 1",
+    "error inside BEGIN ... COMMIT": f"BEGIN; {INSERT_A}; {INSERT_B}; SELEC 1; COMMIT",
+    "error after a COMMIT": f"{INSERT_A}; COMMIT; {INSERT_B}; {UPDATE_1} WHERE",
+    "error after multibyte text": "INSERT INTO customers VALUES ({a}, 'é€ü', 'FR'); "
+                                  "/* ü */ SELEC 1",
+    "error in a PREPARE": f"{INSERT_A}; PREPARE p AS SELEC 1; {INSERT_B}",
+    # a runtime error in statement 2: statement 1 ran and is rolled back, 3 does not run
+    "runtime error in statement 2": f"{INSERT_A}; SELECT 1 / 0; {INSERT_B}",
+    "runtime error in statement 2 of a block": f"BEGIN; {INSERT_A}; SELECT 1 / 0; {INSERT_B}",
+}
+
+
+@pytest.mark.parametrize("case", list(WHOLE_CASES))
+def test_query_is_parsed_whole_before_it_runs(store, case):
+    """As Postgres: a syntax error in any statement of a Query runs none of it (the client
+    gets just the error, its position counted in the whole string, then ReadyForQuery);
+    a runtime error rolls back what ran before it."""
+    a, b = two_shards(store, 450 + 10 * list(WHOLE_CASES).index(case))
+    sql = WHOLE_CASES[case].format(a=a, b=b)
+    try:
+        got, want = wire_both(store, sql)
+        assert got == want, f"{sql}: neki {got} != reference {want}"
+        assert ids_both(store, [1, a, b]) == [(1, "customer 1")]
+        no_idle_in_transaction(store)
+    finally:
+        cleanup_ids(store, [a, b])
+        store.both("UPDATE customers SET name = 'customer ' || id WHERE id = 1")
+
+
+def test_statement_bodies_keep_their_semicolons(store):
+    """A Query whose statements have bodies with semicolons (a SQL-standard function body,
+    BEGIN ATOMIC ... END) is split by the grammar, as Postgres: the function is created on
+    every shard and the statement after it runs, with the same messages as the reference."""
+    sql = ("CREATE FUNCTION neki_atomic_f(bigint) RETURNS bigint LANGUAGE sql "
+           "BEGIN ATOMIC SELECT 1; SELECT $1 + 1; END; "
+           "SELECT neki_atomic_f(41) AS v; SELECT neki_atomic_f(id) FROM customers WHERE id = 1")
+    try:
+        got, want = wire_both(store, sql)
+        assert got == want, f"neki {got} != reference {want}"
+        for server in store.cluster.servers:
+            if server != "reference":
+                assert store.cluster.sql(server, "SELECT neki_atomic_f(1)",
+                                         dbname=store.db) == [(2,)], server
+    finally:
+        store.both("DROP FUNCTION IF EXISTS neki_atomic_f(bigint)")
 
 
 def test_write_over_several_shards_is_atomic(store):

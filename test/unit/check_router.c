@@ -323,19 +323,56 @@ START_TEST(test_split)
 }
 END_TEST
 
-/* Text the scanner split cannot end as a statement is the whole Query's syntax error. */
+/* Semicolons inside a statement's body stay in it: the grammar splits such a text. */
+START_TEST(test_split_bodies)
+{
+	static const char fn[] = "CREATE FUNCTION f() RETURNS int LANGUAGE sql "
+				 "BEGIN ATOMIC SELECT 1; SELECT 2; END";
+	static const char rule[] = "CREATE RULE r AS ON INSERT TO t DO ALSO (NOTIFY a; NOTIFY b)";
+	char sql[256];
+	struct rarena *a = rarena_new();
+	struct parse_span *v;
+	struct nk_error err;
+	uint32_t n;
+
+	snprintf(sql, sizeof(sql), "%s; %s;SELECT 3", fn, rule);
+	ck_assert(parse_split(a, sql, &v, &n, &err));
+	ck_assert_uint_eq(n, 3);
+	ck_assert_uint_eq(v[0].len, strlen(fn));
+	ck_assert_int_eq(strncmp(sql + v[0].start, fn, v[0].len), 0);
+	ck_assert_uint_eq(v[1].len, strlen(rule));
+	ck_assert_int_eq(strncmp(sql + v[1].start, rule, v[1].len), 0);
+	ck_assert_int_eq(strncmp(sql + v[2].start, "SELECT 3", v[2].len), 0);
+	ck_assert(parse_split(a, fn, &v, &n, &err));
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(v[0].len, strlen(fn));
+	rarena_free(a);
+}
+END_TEST
+
+/*
+ * A text of several statements is parsed whole (as Postgres, before any of it runs): a
+ * syntax error anywhere fails the split, its position counted in characters of the whole
+ * text; so does text the scanner split cannot end as a statement.
+ */
 static const struct {
 	const char *sql;
 	const char *message;	/* NULL: splits without error */
-} split_drop_cases[] = {
-	{ "SELECT (1", "syntax error at end of input" },
-	{ "SELECT 1; SELECT (1", "syntax error at end of input" },
-	{ "SELECT (1; SELECT 2", "syntax error at or near \";\"" },
-	{ "SELECT 1; -- done\n /* a /* nested */ one */ ;", NULL },
-	{ "  ;; ", NULL },
+	const char *where;	/* the error's position */
+} split_error_cases[] = {
+	{ "SELECT (1", "syntax error at end of input", "10" },
+	{ "SELECT 1; SELECT (1", "syntax error at end of input", "20" },
+	{ "SELECT (1; SELECT 2", "syntax error at or near \";\"", "10" },
+	{ "SELECT 1; SELEC 2; SELECT 3", "syntax error at or near \"SELEC\"", "11" },
+	{ "SELEC 1; SELECT 2", "syntax error at or near \"SELEC\"", "1" },
+	{ "SELECT 1; SELECT 2 FORM t", "syntax error at or near \"t\"", "25" },
+	{ "SELECT '\xc3\xa9'; SELEC 2", "syntax error at or near \"SELEC\"", "13" },
+	{ "SELECT 1; -- done\n /* a /* nested */ one */ ;", NULL, "" },
+	{ "  ;; ", NULL, "" },
+	{ "SELECT 1; SELECT 2", NULL, "" },
 };
 
-START_TEST(test_split_dropped_text)
+START_TEST(test_split_errors)
 {
 	struct rarena *a = rarena_new();
 	struct parse_span *v;
@@ -344,14 +381,15 @@ START_TEST(test_split_dropped_text)
 	bool ok;
 
 	nk_error_clear(&err);
-	ok = parse_split(a, split_drop_cases[_i].sql, &v, &n, &err);
-	if (split_drop_cases[_i].message) {
+	ok = parse_split(a, split_error_cases[_i].sql, &v, &n, &err);
+	if (split_error_cases[_i].message) {
 		ck_assert(!ok);
 		ck_assert_str_eq(err.sqlstate, "42601");
-		ck_assert_str_eq(err.message, split_drop_cases[_i].message);
+		ck_assert_str_eq(err.message, split_error_cases[_i].message);
+		ck_assert_str_eq(err.where, split_error_cases[_i].where);
 	} else {
 		ck_assert(ok);
-		ck_assert_uint_le(n, 1);
+		ck_assert_uint_le(n, 2);
 	}
 	rarena_free(a);
 }
@@ -372,9 +410,10 @@ router_suite(void)
 	tcase_add_test(tc, test_model_update_delete);
 	tcase_add_loop_test(tc, test_model_flags, 0, NK_ARRAY_LEN(flag_cases));
 	tcase_add_test(tc, test_model_utility);
+	tcase_add_test(tc, test_split_bodies);
 	tcase_add_test(tc, test_parse_error);
 	tcase_add_test(tc, test_split);
-	tcase_add_loop_test(tc, test_split_dropped_text, 0, NK_ARRAY_LEN(split_drop_cases));
+	tcase_add_loop_test(tc, test_split_errors, 0, NK_ARRAY_LEN(split_error_cases));
 	suite_add_tcase(s, tc);
 	router_add_plan_tests(s);
 	router_add_insel_tests(s);
