@@ -454,14 +454,27 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 		route_prep_error(sh, l, pkt);
 	sh->failed = true;
 	if (r->combine == RX_PASS && !r->has_err) {
+		struct pktbuf pb;
+		bool later_stmt = !r->ext_exec && r->spans != NULL && r->cur < r->nspans &&
+				  r->spans[r->cur].start > 0;
+
+		if (later_stmt && pkt->avail < pkt->len)
+			return route_need_whole(r, l, pkt);	/* its position may move */
 		r->has_err = r->err_forwarded = true;
 		route_error_from_msg(pkt->data, pkt->avail, &r->err);
+		if (later_stmt) {
+			pktbuf_init(&pb, pkt->len + 16);
+			if (route_shard_err_in_query(r, pkt->data, pkt->len, &pb))
+				return route_send(r, &pb) && route_skip(l, pkt);
+			pktbuf_cleanup(&pb);
+		}
 		return route_fwd(r, l, pkt);
 	}
 	if (pkt->avail < pkt->len)
 		return route_need_whole(r, l, pkt);
 	if (!r->has_err) {
 		route_error_from_msg(pkt->data, pkt->len, &r->err);
+		route_error_keep_position(r, pkt->data, pkt->len, &r->err);
 		r->has_err = true;
 		if (r->combine == RX_MERGE || r->combine == RX_PULL ||
 		    r->combine == RX_INSEL)

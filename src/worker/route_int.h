@@ -422,6 +422,16 @@ void route_stmt_finish(struct route *r, const char *tag, const struct nk_error *
  * (<in_query>: in the current statement of r->query); false when none. */
 bool route_err_field(const struct route *r, const struct nk_error *err, bool in_query,
 		     struct proto_err_field *f, char *buf, size_t cap);
+/* <err> read from a shard's ErrorResponse <msg> (whole, <len> bytes) keeps the error's
+ * position (in err->where, as the router's syntax errors: route_err_field() counts it in
+ * the whole Query) when the shards ran the statement as the client wrote it. */
+void route_error_keep_position(const struct route *r, const uint8_t *msg, uint32_t len,
+			       struct nk_error *err);
+/* A shard's ErrorResponse <msg> (whole, <len> bytes) to a statement of a Query sent as the
+ * client wrote it: into <pb> (begun and ended here) with its position ('P') counted in the
+ * whole Query, as Postgres reports it; false (nothing written) when that does not apply. */
+bool route_shard_err_in_query(const struct route *r, const uint8_t *msg, uint32_t len,
+			      struct pktbuf *pb);
 /* Send <pb> (freed) to the client; false when the client is gone (the session is closed). */
 NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
 /* An error ends the statement (sent; a transaction block becomes aborted): RSTEP_STOP. */

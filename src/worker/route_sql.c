@@ -325,6 +325,78 @@ route_query_split(struct route *r, struct nk_error *err)
 	return true;
 }
 
+/* Characters (UTF-8) of the Query before its current statement (0 outside a Query). */
+static unsigned long
+route_stmt_chars_before(const struct route *r)
+{
+	unsigned long n = 0;
+
+	if (r->spans != NULL && r->cur < r->nspans)
+		for (uint32_t i = 0; i < r->spans[r->cur].start; i++)
+			n += ((unsigned char)r->query[i] & 0xc0) != 0x80;
+	return n;
+}
+
+/* Is the text sent to the shards the Query's current statement as the client wrote it (not
+ * rewritten by the router: a shard's error positions are then the client's)? */
+static bool
+route_stmt_as_written(const struct route *r)
+{
+	const struct parse_span *sp;
+
+	if (r->ext_exec || r->spans == NULL || r->cur >= r->nspans || r->stmt_sql == NULL)
+		return false;
+	sp = &r->spans[r->cur];
+	return strlen(r->stmt_sql) == sp->len &&
+	       memcmp(r->stmt_sql, r->query + sp->start, sp->len) == 0;
+}
+
+/* route_error_keep_position: see route_int.h. */
+void
+route_error_keep_position(const struct route *r, const uint8_t *msg, uint32_t len,
+			  struct nk_error *err)
+{
+	struct proto_server_error se;
+	struct nk_error e;
+
+	if (err->where[0] != '\0' || len < 5 || !route_stmt_as_written(r) ||
+	    !proto_parse_server_error(msg + 5, len - 5, &se, &e) || se.position == NULL ||
+	    se.position[0] == '\0' || strspn(se.position, "0123456789") != strlen(se.position))
+		return;
+	snprintf(err->where, sizeof(err->where), "%s", se.position);
+}
+
+/* route_shard_err_in_query: see route_int.h. */
+bool
+route_shard_err_in_query(const struct route *r, const uint8_t *msg, uint32_t len,
+			 struct pktbuf *pb)
+{
+	uint32_t at = 5;
+	char buf[24];
+
+	if (!route_stmt_as_written(r) || r->spans[r->cur].start == 0)
+		return false;
+	pktbuf_begin(pb, 'E');
+	while (at < len && msg[at] != '\0') {
+		const char *v = (const char *)msg + at + 1;
+		size_t vlen = strnlen(v, len - at - 1);
+
+		if (at + 1 + vlen >= len)
+			break;	/* (malformed: no terminator; what came before is kept) */
+		pktbuf_put_byte(pb, msg[at]);
+		if (msg[at] == 'P') {
+			snprintf(buf, sizeof(buf), "%lu",
+				 strtoul(v, NULL, 10) + route_stmt_chars_before(r));
+			v = buf;
+		}
+		pktbuf_put_string(pb, v);
+		at += 2 + (uint32_t)vlen;
+	}
+	pktbuf_put_byte(pb, 0);
+	pktbuf_end(pb);
+	return true;
+}
+
 /* route_err_field: see route_int.h. */
 bool
 route_err_field(const struct route *r, const struct nk_error *err, bool in_query,
@@ -340,9 +412,8 @@ route_err_field(const struct route *r, const struct nk_error *err, bool in_query
 	}
 	/* a syntax error's cursor (characters, from 1) in the statement: in the client's text */
 	pos = strtoul(err->where, NULL, 10);
-	if (in_query && r->spans != NULL && r->cur < r->nspans)
-		for (uint32_t i = 0; i < r->spans[r->cur].start; i++)
-			pos += ((unsigned char)r->query[i] & 0xc0) != 0x80;
+	if (in_query)
+		pos += route_stmt_chars_before(r);
 	snprintf(buf, cap, "%lu", pos);
 	*f = (struct proto_err_field){ 'P', buf };
 	return true;

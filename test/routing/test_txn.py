@@ -223,6 +223,11 @@ WHOLE_CASES = {
     # a runtime error in statement 2: statement 1 ran and is rolled back, 3 does not run
     "runtime error in statement 2": f"{INSERT_A}; SELECT 1 / 0; {INSERT_B}",
     "runtime error in statement 2 of a block": f"BEGIN; {INSERT_A}; SELECT 1 / 0; {INSERT_B}",
+    # a shard's error with a position: counted in the whole string, as Postgres does
+    "shard error with a position, one statement": "SELECT id, nosuch FROM customers",
+    "shard error with a position": f"{INSERT_A};  SELECT nosuch FROM customers; {INSERT_B}",
+    "shard error with a position after multibyte text": "/* é€ü */ " + INSERT_A +
+        "; SELECT name FROM customers WHERE id = 1 AND nosuch = 2; " + INSERT_B,
 }
 
 
