@@ -158,7 +158,7 @@ route_query_end(struct route *r)
 	if (!route_listen_flush(r))
 		return;
 	pktbuf_init(&pb, 8);
-	pktbuf_write_ready_for_query(&pb, r->tx);
+	route_ready_write(r, &pb);
 	if (!route_send(r, &pb))
 		return;
 	sbuf_set_cork(&r->s->sb, SBUF_CORK_OFF);	/* the Query's answer, in one send (and
@@ -230,14 +230,38 @@ route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const cha
 	return true;
 }
 
+/*
+ * A Query, batch exec or round of <r> starts running: query_timeout counts from the first of
+ * them, transaction_timeout from the first of the client's transaction.
+ */
+void
+route_set_busy(struct route *r)
+{
+	uint64_t now = sess_now_us();
+
+	r->busy = true;
+	if (r->query_start_us == 0)
+		r->query_start_us = now;
+	if (r->xact_start_us == 0)
+		r->xact_start_us = now;
+}
+
+/* ReadyForQuery with the client's transaction status into <pb>; the transaction's clock
+ * stops when it ended. */
+void
+route_ready_write(struct route *r, struct pktbuf *pb)
+{
+	if (r->tx == 'I')
+		r->xact_start_us = 0;
+	pktbuf_write_ready_for_query(pb, r->tx);
+}
+
 enum rstep
 route_exec_run(struct route *r)
 {
 	struct nk_error err;
 
-	r->busy = true;
-	if (r->query_start_us == 0)
-		r->query_start_us = sess_now_us();
+	route_set_busy(r);
 	if (!route_exec_start(r, &err))
 		return route_fail(r, &err);
 	return RSTEP_ASYNC;
@@ -1367,9 +1391,9 @@ route_on_query(struct route *r, const struct sbuf_pkt *pkt)
 		sess_fatal(s, "out of memory");
 		return false;
 	}
-	r->busy = true;
 	r->cancel_pending = false;
-	r->query_start_us = sess_now_us();
+	r->query_start_us = 0;		/* a new query: its own clock */
+	route_set_busy(r);
 	r->in_cb = true;
 	rarena_reset(r->query_arena);
 	r->cur = 0;

@@ -729,7 +729,7 @@ route_on_sync(struct route *r)
 	if (!route_listen_flush(r))	/* notifications held during the batch */
 		return false;
 	pktbuf_init(&pb, 8);
-	pktbuf_write_ready_for_query(&pb, r->tx);
+	route_ready_write(r, &pb);
 	if (!route_send(r, &pb))
 		return false;
 	sbuf_set_cork(&r->s->sb, SBUF_CORK_OFF);	/* the batch's answer, in one send */

@@ -276,6 +276,8 @@ struct route {
 	bool busy;			/* a Query is being executed */
 	bool cancel_pending;		/* a cancel arrived: parts not sent yet are not sent */
 	uint64_t query_start_us;	/* the running Query / batch began (query_timeout) */
+	uint64_t xact_start_us;		/* the client's transaction began: its first Query or
+					 * exec (transaction_timeout); 0 after ReadyForQuery 'I' */
 	bool ext_failed;		/* extended protocol: an error, skip up to Sync */
 	struct rstmt *stmts;		/* owned: extended-protocol statements */
 	struct rprep *preps;		/* owned: SQL-level PREPAREd statements */
@@ -428,6 +430,11 @@ NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
 enum rstep route_fail(struct route *r, const struct nk_error *err);
 /* Start the exec set up (r->busy): RSTEP_ASYNC, or RSTEP_STOP after route_fail(). */
 enum rstep route_exec_run(struct route *r);
+/* A Query, exec or round starts (r->busy): the query's and the transaction's clocks start
+ * unless running (query_timeout, transaction_timeout). */
+void route_set_busy(struct route *r);
+/* ReadyForQuery with r->tx into <pb>; outside a transaction its clock stops. */
+void route_ready_write(struct route *r, struct pktbuf *pb);
 /* Is the session in a transaction block (explicit, or a simple Query's implicit one)? */
 bool route_in_block(const struct route *r);
 /* End the extended-protocol batch's implicit transaction (at Sync): true while its COMMIT
