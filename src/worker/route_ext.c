@@ -335,15 +335,29 @@ route_bind_params(struct route *r, struct plan_param **out, uint32_t *n, struct 
 	return true;
 }
 
-/* The messages every target gets: Parse + Bind of r->xportal (+ Describe) (+ Execute) +
- * Sync. With a row limit the shard's portal is the portal's mirror, which the shard keeps
- * (inside the transaction) for the next Execute. With r->ext_pst set (and <bind>) no Parse:
- * the Bind names the statement the links keep (route_send_named()). */
+/* What route_ext_msgs() sends between the Parse and the Sync. */
+enum rext_what {
+	REXT_DESCRIBE_S = 1u << 0,	/* Describe of the statement */
+	REXT_BIND = 1u << 1,		/* Bind of the portal (its parameters, its formats) */
+	REXT_DESCRIBE_P = 1u << 2,	/* ... Describe of that portal */
+	REXT_EXECUTE = 1u << 3,		/* ... Execute of it */
+};
+
+/*
+ * The messages every target gets: Parse of portal <x>'s statement (<x> NULL: of <st>), then
+ * <what> (enum rext_what), then Sync. With a row limit the shard's portal is the portal's
+ * mirror, which the shard keeps (inside the transaction) for the next Execute. With
+ * r->ext_pst set (and a Bind) no Parse: the Bind names the statement the links keep
+ * (route_send_named()).
+ */
 static bool
-route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t noids,
-	       bool bind, bool describe_portal, bool describe_stmt, int32_t max_rows)
+route_ext_msgs(struct route *r, const struct rportal *x, const struct rstmt *st, unsigned what,
+	       int32_t max_rows)
 {
-	const struct rportal *x = r->xportal;
+	bool bind = (what & REXT_BIND) != 0;
+	const char *query = x != NULL ? x->query : st->query;
+	const uint8_t *oids = x != NULL ? x->oids : st->oids;
+	uint16_t noids = x != NULL ? x->noids : st->noids;
 	const char *portal = bind && max_rows > 0 ? route_portal_mirror(x) : "";
 	const struct prep_stmt *named = bind ? r->ext_pst : NULL;
 	uint32_t o[256];
@@ -357,7 +371,7 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 			       (uint32_t)oids[i * 4 + 2] << 8 | oids[i * 4 + 3];
 		pktbuf_write_parse(&pb, "", query, o, noids < 256 ? noids : 256);
 	}
-	if (describe_stmt)
+	if (what & REXT_DESCRIBE_S)
 		pktbuf_write_describe(&pb, 'S', "");
 	if (bind) {
 		if (portal[0] != '\0')
@@ -367,9 +381,10 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 		pktbuf_put_string(&pb, named != NULL ? named->name : "");
 		pktbuf_put_bytes(&pb, x->bind_rest, x->bind_len);
 		pktbuf_end(&pb);
-		if (describe_portal)
+		if (what & REXT_DESCRIBE_P)
 			pktbuf_write_describe(&pb, 'P', portal);
-		pktbuf_write_execute(&pb, portal, (uint32_t)max_rows);
+		if (what & REXT_EXECUTE)
+			pktbuf_write_execute(&pb, portal, (uint32_t)max_rows);
 	}
 	pktbuf_write_sync(&pb);
 	if (pktbuf_failed(&pb)) {
@@ -382,6 +397,13 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 	return true;
 }
 
+/* The messages of an Execute, with the portal's Describe when <describe>. */
+static unsigned
+route_ext_exec_what(bool describe)
+{
+	return REXT_BIND | REXT_EXECUTE | (describe ? REXT_DESCRIBE_P : 0);
+}
+
 /* route_ext_unnamed: see route_int.h. */
 bool
 route_ext_unnamed(struct route *r)
@@ -391,8 +413,7 @@ route_ext_unnamed(struct route *r)
 	if (r->ext_pst == NULL)
 		return true;
 	r->ext_pst = NULL;
-	return route_ext_msgs(r, x->query, x->oids, x->noids, true, r->ext_describe, false,
-			      r->ext_max_rows);
+	return route_ext_msgs(r, x, NULL, route_ext_exec_what(r->ext_describe), r->ext_max_rows);
 }
 
 /* route_ext_part: see route_int.h. */
@@ -490,8 +511,7 @@ route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *bod
 	r->ext_max_rows = m.max_rows;
 	r->ext_describe = p->describe;
 	if (!route_bind_params(r, &params, &nparams, &err) ||
-	    !route_ext_msgs(r, p->query, p->oids, p->noids, true, p->describe, false,
-			    m.max_rows)) {
+	    !route_ext_msgs(r, p, NULL, route_ext_exec_what(p->describe), m.max_rows)) {
 		r->ext_exec = false;
 		r->xportal = NULL;
 		if (!nk_error_is_set(&err))
@@ -638,14 +658,18 @@ route_describe_waiting(struct route *r)
 	return NULL;
 }
 
-/* A portal described but not executed next: describe it now (before the next message). */
+/*
+ * A portal described but not executed next: describe it now (before the next message). One
+ * shard gets its Parse, Bind (the client's values and result formats) and Describe P: its
+ * RowDescription (the portal's formats, as Postgres) or NoData is forwarded.
+ */
 static bool
 route_describe_pending(struct route *r, struct rportal *p)
 {
 	struct nk_error err;
 
 	p->describe = false;
-	if (!route_ext_msgs(r, p->query, p->oids, p->noids, false, false, true, 0)) {
+	if (!route_ext_msgs(r, p, NULL, REXT_BIND | REXT_DESCRIBE_P, 0)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
@@ -685,7 +709,7 @@ route_on_describe(struct route *r, const uint8_t *body, size_t len)
 	}
 	if (r->tx == 'E' && st->rows)
 		return route_ext_fail(r, route_aborted(&err));
-	if (!route_ext_msgs(r, st->query, st->oids, st->noids, false, false, true, 0)) {
+	if (!route_ext_msgs(r, NULL, st, REXT_DESCRIBE_S, 0)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
