@@ -140,11 +140,7 @@ route_ext_fail(struct route *r, const struct nk_error *err)
 		r->tx = 'E';
 	pktbuf_init(&pb, 256);
 	pktbuf_write_error_ex(&pb, 'E', &e, &f, route_err_field(r, &e, false, &f, buf, sizeof(buf)));
-	if (!sess_send_pb(r->s, &pb)) {
-		sess_close(r->s, "client connection failed", NULL);
-		return false;
-	}
-	return true;
+	return route_send(r, &pb);
 }
 
 static bool
@@ -272,7 +268,10 @@ route_on_bind(struct route *r, const uint8_t *body, size_t len)
 	p->norm = st->norm;
 	st->norm->refs++;
 	route_portal_add(r, p);
-	return route_ext_reply(r, '2');
+	/* a value may not be one of its type: the shard that binds it answers (Postgres checks
+	 * the values at Bind); without values the Bind cannot fail there */
+	p->bind_owed = m.nparams > 0;
+	return p->bind_owed || route_ext_reply(r, '2');
 }
 
 static bool
@@ -397,6 +396,23 @@ route_ext_msgs(struct route *r, const struct rportal *x, const struct rstmt *st,
 	return true;
 }
 
+/* route_ext_bind_check: see route_int.h. */
+enum rstep
+route_ext_bind_check(struct route *r, const char *uid, const struct nk_error *err)
+{
+	struct nk_error e;
+
+	if (!route_exec_setup(r, &uid, 1, "", &e))
+		return route_fail(r, &e);
+	if (!route_ext_msgs(r, r->xportal, NULL, REXT_BIND, 0) ||
+	    (r->bind_err = malloc(sizeof(*r->bind_err))) == NULL) {
+		nk_error_set(&e, "53200", "out of memory");
+		return route_fail(r, &e);
+	}
+	*r->bind_err = *err;
+	return route_exec_run(r);
+}
+
 /* The messages of an Execute, with the portal's Describe when <describe>. */
 static unsigned
 route_ext_exec_what(bool describe)
@@ -498,6 +514,8 @@ route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *bod
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
+	r->bind_owed = p->bind_owed;	/* the exec's first BindComplete answers its Bind */
+	p->bind_owed = false;
 	if (p->is_cursor || p->state != RPORTAL_BOUND)	/* it goes on where it is */
 		return route_portal_execute(r, p, m.max_rows);
 	r->ext_exec = true;
@@ -648,28 +666,32 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	return true;
 }
 
-/* The portal whose Describe waits for its Execute; NULL when none. */
+/* The portal whose answers (BindComplete, a Describe) wait for its Execute; NULL when none. */
 static struct rportal *
 route_describe_waiting(struct route *r)
 {
 	for (struct rportal *p = r->portals; p != NULL; p = p->next)
-		if (p->describe)
+		if (p->describe || p->bind_owed)
 			return p;
 	return NULL;
 }
 
 /*
- * A portal described but not executed next: describe it now (before the next message). One
- * shard gets its Parse, Bind (the client's values and result formats) and Describe P: its
- * RowDescription (the portal's formats, as Postgres) or NoData is forwarded.
+ * A portal not executed next: its waiting answers now (before the next message). One shard
+ * gets its Parse, Bind (the client's values and result formats) and Describe: the shard's
+ * BindComplete or error answers an unanswered Bind, its RowDescription (the portal's
+ * formats) or NoData a Describe, as Postgres answers them.
  */
 static bool
 route_describe_pending(struct route *r, struct rportal *p)
 {
 	struct nk_error err;
+	bool describe = p->describe || !p->bind_owed;	/* (or a portal that ran, described) */
+	unsigned what = REXT_BIND | (describe ? REXT_DESCRIBE_P : 0);
 
-	p->describe = false;
-	if (!route_ext_msgs(r, p, NULL, REXT_BIND | REXT_DESCRIBE_P, 0)) {
+	r->bind_owed = p->bind_owed;
+	p->describe = p->bind_owed = false;
+	if (!route_ext_msgs(r, p, NULL, what, 0)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
@@ -774,12 +796,16 @@ route_ext_sync_resume(struct route *r)
 		sbuf_continue(&r->s->sb);
 }
 
-/* Is <pkt> (whole) the Execute of portal <p>? */
+/* Is <pkt> (whole) the Execute of portal <p>, or its first Describe after an unanswered Bind
+ * (Bind, Describe P, Execute: the Execute answers all three)? */
 static bool
 route_executes(const struct sbuf_pkt *pkt, const struct rportal *p)
 {
 	size_t n = strlen(p->name);
 
+	if (pkt->type == 'D' && p->bind_owed && !p->describe)
+		return pkt->len > 6 + n && pkt->data[5] == 'P' &&
+		       memcmp(pkt->data + 6, p->name, n + 1) == 0;
 	return pkt->type == 'E' && pkt->len > 5 + n && memcmp(pkt->data + 5, p->name, n + 1) == 0;
 }
 
