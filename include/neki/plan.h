@@ -303,6 +303,8 @@ struct plan {
 	struct plan *inner;		/* EXPLAIN: the explained statement's plan; DECLARE: the
 					 * cursor's query's plan */
 	struct plan_insel *insel;	/* PLAN_OP_INSERT_SELECT; NULL otherwise */
+	bool bad_param;			/* refused: a bound parameter's value is not one of its
+					 * type (Postgres refuses it at Bind) */
 };
 
 /*

@@ -292,6 +292,20 @@ record_value(struct pctx *c, const char *text, int32_t len, bool binary)
 	return *v != NULL || nk_error_set(c->err, "53200", "out of memory");
 }
 
+/*
+ * <v>'s value did not parse as the router's type: false. When it is a bound parameter the plan
+ * says so (plan.bad_param): Postgres refuses such a value at Bind, before the statement runs.
+ */
+static bool
+bad_value(struct pctx *c, const struct stmt_value *v)
+{
+	const struct parse_norm *n = c->in->norm;
+
+	if (v->kind == STMT_V_SLOT && v->slot < (n ? n->nparams : c->in->nparams))
+		c->out->bad_param = true;
+	return false;
+}
+
 /* Parse one raw value as <type> (a binary integer keeps its declared width). */
 static bool
 raw_to_ks(struct pctx *c, enum ks_type type, const char *data, int32_t len, bool binary,
@@ -344,7 +358,7 @@ plan_value_int(struct pctx *c, const struct stmt_value *v, enum ks_type type, in
 		return true;
 	}
 	if (!raw_to_ks(c, type, data, len, binary, oid, v->negate, &val))
-		return false;
+		return bad_value(c, v);
 	*out = val.i;
 	ks_value_cleanup(&val);
 	return true;
@@ -403,7 +417,7 @@ plan_value_range(struct pctx *c, const struct prel *p, const struct stmt_value *
 	    !ks_expr_result_type(p->expr, &p->col_type, &type, c->err))
 		return false;
 	if (!raw_to_ks(c, type, data, len, binary, oid, v->negate, &col))
-		return false;
+		return bad_value(c, v);
 	if (direct || ks_expr_is_column(p->expr)) {
 		ok = topo_image_route(c->img, p->res.group, p->res.index, &col, range, c->err);
 	} else {

@@ -45,10 +45,26 @@ static void route_next(struct route *r);
 bool
 route_send(struct route *r, struct pktbuf *pb)
 {
+	if (r->bind_owed && !route_bind_complete(r)) {
+		pktbuf_cleanup(pb);
+		return false;
+	}
 	if (sess_send_pb(r->s, pb))
 		return true;
 	sess_close(r->s, "client connection failed", NULL);
 	return false;
+}
+
+/* route_bind_complete: see route_int.h. */
+bool
+route_bind_complete(struct route *r)
+{
+	struct pktbuf pb;
+
+	r->bind_owed = false;
+	pktbuf_init(&pb, 8);
+	pktbuf_write_bind_complete(&pb);
+	return route_send(r, &pb);
 }
 
 /* Send <err> as ErrorResponse, with a shard's CONTEXT or a syntax error's position (a client
@@ -158,7 +174,7 @@ route_query_end(struct route *r)
 	if (!route_listen_flush(r))
 		return;
 	pktbuf_init(&pb, 8);
-	pktbuf_write_ready_for_query(&pb, r->tx);
+	route_ready_write(r, &pb);
 	if (!route_send(r, &pb))
 		return;
 	sbuf_set_cork(&r->s->sb, SBUF_CORK_OFF);	/* the Query's answer, in one send (and
@@ -230,14 +246,38 @@ route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const cha
 	return true;
 }
 
+/*
+ * A Query, batch exec or round of <r> starts running: query_timeout counts from the first of
+ * them, transaction_timeout from the first of the client's transaction.
+ */
+void
+route_set_busy(struct route *r)
+{
+	uint64_t now = sess_now_us();
+
+	r->busy = true;
+	if (r->query_start_us == 0)
+		r->query_start_us = now;
+	if (r->xact_start_us == 0)
+		r->xact_start_us = now;
+}
+
+/* ReadyForQuery with the client's transaction status into <pb>; the transaction's clock
+ * stops when it ended. */
+void
+route_ready_write(struct route *r, struct pktbuf *pb)
+{
+	if (r->tx == 'I')
+		r->xact_start_us = 0;
+	pktbuf_write_ready_for_query(pb, r->tx);
+}
+
 enum rstep
 route_exec_run(struct route *r)
 {
 	struct nk_error err;
 
-	r->busy = true;
-	if (r->query_start_us == 0)
-		r->query_start_us = sess_now_us();
+	route_set_busy(r);
 	if (!route_exec_start(r, &err))
 		return route_fail(r, &err);
 	return RSTEP_ASYNC;
@@ -872,12 +912,16 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 					 r->ext_exec, multi, sql };
 
 		enum route_seq_rc sq = ROUTE_SEQ_READY;
+		bool planned;
 
 		if (r->ext_exec)
 			r->xrows = route_stmt_returns_rows(st);
-		if (!plan_build(r->arena, st, &in, &p, &err) ||
-		    ((p.nfills > 0 || p.nnextvals > 0) &&
-		     (sq = route_seq_plan(r, &in, &p, &sql, &err)) == ROUTE_SEQ_FAILED))
+		planned = plan_build(r->arena, st, &in, &p, &err);
+		if (!planned && p.bad_param && r->bind_owed)
+			rc = route_ext_bind_check(r, route_any_shard(r, ref.data), &err);
+		else if (!planned || ((p.nfills > 0 || p.nnextvals > 0) &&
+				      (sq = route_seq_plan(r, &in, &p, &sql, &err)) ==
+				      ROUTE_SEQ_FAILED))
 			rc = route_fail(r, &err);
 		else if (sq == ROUTE_SEQ_ASYNC)
 			rc = RSTEP_ASYNC;
@@ -1055,6 +1099,8 @@ route_next(struct route *r)
 static void
 route_ext_done(struct route *r, bool ok)
 {
+	if (r->bind_owed && !route_bind_complete(r))	/* (an exec that sent nothing) */
+		return;
 	route_portal_ran(r, ok);
 	r->ext_exec = false;
 	r->ext_pst = NULL;
@@ -1266,6 +1312,21 @@ route_after_seq(struct route *r)
 		route_ext_done(r, rc == RSTEP_DONE);
 }
 
+/* A shard bound the values the router refused (route_ext_bind_check()): its error answers the
+ * Bind; if it took them, the router's error follows its BindComplete. */
+static void
+route_after_bind_check(struct route *r)
+{
+	struct nk_error e = *r->bind_err;
+
+	free(r->bind_err);
+	r->bind_err = NULL;
+	if (r->has_err)
+		route_after_error(r);
+	else
+		route_stmt_finish(r, NULL, &e);
+}
+
 void
 route_exec_finished(struct route *r)
 {
@@ -1291,6 +1352,10 @@ route_exec_finished(struct route *r)
 	}
 	if (r->after == RX_AFTER_COMMIT || r->after == RX_AFTER_ROLLBACK) {
 		route_after_tx(r);
+		return;
+	}
+	if (r->bind_err != NULL) {
+		route_after_bind_check(r);
 		return;
 	}
 	if (r->has_err) {
@@ -1368,9 +1433,9 @@ route_on_query(struct route *r, const struct sbuf_pkt *pkt)
 		sess_fatal(s, "out of memory");
 		return false;
 	}
-	r->busy = true;
 	r->cancel_pending = false;
-	r->query_start_us = sess_now_us();
+	r->query_start_us = 0;		/* a new query: its own clock */
+	route_set_busy(r);
 	r->in_cb = true;
 	rarena_reset(r->query_arena);
 	r->cur = 0;

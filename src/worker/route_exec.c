@@ -447,9 +447,14 @@ route_prep_error(struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 		link_set_close_needed(l);
 }
 
+/* An ErrorResponse of a target. One coming before any BindComplete of an exec that owes the
+ * client one answers the client's Bind: no BindComplete then (as Postgres). */
 static bool
 route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
+	bool at_bind = r->bind_owed;
+
+	r->bind_owed = false;
 	if (sh->prep_used)
 		route_prep_error(sh, l, pkt);
 	sh->failed = true;
@@ -476,8 +481,8 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 		route_error_from_msg(pkt->data, pkt->len, &r->err);
 		route_error_keep_position(r, pkt->data, pkt->len, &r->err);
 		r->has_err = true;
-		if (r->combine == RX_MERGE || r->combine == RX_PULL ||
-		    r->combine == RX_INSEL)
+		if (!at_bind && (r->combine == RX_MERGE || r->combine == RX_PULL ||
+				 r->combine == RX_INSEL))
 			route_detail_shards(r, &r->err, "Raised", r->reading, r->reading + 1);
 	}
 	return route_skip(l, pkt);
@@ -651,6 +656,8 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 {
 	bool first = r->tg[0] == (uint32_t)(sh - r->sh);
 
+	if (pkt->type == '2' && r->bind_owed && !route_bind_complete(r))
+		return false;	/* (the client is gone) */
 	if (r->combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
 		return route_seq_msg(r, l, pkt);
 	if (r->combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
@@ -862,6 +869,8 @@ route_exec_reset(struct route *r)
 	r->cout.on = false;
 	r->setvals = NULL;
 	r->nsetvals = 0;
+	free(r->bind_err);
+	r->bind_err = NULL;
 	route_merge_free(r);
 	route_copy_free(r);
 }

@@ -140,11 +140,7 @@ route_ext_fail(struct route *r, const struct nk_error *err)
 		r->tx = 'E';
 	pktbuf_init(&pb, 256);
 	pktbuf_write_error_ex(&pb, 'E', &e, &f, route_err_field(r, &e, false, &f, buf, sizeof(buf)));
-	if (!sess_send_pb(r->s, &pb)) {
-		sess_close(r->s, "client connection failed", NULL);
-		return false;
-	}
-	return true;
+	return route_send(r, &pb);
 }
 
 static bool
@@ -272,7 +268,10 @@ route_on_bind(struct route *r, const uint8_t *body, size_t len)
 	p->norm = st->norm;
 	st->norm->refs++;
 	route_portal_add(r, p);
-	return route_ext_reply(r, '2');
+	/* a value may not be one of its type: the shard that binds it answers (Postgres checks
+	 * the values at Bind); without values the Bind cannot fail there */
+	p->bind_owed = m.nparams > 0;
+	return p->bind_owed || route_ext_reply(r, '2');
 }
 
 static bool
@@ -335,15 +334,29 @@ route_bind_params(struct route *r, struct plan_param **out, uint32_t *n, struct 
 	return true;
 }
 
-/* The messages every target gets: Parse + Bind of r->xportal (+ Describe) (+ Execute) +
- * Sync. With a row limit the shard's portal is the portal's mirror, which the shard keeps
- * (inside the transaction) for the next Execute. With r->ext_pst set (and <bind>) no Parse:
- * the Bind names the statement the links keep (route_send_named()). */
+/* What route_ext_msgs() sends between the Parse and the Sync. */
+enum rext_what {
+	REXT_DESCRIBE_S = 1u << 0,	/* Describe of the statement */
+	REXT_BIND = 1u << 1,		/* Bind of the portal (its parameters, its formats) */
+	REXT_DESCRIBE_P = 1u << 2,	/* ... Describe of that portal */
+	REXT_EXECUTE = 1u << 3,		/* ... Execute of it */
+};
+
+/*
+ * The messages every target gets: Parse of portal <x>'s statement (<x> NULL: of <st>), then
+ * <what> (enum rext_what), then Sync. With a row limit the shard's portal is the portal's
+ * mirror, which the shard keeps (inside the transaction) for the next Execute. With
+ * r->ext_pst set (and a Bind) no Parse: the Bind names the statement the links keep
+ * (route_send_named()).
+ */
 static bool
-route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t noids,
-	       bool bind, bool describe_portal, bool describe_stmt, int32_t max_rows)
+route_ext_msgs(struct route *r, const struct rportal *x, const struct rstmt *st, unsigned what,
+	       int32_t max_rows)
 {
-	const struct rportal *x = r->xportal;
+	bool bind = (what & REXT_BIND) != 0;
+	const char *query = x != NULL ? x->query : st->query;
+	const uint8_t *oids = x != NULL ? x->oids : st->oids;
+	uint16_t noids = x != NULL ? x->noids : st->noids;
 	const char *portal = bind && max_rows > 0 ? route_portal_mirror(x) : "";
 	const struct prep_stmt *named = bind ? r->ext_pst : NULL;
 	uint32_t o[256];
@@ -357,7 +370,7 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 			       (uint32_t)oids[i * 4 + 2] << 8 | oids[i * 4 + 3];
 		pktbuf_write_parse(&pb, "", query, o, noids < 256 ? noids : 256);
 	}
-	if (describe_stmt)
+	if (what & REXT_DESCRIBE_S)
 		pktbuf_write_describe(&pb, 'S', "");
 	if (bind) {
 		if (portal[0] != '\0')
@@ -367,9 +380,10 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 		pktbuf_put_string(&pb, named != NULL ? named->name : "");
 		pktbuf_put_bytes(&pb, x->bind_rest, x->bind_len);
 		pktbuf_end(&pb);
-		if (describe_portal)
+		if (what & REXT_DESCRIBE_P)
 			pktbuf_write_describe(&pb, 'P', portal);
-		pktbuf_write_execute(&pb, portal, (uint32_t)max_rows);
+		if (what & REXT_EXECUTE)
+			pktbuf_write_execute(&pb, portal, (uint32_t)max_rows);
 	}
 	pktbuf_write_sync(&pb);
 	if (pktbuf_failed(&pb)) {
@@ -382,6 +396,30 @@ route_ext_msgs(struct route *r, const char *query, const uint8_t *oids, uint16_t
 	return true;
 }
 
+/* route_ext_bind_check: see route_int.h. */
+enum rstep
+route_ext_bind_check(struct route *r, const char *uid, const struct nk_error *err)
+{
+	struct nk_error e;
+
+	if (!route_exec_setup(r, &uid, 1, "", &e))
+		return route_fail(r, &e);
+	if (!route_ext_msgs(r, r->xportal, NULL, REXT_BIND, 0) ||
+	    (r->bind_err = malloc(sizeof(*r->bind_err))) == NULL) {
+		nk_error_set(&e, "53200", "out of memory");
+		return route_fail(r, &e);
+	}
+	*r->bind_err = *err;
+	return route_exec_run(r);
+}
+
+/* The messages of an Execute, with the portal's Describe when <describe>. */
+static unsigned
+route_ext_exec_what(bool describe)
+{
+	return REXT_BIND | REXT_EXECUTE | (describe ? REXT_DESCRIBE_P : 0);
+}
+
 /* route_ext_unnamed: see route_int.h. */
 bool
 route_ext_unnamed(struct route *r)
@@ -391,8 +429,7 @@ route_ext_unnamed(struct route *r)
 	if (r->ext_pst == NULL)
 		return true;
 	r->ext_pst = NULL;
-	return route_ext_msgs(r, x->query, x->oids, x->noids, true, r->ext_describe, false,
-			      r->ext_max_rows);
+	return route_ext_msgs(r, x, NULL, route_ext_exec_what(r->ext_describe), r->ext_max_rows);
 }
 
 /* route_ext_part: see route_int.h. */
@@ -477,6 +514,8 @@ route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *bod
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
+	r->bind_owed = p->bind_owed;	/* the exec's first BindComplete answers its Bind */
+	p->bind_owed = false;
 	if (p->is_cursor || p->state != RPORTAL_BOUND)	/* it goes on where it is */
 		return route_portal_execute(r, p, m.max_rows);
 	r->ext_exec = true;
@@ -490,8 +529,7 @@ route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *bod
 	r->ext_max_rows = m.max_rows;
 	r->ext_describe = p->describe;
 	if (!route_bind_params(r, &params, &nparams, &err) ||
-	    !route_ext_msgs(r, p->query, p->oids, p->noids, true, p->describe, false,
-			    m.max_rows)) {
+	    !route_ext_msgs(r, p, NULL, route_ext_exec_what(p->describe), m.max_rows)) {
 		r->ext_exec = false;
 		r->xportal = NULL;
 		if (!nk_error_is_set(&err))
@@ -628,24 +666,32 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	return true;
 }
 
-/* The portal whose Describe waits for its Execute; NULL when none. */
+/* The portal whose answers (BindComplete, a Describe) wait for its Execute; NULL when none. */
 static struct rportal *
 route_describe_waiting(struct route *r)
 {
 	for (struct rportal *p = r->portals; p != NULL; p = p->next)
-		if (p->describe)
+		if (p->describe || p->bind_owed)
 			return p;
 	return NULL;
 }
 
-/* A portal described but not executed next: describe it now (before the next message). */
+/*
+ * A portal not executed next: its waiting answers now (before the next message). One shard
+ * gets its Parse, Bind (the client's values and result formats) and Describe: the shard's
+ * BindComplete or error answers an unanswered Bind, its RowDescription (the portal's
+ * formats) or NoData a Describe, as Postgres answers them.
+ */
 static bool
 route_describe_pending(struct route *r, struct rportal *p)
 {
 	struct nk_error err;
+	bool describe = p->describe || !p->bind_owed;	/* (or a portal that ran, described) */
+	unsigned what = REXT_BIND | (describe ? REXT_DESCRIBE_P : 0);
 
-	p->describe = false;
-	if (!route_ext_msgs(r, p->query, p->oids, p->noids, false, false, true, 0)) {
+	r->bind_owed = p->bind_owed;
+	p->describe = p->bind_owed = false;
+	if (!route_ext_msgs(r, p, NULL, what, 0)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
@@ -685,7 +731,7 @@ route_on_describe(struct route *r, const uint8_t *body, size_t len)
 	}
 	if (r->tx == 'E' && st->rows)
 		return route_ext_fail(r, route_aborted(&err));
-	if (!route_ext_msgs(r, st->query, st->oids, st->noids, false, false, true, 0)) {
+	if (!route_ext_msgs(r, NULL, st, REXT_DESCRIBE_S, 0)) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
@@ -729,7 +775,7 @@ route_on_sync(struct route *r)
 	if (!route_listen_flush(r))	/* notifications held during the batch */
 		return false;
 	pktbuf_init(&pb, 8);
-	pktbuf_write_ready_for_query(&pb, r->tx);
+	route_ready_write(r, &pb);
 	if (!route_send(r, &pb))
 		return false;
 	sbuf_set_cork(&r->s->sb, SBUF_CORK_OFF);	/* the batch's answer, in one send */
@@ -750,12 +796,16 @@ route_ext_sync_resume(struct route *r)
 		sbuf_continue(&r->s->sb);
 }
 
-/* Is <pkt> (whole) the Execute of portal <p>? */
+/* Is <pkt> (whole) the Execute of portal <p>, or its first Describe after an unanswered Bind
+ * (Bind, Describe P, Execute: the Execute answers all three)? */
 static bool
 route_executes(const struct sbuf_pkt *pkt, const struct rportal *p)
 {
 	size_t n = strlen(p->name);
 
+	if (pkt->type == 'D' && p->bind_owed && !p->describe)
+		return pkt->len > 6 + n && pkt->data[5] == 'P' &&
+		       memcmp(pkt->data + 6, p->name, n + 1) == 0;
 	return pkt->type == 'E' && pkt->len > 5 + n && memcmp(pkt->data + 5, p->name, n + 1) == 0;
 }
 

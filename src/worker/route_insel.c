@@ -1383,9 +1383,7 @@ route_insel_start(struct route *r, const struct plan *p, const void *img, struct
 		 (!opened || route_implicit_begin(r))) {
 		/* all rows or none: one transaction over every shard, cursors included */
 		r->ext_implicit = opened && r->ext_exec;
-		r->busy = true;
-		if (r->query_start_us == 0)
-			r->query_start_us = sess_now_us();
+		route_set_busy(r);
 		if (insel_round(r, x, &started, err) && started)
 			return true;
 		if (!nk_error_is_set(err))

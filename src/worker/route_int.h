@@ -145,6 +145,8 @@ struct rportal {
 					 * extended protocol: its Bind) */
 	size_t bind_len;
 	bool describe;			/* Describe P arrived: answered with the first Execute */
+	bool bind_owed;			/* its Bind is not answered yet: the first shard that binds
+					 * its values answers it (route_ext.c) */
 	bool is_cursor;			/* DECLARE (else Bind) */
 	bool hold, binary, scroll;	/* cursor options WITH HOLD, BINARY, SCROLL */
 	bool tx_new;			/* created in the open transaction (ROLLBACK drops it) */
@@ -276,6 +278,8 @@ struct route {
 	bool busy;			/* a Query is being executed */
 	bool cancel_pending;		/* a cancel arrived: parts not sent yet are not sent */
 	uint64_t query_start_us;	/* the running Query / batch began (query_timeout) */
+	uint64_t xact_start_us;		/* the client's transaction began: its first Query or
+					 * exec (transaction_timeout); 0 after ReadyForQuery 'I' */
 	bool ext_failed;		/* extended protocol: an error, skip up to Sync */
 	struct rstmt *stmts;		/* owned: extended-protocol statements */
 	struct rprep *preps;		/* owned: SQL-level PREPAREd statements */
@@ -304,6 +308,12 @@ struct route {
 	uint32_t ext_nparams;
 	int32_t ext_max_rows;		/* the Execute's row limit (0: none) */
 	bool ext_describe;		/* the client described the portal being executed */
+	bool bind_owed;			/* the exec owes the client its portal's BindComplete: sent
+					 * at a shard's BindComplete, or before the router's first
+					 * message; never when a shard's error answers the Bind */
+	struct nk_error *bind_err;	/* owned: the exec is a shard's Bind of values the router
+					 * refused (route_ext_bind_check()): the router's error, sent
+					 * if the shard takes them; NULL otherwise */
 	/* the Query being executed */
 	char *query;			/* owned: its text */
 	struct parse_span *spans;	/* in query_arena */
@@ -438,6 +448,16 @@ NK_MUSTCHECK bool route_send(struct route *r, struct pktbuf *pb);
 enum rstep route_fail(struct route *r, const struct nk_error *err);
 /* Start the exec set up (r->busy): RSTEP_ASYNC, or RSTEP_STOP after route_fail(). */
 enum rstep route_exec_run(struct route *r);
+/* A Query, exec or round starts (r->busy): the query's and the transaction's clocks start
+ * unless running (query_timeout, transaction_timeout). */
+void route_set_busy(struct route *r);
+/* ReadyForQuery with r->tx into <pb>; outside a transaction its clock stops. */
+void route_ready_write(struct route *r, struct pktbuf *pb);
+/* Send the BindComplete the exec owes (r->bind_owed), once; false when the client is gone. */
+NK_MUSTCHECK bool route_bind_complete(struct route *r);
+/* The router refused a bound value (plan.bad_param, <err>): shard <uid> binds the values, so
+ * the client gets Postgres' own error at its Bind (or <err> if the shard takes them). */
+enum rstep route_ext_bind_check(struct route *r, const char *uid, const struct nk_error *err);
 /* Is the session in a transaction block (explicit, or a simple Query's implicit one)? */
 bool route_in_block(const struct route *r);
 /* End the extended-protocol batch's implicit transaction (at Sync): true while its COMMIT

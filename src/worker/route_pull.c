@@ -376,9 +376,7 @@ round_start(struct route *r, struct rpull *pl, bool final)
 			sh->ext_msg = pb.buf;	/* taken over */
 			sh->ext_len = pb.len;
 		}
-		r->busy = true;
-		if (r->query_start_us == 0)
-			r->query_start_us = sess_now_us();
+		route_set_busy(r);
 		if (!nk_error_is_set(&err) && route_exec_start(r, &err))
 			return RPULL_ASYNC;
 	}

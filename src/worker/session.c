@@ -1,7 +1,8 @@
 /*
  * session.c - the client session state machine: accept, the sbuf callback that dispatches
  * by state, closing and reaping, the janitor (client_login_timeout, client_idle_timeout,
- * query_timeout, idle_transaction_timeout) and pgbouncer's "C-0x...:" log prefix.
+ * query_timeout, idle_transaction_timeout, transaction_timeout; pass-through and routed
+ * sessions alike) and pgbouncer's "C-0x...:" log prefix.
  *
  * The transition table is in session_int.h (enum sess_state). Phase handlers live in
  * session_startup.c / session_auth.c (LOGIN), session_fwd.c (IDLE, WAIT, ACTIVE).
@@ -330,29 +331,71 @@ sess_check_welcome(struct session *s, uint64_t now)
 		sess_check_wait(s, now);
 }
 
+/* The timeouts of a client's query and transaction (pgbouncer's janitor). */
+enum sess_timeout {
+	SESS_TO_NONE = 0,
+	SESS_TO_QUERY,		/* query_timeout: the query runs too long */
+	SESS_TO_XACT,		/* transaction_timeout: the transaction lasts too long */
+	SESS_TO_IDLE_XACT,	/* idle_transaction_timeout: idle inside a transaction */
+};
+
+/* Where a client's query and transaction stand, for sess_timeout_due(). */
+struct sess_times {
+	bool running;		/* a query runs (since query_start, 0 when not known) */
+	bool in_tx;		/* inside a transaction (since xact_start, 0 when not known) */
+	uint64_t query_start, xact_start;	/* sess_now_us() */
+};
+
+/*
+ * Which timeout ends <s> at <now>, given its query and transaction <t>: while a query runs,
+ * query_timeout then transaction_timeout; idle in a transaction (since s->activity_us, the
+ * end of the last query: pgbouncer #125), idle_transaction_timeout then transaction_timeout.
+ */
+static enum sess_timeout
+sess_timeout_due(const struct session *s, const struct sess_times *t, uint64_t now)
+{
+	if (t->running && sess_expired(t->query_start, sess_query_timeout(s), now))
+		return SESS_TO_QUERY;
+	if (!t->running && t->in_tx && sess_expired(s->activity_us, sess_idle_tx_timeout(s), now))
+		return SESS_TO_IDLE_XACT;
+	if ((t->running || t->in_tx) && sess_expired(t->xact_start, sess_tx_timeout(s), now))
+		return SESS_TO_XACT;
+	return SESS_TO_NONE;
+}
+
+/* Close <s> for timeout <to> with pgbouncer's reason, the message the client gets too. */
+static void
+sess_timeout_close(struct session *s, enum sess_timeout to)
+{
+	static const char *const reason[] = {
+		[SESS_TO_QUERY] = "query timeout",
+		[SESS_TO_XACT] = "transaction timeout",
+		[SESS_TO_IDLE_XACT] = "idle transaction timeout",
+	};
+
+	NK_ASSERT(to != SESS_TO_NONE && to < NK_ARRAY_LEN(reason));
+	sess_fatal(s, reason[to]);
+}
+
 /*
  * A routed session (sharded database) stays IDLE: its query runs on shard links of its own.
- * query_timeout cancels every shard part and closes the client, an idle transaction is
- * closed after idle_transaction_timeout (its shard links are closed with it), as pgbouncer.
+ * The timeouts apply as to a pass-through client; one ending a running query cancels every
+ * shard part first. Closing the client closes its shard links, so the shards roll back.
+ * True when the session is busy or in a transaction (client_idle_timeout does not apply).
  */
 static bool
 sess_check_routed(struct session *s, uint64_t now)
 {
-	const struct route *r = s->route;
+	struct route *r = s->route;
+	struct sess_times t = { r->busy, r->tx != 'I', r->query_start_us, r->xact_start_us };
+	enum sess_timeout to = sess_timeout_due(s, &t, now);
 
-	if (r->busy) {
-		if (sess_expired(r->query_start_us, sess_query_timeout(s), now)) {
-			route_cancel(s->route);
-			sess_fatal(s, "query timeout");
-		}
-		return true;
-	}
-	if (r->tx != 'I') {
-		if (sess_expired(s->activity_us, sess_idle_tx_timeout(s), now))
-			sess_fatal(s, "idle transaction timeout");
-		return true;
-	}
-	return false;
+	if (to == SESS_TO_NONE)
+		return t.running || t.in_tx;
+	if (t.running)
+		route_cancel(r);
+	sess_timeout_close(s, to);
+	return true;
 }
 
 static void
@@ -374,30 +417,24 @@ sess_check_idle(struct session *s, uint64_t now)
 static void
 sess_check_active(struct session *s, uint64_t now)
 {
-	double idle_tx = sess_idle_tx_timeout(s);
+	struct sess_times t = { s->query_start_us != 0, s->tx_status != 'I', s->query_start_us,
+				s->xact_start_us };
+	enum sess_timeout to;
 
-	if (s->link != NULL && s->query_start_us == 0 && s->syncs_sent == s->z_recv &&
+	if (s->link != NULL && !t.running && s->syncs_sent == s->z_recv &&
 	    !s->unsynced && link_fast_close_due(s->link)) {
 		/* server_fast_close: the link goes between transactions, and the client with it */
 		sess_fatal(s, "database configuration changed");
 		return;
 	}
-	if (s->query_start_us != 0) {
-		if (sess_expired(s->query_start_us, sess_query_timeout(s), now)) {
+	to = sess_timeout_due(s, &t, now);
+	if (to != SESS_TO_NONE) {
+		if (t.running)
 			sess_cancel_backend(s);
-			sess_fatal(s, "query timeout");
-		} else if (sess_expired(s->xact_start_us, sess_tx_timeout(s), now)) {
-			sess_cancel_backend(s);
-			sess_fatal(s, "transaction timeout");
-		}
-		return;
-	}
-	if (s->tx_status != 'I' && sess_expired(s->activity_us, idle_tx, now))
-		sess_fatal(s, "idle transaction timeout");
-	else if (s->tx_status != 'I' && sess_expired(s->xact_start_us, sess_tx_timeout(s), now))
-		sess_fatal(s, "transaction timeout");
-	else if (s->tx_status == 'I')
+		sess_timeout_close(s, to);
+	} else if (!t.running && !t.in_tx) {
 		sess_check_idle(s, now);
+	}
 }
 
 typedef void (*sess_check_fn)(struct session *s, uint64_t now);

@@ -115,13 +115,16 @@ def sharded_database(cluster, prefix):
 
 
 @contextlib.contextmanager
-def routing_neki(cluster, db, topo_doc, store_cls, settings=None, db_options=""):
+def routing_neki(cluster, db, topo_doc, store_cls, settings=None, db_options="",
+                 databases=None):
     """A neki routing <db> (topology=yes, authority on `auth`) with <topo_doc> applied through
-    the admin port; yields store_cls(cluster, neki, db) once a new session there is routed."""
+    the admin port, and the [databases] entries <databases> besides; yields
+    store_cls(cluster, neki, db) once a new session there is routed."""
     auth = f"host=127.0.0.1 port={cluster.port('auth')} dbname={db}"
     inst = Neki(settings={"workers": 2, "admin_users": "postgres", "pool_mode": "transaction",
                           **(settings or {})},
-                databases={db: f"{auth} topology=yes {db_options}".rstrip()},
+                databases={db: f"{auth} topology=yes {db_options}".rstrip(),
+                           **(databases or {})},
                 shards=cluster.shards_section(dbname=db) + f"\nauth = {auth}")
     try:
         inst.start()
