@@ -35,6 +35,7 @@
 #include "neki/router.h"
 #include "neki/sdnotify.h"
 #include "neki/shm.h"
+#include "neki/shm_names.h"
 #include "neki/shm_wait.h"
 #include "neki/tls.h"
 #include "neki/worker.h"
@@ -318,6 +319,7 @@ child_ended(unsigned i, int status)
 	ch->pid = 0;
 	shm_counter_reclaim(i);
 	shm_wait_reclaim(i);
+	shm_names_reclaim(i);
 	atomic_store(&shm_proc(i)->pid, 0);
 	if (state != MASTER_RUNNING) {
 		log_info("%s %u (pid %d) %s", shm_proc_kind_str(ch->kind), i, (int)pid, what);

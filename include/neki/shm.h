@@ -10,8 +10,10 @@
  *     block and a command mailbox woken by an eventfd;
  *   - the global pool counters (limits that are global across workers) and each
  *     process's share of them, so a dead child's share can be given back;
- *   - per process and pool bucket, since when its oldest client that no link is coming for
+ *   - per process and pool id, since when its oldest client that no link is coming for
  *     waits (shm_wait.h);
+ *   - the name registry: one small id per database, user and pool name, the same in every
+ *     process, which the counters and waits are indexed by (shm_names.h);
  *   - the topology image slots: raw byte areas written by the admin and published with
  *     one atomic store; a slot is reused only when nobody pins it;
  *   - the catalog image slots, handled the same way (shm_cat_*), and the catalog refresh
@@ -27,14 +29,17 @@
 
 #include <stdatomic.h>
 
+#include "neki/shm_names.h"
+
 #define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
-#define SHM_LAYOUT_VERSION 6
+#define SHM_LAYOUT_VERSION 7
 #define SHM_CACHE_LINE 64
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
 #define SHM_CAT_SLOTS 4		/* catalog image slots (same rules as the topology ones) */
-#define SHM_N_COUNTERS 1280		/* global pool counters, ids 0..1279 */
-#define SHM_N_WAITS 256			/* pool buckets of waiting clients (shm_wait.h) */
+/* global pool counters: max_client_conn, then six ranges of one id per name (spool.c) */
+#define SHM_N_COUNTERS (1 + 6 * SHM_NAMES_IDS)
+#define SHM_N_WAITS SHM_NAMES_IDS	/* waiting clients per pool id (shm_wait.h) */
 #define SHM_MBOX_DEPTH 64		/* messages per mailbox (a power of two) */
 #define SHM_MSG_KEY_MAX 32		/* cancel key bytes carried by a message */
 #define SHM_MSG_NAME_MAX 64		/* database name carried by a message */

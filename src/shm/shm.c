@@ -3,8 +3,9 @@
  *
  * The master maps one anonymous shared segment (a memfd, so it shows up by name in
  * /proc/<pid>/maps) before forking; children inherit it at the same address. The
- * mailboxes, counters, topology and catalog slots live in shm_mbox.c, shm_counter.c,
- * shm_topo.c and shm_cat.c. Entry points: shm_create(), shm_proc(), shm_stats_publish().
+ * mailboxes, counters, name registry, topology and catalog slots live in shm_mbox.c,
+ * shm_counter.c, shm_names.c, shm_topo.c and shm_cat.c. Entry points: shm_create(),
+ * shm_proc(), shm_stats_publish().
  */
 #include "neki/base.h"
 
@@ -62,6 +63,9 @@ layout_compute(struct shm_layout *l, size_t size, unsigned n_procs)
 	off += align_up(sizeof(_Atomic int32_t) * SHM_N_COUNTERS * n_procs, SHM_CACHE_LINE);
 	l->waits_off = off;
 	off += align_up(sizeof(_Atomic uint64_t) * SHM_N_WAITS * n_procs, SHM_CACHE_LINE);
+	l->names_off = off;
+	off += align_up(sizeof(struct shm_names_slot) * SHM_NAMES_KINDS * SHM_NAMES_SLOTS,
+			SHM_CACHE_LINE);
 	l->dbstats_off = off;
 	off += align_up(sizeof(struct shm_dbstats_area) * n_procs, SHM_CACHE_LINE);
 	l->list_off = off;

@@ -3,9 +3,10 @@
  *
  * Limits such as max_client_conn or max_db_connections are global, not per worker
  * (DESIGN.md §1): each is an atomic counter in shm, addressed by a small id that the
- * caller assigns. Taking a unit is a compare-and-swap against the limit. Each process
- * also records its own share per counter, so when a child dies the master gives its
- * units back (shm_counter_reclaim) and the limits do not leak.
+ * caller assigns (spool.c: a range per limit, one counter per shm_names.h id). Taking a unit
+ * is a compare-and-swap against the limit. Each process also records its own share per
+ * counter, so when a child dies the master gives its units back (shm_counter_reclaim) and
+ * the limits do not leak.
  */
 #include "neki/base.h"
 

@@ -1,9 +1,9 @@
 /*
  * shm_int.h - private to src/shm: where the parts of the segment lie.
  *
- * shm.c maps the segment and fills struct shm_layout once; shm_mbox.c, shm_counter.c
- * shm_topo.c and shm_cat.c find their parts through shm_layout_get(). Nothing outside src/shm
- * includes this file.
+ * shm.c maps the segment and fills struct shm_layout once; shm_mbox.c, shm_counter.c,
+ * shm_names.c, shm_topo.c and shm_cat.c find their parts through shm_layout_get(). Nothing
+ * outside src/shm but the unit tests includes this file.
  */
 #ifndef NEKI_SRC_SHM_SHM_INT_H
 #define NEKI_SRC_SHM_SHM_INT_H
@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 
 #include "neki/shm.h"
+#include "neki/shm_names.h"
 
 /* Offsets are from the start of the mapping. */
 struct shm_layout {
@@ -23,6 +24,7 @@ struct shm_layout {
 	size_t counters_off;		/* _Atomic int64_t[SHM_N_COUNTERS] */
 	size_t shares_off;		/* _Atomic int32_t[n_procs][SHM_N_COUNTERS] */
 	size_t waits_off;		/* _Atomic uint64_t[n_procs][SHM_N_WAITS] (shm_wait.c) */
+	size_t names_off;		/* shm_names_slot[SHM_NAMES_KINDS][SHM_NAMES_SLOTS] */
 	size_t dbstats_off;		/* struct shm_dbstats_area[n_procs] */
 	size_t list_off;		/* n_procs list areas of list_area bytes */
 	size_t list_area;		/* bytes per list area (header included) */
@@ -47,6 +49,13 @@ void shm_image_abandon(const struct shm_image_family *f, unsigned slot);
 bool shm_image_pin(const struct shm_image_family *f, struct shm_topo_ref *ref);
 void shm_image_unpin(const struct shm_image_family *f, const struct shm_topo_ref *ref);
 uint64_t shm_image_version(const struct shm_image_family *f);
+
+/* One slot of the name registry (shm_names.c). */
+struct shm_names_slot {
+	_Atomic uint32_t state;			/* enum names_state | claimer << 8 */
+	uint32_t len;				/* key bytes (set before READY) */
+	unsigned char key[SHM_NAMES_KEY_MAX];	/* the key (set before READY) */
+};
 
 /* A process's published per-database stats (shm_dbstats.c). */
 struct shm_dbstats_area {

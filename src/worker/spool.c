@@ -2,20 +2,22 @@
  * spool.c - the worker's pools (one struct pool per (database, login user)), the session
  * layer's per-link data, and the global limits over shm counters.
  *
- * Global counters (shm_counter_*, ids 0..SHM_N_COUNTERS-1) are assigned by range:
+ * Global counters (shm_counter_*, ids 0..SHM_N_COUNTERS-1) are assigned by range, one
+ * counter per id of the shm name registry (neki/shm_names.h, SHM_NAMES_IDS ids per range):
  *   0            max_client_conn (every client, as pgbouncer counts them)
- *   1..63        client connections per database   (max_db_client_connections)
- *   64..127      client connections per user       (max_user_client_connections)
- *   128..255     (free)
- *   256..511     server connections per database   (max_db_connections)
- *   512..767     server connections per user       (max_user_connections)
- *   768..1023    server connections per pool       (pool_size + reserve_pool_size)
- *   1024..1279   the round-robin cursor of a database's host list (a cursor, not a limit)
- * Names are hashed into their range. Every process derives the same id from the same name,
- * so the limits are global; two names sharing a bucket share a counter (which can only make
- * a limit stricter, never looser). Because the limits are global, links in one worker could
- * starve the clients of another: each pool publishes its waiting clients per pool bucket
- * (the pool counter's index, shm_wait.h) and the pools of every worker hand links over
+ *   DB_CLIENTS   client connections per database   (max_db_client_connections)
+ *   USER_CLIENTS client connections per user       (max_user_client_connections)
+ *   DB_SERVERS   server connections per database   (max_db_connections)
+ *   USER_SERVERS server connections per user       (max_user_connections)
+ *   POOL_SERVERS server connections per pool       (pool_size + reserve_pool_size)
+ *   HOST_CURSOR  the round-robin cursor of a database's host list (a cursor, not a limit)
+ * Every process gets the same id for the same name from the registry, so the limits are
+ * global, and two names never share a counter (but for the registry's documented fallback:
+ * names over SHM_NAMES_KEY_MAX bytes or beyond SHM_NAMES_SLOTS of a kind share hashed ids,
+ * which can only make a limit stricter, never looser). A pool looks its ids up once, when
+ * it is created (struct spool); a client at login and at logout. Because the limits are
+ * global, links in one worker could starve the clients of another: each pool publishes its
+ * waiting clients per pool id (shm_wait.h) and the pools of every worker hand links over
  * (src/pool/pool_wait.c); a wake from another worker reaches session_pools_wake().
  * Entry points: spool_get_or_create(), spool_link_ext(), spool_client_try(),
  * spool_limits_ops(), session_pools_wake().
@@ -31,20 +33,21 @@
 #include "neki/log.h"
 #include "neki/session.h"
 #include "neki/shm.h"
+#include "neki/shm_names.h"
 #include "neki/shm_wait.h"
 #include "neki/worker.h"
 #include "session_int.h"
 
 #define CNT_CLIENTS 0
 #define CNT_DB_CLIENTS 1
-#define CNT_DB_CLIENTS_N 63
-#define CNT_USER_CLIENTS 64
-#define CNT_USER_CLIENTS_N 64
-#define CNT_DB_SERVERS 256
-#define CNT_USER_SERVERS 512
-#define CNT_POOL_SERVERS 768
-#define CNT_HOST_CURSOR 1024
-#define CNT_RANGE 256
+#define CNT_USER_CLIENTS (CNT_DB_CLIENTS + SHM_NAMES_IDS)
+#define CNT_DB_SERVERS (CNT_USER_CLIENTS + SHM_NAMES_IDS)
+#define CNT_USER_SERVERS (CNT_DB_SERVERS + SHM_NAMES_IDS)
+#define CNT_POOL_SERVERS (CNT_USER_SERVERS + SHM_NAMES_IDS)
+#define CNT_HOST_CURSOR (CNT_POOL_SERVERS + SHM_NAMES_IDS)
+
+_Static_assert(CNT_HOST_CURSOR + SHM_NAMES_IDS == SHM_N_COUNTERS,
+	       "the counter ranges fill SHM_N_COUNTERS");
 
 struct spool {
 	struct spool *next;		/* the worker's list */
@@ -55,7 +58,9 @@ struct spool {
 					   * shard's own, not in cfg) */
 	bool dropped;			/* its database left the configuration (killed) */
 	struct pool *pool;		/* owned */
-	unsigned bucket;		/* its pool counter's index in CNT_POOL_SERVERS's range */
+	unsigned db_id;			/* shm_names id of db: its per-database counters */
+	unsigned user_id;		/* shm_names id of user: its per-user counters */
+	unsigned pool_id;		/* of (db_id, user_id): the pool counter, wait cell */
 	const char *repl;		/* "database" / "true": a replication pool; NULL: not */
 	uint8_t *startup;		/* owned: a replication pool's client startup parameters */
 	size_t startup_len;
@@ -63,34 +68,16 @@ struct spool {
 
 static struct spool *spools;		/* owned list */
 
-static uint64_t
-spool_hash2(const char *a, const char *b)
-{
-	uint64_t h = UINT64_C(14695981039346656037);
-
-	for (const char *p = a; *p != '\0'; p++)
-		h = (h ^ (uint8_t)*p) * UINT64_C(1099511628211);
-	h = (h ^ 0xff) * UINT64_C(1099511628211);
-	for (const char *p = b; p != NULL && *p != '\0'; p++)
-		h = (h ^ (uint8_t)*p) * UINT64_C(1099511628211);
-	return h;
-}
-
-static unsigned
-spool_cnt(unsigned base, unsigned n, const char *a, const char *b)
-{
-	return base + (unsigned)(spool_hash2(a, b) % n);
-}
-
-/* ---- pool limits over shm ---- */
+/* ---- pool limits over shm (<ctx> is the struct spool; the names are its own) ---- */
 
 static bool
 spool_lim_try(void *ctx, const char *db, const char *user, int pool_max, int db_max,
 	      int user_max)
 {
-	unsigned cp = spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user);
-	unsigned cd = spool_cnt(CNT_DB_SERVERS, CNT_RANGE, db, NULL);
-	unsigned cu = spool_cnt(CNT_USER_SERVERS, CNT_RANGE, user, NULL);
+	const struct spool *sp = ctx;
+	unsigned cp = CNT_POOL_SERVERS + sp->pool_id;
+	unsigned cd = CNT_DB_SERVERS + sp->db_id;
+	unsigned cu = CNT_USER_SERVERS + sp->user_id;
 
 	if (!shm_counter_try_acquire(cp, pool_max))
 		return false;
@@ -109,62 +96,65 @@ spool_lim_try(void *ctx, const char *db, const char *user, int pool_max, int db_
 static void
 spool_lim_release(void *ctx, const char *db, const char *user)
 {
-	shm_counter_release(spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user));
-	shm_counter_release(spool_cnt(CNT_DB_SERVERS, CNT_RANGE, db, NULL));
-	shm_counter_release(spool_cnt(CNT_USER_SERVERS, CNT_RANGE, user, NULL));
+	const struct spool *sp = ctx;
+
+	shm_counter_release(CNT_POOL_SERVERS + sp->pool_id);
+	shm_counter_release(CNT_DB_SERVERS + sp->db_id);
+	shm_counter_release(CNT_USER_SERVERS + sp->user_id);
 }
 
 static int
 spool_lim_count(void *ctx, const char *db, const char *user)
 {
-	return (int)shm_counter_get(spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user));
+	const struct spool *sp = ctx;
+
+	return (int)shm_counter_get(CNT_POOL_SERVERS + sp->pool_id);
 }
 
 static uint64_t
 spool_lim_next_host(void *ctx, const char *db)
 {
-	return shm_counter_next(spool_cnt(CNT_HOST_CURSOR, CNT_RANGE, db, NULL));
+	const struct spool *sp = ctx;
+
+	return shm_counter_next(CNT_HOST_CURSOR + sp->db_id);
 }
 
 /* ---- waiting across workers (shm_wait.h; the pool's side is src/pool/pool_wait.c) ---- */
 
-static unsigned
-spool_bucket(const char *db, const char *user)
-{
-	return spool_cnt(CNT_POOL_SERVERS, CNT_RANGE, db, user) - CNT_POOL_SERVERS;
-}
-
 /*
- * A pool's wait changed: publish the oldest of this worker's pools in its bucket (two
- * pools share a bucket as they share the bucket's counter: they take the same slots).
+ * A pool's wait changed: publish the oldest of this worker's pools of its pool id (an
+ * ordinary pool and the replication pools of one (database, user) share the id as they
+ * share its counter: they take the same slots).
  */
 static void
 spool_wait_publish(void *ctx, const char *db, const char *user)
 {
-	unsigned b = spool_bucket(db, user);
+	const struct spool *me = ctx;
 	uint64_t oldest = 0;
 
 	for (struct spool *sp = spools; sp != NULL; sp = sp->next) {
-		uint64_t v = sp->bucket == b ? pool_wait_since(sp->pool) : 0;
+		uint64_t v = sp->pool_id == me->pool_id ? pool_wait_since(sp->pool) : 0;
 
 		if (v != 0 && (oldest == 0 || v < oldest))
 			oldest = v;
 	}
-	shm_wait_publish(b, oldest);
+	shm_wait_publish(me->pool_id, oldest);
 }
 
 static uint64_t
 spool_wait_elsewhere(void *ctx, const char *db, const char *user)
 {
-	return shm_wait_oldest_other(spool_bucket(db, user));
+	const struct spool *sp = ctx;
+
+	return shm_wait_oldest_other(sp->pool_id);
 }
 
 static void
 spool_wait_wake(void *ctx, const char *db, const char *user, bool holders)
 {
-	unsigned b = spool_bucket(db, user);
+	const struct spool *sp = ctx;
 
-	shm_wait_wake(b, holders ? (int)(b + CNT_POOL_SERVERS) : -1);
+	shm_wait_wake(sp->pool_id, holders ? (int)(CNT_POOL_SERVERS + sp->pool_id) : -1);
 }
 
 void
@@ -225,12 +215,12 @@ spool_client_try(const struct session *s, bool *g, bool *d, bool *u, struct nk_e
 {
 	if (!spool_take(CNT_CLIENTS, s->cfg->max_client_conn, g))
 		return nk_error_set(err, "08P01", "no more connections allowed (max_client_conn)");
-	if (d != NULL && !spool_take(spool_cnt(CNT_DB_CLIENTS, CNT_DB_CLIENTS_N, s->dbname, NULL),
+	if (d != NULL && !spool_take(CNT_DB_CLIENTS + shm_names_name(SHM_NAMES_DB, s->dbname),
 				     spool_db_client_max(s), d))
 		return nk_error_set(err, "08P01",
 				    "client connections exceeded (max_db_client_connections)");
 	if (u != NULL &&
-	    !spool_take(spool_cnt(CNT_USER_CLIENTS, CNT_USER_CLIENTS_N, s->user, NULL),
+	    !spool_take(CNT_USER_CLIENTS + shm_names_name(SHM_NAMES_USER, s->user),
 			spool_user_client_max(s), u))
 		return nk_error_set(err, "08P01",
 				    "client connections exceeded (max_user_client_connections)");
@@ -243,9 +233,9 @@ spool_client_release(const struct session *s, bool *g, bool *d, bool *u)
 	if (*g)
 		shm_counter_release(CNT_CLIENTS);
 	if (*d)
-		shm_counter_release(spool_cnt(CNT_DB_CLIENTS, CNT_DB_CLIENTS_N, s->dbname, NULL));
+		shm_counter_release(CNT_DB_CLIENTS + shm_names_name(SHM_NAMES_DB, s->dbname));
 	if (*u)
-		shm_counter_release(spool_cnt(CNT_USER_CLIENTS, CNT_USER_CLIENTS_N, s->user, NULL));
+		shm_counter_release(CNT_USER_CLIENTS + shm_names_name(SHM_NAMES_USER, s->user));
 	*g = *d = *u = false;
 }
 
@@ -378,13 +368,16 @@ spool_get_or_create_repl(const struct cfg *c, const struct cfg_database *db,
 			memcpy(sp->startup, r->startup, r->startup_len);
 		sp->startup_len = r->startup_len;
 	}
+	sp->db_id = shm_names_name(SHM_NAMES_DB, dbname);
+	sp->user_id = shm_names_name(SHM_NAMES_USER, user);
+	sp->pool_id = shm_names_pool(sp->db_id, sp->user_id);
+	pc.limits_ctx = sp;
 	sp->pool = pool_new(child_base(), &pc, err);
 	if (sp->pool == NULL)
 		goto fail;
 	sp->cfg = (struct cfg *)c;
 	sp->entry = db;
 	cfg_ref(sp->cfg);
-	sp->bucket = spool_bucket(dbname, user);
 	pool_pause(sp->pool, sctl_db_paused(dbname));
 	sp->next = spools;
 	spools = sp;

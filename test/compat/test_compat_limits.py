@@ -4,7 +4,9 @@ bed): max_client_conn, pool_size per user / database / global (and a reload of i
 min_pool_size (with a forced user, without clients; without one, once a client comes),
 capped by max_user_connections / max_db_connections without evictions,
 max_user_client_connections and SHOW USERS, reserve_pool_size, max_db_connections and
-max_user_connections. The server's pg_stat_activity is the judge of server connections.
+max_user_connections, and two databases whose names shared a counter under the old hashed
+ids (each has its own pool_size and max_db_client_connections now). The server's
+pg_stat_activity is the judge of server connections.
 
 Exact server connection counts are pgbouncer's with one worker (one process holding every
 link, as pgbouncer); with several workers the limits are global and hold as caps, but a
@@ -17,7 +19,7 @@ import re
 import pytest
 
 from conftest import wait_until
-from pgbcompat import bouncer, one_worker_bouncer, pgb_pg  # noqa: F401 (fixtures)
+from pgbcompat import SERVER, bouncer, one_worker_bouncer, pgb_pg  # noqa: F401 (fixtures)
 
 try:
     import psycopg
@@ -182,3 +184,60 @@ def test_limits_are_global_caps(bouncer):
                                for u in users])
     run(scenario())
     assert 1 <= bouncer.connection_count("p0", users=users) <= 4
+
+
+# Two database names that shared both their pool counter (user postgres) and their
+# max_db_client_connections counter when spool.c hashed names into buckets (before the shm
+# name registry): spool_hash2(db, user) % 256 and spool_hash2(db, NULL) % 63.
+COLLIDING = ("cky", "cpd")
+
+
+def _old_spool_hash2(a, b=None):
+    """spool.c's old FNV-1a of <a>, a 0xff separator and <b>."""
+    h, mask, prime = 14695981039346656037, (1 << 64) - 1, 1099511628211
+    for c in a.encode() + b"\xff" + (b or "").encode():
+        h = ((h ^ c) * prime) & mask
+    return h
+
+
+def _add_colliding(bouncer, params):
+    """Add COLLIDING as two databases on the server's p0, each with <params>; RELOAD."""
+    a, b = COLLIDING
+    assert _old_spool_hash2(a, "postgres") % 256 == _old_spool_hash2(b, "postgres") % 256
+    assert _old_spool_hash2(a) % 63 == _old_spool_hash2(b) % 63
+    entry = f"port={bouncer.pg.port(SERVER)} host=127.0.0.1 dbname=p0 {params}"
+    text = bouncer.config_text().replace("[users]\n", f"{a} = {entry}\n{b} = {entry}\n\n"
+                                         "[users]\n", 1)
+    bouncer.write_config(text)
+    bouncer.admin("RELOAD")
+    return a, b
+
+
+def test_colliding_names_have_their_own_pool_size(bouncer):
+    """pool_size = 1 each: a transaction on each database at once both run (with a shared
+    counter the second one waited into query_wait_timeout)."""
+    a, b = _add_colliding(bouncer, "pool_mode=transaction pool_size=1")
+    bouncer.admin("SET query_wait_timeout = 3")
+    ca = bouncer.conn(dbname=a, autocommit=False)
+    cb = bouncer.conn(dbname=b, autocommit=False)
+    try:
+        assert ca.execute("SELECT 1").fetchone() == (1,)     # holds a's one link
+        assert cb.execute("SELECT 2").fetchone() == (2,)     # b's own link, no wait
+        ca.commit()
+        cb.commit()
+    finally:
+        ca.close()
+        cb.close()
+
+
+def test_colliding_names_have_their_own_client_limit(bouncer):
+    """max_db_client_connections = 1 each: one client on each database, and still not two
+    on one (with a shared counter the client of the second database was refused)."""
+    a, b = _add_colliding(bouncer, "max_db_client_connections=1")
+    ca = bouncer.conn(dbname=a)
+    try:
+        assert bouncer.sql_value("SELECT 1", dbname=b) == 1
+        with pytest.raises(psycopg.OperationalError, match=r"max_db_client_connections"):
+            bouncer.test(dbname=a)
+    finally:
+        ca.close()

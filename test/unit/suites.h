@@ -16,6 +16,7 @@
 	X(dns) \
 	X(config) \
 	X(shm) \
+	X(shm_names) \
 	X(topology) \
 	X(pool) \
 	X(admin) \
