@@ -375,7 +375,7 @@ pool_evict_matches(const struct pool *q, const struct pool *self, enum pool_evic
 	bool user = strcmp(q->user_name, self->user_name) == 0;
 
 	return q != self && (from == EVICT_SAME_DB ? db : from == EVICT_SAME_USER ? user :
-			     db && user);
+			     db && user && (q->replication == NULL) != (self->replication == NULL));
 }
 
 /*

@@ -159,11 +159,18 @@ def test_pg_basebackup_and_pg_receivewal(pg_cluster, cluster_db, neki):
                                            f"--slot={slot}", "--directory", str(wal)]),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+        def received():
+            # pg_receivewal writes a file with the first WAL it gets: a fresh cluster may sit
+            # at a segment's start with nothing to stream, so each poll commits a transaction
+            pg_cluster.sql("shard-a", "SELECT txid_current()")
+            return any(wal.iterdir()) or proc.poll() is not None
+
         try:
-            wait_until(lambda: any(wal.iterdir()), 20, what="WAL received through neki")
+            wait_until(received, 20, interval=0.2, what="WAL received through neki")
         finally:
             proc.terminate()
-            proc.communicate(timeout=10)
+            err = proc.communicate(timeout=10)[1]
+        assert any(wal.iterdir()), f"pg_receivewal ended: {err}"
     finally:
         pg_cluster.sql("shard-a", f"SELECT pg_drop_replication_slot('{slot}')")
 
