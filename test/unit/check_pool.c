@@ -220,30 +220,11 @@ load_cfg(const char *dbs, const char *settings)
 	ck_assert_msg(cfg != NULL, "config: %s", err.message);
 }
 
-/* A pool of [databases] entry <db> for <user> whose limits are <ops> over <ctx>. */
+/* A pool of [databases] entry <db> for <user> (<password>, NULL: the entry's) whose limits
+ * are <ops> over <ctx>. */
 static struct pool *
-mk_pool_limits(const char *db, const char *user, const struct pool_limits_ops *ops, void *ctx)
-{
-	struct pool_conf pc = { 0 };
-	struct nk_error err;
-	struct pool *p;
-
-	pc.cfg = cfg;
-	pc.db = cfg_database_find(cfg, db);
-	ck_assert_ptr_nonnull(pc.db);
-	pc.user = cfg_user_find(cfg, user);
-	pc.db_name = db;
-	pc.user_name = pc.db->user != NULL ? pc.db->user : user;
-	pc.password = pc.db->password;
-	pc.limits = ops;
-	pc.limits_ctx = ctx;
-	p = pool_new(base, &pc, &err);
-	ck_assert_msg(p != NULL, "pool_new: %s", err.message);
-	return p;
-}
-
-static struct pool *
-mk_pool(const char *db, const char *user, const char *password)
+mk_pool_with(const char *db, const char *user, const char *password,
+	     const struct pool_limits_ops *ops, void *ctx)
 {
 	struct pool_conf pc = { 0 };
 	struct nk_error err;
@@ -256,11 +237,23 @@ mk_pool(const char *db, const char *user, const char *password)
 	pc.db_name = db;
 	pc.user_name = pc.db->user != NULL ? pc.db->user : user;
 	pc.password = password != NULL ? password : pc.db->password;
-	pc.limits = pool_limits_local_ops();
-	pc.limits_ctx = lim;
+	pc.limits = ops;
+	pc.limits_ctx = ctx;
 	p = pool_new(base, &pc, &err);
 	ck_assert_msg(p != NULL, "pool_new: %s", err.message);
 	return p;
+}
+
+static struct pool *
+mk_pool_limits(const char *db, const char *user, const struct pool_limits_ops *ops, void *ctx)
+{
+	return mk_pool_with(db, user, NULL, ops, ctx);
+}
+
+static struct pool *
+mk_pool(const char *db, const char *user, const char *password)
+{
+	return mk_pool_with(db, user, password, pool_limits_local_ops(), lim);
 }
 
 /* True when the logfile contains <needle>. */
