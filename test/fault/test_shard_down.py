@@ -40,17 +40,10 @@ def store(pg_cluster):
         yield st
 
 
-def shard_of(store, cid):
-    rows = store.run(f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM customers WHERE id = {cid}")
-    found = [s for s in store.cluster.shards if any(s in r[0] for r in rows)]
-    assert len(found) == 1, rows
-    return found[0]
-
-
 def victim_and_other(store):
     by_shard = {}
     for cid, _, _ in CUSTOMERS:
-        by_shard.setdefault(shard_of(store, cid), []).append(cid)
+        by_shard.setdefault(store.customer_shard(cid), []).append(cid)
     victim = "shard-b" if "shard-b" in by_shard else sorted(by_shard)[0]
     other = next(s for s in sorted(by_shard) if s != victim)
     return victim, by_shard[victim][0], by_shard[other][0]

@@ -20,7 +20,7 @@ except ImportError:
 
 from conftest import wait_until
 from test_routing import Store, create_schema, routing_neki, sharded_database, topology
-from test_txn import ids_both, no_idle_in_transaction, shard_of
+from test_txn import ids_both, no_idle_in_transaction
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
 from pgwire import (Wire, bind, close, error_fields, execute, flush, parse,  # noqa: E402
@@ -47,8 +47,8 @@ def spread(store, base, n):
     """<n> new customer ids >= base, each on another shard (n <= number of shards)."""
     out, seen = [], set()
     for cid in range(base, base + 200):
-        if shard_of(store, cid) not in seen:
-            seen.add(shard_of(store, cid))
+        if store.customer_shard(cid) not in seen:
+            seen.add(store.customer_shard(cid))
             out.append(cid)
             if len(out) == n:
                 return out

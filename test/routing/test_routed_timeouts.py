@@ -49,19 +49,12 @@ def setting(store, name, value):
             conn.execute(f"SET {name} = 0")
 
 
-def shard_of(store, cid):
-    rows = store.run(f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM customers WHERE id = {cid}")
-    found = [s for s in store.cluster.shards if any(s in r[0] for r in rows)]
-    assert len(found) == 1, rows
-    return found[0]
-
-
 def two_shards(store):
     """Two customer ids on different shards, and those shards."""
     a = CUSTOMERS[0][0]
-    sa = shard_of(store, a)
+    sa = store.customer_shard(a)
     for b, _, _ in CUSTOMERS[1:]:
-        sb = shard_of(store, b)
+        sb = store.customer_shard(b)
         if sb != sa:
             return (a, b), (sa, sb)
     raise AssertionError("every customer on one shard")

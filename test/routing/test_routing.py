@@ -89,6 +89,17 @@ class Store:
     def shard_rows(self, server, sql):
         return self.cluster.sql(server, sql, dbname=self.db)
 
+    def customer_shard(self, cid):
+        """The data shard the router routes customer <cid> to (EXPLAIN (NEKI_PLAN)), cached."""
+        cache = self.__dict__.setdefault("_customer_shard", {})
+        if cid not in cache:
+            rows = self.run("EXPLAIN (NEKI_PLAN, FORMAT TEXT) "
+                            f"SELECT * FROM customers WHERE id = {cid}")
+            found = [s for s in self.cluster.shards if any(s in r[0] for r in rows)]
+            assert len(found) == 1, rows
+            cache[cid] = found[0]
+        return cache[cid]
+
     def placement(self, table, key):
         """{server: [key values]} of <table> on each data shard, read directly."""
         return {s: [r[0] for r in self.shard_rows(s, f"SELECT {key} FROM {table}")]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import wait_until
-from test_txn import shard_of, store  # noqa: F401  (the module-scoped fixture)
+from test_txn import store  # noqa: F401  (the module-scoped fixture)
 
 try:
     import psycopg
@@ -32,8 +32,8 @@ def shard_servers(st, uid):
 def test_show_shards_links_follow_traffic(store, pg_cluster):
     st = store
     cids = [c for c in range(1, 21)]
-    target = shard_of(st, cids[0])
-    mine = [c for c in cids if shard_of(st, c) == target][:3]
+    target = st.customer_shard(cids[0])
+    mine = [c for c in cids if st.customer_shard(c) == target][:3]
     assert len(mine) == 3
     conns = [st.connect() for _ in mine]
     try:

@@ -40,23 +40,10 @@ def store(pg_cluster):
         yield st
 
 
-_SHARD_OF = {}
-
-
-def shard_of(store, cid):
-    if (store.db, cid) in _SHARD_OF:
-        return _SHARD_OF[store.db, cid]
-    rows = store.run(f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM customers WHERE id = {cid}")
-    found = [s for s in store.cluster.shards if any(s in r[0] for r in rows)]
-    assert len(found) == 1, rows
-    _SHARD_OF[store.db, cid] = found[0]
-    return found[0]
-
-
 def two_shards(store, base):
     """Two new customer ids >= base on different shards."""
     a = base
-    b = next(i for i in range(base + 1, base + 50) if shard_of(store, i) != shard_of(store, a))
+    b = next(i for i in range(base + 1, base + 50) if store.customer_shard(i) != store.customer_shard(a))
     return a, b
 
 
@@ -148,8 +135,8 @@ IMPLICIT_CASES = [
 @pytest.mark.parametrize("case", range(len(IMPLICIT_CASES)))
 def test_multi_statement_query_is_one_implicit_transaction(store, case):
     a, b = two_shards(store, 300)
-    c = next(i for i in range(b + 1, b + 50) if shard_of(store, i) not in
-             (shard_of(store, a), shard_of(store, b)))
+    c = next(i for i in range(b + 1, b + 50) if store.customer_shard(i) not in
+             (store.customer_shard(a), store.customer_shard(b)))
     sql = IMPLICIT_CASES[case].format(a=a, b=b, c=c)
     try:
         got, want = run_both(store, sql)
@@ -403,8 +390,8 @@ def test_shard_failure_mid_scatter(store):
     """pg_ctl stop -m immediate on one shard during a scatter query: an error naming the
     shard, the session and other sessions keep working on the other shards, no crash."""
     cluster = store.cluster
-    victim = shard_of(store, 1)
-    other = next(c for c, _, _ in CUSTOMERS if shard_of(store, c) != victim)
+    victim = store.customer_shard(1)
+    other = next(c for c, _, _ in CUSTOMERS if store.customer_shard(c) != victim)
     pids = set(store.neki.children())
     conn, spare = store.connect(), store.connect()
     failure = []
@@ -537,7 +524,7 @@ def test_sql_prepare_execute_routes_by_the_arguments(store):
             for cid in (501, 502, 503, 504):
                 cur.execute(f"EXECUTE ins({cid}, 'prepared {cid}')")
                 assert cur.statusmessage == "INSERT 0 1" and cur.fetchall() == [(cid,)]
-                assert store.shard_rows(shard_of(store, cid), "SELECT name FROM customers "
+                assert store.shard_rows(store.customer_shard(cid), "SELECT name FROM customers "
                                         f"WHERE id = {cid}") == [(f"prepared {cid}",)]
         finally:
             cur.execute("DELETE FROM customers WHERE id BETWEEN 501 AND 504")
@@ -616,7 +603,7 @@ def decoys(store, ids):
     """A row with each id on a shard it does not route to: reading from the wrong shard
     would see it."""
     for cid in ids:
-        home = shard_of(store, cid)
+        home = store.customer_shard(cid)
         wrong = next(s for s in store.cluster.shards if s != home)
         store.cluster.sql(wrong, f"INSERT INTO customers VALUES ({cid}, 'decoy', 'FR')",
                           dbname=store.db)
@@ -627,7 +614,7 @@ def check_driver_output(store, out, ids, prefix):
     assert [line[0] for line in lines] == [str(i) for i in ids], out
     for cid, first, second, count in lines:
         assert (first, second, count) == (f"{prefix} {cid}", f"{prefix} upd {cid}", "1"), out
-        home = shard_of(store, int(cid))
+        home = store.customer_shard(int(cid))
         assert store.shard_rows(home, f"SELECT name FROM customers WHERE id = {cid}") == \
             [(f"{prefix} upd {cid}",)]
 
