@@ -313,7 +313,7 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 	r->sequential = commit;
 	r->combine = RX_QUIET;
 	r->after = commit ? RX_AFTER_COMMIT : RX_AFTER_ROLLBACK;
-	snprintf(r->end_tag, sizeof(r->end_tag), "%s", tag);
+	route_strcpy(r->end_tag, sizeof(r->end_tag), tag);
 	return route_exec_run(r);
 }
 
@@ -1133,7 +1133,7 @@ route_ext_implicit_end(struct route *r, bool ok)
 	if (!r->implicit_end) {
 		r->implicit_end = true;
 		r->ext_implicit_failed = !ok;
-		snprintf(r->ext_tag, sizeof(r->ext_tag), "%s", r->last_tag);
+		route_strcpy(r->ext_tag, sizeof(r->ext_tag), r->last_tag);
 		if (route_tx_end(r, ok && r->tx == 'T', "") == RSTEP_ASYNC)
 			return true;
 	}
@@ -1141,7 +1141,7 @@ route_ext_implicit_end(struct route *r, bool ok)
 		r->sh[i].in_tx = false;
 	r->implicit = r->implicit_end = r->ext_implicit = false;
 	r->tx = 'I';
-	snprintf(r->last_tag, sizeof(r->last_tag), "%s", r->ext_tag);	/* (its portal's) */
+	route_strcpy(r->last_tag, sizeof(r->last_tag), r->ext_tag);	/* (its portal's) */
 	return false;
 }
 
@@ -1215,7 +1215,7 @@ route_combine(struct route *r)
 	if (first->counted)
 		snprintf(tag, sizeof(tag), "%s %llu", first->tag, (unsigned long long)total);
 	else
-		snprintf(tag, sizeof(tag), "%s", first->tag);
+		route_strcpy(tag, sizeof(tag), first->tag);
 	pktbuf_write_command_complete(&pb, tag);
 	return route_send(r, &pb);
 }

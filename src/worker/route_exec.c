@@ -418,7 +418,7 @@ route_on_complete(struct route *r, struct rshard *sh, struct link *l,
 	if (proto_parse_command_complete(pkt->data + 5, pkt->len - 5, &tag, &e)) {
 		route_tag_split(tag, sh->tag, sizeof(sh->tag), &sh->count, &has_count);
 		sh->counted = has_count;
-		snprintf(r->last_tag, sizeof(r->last_tag), "%s", sh->tag);	/* (a portal's) */
+		route_strcpy(r->last_tag, sizeof(r->last_tag), sh->tag);	/* (a portal's) */
 	}
 	if (r->combine == RX_PASS)
 		return route_fwd(r, l, pkt);

@@ -406,6 +406,16 @@ route_streq(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
+/* <src> into <dst> of <cap> bytes, cut to fit (a command tag per statement: no snprintf). */
+static inline void
+route_strcpy(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 /* ---- route.c ---- */
 
 /* Make <s> a routed session (login of a topology=yes database); false on no memory. */

@@ -469,7 +469,7 @@ route_portal_ran(struct route *r, bool ok)
 	}
 	p->state = RPORTAL_DONE;
 	p->rows = r->xrows;
-	snprintf(p->tag, sizeof(p->tag), "%s", r->last_tag[0] ? r->last_tag : "SELECT");
+	route_strcpy(p->tag, sizeof(p->tag), r->last_tag[0] ? r->last_tag : "SELECT");
 	if (r->ext_max_rows > 0)	/* it was bound as its mirror: closed with it */
 		p->mask |= r->tg_mask;
 }
