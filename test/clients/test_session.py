@@ -441,16 +441,16 @@ def test_global_pool_size_across_workers(pg_cluster, cluster_db, neki):
 def sessions_by_worker(n, db, want):
     """Sessions of <n> until worker w has want[w] of them ({worker: [conn]}), the others
     closed. The worker is the slot the BackendKeyData encodes ((slot + 1) << 20 | counter)."""
-    by, extra = {w: [] for w in range(len(want))}, []
-    for _ in range(80):
+    by = {w: [] for w in range(len(want))}
+    deadline = time.monotonic() + 20	# (a worker still starting under load takes none)
+    while not all(len(by[w]) == k for w, k in enumerate(want)):
+        assert time.monotonic() < deadline, "no sessions on every worker"
         c = n.connect(dbname=db)
         w = (c.info.backend_pid >> 20) - 1
-        (by[w] if len(by[w]) < want[w] else extra).append(c)
-        if all(len(by[w]) == k for w, k in enumerate(want)):
-            break
-    for c in extra:
-        c.close()
-    assert all(len(by[w]) == k for w, k in enumerate(want)), "no sessions on every worker"
+        if len(by[w]) < want[w]:
+            by[w].append(c)
+        else:
+            c.close()
     return by
 
 
