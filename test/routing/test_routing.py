@@ -154,6 +154,9 @@ def routing_neki(cluster, db, topo_doc, store_cls, settings=None, db_options="",
             except psycopg.Error:
                 return False
         wait_until(routed, 30, what=f"neki routes {db}")
+        # and has the database's catalog (until then a shard key's type is unknown: reads
+        # go to every shard, writes by key are 42704)
+        inst.wait_log(r"published catalog version \d+ \([1-9]\d* databases?\)", timeout=30)
         yield st
     except BaseException:
         print(f"--- neki log (tail):\n{inst.log()[-20000:]}")	# in pytest's report
