@@ -421,6 +421,19 @@ sbuf_write_queue(struct sbuf *dst)
 		sbuf_write_on(dst, NULL);
 }
 
+/* Append <len> bytes to <dst>'s write queue; false (the sbuf failed, ENOMEM) when no room. */
+static bool
+sbuf_wq_append(struct sbuf *dst, const uint8_t *data, size_t len)
+{
+	if (!sbuf_wq_reserve(dst, len)) {
+		sbuf_fail_send(dst, ENOMEM);
+		return false;
+	}
+	memcpy(dst->wbuf + dst->wend, data, len);
+	dst->wend += len;
+	return true;
+}
+
 /* Corked <dst> (the socket not full): queue <len> bytes, written once SBUF_CORK_MAX are
  * queued (a big message alone goes out as it is). False: not queued (write it now). */
 static bool
@@ -430,12 +443,8 @@ sbuf_cork_queue(struct sbuf *dst, const uint8_t *data, size_t len)
 
 	if (queued == 0 && len >= SBUF_CORK_MAX)
 		return false;
-	if (!sbuf_wq_reserve(dst, len)) {
-		sbuf_fail_send(dst, ENOMEM);
-		return true;
-	}
-	memcpy(dst->wbuf + dst->wend, data, len);
-	dst->wend += len;
+	if (!sbuf_wq_append(dst, data, len))
+		return true;	/* (failed: pending_err tells the caller) */
 	if (queued + len >= SBUF_CORK_MAX)
 		sbuf_write_queue(dst);
 	return true;
@@ -451,12 +460,8 @@ sbuf_corked(struct sbuf *dst, const uint8_t *data, size_t len, bool fwd)
 	if (dst->wend == dst->wpos)
 		return false;
 	/* FWD: what waited leaves with the forwarded bytes, in one write */
-	if (!sbuf_wq_reserve(dst, len)) {
-		sbuf_fail_send(dst, ENOMEM);
-		return true;
-	}
-	memcpy(dst->wbuf + dst->wend, data, len);
-	dst->wend += len;
+	if (!sbuf_wq_append(dst, data, len))
+		return true;	/* (failed: pending_err tells the caller) */
 	sbuf_write_queue(dst);
 	return true;
 }
@@ -489,12 +494,8 @@ sbuf_deliver(struct sbuf *dst, const uint8_t *data, size_t len, bool fwd)
 	}
 	if (len == 0)
 		return true;
-	if (!sbuf_wq_reserve(dst, len)) {
-		sbuf_fail_send(dst, ENOMEM);
+	if (!sbuf_wq_append(dst, data, len))
 		return false;
-	}
-	memcpy(dst->wbuf + dst->wend, data, len);
-	dst->wend += len;
 	if (!dst->connecting)
 		sbuf_write_on(dst, NULL);
 	return true;
