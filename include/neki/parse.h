@@ -43,6 +43,7 @@ struct parse_literal {
 
 struct parse_norm {
 	const char *key;		/* text with every literal replaced by $k; arena */
+	uint64_t key_hash;		/* a hash of key (the plan cache's) */
 	uint32_t nparams;		/* highest $n in the original text */
 	struct parse_literal *lits;	/* in text order; literal i is slot nparams + i */
 	uint32_t nlits;

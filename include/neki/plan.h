@@ -19,6 +19,8 @@
 #include "neki/keyspace.h"
 #include "neki/parse.h"
 
+struct plan_memo;
+
 /* Column types and relation kinds: the catalog module (or a test) supplies these. */
 struct plan_catalog {
 	void *arg;
@@ -315,6 +317,16 @@ struct plan {
 bool plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
 		struct plan *out, struct nk_error *err) NK_MUSTCHECK;
 
+/*
+ * plan_build() for the top-level statement of an execution, with <memo> the plan cache's
+ * memo of <s> (plan_cache_memo(); NULL: plain plan_build()). A plan that only a shard-key
+ * value decides (one sharded table, one routing value from a $n or a normalised literal,
+ * no function the router manages) is kept there, and the next executions with the same
+ * database, schema and protocol only route their value: the same plan with its shard.
+ */
+bool plan_build_memo(struct rarena *a, const struct stmt *s, const struct plan_input *in,
+		     struct plan_memo *memo, struct plan *out, struct nk_error *err) NK_MUSTCHECK;
+
 /* Shard of one COPY/row key given as text (plan.has_key). */
 bool plan_route_text(const struct plan_input *in, const struct plan *p, const char *text,
 		     size_t len, const char **shard, struct nk_error *err) NK_MUSTCHECK;
@@ -458,9 +470,15 @@ const struct stmt *plan_cache_put(struct plan_cache *c, const char *sql,
 				  const struct parse_norm *norm, uint64_t topo_rev,
 				  uint64_t cat_ver, struct nk_error *err);
 
+/* The plan memo (plan_build_memo()) of the model the last plan_cache_get() or
+ * plan_cache_put() returned; NULL when that model is not cached (or none was). Valid as
+ * long as the model. */
+struct plan_memo *plan_cache_memo(struct plan_cache *c);
+
 struct plan_cache_stats {
 	uint64_t hits, misses, evictions;
 	uint32_t entries;
+	uint64_t memo_replays;		/* executions the cached entries' memos planned */
 };
 
 void plan_cache_stats(const struct plan_cache *c, struct plan_cache_stats *out);

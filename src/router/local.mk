@@ -8,7 +8,7 @@ libneki_a_SOURCES += src/router/plan.c src/router/plan_insert.c src/router/plan_
 	src/router/plan_cache.c src/router/explain.c src/router/sequence.c \
 	src/router/plan_seq.c src/router/plan_rewrite.c src/router/plan_fn.c \
 	src/router/plan_cursor.c src/router/plan_insel.c \
-	src/router/plan_dist.c
+	src/router/plan_dist.c src/router/plan_memo.c
 noinst_HEADERS += include/neki/plan.h src/router/plan_int.h include/neki/sequence.h
 # the merge spec of multi-shard SELECTs and the shard query rewrite (src/merge runs it)
 libneki_a_SOURCES += src/router/plan_merge.c src/router/plan_merge_agg.c \

@@ -467,6 +467,17 @@ prescan_params(const char *sql)
 	return max;
 }
 
+/* FNV-1a of the key (the plan cache's hash). */
+static uint64_t
+key_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
 /* parse_normalize: see parse.h. */
 bool
 parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out)
@@ -493,6 +504,7 @@ parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out)
 	if (l.oom)
 		return false;
 	out->key = l.out;
+	out->key_hash = key_hash(l.out);
 	out->nparams = l.maxparam;
 	out->lits = l.lits;
 	out->nlits = l.nlits;

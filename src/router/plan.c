@@ -255,6 +255,7 @@ slot_raw(struct pctx *c, uint32_t slot, const char **data, int32_t *len, bool *b
 	const struct parse_norm *n = c->in->norm;
 	uint32_t nparams = n ? n->nparams : c->in->nparams;
 
+	c->nslot_reads++;
 	*binary = false;
 	*oid = 0;
 	if (n && slot >= nparams && slot - nparams < n->nlits) {
@@ -400,6 +401,10 @@ plan_value_range(struct pctx *c, const struct prel *p, const struct stmt_value *
 	enum ks_type type = p->col_type;
 	struct ks_value col, key;
 
+	c->nkey_values++;
+	c->key_value = v;
+	c->key_rel = p;
+	c->key_direct = direct;
 	*is_null = v->kind == STMT_V_NULL;
 	if (*is_null)
 		return true;
@@ -1208,10 +1213,10 @@ plan_direct(struct pctx *c)
 	return plan_calls(c);
 }
 
-/* plan_build: see plan.h. */
+/* plan_build_memo: see plan.h. */
 bool
-plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
-	   struct plan *out, struct nk_error *err)
+plan_build_memo(struct rarena *a, const struct stmt *s, const struct plan_input *in,
+		struct plan_memo *memo, struct plan *out, struct nk_error *err)
 {
 	struct pctx c;
 	bool dml = s->kind == STMT_SELECT || s->kind == STMT_INSERT || s->kind == STMT_UPDATE ||
@@ -1230,6 +1235,8 @@ plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
 	out->stmt = s;
 	out->merge = s->flags;
 	out->query = in->norm ? in->norm->key : s->sql;
+	if (memo && plan_memo_replay(&c, memo, &ok))
+		return ok;
 	if (s->reject)
 		return nk_error_nk013(err, s->reject);
 	if (s->flags & STMT_F_LO_CALL)
@@ -1242,5 +1249,15 @@ plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
 		ok = plan_dml(&c);
 	else
 		ok = plan_utility(&c);
+	if (ok && memo)
+		plan_memo_record(&c, memo);
 	return ok && plan_check_session(&c);
+}
+
+/* plan_build: see plan.h. */
+bool
+plan_build(struct rarena *a, const struct stmt *s, const struct plan_input *in,
+	   struct plan *out, struct nk_error *err)
+{
+	return plan_build_memo(a, s, in, NULL, out, err);
 }

@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan_int.h"
+
 struct pc_entry {
 	char *key;			/* owned: normalised text */
 	uint64_t hash, topo_rev, cat_ver;
 	struct rarena *arena;		/* owned: holds the model */
 	const struct stmt *stmt;	/* in arena */
+	struct plan_memo memo;		/* the plan its next executions may reuse */
 	struct pc_entry *chain;		/* weak: next in the bucket */
 	struct pc_entry *prev, *next;	/* weak: LRU list, most recent first */
 };
@@ -27,19 +30,9 @@ struct plan_cache {
 	uint32_t nbuckets, max, count;
 	struct pc_entry *head, *tail;	/* LRU ends */
 	struct rarena *scratch;		/* owned: the last uncached (utility) model */
+	struct pc_entry *last;		/* weak: the entry the last get or put returned */
 	struct plan_cache_stats stats;
 };
-
-/* FNV-1a over the key. */
-static uint64_t
-pc_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
 
 /* plan_cache_new: see plan.h. */
 struct plan_cache *
@@ -142,13 +135,14 @@ const struct stmt *
 plan_cache_get(struct plan_cache *c, const struct parse_norm *norm, uint64_t topo_rev,
 	       uint64_t cat_ver)
 {
-	uint64_t h = pc_hash(norm->key);
+	uint64_t h = norm->key_hash;
 	struct pc_entry *e = pc_find(c, norm->key, h);
 
 	if (e && (e->topo_rev != topo_rev || e->cat_ver != cat_ver)) {
 		pc_remove(c, e);
 		e = NULL;
 	}
+	c->last = e;
 	if (!e) {
 		c->stats.misses++;
 		return NULL;
@@ -173,9 +167,10 @@ plan_cache_put(struct plan_cache *c, const char *sql, const struct parse_norm *n
 {
 	struct rarena *a = rarena_new();
 	const struct stmt *s = a ? parse_statement(a, sql, norm, err) : NULL;
-	uint64_t h = pc_hash(norm->key);
+	uint64_t h = norm->key_hash;
 	struct pc_entry *e, *old;
 
+	c->last = NULL;
 	if (!a)
 		nk_error_set(err, "53200", "out of memory");
 	if (!s || !is_shared_kind(s->kind)) {
@@ -206,7 +201,15 @@ plan_cache_put(struct plan_cache *c, const char *sql, const struct parse_norm *n
 	c->buckets[h & (c->nbuckets - 1)] = e;
 	lru_push(c, e);
 	c->count++;
+	c->last = e;
 	return s;
+}
+
+/* plan_cache_memo: see plan.h. */
+struct plan_memo *
+plan_cache_memo(struct plan_cache *c)
+{
+	return c->last ? &c->last->memo : NULL;
 }
 
 /* plan_cache_stats: see plan.h. */
@@ -215,4 +218,7 @@ plan_cache_stats(const struct plan_cache *c, struct plan_cache_stats *out)
 {
 	*out = c->stats;
 	out->entries = c->count;
+	out->memo_replays = 0;
+	for (const struct pc_entry *e = c->head; e; e = e->next)
+		out->memo_replays += e->memo.replays;
 }

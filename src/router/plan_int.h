@@ -11,6 +11,7 @@
 #include "neki/topology_image.h"
 
 #define PLAN_RENDER_MAX 256
+#define PLAN_MEMO_NAME 64		/* database and schema names a memo can hold */
 
 /* A relation of the statement, resolved against the topology. */
 struct prel {
@@ -45,6 +46,13 @@ struct pctx {
 	uint32_t nrels;
 	int32_t *rel_of;		/* stmt.rels index -> rels index; -1 (a CTE reference) */
 	uint32_t vcap;			/* capacity of out->values */
+	/* what planning read of this execution's values (plan_memo.c decides from it
+	 * whether the next executions may reuse the plan) */
+	uint32_t nslot_reads;		/* slots ($n, normalised literals) read */
+	uint32_t nkey_values;		/* shard-key values routed by plan_value_range() */
+	const struct stmt_value *key_value;	/* the last of them */
+	const struct prel *key_rel;
+	bool key_direct;
 };
 
 /* A routing set: all ranges, or a bitmap over the ranges of one group. */
@@ -141,6 +149,29 @@ bool plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *colu
  * MERGE whose source is a derived table. */
 bool plan_refuse_join(struct pctx *c);
 bool plan_utility(struct pctx *c);
+/* plan_memo.c: a plan the next executions of the statement may reuse (see plan.h). */
+struct plan_memo {
+	bool set;			/* holds a plan */
+	uint32_t fails;			/* plans that could not be kept: give up after a few */
+	uint64_t replays;		/* executions planned from it */
+	struct plan tmpl;		/* the plan, its per-execution pointers cleared */
+	const struct stmt_value *value;	/* the routing value (in the cached model) */
+	const struct stmt_rel *rel;	/* its table (in the cached model) */
+	bool direct;			/* the value is the index expression's */
+	uint32_t group, index;		/* image numbers */
+	enum ks_type col_type;
+	uint32_t nparams;		/* of the execution planned */
+	bool extended, multi;
+	char db[PLAN_MEMO_NAME], schema[PLAN_MEMO_NAME];
+};
+
+/* The plan of <c> (built) kept in <m> when it is one that only its key value decides. */
+void plan_memo_record(struct pctx *c, struct plan_memo *m);
+/* When <m> applies to this execution: build c->out from it and true, with *<ok> what
+ * plan_build() returns (c->err set when false). False when it does not apply (plan
+ * fully; c->out and c->err as they were). */
+bool plan_memo_replay(struct pctx *c, struct plan_memo *m, bool *ok);
+
 /* plan_cursor.c: DECLARE (its query planned as plan.inner), FETCH, MOVE, CLOSE. */
 bool plan_cursor(struct pctx *c);
 bool plan_check_session(struct pctx *c);

@@ -916,7 +916,8 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 
 		if (r->ext_exec)
 			r->xrows = route_stmt_returns_rows(st);
-		planned = plan_build(r->arena, st, &in, &p, &err);
+		planned = plan_build_memo(r->arena, st, &in, plan_cache_memo(route_cache), &p,
+					  &err);
 		if (!planned && p.bad_param && r->bind_owed)
 			rc = route_ext_bind_check(r, route_any_shard(r, ref.data), &err);
 		else if (!planned || ((p.nfills > 0 || p.nnextvals > 0) &&

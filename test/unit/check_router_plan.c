@@ -1535,6 +1535,192 @@ START_TEST(test_plan_cache)
 }
 END_TEST
 
+/* ---- plan memo: a kept plan gives what planning the execution afresh gives ---- */
+
+static const char *const memo_sqls[] = {
+	"SELECT * FROM orders WHERE customer_id = %s",
+	"SELECT * FROM orders o WHERE o.customer_id = %s AND status = 'new'",
+	"SELECT count(*) FROM orders WHERE customer_id = %s",
+	"SELECT * FROM orders WHERE customer_id IN (%s) LIMIT 3",
+	"SELECT * FROM orders WHERE customer_id = %s FOR UPDATE",
+	"UPDATE orders SET status = 'x' WHERE customer_id = %s",
+	"DELETE FROM orders WHERE customer_id = %s",
+	"UPDATE orders SET customer_id = 1 WHERE customer_id = %s",	/* 145 every time */
+	"SELECT * FROM orders WHERE customer_id = %s OR customer_id = 7",
+	"SELECT * FROM orders o JOIN order_items i ON i.customer_id = o.customer_id "
+	"WHERE o.customer_id = %s",
+	"SELECT * FROM products WHERE lower(sku) = %s",
+	"SELECT * FROM customers WHERE id = %s AND pg_advisory_xact_lock(1) IS NOT NULL",
+};
+
+/* Values of a key, in the order executions bind them (quoted: text literals). */
+static const char *const memo_values[] = {
+	"42", "1", "-7", "NULL", "1000000007", "'x'", "1.5", "'42'", "9223372036854775807",
+	"'abc'", "'ABC'", "42",
+};
+
+/* Session variants the kept plan meets: defaults, another schema, __neki.shard, a
+ * single-shard transaction on some shard, fan-out single. */
+static void
+memo_session(struct plan_session *s, int variant)
+{
+	plan_session_init(s, "store");
+	if (variant == 1)
+		s->schema = "other";
+	if (variant == 2)
+		snprintf(s->shard, sizeof(s->shard), "%s", "shard-b");
+	if (variant == 3) {
+		s->in_transaction = true;
+		s->tx_mode = PLAN_TX_SINGLE;
+		s->tx_shard = "shard-a";
+	}
+	if (variant == 4)
+		s->fanout = PLAN_FANOUT_SINGLE;
+}
+
+static void
+expect_same_plan(const char *sql, bool ok1, const struct plan *p1, const struct nk_error *e1,
+		 bool ok2, const struct plan *p2, const struct nk_error *e2)
+{
+	char s1[256], s2[256];
+
+	ck_assert_msg(ok1 == ok2, "%s: kept plan %d, planned %d (%s%s)", sql, ok1, ok2,
+		      e1->message, e2->message);
+	if (!ok1) {
+		ck_assert_str_eq(e1->sqlstate, e2->sqlstate);
+		ck_assert_str_eq(e1->message, e2->message);
+		ck_assert_int_eq(p1->bad_param, p2->bad_param);
+		return;
+	}
+	ck_assert_int_eq(p1->kind, p2->kind);
+	ck_assert_int_eq(p1->op, p2->op);
+	ck_assert_int_eq(p1->level, p2->level);
+	ck_assert_uint_eq(p1->merge, p2->merge);
+	got_shards(p1, s1, sizeof(s1));
+	got_shards(p2, s2, sizeof(s2));
+	ck_assert_msg(strcmp(s1, s2) == 0, "%s: shards %s, planned %s", sql, s1, s2);
+	ck_assert_uint_eq(p1->nvalues, p2->nvalues);
+	for (uint32_t i = 0; i < p1->nvalues; i++)
+		ck_assert_str_eq(p1->values[i], p2->values[i]);
+	ck_assert_str_eq(p1->group ? p1->group : "-", p2->group ? p2->group : "-");
+	ck_assert_str_eq(p1->query, p2->query);
+	ck_assert_int_eq(p1->stmt != NULL, p2->stmt != NULL);
+}
+
+/* Plan <sql> through cache <pc> with its memo, and afresh; both must agree. */
+static void
+memo_vs_fresh(struct plan_cache *pc, const char *sql, const struct plan_session *sess)
+{
+	struct rarena *a = rarena_new(), *b = rarena_new();
+	struct parse_norm n1, n2;
+	struct plan_input in;
+	struct plan p1, p2;
+	struct nk_error e1, e2;
+	const struct stmt *s1, *s2;
+	bool ok1, ok2;
+
+	ck_assert(a && b && parse_normalize(a, sql, &n1) && parse_normalize(b, sql, &n2));
+	s1 = plan_cache_get(pc, &n1, 1, 1);
+	if (!s1)
+		s1 = plan_cache_put(pc, sql, &n1, 1, 1, &e1);
+	s2 = parse_statement(b, sql, &n2, &e2);
+	ck_assert_msg(s1 && s2, "%s", sql);
+	memset(&in, 0, sizeof(in));
+	in.topo = img;
+	in.cat = &fx_cat;
+	in.sess = sess;
+	in.norm = &n1;
+	ok1 = plan_build_memo(a, s1, &in, plan_cache_memo(pc), &p1, &e1);
+	in.norm = &n2;
+	ok2 = plan_build(b, s2, &in, &p2, &e2);
+	expect_same_plan(sql, ok1, &p1, &e1, ok2, &p2, &e2);
+	rarena_free(a);
+	rarena_free(b);
+}
+
+START_TEST(test_plan_memo_matches_planning)
+{
+	struct plan_cache *pc = plan_cache_new(4);
+	struct plan_cache_stats st;
+	struct plan_session sess;
+	char sql[512];
+
+	ck_assert_ptr_nonnull(pc);
+	for (int variant = 0; variant < 5; variant++) {
+		memo_session(&sess, variant);
+		for (size_t v = 0; v < NK_ARRAY_LEN(memo_values); v++) {
+			const char *hole = strstr(memo_sqls[_i], "%s");
+
+			snprintf(sql, sizeof(sql), "%.*s%s%s", (int)(hole - memo_sqls[_i]),
+				 memo_sqls[_i], memo_values[v], hole + 2);
+			memo_vs_fresh(pc, sql, &sess);
+		}
+	}
+	plan_cache_stats(pc, &st);
+	if (_i <= 6 || _i == 10)	/* one table, one routing value: the plan is kept */
+		ck_assert_uint_gt(st.memo_replays, 0);
+	else
+		ck_assert_uint_eq(st.memo_replays, 0);
+	plan_cache_free(pc);
+}
+END_TEST
+
+/* Parameters: text and binary of one prepared statement, and a NULL, share the memo. */
+START_TEST(test_plan_memo_params)
+{
+	struct plan_cache *pc = plan_cache_new(4);
+	struct plan_cache_stats st;
+	struct plan_session sess;
+	static const int64_t keys[] = { 42, 1, -7, 1000000007, 5 };
+	const char *sql = "SELECT * FROM orders WHERE customer_id = $1";
+
+	ck_assert_ptr_nonnull(pc);
+	plan_session_init(&sess, "store");
+	for (size_t k = 0; k < NK_ARRAY_LEN(keys) * 3; k++) {
+		struct rarena *a = rarena_new();
+		struct parse_norm n;
+		const struct stmt *s;
+		struct plan_input in;
+		struct plan p;
+		struct nk_error err;
+		char text[32], want[40];
+		uint8_t be8[8];
+		uint64_t u = (uint64_t)keys[k % NK_ARRAY_LEN(keys)];
+		struct plan_param tp = { (const uint8_t *)text, 0, false, 0 };
+		struct plan_param bp = { be8, 8, true, 20 };
+		struct plan_param np = { NULL, -1, false, 0 };
+
+		snprintf(text, sizeof(text), "%lld", (long long)keys[k % NK_ARRAY_LEN(keys)]);
+		tp.len = (int32_t)strlen(text);
+		for (int i = 0; i < 8; i++)
+			be8[i] = (uint8_t)(u >> (56 - 8 * i));
+		ck_assert(parse_normalize(a, sql, &n));
+		if (!(s = plan_cache_get(pc, &n, 1, 1)))
+			s = plan_cache_put(pc, sql, &n, 1, 1, &err);
+		memset(&in, 0, sizeof(in));
+		in.topo = img;
+		in.cat = &fx_cat;
+		in.sess = &sess;
+		in.norm = &n;
+		in.extended = true;
+		in.params = k / NK_ARRAY_LEN(keys) == 0 ? &tp : k / NK_ARRAY_LEN(keys) == 1 ? &bp
+											 : &np;
+		in.nparams = 1;
+		ck_assert_msg(plan_build_memo(a, s, &in, plan_cache_memo(pc), &p, &err), "%s",
+			      err.message);
+		snprintf(want, sizeof(want), "c:%s", text);
+		if (in.params != &np)
+			ck_assert_str_eq(p.shards[0], shard_of(want));
+		else	/* = NULL: no routing value, planned afresh (any shard answers) */
+			ck_assert_uint_eq(p.nvalues, 0);
+		rarena_free(a);
+	}
+	plan_cache_stats(pc, &st);
+	ck_assert_uint_eq(st.memo_replays, 2 * NK_ARRAY_LEN(keys) - 1);
+	plan_cache_free(pc);
+}
+END_TEST
+
 /* ---- robustness: every prefix of every statement above plans or fails cleanly ---- */
 
 static void
@@ -1638,6 +1824,8 @@ router_add_plan_tests(Suite *s)
 	tcase_add_test(tc, test_tx_mode_single_and_prefer);
 	tcase_add_test(tc, test_direct_shard);
 	tcase_add_test(tc, test_plan_cache);
+	tcase_add_loop_test(tc, test_plan_memo_matches_planning, 0, NK_ARRAY_LEN(memo_sqls));
+	tcase_add_test(tc, test_plan_memo_params);
 	tcase_add_test(tc, test_prefixes);
 	suite_add_tcase(s, tc);
 }

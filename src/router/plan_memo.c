@@ -1,0 +1,135 @@
+/*
+ * plan_memo.c - plans kept for the next executions of a statement (plan_build_memo()).
+ * Most statements an application repeats are `... WHERE key = $1` on one sharded table: the
+ * same plan each time but for the shard, which only the key's value decides. Such a plan is
+ * kept in the plan cache's entry of the statement, its per-execution parts cleared; an
+ * execution it applies to (same database, schema and protocol; __neki.shard unset) routes
+ * its value and takes the kept plan with that shard, without resolving the table, reading
+ * the catalog or walking the WHERE clause again. A value that does not route (NULL, not of
+ * the key's type) plans fully, so its answer is the planner's own.
+ */
+#include "neki/base.h"
+
+#include <string.h>
+
+#include "plan_int.h"
+
+#define MEMO_FAILS_MAX 4	/* plans not kept before the memo stops trying */
+
+static bool
+name_fits(const char *s)
+{
+	return s && strlen(s) < PLAN_MEMO_NAME;
+}
+
+/* The plan is a single shard's that its one routing value decided, and nothing else of
+ * this execution shows in it. */
+static bool
+keepable(const struct pctx *c)
+{
+	const struct plan *o = c->out;
+	const struct stmt *s = c->s;
+
+	if (s->kind != STMT_SELECT && s->kind != STMT_UPDATE && s->kind != STMT_DELETE)
+		return false;
+	if (s->nrels != 1 || c->nrels != 1 || s->ncalls != 0 || c->in->sess->shard[0])
+		return false;
+	if (c->nslot_reads != 1 || c->nkey_values != 1 || c->key_rel != &c->rels[0] ||
+	    c->key_value->kind != STMT_V_SLOT || !c->rels[0].typed)
+		return false;
+	if (o->kind != PLAN_SINGLE || o->op != PLAN_OP_EQUAL_UNIQUE || o->nshards != 1 ||
+	    o->nvalues != 1 || o->bad_param)
+		return false;
+	return !o->parts && !o->fills && !o->cols && !o->nextvals && !o->setvals &&
+	       !o->set_configs && !o->show_value && !o->inner && !o->insel &&
+	       o->pin == PLAN_PIN_NONE && !o->queue_usage && !o->route_by_fill && !o->has_key;
+}
+
+/* plan_memo_record: see plan_int.h. */
+void
+plan_memo_record(struct pctx *c, struct plan_memo *m)
+{
+	const struct plan_session *sess = c->in->sess;
+	const struct prel *p = &c->rels[0];
+
+	if (m->set || m->fails >= MEMO_FAILS_MAX)
+		return;
+	if (!c->in->norm || !keepable(c) || !name_fits(sess->db) || !name_fits(sess->schema)) {
+		m->fails++;
+		return;
+	}
+	m->tmpl = *c->out;
+	m->tmpl.stmt = NULL;
+	m->tmpl.query = NULL;
+	m->tmpl.group = NULL;
+	m->tmpl.shards = NULL;
+	m->tmpl.nshards = 0;
+	m->tmpl.values = NULL;
+	m->tmpl.nvalues = 0;
+	m->value = c->key_value;
+	m->rel = p->r;
+	m->direct = c->key_direct;
+	m->group = p->res.group;
+	m->index = p->res.index;
+	m->col_type = p->col_type;
+	m->nparams = c->in->nparams;
+	m->extended = c->in->extended;
+	m->multi = c->in->multi_statement;
+	strcpy(m->db, sess->db);
+	strcpy(m->schema, sess->schema);
+	m->set = true;
+}
+
+static bool
+applies(const struct pctx *c, const struct plan_memo *m)
+{
+	const struct plan_session *sess = c->in->sess;
+
+	return m->set && c->in->norm && !sess->shard[0] && m->nparams == c->in->nparams &&
+	       m->extended == c->in->extended && m->multi == c->in->multi_statement &&
+	       sess->db && sess->schema && strcmp(m->db, sess->db) == 0 &&
+	       strcmp(m->schema, sess->schema) == 0;
+}
+
+/* plan_memo_replay: see plan_int.h. */
+bool
+plan_memo_replay(struct pctx *c, struct plan_memo *m, bool *ok)
+{
+	struct pctx before;
+	struct plan mine, *out = c->out;
+	struct prel p;
+	uint32_t range;
+	bool routed, is_null;
+
+	if (!applies(c, m))
+		return false;
+	memset(&p, 0, sizeof(p));
+	p.r = m->rel;
+	p.res.kind = TOPO_REL_TABLE;
+	p.res.group = m->group;
+	p.res.index = m->index;
+	p.sharded = true;
+	p.expr = topo_image_index_expr(c->img, m->index);
+	p.key_col = p.expr->columns[0];
+	p.col_type = m->col_type;
+	p.typed = true;
+	mine = m->tmpl;
+	mine.stmt = c->s;
+	mine.query = c->in->norm->key;
+	before = *c;
+	c->out = &mine;
+	routed = plan_value_range(c, &p, m->value, m->direct, &range, &is_null);
+	if (!routed || is_null) {
+		/* (NULL, or not a value of the key's type: the planner answers) */
+		*c = before;
+		nk_error_clear(c->err);
+		return false;
+	}
+	m->replays++;
+	mine.group = topo_image_group_uid(c->img, m->group);
+	*ok = plan_add_shard(c, topo_image_range_shard(c->img, m->group, range));
+	*out = mine;
+	c->out = out;
+	*ok = *ok && plan_check_session(c);
+	return true;
+}
