@@ -26,21 +26,19 @@ def worker_of(conn):
     return (conn.info.backend_pid >> 20) - 1
 
 
-def one_per_worker(connect, workers=2, tries=40):
-    """Sessions from <connect>() until one lands on each worker: those, the others closed."""
-    found, extra = {}, []
-    for _ in range(tries):
+def one_per_worker(connect, workers=2, seconds=20):
+    """Sessions from <connect>() until one lands on each worker: those, the others closed.
+    Polls until a deadline: a worker still starting under load takes no connection."""
+    found = {}
+    deadline = time.monotonic() + seconds
+    while len(found) < workers:
+        assert time.monotonic() < deadline, "no session on every worker"
         c = connect()
         w = worker_of(c)
         if w in found:
-            extra.append(c)
+            c.close()
         else:
             found[w] = c
-        if len(found) == workers:
-            break
-    for c in extra:
-        c.close()
-    assert sorted(found) == list(range(workers)), "no session on every worker"
     return [found[w] for w in sorted(found)]
 
 
