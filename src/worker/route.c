@@ -60,9 +60,10 @@ bool
 route_bind_complete(struct route *r)
 {
 	struct pktbuf pb;
+	uint8_t mem[8];
 
 	r->bind_owed = false;
-	pktbuf_init(&pb, 8);
+	pktbuf_init_fixed(&pb, mem, sizeof(mem));
 	pktbuf_write_bind_complete(&pb);
 	return route_send(r, &pb);
 }
@@ -87,8 +88,12 @@ static bool
 route_reply_tag(struct route *r, const char *tag)
 {
 	struct pktbuf pb;
+	uint8_t mem[128];	/* (a longer tag: sent from a buffer of its own) */
 
-	pktbuf_init(&pb, 64);
+	if (strlen(tag) + 6 <= sizeof(mem))
+		pktbuf_init_fixed(&pb, mem, sizeof(mem));
+	else
+		pktbuf_init(&pb, strlen(tag) + 6);
 	pktbuf_write_command_complete(&pb, tag);
 	return route_send(r, &pb);
 }
@@ -149,6 +154,7 @@ static void
 route_query_end(struct route *r)
 {
 	struct pktbuf pb;
+	uint8_t mem[8];
 
 	if (r->implicit && !r->implicit_end) {
 		r->implicit_end = true;
@@ -173,7 +179,7 @@ route_query_end(struct route *r)
 		route_release_links(r);
 	if (!route_listen_flush(r))
 		return;
-	pktbuf_init(&pb, 8);
+	pktbuf_init_fixed(&pb, mem, sizeof(mem));
 	route_ready_write(r, &pb);
 	if (!route_send(r, &pb))
 		return;

@@ -118,12 +118,12 @@ declare_keep_bind(struct route *r, struct rportal *cur)
 {
 	const struct rportal *x = r->xportal;
 
-	if (!r->ext_exec || x == NULL || x->bind_rest == NULL)
+	if (!r->ext_exec || x == NULL || x->bind == NULL)
 		return true;
-	if ((cur->bind_rest = malloc(x->bind_len + 1)) == NULL ||
+	if ((cur->bind = malloc(x->bind_len)) == NULL ||
 	    (x->noids > 0 && (cur->oids = malloc((size_t)x->noids * 4)) == NULL))
 		return false;
-	memcpy(cur->bind_rest, x->bind_rest, x->bind_len);
+	memcpy(cur->bind, x->bind, x->bind_len);
 	cur->bind_len = x->bind_len;
 	if (x->noids > 0)
 		memcpy(cur->oids, x->oids, (size_t)x->noids * 4);

@@ -147,8 +147,9 @@ static bool
 route_ext_reply(struct route *r, char type)
 {
 	struct pktbuf pb;
+	uint8_t mem[8];
 
-	pktbuf_init(&pb, 8);
+	pktbuf_init_fixed(&pb, mem, sizeof(mem));
 	if (type == '1')
 		pktbuf_write_parse_complete(&pb);
 	else if (type == '2')
@@ -249,19 +250,12 @@ route_on_bind(struct route *r, const uint8_t *body, size_t len)
 		return route_ext_fail(r, &err);
 	}
 	names = strlen(m.portal) + 1 + strlen(m.stmt) + 1;
-	p = route_portal_new(m.portal);
-	if (p == NULL || (p->query = strdup(st->query)) == NULL ||
-	    (st->noids > 0 && (p->oids = malloc((size_t)st->noids * 4)) == NULL) ||
-	    (p->bind_rest = malloc(len - names + 1)) == NULL) {
-		route_portal_free(p);
+	p = route_portal_new_bind(m.portal, st->query, st->oids, st->noids, body + names,
+				  len - names);
+	if (p == NULL) {
 		nk_error_set(&err, "53200", "out of memory");
 		return route_ext_fail(r, &err);
 	}
-	if (st->noids > 0)
-		memcpy(p->oids, st->oids, (size_t)st->noids * 4);
-	p->noids = st->noids;
-	memcpy(p->bind_rest, body + names, len - names);
-	p->bind_len = len - names;
 	p->tx_new = r->tx != 'I';
 	p->rows = st->rows;
 	p->pst = st->pst != NULL ? prep_stmt_addref(st->pst) : NULL;
@@ -378,7 +372,7 @@ route_ext_msgs(struct route *r, const struct rportal *x, const struct rstmt *st,
 		pktbuf_begin(&pb, 'B');
 		pktbuf_put_string(&pb, portal);
 		pktbuf_put_string(&pb, named != NULL ? named->name : "");
-		pktbuf_put_bytes(&pb, x->bind_rest, x->bind_len);
+		pktbuf_put_bytes(&pb, x->bind + 2, x->bind_len - 2);	/* (after the names) */
 		pktbuf_end(&pb);
 		if (what & REXT_DESCRIBE_P)
 			pktbuf_write_describe(&pb, 'P', portal);
@@ -637,7 +631,7 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 		return nk_error_set(err, "54000", "too many parameters in a merged SELECT");
 	}
 	route_merge_oids(&r->mspec, r->xportal, &m, sql, m.nparams, o);
-	pktbuf_init(&pb, strlen(sql) + 64 + kept.len);
+	pktbuf_init(&pb, strlen(sql) + 64 + r->xportal->bind_len);
 	pktbuf_write_parse(&pb, "", sql, o, m.nparams);
 	pktbuf_begin(&pb, 'B');
 	pktbuf_put_string(&pb, "");
@@ -744,6 +738,7 @@ route_on_sync(struct route *r)
 {
 	struct rportal *d = route_describe_waiting(r);
 	struct pktbuf pb;
+	uint8_t mem[8];
 
 	if (!r->ext_failed && d != NULL) {
 		r->sync_pending = true;
@@ -774,7 +769,7 @@ route_on_sync(struct route *r)
 	r->ext_open = false;
 	if (!route_listen_flush(r))	/* notifications held during the batch */
 		return false;
-	pktbuf_init(&pb, 8);
+	pktbuf_init_fixed(&pb, mem, sizeof(mem));
 	route_ready_write(r, &pb);
 	if (!route_send(r, &pb))
 		return false;

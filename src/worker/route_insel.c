@@ -1270,11 +1270,7 @@ insel_client_values(struct route *r, struct rinsel *x, struct nk_error *err)
 
 	if (!r->ext_exec || r->xportal == NULL)
 		return true;
-	pktbuf_init(&kept, r->xportal->bind_len + 2);	/* the kept Bind with empty names */
-	pktbuf_put_byte(&kept, 0);
-	pktbuf_put_byte(&kept, 0);
-	pktbuf_put_bytes(&kept, r->xportal->bind_rest, r->xportal->bind_len);
-	ok = !pktbuf_failed(&kept) && proto_parse_bind(kept.buf, kept.len, &m, err);
+	ok = route_portal_bind_msg(r->xportal, &kept, &m, err);
 	if (ok && m.nparams > 256)
 		ok = nk_error_set(err, "54000", "an INSERT ... SELECT across shards takes at most "
 				  "256 parameters");

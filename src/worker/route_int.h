@@ -141,9 +141,11 @@ struct rportal {
 	char *query;			/* owned: the statement's text */
 	uint8_t *oids;			/* owned: its parameter types, noids big-endian uint32 */
 	uint16_t noids;
-	uint8_t *bind_rest;		/* owned: the Bind after the two names (DECLARE over the
-					 * extended protocol: its Bind) */
+	uint8_t *bind;			/* owned: its Bind with both names empty (its formats and
+					 * values; DECLARE over the extended protocol: its Bind's);
+					 * NULL: none */
 	size_t bind_len;
+	bool one_block;			/* name, query, oids and bind live in its own block */
 	bool describe;			/* Describe P arrived: answered with the first Execute */
 	bool bind_owed;			/* its Bind is not answered yet: the first shard that binds
 					 * its values answers it (route_ext.c) */
@@ -680,6 +682,10 @@ void route_on_send_done(struct route *r);
 struct rportal *route_portal_find(struct route *r, const char *name);
 /* A new portal <name> (not in the session's list yet); NULL on no memory. */
 struct rportal *route_portal_new(const char *name);
+/* A new portal of a Bind: <name>, a copy of <query> and of its <noids> parameter types,
+ * and <rest>, the Bind after its two names; one allocation. NULL on no memory. */
+struct rportal *route_portal_new_bind(const char *name, const char *query, const uint8_t *oids,
+				      uint16_t noids, const uint8_t *rest, size_t rest_len);
 /* Put <p> in the session's list; the unnamed portal replaces the one there was. */
 void route_portal_add(struct route *r, struct rportal *p);
 /* Take <p> out of the list and free it; <close>: close its mirrors on their links first. */

@@ -56,6 +56,32 @@ route_portal_new(const char *name)
 	return p;
 }
 
+/* route_portal_new_bind: see route_int.h. */
+struct rportal *
+route_portal_new_bind(const char *name, const char *query, const uint8_t *oids,
+		      uint16_t noids, const uint8_t *rest, size_t rest_len)
+{
+	size_t nlen = strlen(name) + 1, qlen = strlen(query) + 1, olen = (size_t)noids * 4;
+	struct rportal *p = calloc(1, sizeof(*p) + nlen + qlen + olen + 2 + rest_len);
+	uint8_t *at;
+
+	if (p == NULL)
+		return NULL;
+	p->one_block = true;
+	at = (uint8_t *)(p + 1);
+	p->name = memcpy(at, name, nlen);
+	at += nlen;
+	p->query = memcpy(at, query, qlen);
+	at += qlen;
+	p->oids = olen > 0 ? memcpy(at, oids, olen) : NULL;
+	p->noids = noids;
+	p->bind = at + olen;	/* (calloc'd: its two empty names are there) */
+	if (rest_len > 0)
+		memcpy(p->bind + 2, rest, rest_len);
+	p->bind_len = rest_len + 2;
+	return p;
+}
+
 /* route_portal_free: see route_int.h. */
 void
 route_portal_free(struct rportal *p)
@@ -66,10 +92,12 @@ route_portal_free(struct rportal *p)
 	if (p->pst != NULL)
 		prep_stmt_unref(p->pst);
 	route_norm_unref(p->norm);
-	free(p->name);
-	free(p->query);
-	free(p->oids);
-	free(p->bind_rest);
+	if (!p->one_block) {
+		free(p->name);
+		free(p->query);
+		free(p->oids);
+		free(p->bind);
+	}
 	free(p);
 }
 
@@ -255,19 +283,12 @@ bool
 route_portal_bind_msg(const struct rportal *p, struct pktbuf *kept, struct proto_bind_msg *m,
 		      struct nk_error *err)
 {
-	pktbuf_init(kept, (p != NULL ? p->bind_len : 0) + 8);
-	pktbuf_put_byte(kept, 0);	/* the two names */
-	pktbuf_put_byte(kept, 0);
-	if (p != NULL && p->bind_rest != NULL) {
-		pktbuf_put_bytes(kept, p->bind_rest, p->bind_len);
-	} else {
-		pktbuf_put_int16(kept, 0);	/* no formats, no values, no result formats */
-		pktbuf_put_int16(kept, 0);
-		pktbuf_put_int16(kept, 0);
-	}
-	if (pktbuf_failed(kept))
-		return nk_error_set(err, "53200", "out of memory");
-	return proto_parse_bind(kept->buf, kept->len, m, err);
+	static const uint8_t none[8];	/* no names, formats, values, result formats */
+
+	pktbuf_init(kept, 0);	/* (nothing to keep: <m> reads <p>'s Bind) */
+	if (p != NULL && p->bind != NULL)
+		return proto_parse_bind(p->bind, p->bind_len, m, err);
+	return proto_parse_bind(none, sizeof(none), m, err);
 }
 
 /* ---- Execute and Describe of a portal executed already ---- */
