@@ -377,6 +377,14 @@ void catload_refresh(void);
 /* A topology revision was published: its databases' catalogs are loaded again. */
 void catload_topology_changed(void);
 /*
+ * Call <cb>(<arg>) once a catalog load that read topology revision <revision> (or a later
+ * one) has ended, published or not. False, and no call, when one has ended already (or the
+ * waiter cannot be kept).
+ */
+bool catload_after_revision(uint64_t revision, void (*cb)(void *arg), void *arg);
+/* Forget the waiter of <arg> (no call). */
+void catload_forget(void *arg);
+/*
  * The conninfo of database <db> on shard <uid> with application_name <app>: the shard's
  * own dbname when its conninfo names one, else <db> (as workers connect). Malloc'd; NULL
  * when [shards] lacks <uid> or on no memory.

@@ -38,7 +38,16 @@ struct catload_job {
 	char **dbs;			/* owned: the topology's database names */
 	size_t n, next;			/* databases; the one being loaded */
 	uint64_t requested;		/* shm_cat_requested() when the load started */
+	uint64_t revision;		/* the topology revision whose databases it loads */
 	bool failed;			/* some database failed: retry later */
+};
+
+/* Someone waiting for a load of a topology revision to end (catload_after_revision). */
+struct catload_waiter {
+	uint64_t revision;
+	void (*cb)(void *arg);
+	void *arg;
+	struct catload_waiter *next;
 };
 
 static struct event_base *cl_base;	/* borrowed; NULL before catload_init */
@@ -51,6 +60,8 @@ static uint64_t cl_served;		/* refresh requests the published catalog includes *
 static struct catload_job *cl_job;	/* owned: the load in flight, or NULL */
 static bool cl_again;			/* load again once the current one ends */
 static uint64_t cl_retry_at;		/* shm_now_ms() of the next retry; 0 = none */
+static uint64_t cl_loaded_rev;		/* topology revision the last ended load read */
+static struct catload_waiter *cl_waiters; /* owned */
 
 static void job_next(struct catload_job *j);
 
@@ -234,6 +245,57 @@ job_finish(struct catload_job *j)
 	report_rules();
 }
 
+/* Call the waiters whose revision a load has now read (each once, then forgotten). */
+static void
+wake_waiters(void)
+{
+	struct catload_waiter **pp = &cl_waiters;
+
+	while (*pp != NULL) {
+		struct catload_waiter *w = *pp;
+
+		if (w->revision > cl_loaded_rev) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		w->cb(w->arg);
+		free(w);
+		pp = &cl_waiters;	/* (a callback may have added or forgotten some) */
+	}
+}
+
+/* catload_after_revision: see admin_int.h. */
+bool
+catload_after_revision(uint64_t revision, void (*cb)(void *arg), void *arg)
+{
+	struct catload_waiter *w;
+
+	if (revision <= cl_loaded_rev || cl_base == NULL || (w = calloc(1, sizeof(*w))) == NULL)
+		return false;
+	w->revision = revision;
+	w->cb = cb;
+	w->arg = arg;
+	w->next = cl_waiters;
+	cl_waiters = w;
+	return true;
+}
+
+/* catload_forget: see admin_int.h. */
+void
+catload_forget(void *arg)
+{
+	for (struct catload_waiter **pp = &cl_waiters; *pp != NULL; pp = &(*pp)->next) {
+		struct catload_waiter *w = *pp;
+
+		if (w->arg == arg) {
+			*pp = w->next;
+			free(w);
+			return;
+		}
+	}
+}
+
 /* Load the next database of <j>, or finish. */
 static void
 job_next(struct catload_job *j)
@@ -255,11 +317,14 @@ job_next(struct catload_job *j)
 		j->next++;
 	}
 	job_finish(j);
+	if (j->revision > cl_loaded_rev)
+		cl_loaded_rev = j->revision;
 	for (size_t i = 0; i < j->n; i++)
 		free(j->dbs[i]);
 	free(j->dbs);
 	free(j);
 	cl_job = NULL;
+	wake_waiters();
 	if (cl_again) {
 		cl_again = false;
 		catload_refresh();
@@ -284,6 +349,7 @@ job_new(void)
 		if ((j->dbs[j->n] = strdup(m->dbs[j->n].name)) == NULL)
 			goto fail;
 	j->requested = shm_cat_requested();
+	j->revision = rev_get()->revision;
 	return j;
 fail:
 	job_free(j);

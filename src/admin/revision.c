@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/shm.h"
@@ -48,6 +50,8 @@ static const char store_ddl[] =
 	" COMMIT";
 
 /* One set_data_topology in progress. */
+#define REV_CATALOG_WAIT_S 5	/* set_data_topology waits this long for the catalog */
+
 struct set_job {
 	struct adm_req *req;		/* borrowed until finished; NULL for rev_store_first */
 	char *json;			/* owned: canonical text of the new document */
@@ -59,6 +63,7 @@ struct set_job {
 	uint64_t expected;
 	uint64_t stored;		/* newest stored revision (read in the transaction) */
 	uint64_t new_revision;
+	struct event *cat_timer;	/* owned: the bound on waiting for its catalog */
 	struct set_job *next;
 };
 
@@ -363,6 +368,51 @@ job_row(struct set_job *j, bool success, uint64_t revision)
 	}
 }
 
+static void
+catalog_loaded(void *arg)
+{
+	struct set_job *j = arg;
+
+	if (j->cat_timer != NULL)
+		event_free(j->cat_timer);
+	j->cat_timer = NULL;
+	job_end(j);
+}
+
+static void
+catalog_late_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct set_job *j = arg;
+
+	(void)fd;
+	(void)what;
+	log_warn("the catalog of data topology revision %" PRIu64 " was not loaded within %d s;"
+		 " answering set_data_topology", j->new_revision, REV_CATALOG_WAIT_S);
+	catload_forget(j);
+	catalog_loaded(j);
+}
+
+/*
+ * The revision is published: the answer waits (at most REV_CATALOG_WAIT_S) for the load of
+ * its databases' catalogs, so the caller's next statement knows the column types of its
+ * tables (shard-key values are read with them).
+ */
+static void
+job_after_catalog(struct set_job *j)
+{
+	struct timeval tv = { REV_CATALOG_WAIT_S, 0 };
+
+	if (!catload_after_revision(j->new_revision, catalog_loaded, j)) {
+		job_end(j);
+		return;
+	}
+	j->cat_timer = evtimer_new(rev_base, catalog_late_cb, j);
+	if (j->cat_timer == NULL || evtimer_add(j->cat_timer, &tv) == -1) {
+		catload_forget(j);
+		catalog_loaded(j);
+	}
+}
+
 /* After an error inside the transaction: roll back, then fail with <err>. */
 static void
 rollback_done_cb(void *arg, const struct pgc_res *res, const struct nk_error *e)
@@ -500,7 +550,7 @@ commit_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 		return;
 	}
 	job_row(j, true, j->new_revision);
-	job_end(j);
+	job_after_catalog(j);
 }
 
 /*
