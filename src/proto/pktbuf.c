@@ -104,7 +104,8 @@ pktbuf_put_bytes(struct pktbuf *pb, const void *p, size_t n)
 void
 pktbuf_put_byte(struct pktbuf *pb, uint8_t v)
 {
-	pktbuf_put_bytes(pb, &v, 1);
+	if (pktbuf_reserve(pb, 1))
+		pb->buf[pb->len++] = v;
 }
 
 void
@@ -137,10 +138,15 @@ void
 pktbuf_begin(struct pktbuf *pb, char type)
 {
 	NK_ASSERT(pb->msg_start == SIZE_MAX);
+	if (!pktbuf_reserve(pb, 5)) {
+		pb->msg_start = pb->len;	/* (pktbuf_end() still closes it) */
+		return;
+	}
 	if (type != 0)
-		pktbuf_put_byte(pb, (uint8_t)type);
+		pb->buf[pb->len++] = (uint8_t)type;
 	pb->msg_start = pb->len;
-	pktbuf_put_int32(pb, 0);
+	memset(pb->buf + pb->len, 0, 4);	/* the length, patched by pktbuf_end() */
+	pb->len += 4;
 }
 
 /* Patch the open message's length (it counts itself, not the type byte). */

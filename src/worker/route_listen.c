@@ -167,7 +167,7 @@ route_listen_flush(struct route *r)
 
 	if (r->tx != 'I')
 		return true;	/* held until the transaction ends, as Postgres */
-	pktbuf_init(&pb, any ? r->notes_bytes : 8);
+	pktbuf_init(&pb, any ? r->notes_bytes : 0);
 	while (r->notes != NULL) {
 		struct rnote *n = r->notes;
 
