@@ -174,7 +174,6 @@ route_query_end(struct route *r)
 	r->cancel_pending = false;
 	r->query_start_us = 0;
 	r->s->activity_us = sess_now_us();	/* idle (in transaction) from now */
-	sess_stats(r->s)->total_query_count++;
 	if (r->tx == 'I')
 		route_release_links(r);
 	if (!route_listen_flush(r))
@@ -264,15 +263,28 @@ route_set_busy(struct route *r)
 	r->busy = true;
 	if (r->query_start_us == 0)
 		r->query_start_us = now;
+	if (r->stats_start_us == 0)
+		r->stats_start_us = now;
 	if (r->xact_start_us == 0)
 		r->xact_start_us = now;
 }
 
-/* ReadyForQuery with the client's transaction status into <pb>; the transaction's clock
- * stops when it ended. */
+/* ReadyForQuery with the client's transaction status into <pb>: a query ends (and, at 'I',
+ * a transaction) for SHOW STATS, as a server's ReadyForQuery does on pass-through. */
 void
 route_ready_write(struct route *r, struct pktbuf *pb)
 {
+	struct shm_stats *st = sess_stats(r->s);
+	uint64_t now = sess_now_us();
+
+	st->total_query_count++;	/* (the router's own answers: no time counted) */
+	if (r->stats_start_us != 0)
+		st->total_query_time += now - r->stats_start_us;
+	r->stats_start_us = 0;
+	if (r->tx == 'I' && r->xact_start_us != 0) {
+		st->total_xact_count++;
+		st->total_xact_time += now - r->xact_start_us;
+	}
 	if (r->tx == 'I')
 		r->xact_start_us = 0;
 	pktbuf_write_ready_for_query(pb, r->tx);

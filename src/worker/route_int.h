@@ -280,6 +280,8 @@ struct route {
 	bool busy;			/* a Query is being executed */
 	bool cancel_pending;		/* a cancel arrived: parts not sent yet are not sent */
 	uint64_t query_start_us;	/* the running Query / batch began (query_timeout) */
+	uint64_t stats_start_us;	/* the first work since the last ReadyForQuery began
+					 * (SHOW STATS: query count and time) */
 	uint64_t xact_start_us;		/* the client's transaction began: its first Query or
 					 * exec (transaction_timeout); 0 after ReadyForQuery 'I' */
 	bool ext_failed;		/* extended protocol: an error, skip up to Sync */

@@ -463,3 +463,31 @@ def test_the_session_own_answers_are_not_held(store):
         assert [t for t, _ in msgs] == ["T", "D", "C", "Z"], msgs
     finally:
         w.close()
+
+
+# ---- SHOW STATS of a routed database -----------------------------------------------------
+
+def test_routed_stats_count_queries_and_transactions(store):
+    """Every ReadyForQuery of a routed session is a query of SHOW STATS and every ended
+    transaction a transaction, with their times, as a server's are on pass-through: 5
+    transactions of BEGIN, a SELECT and an UPDATE by key (extended protocol), COMMIT."""
+    keys = ("total_xact_count", "total_query_count", "total_xact_time", "total_query_time")
+    settled_stats(store)
+    before = db_stats(store)
+    with store.connect() as conn:
+        for cid in range(1, 6):
+            with conn.transaction():
+                conn.execute("SELECT name FROM customers WHERE id = %s", (cid,)).fetchall()
+                conn.execute("UPDATE customers SET name = name WHERE id = %s", (cid,))
+    got = {}
+
+    def counted():
+        now = db_stats(store)
+        got.update({k: now[k] - before[k] for k in keys})
+        return got["total_xact_count"] >= 5 and got["total_query_count"] >= 20
+    try:
+        wait_until(counted, 10, interval=0.2, what="the stats of the transactions")
+    except TimeoutError:
+        raise AssertionError(f"SHOW STATS deltas: {got}") from None
+    assert got["total_xact_count"] == 5 and got["total_query_count"] == 20, got
+    assert got["total_xact_time"] >= got["total_query_time"] > 0, got
