@@ -59,6 +59,14 @@ struct pool_limits_ops {
 	void (*wait_publish)(void *ctx, const char *db, const char *user);
 	uint64_t (*wait_elsewhere)(void *ctx, const char *db, const char *user);
 	void (*wake)(void *ctx, const char *db, const char *user, bool holders);
+	/*
+	 * The welcome shared across processes (optional, both NULL in a single process): the
+	 * server parameters of the pool's first login as <len> bytes of name\0value\0 pairs.
+	 * welcome_publish: this process's pool learned them; welcome_fetch: those another
+	 * process published into <buf> (<cap> bytes), their length, 0 when none.
+	 */
+	void (*welcome_publish)(void *ctx, const void *data, size_t len);
+	size_t (*welcome_fetch)(void *ctx, void *buf, size_t cap);
 };
 
 /* Process-local limits (tests, single-process use). */
@@ -250,8 +258,9 @@ uint64_t pool_max_wait_us(const struct pool *p);
 int pool_size_limit(const struct pool *p);
 enum cfg_pool_mode pool_mode(const struct pool *p);
 
-/* ParameterStatus values of the first login (the welcome message); false before one. */
-bool pool_welcome_ready(const struct pool *p);
+/* ParameterStatus values of the first login (the welcome message); false before one (in
+ * this process, or one another process published: pool_limits_ops.welcome_fetch). */
+bool pool_welcome_ready(struct pool *p);
 size_t pool_param_count(const struct pool *p);
 void pool_param_at(const struct pool *p, size_t i, const char **name, const char **value);
 

@@ -14,6 +14,8 @@
  *     waits (shm_wait.h);
  *   - the name registry: one small id per database, user and pool name, the same in every
  *     process, which the counters and waits are indexed by (shm_names.h);
+ *   - each pool's welcome, the server parameters its first login reported
+ *     (shm_welcome.h);
  *   - the topology image slots: raw byte areas written by the admin and published with
  *     one atomic store; a slot is reused only when nobody pins it;
  *   - the catalog image slots, handled the same way (shm_cat_*), and the catalog refresh

@@ -179,11 +179,14 @@ pool_user_name(const struct pool *p)
 	return p->user_name;
 }
 
-/* True once a login succeeded and its parameters were saved. */
+static bool welcome_take_shared(struct pool *p);
+
+/* True once a login succeeded and its parameters were saved, here or (taken now) by another
+ * process. */
 bool
-pool_welcome_ready(const struct pool *p)
+pool_welcome_ready(struct pool *p)
 {
-	return p->welcome_ready;
+	return p->welcome_ready || welcome_take_shared(p);
 }
 
 /* How many welcome parameters the pool saved. */
@@ -706,6 +709,85 @@ pool_release_reset(struct link *l, const char *reset_sql)
 
 /* ---- hooks from link.c ---- */
 
+#define WELCOME_SHARE_MAX 4096	/* bytes of a welcome shared across processes */
+
+static void
+welcome_free(struct pool *p)
+{
+	for (size_t i = 0; i < p->nwelcome; i++) {
+		free(p->welcome[i].name);
+		intern_unref(p->welcome[i].value);
+	}
+	free(p->welcome);
+	p->welcome = NULL;
+	p->nwelcome = 0;
+}
+
+/* Append <name> = <value> to the welcome being built (p->welcome has room for it). */
+static bool
+welcome_add(struct pool *p, const char *name, const char *value)
+{
+	struct link_param *w = &p->welcome[p->nwelcome];
+
+	w->name = strdup(name);
+	w->value = w->name != NULL ? intern_ref(value) : NULL;
+	if (w->value == NULL) {
+		free(w->name);
+		return false;
+	}
+	p->nwelcome++;
+	return true;
+}
+
+/* Publish the saved welcome for the other processes' pools of the same pair. */
+static void
+welcome_publish(const struct pool *p)
+{
+	char buf[WELCOME_SHARE_MAX];
+	size_t len = 0;
+
+	if (p->limits->welcome_publish == NULL)
+		return;
+	for (size_t i = 0; i < p->nwelcome; i++) {
+		size_t nl = strlen(p->welcome[i].name) + 1, vl = strlen(p->welcome[i].value) + 1;
+
+		if (len + nl + vl > sizeof(buf))
+			return;		/* (too long to share: each process learns its own) */
+		memcpy(buf + len, p->welcome[i].name, nl);
+		memcpy(buf + len + nl, p->welcome[i].value, vl);
+		len += nl + vl;
+	}
+	p->limits->welcome_publish(p->limits_ctx, buf, len);
+}
+
+/* The welcome another process published, taken as this pool's; false when none. */
+static bool
+welcome_take_shared(struct pool *p)
+{
+	char buf[WELCOME_SHARE_MAX];
+	size_t len, n = 0;
+
+	if (p->welcome != NULL || p->limits->welcome_fetch == NULL ||
+	    (len = p->limits->welcome_fetch(p->limits_ctx, buf, sizeof(buf))) == 0 ||
+	    buf[len - 1] != '\0')
+		return false;
+	for (size_t i = 0; i < len; i++)
+		n += buf[i] == '\0';
+	if (n % 2 != 0 || (p->welcome = calloc(n / 2 + 1, sizeof(*p->welcome))) == NULL)
+		return false;
+	for (size_t at = 0; at < len;) {	/* (an even count of NULs, the last one last) */
+		const char *name = buf + at, *value = name + strlen(name) + 1;
+
+		at = (size_t)(value - buf) + strlen(value) + 1;
+		if (!welcome_add(p, name, value)) {
+			welcome_free(p);
+			return false;
+		}
+	}
+	p->welcome_ready = true;
+	return true;
+}
+
 /* Copy the first login's parameters as the pool's welcome message. */
 static void
 pool_save_welcome(struct pool *p, const struct link *l)
@@ -718,13 +800,11 @@ pool_save_welcome(struct pool *p, const struct link *l)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		link_param_at(l, i, &name, &value);
-		p->welcome[i].name = strdup(name);
-		p->welcome[i].value = intern_ref(value);
-		if (p->welcome[i].name == NULL || p->welcome[i].value == NULL)
+		if (!welcome_add(p, name, value))
 			return;	/* keep what we have; welcome_ready stays false */
-		p->nwelcome = i + 1;
 	}
 	p->welcome_ready = true;
+	welcome_publish(p);
 }
 
 /* Hook: <l> logged in; remember the welcome parameters, make it idle, serve waiters. */
@@ -1320,11 +1400,7 @@ pool_free(struct pool *p)
 		event_free(p->ev_dispatch);
 	if (p->ev_reap != NULL)
 		event_free(p->ev_reap);
-	for (size_t i = 0; i < p->nwelcome; i++) {
-		free(p->welcome[i].name);
-		intern_unref(p->welcome[i].value);
-	}
-	free(p->welcome);
+	welcome_free(p);
 	free(p->db_name);
 	free(p->user_name);
 	pool_free_hosts(p->hosts, p->nhosts);

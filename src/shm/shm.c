@@ -66,6 +66,8 @@ layout_compute(struct shm_layout *l, size_t size, unsigned n_procs)
 	l->names_off = off;
 	off += align_up(sizeof(struct shm_names_slot) * SHM_NAMES_KINDS * SHM_NAMES_SLOTS,
 			SHM_CACHE_LINE);
+	l->welcome_off = off;
+	off += align_up(sizeof(struct shm_welcome_slot) * SHM_WELCOME_SLOTS, SHM_CACHE_LINE);
 	l->dbstats_off = off;
 	off += align_up(sizeof(struct shm_dbstats_area) * n_procs, SHM_CACHE_LINE);
 	l->list_off = off;

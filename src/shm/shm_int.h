@@ -14,6 +14,7 @@
 
 #include "neki/shm.h"
 #include "neki/shm_names.h"
+#include "neki/shm_welcome.h"
 
 /* Offsets are from the start of the mapping. */
 struct shm_layout {
@@ -25,6 +26,7 @@ struct shm_layout {
 	size_t shares_off;		/* _Atomic int32_t[n_procs][SHM_N_COUNTERS] */
 	size_t waits_off;		/* _Atomic uint64_t[n_procs][SHM_N_WAITS] (shm_wait.c) */
 	size_t names_off;		/* shm_names_slot[SHM_NAMES_KINDS][SHM_NAMES_SLOTS] */
+	size_t welcome_off;		/* shm_welcome_slot[SHM_WELCOME_SLOTS] */
 	size_t dbstats_off;		/* struct shm_dbstats_area[n_procs] */
 	size_t list_off;		/* n_procs list areas of list_area bytes */
 	size_t list_area;		/* bytes per list area (header included) */
@@ -55,6 +57,13 @@ struct shm_names_slot {
 	_Atomic uint32_t state;			/* enum names_state | claimer << 8 */
 	uint32_t len;				/* key bytes (set before READY) */
 	unsigned char key[SHM_NAMES_KEY_MAX];	/* the key (set before READY) */
+};
+
+/* One pool's welcome (shm_welcome.c). */
+struct shm_welcome_slot {
+	_Atomic uint32_t state;			/* (pool id + 1) << 2 | phase; 0 empty */
+	uint32_t len;				/* bytes of data (set before READY) */
+	unsigned char data[SHM_WELCOME_MAX];	/* name\0value\0 pairs (set before READY) */
 };
 
 /* A process's published per-database stats (shm_dbstats.c). */

@@ -35,6 +35,7 @@
 #include "neki/shm.h"
 #include "neki/shm_names.h"
 #include "neki/shm_wait.h"
+#include "neki/shm_welcome.h"
 #include "neki/worker.h"
 #include "session_int.h"
 
@@ -164,6 +165,31 @@ session_pools_wake(void)
 		pool_wake(sp->pool);
 }
 
+/* The pool's id is its own (not a shared fallback id), and it is not a replication pool
+ * (those share the id of the ordinary pool of the same pair). */
+static bool
+spool_welcome_shared(const struct spool *sp)
+{
+	return shm_names_is_exact(sp->pool_id) && sp->repl == NULL;
+}
+
+static void
+spool_welcome_publish(void *ctx, const void *data, size_t len)
+{
+	const struct spool *sp = ctx;
+
+	if (spool_welcome_shared(sp))
+		(void)shm_welcome_publish(sp->pool_id, data, len);
+}
+
+static size_t
+spool_welcome_fetch(void *ctx, void *buf, size_t cap)
+{
+	const struct spool *sp = ctx;
+
+	return spool_welcome_shared(sp) ? shm_welcome_get(sp->pool_id, buf, cap) : 0;
+}
+
 static const struct pool_limits_ops spool_shm_limits = {
 	.try_acquire = spool_lim_try,
 	.release = spool_lim_release,
@@ -172,6 +198,8 @@ static const struct pool_limits_ops spool_shm_limits = {
 	.wait_publish = spool_wait_publish,
 	.wait_elsewhere = spool_wait_elsewhere,
 	.wake = spool_wait_wake,
+	.welcome_publish = spool_welcome_publish,
+	.welcome_fetch = spool_welcome_fetch,
 };
 
 const struct pool_limits_ops *

@@ -469,6 +469,41 @@ def test_idle_link_in_another_worker_is_given_up(pg_cluster, cluster_db, neki):
     for c in by[0] + by[1]:
         c.close()
     assert worst < 2.0, f"a query waited {worst:.2f} s"
+
+
+def test_login_on_a_worker_without_links_takes_the_shared_welcome(pg_cluster, cluster_db, neki):
+    """The server parameters of a pool's first login are shared by the workers (shm): a
+    client landing on a worker that never had a link of the pool logs in at once while the
+    pool's only link (pool_size = 1, global) is held in a transaction on the other worker,
+    and its query waits for the link; pgbouncer's one process likewise has them once any
+    server of the pool logged in. (Before, that login waited for a link of its own and ran
+    into client_login_timeout.)"""
+    n = start(neki, pg_cluster, cluster_db, pool_mode="transaction", default_pool_size=1,
+              workers=2, client_login_timeout=3, query_wait_timeout=20)
+    first = n.connect(dbname=cluster_db, autocommit=True)
+    first_worker = (first.info.backend_pid >> 20) - 1
+    first.execute("begin")
+    first.execute("select 1")		# the pool's only link, held until the commit
+    other, deadline = None, time.monotonic() + 20
+    while other is None:
+        assert time.monotonic() < deadline, "no session on the other worker"
+        t0 = time.monotonic()
+        c = n.connect(dbname=cluster_db, autocommit=True)
+        assert time.monotonic() - t0 < 2.0, "a login waited for a link"
+        if (c.info.backend_pid >> 20) - 1 == first_worker:
+            c.close()
+        else:
+            other = c
+    for name in ("server_version", "server_encoding", "integer_datetimes"):
+        assert other.info.parameter_status(name) == first.info.parameter_status(name)
+    got = []
+    t = threading.Thread(target=lambda: got.append(other.execute("select 2").fetchone()))
+    t.start()
+    first.execute("commit")
+    t.join(20)
+    assert got == [(2,)]
+    first.close()
+    other.close()
     n.wait_log("closing because: idle link released for a client waiting in another worker")
 
 

@@ -3,7 +3,9 @@
  * keys get distinct exact ids and equal keys equal ones, per kind; forked processes racing
  * to claim the same and different keys agree on every id; a long key and a full table fall
  * back to the shared ids; the master's reclaim turns a dead claimer's slot into one that
- * lookups pass over.
+ * lookups pass over. Also the pools' shared welcomes (src/shm/shm_welcome.c), keyed by pool
+ * id: the first publisher wins, a forked process reads what its parent published, a
+ * welcome too long for a slot and a full table are not shared.
  */
 #include "neki/base.h"
 
@@ -16,6 +18,7 @@
 
 #include "neki/shm.h"
 #include "neki/shm_names.h"
+#include "neki/shm_welcome.h"
 #include "../../src/shm/shm_int.h"
 #include "suites.h"
 
@@ -207,6 +210,37 @@ START_TEST(test_reclaim_dead_claimer)
 }
 END_TEST
 
+START_TEST(test_welcome_shared)
+{
+	static const char one[] = "server_version\0" "15.8\0" "TimeZone\0" "UTC";
+	static char big[SHM_WELCOME_MAX + 1];
+	char buf[SHM_WELCOME_MAX];
+	pid_t pid;
+	int status;
+
+	ck_assert_uint_eq(shm_welcome_get(7, buf, sizeof(buf)), 0);	/* none yet */
+	ck_assert(shm_welcome_publish(7, one, sizeof(one)));
+	ck_assert(shm_welcome_publish(7, "x\0y", 4));		/* has one: kept */
+	ck_assert_uint_eq(shm_welcome_get(7, buf, sizeof(buf)), sizeof(one));
+	ck_assert(memcmp(buf, one, sizeof(one)) == 0);
+	ck_assert_uint_eq(shm_welcome_get(7, buf, 4), 0);		/* does not fit */
+	ck_assert(!shm_welcome_publish(8, big, sizeof(big)));		/* too long */
+	ck_assert_uint_eq(shm_welcome_get(8, buf, sizeof(buf)), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)		/* another process sees it, and publishes one of its own */
+		_exit(shm_welcome_get(7, buf, sizeof(buf)) == sizeof(one) &&
+		      shm_welcome_publish(9, "a\0b", 4) ? 0 : 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_uint_eq(shm_welcome_get(9, buf, sizeof(buf)), 4);
+	for (unsigned id = 100; id < 100 + SHM_WELCOME_SLOTS; id++)	/* fill the table */
+		(void)shm_welcome_publish(id, "a\0b", 4);
+	ck_assert(!shm_welcome_publish(100 + SHM_WELCOME_SLOTS, "a\0b", 4));
+	ck_assert_uint_eq(shm_welcome_get(7, buf, sizeof(buf)), sizeof(one));	/* still found */
+}
+END_TEST
+
 Suite *
 shm_names_suite(void)
 {
@@ -219,6 +253,7 @@ shm_names_suite(void)
 	tcase_add_test(tc, test_fork_race);
 	tcase_add_test(tc, test_full_table_and_long_key);
 	tcase_add_test(tc, test_reclaim_dead_claimer);
+	tcase_add_test(tc, test_welcome_shared);
 	suite_add_tcase(s, tc);
 	return s;
 }
