@@ -112,18 +112,24 @@ void
 pktbuf_put_int16(struct pktbuf *pb, int16_t v)
 {
 	uint16_t u = (uint16_t)v;
-	uint8_t b[2] = { (uint8_t)(u >> 8), (uint8_t)u };
 
-	pktbuf_put_bytes(pb, b, 2);
+	if (!pktbuf_reserve(pb, 2))
+		return;
+	pb->buf[pb->len++] = (uint8_t)(u >> 8);
+	pb->buf[pb->len++] = (uint8_t)u;
 }
 
 void
 pktbuf_put_int32(struct pktbuf *pb, int32_t v)
 {
 	uint32_t u = (uint32_t)v;
-	uint8_t b[4] = { (uint8_t)(u >> 24), (uint8_t)(u >> 16), (uint8_t)(u >> 8), (uint8_t)u };
 
-	pktbuf_put_bytes(pb, b, 4);
+	if (!pktbuf_reserve(pb, 4))
+		return;
+	pb->buf[pb->len++] = (uint8_t)(u >> 24);
+	pb->buf[pb->len++] = (uint8_t)(u >> 16);
+	pb->buf[pb->len++] = (uint8_t)(u >> 8);
+	pb->buf[pb->len++] = (uint8_t)u;
 }
 
 /* Append <s> with its terminating NUL (NULL writes ""). */

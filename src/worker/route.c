@@ -223,14 +223,31 @@ route_any_shard(struct route *r, const void *img)
 	return uid != NULL ? uid : topo_image_group_shard(img, topo_image_authoritative(img), 0);
 }
 
+/* route_keep_sql: see route_int.h (the buffer is reused: a statement per exec). */
+bool
+route_keep_sql(struct route *r, const char *sql)
+{
+	size_t n = strlen(sql) + 1;
+
+	if (n > r->stmt_sql_cap) {
+		char *p = realloc(r->stmt_sql, n);
+
+		if (p == NULL)
+			return false;
+		r->stmt_sql = p;
+		r->stmt_sql_cap = n;
+	}
+	memcpy(r->stmt_sql, sql, n);
+	return true;
+}
+
 /* Set up an exec on <uids>[0..n) running <sql> (route_int.h). */
 bool
 route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const char *sql,
 		 struct nk_error *err)
 {
 	route_exec_reset(r);
-	free(r->stmt_sql);
-	if ((r->stmt_sql = strdup(sql)) == NULL)
+	if (!route_keep_sql(r, sql))
 		return nk_error_set(err, "53200", "out of memory");
 	r->tg_mask = 0;
 	for (uint32_t i = 0; i < n; i++) {

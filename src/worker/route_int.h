@@ -335,6 +335,7 @@ struct route {
 	bool err_forwarded;		/* RX_PASS: the shard's ErrorResponse went to the client */
 	struct nk_error err;		/* first error of the exec */
 	char *stmt_sql;			/* owned: the statement text sent to the shards */
+	size_t stmt_sql_cap;		/* bytes allocated for it */
 	uint32_t *split_shard;		/* owned: RX_SPLIT: input row -> target index */
 	uint32_t *split_pos;		/* owned: RX_SPLIT: input row -> row of that target */
 	uint32_t split_n;
@@ -431,6 +432,8 @@ void route_session_free(struct session *s);
 bool route_on_pkt(struct session *s, const struct sbuf_pkt *pkt);
 /* The current exec ended (deferred from the last answer): combine and go on. */
 void route_exec_finished(struct route *r);
+/* r->stmt_sql becomes a copy of <sql>; false on no memory. */
+NK_MUSTCHECK bool route_keep_sql(struct route *r, const char *sql);
 /* Set up an exec on <uids>[0..n) running <sql> (parallel; RX_PASS for one target). */
 NK_MUSTCHECK bool route_exec_setup(struct route *r, const char *const *uids, uint32_t n,
 				   const char *sql, struct nk_error *err);

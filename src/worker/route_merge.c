@@ -66,8 +66,7 @@ route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 	    !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) ||
 	    (r->ext_exec && !route_ext_merge_msgs(r, r->mspec.shard_sql, false, err)))
 		return false;
-	free(r->stmt_sql);
-	if ((r->stmt_sql = strdup(r->mspec.shard_sql)) == NULL)
+	if (!route_keep_sql(r, r->mspec.shard_sql))
 		return nk_error_set(err, "53200", "out of memory");
 	route_merge_free(r);
 	if ((r->merge = merge_new(&r->mspec, r->ntg, &opt, err)) == NULL)
