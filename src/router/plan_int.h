@@ -158,6 +158,7 @@ struct plan_memo {
 	const struct stmt_value *value;	/* the routing value (in the cached model) */
 	const struct stmt_rel *rel;	/* its table (in the cached model) */
 	bool direct;			/* the value is the index expression's */
+	bool insert;			/* a one-row INSERT: plan.parts is its one row */
 	uint32_t group, index;		/* image numbers */
 	enum ks_type col_type;
 	uint32_t nparams;		/* of the execution planned */

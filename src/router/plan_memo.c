@@ -1,7 +1,8 @@
 /*
  * plan_memo.c - plans kept for the next executions of a statement (plan_build_memo()).
- * Most statements an application repeats are `... WHERE key = $1` on one sharded table: the
- * same plan each time but for the shard, which only the key's value decides. Such a plan is
+ * Most statements an application repeats are `... WHERE key = $1` on one sharded table (or a
+ * one-row `INSERT ... VALUES ($1, ...)`): the same plan each time but for the shard, which
+ * only the key's value decides. Such a plan is
  * kept in the plan cache's entry of the statement, its per-execution parts cleared; an
  * execution it applies to (same database, schema and protocol; __neki.shard unset) routes
  * its value and takes the kept plan with that shard, without resolving the table, reading
@@ -22,6 +23,32 @@ name_fits(const char *s)
 	return s && strlen(s) < PLAN_MEMO_NAME;
 }
 
+/* An INSERT of one VALUES row, which goes where its key cell routes (its one part). */
+static bool
+one_row_insert(const struct pctx *c)
+{
+	const struct plan *o = c->out;
+
+	return c->s->insert && c->s->insert->nrows == 1 && !(c->s->flags & STMT_F_FROM_SELECT) &&
+	       o->nparts == 1 && o->parts[0].nrows == 1;
+}
+
+/* The one part of a one-row INSERT, on <uid>, in the statement's arena. */
+static bool
+one_part(struct pctx *c, struct plan *p, const char *uid)
+{
+	struct plan_part *part = rarena_alloc(c->a, sizeof(*part));
+	uint32_t *row = rarena_alloc(c->a, sizeof(*row));
+
+	if (part == NULL || row == NULL)
+		return nk_error_set(c->err, "53200", "out of memory");
+	*row = 0;
+	*part = (struct plan_part){ uid, row, 1 };
+	p->parts = part;
+	p->nparts = 1;
+	return true;
+}
+
 /* The plan is a single shard's that its one routing value decided, and nothing else of
  * this execution shows in it. */
 static bool
@@ -30,7 +57,8 @@ keepable(const struct pctx *c)
 	const struct plan *o = c->out;
 	const struct stmt *s = c->s;
 
-	if (s->kind != STMT_SELECT && s->kind != STMT_UPDATE && s->kind != STMT_DELETE)
+	if (s->kind != STMT_SELECT && s->kind != STMT_UPDATE && s->kind != STMT_DELETE &&
+	    !(s->kind == STMT_INSERT && one_row_insert(c)))
 		return false;
 	if (s->nrels != 1 || c->nrels != 1 || s->ncalls != 0 || c->in->sess->shard[0])
 		return false;
@@ -40,7 +68,8 @@ keepable(const struct pctx *c)
 	if (o->kind != PLAN_SINGLE || o->op != PLAN_OP_EQUAL_UNIQUE || o->nshards != 1 ||
 	    o->nvalues != 1 || o->bad_param)
 		return false;
-	return !o->parts && !o->fills && !o->cols && !o->nextvals && !o->setvals &&
+	return (!o->parts || s->kind == STMT_INSERT) && !o->fills && !o->cols && !o->nextvals &&
+	       !o->setvals &&
 	       !o->set_configs && !o->show_value && !o->inner && !o->insel &&
 	       o->pin == PLAN_PIN_NONE && !o->queue_usage && !o->route_by_fill && !o->has_key;
 }
@@ -66,6 +95,9 @@ plan_memo_record(struct pctx *c, struct plan_memo *m)
 	m->tmpl.nshards = 0;
 	m->tmpl.values = NULL;
 	m->tmpl.nvalues = 0;
+	m->tmpl.parts = NULL;
+	m->tmpl.nparts = 0;
+	m->insert = c->s->kind == STMT_INSERT;
 	m->value = c->key_value;
 	m->rel = p->r;
 	m->direct = c->key_direct;
@@ -99,6 +131,7 @@ plan_memo_replay(struct pctx *c, struct plan_memo *m, bool *ok)
 	struct plan mine, *out = c->out;
 	struct prel p;
 	uint32_t range;
+	const char *uid;
 	bool routed, is_null;
 
 	if (!applies(c, m))
@@ -127,7 +160,8 @@ plan_memo_replay(struct pctx *c, struct plan_memo *m, bool *ok)
 	}
 	m->replays++;
 	mine.group = topo_image_group_uid(c->img, m->group);
-	*ok = plan_add_shard(c, topo_image_range_shard(c->img, m->group, range));
+	uid = topo_image_range_shard(c->img, m->group, range);
+	*ok = plan_add_shard(c, uid) && (!m->insert || one_part(c, &mine, uid));
 	*out = mine;
 	c->out = out;
 	*ok = *ok && plan_check_session(c);
