@@ -49,9 +49,9 @@ static const char store_ddl[] =
 	"   DEFAULT now());"
 	" COMMIT";
 
-/* One set_data_topology in progress. */
 #define REV_CATALOG_WAIT_S 5	/* set_data_topology waits this long for the catalog */
 
+/* One set_data_topology in progress. */
 struct set_job {
 	struct adm_req *req;		/* borrowed until finished; NULL for rev_store_first */
 	char *json;			/* owned: canonical text of the new document */

@@ -631,7 +631,7 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 		return nk_error_set(err, "54000", "too many parameters in a merged SELECT");
 	}
 	route_merge_oids(&r->mspec, r->xportal, &m, sql, m.nparams, o);
-	pktbuf_init(&pb, strlen(sql) + 64 + r->xportal->bind_len);
+	pktbuf_init(&pb, strlen(sql) + 64 + (r->xportal != NULL ? r->xportal->bind_len : 0));
 	pktbuf_write_parse(&pb, "", sql, o, m.nparams);
 	pktbuf_begin(&pb, 'B');
 	pktbuf_put_string(&pb, "");
