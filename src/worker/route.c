@@ -237,7 +237,7 @@ route_keep_sql(struct route *r, const char *sql)
 		r->stmt_sql = p;
 		r->stmt_sql_cap = n;
 	}
-	memcpy(r->stmt_sql, sql, n);
+	memmove(r->stmt_sql, sql, n);	/* (<sql> may be r->stmt_sql itself) */
 	return true;
 }
 
