@@ -187,17 +187,13 @@ fetch_formats(struct route *r, struct rportal *cur, bool move, struct nk_error *
 {
 	static const uint8_t binary[2] = { 0, 1 };
 	struct proto_bind_msg m;
-	struct pktbuf kept;
-	bool ok;
 
 	if (move)	/* (sends no rows: the formats there are, or the cursor's own) */
 		return route_pull_formats(cur->pull, binary, cur->binary ? 1 : 0, true, err);
 	if (!r->ext_exec)
 		return route_pull_formats(cur->pull, binary, cur->binary ? 1 : 0, false, err);
-	ok = route_portal_bind_msg(r->xportal, &kept, &m, err) &&
-	     route_pull_formats(cur->pull, m.result_formats, m.nresult_formats, false, err);
-	pktbuf_cleanup(&kept);
-	return ok;
+	return route_portal_bind_msg(r->xportal, &m, err) &&
+	       route_pull_formats(cur->pull, m.result_formats, m.nresult_formats, false, err);
 }
 
 static enum rstep

@@ -294,22 +294,17 @@ route_on_close(struct route *r, const uint8_t *body, size_t len)
 static bool
 route_bind_params(struct route *r, struct plan_param **out, uint32_t *n, struct nk_error *err)
 {
-	struct pktbuf pb;
 	struct proto_bind_msg m;
 	const struct rportal *x = r->xportal;
 	struct proto_value vals[256];
 	size_t nv;
 
-	if (!route_portal_bind_msg(x, &pb, &m, err)) {	/* the kept Bind, re-framed */
-		pktbuf_cleanup(&pb);
+	if (!route_portal_bind_msg(x, &m, err))	/* the kept Bind */
 		return false;
-	}
 	nv = proto_bind_params(&m, vals, 256);
 	*out = rarena_alloc(r->arena, (nv ? nv : 1) * sizeof(**out));
-	if (*out == NULL) {
-		pktbuf_cleanup(&pb);
+	if (*out == NULL)
 		return nk_error_set(err, "53200", "out of memory");
-	}
 	for (size_t i = 0; i < nv; i++) {
 		struct plan_param *pp = &(*out)[i];
 		uint8_t *copy = vals[i].p != NULL ? rarena_alloc(r->arena, vals[i].len + 1) : NULL;
@@ -324,7 +319,6 @@ route_bind_params(struct route *r, struct plan_param **out, uint32_t *n, struct 
 				(uint32_t)x->oids[i * 4 + 2] << 8 | x->oids[i * 4 + 3]) : 0;
 	}
 	*n = (uint32_t)nv;
-	pktbuf_cleanup(&pb);
 	return true;
 }
 
@@ -617,19 +611,15 @@ route_merge_oids(const struct plan_merge *spec, const struct rportal *x,
 bool
 route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_error *err)
 {
-	struct pktbuf kept, pb;
+	struct pktbuf pb;
 	struct proto_bind_msg m;
 	uint32_t o[256];
 	bool ok;
 
-	if (!route_portal_bind_msg(r->xportal, &kept, &m, err)) {	/* the kept Bind */
-		pktbuf_cleanup(&kept);
+	if (!route_portal_bind_msg(r->xportal, &m, err))	/* the kept Bind */
 		return false;
-	}
-	if (m.nparams > 256) {
-		pktbuf_cleanup(&kept);
+	if (m.nparams > 256)
 		return nk_error_set(err, "54000", "too many parameters in a merged SELECT");
-	}
 	route_merge_oids(&r->mspec, r->xportal, &m, sql, m.nparams, o);
 	pktbuf_init(&pb, strlen(sql) + 64 + (r->xportal != NULL ? r->xportal->bind_len : 0));
 	pktbuf_write_parse(&pb, "", sql, o, m.nparams);
@@ -648,7 +638,6 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 		pktbuf_write_describe(&pb, 'P', "");	/* the merge needs the columns */
 	pktbuf_write_execute(&pb, "", 0);
 	pktbuf_write_sync(&pb);
-	pktbuf_cleanup(&kept);
 	if (!ok || pktbuf_failed(&pb)) {
 		pktbuf_cleanup(&pb);
 		return ok ? nk_error_set(err, "53200", "out of memory") : false;

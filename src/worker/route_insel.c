@@ -1264,13 +1264,12 @@ route_insel_client_ready(struct route *r)
 static bool
 insel_client_values(struct route *r, struct rinsel *x, struct nk_error *err)
 {
-	struct pktbuf kept;
 	struct proto_bind_msg m;
 	bool ok;
 
 	if (!r->ext_exec || r->xportal == NULL)
 		return true;
-	ok = route_portal_bind_msg(r->xportal, &kept, &m, err);
+	ok = route_portal_bind_msg(r->xportal, &m, err);
 	if (ok && m.nparams > 256)
 		ok = nk_error_set(err, "54000", "an INSERT ... SELECT across shards takes at most "
 				  "256 parameters");
@@ -1293,7 +1292,6 @@ insel_client_values(struct route *r, struct rinsel *x, struct nk_error *err)
 			nk_error_set(err, "53200", "out of memory");
 		}
 	}
-	pktbuf_cleanup(&kept);
 	return ok || nk_error_is_set(err) || nk_error_set(err, "53200", "out of memory");
 }
 

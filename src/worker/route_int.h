@@ -711,10 +711,10 @@ void route_portals_free(struct route *r);
 void route_portals_link_lost(struct route *r, uint32_t i);
 /* 08006 for lost portal <p> in <err>; false. */
 bool route_portal_lost(const struct rportal *p, struct nk_error *err);
-/* <p>'s Bind re-framed in <kept> (initialised here; the caller cleans it up) and read into
- * <m>; a portal without one (NULL, a SQL cursor) reads as a Bind without values. */
-NK_MUSTCHECK bool route_portal_bind_msg(const struct rportal *p, struct pktbuf *kept,
-					struct proto_bind_msg *m, struct nk_error *err);
+/* <p>'s Bind read into <m> (which points into <p>: valid while <p> is); a portal without one
+ * (NULL, a SQL cursor) reads as a Bind without values. */
+NK_MUSTCHECK bool route_portal_bind_msg(const struct rportal *p, struct proto_bind_msg *m,
+					struct nk_error *err);
 /* Execute of a portal already executed, or of a cursor; false when the session closed. */
 bool route_portal_execute(struct route *r, struct rportal *p, int32_t max_rows);
 /* Describe P of a portal already executed (or a cursor): answered at once or by its shard. */

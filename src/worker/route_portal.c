@@ -280,12 +280,10 @@ route_portal_lost(const struct rportal *p, struct nk_error *err)
 
 /* route_portal_bind_msg: see route_int.h. */
 bool
-route_portal_bind_msg(const struct rportal *p, struct pktbuf *kept, struct proto_bind_msg *m,
-		      struct nk_error *err)
+route_portal_bind_msg(const struct rportal *p, struct proto_bind_msg *m, struct nk_error *err)
 {
 	static const uint8_t none[8];	/* no names, formats, values, result formats */
 
-	pktbuf_init(kept, 0);	/* (nothing to keep: <m> reads <p>'s Bind) */
 	if (p != NULL && p->bind != NULL)
 		return proto_parse_bind(p->bind, p->bind_len, m, err);
 	return proto_parse_bind(none, sizeof(none), m, err);
@@ -377,15 +375,11 @@ exec_formats(struct rportal *p, struct nk_error *err)
 {
 	static const uint8_t binary[2] = { 0, 1 };
 	struct proto_bind_msg m;
-	struct pktbuf kept;
-	bool ok;
 
 	if (p->is_cursor)
 		return route_pull_formats(p->pull, binary, p->binary ? 1 : 0, false, err);
-	ok = route_portal_bind_msg(p, &kept, &m, err) &&
-	     route_pull_formats(p->pull, m.result_formats, m.nresult_formats, false, err);
-	pktbuf_cleanup(&kept);
-	return ok;
+	return route_portal_bind_msg(p, &m, err) &&
+	       route_pull_formats(p->pull, m.result_formats, m.nresult_formats, false, err);
 }
 
 /* route_portal_execute: see route_int.h. */
@@ -439,7 +433,7 @@ route_portal_describe(struct route *r, struct rportal *p)
 {
 	static const uint8_t binary[2] = { 0, 1 };
 	struct proto_bind_msg m;
-	struct pktbuf kept, pb;
+	struct pktbuf pb;
 	struct nk_error err;
 	bool ok;
 
@@ -450,10 +444,8 @@ route_portal_describe(struct route *r, struct rportal *p)
 		pktbuf_init(&pb, 256);
 		if (p->is_cursor)
 			ok = route_pull_rowdesc(p->pull, binary, p->binary ? 1 : 0, &pb);
-		else if ((ok = route_portal_bind_msg(p, &kept, &m, &err)))
+		else if ((ok = route_portal_bind_msg(p, &m, &err)))
 			ok = route_pull_rowdesc(p->pull, m.result_formats, m.nresult_formats, &pb);
-		if (!p->is_cursor)
-			pktbuf_cleanup(&kept);
 		if (!ok) {
 			pktbuf_cleanup(&pb);
 			if (!nk_error_is_set(&err))

@@ -253,11 +253,10 @@ put_parse_bind(struct pktbuf *pb, const struct rpull *pl, const struct rportal *
 	       const char *sql, const char *portal, bool final, struct nk_error *err)
 {
 	struct proto_bind_msg m, rf;
-	struct pktbuf kept;
 	uint32_t o[256];
 	bool ok;
 
-	ok = route_portal_bind_msg(p, &kept, &m, err);
+	ok = route_portal_bind_msg(p, &m, err);
 	if (ok && m.nparams > 256)
 		ok = nk_error_set(err, "54000", "too many parameters in a SELECT over several "
 				  "shards");
@@ -281,7 +280,6 @@ put_parse_bind(struct pktbuf *pb, const struct rpull *pl, const struct rportal *
 			ok = route_merge_formats(pb, &rf, &pl->spec, err);
 		pktbuf_end(pb);
 	}
-	pktbuf_cleanup(&kept);
 	return ok;
 }
 
@@ -739,7 +737,6 @@ route_pull_portal(struct route *r, const struct plan *p, const char *sql)
 	struct rportal *x = r->xportal;
 	struct plan_input in;
 	struct proto_bind_msg m;
-	struct pktbuf kept;
 	struct plan_fetch f;
 	struct nk_error err;
 	bool ok;
@@ -756,9 +753,8 @@ route_pull_portal(struct route *r, const struct plan *p, const char *sql)
 	if ((x->pull = route_pull_new(r, sql, &in, p->shards, p->nshards,
 				      route_portal_mirror(x), false, &err)) == NULL)
 		return route_fail(r, &err);
-	ok = route_portal_bind_msg(x, &kept, &m, &err) &&
+	ok = route_portal_bind_msg(x, &m, &err) &&
 	     route_pull_formats(x->pull, m.result_formats, m.nresult_formats, false, &err);
-	pktbuf_cleanup(&kept);
 	for (uint32_t i = 0; ok && i < p->nshards; i++) {
 		struct rshard *sh = route_shard(r, p->shards[i], &err);
 

@@ -175,9 +175,9 @@ def test_max_user_connections(one_worker_bouncer):
 
 def test_limits_are_global_caps(bouncer):
     """With two workers the same bursts never open more than the limits allow."""
-    # A worker that never had a link has no server parameters for its welcome: its logins
-    # wait for a link the bursts hold (pgbouncer's one process has them once any server
-    # logged in). Under load that wait can pass test.ini's 5 s; the caps are the point here.
+    # The first logins of a pool, before any server of it logged in (in any worker), wait
+    # for a link to learn the server's parameters, and the bursts hold the links: under
+    # load that wait can pass test.ini's 5 s. The caps are the point here.
     bouncer.admin("SET client_login_timeout = 30")
     run(asleep(bouncer, 0.5, dbname="p0", user="poolsize1", times=5))
     assert bouncer.connection_count("p0", users=("bouncer",)) <= 2
