@@ -4,7 +4,10 @@
  * Start-up: parse flags and the ini, configure logging, create the shm segment,
  * bind every listener, go to the background (-d), write the pidfile, drop root,
  * fork `workers` workers and one admin process, tell systemd READY=1 once they all
- * run. Then the master only supervises: it waits for signals synchronously
+ * run. With -R (online restart) the listeners and every client and server socket come
+ * from the running neki instead (neki/takeover.h), which is shut down before the pidfile
+ * is written; the workers rebuild the sessions they are given. Then the master only
+ * supervises: it waits for signals synchronously
  * (sigtimedwait: the signals stay blocked, so no handler runs asynchronously, and
  * the loop acts on them one at a time, as nginx's flag-setting handlers do), reaps
  * and restarts children with exponential backoff, forwards reload / pause / resume
@@ -28,15 +31,21 @@
 #include <event2/event.h>
 
 #include "neki/admin.h"
+#include "neki/clock.h"
 #include "neki/config.h"
 #include "neki/daemon.h"
+#include "neki/fdchan.h"
+#include "neki/hash.h"
 #include "neki/log.h"
 #include "neki/net.h"
+#include "neki/proc.h"
 #include "neki/router.h"
 #include "neki/sdnotify.h"
+#include "neki/session.h"
 #include "neki/shm.h"
 #include "neki/shm_names.h"
 #include "neki/shm_wait.h"
+#include "neki/takeover.h"
 #include "neki/tls.h"
 #include "neki/worker.h"
 
@@ -51,7 +60,7 @@
 /* The command line. */
 struct opts {
 	bool daemon;		/* -d */
-	bool reboot;		/* -R (refused) */
+	bool reboot;		/* -R: take over a running neki (reset when none runs) */
 	bool quiet;		/* -q */
 	int verbose;		/* number of -v */
 	const char *user;	/* -u */
@@ -62,7 +71,7 @@ struct opts {
 struct child {
 	pid_t pid;			/* 0 when not running */
 	enum shm_proc_kind kind;
-	uint64_t started_ms;		/* when it was forked (shm_now_ms) */
+	uint64_t started_ms;		/* when it was forked (nk_now_ms) */
 	uint64_t restart_at_ms;		/* when to fork it again; 0 = not scheduled */
 	unsigned failures;		/* consecutive early deaths: the backoff exponent */
 	bool late;			/* its heartbeat is overdue (reported once) */
@@ -95,7 +104,7 @@ usage(FILE *out)
 		"  neki [OPTION]... CONFIG_FILE\n\n"
 		"Options:\n"
 		"  -d, --daemon         run in the background (needs logfile or syslog, and pidfile)\n"
-		"  -R, --reboot         not supported: use so_reuseport rolling restarts\n"
+		"  -R, --reboot         do an online restart: take over the running neki\n"
 		"  -q, --quiet          do not log to stderr\n"
 		"  -v, --verbose        more log output (repeat for more)\n"
 		"  -u, --user=USERNAME  switch to USERNAME after binding sockets\n"
@@ -150,18 +159,6 @@ parse_args(int argc, char **argv)
 	opts.ini = argv[optind];
 }
 
-/*
- * Settings that are valid but cannot work, logged once per load by the master (every child
- * reads the same file): pgbouncer's wording.
- */
-static void
-log_config_notes(const struct cfg *c)
-{
-	if (strcmp(c->auth_dbname, "pgbouncer") == 0 || strcmp(c->auth_dbname, "neki") == 0)
-		log_error("cannot use the reserved \"%s\" database as an auth_dbname",
-			  c->auth_dbname);
-}
-
 /* Load the ini and configure logging; exits on errors. */
 static const struct cfg *
 load_config(void)
@@ -175,7 +172,6 @@ load_config(void)
 	cfg_unref(c);
 	if (!reload_configure_log(cfg_current(), opts.quiet, opts.verbose))
 		fatal("could not open logfile \"%s\"", cfg_current()->logfile);
-	log_config_notes(cfg_current());
 	return cfg_current();
 }
 
@@ -187,17 +183,36 @@ struct run_user {
 };
 
 /*
- * The start-up refusals, all before anything is bound or written: -R, root without a
- * user to switch to, an unknown user, -d without its files, a live pidfile.
+ * -R: is there a process to take over? pgbouncer's refusals first (no Unix socket
+ * directory, an abstract socket, sockets from systemd); with nobody on the Unix socket the
+ * start goes on as a normal one.
+ */
+static void
+check_reboot(const struct cfg *c)
+{
+	struct nk_error err;
+
+	if (!opts.reboot)
+		return;
+	if (!takeover_possible(c, &err))
+		fatal("%s", err.message);
+	if (!takeover_old_alive(c)) {
+		log_info("old process not found, try to continue normally");
+		opts.reboot = false;
+	}
+}
+
+/*
+ * The start-up refusals, all before anything is bound or written: root without a user to
+ * switch to, an unknown user, -d without its files, a live pidfile (but for -R: the old
+ * process's, which goes away during the takeover).
  */
 static void
 check_startup(const struct cfg *c, struct run_user *ru)
 {
 	struct nk_error err;
 
-	if (opts.reboot)
-		fatal("online restart (-R) is not supported: run several neki processes with "
-		      "so_reuseport = 1 and restart them one at a time instead");
+	check_reboot(c);
 	ru->name = opts.user ? opts.user : (c->user && c->user[0] ? c->user : NULL);
 	if (geteuid() == 0 && ru->name == NULL)
 		fatal("neki should not run as root: use -u USER (or the user setting) to switch "
@@ -208,7 +223,7 @@ check_startup(const struct cfg *c, struct run_user *ru)
 		fatal("in daemon mode (-d) the pidfile setting is required");
 	if (opts.daemon && (c->logfile == NULL || c->logfile[0] == '\0') && !c->syslog)
 		fatal("in daemon mode (-d) a logfile or syslog is required");
-	if (!daemon_pidfile_check(c->pidfile, &err))
+	if (!opts.reboot && !daemon_pidfile_check(c->pidfile, &err))
 		fatal("%s", err.message);
 	if (!tls_check(c, &err))
 		fatal("TLS setup failed: %s", err.message);
@@ -262,6 +277,8 @@ child_start(unsigned i)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGCHLD, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &orig_mask, NULL);
+	fdchan_child_init(children[i].kind == SHM_PROC_ADMIN);
+	takeover_keep_only(children[i].kind == SHM_PROC_WORKER ? (int)i : -1);
 	if (children[i].kind == SHM_PROC_ADMIN)
 		admin_main(i);
 	worker_main(i);
@@ -277,12 +294,12 @@ spawn(unsigned i)
 	shm_proc_reset(i, ch->kind);
 	ch->restart_at_ms = 0;
 	ch->late = false;
-	ch->started_ms = shm_now_ms();
+	ch->started_ms = nk_now_ms();
 	pid = fork();
 	if (pid == -1) {
 		log_error("could not fork %s %u: %s", shm_proc_kind_str(ch->kind), i,
 			  strerror(errno));
-		ch->restart_at_ms = shm_now_ms() + BACKOFF_MAX_MS;
+		ch->restart_at_ms = nk_now_ms() + BACKOFF_MAX_MS;
 		return;
 	}
 	if (pid == 0)
@@ -310,7 +327,7 @@ static void
 child_ended(unsigned i, int status)
 {
 	struct child *ch = &children[i];
-	uint64_t now = shm_now_ms(), delay = 0;
+	uint64_t now = nk_now_ms(), delay = 0;
 	char what[96];
 	pid_t pid;
 
@@ -360,7 +377,7 @@ reap_children(void)
 static int64_t
 restart_due(void)
 {
-	uint64_t now = shm_now_ms();
+	uint64_t now = nk_now_ms();
 	int64_t next = -1;
 
 	for (unsigned i = 0; i < n_children; i++) {
@@ -408,12 +425,18 @@ total_clients(void)
 	return n;
 }
 
-/* Remove what the master created in the file system and exit. */
+/*
+ * Remove what the master created in the file system and exit; after an online restart took
+ * the sockets (SHOW FDS while suspended), the Unix socket file is the new process's.
+ */
 static NK_NORETURN void
 master_exit(int status)
 {
 	listen_close_all();
-	listen_unlink_unix();
+	if (shm_handover_is_set())
+		log_info("leaving the unix socket to the process that took over");
+	else
+		listen_unlink_unix();
 	daemon_pidfile_remove();
 	log_info("neki exiting");
 	log_close();
@@ -424,7 +447,7 @@ master_exit(int status)
 static NK_NORETURN void
 exit_immediately(void)
 {
-	uint64_t deadline = shm_now_ms() + KILL_GRACE_MS;
+	uint64_t deadline = nk_now_ms() + KILL_GRACE_MS;
 
 	sdnotify_stopping("exiting immediately");
 	state = MASTER_EXITING;
@@ -435,7 +458,7 @@ exit_immediately(void)
 	while (live_children() > 0) {
 		struct timespec ts = { 0, 10 * 1000 * 1000 };
 
-		if (shm_now_ms() > deadline) {
+		if (nk_now_ms() > deadline) {
 			for (unsigned i = 0; i < n_children; i++) {
 				if (children[i].pid != 0)
 					kill(children[i].pid, SIGKILL);
@@ -464,14 +487,14 @@ on_sighup(void)
 {
 	log_info("got SIGHUP, re-reading config");
 	sdnotify_reloading();
-	if (!reload_config()) {
+	if (!reload_config(NULL)) {
 		log_warn("keeping the previous configuration");
 		sdnotify_ready("reload failed, running with the previous configuration");
 		return;
 	}
-	log_config_notes(cfg_current());
+	reload_check_tls();
 	post_all(SHM_CMD_RELOAD, reload_seqs);
-	reload_deadline_ms = shm_now_ms() + RELOAD_WAIT_MS;
+	reload_deadline_ms = nk_now_ms() + RELOAD_WAIT_MS;
 }
 
 /* After a reload: READY=1 once every child has acted on it (or the wait timed out). */
@@ -482,13 +505,29 @@ check_reload_done(void)
 		return;
 	if (shm_mbox_broadcast_done(reload_seqs)) {
 		log_info("configuration reloaded in every process");
-	} else if (shm_now_ms() >= reload_deadline_ms) {
+	} else if (nk_now_ms() >= reload_deadline_ms) {
 		log_warn("not every process acknowledged the reload within %d s", RELOAD_WAIT_MS / 1000);
 	} else {
 		return;
 	}
 	reload_deadline_ms = 0;
 	sdnotify_ready("configuration reloaded");
+}
+
+/* SUSPEND is in force: every live worker reports it. */
+static bool
+workers_suspended(void)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < n_children; i++) {
+		if (children[i].kind != SHM_PROC_WORKER || children[i].pid == 0)
+			continue;
+		if (atomic_load(&shm_proc(i)->state) != SHM_PST_SUSPENDED)
+			return false;
+		n++;
+	}
+	return n > 0;
 }
 
 /* Act on one signal taken by sigtimedwait. */
@@ -501,6 +540,11 @@ handle_signal(int sig)
 		break;
 	case SIGTERM:
 	case SIGINT:
+		if (state == MASTER_RUNNING && workers_suspended()) {
+			log_info("got SIG%s: suspend was in progress, going down immediately",
+				 sigabbrev_np(sig));
+			exit_immediately();
+		}
 		if (state != MASTER_RUNNING) {
 			log_info("got SIG%s during shutdown, exiting immediately", sigabbrev_np(sig));
 			exit_immediately();
@@ -561,7 +605,7 @@ check_ready(void)
 static void
 check_heartbeats(void)
 {
-	uint64_t now = shm_now_ms();
+	uint64_t now = nk_now_ms();
 
 	for (unsigned i = 0; i < n_children; i++) {
 		struct child *ch = &children[i];
@@ -583,7 +627,7 @@ check_heartbeats(void)
 static void
 check_shutdown(uint64_t *last_status)
 {
-	uint64_t now = shm_now_ms();
+	uint64_t now = nk_now_ms();
 
 	if (state == MASTER_RUNNING)
 		return;
@@ -600,7 +644,7 @@ check_shutdown(uint64_t *last_status)
 static NK_NORETURN void
 supervise(const sigset_t *sigs)
 {
-	uint64_t last_status = shm_now_ms();
+	uint64_t last_status = nk_now_ms();
 
 	for (;;) {
 		int64_t next = restart_due();
@@ -633,7 +677,10 @@ block_signals(sigset_t *sigs)
 		fatal("could not block signals: %s", strerror(errno));
 }
 
-/* Create shm and bind every listener (before any fork or user switch). */
+/*
+ * Create shm and bind every listener (before any fork or user switch); for an online
+ * restart the listeners come from the old process instead (takeover_begin).
+ */
 static void
 setup_resources(const struct cfg *c)
 {
@@ -646,32 +693,64 @@ setup_resources(const struct cfg *c)
 		fatal("workers = %u is too many (at most %d)", n_children - 1, SHM_MAX_PROCS - 1);
 	if (!shm_create((size_t)c->shm_size, n_children, msg, sizeof(msg)))
 		fatal("%s", msg);
-	if (!listen_open_all(c, &err))
+	if (!nk_hash_secret_init())	/* (the children inherit it: one secret per neki) */
+		log_warn("no random bytes for the hash secret: %s", strerror(errno));
+	if (!opts.reboot && !listen_open_all(c, &err))
 		fatal("%s", err.message);
-	if (!admin_forward_open(c->listen_port, &err))
+	if (!admin_forward_open(c->listen_port, &err) || !fdchan_open(&err))
 		fatal("%s", err.message);
 	for (unsigned i = 0; i < n_children; i++)
 		children[i].kind = slot_kind(i);
 }
 
-/* -d, pidfile, user switch, in that order (the pidfile holds the daemon's pid). */
+/*
+ * -R: become the old process's user now (its console trusts the user pgbouncer of its own
+ * uid), then SUSPEND it and take its sockets.
+ */
 static void
-become_master(const struct cfg *c, const struct run_user *ru)
+take_over(const struct cfg *c, const struct run_user *ru, const sigset_t *sigs)
+{
+	struct nk_error err;
+
+	if (!opts.reboot)
+		return;
+	if (ru->name != NULL) {
+		daemon_give_file(c->logfile, ru->uid, ru->gid);
+		if (!daemon_switch_user(ru->name, &err))
+			fatal("%s", err.message);
+	}
+	takeover_begin(c, sigs);
+}
+
+/*
+ * -d, pidfile, user switch, in that order (the pidfile holds the daemon's pid). For -R, the
+ * old process is shut down first (its pidfile must be gone).
+ */
+static void
+become_master(const struct cfg *c, const struct run_user *ru, const sigset_t *sigs)
 {
 	struct nk_error err;
 
 	if (opts.daemon)
 		daemon_detach();
 	master_pid = getpid();
+	if (opts.reboot)
+		takeover_finish(c, sigs);
 	if (!daemon_pidfile_write(c->pidfile, &err))
 		startup_fail(err.message);
-	if (ru->name == NULL)
+	if (ru->name == NULL || opts.reboot)
 		return;
 	listen_chown_unix(ru->uid);
 	daemon_give_file(c->logfile, ru->uid, ru->gid);
 	if (!daemon_switch_user(ru->name, &err))
 		startup_fail(err.message);
 }
+
+/* What the process runtime (src/proc/) tells the sessions of every process. */
+static const struct proc_hooks session_hooks = {
+	.pools_reload = session_reload_pools,
+	.servers_reconnect = session_reconnect_all,
+};
 
 int
 main(int argc, char **argv)
@@ -680,16 +759,21 @@ main(int argc, char **argv)
 	struct run_user ru;
 	sigset_t sigs;
 
+	proc_set_hooks(&session_hooks);
 	parse_args(argc, argv);
 	c = load_config();
 	check_startup(c, &ru);
 	log_info("process up: %s, libevent %s, adns: c-ares %s, tls: %s", NK_VERSION_LINE,
 		 event_get_version(), dns_library_version(), tls_library_version());
 	sdnotify_init();
-	setup_resources(c);
-	become_master(c, &ru);
 	block_signals(&sigs);
+	setup_resources(c);
+	take_over(c, &ru, &sigs);
+	become_master(c, &ru, &sigs);
+	if (opts.reboot)
+		takeover_assign(c, n_children - 1);
 	for (unsigned i = 0; i < n_children; i++)
 		spawn(i);
+	takeover_release();	/* the workers have their shares */
 	supervise(&sigs);
 }

@@ -142,6 +142,7 @@ class Cluster:
                 self.ports[name] = int(value)
         self.shards = [item.split(":")[0] for item in env["SHARDS"].split()]
         self.servers = list(self.shards) + ["auth", "reference"]
+        self.replicas = {}   # standby name -> its primary (add_replica)
         self.test_user = env["NEKI_TEST_USER"]
         self.test_password = env["NEKI_TEST_PASSWORD"]
         self.md5_user = env["NEKI_MD5_USER"]
@@ -196,6 +197,25 @@ class Cluster:
 
     def stop_server(self, name, mode="fast"):
         _run_script("stop-server", self.dir, name, mode)
+
+    def add_replica(self, primary, name):
+        """Start NAME as a streaming standby of PRIMARY (pg_basebackup -R); its port is
+        self.port(NAME). Standbys are not in self.servers (no CREATE DATABASE there)."""
+        out = _run_script("add-replica", self.dir, primary, name).stdout
+        self.ports[name] = int(out.strip().splitlines()[-1].partition("=")[2])
+        self.replicas[name] = primary
+
+    def promote(self, name):
+        """Promote standby NAME (pg_ctl promote -w)."""
+        _run_script("promote", self.dir, name)
+
+    def wait_replayed(self, name, timeout=20):
+        """Bounded poll: standby NAME has replayed everything its primary has written."""
+        primary = self.replicas[name]
+        want = self.sql(primary, "SELECT pg_current_wal_insert_lsn()")[0][0]
+        wait_until(lambda: self.sql(name, "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn",
+                                    (want,))[0][0], timeout, interval=0.05,
+                   what=f"{name} to replay {primary}'s WAL up to {want}")
 
     def start_server(self, name):
         _run_script("start-server", self.dir, name)
@@ -587,6 +607,14 @@ class Neki:
                 raise TimeoutError(f"neki (pid {self.pid}) still running after {timeout}s")
         wait_until(lambda: not self.alive(), timeout, what=f"neki pid {self.pid} to exit")
         return None
+
+    def kill_all(self, timeout=10):
+        """SIGKILL the whole process group (master, workers, admin) and poll until every
+        process of it is gone, so that a start after it finds its ports free."""
+        self.remember_pids()
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout)
+        wait_until(lambda: not self.leftovers(), timeout, what="every neki process to exit")
 
     def leftovers(self):
         """Live processes that belong to this instance: any pid seen as master or child,

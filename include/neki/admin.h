@@ -23,6 +23,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "neki/proto_types.h"
+
 struct nk_error;
 
 /* Startup parameter of a forwarded login: the client is the local pgbouncer user. */
@@ -31,8 +33,34 @@ struct nk_error;
 /* Run the admin process on shm slot <slot>; never returns. */
 NK_NORETURN void admin_main(unsigned slot);
 
-/* True when <sql> is a call of a __neki function (a simple-protocol query text). */
+/* True when <sql> is a whole call of a __neki function (a simple-protocol query text, as
+ * adm_call_parse accepts it); anything else is left to the router. */
 bool admin_is_neki_call(const char *sql);
+
+/* True when <fn> (without the schema) names one of neki's own __neki functions. */
+bool admin_fn_exists(const char *fn);
+
+/* <err> (42883) for a call of __neki.<fn>, which neki does not have. False. */
+bool admin_fn_unknown(const char *fn, struct nk_error *err);
+
+/* What a Describe of a __neki call answers (admin_fn_describe). */
+#define ADMIN_DESC_MAX_PARAMS 8
+#define ADMIN_DESC_MAX_COLS 16
+#define ADMIN_DESC_MARK '\x01'	/* first byte of the literal standing for a $n */
+
+struct admin_fn_desc {
+	uint32_t param_oids[ADMIN_DESC_MAX_PARAMS];	/* $1..: the argument's type; 0 unknown */
+	struct proto_column cols[ADMIN_DESC_MAX_COLS];	/* names borrowed (static); format 0 */
+	size_t ncols;					/* 0: the call returns no rows */
+};
+
+/*
+ * Describe the __neki call <sql>, whose `$n` parameters are written as string literals of
+ * ADMIN_DESC_MARK followed by n: the types of the arguments they stand for and the result
+ * columns the call selects. False with <err> (42601, 42883, 42703) when it is not one.
+ */
+NK_MUSTCHECK bool admin_fn_describe(const char *sql, struct admin_fn_desc *d,
+				    struct nk_error *err);
 
 /*
  * The master, before forking: bind the admin's internal socket for forwarded connections,

@@ -1,5 +1,5 @@
 /*
- * neki/admin_relay.h - a worker's connection to the admin process (src/admin/relay.c).
+ * neki/admin_relay.h - a worker's connection to the admin process (src/worker/relay.c).
  *
  * Two uses, both over the admin's internal Unix socket (admin_forward_address), logged in
  * with the user the worker has already authenticated:
@@ -18,9 +18,12 @@
 
 #include "neki/base.h"
 
+#include "neki/exec.h"
+
 struct sbuf;
 struct sbuf_pkt;
 struct arelay;
+struct nk_error;
 
 /* How a relay ended. */
 enum arelay_end {
@@ -64,6 +67,19 @@ bool arelay_client_pkt(struct arelay *r, struct sbuf *client, const struct sbuf_
 struct arelay *arelay_call(struct sbuf *client, const char *user, const char *sql,
 			   arelay_done_fn done, void *arg);
 
+/* arelay_call for an extended-protocol Execute: the admin's RowDescription reaches the
+ * client only when it described the portal (<describe>); <formats> are the Bind's result
+ * format codes (binary columns converted from the admin's text). */
+struct arelay *arelay_call_ext(struct sbuf *client, const char *user, const char *sql,
+			       bool describe, const int16_t *formats, size_t nformats,
+			       arelay_done_fn done, void *arg);
+/* struct arelay_rows and arelay_fetch_fn: neki/exec.h (the executor composes them). */
+/*
+ * Run the __neki call <sql> as <user> and collect its reply for <fetched> instead of
+ * relaying it (<client>: the session's, not written to). NULL when out of memory.
+ */
+struct arelay *arelay_fetch(struct sbuf *client, const char *user, const char *sql,
+			    arelay_fetch_fn fetched, void *arg);
 /* The client is gone: close the admin side without calling done; freed from the loop. */
 void arelay_abandon(struct arelay *r);
 

@@ -2,7 +2,8 @@
  * neki/catalog.h - what neki knows of the tables of one logical database, read from
  * pg_catalog on the authoritative shard: relations and their kinds, columns in attnum order,
  * the types those columns use (enum labels, domain bases, array elements), primary key and
- * unique constraints, owned sequences, inheritance children and the default collation.
+ * unique constraints, owned sequences, inheritance children, the default collation and the
+ * names of user-defined aggregates.
  *
  * The admin loads it: cat_load_sql() is the query, run on the authoritative shard through
  * the admin's libpq module; cat_build() turns the result rows (any struct cat_rows) into a
@@ -112,7 +113,21 @@ struct cat_type {
 	size_t nlabels;
 };
 
-struct cat_arena;
+/* A user-defined type (pg_type.oid >= 16384) of the authoritative shard (oidmap.c). */
+struct cat_utype {
+	uint32_t oid;
+	const char *schema;
+	const char *name;		/* pg_type.typname */
+};
+
+/* Another shard's OID of a user-defined type whose authoritative OID differs. */
+struct cat_oid_pair {
+	const char *shard;		/* the shard's uid */
+	uint32_t shard_oid;		/* the type's OID there */
+	uint32_t auth_oid;		/* its OID on the authoritative shard */
+};
+
+struct rarena;
 
 /* The catalog of one logical database. Everything lives in its arena (cat_free). */
 struct catalog {
@@ -123,7 +138,14 @@ struct catalog {
 	size_t ntables;
 	struct cat_type *types;		/* sorted by oid */
 	size_t ntypes;
-	struct cat_arena *arena;	/* owned */
+	struct cat_relref *aggs;	/* user-defined aggregates (schema, name), distinct */
+	size_t naggs;
+	struct cat_utype *utypes;	/* the authoritative shard's user-defined types, sorted
+					 * by (schema, name); cat_set_auth_types() */
+	size_t nutypes;
+	struct cat_oid_pair *oidmap;	/* by shard in cat_map_shard_types() order */
+	size_t noidmap;
+	struct rarena *arena;		/* owned */
 };
 
 /* ---- loading ---- */
@@ -144,7 +166,8 @@ struct cat_rows {
 /*
  * The one query that reads the catalog of the connected database (one round trip). Each row
  * is (kind, v1..v9), kinds: 'd' database, 'r' relation, 'a' column, 't' type, 'e' enum
- * label, 'k' key, 'q' sequence, 's' owned sequence, 'i' inheritance, 'v' view base. Every
+ * label, 'k' key, 'q' sequence, 's' owned sequence, 'i' inheritance, 'v' view base, 'g'
+ * user-defined aggregate. Every
  * user schema is read (not pg_catalog, information_schema, pg_toast, temporary schemas or
  * __neki).
  */
@@ -156,6 +179,27 @@ const char *cat_load_sql(void);
  * cannot read, or on no memory.
  */
 struct catalog *cat_build(const char *dbname, const struct cat_rows *rows, struct nk_error *err);
+
+/*
+ * The query that reads every user-defined type (pg_type.oid >= 16384) of the connected
+ * database: rows of (oid, schema, typname), text.
+ */
+const char *cat_types_sql(void);
+
+/*
+ * Keep the rows of cat_types_sql() <rows>, read on the authoritative shard, as <c>'s
+ * user-defined types (forgetting any OID pairs). False with <err> on a bad row or no memory.
+ */
+bool cat_set_auth_types(struct catalog *c, const struct cat_rows *rows, struct nk_error *err)
+	NK_MUSTCHECK;
+
+/*
+ * Add the OID pairs of shard <shard> from its rows of cat_types_sql() <rows>: each type of the
+ * authoritative shard (same schema and name) whose OID differs there. False with <err> on a
+ * bad row or no memory.
+ */
+bool cat_map_shard_types(struct catalog *c, const char *shard, const struct cat_rows *rows,
+			 struct nk_error *err) NK_MUSTCHECK;
 
 /* Free <c> (NULL is fine). */
 void cat_free(struct catalog *c);

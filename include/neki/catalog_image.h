@@ -17,7 +17,7 @@
 #include "neki/shm.h"
 
 #define CAT_IMAGE_MAGIC UINT32_C(0x49434b4e)	/* "NKCI" */
-#define CAT_IMAGE_VERSION 1
+#define CAT_IMAGE_VERSION 3
 #define CAT_IMG_NONE UINT32_MAX
 
 /* ---- building (admin) ---- */
@@ -52,6 +52,19 @@ struct cat_img_db {
 uint32_t cat_image_db_count(const void *img);
 uint32_t cat_image_find_db(const void *img, const char *name);
 void cat_image_db(const void *img, uint32_t d, struct cat_img_db *out);
+
+/* True when database <d> has a user-defined aggregate <name> (in any schema). */
+bool cat_image_is_aggregate(const void *img, uint32_t d, const char *name);
+
+/*
+ * Authoritative OIDs (catalog.h, struct cat_oid_pair): the authoritative shard's OID of shard
+ * <shard>'s type <oid> in database <d>, and the other way, shard <shard>'s OID of the type
+ * whose authoritative OID is <oid>; <oid> itself when the two are the same or unknown.
+ * cat_image_shard_has_oids() tells whether <shard> has any OID that differs.
+ */
+uint32_t cat_image_auth_oid(const void *img, uint32_t d, const char *shard, uint32_t oid);
+uint32_t cat_image_shard_oid(const void *img, uint32_t d, const char *shard, uint32_t oid);
+bool cat_image_shard_has_oids(const void *img, uint32_t d, const char *shard);
 
 /* Table number of the <i>th relation (i < ntables) of database <d>. */
 uint32_t cat_image_db_table(const void *img, uint32_t d, uint32_t i);
@@ -177,8 +190,19 @@ int64_t cat_view_seq_cache(void *arg, const char *schema, const char *name);
 uint32_t cat_view_inh_children(void *arg, const char *schema, const char *table);
 bool cat_view_view_base(void *arg, const char *schema, const char *view, uint32_t i,
 			const char **base_schema, const char **base_name);
+/* Whether the database has a user-defined aggregate <name> (plan_catalog 212). */
+bool cat_view_is_aggregate(void *arg, const char *name);
 /* The <i>th relation of the database; schema and name of a type (plan_catalog 333). */
 bool cat_view_table_at(void *arg, uint32_t i, const char **schema, const char **name);
 bool cat_view_type_name(void *arg, uint32_t oid, const char **schema, const char **name);
+
+/*
+ * Authoritative OIDs in a view: shard <shard>'s type <oid> as the authoritative shard's OID
+ * (<to_auth>), or the authoritative <oid> as <shard>'s; <oid> when no pair differs or no
+ * catalog is pinned. cat_view_shard_has_oids(): whether <shard> has any OID that differs.
+ */
+uint32_t cat_view_type_oid(const struct cat_view *v, const char *shard, uint32_t oid,
+			   bool to_auth);
+bool cat_view_shard_has_oids(const struct cat_view *v, const char *shard);
 
 #endif /* NEKI_CATALOG_IMAGE_H */

@@ -12,6 +12,7 @@
 #define NEKI_CONFIG_H
 
 #include "neki/base.h"
+#include "neki/config_shard.h"
 #include "neki/error.h"
 
 #include <stdio.h>
@@ -84,6 +85,10 @@ struct cfg_database {
 	char *timezone;
 	char *application_name;
 	bool topology;		/* topology=yes: a sharded logical database (neki key) */
+	int read_target;	/* target=: the sessions' first __neki.target, an enum
+				 * cfg_server_kind (neki key; default primary) */
+	int tx_mode;		/* tx_mode=: their first __neki.tx_mode, multi 0 (default),
+				 * single 1, atomic 2: enum plan_tx_mode's values (neki key) */
 	char *source;		/* "file:line" where the entry was defined */
 };
 
@@ -110,16 +115,12 @@ struct cfg_peer {
 	int pool_size;		/* -1 = unset (default_pool_size) */
 };
 
-/* One [shards] entry: shard_uid = libpq connection string. */
-struct cfg_shard {
-	char *uid;		/* the shard uid named by topology key ranges */
-	char *conninfo;		/* the libpq connection string as written */
-	char *host;		/* parsed from conninfo; NULL = default */
-	int port;		/* parsed; default 5432 */
-	char *dbname;		/* parsed; NULL = use the client's database name */
-	char *user;		/* parsed; NULL = the client's user */
-	char *password;		/* parsed; NULL */
-	char *sslmode;		/* parsed; NULL */
+/* The settings of shards with standbys (seconds each). */
+struct cfg_replica_settings {
+	double failover_hold_timeout;	/* 0 = no hold */
+	double replica_lag_tolerable_min;
+	double replica_lag_tolerable_max;
+	double replica_poll_interval;
 };
 
 /*
@@ -259,8 +260,10 @@ struct cfg {
 	char *metrics_listen_addr;
 	int metrics_listen_port; /* 0 = off */
 	char *topology_file;
-	int64_t shm_size;	/* bytes */
+	int64_t shm_size, router_work_mem;	/* bytes */
 	int sequence_batch;
+	double atomic_recovery_grace;	/* seconds (src/admin/recover.c) */
+	struct cfg_replica_settings replicas;	/* shards with standbys */
 
 	/* the other sections, in file order */
 	struct cfg_database *databases;	/* owned array */
@@ -371,7 +374,11 @@ void cfg_setting_format(const struct cfg *c, const struct cfg_setting *s, char *
 /* Lookups in the sections (NULL when absent; the "*" entry is not returned by name). */
 const struct cfg_database *cfg_database_find(const struct cfg *c, const char *name);
 const struct cfg_user *cfg_user_find(const struct cfg *c, const char *name);
-const struct cfg_shard *cfg_shard_find(const struct cfg *c, const char *uid);
+/*
+ * Is <name> one of the names of <list>, separated by commas and white space (admin_users,
+ * stats_users)? Case-sensitive, as pgbouncer compares them.
+ */
+bool cfg_list_has(const char *list, const char *name);
 
 /* The "*" auto-database entry, or NULL when [databases] has none. */
 const struct cfg_database *cfg_database_auto(const struct cfg *c);

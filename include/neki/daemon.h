@@ -10,8 +10,9 @@
 
 /*
  * Refuse to start when <path> names a live process (pgbouncer: "pidfile exists,
- * another instance running?"); remove it when it is stale. False and <err> filled
- * when it is live or cannot be read or removed.
+ * another instance running?"); remove it when it is stale (no such process, or a
+ * zombie: a killed master not reaped yet), logging "stale pidfile, removing" as
+ * pgbouncer does. False and <err> filled when it is live or cannot be read or removed.
  */
 NK_MUSTCHECK bool daemon_pidfile_check(const char *path, struct nk_error *err);
 
@@ -46,5 +47,11 @@ void daemon_give_file(const char *path, uid_t uid, gid_t gid);
  * call fails.
  */
 NK_MUSTCHECK bool daemon_switch_user(const char *name, struct nk_error *err);
+
+/*
+ * Raise this process's soft limit of open files to its hard limit (best effort, logged when
+ * it fails): the online restart holds every socket of the old process in one process.
+ */
+void daemon_raise_fd_limit(void);
 
 #endif /* NEKI_DAEMON_H */

@@ -13,6 +13,8 @@
 
 #include <stdarg.h>
 
+#include "neki/sqlstate.h"
+
 #define NK_ERR_MSG_MAX 512
 #define NK_ERR_DETAIL_MAX 1024
 
@@ -41,11 +43,15 @@ bool nk_error_is_set(const struct nk_error *err);
 
 /*
  * Fill <err> with <sqlstate> and a printf-style message. Returns false, so callers
- * can write `return nk_error_set(err, "22023", "...")`. <err> may be NULL.
+ * can write `return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE, "...")` (the names
+ * of neki/sqlstate.h). <err> may be NULL.
  */
 bool nk_error_set(struct nk_error *err, const char *sqlstate, const char *fmt, ...)
 	NK_PRINTF(3, 4);
 bool nk_error_setv(struct nk_error *err, const char *sqlstate, const char *fmt, va_list ap);
+
+/* 53200 "out of memory" in <err>; returns false as nk_error_set does. */
+bool nk_error_oom(struct nk_error *err);
 
 /* Set the DETAIL / HINT of an already-set error (printf-style). */
 void nk_error_detail(struct nk_error *err, const char *fmt, ...) NK_PRINTF(2, 3);

@@ -3,7 +3,7 @@
  * a process, so that holders of interned strings compare them by pointer.
  *
  * The session parameters a client set and the ones a server link reported are interned
- * (src/worker/varcache.c, src/pool/link.c): before every transaction a link serves, the
+ * (src/pool/varcache.c, src/pool/link.c): before every transaction a link serves, the
  * router compares them, and two interned strings are equal exactly when they are the same
  * pointer. Not thread-safe: each process (worker) has its own table.
  */

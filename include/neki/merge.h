@@ -32,6 +32,8 @@ struct merge_options {
 	bool omit_rowdesc;	/* extended protocol without Describe: no RowDescription out */
 	bool omit_tail;		/* no CommandComplete out (the executor writes its own tag:
 				 * a portal or cursor read in parts) */
+	int64_t mem_max;	/* bytes of shard rows the merge may hold (router_work_mem);
+				 * 0 = no bound */
 };
 
 enum merge_state {
@@ -48,6 +50,7 @@ struct merge;
  */
 struct merge *merge_new(const struct plan_merge *spec, uint32_t nshards,
 			const struct merge_options *opt, struct nk_error *err);
+/* Frees every byte; after a merge that held much, the heap is trimmed back to the system. */
 void merge_free(struct merge *m);
 
 /*

@@ -43,6 +43,14 @@ struct listener {
  */
 NK_MUSTCHECK bool listen_open_all(const struct cfg *c, struct nk_error *err);
 
+/*
+ * Take the listening socket <fd> the process before an online restart handed over (neki -R):
+ * the admin port when it is bound to <admin_port>, the main port otherwise; a Unix socket's
+ * file becomes this process's to remove at exit. Logs "listening on ...". False with <err>
+ * filled when <fd> is not a listening socket or the table is full (<fd> stays the caller's).
+ */
+NK_MUSTCHECK bool listen_adopt(int fd, int admin_port, struct nk_error *err);
+
 /* Number of listeners and listener <i> (borrowed). */
 size_t listen_count(void);
 const struct listener *listen_at(size_t i);

@@ -1,7 +1,8 @@
 /*
  * neki/parse.h - the router's statement model: what the planner needs to know about one SQL
- * statement, translated from the libpg_query parse tree (src/router/parse*.c), plus the
- * per-statement arena that owns it and the literal normaliser of the simple protocol.
+ * statement, translated from the libpg_query parse tree (src/router/parse*.c). The
+ * per-statement arena that owns it is neki/rarena.h, the literal normaliser of the simple
+ * protocol neki/normalize.h.
  *
  * Values in the model never hold literal text: a literal is a "slot" like a parameter.
  * Slots 0..nparams-1 are $1..$n; the literals found by parse_normalize() follow. So one model
@@ -14,48 +15,9 @@
 #include "neki/base.h"
 
 #include "neki/error.h"
-
-/* ---- arena: scratch and model memory of one statement, freed in one call ---- */
-
-struct rarena;
-
-/* A new arena; NULL on no memory. */
-struct rarena *rarena_new(void);
-/* Forget everything allocated from <a> but keep one chunk for the next statement. */
-void rarena_reset(struct rarena *a);
-/* Free <a> and everything allocated from it (NULL is fine). */
-void rarena_free(struct rarena *a);
-/* <size> zeroed bytes from <a>, 8-byte aligned; NULL on no memory. */
-void *rarena_alloc(struct rarena *a, size_t size);
-/* Copy of <s> / of <s>[0..len) NUL-terminated, in <a>; NULL on no memory. */
-char *rarena_strdup(struct rarena *a, const char *s);
-char *rarena_strndup(struct rarena *a, const char *s, size_t len);
-/* Bytes handed out by <a> so far (for tests and stats). */
-size_t rarena_used(const struct rarena *a);
-
-/* ---- literal normalisation (simple protocol) ---- */
-
-struct parse_literal {
-	uint32_t start, len;		/* the token in the original text */
-	const char *value;		/* its value as Postgres text (unescaped); arena */
-	bool quoted;			/* a '...' string (else a number) */
-};
-
-struct parse_norm {
-	const char *key;		/* text with every literal replaced by $k; arena */
-	uint64_t key_hash;		/* a hash of key (the plan cache's) */
-	uint32_t nparams;		/* highest $n in the original text */
-	struct parse_literal *lits;	/* in text order; literal i is slot nparams + i */
-	uint32_t nlits;
-};
-
-/*
- * Normalise <sql> into <out> (allocated in <a>): numeric literals and standard strings
- * ('...') become $k, numbered after the text's own highest $n. Comments are dropped and
- * whitespace runs collapse to one space, so formatting does not split the cache. Other
- * literal forms (E'', $$..$$, B'', X'', U&'') stay in the key. False on no memory only.
- */
-bool parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out) NK_MUSTCHECK;
+#include "neki/normalize.h"
+#include "neki/parse_split.h"
+#include "neki/rarena.h"
 
 /* ---- the statement model ---- */
 
@@ -301,6 +263,8 @@ enum stmt_shape {
 	STMT_SH_MERGE_DERIVED = 1u << 17,	/* MERGE ... USING (subquery): 121 */
 	STMT_SH_AGG_SRF = 1u << 18,		/* a set-returning call in the select list of an
 						 * aggregate query: the merge cannot combine */
+	STMT_SH_OUTER_AGG = 1u << 19,		/* an aggregate of a subquery over columns of an
+						 * enclosing query only (its aggregate): 135 */
 };
 
 /*
@@ -474,15 +438,34 @@ struct stmt_explain {
 	bool neki_plan;		/* NEKI_PLAN option */
 	bool analyze;
 	bool costs_off;
-	bool neki_pg_plan;
 	bool format_json;	/* FORMAT JSON; default when NEKI_PLAN without FORMAT TEXT */
 	bool format_text;
 	int reject;		/* 32 / 33 / 30 / 31 found in the options or target; 0 none */
 	struct stmt *inner;	/* the explained statement; arena */
 };
 
+/* CREATE TABLE AS (the planner checks where its rows come from). */
+enum stmt_ctas {
+	STMT_CTAS_NONE = 0,	/* not a CREATE TABLE AS (or a materialized view) */
+	STMT_CTAS_QUERY,	/* any query */
+	STMT_CTAS_COPY,		/* SELECT <list> FROM <one table> [WHERE ...], nothing else,
+				 * no column names: each row is one of the table's */
+	STMT_CTAS_NO_DATA,	/* WITH NO DATA: no rows */
+};
+
+/* STMT_CTAS_COPY: one select-list entry. */
+struct stmt_ctas_col {
+	const char *out;	/* its column name in the new table; "*" for a `*` */
+	const char *col;	/* the source column it is when a plain column; else NULL */
+};
+
 struct stmt {
 	enum stmt_kind kind;
+	enum stmt_ctas ctas;		/* CREATE TABLE AS: the shape of its query */
+	struct stmt_ctas_col *ctas_cols;	/* STMT_CTAS_COPY: the select list */
+	uint32_t nctas_cols;
+	bool names_aggregate;		/* CREATE AGGREGATE, or ALTER AGGREGATE that renames one
+					 * or moves it to another schema */
 	const char *tag;		/* parse-tree node name ("CreateStmt"), for DDL/utility */
 	uint32_t flags;			/* enum stmt_flag */
 	uint32_t shape;			/* enum stmt_shape */
@@ -516,6 +499,12 @@ struct stmt {
 	struct stmt_copy *copy;		/* COPY */
 	struct stmt_explain *explain;	/* EXPLAIN */
 	struct stmt_cursor *cursor;	/* DECLARE / FETCH / MOVE / CLOSE (kind STMT_SESSION) */
+	const char *neki_fn;		/* the first neki function called (`__neki.<fn>()`, not
+					 * a shard's: the caller answers it); NULL none */
+	uint32_t neki_ncalls;		/* calls of neki functions in the statement */
+	int32_t neki_loc;		/* the first one's byte offset in sql (-1: unknown) */
+	bool neki_in_from;		/* ... is a FROM item (RangeFunction) */
+	bool neki_alias;		/* ... with an alias, column list, ORDINALITY or LATERAL */
 	const char *sql;		/* the text it was parsed from; arena */
 	uint32_t nstatements;		/* statements in the text (the model is the first) */
 };
@@ -530,24 +519,11 @@ struct stmt {
 struct stmt *parse_statement(struct rarena *a, const char *sql, const struct parse_norm *norm,
 			     struct nk_error *err);
 
-/* One statement of a multi-statement text. */
-struct parse_span {
-	uint32_t start, len;	/* bytes of the statement in the text (no ';') */
-};
-
-/*
- * Split <sql> into its statements with the Postgres scanner (semicolons inside strings,
- * comments and dollar quotes do not split). <out> is allocated in <a>; empty statements are
- * skipped. A text of several statements is also parsed whole, as Postgres does before it
- * runs any of them: a syntax error in any statement fails the split. False on no memory or
- * a scanner or syntax error (53200 / 42601 in <err>, a syntax error's position in the whole
- * text in <err>->where).
- */
-bool parse_split(struct rarena *a, const char *sql, struct parse_span **out, uint32_t *n,
-		 struct nk_error *err) NK_MUSTCHECK;
-
 /* "SELECT", "INSERT", ... */
 const char *stmt_kind_str(enum stmt_kind k);
+
+/* True when <name> (lowercase) is one of Postgres' built-in aggregates. */
+bool stmt_builtin_aggregate(const char *name);
 
 /* True when <s> calls function <name> (lowercase, unqualified). */
 bool stmt_calls(const struct stmt *s, const char *name);

@@ -47,6 +47,7 @@ pktbuf_failed(const struct pktbuf *pb)
 void pktbuf_put_byte(struct pktbuf *pb, uint8_t v);
 void pktbuf_put_int16(struct pktbuf *pb, int16_t v);
 void pktbuf_put_int32(struct pktbuf *pb, int32_t v);
+void pktbuf_put_uint64(struct pktbuf *pb, uint64_t v);
 void pktbuf_put_string(struct pktbuf *pb, const char *s);	/* with its NUL */
 void pktbuf_put_bytes(struct pktbuf *pb, const void *p, size_t n);
 

@@ -49,6 +49,7 @@ struct plan_catalog {
 	bool (*table_at)(void *arg, uint32_t i, const char **schema, const char **name);
 	/* Schema and name of type <oid>; false when unknown (333). */
 	bool (*type_name)(void *arg, uint32_t oid, const char **schema, const char **name);
+	bool (*is_aggregate)(void *arg, const char *name);	/* optional: a user aggregate? (212) */
 };
 
 enum plan_fanout {
@@ -60,6 +61,7 @@ enum plan_fanout {
 enum plan_tx_mode {
 	PLAN_TX_MULTI = 0,
 	PLAN_TX_SINGLE,
+	PLAN_TX_ATOMIC,			/* multi, committed with two-phase commit (src/exec) */
 };
 
 #define PLAN_SHARD_MAX 64
@@ -91,6 +93,12 @@ struct plan_param {
 	uint32_t type_oid;	/* declared type; 0 = unspecified (use the column's type) */
 };
 
+/* A sharded table of the statement that the catalog does not know: it was planned without
+ * its columns and their types (plan_input.unknown). */
+struct plan_unknown {
+	const char *schema, *table;		/* borrowed (statement, session); NULL: none */
+};
+
 struct plan_input {
 	const void *topo;			/* topology image (topology_image.h) */
 	const struct plan_catalog *cat;
@@ -102,6 +110,9 @@ struct plan_input {
 	bool multi_statement;			/* one of several statements of a Query */
 	const char *sql;			/* this execution's text (nextval() spans); NULL:
 						 * the analysed text */
+	struct plan_unknown *unknown;		/* NULL, or filled with the first sharded table
+						 * the catalog lacks (not for DDL): the caller
+						 * may load it and plan again */
 };
 
 enum plan_kind {
@@ -360,10 +371,21 @@ char *plan_rewrite(struct rarena *a, const char *sql, const struct plan *p,
 /*
  * Apply SET/RESET of a __neki.* setting (<value> NULL = RESET) to <sess>. Unknown names are
  * custom settings: true and nothing changes (the session keeps them like any custom GUC).
- * Refuses inside a transaction (25001), bad values (22023; tx_mode 'atomic' is NK013 26).
+ * Refuses inside a transaction (25001) and bad values (22023).
  */
 bool plan_neki_apply(struct plan_session *sess, const char *name, const char *value,
 		     struct nk_error *err) NK_MUSTCHECK;
+
+/*
+ * plan_neki_apply() with what a SET is checked against besides: a __neki.shard must be a
+ * shard of topology image <img> (when that fails, <sess> holds the refused shard: apply it
+ * to a copy, as a SET's planning does, or drop the session, as a refused login does).
+ */
+bool plan_neki_apply_checked(struct plan_session *sess, const void *img, const char *name,
+			     const char *value, struct nk_error *err) NK_MUSTCHECK;
+
+/* True when <name> is a built-in __neki.* setting (spec 3.4), not a custom one. */
+bool plan_neki_is_setting(const char *name);
 
 /* Current text of __neki.<name> for SHOW; NULL when not a built-in __neki setting. */
 const char *plan_neki_show(const struct plan_session *sess, const char *name);

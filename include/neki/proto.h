@@ -48,6 +48,7 @@ uint8_t proto_get_byte(struct proto_reader *r);
 int16_t proto_get_int16(struct proto_reader *r);
 uint16_t proto_get_uint16(struct proto_reader *r);
 int32_t proto_get_int32(struct proto_reader *r);
+uint64_t proto_get_uint64(struct proto_reader *r);
 /* A NUL-terminated string inside the body (pointer into it). */
 const char *proto_get_string(struct proto_reader *r);
 /* <n> raw bytes (pointer into the body), NULL on fault. */
@@ -146,9 +147,23 @@ struct proto_startup {
  */
 NK_MUSTCHECK bool proto_startup_parse(const uint8_t *body, size_t len, struct proto_startup *st,
 				      struct nk_error *err);
+/*
+ * A second SSLRequest or GSSENCRequest <st> on one connection (the first was answered):
+ * Postgres reads it as a StartupMessage of version 1234.5679 / 1234.5680, so the error is
+ * its "unsupported frontend protocol ..." (0A000). Fills <err>, returns false.
+ */
+bool proto_startup_refuse_repeat(const struct proto_startup *st, struct nk_error *err);
+/* "invalid length of startup packet" (08P01) into <err>; returns false. */
+bool proto_startup_bad_length(struct nk_error *err);
 /* Walk the parameters: start with *<pos> = 0; false at the end. */
 bool proto_startup_next_param(const struct proto_startup *st, size_t *pos,
 			      struct proto_param *out);
+/*
+ * The name\0value\0 pair at *<pos> of <buf> (<len> bytes: a session's saved startup
+ * parameters or __neki options): its name (and *<value>), *<pos> moved past it; NULL at the
+ * end.
+ */
+const char *proto_pair_next(const uint8_t *buf, size_t len, size_t *pos, const char **value);
 /* True when the client must get a NegotiateProtocolVersion (minor > 0 or `_pq_.` options). */
 bool proto_startup_needs_negotiation(const struct proto_startup *st);
 /* Write the NegotiateProtocolVersion for <st> (newest minor 0, its `_pq_.` names). */

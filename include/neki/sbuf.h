@@ -138,6 +138,7 @@ struct sbuf {
 	bool is_unix;			/* AF_UNIX socket */
 	bool notify_send_done;		/* report SBUF_EV_SEND_DONE when the queue drains */
 	uint8_t cork;			/* enum sbuf_cork */
+	bool rewritten;			/* the current packet was rewritten (sbuf_rewrite) */
 };
 
 /* Fill <o> from the configuration <c> (pkt_buf, max_packet_size, sbuf_loopcnt, tcp_*). */
@@ -185,6 +186,13 @@ void sbuf_skip(struct sbuf *sb, uint32_t n);
  * Returns false when the packet is larger than max_pkt (nothing changes then).
  */
 NK_MUSTCHECK bool sbuf_hold(struct sbuf *sb, uint32_t pkt_len);
+
+/*
+ * The current packet, whole in the read buffer (<pkt>->avail == <pkt>->len), to be rewritten
+ * in place without changing its length before it is forwarded. NULL when this packet was
+ * rewritten already (it is offered again after a pause or a hold).
+ */
+uint8_t *sbuf_rewrite(struct sbuf *sb, const struct sbuf_pkt *pkt);
 
 /* ---- flow control ---- */
 
@@ -246,6 +254,13 @@ size_t sbuf_queued(const struct sbuf *sb);
  * peer sent ahead. TLS refuses plaintext sent after an SSLRequest with it.
  */
 uint32_t sbuf_unclaimed(const struct sbuf *sb);
+
+/*
+ * During SBUF_EV_PKT, before an action: the bytes buffered from the current packet's first
+ * byte (pkt->data) on, that packet and what the peer sent after it (a whole batch a client
+ * sent in one write), for a look at the messages that follow.
+ */
+uint32_t sbuf_lookahead(const struct sbuf *sb);
 /*
  * Run the read handler again from the loop (when not paused, waiting or closed): for an I/O
  * layer that holds decrypted bytes the socket's readiness does not show.
@@ -256,6 +271,13 @@ static inline bool
 sbuf_is_unix(const struct sbuf *sb)
 {
 	return sb->is_unix;
+}
+
+/* Does <sb> run over another I/O layer than the plain socket (TLS)? */
+static inline bool
+sbuf_io_is_tls(const struct sbuf *sb)
+{
+	return sb->io != sbuf_plain_io();
 }
 
 static inline bool

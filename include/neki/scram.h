@@ -91,11 +91,14 @@ struct scram_server {
 
 /*
  * Start an exchange for <user> whose stored secret is <stored> (plain password or
- * SCRAM secret; NULL or an md5 secret runs a mock exchange that always fails, so
- * unknown users cannot be told apart). Then hand it the client-first message.
- * On success scram_server_first_msg() is the AuthenticationSASLContinue payload.
+ * SCRAM secret; NULL, "" or an md5 secret runs a mock exchange that always fails, so
+ * unknown users cannot be told apart). <iterations> (the scram_iterations setting) is
+ * the iteration count of the secret derived from a plain password and of a mock's.
+ * Then hand it the client-first message. On success scram_server_first_msg() is the
+ * AuthenticationSASLContinue payload.
  */
-void scram_server_init(struct scram_server *s, const char *user, const char *stored);
+void scram_server_init(struct scram_server *s, const char *user, const char *stored,
+		       int iterations);
 /*
  * Mock exchanges use salt = HMAC(process key, user name), constant per user like a
  * real secret's. Call this in the master before forking so that every worker

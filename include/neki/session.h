@@ -12,11 +12,22 @@
 
 #include "neki/base.h"
 
+struct cfg;
 struct listener;
+struct nk_error;
 struct shm_msg;
 
 /* Take the accepted, non-blocking client socket <fd> from listener <l>; owns <fd> from here. */
 void session_accept(int fd, const struct listener *l);
+
+/*
+ * The worker slot (0..<n_workers>-1) that owns the client whose BackendKeyData is <key>
+ * (pid << 32 | secret) in the layout <peering> selects: the worker the key was made in, or,
+ * for a key made by a process that had more workers (before an online restart), that slot
+ * modulo <n_workers>: the online restart hands each client to that same worker. -1 for a
+ * key that names no worker.
+ */
+int session_cancel_key_worker(uint64_t key, unsigned n_workers, bool peering);
 
 /*
  * A CancelRequest for one of this worker's sessions arrived through the shm mailbox:
@@ -30,6 +41,28 @@ void session_cancel_forwarded(const uint8_t *key, size_t len);
  * that waits longer elsewhere, or serves its own waiters (pool_wake).
  */
 void session_pools_wake(void);
+
+/*
+ * SHOW FDS (SHM_CMD_FDS, src/worker/session_fds.c): send this worker's sockets and their rows
+ * to the admin over the descriptor channel (neki/fdchan.h); key[] holds the request number,
+ * name[0] 'L' asks for the listening sockets too.
+ */
+void session_fds(const struct shm_msg *m);
+/*
+ * The online restart is committed (SHM_CMD_TAKEOVER_DONE): close, with a FATAL that says why,
+ * every client whose socket SHOW FDS did not hand over (TLS, sharded, console, ...).
+ */
+void session_fds_left_behind(void);
+
+/*
+ * A worker of an online restart (neki/takeover.h), before it serves: rebuild the client
+ * sessions and server links the master took over for this worker (src/worker/session_adopt.c).
+ * Nothing to do in a worker started otherwise.
+ */
+void session_adopt_start(void);
+
+/* The worker's loop exists: take the server links other workers hand this one (linkmove.c). */
+void session_worker_start(void);
 
 /* Number of client sessions alive in this worker (SHOW CLIENTS, shutdown). */
 size_t session_count(void);

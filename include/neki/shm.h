@@ -14,8 +14,8 @@
  *     waits (shm_wait.h);
  *   - the name registry: one small id per database, user and pool name, the same in every
  *     process, which the counters and waits are indexed by (shm_names.h);
- *   - each pool's welcome, the server parameters its first login reported
- *     (shm_welcome.h);
+ *   - each pool's welcome, the server parameters its first login reported (shm_welcome.h);
+ *   - the servers of shards with standbys: role, lag, the chosen primary (shm_servers.h);
  *   - the topology image slots: raw byte areas written by the admin and published with
  *     one atomic store; a slot is reused only when nobody pins it;
  *   - the catalog image slots, handled the same way (shm_cat_*), and the catalog refresh
@@ -34,14 +34,14 @@
 #include "neki/shm_names.h"
 
 #define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
-#define SHM_LAYOUT_VERSION 7
+#define SHM_LAYOUT_VERSION 10
 #define SHM_CACHE_LINE 64
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
 #define SHM_CAT_SLOTS 4		/* catalog image slots (same rules as the topology ones) */
-/* global pool counters: max_client_conn, then six ranges of one id per name (spool.c) */
-#define SHM_N_COUNTERS (1 + 6 * SHM_NAMES_IDS)
-#define SHM_N_WAITS SHM_NAMES_IDS	/* waiting clients per pool id (shm_wait.h) */
+/* global pool counters: max_client_conn, then seven ranges of one id per name (spool.c) */
+#define SHM_N_COUNTERS (1 + 7 * SHM_NAMES_IDS)
+#define SHM_N_WAITS (3 * SHM_NAMES_IDS)	/* waits per pool, db and user id (shm_wait.h) */
 #define SHM_MBOX_DEPTH 64		/* messages per mailbox (a power of two) */
 #define SHM_MSG_KEY_MAX 32		/* cancel key bytes carried by a message */
 #define SHM_MSG_NAME_MAX 64		/* database name carried by a message */
@@ -85,6 +85,10 @@ enum shm_cmd {
 	SHM_CMD_WAIT_CLOSE = 15,	/* WAIT_CLOSE [db]: acked when no link is close_needed */
 	SHM_CMD_LIST = 16,		/* write the process's rows into its list area (SHOW) */
 	SHM_CMD_SUSPEND = 17,		/* SUSPEND: stop accepting and reading client sockets */
+	SHM_CMD_FDS = 18,		/* SHOW FDS: send the sockets to the admin (fdchan.h);
+					 * key[] the request number, name[0] 'L': listeners too */
+	SHM_CMD_TAKEOVER_DONE = 19,	/* the online restart took the sockets: close the
+					 * clients it could not take, with a FATAL */
 };
 
 /* One mailbox message. */
@@ -98,8 +102,9 @@ struct shm_msg {
 };
 
 /*
- * pgbouncer's SHOW STATS totals. Each process keeps a plain copy and publishes it
- * into its slot (shm_stats_publish) about once a second; readers add the slots up.
+ * pgbouncer's SHOW STATS totals, in its column order. Each process keeps a plain copy and
+ * publishes it into its slot (shm_stats_publish) about once a second; readers add the slots
+ * up. client_login_count: logins that got past authentication and the client limits.
  */
 #define SHM_STATS_FIELDS(X)				\
 	X(server_assignment_count)			\
@@ -112,7 +117,8 @@ struct shm_msg {
 	X(wait_time)					\
 	X(client_parse_count)				\
 	X(server_parse_count)				\
-	X(bind_count)
+	X(bind_count)					\
+	X(client_login_count)
 
 struct shm_stats {
 #define SHM_STATS_DECLARE(name) uint64_t total_##name;
@@ -164,6 +170,9 @@ struct shm_proc {
 	_Atomic uint32_t stats_seq;		/* seqlock: odd while stats are written */
 	_Atomic uint64_t stats[SHM_STATS_WORDS]; /* struct shm_stats, word by word */
 	int eventfd;				/* wakes the owner; created by the master */
+	int link_rx;				/* the owner receives server links here (an
+						 * AF_UNIX datagram pair's end, from the master) */
+	int link_tx;				/* others send this process links here */
 	_Alignas(SHM_CACHE_LINE) struct shm_mbox mbox;
 };
 
@@ -175,6 +184,8 @@ struct shm_topo_slot {
 };
 
 #define SHM_TOPO_WRITER UINT32_C(0x80000000)
+
+#define SHM_ADVICE_MAX 8192		/* bytes of advisor findings kept after DDL */
 
 /* The segment header. */
 struct shm_header {
@@ -193,6 +204,13 @@ struct shm_header {
 	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t last_socket_id; /* shm_socket_id_next() */
 	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t seq_gen[SHM_SEQ_GENS]; /* shm_seq_*() */
 	_Atomic uint64_t seq_gen_all;		/* shm_seq_bump_all(): every sequence */
+	_Atomic uint32_t handed_over;		/* shm_handover_set(): SHOW FDS passed the sockets */
+	_Atomic uint64_t schema_version;	/* cluster schema version of the catalog in force */
+	_Atomic uint64_t seq_announce;		/* setval()s for the admin to tell other hosts */
+	_Atomic uint32_t advice_seq;		/* shm_advice_*: odd while being written */
+	_Atomic uint64_t advice_version;	/* the schema version the advice is of */
+	_Atomic uint64_t tx_epoch;		/* neki/shm_epoch.h: global ids' epoch (0 = none yet) */
+	char advice[SHM_ADVICE_MAX];		/* the advisor's findings after DDL */
 };
 
 /* A pinned topology image (see shm_topo_pin). */
@@ -240,8 +258,14 @@ int shm_self(void);
  */
 uint64_t shm_socket_id_next(void);
 
-/* Monotonic clock in milliseconds (what heartbeat_ms holds). */
-uint64_t shm_now_ms(void);
+/*
+ * The online restart (neki -R): SHOW FDS passed every socket to a new process while the
+ * workers were suspended (set by the admin; cleared when they resume). The master then
+ * leaves the Unix socket file to the new process at exit, and SHUTDOWN first closes the
+ * clients that could not be handed over. False without a segment.
+ */
+void shm_handover_set(bool on);
+bool shm_handover_is_set(void);
 
 /* Owner side of a slot: set state / beat / gauges. */
 void shm_proc_set_state(struct shm_proc *p, enum shm_proc_state st);
@@ -322,6 +346,10 @@ uint64_t shm_seq_generation(const char *db, const char *schema, const char *name
 void shm_seq_bump(const char *db, const char *schema, const char *name);
 /* Every sequence's generation moves (DDL that may restart, drop or rename sequences). */
 void shm_seq_bump_all(void);
+/* A worker ran setval(): the admin tells the other neki hosts (shm_seq_announced() is the
+ * count it compares with what it told). */
+void shm_seq_announce(void);
+uint64_t shm_seq_announced(void);
 
 /*
  * Post <msg> to slot <i>'s mailbox and wake it. Returns the message's sequence
@@ -365,12 +393,18 @@ NK_MUSTCHECK bool shm_counter_try_acquire(unsigned idx, int64_t limit);
 
 /* Give back one unit of counter <idx> taken by this process. */
 void shm_counter_release(unsigned idx);
+/* One unit of <idx> held by process <from> is held by process <to> from now on (a link that
+ * moves there): the global count stays, the shares follow, so reclaims stay right. */
+void shm_counter_share_move(unsigned idx, unsigned from, unsigned to);
 
 /* Current value of counter <idx>. */
 int64_t shm_counter_get(unsigned idx);
 
 /* Counter <idx> used as a cursor: add one and return the value before (no share recorded). */
 uint64_t shm_counter_next(unsigned idx);
+
+/* Cursor <idx>: move it from <from> to <from> + 1 unless another process moved it first. */
+void shm_counter_advance(unsigned idx, uint64_t from);
 
 /* Master: give back every unit slot <i>'s (dead) process still held. */
 void shm_counter_reclaim(unsigned i);
@@ -418,5 +452,16 @@ uint64_t shm_cat_requested(void);
 
 /* The highest request number the published catalog includes. */
 uint64_t shm_cat_served(void);
+
+/* The cluster schema version (counted on the authoritative shard, one per DDL through any
+ * neki host) the published catalog includes; the admin sets it before publishing. */
+uint64_t shm_schema_version(void);
+void shm_schema_version_set(uint64_t v);
+
+/* The schema advisor's findings after the DDL of schema version <v> (lines "object\trule\t
+ * advice\n"): the admin sets them before publishing that catalog; a worker copies them into
+ * <out> (<cap> bytes), false when they are of another version. */
+void shm_advice_set(uint64_t v, const char *text);
+bool shm_advice_get(uint64_t v, char *out, size_t cap);
 
 #endif /* NEKI_SHM_H */

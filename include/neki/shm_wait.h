@@ -3,7 +3,9 @@
  *
  * Pool limits are global (shm_counter_*), so the only link a full pool may have can sit in
  * one worker while a client of another worker waits for it. Each process publishes, per
- * pool id (0..SHM_N_WAITS-1, the SHM_NAMES_POOL id of shm_names.h), since when the
+ * wait key (0..SHM_N_WAITS-1: src/pool/spool.c gives a range of SHM_NAMES_IDS keys each to
+ * pool ids, database ids and user ids, for pool_size, max_db_connections and
+ * max_user_connections), since when the
  * oldest of its clients that no link is coming for has been waiting; the others read the
  * oldest one elsewhere to give up an idle or released link, or a freed slot, to it
  * (src/pool/pool_wait.c). A process is asked to look at its pools again with
@@ -17,17 +19,19 @@
 
 #include "neki/shm.h"
 
-/* This process's oldest waiter of <pool_id> started at <since_us> (monotonic; 0 = none). */
-void shm_wait_publish(unsigned pool_id, uint64_t since_us);
+/* This process's oldest waiter of <key> started at <since_us> (monotonic; 0 = none). */
+void shm_wait_publish(unsigned key, uint64_t since_us);
 
-/* The earliest start published for <pool_id> by another live process (0 = none). */
-uint64_t shm_wait_oldest_other(unsigned pool_id);
+/* The earliest start published for <key> by another live process (0 = none). */
+uint64_t shm_wait_oldest_other(unsigned key);
+/* ... and the slot of that process, -1 when none. */
+int shm_wait_oldest_other_proc(unsigned key);
 
 /*
- * Wake the other live workers that published a waiter in <pool_id>, and, when <holder_ctr>
- * is a counter id (>= 0), those holding units of that counter (the pool's links).
+ * Wake the other live workers that published a waiter in <key>, and, when <holder_ctr>
+ * is a counter id (>= 0), those holding units of that counter (the links it counts).
  */
-void shm_wait_wake(unsigned pool_id, int holder_ctr);
+void shm_wait_wake(unsigned key, int holder_ctr);
 
 /* Receiver: was this process woken since the last call? (clears the flag) */
 bool shm_wait_take_wake(struct shm_proc *p);

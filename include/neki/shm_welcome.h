@@ -7,10 +7,12 @@
  * pool limits, may be held by another worker). The first process to log a link in publishes
  * the pool's parameters here; the others take them.
  *
- * SHM_WELCOME_SLOTS slots, looked up by pool id (shm_names_pool) with linear probing,
- * written once (the first publisher wins) and never freed, like the ids they are keyed by.
- * A pool that finds no slot, or a welcome too long for one, is not shared: its processes
- * each learn it from a link of their own, as before.
+ * SHM_WELCOME_SLOTS slots, looked up by pool id (shm_names_pool) with linear probing and
+ * never freed, like the ids they are keyed by. A welcome is written once (the first
+ * publisher wins) until the pool is reset (RECONNECT, changed connection settings, a server
+ * TLS change): then it is cleared, and the next login publishes a new one. A pool that finds
+ * no slot, or a welcome too long for one, is not shared: its processes each learn it from a
+ * link of their own, as before.
  */
 #ifndef NEKI_SHM_WELCOME_H
 #define NEKI_SHM_WELCOME_H
@@ -26,8 +28,11 @@
  * when the pool now has a welcome in shm (this one or an earlier one). */
 bool shm_welcome_publish(unsigned pool_id, const void *data, size_t len);
 
+/* Forget pool <pool_id>'s welcome (the pool was reset; the next publish wins). */
+void shm_welcome_clear(unsigned pool_id);
+
 /* Pool <pool_id>'s welcome into <buf> (<cap> bytes): its length; 0 when none is published
- * (yet) or it does not fit. */
+ * (yet), it is being written, or it does not fit. */
 size_t shm_welcome_get(unsigned pool_id, void *buf, size_t cap);
 
 #endif /* NEKI_SHM_WELCOME_H */

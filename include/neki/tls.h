@@ -77,13 +77,13 @@ NK_MUSTCHECK bool tls_init(const struct cfg *c, struct nk_error *err);
 NK_MUSTCHECK bool tls_check(const struct cfg *c, struct nk_error *err);
 
 /*
- * RELOAD: rebuild both contexts from <c> (re-reading the files). On failure logs the reason
- * and "TLS configuration could not be reloaded, keeping old configuration", keeps the old
- * pair and returns false. <server_changed> (may be NULL) is set when the server-side
+ * RELOAD: rebuild both contexts from <c> (re-reading the files). On failure keeps the old
+ * pair and returns false with the reason in <err> (the caller logs it: pgbouncer's line is
+ * "TLS setup failed: <reason>"). <server_changed> (may be NULL) is set when the server-side
  * settings or file contents differ from the previous ones (pgbouncer then reconnects the
  * servers). Does nothing (true) in a process that never ran tls_init() (the master).
  */
-bool tls_reload(const struct cfg *c, bool *server_changed);
+NK_MUSTCHECK bool tls_reload(const struct cfg *c, bool *server_changed, struct nk_error *err);
 
 /* Borrowed current contexts; NULL when the sslmode is disable (or before tls_init). */
 struct tls_ctx *tls_client_ctx(void);

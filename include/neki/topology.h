@@ -113,7 +113,7 @@ struct topo_database {
 	size_t ngsis;
 };
 
-struct topo_arena;
+struct rarena;
 
 /* A parsed topology. Everything it points to lives in its arena (topo_model_free). */
 struct topo_model {
@@ -125,7 +125,7 @@ struct topo_model {
 	size_t nindexes;
 	const char *authoritative_shard_group;
 	const char *default_shard_group;
-	struct topo_arena *arena;	/* owned */
+	struct rarena *arena;		/* owned */
 };
 
 /* One validation finding. */

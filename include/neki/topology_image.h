@@ -57,6 +57,9 @@ struct topo_img_rel {
 void topo_image_resolve_table(const void *img, const char *db, const char *schema,
 			      const char *table, struct topo_img_rel *out);
 
+/* True when the topology's `databases` names <db> (a sharded logical database). */
+bool topo_image_has_database(const void *img, const char *db);
+
 /* The default shard group of database <db>: its own default_shard_group, else the
  * topology's (the authoritative group); NONE when neither is set. */
 uint32_t topo_image_database_group(const void *img, const char *db);

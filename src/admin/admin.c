@@ -17,12 +17,15 @@
 #include <event2/event.h>
 
 #include "neki/config.h"
+#include "neki/fdchan.h"
 #include "neki/log.h"
 #include "neki/tls.h"
 
-#include "neki/worker.h"
+#include "neki/proc.h"
 
 #include "admin_int.h"
+#include "servers.h"
+#include "recover.h"
 
 static int forward_fd = -1;		/* owned: the internal socket (bound by the master) */
 static struct event *forward_ev;	/* owned */
@@ -93,7 +96,8 @@ admin_forward_open(int port, struct nk_error *err)
 	if (forward_fd != -1)
 		return true;
 	forward_len = 0;
-	return nk_error_set(err, "58000", "could not open the admin's internal socket: %s",
+	return nk_error_set(err, ERRCODE_SYSTEM_ERROR,
+			    "could not open the admin's internal socket: %s",
 			    strerror(errno));
 }
 
@@ -138,7 +142,7 @@ admin_is_neki_call(const char *sql)
 	r = admin_names_neki(sql) ? adm_call_parse(sql, &call, &err) : ADM_CALL_NOT_NEKI;
 	if (r == ADM_CALL_OK)
 		adm_call_cleanup(&call);
-	return r != ADM_CALL_NOT_NEKI;
+	return r == ADM_CALL_OK;	/* the rest: the router's grammar and guard decide */
 }
 
 static void
@@ -167,6 +171,42 @@ forward_listen(void)
 		log_warn("could not watch the admin's internal socket");
 }
 
+/* The workers' descriptor channel: console clients handed over, SHOW FDS answers. */
+static void
+fdchan_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint8_t *buf = arg;
+
+	for (int i = 0; i < 64; i++) {
+		int fds[FDPASS_MAX_FDS];
+		size_t nfds = 0;
+		const struct fdchan_hdr *h = fdchan_recv(buf, fds, &nfds);
+
+		if (h == NULL)
+			return;
+		if (h->kind == FDCHAN_CONSOLE)
+			console_adopt(fds[0], (const struct fdchan_console *)(h + 1));
+		else
+			fds_on_message(h, fds, nfds);
+	}
+}
+
+/* Watch the descriptor channel (opened by the master). */
+static void
+fdchan_listen(void)
+{
+	static uint8_t buf[FDCHAN_MSG_MAX];
+	struct event *ev;
+
+	if (fdchan_recv_fd() == -1) {
+		log_warn("the workers' descriptor channel is not open: no SHOW FDS descriptors");
+		return;
+	}
+	ev = event_new(child_base(), fdchan_recv_fd(), EV_READ | EV_PERSIST, fdchan_cb, buf);
+	if (ev == NULL || event_add(ev, NULL) == -1)
+		log_warn("could not watch the workers' descriptor channel");
+}
+
 /* The loop exists: load and publish the topology, start following the store. */
 static void
 admin_start(void)
@@ -176,9 +216,13 @@ admin_start(void)
 	if (!tls_init(cfg_current(), &err))
 		log_error("console TLS is off: %s", err.message);
 	forward_listen();
+	fdchan_listen();
 	rev_init(child_base());
 	catload_init(child_base());
+	ddlsync_init(child_base());
 	shardfn_init(child_base());
+	servers_init(child_base());
+	recover_init(child_base());
 	adm_stats_tick();	/* the clock of the stats averages starts now */
 	metrics_init(child_base());
 }

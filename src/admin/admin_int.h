@@ -5,23 +5,30 @@
  *   flatjson.c  the flat JSON objects neki itself reads (options, the cache file wrapper)
  *   result.c    building RowDescription / DataRow / CommandComplete replies
  *   console.c   the console connection state machine (startup, auth, simple query)
+ *   fdchan.c    the workers' descriptor channel to the admin (neki/fdchan.h)
+ *   fds.c       SHOW FDS: every process's sockets, passed on for the online restart
  *   nekifn.c    the __neki function table: arguments, roles, handlers
  *   revision.c  the topology revisions: validate, store, cache, publish, follow
  *   store.c     the SQL of the durable store and the router registry
  *   pgconn.c    the libpq adapter (the only file that includes libpq-fe.h)
  *   catload.c   loading the catalog (src/catalog) and publishing it into shm
  *   catcheck.c  set_data_topology's fresh catalog check of the new document's databases
+ *   servers.c   the role and replay lag of every server of the shards with standbys
+ *   switchover.c  SWITCHOVER <shard>: pause, primary read-only, catch-up, promote, resume
  */
 #ifndef NEKI_ADMIN_ADMIN_INT_H
 #define NEKI_ADMIN_ADMIN_INT_H
 
 #include "neki/base.h"
 
+#include <sys/socket.h>
+
 #include "neki/error.h"
 #include "neki/auth.h"
 #include "neki/pktbuf.h"
 #include "neki/scram.h"
 #include "neki/shm.h"
+#include "pgconn.h"
 
 struct event_base;
 struct topo_model;
@@ -157,7 +164,10 @@ void adm_result_columns(struct adm_result *r, const struct adm_col *cols, size_t
 void adm_result_row(struct adm_result *r, const char *const *vals);
 /* CommandComplete: "<tag> <rows>" when <with_count>, else "<tag>". */
 void adm_result_complete(struct adm_result *r, const char *tag, bool with_count);
+/* Append an ErrorResponse (logged as adm_pooler_error() does). */
 void adm_result_error(struct adm_result *r, const struct nk_error *err);
+/* An error the console sends: "pooler error: <msg>" (WARNING) with log_pooler_errors on. */
+void adm_pooler_error(const struct nk_error *err);
 void adm_result_notice(struct adm_result *r, const struct nk_error *err);
 
 
@@ -190,13 +200,13 @@ struct adm_req {
 /* Run the call of <req> (nekifn.c). Ends with adm_req_finish(), now or later. */
 void nekifn_start(struct adm_req *req);
 
-/* Send <req>'s reply (when its client is still there), resume the client, free <req>. */
+/* Send <req>'s reply (when its client is still there), resume the client, free <req>;
+ * adm_req_fail: with the error <err> as that reply. */
 void adm_req_finish(struct adm_req *req);
+void adm_req_fail(struct adm_req *req, const struct nk_error *err);
 
-/*
- * Run the console command <sql> (not a __neki call) of <req> (cmd.c); ends with
- * adm_req_finish(), now or once every worker has acted.
- */
+/* Run the console command <sql> (not a __neki call) of <req> (cmd.c); ends with
+ * adm_req_finish(), now or once every worker has acted. */
 void adm_command(struct adm_req *req, const char *sql);
 
 /* ---- stats.c ---- */
@@ -237,7 +247,21 @@ void cmd_set(struct adm_req *req, const char *sql);
 
 /* console.c: the console's own sessions and the admin pool as list rows (wlist.c's format). */
 bool console_list_rows(void *buf, size_t cap, size_t *len);
-void console_show_fds(struct adm_result *r);
+/*
+ * The socket of console session <c> when SHOW FDS may pass descriptors on it (the local user
+ * pgbouncer on the Unix socket, served here, no TLS, nothing queued), else -1.
+ */
+int console_pass_fd_socket(const struct adm_conn *c);
+/* "host" and port of <ss> ("unix" and 0 for anything but IPv4 and IPv6). */
+void adm_sockaddr_text(const struct sockaddr_storage *ss, char *host, size_t hlen, int *port);
+
+/* ---- fds.c: SHOW FDS ---- */
+
+struct fdchan_hdr;
+/* Run SHOW FDS for <req> (admin access checked): ends with adm_req_finish(), later. */
+void fds_start(struct adm_req *req);
+/* A worker's ROWS or END message on the descriptor channel (its descriptors now ours). */
+void fds_on_message(const struct fdchan_hdr *h, const int *fds, size_t nfds);
 
 /* ---- lists.c: rows gathered from every worker ---- */
 
@@ -315,6 +339,12 @@ void con_auth_cleanup(struct con_auth *a);
  * internal socket, where a peer with neki's own uid is trusted with the user name it sends.
  */
 void console_accept(int fd, bool is_unix, bool forwarded);
+/*
+ * A console client a worker handed over (neki/fdchan.h): logged in by the worker as <who>
+ * (the local user pgbouncer on the main port's Unix socket); answered from here on.
+ */
+struct fdchan_console;
+void console_adopt(int fd, const struct fdchan_console *who);
 
 /* ---- revision.c / follow.c: topology revisions ---- */
 
@@ -326,7 +356,8 @@ struct rev_current {
 	char auth_uid[ADM_NAME_MAX];	/* shard uid of the authoritative group; "" when none */
 };
 
-/* Load the cache file (topology_file), publish what it holds, start following the store. */
+/* Keep the revision shm holds (a restarted admin), else load the cache file (topology_file)
+ * and publish what it holds; start following the store. */
 void rev_init(struct event_base *base);
 const struct rev_current *rev_get(void);
 
@@ -351,13 +382,19 @@ void follow_init(struct event_base *base);
 void follow_set_authority(const char *uid);
 /* The libpq conninfo of shard <uid> for the store, or NULL when [shards] lacks it. */
 char *follow_conninfo(const char *uid);
+/* The same for server <index> of the shard alone (cfg_server.conninfo); NULL when none. */
+char *follow_server_conninfo(const char *uid, size_t index);
 /* The lowest revision every live local process has switched to. */
 uint64_t follow_local_revision_seen(void);
 /* Tell the registry that this host now serves <revision> (after a publication). */
 void follow_announce(void);
 void follow_wait(struct adm_req *req, uint64_t revision, double timeout);
+/* __neki.wait_for_ddl: every live neki host has published a catalog of cluster schema
+ * version >= <schema_version> and runs topology revision >= <cluster_version>. */
+void follow_wait_ddl(struct adm_req *req, uint64_t schema_version, uint64_t cluster_version,
+		     double timeout);
 void follow_list_shards(struct adm_req *req);
-/* SHOW SHARDS: uid, host, port, state (up, read-only, down), links. */
+/* SHOW SHARDS: uid, host, port, state, links, server, kind, role, primary, lag_ms per server. */
 void follow_show_shards(struct adm_req *req);
 /* __neki.notification_queue_usage(): (shard_uid, usage) of each shard of the notify shard
  * group (the authoritative group: where NOTIFY and LISTEN go through neki). */
@@ -391,6 +428,35 @@ void catload_forget(void *arg);
  */
 char *catload_conninfo(const char *uid, const char *db, const char *app);
 
+/* ---- ddlsync.c: DDL and setval() across neki hosts (the store's cluster_state) ---- */
+
+void ddlsync_init(struct event_base *base);
+/*
+ * The cluster schema version a catalog load about to start will carry, to <cb>: with <bump>
+ * (the load answers DDL through this host) the store's version + 1, announced to the other
+ * hosts; else the store's version. The published one when the store cannot be read.
+ */
+void ddlsync_version(bool bump, void (*cb)(void *arg, uint64_t version), void *arg);
+/* The heartbeat read the store's schema_version and seq_epoch: follow them. */
+void ddlsync_learned(uint64_t schema_version, uint64_t seq_epoch);
+/* A NOTIFY on the watcher: true when it was neki_catalog or neki_sequences (handled). */
+bool ddlsync_notified(const char *channel, const char *payload);
+
+/* activity.c: __neki.stat_get_activity() (sessions of every host); a NOTIFY neki_activity
+ * of <epoch>: publish this host's sessions into the store. */
+void activity_start(struct adm_req *req);
+void activity_notified(uint64_t epoch);
+
+/* advisor.c: __neki.check_schema(<db>; NULL: every database of the topology): rows
+ * (object, rule, severity, advice); ends with adm_req_finish. */
+void advisor_check_schema(struct adm_req *req, const char *db);
+typedef void (*adv_row_fn)(void *arg, const char *const *vals);
+typedef void (*adv_end_fn)(void *arg, const struct nk_error *err);
+/* Run the rules over <db> (NULL: every database): <row> per finding, then <end> once. */
+void advisor_run(const char *db, adv_row_fn row, adv_end_fn end, void *arg);
+/* After DDL: every finding into shm for schema version <v> (shm_advice_set), then <done>. */
+void advisor_after_ddl(uint64_t v, void (*done)(void *arg), void *arg);
+
 /* shardfn.c: neki's functions (uuidv7) on every shard of the topology, after start and
  * after each published topology revision. */
 void shardfn_init(struct event_base *base);
@@ -423,45 +489,11 @@ typedef void (*catcheck_done_fn)(void *arg, const struct nk_error *err);
 void catcheck_run(const struct topo_model *m, const char *auth_uid, bool force,
 		  catcheck_done_fn done, void *arg);
 
-/* ---- pgconn.c: libpq on the admin's event loop ---- */
-
-struct pgc;
-struct pgc_res;
-
-/* A query finished: <res> (borrowed, valid during the call) or <err> (then res is NULL). */
-typedef void (*pgc_done_fn)(void *arg, const struct pgc_res *res, const struct nk_error *err);
-/* A NOTIFY arrived on a LISTENed channel. */
-typedef void (*pgc_notify_fn)(void *arg, const char *channel, const char *payload);
-/* The connection came up (<up> true) or was lost / failed (false). */
-typedef void (*pgc_state_fn)(void *arg, bool up);
-
-/* A connection named <name> (for logs and errors) on <base>; connects on first use. */
-struct pgc *pgc_new(struct event_base *base, const char *name);
-/* Close the connection, fail queued queries, free <c>. Callbacks are not called after. */
-void pgc_free(struct pgc *c);
-/* pgc_free() from the loop: safe inside one of <c>'s own callbacks. */
-void pgc_free_later(struct pgc *c);
-/* Use <conninfo> from now on (reconnects when it changed). */
-void pgc_set_conninfo(struct pgc *c, const char *conninfo);
-const char *pgc_conninfo(const struct pgc *c);
-void pgc_set_callbacks(struct pgc *c, pgc_notify_fn on_notify, pgc_state_fn on_state, void *arg);
-/* Start connecting now if down (queries also do it). */
-void pgc_connect(struct pgc *c);
-bool pgc_is_up(const struct pgc *c);
-/*
- * Queue <sql> with <n> text parameters (copied; NULL = SQL NULL). Queries run one at a time in
- * order; <cb> (may be NULL) is always called, from the loop, never inside this call. A failed connection
- * fails every queued query with SQLSTATE 08006.
- */
-void pgc_query(struct pgc *c, const char *sql, size_t n, const char *const *params,
-	       pgc_done_fn cb, void *arg);
-/* Rows of a result, and the text of (row, col): NULL for SQL NULL. */
-size_t pgc_res_rows(const struct pgc_res *r);
-const char *pgc_res_get(const struct pgc_res *r, size_t row, size_t col);
-/* Rows affected by the command (INSERT/UPDATE), 0 when not a count. */
-uint64_t pgc_res_affected(const struct pgc_res *r);
-
 /* follow.c: run <sql> on the authoritative shard's watcher connection; false when none. */
 bool follow_query(const char *sql, pgc_done_fn cb, void *arg);
+bool follow_query_params(const char *sql, size_t n, const char *const *params, pgc_done_fn cb,
+			 void *arg);
+/* This host's id in __neki.routers ("<hostname>:<listen_port>"). */
+const char *follow_host_id(void);
 
 #endif /* NEKI_ADMIN_ADMIN_INT_H */

@@ -76,8 +76,8 @@ syntax_error(struct scan *s)
 	memcpy(tok, s->p, n);
 	tok[n] = '\0';
 	if (n == 0)
-		return nk_error_set(s->err, "42601", "syntax error at end of input");
-	return nk_error_set(s->err, "42601", "syntax error at or near \"%s\"", tok);
+		return nk_error_set(s->err, ERRCODE_SYNTAX_ERROR, "syntax error at end of input");
+	return nk_error_set(s->err, ERRCODE_SYNTAX_ERROR, "syntax error at or near \"%s\"", tok);
 }
 
 /*
@@ -225,16 +225,17 @@ read_quoted(struct scan *s, bool escapes, char **out)
 
 	*out = NULL;
 	if (!buf_put(out, &len, &cap, '\0'))
-		return nk_error_set(s->err, "53200", "out of memory");
+		return nk_error_oom(s->err);
 	len = 0;
 	s->p++;
 	for (;;) {
 		if (*s->p == '\0')
-			return nk_error_set(s->err, "42601", "unterminated quoted string");
+			return nk_error_set(s->err, ERRCODE_SYNTAX_ERROR,
+					    "unterminated quoted string");
 		if (s->p[0] == '\'' && s->p[1] == '\'') {
 			s->p += 2;
 			if (!buf_put(out, &len, &cap, '\''))
-				return nk_error_set(s->err, "53200", "out of memory");
+				return nk_error_oom(s->err);
 		} else if (s->p[0] == '\'') {
 			s->p++;
 			skip_space(s);
@@ -243,9 +244,10 @@ read_quoted(struct scan *s, bool escapes, char **out)
 		} else if (escapes && s->p[0] == '\\') {
 			s->p++;
 			if (!read_escape(s, out, &len, &cap))
-				return nk_error_set(s->err, "22025", "invalid Unicode escape");
+				return nk_error_set(s->err, ERRCODE_INVALID_ESCAPE_SEQUENCE,
+						    "invalid Unicode escape");
 		} else if (!buf_put(out, &len, &cap, *s->p++)) {
-			return nk_error_set(s->err, "53200", "out of memory");
+			return nk_error_oom(s->err);
 		}
 	}
 }
@@ -269,10 +271,11 @@ read_dollar(struct scan *s, char **out)
 		if (strncmp(close, s->p, tag_len) == 0)
 			break;
 	if (close == NULL)
-		return nk_error_set(s->err, "42601", "unterminated dollar-quoted string");
+		return nk_error_set(s->err, ERRCODE_SYNTAX_ERROR,
+				    "unterminated dollar-quoted string");
 	*out = strndup(body, (size_t)(close - body));
 	if (*out == NULL)
-		return nk_error_set(s->err, "53200", "out of memory");
+		return nk_error_oom(s->err);
 	s->p = close + tag_len;
 	return true;
 }
@@ -304,7 +307,7 @@ read_number(struct scan *s, char **out)
 	}
 	*out = strndup(start, (size_t)(s->p - start));
 	if (*out == NULL)
-		return nk_error_set(s->err, "53200", "out of memory");
+		return nk_error_oom(s->err);
 	/* drop spaces between a sign and the digits, and digit separators */
 	for (char *r = *out, *w = *out;; r++)
 		if (!isspace((unsigned char)*r) && *r != '_' && (*w++ = *r) == '\0')
@@ -340,7 +343,7 @@ read_value(struct scan *s, struct adm_arg *a)
 	if (is_true || accept_kw(s, "false")) {
 		a->kind = ADM_ARG_BOOL;
 		a->text = strdup(is_true ? "true" : "false");
-		return a->text ? true : nk_error_set(s->err, "53200", "out of memory");
+		return a->text ? true : nk_error_oom(s->err);
 	}
 	if (*s->p == '(') {
 		s->p++;
@@ -409,7 +412,8 @@ read_args(struct scan *s, struct adm_call *call)
 		return true;
 	do {
 		if (call->nargs == ADM_CALL_MAX_ARGS)
-			return nk_error_set(s->err, "54023", "too many arguments");
+			return nk_error_set(s->err, ERRCODE_TOO_MANY_ARGUMENTS,
+					    "too many arguments");
 		if (!read_arg(s, &call->args[call->nargs++]))
 			return false;
 	} while (accept_tok(s, ","));

@@ -1,8 +1,9 @@
 /*
  * catcheck.c - the topology rules that need the shards' catalog, checked by
  * set_data_topology before anything is stored: for every database of the new topology, the
- * catalog is read from the authoritative shard (cat_load_sql, one round trip, one short-lived
- * connection per database) and cat_check_topology() reports V4 (a shard key whose column
+ * catalog is read from the authoritative shard (cat_load_sql, one round trip per database, over
+ * one connection kept between calls: a login per call cost the shard a backend start at every
+ * revision) and cat_check_topology() reports V4 (a shard key whose column
  * type no routing rule accepts: the set fails) and V11 (unique GSIs that will be disabled:
  * logged). A database the shard does not have yet has no tables to check.
  * Entry point: catcheck_run().
@@ -21,31 +22,21 @@
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/topology.h"
-#include "neki/worker.h"
+#include "neki/proc.h"
 
 struct catcheck {
 	const struct topo_model *m;	/* borrowed: the job keeps it alive */
 	char auth_uid[ADM_NAME_MAX];
 	bool force;
 	size_t next_db;			/* index in m->dbs of the database being read */
-	struct pgc *pgc;		/* owned while a database is read */
 	catcheck_done_fn done;
 	void *arg;			/* borrowed: the caller's */
 };
 
+static struct pgc *cc_conn;		/* owned: the connection of the checks, kept */
+static char cc_conn_uid[ADM_NAME_MAX];	/* the shard it is named after */
+
 static void catcheck_next(struct catcheck *cc);
-
-static size_t
-rows_n(const void *src)
-{
-	return pgc_res_rows(src);
-}
-
-static const char *
-rows_get(const void *src, size_t row, size_t col)
-{
-	return pgc_res_get(src, row, col);
-}
 
 /* End the check with <err> (NULL: passed). */
 static void
@@ -82,15 +73,14 @@ loaded_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 {
 	struct catcheck *cc = arg;
 	const char *db = cc->m->dbs[cc->next_db].name;
-	struct cat_rows rows = { rows_n, rows_get, res };
+	struct cat_rows rows = pgc_res_cat_rows(res);
 	struct nk_error e;
 	struct catalog *c;
 
-	pgc_free_later(cc->pgc);
-	cc->pgc = NULL;
 	cc->next_db++;
 	if (err != NULL) {
-		if (strcmp(err->sqlstate, "3D000") == 0) {	/* no such database yet */
+		/* no such database yet */
+		if (strcmp(err->sqlstate, ERRCODE_INVALID_CATALOG_NAME) == 0) {
 			catcheck_next(cc);
 			return;
 		}
@@ -107,12 +97,27 @@ loaded_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 	catcheck_next(cc);
 }
 
+/* The connection of the checks, named after the authoritative shard <uid>; NULL on no memory.
+ * (Set_data_topology runs one at a time, so one connection serves every check.) */
+static struct pgc *
+catcheck_conn(const char *uid)
+{
+	if (cc_conn != NULL && strcmp(cc_conn_uid, uid) != 0) {
+		pgc_free_later(cc_conn);
+		cc_conn = NULL;
+	}
+	if (cc_conn == NULL && (cc_conn = pgc_new(child_base(), uid)) != NULL)
+		snprintf(cc_conn_uid, sizeof(cc_conn_uid), "%s", uid);
+	return cc_conn;
+}
+
 /* Read the catalog of the next database, or finish. */
 static void
 catcheck_next(struct catcheck *cc)
 {
 	const struct cfg_shard *s = cfg_shard_find(cfg_current(), cc->auth_uid);
 	struct nk_error err;
+	struct pgc *pgc;
 	char *conninfo;
 
 	if (cc->next_db >= cc->m->ndbs) {
@@ -120,7 +125,8 @@ catcheck_next(struct catcheck *cc)
 		return;
 	}
 	if (s == NULL) {
-		nk_error_set(&err, "42704", "the authoritative shard \"%s\" is not declared in [shards]",
+		nk_error_set(&err, ERRCODE_UNDEFINED_OBJECT,
+			     "the authoritative shard \"%s\" is not declared in [shards]",
 			     cc->auth_uid);
 		catcheck_end(cc, &err);
 		return;
@@ -128,14 +134,14 @@ catcheck_next(struct catcheck *cc)
 	/* a shard whose string names a dbname always uses it */
 	if (asprintf(&conninfo, "%s%s%s application_name=neki-admin", s->conninfo,
 		     s->dbname ? "" : " dbname=", s->dbname ? "" : cc->m->dbs[cc->next_db].name) == -1 ||
-	    (cc->pgc = pgc_new(child_base(), cc->auth_uid)) == NULL) {
-		nk_error_set(&err, "53200", "out of memory");
+	    (pgc = catcheck_conn(cc->auth_uid)) == NULL) {
+		nk_error_oom(&err);
 		catcheck_end(cc, &err);
 		return;
 	}
-	pgc_set_conninfo(cc->pgc, conninfo);
+	pgc_set_conninfo(pgc, conninfo);
 	free(conninfo);
-	pgc_query(cc->pgc, cat_load_sql(), 0, NULL, loaded_cb, cc);
+	pgc_query(pgc, cat_load_sql(), 0, NULL, loaded_cb, cc);
 }
 
 void
@@ -146,7 +152,7 @@ catcheck_run(const struct topo_model *m, const char *auth_uid, bool force, catch
 	struct nk_error err;
 
 	if (cc == NULL) {
-		nk_error_set(&err, "53200", "out of memory");
+		nk_error_oom(&err);
 		done(arg, &err);
 		return;
 	}

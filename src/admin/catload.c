@@ -3,10 +3,13 @@
  * shard for every database of the current topology, publish it into the shm catalog slots,
  * and apply the rules that need it (V4 at set_data_topology, V11 reported).
  *
- * A load runs cat_load_sql() once per topology database over one pgc connection (pointed
- * at each database in turn), builds each catalog with cat_build(), then publishes one image
- * holding them all as the next catalog version. A database whose load fails keeps the
- * catalog it had (a warning is logged). Triggers: catload_init() (admin start), a published
+ * A load runs cat_load_sql() once per database (those of the topology and the topology=yes
+ * entries of [databases]) over one pgc connection (pointed at each database in turn),
+ * builds each catalog with cat_build(), then publishes one image holding them all as the
+ * next catalog version. A database whose load fails keeps the catalog it had (a warning is
+ * logged); when this process has none of it but the published image has (a restarted admin
+ * process, which goes on from the published version), nothing is published until a load
+ * has it. Triggers: catload_init() (admin start), a published
  * topology revision (catload_topology_changed), and workers' refresh requests after DDL
  * (shm_cat_requested(), polled every CATLOAD_POLL_MS); a failed load is retried after
  * CATLOAD_RETRY_MS. Only one load runs at a time; a trigger during a load queues another.
@@ -14,6 +17,7 @@
 #include "neki/base.h"
 
 #include "admin_int.h"
+#include "catoids.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 
 #include "neki/catalog.h"
 #include "neki/catalog_image.h"
+#include "neki/clock.h"
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/shm.h"
@@ -39,6 +44,9 @@ struct catload_job {
 	size_t n, next;			/* databases; the one being loaded */
 	uint64_t requested;		/* shm_cat_requested() when the load started */
 	uint64_t revision;		/* the topology revision whose databases it loads */
+	uint64_t schema_version;	/* the cluster schema version it carries (ddlsync.c) */
+	bool ddl;			/* it answers DDL through this host: the advisor runs */
+	bool advised;			/* ... and has run (before the catalog is published) */
 	bool failed;			/* some database failed: retry later */
 };
 
@@ -59,40 +67,24 @@ static uint64_t cl_version;		/* last published catalog version */
 static uint64_t cl_served;		/* refresh requests the published catalog includes */
 static struct catload_job *cl_job;	/* owned: the load in flight, or NULL */
 static bool cl_again;			/* load again once the current one ends */
-static uint64_t cl_retry_at;		/* shm_now_ms() of the next retry; 0 = none */
+static uint64_t cl_retry_at;		/* nk_now_ms() of the next retry; 0 = none */
 static uint64_t cl_loaded_rev;		/* topology revision the last ended load read */
 static struct catload_waiter *cl_waiters; /* owned */
 
 static void job_next(struct catload_job *j);
+static void job_advised(void *arg);
 
 static void
 job_free(struct catload_job *j)
 {
 	for (size_t i = 0; i < j->n; i++) {
-		cat_free(j->cats[i]);
+		if (j->cats != NULL)
+			cat_free(j->cats[i]);
 		free(j->dbs[i]);
 	}
 	free(j->cats);
 	free(j->dbs);
 	free(j);
-}
-
-/* Append <s> to <buf> as a single-quoted conninfo value. */
-static void
-put_conninfo_value(char *buf, size_t cap, const char *s)
-{
-	size_t n = strlen(buf);
-
-	if (n + 1 < cap)
-		buf[n++] = '\'';
-	for (; *s && n + 3 < cap; s++) {
-		if (*s == '\'' || *s == '\\')
-			buf[n++] = '\\';
-		buf[n++] = *s;
-	}
-	if (n + 1 < cap)
-		buf[n++] = '\'';
-	buf[n] = '\0';
 }
 
 /* catload_conninfo: see admin_int.h. */
@@ -112,23 +104,21 @@ catload_conninfo(const char *uid, const char *db, const char *app)
 	snprintf(out, cap, "%s", s->conninfo);
 	if (s->dbname == NULL) {
 		strncat(out, " dbname=", cap - strlen(out) - 1);
-		put_conninfo_value(out, cap, db);
+		cfg_conninfo_put_quoted(out, cap, db);
 	}
 	strncat(out, " application_name=", cap - strlen(out) - 1);
 	strncat(out, app, cap - strlen(out) - 1);
 	return out;
 }
 
-static size_t
-rows_n(const void *src)
+/* The types of database j->dbs[j->next] are read too (catoids.c): the next database. */
+static void
+load_typed(void *arg)
 {
-	return pgc_res_rows(src);
-}
+	struct catload_job *j = arg;
 
-static const char *
-rows_get(const void *src, size_t row, size_t col)
-{
-	return pgc_res_get(src, row, col);
+	j->next++;
+	job_next(j);
 }
 
 /* The rows of database j->dbs[j->next] arrived (or the query failed). */
@@ -143,12 +133,16 @@ load_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 		log_warn("could not load the catalog of database \"%s\": %s", db, err->message);
 		j->failed = true;
 	} else {
-		struct cat_rows rows = { rows_n, rows_get, res };
+		struct cat_rows rows = pgc_res_cat_rows(res);
 
 		j->cats[j->next] = cat_build(db, &rows, &e);
 		if (j->cats[j->next] == NULL) {
 			log_warn("%s", e.message);
 			j->failed = true;
+		} else {
+			catoids_load(cl_conn, rev_get()->model, rev_get()->auth_uid,
+				     j->cats[j->next], j->schema_version, load_typed, j);
+			return;
 		}
 	}
 	j->next++;
@@ -193,7 +187,7 @@ report_rules(void)
 
 /* Build the image of cl_cats into a free slot and publish it as the next version. */
 static bool
-publish(uint64_t served)
+publish(uint64_t served, uint64_t schema_version)
 {
 	unsigned slot;
 	ssize_t len;
@@ -214,10 +208,44 @@ publish(uint64_t served)
 	}
 	cl_version++;
 	cl_served = served;
+	if (schema_version > shm_schema_version())
+		shm_schema_version_set(schema_version);	/* (seen with served: before it) */
 	shm_cat_publish(slot, cl_version, served, (size_t)len);
+	follow_announce();	/* (the registry's schema_version: what wait_for_ddl reads) */
 	log_info("published catalog version %" PRIu64 " (%zu database%s)", cl_version, cl_ncats,
 		 cl_ncats == 1 ? "" : "s");
 	return true;
+}
+
+/* Do we hold a catalog of <db> (loaded by this process)? */
+static bool
+has_old(const char *db)
+{
+	for (size_t i = 0; i < cl_ncats; i++)
+		if (cl_cats[i] && strcmp(cl_cats[i]->dbname, db) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Would publishing <j> drop a database the published image has? That is one whose load
+ * failed while this process holds no catalog of it (a restarted admin process: the image in
+ * shm is its predecessor's); the image stays then, until a load has it.
+ */
+static bool
+job_would_drop(const struct catload_job *j)
+{
+	struct cat_view v;
+	bool drop = false;
+
+	for (size_t i = 0; i < j->n && !drop; i++) {
+		if (j->cats[i] != NULL || has_old(j->dbs[i]))
+			continue;
+		cat_view_acquire(&v, j->dbs[i]);
+		drop = v.db != CAT_IMG_NONE;
+		cat_view_release(&v);
+	}
+	return drop;
 }
 
 /* Every database is loaded: swap the catalogs in, publish, report. */
@@ -227,6 +255,12 @@ job_finish(struct catload_job *j)
 	struct catalog **old = cl_cats;
 	size_t nold = cl_ncats, n = 0;
 
+	if (job_would_drop(j)) {
+		log_warn("keeping catalog version %" PRIu64 " until every database it holds is "
+			 "loaded again", cl_version);
+		cl_retry_at = nk_now_ms() + CATLOAD_RETRY_MS;
+		return;		/* (the job's catalogs are freed with it) */
+	}
 	for (size_t i = 0; i < j->n; i++) {
 		if (j->cats[i] == NULL)
 			j->cats[i] = take_old(j->dbs[i]);
@@ -239,9 +273,9 @@ job_finish(struct catload_job *j)
 	for (size_t i = 0; i < nold; i++)
 		cat_free(old[i]);
 	free(old);
-	cl_retry_at = j->failed ? shm_now_ms() + CATLOAD_RETRY_MS : 0;
-	if (!publish(j->requested))
-		cl_retry_at = shm_now_ms() + CATLOAD_RETRY_MS;
+	cl_retry_at = j->failed ? nk_now_ms() + CATLOAD_RETRY_MS : 0;
+	if (!publish(j->requested, j->schema_version))
+		cl_retry_at = nk_now_ms() + CATLOAD_RETRY_MS;
 	report_rules();
 }
 
@@ -316,13 +350,15 @@ job_next(struct catload_job *j)
 		j->failed = true;
 		j->next++;
 	}
+	if (j->ddl && !j->advised) {	/* (the DDL's session sends its findings) */
+		j->advised = true;
+		advisor_after_ddl(j->schema_version, job_advised, j);
+		return;
+	}
 	job_finish(j);
 	if (j->revision > cl_loaded_rev)
 		cl_loaded_rev = j->revision;
-	for (size_t i = 0; i < j->n; i++)
-		free(j->dbs[i]);
-	free(j->dbs);
-	free(j);
+	job_free(j);	/* (its catalogs moved to cl_cats, unless job_finish kept the image) */
 	cl_job = NULL;
 	wake_waiters();
 	if (cl_again) {
@@ -331,12 +367,30 @@ job_next(struct catload_job *j)
 	}
 }
 
-/* A new job for the databases of the current topology; NULL on no memory. */
+/* Add database <name> to <j> unless it is there; false on no memory. */
+static bool
+job_add_db(struct catload_job *j, const char *name)
+{
+	for (size_t i = 0; i < j->n; i++)
+		if (strcmp(j->dbs[i], name) == 0)
+			return true;
+	if ((j->dbs[j->n] = strdup(name)) == NULL)
+		return false;
+	j->n++;
+	return true;
+}
+
+/*
+ * A new job for the databases of the current topology and, when there is one, the
+ * [databases] entries with topology=yes (sharded too: their sessions wait for their
+ * catalog); NULL on no memory.
+ */
 static struct catload_job *
 job_new(void)
 {
 	const struct topo_model *m = rev_get()->model;
-	size_t n = m ? m->ndbs : 0;
+	const struct cfg *c = cfg_current();
+	size_t n = m ? m->ndbs + c->n_databases : 0;
 	struct catload_job *j = calloc(1, sizeof(*j));
 
 	if (j == NULL)
@@ -345,8 +399,12 @@ job_new(void)
 	j->dbs = calloc(n + 1, sizeof(*j->dbs));
 	if (j->cats == NULL || j->dbs == NULL)
 		goto fail;
-	for (; j->n < n; j->n++)
-		if ((j->dbs[j->n] = strdup(m->dbs[j->n].name)) == NULL)
+	for (size_t i = 0; m != NULL && i < m->ndbs; i++)
+		if (!job_add_db(j, m->dbs[i].name))
+			goto fail;
+	for (size_t i = 0; m != NULL && i < c->n_databases; i++)
+		if (c->databases[i].topology && strcmp(c->databases[i].name, "*") != 0 &&
+		    !job_add_db(j, c->databases[i].name))
 			goto fail;
 	j->requested = shm_cat_requested();
 	j->revision = rev_get()->revision;
@@ -354,6 +412,23 @@ job_new(void)
 fail:
 	job_free(j);
 	return NULL;
+}
+
+/* The advisor ran after the DDL: publish. */
+static void
+job_advised(void *arg)
+{
+	job_next(arg);
+}
+
+/* The version the job carries is known: load. */
+static void
+job_versioned(void *arg, uint64_t version)
+{
+	struct catload_job *j = arg;
+
+	j->schema_version = version;
+	job_next(j);
 }
 
 /* catload_refresh: see admin_int.h. */
@@ -369,10 +444,12 @@ catload_refresh(void)
 	cl_job = job_new();
 	if (cl_job == NULL) {
 		log_error("out of memory while starting a catalog load");
-		cl_retry_at = shm_now_ms() + CATLOAD_RETRY_MS;
+		cl_retry_at = nk_now_ms() + CATLOAD_RETRY_MS;
 		return;
 	}
-	job_next(cl_job);
+	/* answering DDL through this host (its workers asked): a new cluster schema version */
+	cl_job->ddl = cl_job->requested > cl_served;
+	ddlsync_version(cl_job->ddl, job_versioned, cl_job);
 }
 
 void
@@ -392,7 +469,7 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t requested = shm_cat_requested();
 
 	if (cl_retry_at != 0) {
-		if (shm_now_ms() < cl_retry_at || cl_job != NULL)
+		if (nk_now_ms() < cl_retry_at || cl_job != NULL)
 			return;
 		cl_retry_at = 0;
 		catload_refresh();
@@ -408,6 +485,8 @@ catload_init(struct event_base *base)
 	struct timeval tv = { 0, CATLOAD_POLL_MS * 1000 };
 
 	cl_base = base;
+	cl_version = shm_cat_version();	/* a restarted admin goes on from the published one */
+	cl_served = shm_cat_served();
 	cl_conn = pgc_new(base, "catalog");
 	cl_poll = event_new(base, -1, EV_PERSIST, poll_cb, NULL);
 	if (cl_conn == NULL || cl_poll == NULL || event_add(cl_poll, &tv) == -1)

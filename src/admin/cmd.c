@@ -7,6 +7,7 @@
 #include "neki/base.h"
 
 #include "admin_int.h"
+#include "recover.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -45,7 +46,7 @@ invalid(struct adm_result *r, const char *sql)
 {
 	struct nk_error err;
 
-	nk_error_set(&err, "08P01", "invalid command '%s', use SHOW HELP;", sql);
+	nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION, "invalid command '%s', use SHOW HELP;", sql);
 	adm_result_error(r, &err);
 }
 
@@ -177,15 +178,16 @@ show_help(struct adm_result *r)
 {
 	struct nk_error n;
 
-	nk_error_set(&n, "00000", "Console usage");
+	nk_error_set(&n, ERRCODE_SUCCESSFUL_COMPLETION, "Console usage");
 	n.severity = NK_SEV_NOTICE;
 	nk_error_detail(&n, "\n\tSHOW HELP|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|USERS|VERSION"
 			"\n\tSHOW PEERS|PEER_POOLS\n\tSHOW FDS|SOCKETS|ACTIVE_SOCKETS|LISTS|MEM|STATE"
 			"\n\tSHOW DNS_HOSTS|DNS_ZONES\n\tSHOW STATS|STATS_TOTALS|STATS_AVERAGES|TOTALS"
-			"\n\tSHOW WORKERS|SHARDS\n\tSET key = arg\n\tRELOAD\n\tPAUSE [<db>]"
+			"\n\tSHOW WORKERS|SHARDS|TRANSACTIONS\n\tSET key = arg\n\tRELOAD\n\tPAUSE [<db>]"
 			"\n\tRESUME [<db>]\n\tDISABLE <db>\n\tENABLE <db>\n\tRECONNECT [<db>]"
 			"\n\tKILL [<db>]\n\tKILL_CLIENT <client_id>\n\tSUSPEND\n\tSHUTDOWN"
 			"\n\tSHUTDOWN WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS\n\tWAIT_CLOSE [<db>]"
+			"\n\tSWITCHOVER <shard>"
 			"\n\tSELECT * FROM __neki.<function>(...)");
 	adm_result_notice(r, &n);
 }
@@ -220,7 +222,17 @@ show_config(struct adm_result *r)
 	}
 }
 
-/* One SHOW DATABASES row for [databases] entry <d>. */
+/* pgbouncer's rule for a per-database or per-user limit: <entry> when > 0, else <global>. */
+static int
+eff_limit(int entry, int global)
+{
+	return entry > 0 ? entry : global;
+}
+
+/*
+ * One SHOW DATABASES row for [databases] entry <d>: pool sizes, lifetime and limits as in
+ * force; pool_mode only when the entry sets one (NULL: the global mode), as pgbouncer.
+ */
 static void
 database_row(struct adm_result *r, const struct cfg *c, const struct cfg_database *d)
 {
@@ -228,16 +240,15 @@ database_row(struct adm_result *r, const struct cfg *c, const struct cfg_databas
 	int pool = d->pool_size >= 0 ? d->pool_size : c->default_pool_size;
 	int min = d->min_pool_size >= 0 ? d->min_pool_size : c->min_pool_size;
 	int res = d->reserve_pool_size >= 0 ? d->reserve_pool_size : c->reserve_pool_size;
-	int maxc = d->max_db_connections >= 0 ? d->max_db_connections : c->max_db_connections;
-	int maxcl = d->max_db_client_connections >= 0 ? d->max_db_client_connections :
-		    c->max_db_client_connections;
+	int maxc = eff_limit(d->max_db_connections, c->max_db_connections);
+	int maxcl = eff_limit(d->max_db_client_connections, c->max_db_client_connections);
 	double life = d->server_lifetime >= 0 ? d->server_lifetime : c->server_lifetime;
-	enum cfg_pool_mode pm = d->pool_mode != CFG_POOL_UNSET ? d->pool_mode : c->pool_mode;
 	bool lb_list = d->host != NULL && strchr(d->host, ',') != NULL;
 	const char *vals[17] = {
 		d->name, d->host, fmt_int(b[0], d->port), d->dbname ? d->dbname : d->name, d->user,
 		fmt_int(b[1], pool), fmt_int(b[2], min), fmt_int(b[3], res),
-		fmt_int(b[4], (int64_t)life), cfg_pool_mode_str(pm),
+		fmt_int(b[4], (int64_t)life),
+		d->pool_mode != CFG_POOL_UNSET ? cfg_pool_mode_str(d->pool_mode) : NULL,
 		lb_list ? (d->load_balance_hosts ? "round-robin" : "disable") : NULL,
 		fmt_int(b[5], maxc), fmt_int(b[7], lists_count(LISTS_DB_SERVERS, d->name)),
 		fmt_int(b[6], maxcl), fmt_int(b[8], lists_count(LISTS_DB_CLIENTS, d->name)), "0", "0",
@@ -246,6 +257,33 @@ database_row(struct adm_result *r, const struct cfg *c, const struct cfg_databas
 	adm_result_row(r, vals);
 }
 
+/*
+ * The admin database's row: pgbouncer's fixed pool (2, statement mode, forced user
+ * pgbouncer) under the global lifetime and limits.
+ */
+static void
+admin_database_row(struct adm_result *r, const struct cfg *c)
+{
+	char b[5][24];
+	const char *vals[17] = {
+		"pgbouncer", NULL, fmt_int(b[0], c->listen_port), "pgbouncer", "pgbouncer",
+		"2", "0", "0", fmt_int(b[1], (int64_t)c->server_lifetime), "statement", NULL,
+		fmt_int(b[2], c->max_db_connections), "0",
+		fmt_int(b[3], c->max_db_client_connections),
+		fmt_int(b[4], lists_count(LISTS_DB_CLIENTS, "pgbouncer")), "0", "0",
+	};
+
+	adm_result_row(r, vals);
+}
+
+static int
+database_cmp(const void *a, const void *b)
+{
+	return strcmp((*(const struct cfg_database *const *)a)->name,
+		      (*(const struct cfg_database *const *)b)->name);
+}
+
+/* SHOW DATABASES: the entries and the admin database, sorted by name as pgbouncer's list. */
 static void
 show_databases(struct adm_result *r)
 {
@@ -260,17 +298,27 @@ show_databases(struct adm_result *r)
 		{ "disabled", ADM_T_INT4 },
 	};
 	const struct cfg *c = cfg_current();
-	char port[24], cl[24];
-	const char *admin[17] = {
-		"pgbouncer", NULL, fmt_int(port, c->listen_port), "pgbouncer", "pgbouncer", "2", "0",
-		"0", "0", "statement", NULL, "0", "0", "0",
-		fmt_int(cl, lists_count(LISTS_DB_CLIENTS, "pgbouncer")), "0", "0",
-	};
+	const struct cfg_database **dbs = calloc(c->n_databases + 1, sizeof(*dbs));
+	bool admin_done = false;
 
+	if (dbs == NULL) {
+		fail(r, ERRCODE_OUT_OF_MEMORY, "out of memory");
+		return;
+	}
 	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
 	for (size_t i = 0; i < c->n_databases; i++)
-		database_row(r, c, &c->databases[i]);
-	adm_result_row(r, admin);
+		dbs[i] = &c->databases[i];
+	qsort(dbs, c->n_databases, sizeof(*dbs), database_cmp);
+	for (size_t i = 0; i < c->n_databases; i++) {
+		if (!admin_done && strcmp(dbs[i]->name, "pgbouncer") > 0) {
+			admin_database_row(r, c);
+			admin_done = true;
+		}
+		database_row(r, c, dbs[i]);
+	}
+	if (!admin_done)
+		admin_database_row(r, c);
+	free(dbs);
 }
 
 /* pgbouncer prints the users' pool sizes as %9d text, empty when unset. */
@@ -288,10 +336,10 @@ static void
 users_row(struct adm_result *r, const struct cfg *c, const char *name, const struct cfg_user *u)
 {
 	char b[6][24];
-	int max_conn = u != NULL && u->max_user_connections >= 0 ? u->max_user_connections :
-		       c->max_user_connections;
-	int max_cl = u != NULL && u->max_user_client_connections >= 0 ?
-		     u->max_user_client_connections : c->max_user_client_connections;
+	int max_conn = eff_limit(u != NULL ? u->max_user_connections : -1,
+				 c->max_user_connections);
+	int max_cl = eff_limit(u != NULL ? u->max_user_client_connections : -1,
+			       c->max_user_client_connections);
 	const char *vals[8] = {
 		name, fmt_pad(b[0], u != NULL ? u->pool_size : -1),
 		fmt_pad(b[1], u != NULL ? u->reserve_pool_size : -1),
@@ -485,12 +533,12 @@ static const struct {
 	{ "dns_hosts", lists_show_dns_hosts, false, true },
 	{ "dns_zones", lists_show_dns_zones, false, true },
 	{ "workers", show_workers, false, false },
+	{ "transactions", recover_show, false, false },
 	{ "clients", lists_show_clients, false, true },
 	{ "sockets", lists_show_sockets, false, true },
 	{ "active_sockets", lists_show_active_sockets, false, true },
 	{ "servers", lists_show_servers, false, true },
 	{ "pools", lists_show_pools, false, true },
-	{ "fds", console_show_fds, true, false },
 };
 
 /* SHOW <what>. */
@@ -501,12 +549,21 @@ cmd_show(struct adm_req *req, const struct cmd *c, const char *sql)
 		follow_show_shards(req);	/* probes every shard, answers later */
 		return;
 	}
+	if (strcmp(c->arg, "fds") == 0) {
+		if (req->access == ADM_ACCESS_ADMIN) {
+			fds_start(req);		/* asks every worker, answers later */
+			return;
+		}
+		fail(&req->res, ERRCODE_INSUFFICIENT_PRIVILEGE, "admin access needed");
+		adm_req_finish(req);
+		return;
+	}
 	for (size_t i = 0; i < NK_ARRAY_LEN(shows); i++) {
 		if (strcmp(shows[i].name, c->arg) != 0)
 			continue;
 		if (req->access == ADM_ACCESS_NONE ||
 		    (shows[i].admin_only && req->access != ADM_ACCESS_ADMIN)) {
-			fail(&req->res, "42501", "admin access needed");
+			fail(&req->res, ERRCODE_INSUFFICIENT_PRIVILEGE, "admin access needed");
 			adm_req_finish(req);
 			return;
 		}
@@ -520,7 +577,7 @@ cmd_show(struct adm_req *req, const struct cmd *c, const char *sql)
 		return;
 	}
 	if (req->access == ADM_ACCESS_NONE)
-		fail(&req->res, "42501", "admin access needed");
+		fail(&req->res, ERRCODE_INSUFFICIENT_PRIVILEGE, "admin access needed");
 	else
 		invalid(&req->res, sql);
 	adm_req_finish(req);
@@ -541,7 +598,7 @@ adm_command(struct adm_req *req, const char *sql)
 		cmd_show(req, &c, sql);
 		return;
 	} else if (req->access != ADM_ACCESS_ADMIN) {
-		fail(&req->res, "42501", "admin access needed");
+		fail(&req->res, ERRCODE_INSUFFICIENT_PRIVILEGE, "admin access needed");
 	} else {
 		ctl_command(req, c.verb, c.has_arg ? c.arg : NULL, sql);
 		return;

@@ -3,14 +3,18 @@
  * acts on the workers is posted to every worker's shm mailbox; the console answers when
  * every worker has acknowledged it (shm_mbox_broadcast_done), polled from the loop.
  *   PAUSE [db], RESUME [db], RECONNECT [db], KILL [db], DISABLE db, ENABLE db, WAIT_CLOSE [db]
+ *   SWITCHOVER shard (switchover.c)
  *   RELOAD (the master re-reads the file too), SHUTDOWN [WAIT_FOR_SERVERS|WAIT_FOR_CLIENTS]
  *   (the master's signals), SUSPEND, KILL_CLIENT id, SET k = v. A SUSPEND ends with RESUME,
- *   or when the console session that issued it goes away (pgbouncer's auto-resume).
+ *   or when the console session that issued it goes away (pgbouncer's auto-resume). After a
+ *   SHOW FDS that handed the sockets over (the online restart, fds.c), SHUTDOWN first has the
+ *   workers close the clients that could not be handed over, then exits.
  * Entry points: ctl_command(), cmd_is_set(), cmd_set().
  */
 #include "neki/base.h"
 
 #include "admin_int.h"
+#include "servers.h"
 
 #include <ctype.h>
 #include <signal.h>
@@ -23,11 +27,12 @@
 
 #include <event2/event.h>
 
+#include "neki/clock.h"
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/shm.h"
 #include "neki/tls.h"
-#include "neki/worker.h"
+#include "neki/proc.h"
 
 #define CTL_POLL_MS 20
 #define CTL_TIMEOUT_MS 60000
@@ -63,8 +68,7 @@ ctl_fail(struct adm_req *req, const char *sqlstate, const char *fmt, ...)
 	va_start(ap, fmt);
 	nk_error_setv(&err, sqlstate, fmt, ap);
 	va_end(ap);
-	adm_result_error(&req->res, &err);
-	adm_req_finish(req);
+	adm_req_fail(req, &err);
 }
 
 static void
@@ -96,8 +100,9 @@ ctl_poll(evutil_socket_t fd, short what, void *arg)
 		else
 			ctl_done(j->req, j->tag);
 		ctl_job_free(j);
-	} else if (shm_now_ms() >= j->deadline_ms) {
-		nk_error_set(&err, "57014", "not every neki worker acted on %s within %d s", j->tag,
+	} else if (nk_now_ms() >= j->deadline_ms) {
+		nk_error_set(&err, ERRCODE_QUERY_CANCELED,
+			     "not every neki worker acted on %s within %d s", j->tag,
 			     CTL_TIMEOUT_MS / 1000);
 		adm_result_error(&j->req->res, &err);
 		adm_req_finish(j->req);
@@ -118,13 +123,13 @@ ctl_broadcast_msg(struct adm_req *req, struct shm_msg m, const char *tag,
 	    (j->timer = evtimer_new(child_base(), ctl_poll, j)) == NULL) {
 		if (j != NULL)
 			ctl_job_free(j);
-		ctl_fail(req, "53200", "out of memory");
+		ctl_fail(req, ERRCODE_OUT_OF_MEMORY, "out of memory");
 		return;
 	}
 	j->req = req;
 	j->tag = tag;
 	j->finish = finish;
-	j->deadline_ms = shm_now_ms() + CTL_TIMEOUT_MS;
+	j->deadline_ms = nk_now_ms() + CTL_TIMEOUT_MS;
 	(void)shm_mbox_broadcast(SHM_PROC_WORKER, &m, j->seqs);
 	ctl_poll(-1, 0, j);
 }
@@ -151,7 +156,7 @@ ctl_kill_client_done(struct ctl_job *j)
 			return;
 		}
 	}
-	ctl_fail(j->req, "08P01", "client not found");
+	ctl_fail(j->req, ERRCODE_PROTOCOL_VIOLATION, "client not found");
 }
 
 /* KILL_CLIENT id: the id of SHOW CLIENTS (global across workers). */
@@ -165,7 +170,7 @@ ctl_kill_client(struct adm_req *req, const char *arg)
 
 	if (arg == NULL || !isdigit((unsigned char)arg[0]) ||
 	    (id = strtoull(arg, &end, 10), *end != '\0')) {
-		ctl_fail(req, "08P01", "invalid client pointer supplied");
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "invalid client pointer supplied");
 		return;
 	}
 	id64 = id;
@@ -257,11 +262,11 @@ static bool
 check_db(struct adm_req *req, const char *verb, const char *db)
 {
 	if (strcmp(db, "pgbouncer") == 0) {
-		ctl_fail(req, "08P01", "cannot %s admin db: %s", verb, db);
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "cannot %s admin db: %s", verb, db);
 		return false;
 	}
 	if (cfg_database_find(cfg_current(), db) == NULL) {
-		ctl_fail(req, "08P01", "no such database: %s", db);
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "no such database: %s", db);
 		return false;
 	}
 	return true;
@@ -272,7 +277,7 @@ ctl_pause(struct adm_req *req, const char *db)
 {
 	if (db == NULL) {
 		if (workers_all(SHM_PST_PAUSED) || workers_all(SHM_PST_SUSPENDED)) {
-			ctl_fail(req, "08P01", "already suspended/paused");
+			ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "already suspended/paused");
 			return;
 		}
 		kill(getppid(), SIGUSR1);	/* the master pauses children it restarts */
@@ -289,11 +294,11 @@ static void
 ctl_suspend(struct adm_req *req)
 {
 	if (workers_all(SHM_PST_PAUSED) || workers_all(SHM_PST_SUSPENDED)) {
-		ctl_fail(req, "08P01", "already suspended/paused");
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "already suspended/paused");
 		return;
 	}
 	if (any_db_paused()) {
-		ctl_fail(req, "08P01", "cannot suspend with paused databases");
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "cannot suspend with paused databases");
 		return;
 	}
 	suspender = req->conn;
@@ -313,6 +318,7 @@ ctl_console_gone(const void *conn)
 	if (!workers_all(SHM_PST_SUSPENDED))
 		return;
 	log_info("the console session that issued SUSPEND went away: resuming");
+	shm_handover_set(false);	/* an online restart gave up: the sockets are ours */
 	if ((seqs = calloc(shm_n_procs(), sizeof(*seqs))) == NULL)
 		return;
 	(void)shm_mbox_broadcast(SHM_PROC_WORKER, &m, seqs);
@@ -326,29 +332,39 @@ ctl_resume(struct adm_req *req, const char *db)
 
 	if (db == NULL) {
 		if (shutting_down()) {
-			ctl_fail(req, "08P01", "pooler is shutting down");
+			ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "pooler is shutting down");
 			return;
 		}
 		if (!workers_all(SHM_PST_PAUSED) && !workers_all(SHM_PST_SUSPENDED) &&
 		    !any_db_paused()) {
-			ctl_fail(req, "08P01", "pooler is not paused/suspended");
+			ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "pooler is not paused/suspended");
 			return;
 		}
 		suspender = NULL;
 		memset(paused_dbs, 0, sizeof(paused_dbs));
+		shm_handover_set(false);
 		kill(getppid(), SIGUSR2);
 	} else {
 		if (cfg_database_find(cfg_current(), db) == NULL) {
-			ctl_fail(req, "08P01", "no such database: %s", db);
+			ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "no such database: %s", db);
 			return;
 		}
 		if ((slot = paused_find(db)) < 0) {
-			ctl_fail(req, "08P01", "database %s is not paused", db);
+			ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "database %s is not paused", db);
 			return;
 		}
 		paused_dbs[slot][0] = '\0';
 	}
 	ctl_broadcast(req, SHM_CMD_RESUME, db, "RESUME");
+}
+
+/* The workers closed the clients the online restart could not take: now exit. */
+static void
+ctl_takeover_done(struct ctl_job *j)
+{
+	(void)j;	/* the console connection stays open until the process exits */
+	log_info("SHUTDOWN after the online restart: exiting");
+	kill(getppid(), SIGQUIT);
 }
 
 static void
@@ -361,27 +377,73 @@ ctl_shutdown(struct adm_req *req, const char *arg)
 	else if (arg != NULL && strcmp(arg, "wait_for_clients") == 0)
 		sig = SIGTERM;
 	else if (arg != NULL) {
-		ctl_fail(req, "08P01", "invalid command 'SHUTDOWN %s', use SHOW HELP;", arg);
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION,
+			 "invalid command 'SHUTDOWN %s', use SHOW HELP;", arg);
 		return;
 	}
 	log_info("SHUTDOWN%s%s requested on the console", arg ? " " : "", arg ? arg : "");
 	shutdown_asked = true;
+	if (sig == SIGQUIT && shm_handover_is_set()) {
+		struct shm_msg m = { .cmd = SHM_CMD_TAKEOVER_DONE };
+
+		ctl_broadcast_msg(req, m, "SHUTDOWN", ctl_takeover_done);
+		return;
+	}
 	kill(getppid(), sig);
 	if (sig == SIGQUIT)	/* the connection stays open until the process exits */
 		return;
 	ctl_done(req, "SHUTDOWN");
 }
 
+/* The workers reloaded, but TLS setup failed (the rest applies, as in pgbouncer). */
+static void
+ctl_reload_tls_failed(struct ctl_job *j)
+{
+	ctl_fail(j->req, ERRCODE_CONFIG_FILE_ERROR,
+		 "RELOAD failed, see logs for additional details");
+}
+
+/*
+ * RELOAD: every process re-reads the file. A file that does not load changes nothing; TLS
+ * settings that cannot be set up keep the old contexts (the master logs why) while the rest
+ * applies: both answer pgbouncer's error.
+ */
 static void
 ctl_reload(struct adm_req *req)
 {
-	if (!reload_config()) {
-		ctl_fail(req, "F0000", "RELOAD failed, see logs for additional details");
+	struct shm_msg m = { .cmd = SHM_CMD_RELOAD };
+	bool tls_ok;
+
+	if (!reload_config(&tls_ok)) {
+		ctl_fail(req, ERRCODE_CONFIG_FILE_ERROR,
+			 "RELOAD failed, see logs for additional details");
 		return;
 	}
-	(void)tls_reload(cfg_current(), NULL);	/* logs and keeps the old files on failure */
 	kill(getppid(), SIGHUP);	/* the master's copy, for the children it restarts */
-	ctl_broadcast(req, SHM_CMD_RELOAD, NULL, "RELOAD");
+	ctl_broadcast_msg(req, m, "RELOAD", tls_ok ? NULL : ctl_reload_tls_failed);
+}
+
+/*
+ * A console SET of a TLS setting: set the contexts up again here (the console's own TLS,
+ * and the check for the workers, which do the same); when that fails, the setting stays
+ * set but the old contexts stay in use, as pgbouncer does: the reason is logged and the
+ * SET is answered with a NOTICE.
+ */
+static void
+ctl_set_tls(struct adm_req *req, const char *key)
+{
+	struct nk_error err;
+
+	if (strstr(key, "_tls_") == NULL && strstr(key, "_tls13_") == NULL)
+		return;
+	if (tls_reload(cfg_current(), NULL, &err))
+		return;
+	log_error("TLS setup failed: %s", err.message);
+	nk_error_set(&err, ERRCODE_SUCCESSFUL_COMPLETION,
+		     "TLS settings could not be applied, still using old "
+		     "configuration");
+	err.severity = NK_SEV_NOTICE;
+	adm_result_notice(&req->res, &err);
 }
 
 /* Commands that need a database: DISABLE, ENABLE. */
@@ -391,7 +453,7 @@ ctl_disable_enable(struct adm_req *req, const char *verb, const char *db)
 	bool disable = strcmp(verb, "disable") == 0;
 
 	if (db == NULL) {
-		ctl_fail(req, "08P01", "a database is required");
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "a database is required");
 		return;
 	}
 	if (!check_db(req, verb, db))
@@ -412,7 +474,7 @@ ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *
 			ctl_broadcast(req, SHM_CMD_RECONNECT, arg, "RECONNECT");
 	} else if (strcmp(verb, "kill") == 0) {
 		if (workers_all(SHM_PST_PAUSED) || workers_all(SHM_PST_SUSPENDED))
-			ctl_fail(req, "08P01", "already suspended/paused");
+			ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION, "already suspended/paused");
 		else if (arg == NULL || check_db(req, "kill", arg)) {
 			mark_killed(arg);
 			ctl_broadcast(req, SHM_CMD_KILL, arg, "KILL");
@@ -430,8 +492,11 @@ ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *
 		ctl_suspend(req);
 	} else if (strcmp(verb, "kill_client") == 0) {
 		ctl_kill_client(req, arg);
+	} else if (strcmp(verb, "switchover") == 0) {
+		switchover_run(req, arg);	/* (switchover.c) */
 	} else {
-		ctl_fail(req, "08P01", "invalid command '%s', use SHOW HELP;", sql);
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION,
+			 "invalid command '%s', use SHOW HELP;", sql);
 	}
 }
 
@@ -505,7 +570,7 @@ set_answered_here(struct adm_req *req, const char *key, const struct cfg_setting
 
 	for (size_t i = 0; i < NK_ARRAY_LEN(fake); i++) {
 		if (strcmp(key, fake[i]) == 0) {
-			nk_error_set(&err, "00000", "SET ignored");
+			nk_error_set(&err, ERRCODE_SUCCESSFUL_COMPLETION, "SET ignored");
 			err.severity = NK_SEV_NOTICE;
 			adm_result_notice(&req->res, &err);
 			ctl_done(req, "SET");
@@ -516,7 +581,8 @@ set_answered_here(struct adm_req *req, const char *key, const struct cfg_setting
 		return false;
 	/* pgbouncer answers these with SET and ignores them: only a start reads them */
 	log_info("SET %s ignored: not reloadable", key);
-	nk_error_set(&err, "01000", "parameter \"%s\" cannot be changed at run time; the SET "
+	nk_error_set(&err, ERRCODE_WARNING,
+		     "parameter \"%s\" cannot be changed at run time; the SET "
 		     "has no effect (change the file and restart neki)", key);
 	err.severity = NK_SEV_WARNING;
 	adm_result_notice(&req->res, &err);
@@ -535,40 +601,45 @@ cmd_set(struct adm_req *req, const char *sql)
 	bool too_long = false;
 
 	if (!parse_set(sql, key, sizeof(key), val, sizeof(val), &too_long)) {
-		ctl_fail(req, "08P01", "invalid command '%s', use SHOW HELP;", sql);
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION,
+			 "invalid command '%s', use SHOW HELP;", sql);
 		return;
 	}
 	s = cfg_setting_find(key);
 	if (req->access != ADM_ACCESS_ADMIN && s != NULL) {
-		ctl_fail(req, "42501", "admin access needed");
+		ctl_fail(req, ERRCODE_INSUFFICIENT_PRIVILEGE, "admin access needed");
 		return;
 	}
 	if (set_answered_here(req, key, s))
 		return;
 	if (req->access != ADM_ACCESS_ADMIN) {
-		ctl_fail(req, "42501", "admin access needed");
+		ctl_fail(req, ERRCODE_INSUFFICIENT_PRIVILEGE, "admin access needed");
 		return;
 	}
 	if (s == NULL) {
-		ctl_fail(req, "08P01", "SET failed: unknown parameter \"%s\"", key);
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION,
+			 "SET failed: unknown parameter \"%s\"", key);
 		return;
 	}
 	if (too_long || strlen(key) + strlen(val) + 2 > SHM_MSG_TEXT_MAX) {
-		ctl_fail(req, "08P01", "SET failed: the value of \"%s\" is longer than %d bytes",
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION,
+			 "SET failed: the value of \"%s\" is longer than %d bytes",
 			 key, (int)(SHM_MSG_TEXT_MAX - strlen(key) - 2));
 		return;
 	}
 	next = cfg_dup(cfg_current());
 	if (next == NULL || !cfg_setting_apply(next, s, val, &err)) {
-		ctl_fail(req, "08P01", "SET failed: %s", next ? err.message : "out of memory");
+		ctl_fail(req, ERRCODE_PROTOCOL_VIOLATION,
+			 "SET failed: %s", next ? err.message : "out of memory");
 		if (next != NULL)
 			cfg_unref(next);
 		return;
 	}
 	cfg_set_current(next);
 	cfg_unref(next);
-	if (strncmp(key, "client_tls", 10) == 0)	/* the console's own TLS */
-		(void)tls_reload(cfg_current(), NULL);
+	if (!reload_apply_log())	/* verbose and syslog at once, here too */
+		log_warn("could not reopen the logfile; logging goes where it went before");
+	ctl_set_tls(req, key);
 	m.cmd = SHM_CMD_SET;
 	snprintf(m.text, sizeof(m.text), "%s=%s", key, val);
 	ctl_broadcast_msg(req, m, "SET", NULL);

@@ -12,7 +12,8 @@
  *   CON_ST_PASSWORD  waiting for the PasswordMessage --ok--> CON_ST_IDLE, --bad--> CLOSED
  *   CON_ST_IDLE      reading Query / Terminate; other messages end the connection
  *     --__neki call--> CON_ST_BUSY
- *   CON_ST_BUSY      reading paused until adm_req_finish() sends the reply --> CON_ST_IDLE
+ *   CON_ST_BUSY      the next message waits until adm_req_finish() sends the reply (an EOF
+ *                    meanwhile closes) --> CON_ST_IDLE
  *   CON_ST_CLOSED    socket closed; on the reap list until freed outside callbacks
  */
 #include "neki/base.h"
@@ -33,12 +34,14 @@
 
 #include "neki/admin.h"
 #include "neki/config.h"
+#include "neki/fdchan.h"
 #include "neki/log.h"
 #include "neki/proto.h"
 #include "neki/sbuf.h"
+#include "neki/spool.h"
 #include "neki/shm.h"
 #include "neki/tls.h"
-#include "neki/worker.h"
+#include "neki/proc.h"
 
 #define CON_SERVER_VERSION NK_PGBOUNCER_VERSION "/bouncer"
 
@@ -56,6 +59,8 @@ struct adm_conn {
 	bool is_unix;			/* arrived over a Unix socket */
 	bool forwarded;			/* a worker's connection on the internal socket */
 	bool local_admin;		/* forwarded: the worker vouches for local user pgbouncer */
+	bool adopted;			/* a worker handed its socket over (console_adopt) */
+	int peer_pid;			/* adopted: the Unix peer's pid (SO_PEERCRED), 0 unknown */
 	char user[ADM_NAME_MAX];
 	char db[ADM_NAME_MAX];
 	enum adm_access access;
@@ -65,6 +70,8 @@ struct adm_conn {
 	struct adm_conn *prev, *next;	/* live list (SHOW CLIENTS) */
 	uint64_t id;			/* SHOW CLIENTS id */
 	bool counted;			/* its query is in the pgbouncer database's stats */
+	struct session_console_units units; /* its client-limit units (not forwarded ones:
+					 * the worker holds theirs) */
 	time_t connect_time, request_time;
 	char app_name[ADM_NAME_MAX];
 };
@@ -118,7 +125,11 @@ con_set_state(struct adm_conn *c, enum con_state st)
 		sbuf_continue(&c->sb);
 		break;
 	case CON_ST_BUSY:
-		sbuf_pause(&c->sb);
+		/*
+		 * Still read: a client that goes away meanwhile is seen at once (a SUSPEND it
+		 * issued ends with it, as pgbouncer's); a message it sends ahead pauses the socket
+		 * (con_sbuf_cb) until the reply is out.
+		 */
 		break;
 	case CON_ST_CLOSED:
 		if (c->prev != NULL)
@@ -131,6 +142,7 @@ con_set_state(struct adm_conn *c, enum con_state st)
 			c->req->conn = NULL;
 		c->req = NULL;
 		ctl_console_gone(c);
+		session_console_release(&c->units);
 		sbuf_close(&c->sb);
 		c->next_dead = dead_list;
 		dead_list = c;
@@ -140,13 +152,29 @@ con_set_state(struct adm_conn *c, enum con_state st)
 	}
 }
 
+/*
+ * Close <c> for <reason>. A session a worker handed over (console_adopt) logs it the way the
+ * worker logs its clients' ends, as pgbouncer logs an admin client's.
+ */
+static void
+con_close(struct adm_conn *c, const char *reason)
+{
+	if (c->state == CON_ST_CLOSED)
+		return;
+	if (c->adopted && cfg_current()->log_disconnections)
+		log_info("C-%p: %s/%s@unix(%d):%d closing because: %s (age=%llds)", (void *)c,
+			 c->db, c->user, c->peer_pid, cfg_current()->listen_port, reason,
+			 (long long)(time(NULL) - c->connect_time));
+	con_set_state(c, CON_ST_CLOSED);
+}
+
 /* Queue the bytes of <pb> (a failed build closes the connection). */
 static void
 con_send(struct adm_conn *c, const struct pktbuf *pb)
 {
 	if (pktbuf_failed(pb) || !sbuf_send(&c->sb, pb->buf, pb->len)) {
 		log_warn("console %s: could not send a reply", c->user);
-		con_set_state(c, CON_ST_CLOSED);
+		con_close(c, "client connection failed");
 	}
 }
 
@@ -159,12 +187,12 @@ con_fatal(struct adm_conn *c, const char *sqlstate, const char *msg)
 
 	nk_error_set(&err, sqlstate, "%s", msg);
 	err.severity = NK_SEV_FATAL;
+	adm_pooler_error(&err);
 	pktbuf_init(&pb, 128);
 	pktbuf_write_error(&pb, &err);
 	con_send(c, &pb);
 	pktbuf_cleanup(&pb);
-	if (c->state != CON_ST_CLOSED)
-		con_set_state(c, CON_ST_CLOSED);
+	con_close(c, msg);
 }
 
 /* Send an ERROR (and, when <rfq>, ReadyForQuery). */
@@ -173,6 +201,7 @@ con_error(struct adm_conn *c, const struct nk_error *err, bool rfq)
 {
 	struct pktbuf pb;
 
+	adm_pooler_error(err);
 	pktbuf_init(&pb, 128);
 	pktbuf_write_error(&pb, err);
 	if (rfq)
@@ -181,22 +210,16 @@ con_error(struct adm_conn *c, const struct nk_error *err, bool rfq)
 	pktbuf_cleanup(&pb);
 }
 
-/* True when <name> is in the comma/space separated list <list>. */
-static bool
-list_has(const char *list, const char *name)
+/* The pid of a Unix socket peer, 0 when unknown. */
+static int
+con_peer_pid(const struct adm_conn *c)
 {
-	size_t n = strlen(name);
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
 
-	for (const char *p = list; p && *p;) {
-		size_t len;
-
-		p += strspn(p, ", \t");
-		len = strcspn(p, ", \t");
-		if (len == n && len > 0 && strncmp(p, name, n) == 0)
-			return true;
-		p += len;
-	}
-	return false;
+	if (!c->is_unix || getsockopt(sbuf_fd(&c->sb), SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1)
+		return 0;
+	return (int)cred.pid;
 }
 
 /* True when the peer of a Unix socket connection runs under our own uid. */
@@ -237,6 +260,23 @@ con_read_local_param(struct adm_conn *c, const struct proto_startup *st)
 	}
 }
 
+/*
+ * The client limits of a login on the admin port (a worker counts the console logins it
+ * forwards): false when refused (closed with pgbouncer's FATAL).
+ */
+static bool
+con_take_limits(struct adm_conn *c)
+{
+	struct nk_error err;
+
+	if (session_console_take(cfg_current(), c->db, c->user, is_local_pgbouncer(c), &c->units,
+				 &err))
+		return true;
+	log_info("console login refused: user=%s db=%s: %s", c->user, c->db, err.message);
+	con_fatal(c, err.sqlstate, err.message);
+	return false;
+}
+
 /* Login succeeded: AuthenticationOk, parameters, BackendKeyData, ReadyForQuery. */
 static void
 con_login_ok(struct adm_conn *c)
@@ -250,16 +290,20 @@ con_login_ok(struct adm_conn *c)
 	struct pktbuf pb;
 
 	if (c->access != ADM_ACCESS_ADMIN) {
-		if (list_has(cfg->admin_users, c->user))
+		if (cfg_list_has(cfg->admin_users, c->user))
 			c->access = ADM_ACCESS_ADMIN;
-		else if (list_has(cfg->stats_users, c->user) || cfg->auth_type == CFG_AUTH_ANY)
+		else if (cfg_list_has(cfg->stats_users, c->user) || cfg->auth_type == CFG_AUTH_ANY)
 			c->access = ADM_ACCESS_STATS;
 	}
+	if (!c->forwarded && !con_take_limits(c))
+		return;
 	/* pgbouncer's console admits only listed users; the neki database checks per function */
 	if (c->access == ADM_ACCESS_NONE && strcmp(c->db, "pgbouncer") == 0) {
-		con_fatal(c, "08P01", "not allowed");
+		con_fatal(c, ERRCODE_PROTOCOL_VIOLATION, "not allowed");
 		return;
 	}
+	if (strcmp(c->db, "pgbouncer") == 0)	/* (the neki database has no stats row) */
+		shm_dbstats_get("pgbouncer")->total_client_login_count++;
 	pktbuf_init(&pb, 256);
 	pktbuf_write_auth_ok(&pb);
 	for (size_t i = 0; i < NK_ARRAY_LEN(params); i++)
@@ -321,7 +365,8 @@ con_authenticate(struct adm_conn *c)
 		if (peer_is_us(c))
 			con_login_ok(c);
 		else
-			con_fatal(c, "28000", "forwarded console connections must come from neki");
+			con_fatal(c, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
+				  "forwarded console connections must come from neki");
 		return;
 	}
 	pktbuf_init(&pb, 64);
@@ -339,8 +384,7 @@ con_tls_done(struct sbuf *sb, bool ok, const char *errmsg, void *arg)
 	if (ok)
 		return;
 	log_info("console TLS handshake failed: %s", errmsg);
-	if (c->state != CON_ST_CLOSED)
-		con_set_state(c, CON_ST_CLOSED);
+	con_close(c, "TLS handshake failed");
 }
 
 /* SSLRequest: 'S' and the handshake when client TLS is on; GSSENCRequest (and no TLS): 'N'. */
@@ -378,11 +422,11 @@ con_on_startup_message(struct adm_conn *c, const uint8_t *body, size_t len)
 		return;
 	}
 	if (st.kind == PROTO_STARTUP_CANCEL) {
-		con_set_state(c, CON_ST_CLOSED);
+		con_close(c, "cancel request for the console");
 		return;
 	}
 	if (tls_client_required(c->is_unix) && !tls_sbuf_is_tls(&c->sb)) {
-		con_fatal(c, "08P01", "SSL required");
+		con_fatal(c, ERRCODE_PROTOCOL_VIOLATION, "SSL required");
 		return;
 	}
 	snprintf(c->user, sizeof(c->user), "%s", st.user);
@@ -394,7 +438,7 @@ con_on_startup_message(struct adm_conn *c, const uint8_t *body, size_t len)
 		char msg[128];
 
 		snprintf(msg, sizeof(msg), "no such database: %s", c->db);
-		con_fatal(c, "08P01", msg);
+		con_fatal(c, ERRCODE_PROTOCOL_VIOLATION, msg);
 		return;
 	}
 	con_authenticate(c);
@@ -445,7 +489,7 @@ con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
 	}
 	req = calloc(1, sizeof(*req));
 	if (req == NULL) {
-		nk_error_set(&err, "53200", "out of memory");
+		nk_error_oom(&err);
 		con_error(c, &err, true);
 		return;
 	}
@@ -473,6 +517,14 @@ con_on_query(struct adm_conn *c, const uint8_t *body, size_t len)
 		adm_command(req, sql);
 }
 
+/* adm_req_fail: see admin_int.h. */
+void
+adm_req_fail(struct adm_req *req, const struct nk_error *err)
+{
+	adm_result_error(&req->res, err);
+	adm_req_finish(req);
+}
+
 void
 adm_req_finish(struct adm_req *req)
 {
@@ -483,7 +535,8 @@ adm_req_finish(struct adm_req *req)
 		if (req->res.bad_col[0] != '\0') {
 			struct nk_error err;
 
-			nk_error_set(&err, "42703", "column \"%s\" does not exist", req->res.bad_col);
+			nk_error_set(&err, ERRCODE_UNDEFINED_COLUMN,
+				     "column \"%s\" does not exist", req->res.bad_col);
 			pktbuf_reset(&req->res.pb);
 			pktbuf_write_error(&req->res.pb, &err);
 		}
@@ -508,19 +561,20 @@ con_on_message(struct adm_conn *c, char type, const uint8_t *body, size_t len)
 		con_on_query(c, body, len);
 		return;
 	case 'X':
-		con_set_state(c, CON_ST_CLOSED);
+		con_close(c, "client close request");
 		return;
 	case 'P': case 'B': case 'E': case 'D': case 'C': case 'S': case 'H':
-		nk_error_set(&err, "08P01", "extended query protocol not supported by admin console");
+		nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION,
+			     "extended query protocol not supported by admin console");
 		break;
 	default:
-		nk_error_set(&err, "08P01", "unsupported packet type for admin console: %d", type);
+		nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION,
+			     "unsupported packet type for admin console: %d", type);
 		break;
 	}
 	err.severity = NK_SEV_FATAL;
 	con_error(c, &err, false);
-	if (c->state != CON_ST_CLOSED)
-		con_set_state(c, CON_ST_CLOSED);
+	con_close(c, err.message);
 }
 
 /* An answer during the password exchange. */
@@ -567,9 +621,12 @@ con_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int
 	struct adm_conn *c = arg;
 
 	if (ev != SBUF_EV_PKT) {
-		if ((ev == SBUF_EV_EOF || ev == SBUF_EV_RECV_FAILED || ev == SBUF_EV_SEND_FAILED ||
-		     ev == SBUF_EV_BAD_PKT) && c->state != CON_ST_CLOSED)
-			con_set_state(c, CON_ST_CLOSED);
+		if (ev == SBUF_EV_EOF)
+			con_close(c, "client unexpected eof");
+		else if (ev == SBUF_EV_RECV_FAILED || ev == SBUF_EV_SEND_FAILED)
+			con_close(c, "client connection failed");
+		else if (ev == SBUF_EV_BAD_PKT)
+			con_close(c, "invalid message length");
 		return true;
 	}
 	if (c->state == CON_ST_BUSY || c->state == CON_ST_CLOSED)
@@ -580,14 +637,15 @@ con_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int
 
 		if (ctx == NULL || c->is_unix ||
 		    !tls_sbuf_accept_direct(sb, ctx, pkt, con_tls_done, c, &e)) {
-			con_set_state(c, CON_ST_CLOSED);
+			con_close(c, "TLS handshake failed");
 			return false;
 		}
 		return true;
 	}
 	if (pkt->avail < pkt->len) {
 		if (!sbuf_hold(sb, pkt->len)) {
-			con_fatal(c, "08P01", "message too large for the admin console");
+			con_fatal(c, ERRCODE_PROTOCOL_VIOLATION,
+				  "message too large for the admin console");
 			return false;
 		}
 		return true;
@@ -597,8 +655,12 @@ con_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int
 	return c->state != CON_ST_CLOSED;
 }
 
-void
-console_accept(int fd, bool is_unix, bool forwarded)
+/*
+ * A console connection on the accepted socket <fd> (closed on failure), or NULL; <id> is its
+ * socket id (0: a new one, but none for a worker's relay).
+ */
+static struct adm_conn *
+con_new(int fd, bool is_unix, bool forwarded, uint64_t id)
 {
 	struct adm_conn *c = calloc(1, sizeof(*c));
 	struct sbuf_opts opts;
@@ -620,23 +682,71 @@ console_accept(int fd, bool is_unix, bool forwarded)
 		goto fail;
 	}
 	/* a worker's relay is not a socket of its own: the worker's client has the id */
-	c->id = forwarded ? 0 : shm_socket_id_next();
+	c->id = forwarded ? 0 : id != 0 ? id : shm_socket_id_next();
 	c->connect_time = c->request_time = time(NULL);
 	c->next = live_list;
 	if (live_list != NULL)
 		live_list->prev = c;
 	live_list = c;
 	child_client_opened();
-	return;
+	return c;
 fail:
 	if (c != NULL) {
 		sbuf_cleanup(&c->sb);
 		free(c);
 	}
 	close(fd);
+	return NULL;
+}
+
+void
+console_accept(int fd, bool is_unix, bool forwarded)
+{
+	(void)con_new(fd, is_unix, forwarded, 0);
+}
+
+void
+console_adopt(int fd, const struct fdchan_console *who)
+{
+	struct adm_conn *c = con_new(fd, true, false, who->id);
+
+	if (c == NULL)
+		return;
+	snprintf(c->user, sizeof(c->user), "%s", who->user);
+	snprintf(c->db, sizeof(c->db), "%s", who->db);
+	snprintf(c->app_name, sizeof(c->app_name), "%s", who->app_name);
+	c->adopted = true;
+	c->peer_pid = con_peer_pid(c);
+	log_debug("console %s@%s: taken from a worker", c->user, c->db);
+	con_authenticate(c);	/* the local pgbouncer user: admin access, no password */
+}
+
+int
+console_pass_fd_socket(const struct adm_conn *c)
+{
+	if (c->forwarded || !is_local_pgbouncer(c) || tls_sbuf_is_tls(&c->sb) ||
+	    sbuf_queued(&c->sb) > 0 || c->state == CON_ST_CLOSED)
+		return -1;
+	return sbuf_fd(&c->sb);
 }
 
 /* ---- SHOW CLIENTS / SOCKETS / POOLS for the console's own sessions ---- */
+
+void
+adm_sockaddr_text(const struct sockaddr_storage *ss, char *host, size_t hlen, int *port)
+{
+	snprintf(host, hlen, "unix");
+	*port = 0;
+	if (ss->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, host,
+			  (socklen_t)hlen);
+		*port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	} else if (ss->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, host,
+			  (socklen_t)hlen);
+		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	}
+}
 
 /* "host", port of the peer (<peer>) or the local end of <fd>. */
 static void
@@ -651,14 +761,7 @@ sock_addr(int fd, bool peer, bool is_unix, char *host, size_t hlen, int *port)
 	*port = 0;
 	if (rc == -1 || is_unix)
 		return;
-	if (ss.ss_family == AF_INET) {
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, (socklen_t)hlen);
-		*port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	} else if (ss.ss_family == AF_INET6) {
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host,
-			  (socklen_t)hlen);
-		*port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	}
+	adm_sockaddr_text(&ss, host, hlen, port);
 }
 
 /* A console session's row in wlist.c's format (30 values, times as epoch seconds). */
@@ -666,19 +769,22 @@ static bool
 console_row(void *buf, size_t cap, size_t *len, const struct adm_conn *c)
 {
 	char addr[64], laddr[64], port[16], lport[16], ct[24], rt[24], ptr[32], id[24];
-	char tls[128];
+	char tls[128], rpid[16];
 	int p, lp;
 	bool login = c->state == CON_ST_STARTUP || c->state == CON_ST_PASSWORD;
 	const char *vals[30] = {
 		"C", c->user, c->db, "none", "active", addr, port, laddr, lport, ct, rt, "0", "0",
-		"0", ptr, "", "0", tls, c->app_name, "0", id, "0", "0", "0", "0", "0", "0", "0",
+		"0", ptr, "", rpid, tls, c->app_name, "0", id, "0", "0", "0", "0", "0", "0", "0",
 		login ? "cl_login" : "cl_active", login ? "0" : "1",
 	};
 
 	sock_addr(sbuf_fd(&c->sb), true, c->is_unix, addr, sizeof(addr), &p);
 	sock_addr(sbuf_fd(&c->sb), false, c->is_unix, laddr, sizeof(laddr), &lp);
+	if (c->adopted)		/* the main port's Unix socket: its port, as pgbouncer shows */
+		p = lp = cfg_current()->listen_port;
 	snprintf(port, sizeof(port), "%d", p);
 	snprintf(lport, sizeof(lport), "%d", lp);
+	snprintf(rpid, sizeof(rpid), "%d", c->peer_pid);
 	snprintf(ct, sizeof(ct), "%lld", (long long)c->connect_time);
 	snprintf(rt, sizeof(rt), "%lld", (long long)c->request_time);
 	snprintf(ptr, sizeof(ptr), "0x%" PRIx64, c->id);
@@ -706,24 +812,4 @@ console_list_rows(void *buf, size_t cap, size_t *len)
 	}
 	snprintf(active, sizeof(active), "%u", n);
 	return shm_list_put_row(buf, cap, len, 'p', pool, 17) && ok;
-}
-
-void
-console_show_fds(struct adm_result *r)
-{
-	static const char *const names[] = {
-		"fd", "task", "user", "database", "addr", "port", "cancel", "link", "client_encoding",
-		"std_strings", "datestyle", "timezone", "password", "scram_client_key",
-		"scram_server_key",
-	};
-	static const enum adm_type types[] = {
-		ADM_T_INT4, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_INT4, ADM_T_INT8,
-		ADM_T_INT4, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_TEXT, ADM_T_BYTEA,
-		ADM_T_BYTEA,
-	};
-	struct adm_col cols[NK_ARRAY_LEN(names)];
-
-	for (size_t i = 0; i < NK_ARRAY_LEN(names); i++)
-		cols[i] = (struct adm_col){ names[i], types[i] };
-	adm_result_columns(r, cols, NK_ARRAY_LEN(cols));
 }

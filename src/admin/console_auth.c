@@ -148,7 +148,7 @@ con_auth_start(struct con_auth *a, const char *user, const char *db, int fd, boo
 	case AUTH_X_REJECT:
 		break;
 	}
-	nk_error_set(err, "28000", "login rejected");
+	nk_error_set(err, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION, "login rejected");
 	err->severity = NK_SEV_FATAL;
 	return CON_AUTH_FAIL;
 }
@@ -185,13 +185,15 @@ on_sasl_initial(struct con_auth *a, const uint8_t *body, size_t len, struct pktb
 	if (!proto_parse_sasl_initial(body, len, &m, err))
 		return CON_AUTH_FAIL;
 	if (strcmp(m.mechanism, SCRAM_MECHANISM) != 0) {
-		nk_error_set(err, "08P01", "client selected an invalid SASL authentication mechanism");
+		nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+			     "client selected an invalid SASL authentication mechanism");
 		return CON_AUTH_FAIL;
 	}
-	scram_server_init(&a->scram, a->user, a->secret);
+	scram_server_init(&a->scram, a->user, a->secret, cfg_current()->scram_iterations);
 	a->scram_active = true;
 	if (m.data == NULL) {
-		nk_error_set(err, "08P01", "malformed SCRAM message (empty message)");
+		nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+			     "malformed SCRAM message (empty message)");
 		return CON_AUTH_FAIL;
 	}
 	if (!scram_server_client_first(&a->scram, m.data, m.len, err))
@@ -210,7 +212,8 @@ con_auth_step(struct con_auth *a, char type, const uint8_t *body, size_t len,
 	const char *final;
 
 	if (type != 'p') {
-		nk_error_set(err, "08P01", "expected password response, got message type %d", type);
+		nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+			     "expected password response, got message type %d", type);
 	} else if (a->step == CON_AUTH_STEP_PASSWORD) {
 		r = on_password(a, body, len, err);
 	} else if (a->step == CON_AUTH_STEP_SASL_INIT) {
@@ -220,9 +223,9 @@ con_auth_step(struct con_auth *a, char type, const uint8_t *body, size_t len,
 			final = scram_server_final_msg(&a->scram);
 			pktbuf_write_auth_sasl_final(out, final, strlen(final));
 			r = CON_AUTH_OK;
-		} else if (strcmp(err->sqlstate, "28P01") == 0) {
+		} else if (strcmp(err->sqlstate, ERRCODE_INVALID_PASSWORD) == 0) {
 			/* wrong password or unknown user: pgbouncer's text for any SCRAM failure */
-			nk_error_set(err, "28P01", "SASL authentication failed");
+			nk_error_set(err, ERRCODE_INVALID_PASSWORD, "SASL authentication failed");
 		}
 	}
 	if (r == CON_AUTH_FAIL)

@@ -268,7 +268,8 @@ adm_json_parse(const char *text, struct adm_json_obj *obj, struct nk_error *err)
 		}
 	}
 	adm_json_cleanup(obj);
-	return nk_error_set(err, "22P02", "invalid input syntax for type json");
+	return nk_error_set(err, ERRCODE_INVALID_TEXT_REPRESENTATION,
+			    "invalid input syntax for type json");
 }
 
 void

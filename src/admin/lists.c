@@ -21,9 +21,10 @@
 
 #include <event2/event.h>
 
+#include "neki/clock.h"
 #include "neki/config.h"
 #include "neki/log.h"
-#include "neki/worker.h"
+#include "neki/proc.h"
 
 #define LISTS_POLL_MS 5
 #define LISTS_TIMEOUT_MS 3000
@@ -144,7 +145,7 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct timeval tv = { 0, LISTS_POLL_MS * 1000 };
 
-	if (job_answered(queue_head) || shm_now_ms() >= queue_head->deadline_ms)
+	if (job_answered(queue_head) || nk_now_ms() >= queue_head->deadline_ms)
 		job_finish();
 	else
 		event_add(poll_ev, &tv);
@@ -161,7 +162,7 @@ job_start(struct ljob *j)
 		if (atomic_load(&p->kind) == SHM_PROC_WORKER && atomic_load(&p->pid) != 0)
 			j->reqs[i] = shm_list_request(i);
 	}
-	j->deadline_ms = shm_now_ms() + LISTS_TIMEOUT_MS;
+	j->deadline_ms = nk_now_ms() + LISTS_TIMEOUT_MS;
 	poll_cb(-1, 0, NULL);
 }
 
@@ -203,9 +204,8 @@ lists_gather(struct adm_req *req, lists_show_fn show)
 	struct nk_error err;
 
 	if (j == NULL) {
-		nk_error_set(&err, "53200", "out of memory");
-		adm_result_error(&req->res, &err);
-		adm_req_finish(req);
+		nk_error_oom(&err);
+		adm_req_fail(req, &err);
 		return;
 	}
 	j->req = req;
@@ -253,7 +253,7 @@ static const struct adm_col socket_cols[] = {
 #define COL_LISTED 29
 #define SOCKET_ROW_COLS 30
 
-/* Is <db> a routed database's pool on shard <uid> ("<client db>@<uid>", worker/route_exec.c)? */
+/* Is <db> a routed database's pool on shard <uid> ("<client db>@<uid>", exec/route_exec.c)? */
 static bool
 at_shard(const char *db, const char *uid)
 {

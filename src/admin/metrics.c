@@ -12,6 +12,8 @@
 #include "neki/base.h"
 
 #include "admin_int.h"
+#include "recover.h"
+#include "servers.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +29,7 @@
 
 #include "neki/config.h"
 #include "neki/log.h"
+#include "neki/shm_servers.h"
 
 #define METRICS_REQ_MAX 8192	/* bytes of request head accepted */
 
@@ -191,6 +194,48 @@ write_workers(struct mconn *c)
 	}
 }
 
+/* The polled servers of the shards with standbys: which one is the primary, or lags. */
+static void
+write_servers(struct mconn *c, const struct cfg *cfg, bool lag)
+{
+	family(c, lag ? "neki_shard_server_lag_seconds" : "neki_shard_server_primary", "gauge",
+	       lag ? "replay lag of a standby behind its primary (known lags only)" :
+	       "1 for the server of a shard with standbys that writes go to, else 0");
+	for (size_t i = 0; i < cfg->n_shards; i++) {
+		struct shm_server v[CFG_SHARD_SERVERS_MAX];
+		size_t n = servers_snapshot(cfg->shards[i].uid, v, NK_ARRAY_LEN(v));
+
+		for (size_t k = 0; k < n; k++) {
+			if (lag && !((v[k].flags & SHM_SRV_F_LAG) && v[k].role == SHM_SRV_STANDBY))
+				continue;
+			mput(c, "%s{shard=\"", lag ? "neki_shard_server_lag_seconds" :
+			     "neki_shard_server_primary");
+			label(c, cfg->shards[i].uid);
+			if (lag)
+				mput(c, "\",server=\"%u\"} %.3f\n", v[k].index,
+				     (double)v[k].lag_ms / 1000.0);
+			else
+				mput(c, "\",server=\"%u\"} %d\n", v[k].index,
+				     (v[k].flags & SHM_SRV_F_CHOSEN) != 0);
+		}
+	}
+}
+
+/* Atomic commits the recovery found in doubt (its last pass, every second). */
+static void
+write_in_doubt(struct mconn *c)
+{
+	double oldest;
+	size_t n = recover_in_doubt(&oldest);
+
+	family(c, "neki_atomic_in_doubt", "gauge",
+	       "prepared transactions of atomic commits older than the grace period");
+	mput(c, "neki_atomic_in_doubt %zu\n", n);
+	family(c, "neki_atomic_in_doubt_oldest_seconds", "gauge",
+	       "age of the oldest of them (0 when none)");
+	mput(c, "neki_atomic_in_doubt_oldest_seconds %.3f\n", oldest);
+}
+
 static void
 write_shards(struct mconn *c)
 {
@@ -202,6 +247,8 @@ write_shards(struct mconn *c)
 		label(c, cfg->shards[i].uid);
 		mput(c, "\"} 1\n");
 	}
+	write_servers(c, cfg, false);
+	write_servers(c, cfg, true);
 }
 
 /* Write what is left of the response; the connection ends with it. */
@@ -241,6 +288,7 @@ respond(void *arg)
 	write_pools(c);
 	write_workers(c);
 	write_shards(c);
+	write_in_doubt(c);
 	mput(c, "# EOF\n");
 	event_free(c->ev);
 	c->ev = event_new(mbase, c->fd, EV_WRITE | EV_PERSIST, write_cb, c);

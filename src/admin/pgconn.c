@@ -47,6 +47,7 @@ struct pgc_res {
 
 struct pgc {
 	char name[64];			/* for messages: the shard uid */
+	bool quiet;			/* connects and losses logged at debug level */
 	char *conninfo;			/* owned */
 	enum pgc_state state;
 	PGconn *conn;			/* owned; NULL when DOWN */
@@ -147,7 +148,10 @@ disconnect(struct pgc *c, const char *why)
 		c->failed = q;
 	}
 	c->tail = NULL;
-	log_warn("authoritative shard \"%s\": %s", c->name, why);
+	if (c->quiet)
+		log_debug("server of shard %s: %s", c->name, why);
+	else
+		log_warn("authoritative shard \"%s\": %s", c->name, why);
 	kick(c);
 	if (was_up && c->on_state != NULL)
 		c->on_state(c->cb_arg, false);
@@ -209,6 +213,12 @@ pgc_set_conninfo(struct pgc *c, const char *conninfo)
 	c->conninfo = strdup(conninfo);
 	if (c->state != PGC_DOWN)
 		disconnect(c, "connection settings changed");
+}
+
+void
+pgc_set_quiet(struct pgc *c, bool quiet)
+{
+	c->quiet = quiet;
 }
 
 const char *
@@ -285,7 +295,10 @@ connect_step(struct pgc *c)
 		disconnect(c, "out of memory");
 		return;
 	}
-	log_info("connected to the authoritative shard \"%s\"", c->name);
+	if (c->quiet)
+		log_debug("connected to a server of shard %s", c->name);
+	else
+		log_info("connected to the authoritative shard \"%s\"", c->name);
 	if (c->on_state != NULL)
 		c->on_state(c->cb_arg, true);
 	kick(c);
@@ -321,7 +334,8 @@ finish_query(struct pgc *c)
 		c->tail = NULL;
 	c->state = PGC_IDLE;
 	if (c->last_err[0] != '\0') {
-		nk_error_set(&err, c->last_state[0] ? c->last_state : "XX000", "%s", c->last_err);
+		nk_error_set(&err, c->last_state[0] ? c->last_state : ERRCODE_INTERNAL_ERROR,
+			     "%s", c->last_err);
 		if (q->cb != NULL)
 			q->cb(q->arg, NULL, &err);
 	} else if (q->cb != NULL) {
@@ -345,7 +359,8 @@ take_result(struct pgc *c, PGresult *res)
 
 		snprintf(c->last_err, sizeof(c->last_err), "%s",
 			 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: PQresultErrorMessage(res));
-		snprintf(c->last_state, sizeof(c->last_state), "%s", code ? code : "XX000");
+		snprintf(c->last_state, sizeof(c->last_state), "%s",
+			 code ? code : ERRCODE_INTERNAL_ERROR);
 	}
 	if (c->last != NULL)
 		PQclear(c->last);
@@ -429,7 +444,8 @@ report_failed(struct pgc *c)
 		struct nk_error err;
 
 		c->failed = q->next;
-		nk_error_set(&err, "08006", "could not reach the authoritative shard \"%s\": %s",
+		nk_error_set(&err, ERRCODE_CONNECTION_FAILURE,
+			     "could not reach the authoritative shard \"%s\": %s",
 			     c->name, c->failed_msg);
 		if (q->cb != NULL)
 			q->cb(q->arg, NULL, &err);
@@ -508,6 +524,24 @@ pgc_res_get(const struct pgc_res *r, size_t row, size_t col)
 	if (r->res == NULL || PQgetisnull(r->res, (int)row, (int)col))
 		return NULL;
 	return PQgetvalue(r->res, (int)row, (int)col);
+}
+
+static size_t
+res_rows_cb(const void *src)
+{
+	return pgc_res_rows(src);
+}
+
+static const char *
+res_get_cb(const void *src, size_t row, size_t col)
+{
+	return pgc_res_get(src, row, col);
+}
+
+struct cat_rows
+pgc_res_cat_rows(const struct pgc_res *r)
+{
+	return (struct cat_rows){ res_rows_cb, res_get_cb, r };
 }
 
 uint64_t

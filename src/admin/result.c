@@ -1,7 +1,8 @@
 /*
  * result.c - the replies the console sends: a row set (RowDescription, DataRows,
  * CommandComplete), errors and notices, accumulated in one pktbuf that the console
- * connection then queues on its socket. All messages come from pktbuf's writers.
+ * connection then queues on its socket. All messages come from pktbuf's writers. Each
+ * error is logged as a pooler error (log_pooler_errors), as pgbouncer's console does.
  */
 #include "neki/base.h"
 
@@ -10,6 +11,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "neki/config.h"
+#include "neki/log.h"
 
 /* pg_type.typlen of the types the console uses. */
 static int16_t
@@ -117,8 +121,16 @@ adm_result_complete(struct adm_result *r, const char *tag, bool with_count)
 }
 
 void
+adm_pooler_error(const struct nk_error *err)
+{
+	if (cfg_current()->log_pooler_errors)
+		log_warn("pooler error: %s", err->message);
+}
+
+void
 adm_result_error(struct adm_result *r, const struct nk_error *err)
 {
+	adm_pooler_error(err);
 	pktbuf_write_error(&r->pb, err);
 }
 

@@ -10,7 +10,8 @@
  *   -> INSERT revision N+1 with NOTIFY neki_topology -> COMMIT
  *   -> cache file (temp + fsync + rename) -> publish into shm -> reply (true, N+1).
  * The log is written before anything is published, so a crash in between loses nothing: at
- * boot follow.c publishes the highest stored revision. Entry points: rev_init(), rev_get(),
+ * boot follow.c publishes the highest stored revision; a restarted admin process keeps the
+ * revision shm holds (adopt_published). Entry points: rev_init(), rev_get(),
  * rev_install(), rev_set(), rev_list_revisions(), rev_store_first().
  */
 #include "neki/base.h"
@@ -35,10 +36,20 @@
 #include "neki/topology.h"
 #include "neki/topology_image.h"
 
-/* Schema of the durable store; run in one transaction under an advisory lock. */
+/*
+ * Schema of the durable store; run in one transaction under an advisory lock. The store
+ * belongs to the [shards] login role of the authoritative shard and is granted to nobody
+ * (doc/topology.md, "The __neki store and roles"): a schema someone else created first is
+ * refused rather than used.
+ */
 static const char store_ddl[] =
 	"BEGIN; SELECT pg_advisory_xact_lock(7357001);"
-	" CREATE SCHEMA IF NOT EXISTS __neki;"
+	" CREATE SCHEMA IF NOT EXISTS __neki AUTHORIZATION CURRENT_USER;"
+	" DO $neki$ BEGIN IF (SELECT nspowner FROM pg_catalog.pg_namespace"
+	"   WHERE nspname = '__neki') <> (SELECT oid FROM pg_catalog.pg_roles"
+	"   WHERE rolname = current_user) THEN RAISE EXCEPTION 'schema __neki is not owned by"
+	" role %', current_user USING ERRCODE = '42501', HINT = 'Drop it, or let neki''s"
+	" [shards] login role own it: neki stores its topology there.'; END IF; END $neki$;"
 	" CREATE TABLE IF NOT EXISTS __neki.data_topology_log ("
 	"   revision bigint PRIMARY KEY, topology text NOT NULL,"
 	"   created_at timestamptz NOT NULL DEFAULT now(), comment text, created_by text,"
@@ -47,6 +58,20 @@ static const char store_ddl[] =
 	"   host_id text PRIMARY KEY, revision bigint NOT NULL,"
 	"   heartbeat timestamptz NOT NULL DEFAULT now(), started_at timestamptz NOT NULL"
 	"   DEFAULT now());"
+	" ALTER TABLE __neki.routers ADD COLUMN IF NOT EXISTS schema_version bigint NOT NULL"
+	"   DEFAULT 0;"
+	" CREATE TABLE IF NOT EXISTS __neki.cluster_state ("
+	"   id int PRIMARY KEY CHECK (id = 1), schema_version bigint NOT NULL,"
+	"   seq_epoch bigint NOT NULL);"
+	" INSERT INTO __neki.cluster_state VALUES (1, 0, 0) ON CONFLICT (id) DO NOTHING;"
+	" ALTER TABLE __neki.cluster_state ADD COLUMN IF NOT EXISTS activity_epoch bigint"
+	"   NOT NULL DEFAULT 0;"
+	" CREATE TABLE IF NOT EXISTS __neki.activity (host_id text PRIMARY KEY,"
+	"   epoch bigint NOT NULL, sessions text NOT NULL);"
+	" CREATE TABLE IF NOT EXISTS __neki.router_epochs (host_id text, epoch bigint,"
+	"   started_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (host_id, epoch));"
+	" REVOKE ALL ON SCHEMA __neki FROM PUBLIC;"
+	" REVOKE ALL ON ALL TABLES IN SCHEMA __neki FROM PUBLIC;"
 	" COMMIT";
 
 #define REV_CATALOG_WAIT_S 5	/* set_data_topology waits this long for the catalog */
@@ -231,8 +256,32 @@ read_file(const char *path)
 	return buf;
 }
 
-bool
-rev_install(uint64_t revision, const char *json, bool cache)
+/*
+ * A stored revision set before enabled GSIs were refused (gsi/not-maintained) is served with
+ * those GSIs disabled, said in the log: nothing keeps their lookup rows.
+ */
+static void
+disable_unmaintained_gsis(struct topo_model *m, uint64_t revision)
+{
+	for (size_t d = 0; d < m->ndbs; d++)
+		for (size_t i = 0; i < m->dbs[d].ngsis; i++) {
+			struct topo_gsi *g = &m->dbs[d].gsis[i];
+
+			if (!g->enabled)
+				continue;
+			g->enabled = false;
+			log_warn("data topology revision %" PRIu64 ": global secondary index "
+				 "\"%s\" of database \"%s\" is served as disabled: neki does not "
+				 "maintain lookup rows", revision, g->name, m->dbs[d].name);
+		}
+}
+
+/*
+ * Make <json> revision <revision> the one this router serves: written to the cache file
+ * when <cache>, published into shm when <publish_it> (not when shm holds it already).
+ */
+static bool
+install(uint64_t revision, const char *json, bool cache, bool publish_it)
 {
 	struct topo_findings f;
 	struct topo_model *m;
@@ -247,6 +296,7 @@ rev_install(uint64_t revision, const char *json, bool cache)
 
 		in.nshards = declared_shards(uids, NK_ARRAY_LEN(uids));
 		topo_validate(m, &in, &f);
+		disable_unmaintained_gsis(m, revision);
 	}
 	topo_findings_cleanup(&f);
 	if (m == NULL || copy == NULL) {
@@ -257,7 +307,7 @@ rev_install(uint64_t revision, const char *json, bool cache)
 	}
 	if (cache)
 		cache_write(revision, json);
-	if (!publish(revision, m)) {
+	if (publish_it && !publish(revision, m)) {
 		topo_model_free(m);
 		free(copy);
 		return false;
@@ -276,6 +326,34 @@ rev_install(uint64_t revision, const char *json, bool cache)
 	return true;
 }
 
+bool
+rev_install(uint64_t revision, const char *json, bool cache)
+{
+	return install(revision, json, cache, true);
+}
+
+/*
+ * A restarted admin process (the master keeps the segment) serves the revision already
+ * published, without publishing it again: it never starts with no topology while the
+ * workers route by one.
+ */
+static void
+adopt_published(void)
+{
+	struct shm_topo_ref ref;
+	const char *json;
+	size_t len;
+
+	if (shm_topo_revision() == 0 || !shm_topo_pin(&ref))
+		return;
+	if (topo_image_is_valid(ref.data, ref.len) &&
+	    (json = topo_image_json(ref.data, &len)) != NULL &&
+	    install(ref.revision, json, false, false))
+		log_info("kept data topology revision %" PRIu64 " from shared memory",
+			 ref.revision);
+	shm_topo_unpin(&ref);
+}
+
 /* Boot: the cache file holds a cached revision or a hand-written first topology. */
 static void
 load_topology_file(void)
@@ -292,10 +370,11 @@ load_topology_file(void)
 		rev = adm_json_get(&obj, "revision");
 		doc = adm_json_get(&obj, "topology");
 		if (rev && doc && doc->kind == ADM_JSON_STRING &&
+		    strtoull(rev->text, NULL, 10) > cur.revision &&
 		    rev_install(strtoull(rev->text, NULL, 10), doc->text, false))
 			log_info("data topology revision %s loaded from the cache file \"%s\"",
 				 rev->text, path);
-	} else {
+	} else if (cur.revision == 0) {
 		log_info("data topology file \"%s\" holds a first topology: storing it", path);
 		rev_store_first(text);
 	}
@@ -311,6 +390,7 @@ rev_init(struct event_base *base)
 	if (writer == NULL)
 		fatal("out of memory");
 	follow_init(base);
+	adopt_published();
 	load_topology_file();
 }
 
@@ -457,7 +537,7 @@ job_validate(struct set_job *j, const char *json, const struct topo_model *previ
 	free(j->json);
 	j->json = topo_to_json(m, true);
 	if (j->json == NULL)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	return true;
 }
 
@@ -513,7 +593,7 @@ job_insert(struct set_job *j)
 	struct nk_error err;
 
 	if (supp == NULL) {
-		nk_error_set(&err, "53200", "out of memory");
+		nk_error_oom(&err);
 		job_rollback_fail(j, &err);
 		return;
 	}
@@ -543,7 +623,8 @@ commit_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 	if (!rev_install(j->new_revision, j->json, true)) {
 		struct nk_error e;
 
-		nk_error_set(&e, "XX000", "data topology revision %" PRIu64 " was stored but could not"
+		nk_error_set(&e, ERRCODE_INTERNAL_ERROR,
+			     "data topology revision %" PRIu64 " was stored but could not"
 			     " be published", j->new_revision);
 		nk_error_hint(&e, "See the neki log; restarting neki publishes the stored revision.");
 		job_fail(j, &e);
@@ -576,7 +657,8 @@ newest_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 		return;
 	}
 	if (!j->overwrite && j->stored > 0) {
-		nk_error_set(&e, "55000", "a data topology already exists (revision %" PRIu64 ")",
+		nk_error_set(&e, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+			     "a data topology already exists (revision %" PRIu64 ")",
 			     j->stored);
 		nk_error_hint(&e, "Call set_data_topology with overwrite => true to replace it.");
 		job_rollback_fail(j, &e);
@@ -655,7 +737,8 @@ set_run_next(void)
 	auth = authority_of(j->model);
 	conninfo = auth ? follow_conninfo(auth) : NULL;
 	if (conninfo == NULL) {
-		nk_error_set(&err, "42704", "the authoritative shard \"%s\" is not declared in [shards]",
+		nk_error_set(&err, ERRCODE_UNDEFINED_OBJECT,
+			     "the authoritative shard \"%s\" is not declared in [shards]",
 			     auth ? auth : "");
 		job_fail(j, &err);
 		return;
@@ -691,10 +774,12 @@ job_options(struct set_job *j, const char *options, struct nk_error *err)
 			j->force = strcmp(m->text, "true") == 0;
 		} else if (strcmp(m->key, "comment") == 0 || strcmp(m->key, "force") == 0 ||
 			   strcmp(m->key, "expected_revision") == 0) {
-			ok = nk_error_set(err, "22023", "invalid value for data topology option \"%s\"",
+			ok = nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+					  "invalid value for data topology option \"%s\"",
 					  m->key);
 		} else {
-			ok = nk_error_set(err, "22023", "unrecognized data topology option \"%s\"",
+			ok = nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+					  "unrecognized data topology option \"%s\"",
 					  m->key);
 			nk_error_hint(err, "The options are comment, expected_revision and force.");
 		}
@@ -723,17 +808,15 @@ rev_set(struct adm_req *req, const char *json, bool overwrite, const char *optio
 	struct nk_error err;
 
 	if (j == NULL) {
-		nk_error_set(&err, "53200", "out of memory");
-		adm_result_error(&req->res, &err);
-		adm_req_finish(req);
+		nk_error_oom(&err);
+		adm_req_fail(req, &err);
 		return;
 	}
 	topo_findings_init(&j->findings);
 	j->req = req;
 	j->overwrite = overwrite;
 	if (!job_options(j, options, &err) || !job_validate(j, json, cur.model, &err)) {
-		adm_result_error(&req->res, &err);
-		adm_req_finish(req);
+		adm_req_fail(req, &err);
 		job_free(j);
 		return;
 	}
@@ -772,8 +855,7 @@ revisions_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 	};
 
 	if (err != NULL) {
-		adm_result_error(&req->res, err);
-		adm_req_finish(req);
+		adm_req_fail(req, err);
 		return;
 	}
 	adm_result_columns(&req->res, cols, NK_ARRAY_LEN(cols));
@@ -796,8 +878,8 @@ rev_list_revisions(struct adm_req *req)
 	/* the watcher, not the writer: never inside a set's transaction */
 	if (!follow_query("SELECT revision, created_at, comment, created_by"
 			  " FROM __neki.data_topology_log ORDER BY revision", revisions_cb, req)) {
-		nk_error_set(&err, "55000", "no data topology has been set");
-		adm_result_error(&req->res, &err);
-		adm_req_finish(req);
+		nk_error_set(&err, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+			     "no data topology has been set");
+		adm_req_fail(req, &err);
 	}
 }

@@ -5,8 +5,11 @@
  * every database of the topology on every shard of its groups (data-bearing and
  * schema-only), in turn over one pgc connection. The statement creates the function only
  * when no uuidv7() without arguments exists (so PostgreSQL 18's own and a user's are left
- * alone), under an advisory lock so several neki processes do not collide. A failure is a
- * warning; the next revision tries again. Entry points: shardfn_init(),
+ * alone), under an advisory lock so several neki processes do not collide. A pair is done
+ * once per connection string: a later revision runs the statement only on the pairs it adds
+ * (or whose [shards] entry changed), so a revision that moves nothing costs the shards no
+ * login (each pair was one more backend started per revision). A failure is a warning; the
+ * next revision tries that pair again. Entry points: shardfn_init(),
  * shardfn_topology_changed().
  */
 #include "neki/base.h"
@@ -32,6 +35,8 @@ static struct pgc *sf_conn;		/* owned */
 static struct shardfn_job *sf_job;	/* owned: the round in flight, or NULL */
 static bool sf_again;			/* start another round when this one ends */
 static char *sf_sql;			/* owned: the statement */
+static char **sf_done;			/* owned: conninfo of every pair it succeeded on */
+static size_t sf_ndone, sf_capdone;
 
 static void job_next(struct shardfn_job *j);
 
@@ -63,6 +68,35 @@ build_sql(void)
 	return s;
 }
 
+/* Has the statement succeeded over the connection string <ci>? */
+static bool
+done_has(const char *ci)
+{
+	for (size_t i = 0; i < sf_ndone; i++)
+		if (strcmp(sf_done[i], ci) == 0)
+			return true;
+	return false;
+}
+
+/* Remember that it succeeded over <ci> (on no memory it runs again next time). */
+static void
+done_add(const char *ci)
+{
+	char *copy;
+
+	if (sf_ndone == sf_capdone) {
+		size_t cap = sf_capdone ? 2 * sf_capdone : 8;
+		char **grown = realloc(sf_done, cap * sizeof(*grown));
+
+		if (grown == NULL)
+			return;
+		sf_done = grown;
+		sf_capdone = cap;
+	}
+	if ((copy = strdup(ci)) != NULL)
+		sf_done[sf_ndone++] = copy;
+}
+
 static void
 done_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 {
@@ -72,6 +106,8 @@ done_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 	if (err != NULL)
 		log_warn("could not create uuidv7() in database \"%s\" on shard \"%s\": %s",
 			 j->dbs[j->next], j->uids[j->next], err->message);
+	else
+		done_add(pgc_conninfo(sf_conn));
 	j->next++;
 	job_next(j);
 }
@@ -82,13 +118,16 @@ job_next(struct shardfn_job *j)
 	while (j->next < j->n) {
 		char *ci = catload_conninfo(j->uids[j->next], j->dbs[j->next], "neki-setup");
 
-		if (ci != NULL) {
-			pgc_set_conninfo(sf_conn, ci);
+		/* NULL: not declared in [shards], the topology rules report it */
+		if (ci == NULL || done_has(ci)) {
 			free(ci);
-			pgc_query(sf_conn, sf_sql, 0, NULL, done_cb, j);
-			return;
+			j->next++;
+			continue;
 		}
-		j->next++;	/* not declared in [shards]: the topology rules report it */
+		pgc_set_conninfo(sf_conn, ci);
+		free(ci);
+		pgc_query(sf_conn, sf_sql, 0, NULL, done_cb, j);
+		return;
 	}
 	job_free(j);
 	sf_job = NULL;

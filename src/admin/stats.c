@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "neki/clock.h"
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/shm.h"
@@ -40,13 +41,65 @@ static struct shm_stats total_newer, total_older;
 static uint64_t old_stamp, new_stamp;	/* monotonic microseconds of the last two refreshes */
 static struct shm_dbstat *readbuf;	/* owned: SHM_DB_STATS_MAX entries */
 
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
+/*
+ * One stats field per row, in struct shm_stats order: its column names per output (TOTALS'
+ * names come from pgbouncer's struct), and its place in the log_stats line (rank 1.. in
+ * line order, 0 = not in the line) with the words around its average.
+ */
+static const struct {
+	const char *stats_total, *stats_avg, *totals, *averages, *plain;
+	int log_rank;
+	const char *log_before, *log_after;
+} fields[SHM_STATS_WORDS] = {
+	{ "total_server_assignment_count", "avg_server_assignment_count",
+	  "server_assignment_count", "server_assignment_count", "server_assignment_count",
+	  0, NULL, NULL },
+	{ "total_xact_count", "avg_xact_count", "xact_count", "xact_count", "xact_count",
+	  1, "", " xacts/s" },
+	{ "total_query_count", "avg_query_count", "query_count", "query_count", "query_count",
+	  2, "", " queries/s" },
+	{ "total_received", "avg_recv", "bytes_received", "bytes_received", "client_bytes",
+	  7, "in ", " B/s" },
+	{ "total_sent", "avg_sent", "bytes_sent", "bytes_sent", "server_bytes",
+	  8, "out ", " B/s" },
+	{ "total_xact_time", "avg_xact_time", "xact_time", "xact_time", "xact_time",
+	  9, "xact ", " us" },
+	{ "total_query_time", "avg_query_time", "query_time", "query_time", "query_time",
+	  10, "query ", " us" },
+	{ "total_wait_time", "avg_wait_time", "wait_time", "wait_time", "wait_time",
+	  11, "wait ", " us" },
+	{ "total_client_parse_count", "avg_client_parse_count", "client_parse_count",
+	  "avg_client_parse_count", "ps_client_parse_count", 3, "", " client parses/s" },
+	{ "total_server_parse_count", "avg_server_parse_count", "server_parse_count",
+	  "avg_server_parse_count", "ps_server_parse_count", 4, "", " server parses/s" },
+	{ "total_bind_count", "avg_bind_count", "bind_count", "avg_bind_count",
+	  "ps_bind_count", 5, "", " binds/s" },
+	{ "total_client_login_count", "avg_client_login_count", "client_login_count",
+	  "avg_client_login_count", "client_login_count", 6, "", " client logins/s" },
+};
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * USEC + (uint64_t)ts.tv_nsec / 1000;
+/* pgbouncer's stats line of the averages <avg>: the fields by log_rank, comma-separated. */
+static void
+log_stats_line(const struct shm_stats *avg)
+{
+	const uint64_t *a = (const uint64_t *)avg;
+	char line[512];
+	size_t len = 0;
+
+	line[0] = '\0';
+	for (int rank = 1; rank <= (int)SHM_STATS_WORDS; rank++) {
+		for (size_t k = 0; k < SHM_STATS_WORDS; k++) {
+			int n;
+
+			if (fields[k].log_rank != rank || len >= sizeof(line))
+				continue;
+			n = snprintf(line + len, sizeof(line) - len, "%s%s%" PRIu64 "%s",
+				     len > 0 ? ", " : "", fields[k].log_before, a[k],
+				     fields[k].log_after);
+			len += n > 0 ? (size_t)n : 0;
+		}
+	}
+	log_info("stats: %s", line);
 }
 
 /* pgbouncer's stats_setup: the clock of the averages starts a second before the first use. */
@@ -54,7 +107,7 @@ static void
 stamps_start(void)
 {
 	if (new_stamp == 0) {
-		new_stamp = now_us();
+		new_stamp = nk_now_us();
 		old_stamp = new_stamp - USEC;
 	}
 }
@@ -171,7 +224,7 @@ stats_average(const struct shm_stats *cur, const struct shm_stats *old, struct s
 
 	memset(avg, 0, sizeof(*avg));
 	stamps_start();
-	dur = now_us() - old_stamp;
+	dur = nk_now_us() - old_stamp;
 	if (dur == 0)
 		return;
 	for (size_t k = 0; k < SHM_STATS_WORDS; k++)	/* rates first, then the three times */
@@ -212,7 +265,7 @@ refresh(void)
 	struct stats_row *rows = stats_rows(&n, &total);
 
 	old_stamp = new_stamp;
-	new_stamp = now_us();
+	new_stamp = nk_now_us();
 	for (size_t i = 0; i < n_snaps; i++)
 		snaps[i].older = snaps[i].newer;
 	for (size_t i = 0; rows != NULL && i < n; i++) {
@@ -226,20 +279,14 @@ refresh(void)
 	total_newer = total;
 	stats_average(&total_newer, &total_older, &avg);
 	if (cfg_current()->log_stats)
-		log_info("stats: %" PRIu64 " xacts/s, %" PRIu64 " queries/s, %" PRIu64
-			 " client parses/s, %" PRIu64 " server parses/s, %" PRIu64 " binds/s, in %"
-			 PRIu64 " B/s, out %" PRIu64 " B/s, xact %" PRIu64 " us, query %" PRIu64
-			 " us, wait %" PRIu64 " us", avg.total_xact_count, avg.total_query_count,
-			 avg.total_client_parse_count, avg.total_server_parse_count,
-			 avg.total_bind_count, avg.total_received, avg.total_sent,
-			 avg.total_xact_time, avg.total_query_time, avg.total_wait_time);
+		log_stats_line(&avg);
 }
 
 void
 adm_stats_tick(void)
 {
 	double period = cfg_current()->stats_period;
-	uint64_t now = now_us();
+	uint64_t now = nk_now_us();
 
 	if (period <= 0)
 		period = 60;
@@ -256,27 +303,6 @@ stats_total_older(void)
 }
 
 /* ---- SHOW ---- */
-
-/* Column names of one stats field, per output (TOTALS' names come from pgbouncer's struct). */
-static const struct {
-	const char *stats_total, *stats_avg, *totals, *averages, *plain;
-} fields[SHM_STATS_WORDS] = {
-	{ "total_server_assignment_count", "avg_server_assignment_count",
-	  "server_assignment_count", "server_assignment_count", "server_assignment_count" },
-	{ "total_xact_count", "avg_xact_count", "xact_count", "xact_count", "xact_count" },
-	{ "total_query_count", "avg_query_count", "query_count", "query_count", "query_count" },
-	{ "total_received", "avg_recv", "bytes_received", "bytes_received", "client_bytes" },
-	{ "total_sent", "avg_sent", "bytes_sent", "bytes_sent", "server_bytes" },
-	{ "total_xact_time", "avg_xact_time", "xact_time", "xact_time", "xact_time" },
-	{ "total_query_time", "avg_query_time", "query_time", "query_time", "query_time" },
-	{ "total_wait_time", "avg_wait_time", "wait_time", "wait_time", "wait_time" },
-	{ "total_client_parse_count", "avg_client_parse_count", "client_parse_count",
-	  "avg_client_parse_count", "ps_client_parse_count" },
-	{ "total_server_parse_count", "avg_server_parse_count", "server_parse_count",
-	  "avg_server_parse_count", "ps_server_parse_count" },
-	{ "total_bind_count", "avg_bind_count", "bind_count", "avg_bind_count",
-	  "ps_bind_count" },
-};
 
 enum stats_view {
 	STATS_VIEW_BOTH = 0,		/* SHOW STATS: totals then averages */

@@ -49,14 +49,16 @@ column_types(const struct catalog *c, const struct cat_table *t,
 		const struct cat_column *col = cat_find_column(t, ix->expr->columns[k]);
 
 		if (!col) {
-			topo_findings_add(f, path, "tables/shard-key-type", "22023", false,
+			topo_findings_add(f, path, "tables/shard-key-type",
+					  ERRCODE_INVALID_PARAMETER_VALUE, false,
 					  "shard key column \"%s\" of shard index \"%s\" does not "
 					  "exist in table \"%s.%s\"", ix->expr->columns[k],
 					  ix->name, t->schema, t->name);
 			return false;
 		}
 		if (!cat_ks_type(c, col->type_oid, &types[k])) {
-			topo_findings_add(f, path, "tables/shard-key-type", "22023", false,
+			topo_findings_add(f, path, "tables/shard-key-type",
+					  ERRCODE_INVALID_PARAMETER_VALUE, false,
 					  "shard key column \"%s\" of table \"%s.%s\" has type %s, "
 					  "which has no routing rule", col->name, t->schema, t->name,
 					  type_name(c, col->type_oid, tb, sizeof(tb)));
@@ -86,7 +88,8 @@ check_table(const struct catalog *c, const struct topo_model *m, const struct to
 		return;
 	memset(&err, 0, sizeof(err));
 	if (!ks_index_accepts(ix->type, ix->expr, types, &result, &err))
-		topo_findings_add(f, path, "tables/shard-key-type", "22023", false,
+		topo_findings_add(f, path, "tables/shard-key-type", ERRCODE_INVALID_PARAMETER_VALUE,
+				  false,
 				  "table \"%s.%s\" cannot be sharded by shard index \"%s\": %s",
 				  t->schema, t->name, ix->name, err.message);
 }
@@ -151,7 +154,7 @@ check_gsis(const struct catalog *c, const struct topo_database *d, struct topo_f
 			continue;
 		snprintf(path, sizeof(path), "databases.%s.global_secondary_indexes.%s", d->name,
 			 g->name);
-		topo_findings_add(f, path, "gsi/lookup-pk", "22023", true,
+		topo_findings_add(f, path, "gsi/lookup-pk", ERRCODE_INVALID_PARAMETER_VALUE, true,
 				  "unique global secondary index \"%s\" is disabled: the primary "
 				  "key of lookup table \"%s\" is not its columns", g->name,
 				  g->table);

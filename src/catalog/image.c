@@ -64,6 +64,38 @@ fill_key(struct cimg_w *w, const struct cat_key *k, struct cimg_key *out)
 		*out = ik;
 }
 
+/* The list of strings schema, name, ... of <c>'s user-defined aggregates. */
+static uint32_t
+fill_aggs(struct cimg_w *w, const struct catalog *c)
+{
+	uint32_t h = image_list(&w->a, (uint32_t)c->naggs * 2);
+
+	for (size_t i = 0; i < c->naggs; i++) {
+		uint32_t schema = image_str(&w->a, c->aggs[i].schema);
+		uint32_t name = image_str(&w->a, c->aggs[i].name);
+
+		image_list_set(&w->a, h, (uint32_t)(2 * i), schema);
+		image_list_set(&w->a, h, (uint32_t)(2 * i + 1), name);
+	}
+	return h;
+}
+
+/* The list of triples shard, shard OID, authoritative OID of <c>'s OID pairs. */
+static uint32_t
+fill_oidmap(struct cimg_w *w, const struct catalog *c)
+{
+	uint32_t h = image_list(&w->a, (uint32_t)c->noidmap * 3);
+
+	for (size_t i = 0; i < c->noidmap; i++) {
+		uint32_t shard = image_str(&w->a, c->oidmap[i].shard);
+
+		image_list_set(&w->a, h, (uint32_t)(3 * i), shard);
+		image_list_set(&w->a, h, (uint32_t)(3 * i + 1), c->oidmap[i].shard_oid);
+		image_list_set(&w->a, h, (uint32_t)(3 * i + 2), c->oidmap[i].auth_oid);
+	}
+	return h;
+}
+
 static uint32_t
 fill_children(struct cimg_w *w, const struct cat_table *t)
 {
@@ -131,7 +163,7 @@ fill(struct cimg_w *w)
 		const struct catalog *c = w->cats[d];
 		struct cimg_db idb = { image_str(&w->a, c->dbname), image_str(&w->a, c->collate),
 				       image_str(&w->a, c->ctype), tn, (uint32_t)c->ntables, ty,
-				       (uint32_t)c->ntypes, 0 };
+				       (uint32_t)c->ntypes, fill_aggs(w, c), fill_oidmap(w, c), 0 };
 
 		for (size_t i = 0; i < c->ntables; i++, tn++)
 			fill_table(w, &c->tables[i], tn, &col, &key);

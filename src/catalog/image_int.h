@@ -31,6 +31,9 @@ struct cimg_db {
 	uint32_t name, collate, ctype;	/* strings */
 	uint32_t first_table, ntables;
 	uint32_t first_type, ntypes;
+	uint32_t aggs;			/* list of strings: schema, name, schema, name, ... */
+	uint32_t oidmap;		/* list of triples: shard (string), its OID, the
+					 * authoritative OID (struct cat_oid_pair) */
 	uint32_t pad;
 };
 

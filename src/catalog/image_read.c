@@ -135,6 +135,60 @@ cat_image_db(const void *img, uint32_t d, struct cat_img_db *out)
 	out->ntables = db->ntables;
 }
 
+/* cat_image_is_aggregate: see catalog_image.h. */
+bool
+cat_image_is_aggregate(const void *img, uint32_t d, const char *name)
+{
+	const uint32_t *l = list(img, db_at(img, d)->aggs);
+
+	for (uint32_t i = 0; i + 1 < l[0]; i += 2) {
+		const char *s = str(img, l[2 + i]);
+
+		if (s && strcmp(s, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Look <oid> up in database <d>'s OID pairs of <shard>: as a shard OID (<to_auth>) or as an
+ * authoritative OID; the other OID of the pair, or <oid>. With <oid> 0, any pair of <shard>
+ * answers 1.
+ */
+static uint32_t
+oidmap_find(const void *img, uint32_t d, const char *shard, uint32_t oid, bool to_auth)
+{
+	const uint32_t *l = list(img, db_at(img, d)->oidmap);
+
+	for (uint32_t i = 0; i + 2 < l[0]; i += 3) {
+		const char *s = str(img, l[1 + i]);
+		uint32_t from = l[1 + i + (to_auth ? 1 : 2)];
+
+		if ((oid == 0 || from == oid) && s != NULL && strcmp(s, shard) == 0)
+			return oid == 0 ? 1 : l[1 + i + (to_auth ? 2 : 1)];
+	}
+	return oid;
+}
+
+/* cat_image_auth_oid: see catalog_image.h. */
+uint32_t
+cat_image_auth_oid(const void *img, uint32_t d, const char *shard, uint32_t oid)
+{
+	return oid == 0 ? 0 : oidmap_find(img, d, shard, oid, true);
+}
+
+uint32_t
+cat_image_shard_oid(const void *img, uint32_t d, const char *shard, uint32_t oid)
+{
+	return oid == 0 ? 0 : oidmap_find(img, d, shard, oid, false);
+}
+
+bool
+cat_image_shard_has_oids(const void *img, uint32_t d, const char *shard)
+{
+	return oidmap_find(img, d, shard, 0, true) != 0;
+}
+
 /* cat_image_find_table: binary search within database <d>'s tables. */
 uint32_t
 cat_image_db_table(const void *img, uint32_t d, uint32_t i)

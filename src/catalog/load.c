@@ -1,8 +1,8 @@
 /*
  * load.c - build a struct catalog from the rows of cat_load_sql() (layout in load_sql.c).
  *
- * Rows may come in any order, so the builder makes passes: (1) the database, relations and
- * types, counting each table's columns, keys and children and each enum's labels; (2) the
+ * Rows may come in any order, so the builder makes passes: (1) the database, relations,
+ * types and user-defined aggregates, counting each table's columns, keys and children and each enum's labels; (2) the
  * arrays are allocated and filled; (3) keys and owned sequences, which refer to columns by
  * attnum, once the columns are sorted. Entry point: cat_build().
  */
@@ -53,7 +53,8 @@ bad_row(struct loader *l, size_t row, const char *what)
 	if (l->failed)
 		return;
 	l->failed = true;
-	nk_error_set(l->err, "XX000", "could not load the catalog of database \"%s\": row %zu "
+	nk_error_set(l->err, ERRCODE_INTERNAL_ERROR,
+		     "could not load the catalog of database \"%s\": row %zu "
 		     "(kind '%c'): %s", l->c->dbname ? l->c->dbname : "?", row + 1,
 		     kind_of(l, row), what);
 }
@@ -192,18 +193,20 @@ read_type(struct loader *l, size_t row, struct cat_type *t)
 static bool
 pass_objects(struct loader *l, size_t nrows)
 {
-	size_t nrel = 0, ntyp = 0;
+	size_t nrel = 0, ntyp = 0, nagg = 0;
 
 	for (size_t r = 0; r < nrows; r++) {
 		char k = kind_of(l, r);
 
 		nrel += k == 'r';
 		ntyp += k == 't';
+		nagg += k == 'g';
 	}
 	l->c->tables = cat_alloc(l->c, (nrel ? nrel : 1) * sizeof(struct cat_table));
 	l->c->types = cat_alloc(l->c, (ntyp ? ntyp : 1) * sizeof(struct cat_type));
+	l->c->aggs = cat_alloc(l->c, (nagg ? nagg : 1) * sizeof(struct cat_relref));
 	l->byoid = cat_alloc(l->c, (nrel ? nrel : 1) * sizeof(struct oid_ix));
-	if (!l->c->tables || !l->c->types || !l->byoid)
+	if (!l->c->tables || !l->c->types || !l->c->aggs || !l->byoid)
 		return false;
 	for (size_t r = 0; r < nrows && !l->failed; r++) {
 		switch (kind_of(l, r)) {
@@ -216,6 +219,10 @@ pass_objects(struct loader *l, size_t nrows)
 			break;
 		case 't':
 			read_type(l, r, &l->c->types[l->c->ntypes++]);
+			break;
+		case 'g':
+			l->c->aggs[l->c->naggs++] = (struct cat_relref){ text(l, r, 1),
+									 text(l, r, 2) };
 			break;
 		}
 	}
@@ -517,7 +524,8 @@ cat_build(const char *dbname, const struct cat_rows *rows, struct nk_error *err)
 		l.c->collate = l.c->ctype = "";
 	return l.c;
 fail_oom:
-	nk_error_set(err, "53200", "out of memory while loading the catalog of database \"%s\"",
+	nk_error_set(err, ERRCODE_OUT_OF_MEMORY,
+		     "out of memory while loading the catalog of database \"%s\"",
 		     dbname);
 fail:
 	cat_free(l.c);

@@ -15,6 +15,7 @@
  *   i  inhrelid, inhparent
  *   v  a relation the query of a view or materialized view reads, the view (its rewrite
  *      rule's dependencies; stored with the inheritance children, see catalog.h)
+ *   g  schema, name of a user-defined aggregate (CREATE AGGREGATE; extensions' too)
  * Types are those the columns use, followed through domain bases and array elements.
  * Unique indexes that are partial, not valid or over expressions cannot be arbiters by
  * column: partial and invalid ones are left out here, expression ones by load.c.
@@ -78,7 +79,13 @@ static const char load_sql[] =
 	" FROM pg_catalog.pg_rewrite w JOIN rels r ON r.oid = w.ev_class AND r.relkind IN ('v', 'm')"
 	" JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass"
 	" AND d.objid = w.oid AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass"
-	" AND d.refobjid <> w.ev_class AND d.deptype = 'n'";
+	" AND d.refobjid <> w.ev_class AND d.deptype = 'n'"
+	" UNION ALL SELECT DISTINCT 'g', n.nspname::text, p.proname::text,"
+	" NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+	" FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
+	" WHERE p.prokind = 'a'"
+	" AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', '__neki')"
+	" AND n.nspname !~ '^pg_(toast_)?temp_'";
 
 /* cat_load_sql: see catalog.h. A constant string. */
 const char *

@@ -7,47 +7,18 @@
 #include "neki/base.h"
 
 #include "neki/catalog.h"
+#include "neki/rarena.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "cat_int.h"
 
-#define ARENA_CHUNK 16384
-
-struct arena_chunk {
-	struct arena_chunk *next;
-	size_t used, cap;
-	max_align_t data[];
-};
-
-struct cat_arena {
-	struct arena_chunk *head;	/* owned: newest chunk first */
-};
-
-/* cat_alloc: see cat_int.h. Bump allocation; big requests get their own chunk. */
+/* cat_alloc: see cat_int.h. */
 void *
 cat_alloc(struct catalog *c, size_t size)
 {
-	struct arena_chunk *ch = c->arena->head;
-	size_t need = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
-	void *p;
-
-	if (!ch || ch->cap - ch->used < need) {
-		size_t cap = need > ARENA_CHUNK ? need : ARENA_CHUNK;
-
-		ch = malloc(sizeof(*ch) + cap);
-		if (!ch)
-			return NULL;
-		ch->used = 0;
-		ch->cap = cap;
-		ch->next = c->arena->head;
-		c->arena->head = ch;
-	}
-	p = (char *)ch->data + ch->used;
-	ch->used += need;
-	memset(p, 0, size);
-	return p;
+	return rarena_alloc(c->arena, size);
 }
 
 const char *
@@ -72,7 +43,7 @@ cat_new(void)
 
 	if (!c)
 		return NULL;
-	c->arena = calloc(1, sizeof(*c->arena));
+	c->arena = rarena_new();
 	if (!c->arena) {
 		free(c);
 		return NULL;
@@ -84,15 +55,9 @@ cat_new(void)
 void
 cat_free(struct catalog *c)
 {
-	struct arena_chunk *ch, *next;
-
 	if (!c)
 		return;
-	for (ch = c->arena->head; ch; ch = next) {
-		next = ch->next;
-		free(ch);
-	}
-	free(c->arena);
+	rarena_free(c->arena);
 	free(c);
 }
 

@@ -5,7 +5,8 @@
  * it; a new catalog version is seen at the next acquire. Entry points: cat_view_acquire(),
  * cat_view_release() and the callbacks cat_view_column_type(), cat_view_column_name(),
  * cat_view_relkind(), cat_view_column(), cat_view_seq_cache(), cat_view_inh_children(),
- * cat_view_view_base(), cat_view_table_at(), cat_view_type_name().
+ * cat_view_view_base(), cat_view_table_at(), cat_view_type_name(), cat_view_is_aggregate(),
+ * and the authoritative OIDs cat_view_type_oid(), cat_view_shard_has_oids().
  */
 #include "neki/base.h"
 
@@ -150,6 +151,14 @@ cat_view_view_base(void *arg, const char *schema, const char *view, uint32_t i,
 }
 
 bool
+cat_view_is_aggregate(void *arg, const char *name)
+{
+	const struct cat_view *v = arg;
+
+	return view_ok(v) && cat_image_is_aggregate(v->img, v->db, name);
+}
+
+bool
 cat_view_table_at(void *arg, uint32_t i, const char **schema, const char **name)
 {
 	const struct cat_view *v = arg;
@@ -180,4 +189,21 @@ cat_view_type_name(void *arg, uint32_t oid, const char **schema, const char **na
 	*schema = ty.schema;
 	*name = ty.name;
 	return true;
+}
+
+/* cat_view_type_oid: see catalog_image.h. */
+uint32_t
+cat_view_type_oid(const struct cat_view *v, const char *shard, uint32_t oid, bool to_auth)
+{
+	if (!view_ok(v))
+		return oid;
+	return to_auth ? cat_image_auth_oid(v->img, v->db, shard, oid)
+		       : cat_image_shard_oid(v->img, v->db, shard, oid);
+}
+
+/* cat_view_shard_has_oids: see catalog_image.h. */
+bool
+cat_view_shard_has_oids(const struct cat_view *v, const char *shard)
+{
+	return view_ok(v) && cat_image_shard_has_oids(v->img, v->db, shard);
 }

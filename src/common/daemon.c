@@ -2,7 +2,8 @@
  * daemon.c - pidfile, daemonizing and dropping privileges, for the master only.
  *
  * The pidfile follows pgbouncer: a live pid in it stops a second instance, a stale
- * one is removed, and the file is removed again at exit. Entry points:
+ * one (no such process, or a zombie: a SIGKILLed master its parent has not reaped yet)
+ * is removed, and the file is removed again at exit. Entry points:
  * daemon_pidfile_check(), daemon_pidfile_write(), daemon_detach(), daemon_switch_user().
  */
 #include "neki/base.h"
@@ -18,8 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "neki/log.h"
 
 static char pidfile_path[PATH_MAX];	/* "" when this process wrote none */
 
@@ -41,6 +45,34 @@ read_pid(const char *path)
 	return atol(buf) > 0 ? atol(buf) : 0;
 }
 
+/*
+ * Is <pid> a live process? kill(pid, 0) also succeeds for a zombie (dead, not reaped yet:
+ * a SIGKILLed master whose parent, systemd or a shell, has not waited for it), so the
+ * state letter of /proc/<pid>/stat decides: Z (zombie) and X (dead) are not alive.
+ */
+static bool
+pid_is_alive(long pid)
+{
+	char path[64], buf[512], *close_paren;
+	ssize_t n;
+	int fd;
+
+	if (kill((pid_t)pid, 0) == -1 && errno != EPERM)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1)
+		return errno != ENOENT;	/* no /proc: trust kill() */
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	close_paren = strrchr(buf, ')');	/* "pid (comm) S ...": comm may hold spaces */
+	return close_paren == NULL || close_paren[1] != ' ' ||
+	       (close_paren[2] != 'Z' && close_paren[2] != 'X');
+}
+
 bool
 daemon_pidfile_check(const char *path, struct nk_error *err)
 {
@@ -50,16 +82,19 @@ daemon_pidfile_check(const char *path, struct nk_error *err)
 		return true;
 	pid = read_pid(path);
 	if (pid == -1)
-		return nk_error_set(err, "F0000", "could not read pidfile \"%s\": %s", path,
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not read pidfile \"%s\": %s", path,
 				    strerror(errno));
 	if (pid == 0 && access(path, F_OK) == -1)
 		return true;
-	if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-		return nk_error_set(err, "F0000",
+	if (pid > 0 && pid_is_alive(pid))
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
 				    "pidfile exists, another instance running? (\"%s\" holds pid %ld)",
 				    path, pid);
+	log_info("stale pidfile, removing");
 	if (unlink(path) == -1 && errno != ENOENT)
-		return nk_error_set(err, "F0000", "could not remove stale pidfile \"%s\": %s",
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not remove stale pidfile \"%s\": %s",
 				    path, strerror(errno));
 	return true;
 }
@@ -75,13 +110,15 @@ remember_path(const char *path, struct nk_error *err)
 		n = snprintf(pidfile_path, sizeof(pidfile_path), "%s", path);
 	} else {
 		if (getcwd(cwd, sizeof(cwd)) == NULL)
-			return nk_error_set(err, "F0000", "could not get the current directory: %s",
+			return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+					    "could not get the current directory: %s",
 					    strerror(errno));
 		n = snprintf(pidfile_path, sizeof(pidfile_path), "%s/%s", cwd, path);
 	}
 	if (n < 0 || (size_t)n >= sizeof(pidfile_path)) {
 		pidfile_path[0] = '\0';
-		return nk_error_set(err, "F0000", "pidfile path \"%s\" is too long", path);
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "pidfile path \"%s\" is too long", path);
 	}
 	return true;
 }
@@ -98,14 +135,16 @@ daemon_pidfile_write(const char *path, struct nk_error *err)
 		return false;
 	fd = open(pidfile_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd == -1) {
-		nk_error_set(err, "F0000", "could not create pidfile \"%s\": %s", path,
+		nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+			     "could not create pidfile \"%s\": %s", path,
 			     strerror(errno));
 		pidfile_path[0] = '\0';
 		return false;
 	}
 	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
 	if (write(fd, buf, (size_t)n) != n) {
-		nk_error_set(err, "F0000", "could not write pidfile \"%s\": %s", path,
+		nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+			     "could not write pidfile \"%s\": %s", path,
 			     strerror(errno));
 		close(fd);
 		daemon_pidfile_remove();
@@ -166,7 +205,8 @@ daemon_user_ids(const char *name, uid_t *uid, gid_t *gid, struct nk_error *err)
 	errno = 0;
 	pw = getpwnam(name);
 	if (pw == NULL)
-		return nk_error_set(err, "F0000", "user \"%s\" does not exist%s%s", name,
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "user \"%s\" does not exist%s%s", name,
 				    errno ? ": " : "", errno ? strerror(errno) : "");
 	*uid = pw->pw_uid;
 	*gid = pw->pw_gid;
@@ -197,7 +237,20 @@ daemon_switch_user(const char *name, struct nk_error *err)
 		return true;
 	daemon_give_file(pidfile_path, uid, gid);
 	if (initgroups(name, gid) == -1 || setgid(gid) == -1 || setuid(uid) == -1)
-		return nk_error_set(err, "F0000", "could not switch to user \"%s\": %s", name,
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not switch to user \"%s\": %s", name,
 				    strerror(errno));
 	return true;
+}
+
+void
+daemon_raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+		log_warn("could not raise the open files limit: %s", strerror(errno));
 }

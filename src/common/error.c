@@ -217,6 +217,12 @@ nk_error_set(struct nk_error *err, const char *sqlstate, const char *fmt, ...)
 	return false;
 }
 
+bool
+nk_error_oom(struct nk_error *err)
+{
+	return nk_error_set(err, ERRCODE_OUT_OF_MEMORY, "out of memory");
+}
+
 void
 nk_error_detail(struct nk_error *err, const char *fmt, ...)
 {
@@ -266,7 +272,7 @@ nk_error_nk013(struct nk_error *err, int code)
 
 	if (!sentence)
 		nk_panic(__FILE__, __LINE__, "unknown NK013 code %d", code);
-	nk_error_set(err, "NK013", "not implemented: [%d] %s", code, sentence);
+	nk_error_set(err, NK_ERRCODE_NOT_IMPLEMENTED, "not implemented: [%d] %s", code, sentence);
 	if (err)
 		err->code = code;
 	return false;

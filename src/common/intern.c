@@ -6,6 +6,7 @@
  * most in a worker). Entry points: intern_ref(), intern_unref(), intern_count().
  */
 #include "neki/base.h"
+#include "neki/hash.h"
 #include "neki/intern.h"
 
 #include <stddef.h>
@@ -23,15 +24,10 @@ static struct intern_entry **intern_buckets;	/* owned: intern_nbuckets chains */
 static size_t intern_nbuckets;
 static size_t intern_n;
 
-/* FNV-1a over the bytes of <s>. */
 static uint32_t
 intern_hash(const char *s)
 {
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
+	return (uint32_t)nk_hash64_str(s);
 }
 
 /* Double the table (or create it); false on no memory (the old table stays usable). */

@@ -7,6 +7,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/clock.h"
 #include "neki/sdnotify.h"
 
 #include <errno.h>
@@ -84,12 +85,7 @@ sdnotify_ready(const char *status)
 void
 sdnotify_reloading(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	sdnotify_send("RELOADING=1\nMONOTONIC_USEC=%llu",
-		      (unsigned long long)ts.tv_sec * 1000000ULL +
-			      (unsigned long long)ts.tv_nsec / 1000ULL);
+	sdnotify_send("RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)nk_now_us());
 }
 
 void

@@ -7,7 +7,7 @@
  * [users], [peers], [shards]: sections.c / shards.c), then checks the whole (cross-
  * setting rules). Any error leaves nothing behind: the caller keeps its old config.
  * Entry points: cfg_load(), cfg_load_string(), cfg_new_defaults(), cfg_ref/unref(),
- * cfg_current(), cfg_set_current(), cfg_reload(), cfg_keep_not_reloadable().
+ * cfg_current(), cfg_set_current(), cfg_reload(), cfg_keep_not_reloadable(), cfg_list_has().
  */
 #include "neki/base.h"
 
@@ -341,4 +341,22 @@ cfg_reload(const struct cfg *old, struct nk_error *err)
 		return NULL;
 	}
 	return next;
+}
+
+/* See config.h. */
+bool
+cfg_list_has(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; p != NULL && *p != '\0';) {
+		size_t len;
+
+		p += strspn(p, ", \t\r\n");
+		len = strcspn(p, ", \t\r\n");
+		if (len == n && len > 0 && strncmp(p, name, n) == 0)
+			return true;
+		p += len;
+	}
+	return false;
 }

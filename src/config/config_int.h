@@ -87,6 +87,8 @@ enum sections_kind {
 	SECTIONS_K_BOOL = 6,		/* bool: yes/no */
 	SECTIONS_K_TARGET_ATTRS = 7,	/* enum cfg_target_attrs by libpq's name */
 	SECTIONS_K_PORT_LIST = 8,	/* a database's port or port list (struct cfg_database) */
+	SECTIONS_K_READ_TARGET = 9,	/* enum cfg_server_kind: primary, replica, rdonly */
+	SECTIONS_K_TX_MODE = 10,	/* int: multi 0, single 1, atomic 2 (enum plan_tx_mode) */
 };
 
 /* One accepted key of a section's connection strings. */
@@ -109,6 +111,25 @@ NK_MUSTCHECK bool sections_peer_add(struct cfg *c, const char *name, const char 
 				    struct nk_error *err);
 NK_MUSTCHECK bool sections_shard_add(struct cfg *c, const char *name, const char *value,
 				     struct nk_error *err);
+
+/* shard_servers.c */
+
+/*
+ * Add the standbys of <key> ("replicas" or "rdonly") = <list> to <s> (after its primary is
+ * known: shard_servers_finish() puts it first). False with <err> on a malformed item.
+ */
+NK_MUSTCHECK bool shard_servers_add(struct cfg_shard *s, const char *key, const char *list,
+				    struct nk_error *err);
+/*
+ * Once the whole string was read: servers[0] = the primary (host, port), standbys without a
+ * port get the primary's; with standbys, s->conninfo = <base> (the string without neki's
+ * keys) plus every server's host and port with target_session_attrs=read-write. Refuses
+ * standbys with no host=, a host list or a hostaddr= (<hostaddr>), and a server named twice.
+ */
+NK_MUSTCHECK bool shard_servers_finish(struct cfg_shard *s, const char *base, bool hostaddr,
+				       struct nk_error *err);
+void shard_servers_free(struct cfg_shard *s);
+NK_MUSTCHECK bool shard_servers_copy(struct cfg_shard *dst, const struct cfg_shard *src);
 
 /* Free every section entry of <c>. */
 void sections_free(struct cfg *c);

@@ -4,7 +4,7 @@
  * [databases], [users] and [peers] lines are "name = key=value key='quoted '' value'"
  * in pgbouncer's own connection-string syntax: a value is bare (up to the next
  * blank) or single-quoted with '' standing for a quote; empty values are refused;
- * only pgbouncer's keys are accepted (plus neki's topology=yes|no on databases).
+ * only pgbouncer's keys are accepted (plus neki's topology=yes|no and target= on databases).
  * [shards] lines are "shard_uid = <libpq connection string>" in libpq's key=value
  * syntax (backslash escapes); host, port, dbname, user, password and sslmode are
  * taken out of it and the string is kept as written. A later line with the same
@@ -25,7 +25,7 @@
 #define USR(f) offsetof(struct cfg_user, f)
 #define PEER(f) offsetof(struct cfg_peer, f)
 
-/* pgbouncer's 22 [databases] keys, the reserve_pool alias and neki's topology. */
+/* pgbouncer's 22 [databases] keys, the reserve_pool alias and neki's topology and target. */
 static const struct sections_key sect_db_keys[] = {
 	{ "dbname", SECTIONS_K_STR, DB(dbname),
 	  "server-side database name (default: the entry name; for \"*\", the name the "
@@ -56,9 +56,9 @@ static const struct sections_key sect_db_keys[] = {
 	{ "reserve_pool", SECTIONS_K_COUNT, DB(reserve_pool_size),
 	  "alias of reserve_pool_size" },
 	{ "max_db_connections", SECTIONS_K_COUNT, DB(max_db_connections),
-	  "overrides max_db_connections for this database" },
+	  "overrides max_db_connections for this database (0 or less: the global value)" },
 	{ "max_db_client_connections", SECTIONS_K_COUNT, DB(max_db_client_connections),
-	  "overrides max_db_client_connections for this database" },
+	  "overrides max_db_client_connections for this database (0 or less: the global value)" },
 	{ "pool_mode", SECTIONS_K_POOL_MODE, DB(pool_mode),
 	  "overrides pool_mode (session, transaction, statement); a [users] pool_mode wins" },
 	{ "server_lifetime", SECTIONS_K_TIME, DB(server_lifetime),
@@ -83,7 +83,15 @@ static const struct sections_key sect_db_keys[] = {
 	  "application_name sent to the server at connect time" },
 	{ "topology", SECTIONS_K_BOOL, DB(topology),
 	  "yes: a sharded logical database routed by the data topology (neki); no "
-	  "(default): a plain pooled database" },
+	  "(default): a plain pooled database, unless the published topology's databases "
+	  "name it (then it is sharded all the same)" },
+	{ "target", SECTIONS_K_READ_TARGET, DB(read_target),
+	  "primary (default), replica or rdonly: the __neki.target a session of this sharded "
+	  "database starts with (neki; SET and startup options change it)" },
+	{ "tx_mode", SECTIONS_K_TX_MODE, DB(tx_mode),
+	  "multi (default), single or atomic: the __neki.tx_mode a session of this sharded "
+	  "database starts with (neki; SET and startup options change it; atomic is checked "
+	  "on the shards at the session's first commit needing two-phase commit)" },
 	{ NULL, SECTIONS_K_STR, 0, NULL },
 };
 
@@ -97,9 +105,9 @@ static const struct sections_key sect_user_keys[] = {
 	{ "reserve_pool_size", SECTIONS_K_COUNT, USR(reserve_pool_size),
 	  "overrides reserve_pool_size for this user" },
 	{ "max_user_connections", SECTIONS_K_COUNT, USR(max_user_connections),
-	  "overrides max_user_connections for this user" },
+	  "overrides max_user_connections for this user (0 or less: the global value)" },
 	{ "max_user_client_connections", SECTIONS_K_COUNT, USR(max_user_client_connections),
-	  "overrides max_user_client_connections for this user" },
+	  "overrides max_user_client_connections for this user (0 or less: the global value)" },
 	{ "query_timeout", SECTIONS_K_TIME, USR(query_timeout),
 	  "overrides query_timeout (seconds)" },
 	{ "query_wait_timeout", SECTIONS_K_TIME, USR(query_wait_timeout),
@@ -388,6 +396,25 @@ sections_set(const struct sect_ctx *ctx, const struct sections_key *k, char *val
 			sections_bad_value(ctx, k->name, val, "accepted values: any, read-write, "
 					   "read-only, primary, standby", err);
 		break;
+	case SECTIONS_K_READ_TARGET:
+		ok = strcmp(val, "primary") == 0 || strcmp(val, "replica") == 0 ||
+		     strcmp(val, "rdonly") == 0;
+		if (ok)
+			*(int *)field = val[0] == 'p' ? CFG_SRV_PRIMARY : val[1] == 'e' ?
+					CFG_SRV_REPLICA : CFG_SRV_RDONLY;
+		else
+			sections_bad_value(ctx, k->name, val, "accepted values: primary, replica, "
+					   "rdonly", err);
+		break;
+	case SECTIONS_K_TX_MODE:
+		ok = strcmp(val, "multi") == 0 || strcmp(val, "single") == 0 ||
+		     strcmp(val, "atomic") == 0;
+		if (ok)
+			*(int *)field = val[0] == 'm' ? 0 : val[0] == 's' ? 1 : 2;
+		else
+			sections_bad_value(ctx, k->name, val, "accepted values: multi, single, "
+					   "atomic", err);
+		break;
 	case SECTIONS_K_BOOL:
 		ok = settings_parse_bool(val, &b);
 		if (ok)
@@ -639,6 +666,7 @@ sections_free(struct cfg *c)
 		free(s->user);
 		free(s->password);
 		free(s->sslmode);
+		shard_servers_free(s);
 	}
 	free(c->shards);
 	c->databases = NULL;
@@ -681,13 +709,16 @@ static bool
 sections_shard_copy(struct cfg_shard *dst, const struct cfg_shard *src)
 {
 	*dst = *src;
+	dst->servers = NULL;
+	dst->n_servers = 0;
 	return sections_strdup(&dst->uid, src->uid) &&
 	       sections_strdup(&dst->conninfo, src->conninfo) &&
 	       sections_strdup(&dst->host, src->host) &&
 	       sections_strdup(&dst->dbname, src->dbname) &&
 	       sections_strdup(&dst->user, src->user) &&
 	       sections_strdup(&dst->password, src->password) &&
-	       sections_strdup(&dst->sslmode, src->sslmode);
+	       sections_strdup(&dst->sslmode, src->sslmode) &&
+	       shard_servers_copy(dst, src);
 }
 
 /*

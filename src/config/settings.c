@@ -73,9 +73,16 @@ static const struct cfg_setting cfg_table[] = {
 	  0, 1, true, false, NULL,
 	  "append the client's host:port to application_name at connect time",
 	  "", CFG_G_POOL, NULL },
+	{ "atomic_recovery_grace", CFG_T_TIME, O(atomic_recovery_grace), "10",
+	  0.1, 86400, true, true, NULL,
+	  "seconds a prepared transaction of __neki.tx_mode atomic is left to its coordinator "
+	  "before the recovery decides it (an abort row on its decision shard unless the "
+	  "decision is there)",
+	  "s", CFG_G_NEKI, NULL },
 	{ "auth_dbname", CFG_T_STRING, O(auth_dbname), "",
 	  0, 0, true, false, NULL,
-	  "database that auth_query runs in (default: the client's database)",
+	  "database that auth_query runs in (default: the client's database); the console "
+	  "databases pgbouncer and neki are refused",
 	  "", CFG_G_AUTH, NULL },
 	{ "auth_file", CFG_T_STRING, O(auth_file), "",
 	  0, 0, true, false, NULL,
@@ -91,7 +98,8 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_AUTH, NULL },
 	{ "auth_ldap_options", CFG_T_STRING, O(auth_ldap_options), "",
 	  0, 0, true, false, NULL,
-	  "default LDAP options for hba ldap lines (LDAP is not supported by this build)",
+	  "default LDAP options for hba ldap lines; this build has no LDAP, so only the empty "
+	  "value is accepted (any other is refused at load)",
 	  "", CFG_G_AUTH, NULL },
 	{ "auth_query", CFG_T_STRING, O(auth_query), CFG_DEFAULT_AUTH_QUERY,
 	  0, 0, true, false, NULL,
@@ -107,11 +115,14 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_AUTH, NULL },
 	{ "autodb_idle_timeout", CFG_T_TIME, O(autodb_idle_timeout), "3600",
 	  0, CFG_TIME_MAX, true, false, NULL,
-	  "seconds after which an unused database created from \"*\" is freed",
+	  "seconds after which a database created from \"*\" that no client and no server "
+	  "connection uses is dropped with its pools (the next client registers it again); "
+	  "0 = never",
 	  "s", CFG_G_POOL, NULL },
 	{ "cancel_wait_timeout", CFG_T_TIME, O(cancel_wait_timeout), "10",
 	  0, CFG_TIME_MAX, true, false, NULL,
-	  "seconds a cancel request may wait for a server connection; 0 = forever",
+	  "seconds a cancel request may wait to be sent (connecting to the server or [peers] "
+	  "entry, queued behind a peer's pool_size forwards) before it is dropped; 0 = forever",
 	  "s", CFG_G_CLIENT, NULL },
 	{ "client_idle_timeout", CFG_T_TIME, O(client_idle_timeout), "0",
 	  0, CFG_TIME_MAX, true, false, NULL,
@@ -169,7 +180,8 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_POOL, NULL },
 	{ "disable_pqexec", CFG_T_BOOL, O(disable_pqexec), "0",
 	  0, 1, false, false, NULL,
-	  "reject the simple query protocol (a defence against SQL injection)",
+	  "refuse the simple query protocol (a defence against SQL injection): a Query message "
+	  "ends the session with FATAL \"PQexec disallowed\" (the console is exempt)",
 	  "", CFG_G_PROCESS, NULL },
 	{ "dns_max_ttl", CFG_T_TIME, O(dns_max_ttl), "15",
 	  0, CFG_TIME_MAX, true, false, NULL,
@@ -183,6 +195,11 @@ static const struct cfg_setting cfg_table[] = {
 	  0, CFG_TIME_MAX, true, false, NULL,
 	  "period in seconds for checking DNS zone serials; 0 = off",
 	  "s", CFG_G_DNS, NULL },
+	{ "failover_hold_timeout", CFG_T_TIME, O(replicas.failover_hold_timeout), "5",
+	  0, 3600, true, true, NULL,
+	  "seconds a statement for a shard with standbys but no primary (a failover) waits "
+	  "for one to be found among the shard's servers; then it fails; 0 = fail at once",
+	  "s", CFG_G_NEKI, NULL },
 	{ "idle_transaction_timeout", CFG_T_TIME, O(idle_transaction_timeout), "0",
 	  0, CFG_TIME_MAX, true, false, NULL,
 	  "close a client idle in a transaction for this many seconds; 0 = never",
@@ -194,7 +211,8 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_POOL, NULL },
 	{ "job_name", CFG_T_STRING, O(job_name), "pgbouncer",
 	  0, 0, false, false, NULL,
-	  "name of the service (Windows); alias service_name",
+	  "name of the Windows service (pgbouncer reads it on Windows only); neki runs on Linux "
+	  "and only keeps it for SHOW CONFIG, so that a pgbouncer.ini loads; alias service_name",
 	  "", CFG_G_PROCESS, settings_assign_job_name },
 	{ "listen_addr", CFG_T_STRING, O(listen_addr), "",
 	  0, 0, false, false, NULL,
@@ -218,7 +236,8 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_LOG, NULL },
 	{ "log_pooler_errors", CFG_T_BOOL, O(log_pooler_errors), "1",
 	  0, 1, true, false, NULL,
-	  "log the error messages the pooler sends to clients",
+	  "log each error neki itself sends a client (login, limits, timeouts, refusals, console "
+	  "errors) as WARNING \"pooler error: <message>\"",
 	  "", CFG_G_LOG, NULL },
 	{ "log_stats", CFG_T_BOOL, O(log_stats), "1",
 	  0, 1, true, false, NULL,
@@ -234,11 +253,13 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_AUTH, NULL },
 	{ "max_client_conn", CFG_T_INT, O(max_client_conn), "100",
 	  0, CFG_INT_MAX, true, false, NULL,
-	  "maximum number of client connections (the admin console is exempt)",
+	  "maximum number of client connections (console sessions count, but are never "
+	  "refused)",
 	  "", CFG_G_POOL, NULL },
 	{ "max_db_client_connections", CFG_T_INT, O(max_db_client_connections), "0",
 	  0, CFG_INT_MAX, true, false, NULL,
-	  "maximum client connections per database; 0 = unlimited",
+	  "maximum client connections per database; 0 = unlimited. Console sessions count "
+	  "toward the admin database's (a login user in admin_users is never refused there)",
 	  "", CFG_G_POOL, NULL },
 	{ "max_db_connections", CFG_T_INT, O(max_db_connections), "0",
 	  0, CFG_INT_MAX, true, false, NULL,
@@ -255,7 +276,9 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_POOL, NULL },
 	{ "max_user_client_connections", CFG_T_INT, O(max_user_client_connections), "0",
 	  0, CFG_INT_MAX, true, false, NULL,
-	  "maximum client connections per user; 0 = unlimited",
+	  "maximum client connections per user; 0 = unlimited. Console sessions count toward "
+	  "their login user's (the local pgbouncer user's do not; admin_users are never "
+	  "refused on the console)",
 	  "", CFG_G_POOL, NULL },
 	{ "max_user_connections", CFG_T_INT, O(max_user_connections), "0",
 	  0, CFG_INT_MAX, true, false, NULL,
@@ -288,7 +311,8 @@ static const struct cfg_setting cfg_table[] = {
 	  "bytes", CFG_G_NET, NULL },
 	{ "pool_idle_timeout", CFG_T_TIME, O(pool_idle_timeout), "0",
 	  0, CFG_TIME_MAX, true, false, NULL,
-	  "free a pool with no connections after this many seconds; 0 = never",
+	  "free a pool with no client and no server connection for this many seconds (logged "
+	  "\"cleaning up idle pool\"); forced-user pools kept at min_pool_size stay; 0 = never",
 	  "s", CFG_G_POOL, NULL },
 	{ "pool_mode", CFG_T_ENUM, O(pool_mode), "session",
 	  0, 0, true, false, cfg_pool_mode_names,
@@ -306,6 +330,21 @@ static const struct cfg_setting cfg_table[] = {
 	  0, CFG_TIME_MAX, true, false, NULL,
 	  "drop a client waiting this many seconds for a server connection; 0 = wait forever",
 	  "s", CFG_G_CLIENT, NULL },
+	{ "replica_lag_tolerable_max", CFG_T_TIME, O(replicas.replica_lag_tolerable_max), "900",
+	  0, 86400, true, true, NULL,
+	  "seconds of replay lag beyond which a standby is not read (__neki.target replica or "
+	  "rdonly)",
+	  "s", CFG_G_NEKI, NULL },
+	{ "replica_lag_tolerable_min", CFG_T_TIME, O(replicas.replica_lag_tolerable_min), "30",
+	  0, 86400, true, true, NULL,
+	  "seconds of replay lag up to which a standby is in the preferred recency tier "
+	  "(__neki.replica_recency); at most replica_lag_tolerable_max",
+	  "s", CFG_G_NEKI, NULL },
+	{ "replica_poll_interval", CFG_T_TIME, O(replicas.replica_poll_interval), "1",
+	  0.05, 3600, true, true, NULL,
+	  "seconds between the admin's checks of the role (pg_is_in_recovery()) and replay lag "
+	  "of every server of a shard with standbys",
+	  "s", CFG_G_NEKI, NULL },
 	{ "reserve_pool_size", CFG_T_INT, O(reserve_pool_size), "0",
 	  0, CFG_INT_MAX, true, false, NULL,
 	  "extra server connections per pool used when a client waited reserve_pool_timeout",
@@ -318,13 +357,20 @@ static const struct cfg_setting cfg_table[] = {
 	  0, 0, false, false, NULL,
 	  "resolv.conf to use instead of the system one (empty = system)",
 	  "", CFG_G_DNS, NULL },
+	{ "router_work_mem", CFG_T_INT64, O(router_work_mem), "64MB",
+	  65536, 1099511627776, true, true, NULL,
+	  "memory one statement's merge of shard results may hold on the router (bytes, or "
+	  "with a kB, MB, GB or TB suffix); a merge that needs more fails with SQLSTATE 53200",
+	  "bytes", CFG_G_NEKI, NULL },
 	{ "sbuf_loopcnt", CFG_T_INT, O(sbuf_loopcnt), "5",
 	  0, CFG_INT_MAX, true, false, NULL,
 	  "loops over one connection's data before serving others; 0 = no limit",
 	  "", CFG_G_NET, NULL },
 	{ "scram_iterations", CFG_T_INT, O(scram_iterations), "4096",
 	  1, CFG_INT_MAX, true, false, NULL,
-	  "iterations for the SCRAM secrets neki computes",
+	  "iterations of the SCRAM secrets neki computes: from a plain-text password (auth_file, "
+	  "auth_query) and for the mock exchange of an unknown user; a stored SCRAM secret keeps "
+	  "its own",
 	  "", CFG_G_AUTH, NULL },
 	{ "sequence_batch", CFG_T_INT, O(sequence_batch), "1000",
 	  1, CFG_INT_MAX, true, true, NULL,
@@ -333,7 +379,8 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_NEKI, NULL },
 	{ "server_check_delay", CFG_T_TIME, O(server_check_delay), "30",
 	  0, CFG_TIME_MAX, true, false, NULL,
-	  "seconds after which an idle server connection is checked before reuse; 0 = always",
+	  "seconds after which an idle server connection is checked before reuse; 0 = after "
+	  "every use",
 	  "s", CFG_G_SERVER, NULL },
 	{ "server_check_query", CFG_T_STRING, O(server_check_query), "<empty>",
 	  0, 0, true, false, NULL,
@@ -405,7 +452,7 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_TLS, NULL },
 	{ "service_name", CFG_T_STRING, O(service_name), "pgbouncer",
 	  0, 0, false, false, NULL,
-	  "alias of job_name (Windows service name)",
+	  "alias of job_name (the Windows service name: no effect on Linux, shown by SHOW CONFIG)",
 	  "", CFG_G_PROCESS, settings_assign_service_name },
 	{ "shm_size", CFG_T_INT64, O(shm_size), "64MB",
 	  1048576, 1099511627776, false, true, NULL,
@@ -772,10 +819,20 @@ settings_bad_value(const struct cfg_setting *s, const char *value, struct nk_err
 	return false;
 }
 
-/* auth_type values a full pgbouncer build knows but this build does not. */
+/*
+ * What a full pgbouncer build knows but this build cannot do: auth_type ldap and pam, and
+ * any auth_ldap_options (the default options of hba ldap lines, which this build keeps as
+ * refusing rules: set, it could only be ignored). The empty default is accepted.
+ */
 static bool
 settings_auth_unsupported(const struct cfg_setting *s, const char *value, struct nk_error *err)
 {
+	if (s->offset == O(auth_ldap_options) && value[0] != '\0') {
+		nk_error_set(err, CFG_SQLSTATE, "invalid value \"%s\" for parameter %s: LDAP "
+			     "authentication is not supported by this build", value, s->name);
+		nk_error_detail(err, "only the empty value is accepted");
+		return false;
+	}
 	if (s->enum_values != cfg_auth_type_names)
 		return true;
 	if (strcasecmp(value, "ldap") != 0 && strcasecmp(value, "pam") != 0)
@@ -783,6 +840,21 @@ settings_auth_unsupported(const struct cfg_setting *s, const char *value, struct
 	nk_error_set(err, CFG_SQLSTATE, "invalid value \"%s\" for parameter %s: %s "
 		     "authentication is not supported by this build", value, s->name, value);
 	nk_error_detail(err, "accepted values: any, trust, plain, md5, scram-sha-256, cert, hba");
+	return false;
+}
+
+/*
+ * auth_dbname naming a console database: pgbouncer refuses the value (at startup, reload
+ * and SET), as auth_query cannot run there.
+ */
+static bool
+settings_authdb_reserved(const struct cfg_setting *s, const char *value, struct nk_error *err)
+{
+	if (strcmp(s->name, "auth_dbname") != 0 ||
+	    (strcmp(value, "pgbouncer") != 0 && strcmp(value, "neki") != 0))
+		return true;
+	nk_error_set(err, CFG_SQLSTATE, "invalid value \"%s\" for parameter %s: cannot use the "
+		     "reserved \"%s\" database as an auth_dbname", value, s->name, value);
 	return false;
 }
 
@@ -858,7 +930,7 @@ cfg_setting_apply(struct cfg *c, const struct cfg_setting *s, const char *value,
 	double time = 0;
 	char *str = NULL;
 
-	if (!settings_auth_unsupported(s, value, err))
+	if (!settings_auth_unsupported(s, value, err) || !settings_authdb_reserved(s, value, err))
 		return false;
 	if (!settings_parse_value(s, value, &num, &time))
 		return settings_bad_value(s, value, err);

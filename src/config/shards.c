@@ -6,7 +6,8 @@
  * both. Only libpq's keywords are accepted. host, port, dbname, user, password and
  * sslmode are copied out (port and host may be comma lists for several hosts; the
  * first port is kept in cfg_shard.port); the string itself is kept as written and
- * is what the backend connector hands to libpq. The URI form
+ * is what the backend connector hands to libpq. neki's own keys replicas= and rdonly= list
+ * the shard's standbys (shard_servers.c; the key=value form only). The URI form
  * postgresql://[user[:password]@][host[:port],...][/dbname][?key=value&...] is read
  * too (%XX escapes decoded). Entry point: sections_shard_add().
  */
@@ -161,9 +162,16 @@ shard_take(struct cfg_shard *s, const char *key, char *val, struct nk_error *err
 	return true;
 }
 
+/* What shard_parse() learns of the keys besides their values. */
+struct shard_seen {
+	bool neki_key;		/* the last pair was replicas= / rdonly= (not for libpq) */
+	bool hostaddr;		/* a hostaddr= was given */
+};
+
 /* Read one "key = value" at <*pp> into <s>. */
 static bool
-shard_parse_pair(struct cfg_shard *s, const char **pp, struct nk_error *err)
+shard_parse_pair(struct cfg_shard *s, const char **pp, struct shard_seen *seen,
+		 struct nk_error *err)
 {
 	const char *p = *pp, *k = p;
 	char key[64], *val;
@@ -178,7 +186,9 @@ shard_parse_pair(struct cfg_shard *s, const char **pp, struct nk_error *err)
 	p = shard_skip_blank(p);
 	if (*p != '=' || key[0] == '\0')
 		return shard_error(err, s->uid, "expected \"=\" after a keyword");
-	if (!shard_is_libpq_key(key)) {
+	seen->neki_key = strcmp(key, "replicas") == 0 || strcmp(key, "rdonly") == 0;
+	seen->hostaddr |= strcmp(key, "hostaddr") == 0;
+	if (!seen->neki_key && !shard_is_libpq_key(key)) {
 		nk_error_set(err, CFG_SQLSTATE, "unrecognized connection parameter: %s", key);
 		nk_error_detail(err, "shard \"%s\" takes a libpq connection string; host, port, "
 				"dbname, user, password, sslmode and the other libpq keywords "
@@ -191,6 +201,12 @@ shard_parse_pair(struct cfg_shard *s, const char **pp, struct nk_error *err)
 		return bad ? shard_error(err, s->uid, "unterminated quoted string")
 			   : nk_error_set(err, CFG_SQLSTATE, "out of memory");
 	*pp = shard_skip_blank(p);
+	if (seen->neki_key) {
+		bool ok = shard_servers_add(s, key, val, err);
+
+		free(val);
+		return ok;
+	}
 	return shard_take(s, key, val, err);
 }
 
@@ -205,6 +221,7 @@ shard_clear(struct cfg_shard *s)
 	free(s->user);
 	free(s->password);
 	free(s->sslmode);
+	shard_servers_free(s);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -348,6 +365,9 @@ shard_uri_params(struct cfg_shard *s, const char *p, struct nk_error *err)
 			return shard_error(err, s->uid, "a URI parameter is not key=value");
 		memcpy(key, p, (size_t)(eq - p));
 		key[eq - p] = '\0';
+		if (strcmp(key, "replicas") == 0 || strcmp(key, "rdonly") == 0)
+			return shard_error(err, s->uid, "replicas= and rdonly= are read in the "
+					   "key=value form only, not in a URI");
 		if (!shard_is_libpq_key(key)) {
 			nk_error_set(err, CFG_SQLSTATE, "unrecognized connection parameter: %s", key);
 			nk_error_detail(err, "shard \"%s\" takes a libpq connection string", s->uid);
@@ -391,21 +411,36 @@ shard_parse_uri(struct cfg_shard *s, const char *uri, struct nk_error *err)
 	return *p != '?' || shard_uri_params(s, p + 1, err);
 }
 
-/* Parse <conninfo> into <s> (whose uid is set). */
+/*
+ * Parse <conninfo> into <s> (whose uid is set); the pairs neki reads itself (replicas=,
+ * rdonly=) are left out of the string kept for libpq.
+ */
 static bool
 shard_parse(struct cfg_shard *s, const char *conninfo, struct nk_error *err)
 {
 	const char *p = shard_skip_blank(conninfo);
+	struct shard_seen seen = { false, false };
+	char *base;
+	bool ok = true;
 
 	if (*p == '\0')
 		return shard_error(err, s->uid, "the connection string is empty");
 	if (strncmp(p, "postgresql://", 13) == 0 || strncmp(p, "postgres://", 11) == 0)
-		return shard_parse_uri(s, p, err);
-	while (*p) {
-		if (!shard_parse_pair(s, &p, err))
-			return false;
+		return shard_parse_uri(s, p, err) && shard_servers_finish(s, s->conninfo, false, err);
+	if ((base = calloc(1, strlen(p) + 2)) == NULL)
+		return nk_error_set(err, CFG_SQLSTATE, "out of memory");
+	while (*p && ok) {
+		const char *start = p;
+
+		ok = shard_parse_pair(s, &p, &seen, err);
+		if (ok && !seen.neki_key)
+			strncat(base, start, (size_t)(p - start));
 	}
-	return true;
+	while (base[0] != '\0' && base[strlen(base) - 1] == ' ')
+		base[strlen(base) - 1] = '\0';
+	ok = ok && shard_servers_finish(s, base, seen.hostaddr, err);
+	free(base);
+	return ok;
 }
 
 /*

@@ -14,6 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+/* A merge that held this much gives the freed heap back to the system (malloc_trim). */
+#define MERGE_TRIM_BYTES (4 * 1024 * 1024)
 
 /* Locales that order text like byte comparison of UTF-8. */
 static bool
@@ -38,7 +44,7 @@ merge_new(const struct plan_merge *spec, uint32_t nshards, const struct merge_op
 
 	if (!m || !(m->shards = calloc(nshards ? nshards : 1, sizeof(*m->shards)))) {
 		free(m);
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 		return NULL;
 	}
 	m->spec = spec;
@@ -48,11 +54,13 @@ merge_new(const struct plan_merge *spec, uint32_t nshards, const struct merge_op
 	m->omit_rowdesc = opt && opt->omit_rowdesc;
 	m->omit_tail = opt && opt->omit_tail;
 	m->budget = -1;
+	m->mem_max = opt && opt->mem_max > 0 ? opt->mem_max : 0;
 	m->buffered = spec->grouped || (spec->distinct && !spec->distinct_on);
 	if (opt && !byte_order_locale(opt->collation)) {
 		m->loc = newlocale(LC_COLLATE_MASK, opt->collation, (locale_t)0);
 		if (!m->loc) {
-			nk_error_set(err, "0A000", "cannot merge text across shards under collation "
+			nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				     "cannot merge text across shards under collation "
 				     "\"%s\": the locale is not available on the router",
 				     opt->collation);
 			merge_free(m);
@@ -104,6 +112,10 @@ merge_free(struct merge *m)
 	free(m->final_fmt);
 	free(m->final_sql);
 	free(m->shards);
+#ifdef __GLIBC__
+	if (m->mem_peak >= MERGE_TRIM_BYTES)
+		malloc_trim(0);
+#endif
 	free(m);
 }
 
@@ -126,10 +138,30 @@ mrow_set(struct mrow *r, uint32_t c, const void *p, int64_t len)
 	return true;
 }
 
+/* merge_mem_charge: see merge_int.h. */
+bool
+merge_mem_charge(struct merge *m, size_t n, struct nk_error *err)
+{
+	m->mem += (int64_t)n;
+	if (m->mem > m->mem_peak)
+		m->mem_peak = m->mem;
+	if (!m->mem_max || m->mem <= m->mem_max)
+		return true;
+	nk_error_set(err, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+		     "merging the shard results needs more memory than "
+		     "router_work_mem allows");
+	nk_error_detail(err, "The rows held on the router for this statement passed %lld "
+			"bytes; router_work_mem is %lld bytes.", (long long)m->mem,
+			(long long)m->mem_max);
+	nk_error_hint(err, "Raise router_work_mem, or narrow the query (a WHERE clause, fewer "
+		      "or smaller columns, a LIMIT) so that fewer rows are merged.");
+	return false;
+}
+
 static bool
 oom(struct nk_error *err)
 {
-	return nk_error_set(err, "53200", "out of memory");
+	return nk_error_oom(err);
 }
 
 /* Columns of the first RowDescription: a * in the select list widens the visible part. */
@@ -140,7 +172,8 @@ set_columns(struct merge *m, const struct proto_rowdesc_msg *rd, struct nk_error
 	int64_t extra = (int64_t)rd->ncols - s->ncols;
 
 	if (extra && (!s->star || extra < -1 || (int64_t)s->nvisible + extra < 0))
-		return nk_error_set(err, "XX000", "shard result has %u columns, the merge expects %u",
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+				    "shard result has %u columns, the merge expects %u",
 				    rd->ncols, s->ncols);
 	m->ncols = rd->ncols;
 	m->nvis = (uint32_t)((int64_t)s->nvisible + extra);
@@ -153,7 +186,8 @@ set_columns(struct merge *m, const struct proto_rowdesc_msg *rd, struct nk_error
 		int64_t c = s->sort[k].col + (s->sort[k].hidden ? extra : 0);
 
 		if (c < 0 || c >= m->ncols)
-			return nk_error_set(err, "42P10", "ORDER BY position %u is not in select list",
+			return nk_error_set(err, ERRCODE_INVALID_COLUMN_REFERENCE,
+					    "ORDER BY position %u is not in select list",
 					    s->sort[k].col + 1);
 		m->sortcol[k] = (uint32_t)c;
 	}
@@ -170,7 +204,8 @@ feed_rowdesc(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len
 	if (!proto_parse_row_description(body, len, &rd, err))
 		return false;
 	if (m->described && rd.ncols != m->ncols)
-		return nk_error_set(err, "XX000", "shard result has %u columns, the merge expects %u",
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+				    "shard result has %u columns, the merge expects %u",
 				    rd.ncols, m->ncols);
 	sh->described = true;
 	if (m->described)
@@ -204,7 +239,8 @@ row_from_datarow(struct merge *m, const uint8_t *body, size_t len, struct nk_err
 	if (!proto_parse_data_row(body, len, &dr, err))
 		return NULL;
 	if (dr.ncols != nc) {
-		nk_error_set(err, "XX000", "shard row has %u columns, the merge expects %u",
+		nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+			     "shard row has %u columns, the merge expects %u",
 			     dr.ncols, nc);
 		return NULL;
 	}
@@ -217,7 +253,9 @@ row_from_datarow(struct merge *m, const uint8_t *body, size_t len, struct nk_err
 		return NULL;
 	}
 	memcpy(r->buf, body, len);
-	if (!proto_parse_data_row(r->buf, len, &dr, err)) {
+	r->mem = sizeof(*r) + len + nc * (sizeof(*r->vals) + sizeof(*r->owned));
+	if (!merge_mem_charge(m, r->mem, err) || !proto_parse_data_row(r->buf, len, &dr, err)) {
+		m->mem -= (int64_t)r->mem;
 		mrow_free(r, nc);
 		return NULL;
 	}
@@ -249,7 +287,8 @@ feed_datarow(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len
 	struct mrow *r;
 
 	if (!sh->described)
-		return nk_error_set(err, "08P01", "DataRow before RowDescription from a shard");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "DataRow before RowDescription from a shard");
 	if (m->state == MERGE_DONE)
 		return true;	/* LIMIT reached: the rest is not needed */
 	r = row_from_datarow(m, body, len, err);
@@ -284,7 +323,8 @@ static bool
 feed_final(struct merge *m, char type, const uint8_t *body, size_t len, struct nk_error *err)
 {
 	if (m->state != MERGE_NEED_FINAL)
-		return nk_error_set(err, "XX000", "final combine result fed without a final query");
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+				    "final combine result fed without a final query");
 	if (type == 'T')
 		return merge_agg_final_desc(m, body, len, err);
 	if (type == 'D')
@@ -300,15 +340,18 @@ merge_feed(struct merge *m, uint32_t shard, char type, const uint8_t *body, size
 	struct mshard *sh;
 
 	if (type != 'T' && type != 'D' && type != 'C')
-		return nk_error_set(err, "XX000", "message '%c' is not part of a result to merge",
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+				    "message '%c' is not part of a result to merge",
 				    type);
 	if (shard == MERGE_FINAL)
 		return feed_final(m, type, body, len, err);
 	if (shard >= m->nshards)
-		return nk_error_set(err, "XX000", "merge fed by shard %u of %u", shard, m->nshards);
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+				    "merge fed by shard %u of %u", shard, m->nshards);
 	sh = &m->shards[shard];
 	if (sh->done)
-		return nk_error_set(err, "08P01", "result message after CommandComplete");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "result message after CommandComplete");
 	if (type == 'T')
 		return feed_rowdesc(m, sh, body, len, err);
 	if (type == 'D')
@@ -467,11 +510,14 @@ pull_streaming(struct merge *m, struct pktbuf *out, struct nk_error *err)
 			sh->tail = NULL;
 		sh->queued--;
 		if (!repeats_last(m, r, &dup, err)) {
+			m->mem -= (int64_t)r->mem;
 			mrow_free(r, m->ncols);
 			return false;
 		}
 		if (!dup)
 			more = put_row(m, r, out);
+		if (m->last)
+			m->mem -= (int64_t)m->last->mem;
 		mrow_free(m->last, m->ncols);
 		m->last = r;
 	}
@@ -507,7 +553,8 @@ merge_pull(struct merge *m, struct pktbuf *out, struct nk_error *err)
 		if (!m->described) {
 			if (!all_done(m))
 				return true;
-			return nk_error_set(err, "XX000", "no shard described its result");
+			return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+					    "no shard described its result");
 		}
 		put_rowdesc(m, out);
 	}

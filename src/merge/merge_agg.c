@@ -50,7 +50,7 @@ mtext_str(struct mtext *t, const char *s)
 bool
 merge_oom(struct nk_error *err)
 {
-	return nk_error_set(err, "53200", "out of memory");
+	return nk_error_oom(err);
 }
 
 static bool
@@ -152,7 +152,8 @@ merge_put_mdec(struct mrow *r, uint32_t c, const struct mv_type *t, const struct
 static bool
 bad_partial(struct nk_error *err, const struct mv_type *t)
 {
-	return nk_error_set(err, "0A000", "cannot combine partial aggregates of type %u across "
+	return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			    "cannot combine partial aggregates of type %u across "
 			    "shards", t->oid);
 }
 
@@ -168,7 +169,8 @@ combine_count(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t
 		if (!mv_int(t, &run[i]->vals[c], &v))
 			return bad_partial(err, t);
 		if (__builtin_add_overflow(sum, v, &sum))
-			return nk_error_set(err, "22003", "bigint out of range");
+			return nk_error_set(err, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+					    "bigint out of range");
 	}
 	return put_int(run[0], c, t, sum) || oom(err);
 }
@@ -395,7 +397,8 @@ combine_array_binary(struct mrow **run, uint32_t n, uint32_t c, struct nk_error 
 			continue;
 		if (v->len < 20 || rd32(v->p) != 1) {
 			free(body.s);
-			return nk_error_set(err, "0A000", "cannot combine multidimensional "
+			return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "cannot combine multidimensional "
 					    "array_agg() results across shards");
 		}
 		hasnull |= rd32(v->p + 4);
@@ -436,7 +439,8 @@ combine_array(struct mrow **run, uint32_t n, uint32_t c, const struct mv_type *t
 			continue;
 		if (v->len < 2 || v->p[0] != '{' || v->p[v->len - 1] != '}') {
 			free(s.s);
-			return nk_error_set(err, "0A000", "cannot combine array_agg() results with "
+			return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "cannot combine array_agg() results with "
 					    "explicit bounds across shards");
 		}
 		if (any)
@@ -629,8 +633,10 @@ combine_groups(struct merge *m, struct nk_error *err)
 		for (uint32_t a = 0; a < s->naggs; a++)
 			if (!combine_agg(m, &s->aggs[a], m->rows + i, j - i, err))
 				return false;
-		for (uint32_t k = i + 1; k < j; k++)
+		for (uint32_t k = i + 1; k < j; k++) {
+			m->mem -= (int64_t)m->rows[k]->mem;
 			mrow_free(m->rows[k], m->ncols);
+		}
 		m->rows[out++] = m->rows[i];
 		i = j;
 	}
@@ -645,7 +651,7 @@ merge_agg_finish(struct merge *m, struct nk_error *err)
 	const struct plan_merge *s = m->spec;
 
 	if (!m->described)
-		return nk_error_set(err, "XX000", "no shard described its result");
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR, "no shard described its result");
 	if (!s->grouped)
 		return merge_result_order(m, err);
 	if (!combine_groups(m, err) || !merge_final_build(m, err))
@@ -659,7 +665,8 @@ merge_agg_finish(struct merge *m, struct nk_error *err)
 static bool
 refuse_type(struct nk_error *err, const char *what, uint32_t oid)
 {
-	return nk_error_set(err, "0A000", "%s of type %u across shards are not merged", what, oid);
+	return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			    "%s of type %u across shards are not merged", what, oid);
 }
 
 /* A partial the final SQL reads back: its type (an array's element) must be one the router
@@ -699,7 +706,8 @@ merge_agg_check_types(struct merge *m, struct nk_error *err)
 		switch (a->kind) {
 		case PLAN_AGG_VARIANCE:
 			if (a->carrier < m->ncols && m->types[a->carrier].oid != 1700) {
-				nk_error_set(err, "0A000", "stddev and variance of real or double "
+				nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					     "stddev and variance of real or double "
 					     "precision values cannot be combined across shards");
 				nk_error_detail(err, "Their double precision transition state "
 						"cannot be read from the shards.");

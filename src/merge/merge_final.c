@@ -21,7 +21,8 @@
 static bool
 bad_partial(struct nk_error *err, const struct mv_type *t)
 {
-	return nk_error_set(err, "0A000", "cannot combine partial aggregates of type %u across "
+	return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			    "cannot combine partial aggregates of type %u across "
 			    "shards", t->oid);
 }
 
@@ -175,7 +176,8 @@ value_cell(struct merge *m, struct fsql *f, uint32_t c, struct nk_error *err)
 	const char *type = mv_type_name(m->types[c].oid);
 
 	if (!type)
-		return nk_error_set(err, "0A000", "cannot compute an expression over aggregates of "
+		return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "cannot compute an expression over aggregates of "
 				    "type %u across shards", m->types[c].oid);
 	cell(f, c, type, FC_VALUE, false);
 	return true;
@@ -315,7 +317,8 @@ hole_sql(struct merge *m, struct fsql *f, uint32_t ai, struct nk_error *err)
 	case PLAN_AGG_AVG:
 		return avg_sql(m, f, a, err);
 	case PLAN_AGG_SUM:
-		if (m->types[a->col].kind == MV_UNSUPPORTED)
+		if (m->types[a->col].kind != MV_INT && m->types[a->col].kind != MV_NUMERIC &&
+		    !is_float(&m->types[a->col]))	/* interval, money */
 			return unnest_sql(m, f, a, "sum(e)", err);
 		return value_cell(m, f, a->col, err);
 	default:
@@ -385,7 +388,8 @@ values_row(struct merge *m, struct fsql *f, struct mtext *t, uint32_t g, struct 
 		char *text;
 
 		if (!cell_text(m, m->rows[g], &f->cells[i], &text))
-			return nk_error_set(err, "0A000", "cannot compute an expression over "
+			return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "cannot compute an expression over "
 					    "aggregates of type %u across shards",
 					    m->types[f->cells[i].col].oid);
 		mtext_str(t, ", ");
@@ -419,8 +423,10 @@ build_final(struct merge *m, struct nk_error *err)
 	mtext_str(&q, "SELECT ");
 	mtext_add(&q, f.t.s ? f.t.s : "", f.t.len);
 	mtext_str(&q, " FROM (VALUES ");
-	for (uint32_t g = 0; g < m->nrows && ok; g++)
-		ok = values_row(m, &f, &q, g, err);
+	for (uint32_t g = 0; g < m->nrows && ok; g++)	/* the bound checked as it grows */
+		ok = values_row(m, &f, &q, g, err) &&
+		     (!m->mem_max || m->mem + (int64_t)q.len <= m->mem_max ||
+		      merge_mem_charge(m, q.len, err));
 	mtext_str(&q, ") AS __neki_v(n");
 	for (uint32_t i = 0; i < f.ncells; i++) {
 		snprintf(buf, sizeof(buf), ", c%u", f.cells[i].col);
@@ -429,6 +435,7 @@ build_final(struct merge *m, struct nk_error *err)
 	mtext_str(&q, ") ORDER BY __neki_v.n");
 	if (ok && (q.failed || f.t.failed || f.failed))
 		ok = merge_oom(err);
+	ok = ok && merge_mem_charge(m, q.len, err);	/* held until the statement ends */
 	free(f.t.s);
 	free(f.cells);
 	if (!ok) {
@@ -495,7 +502,8 @@ merge_agg_final_desc(struct merge *m, const uint8_t *body, size_t len, struct nk
 	if (!proto_parse_row_description(body, len, &rd, err))
 		return false;
 	if (rd.ncols != m->nfinal)
-		return nk_error_set(err, "XX000", "final combine result does not fit the merge");
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+				    "final combine result does not fit the merge");
 	proto_rowdesc_columns(&rd, cols, m->nfinal);
 	for (uint32_t k = 0; k < m->nfinal; k++)
 		m->final_fmt[k] = cols[k].format;
@@ -551,7 +559,8 @@ final_text_value(struct merge *m, struct mrow *r, uint32_t c, const struct proto
 		mdec_free(&d);
 		return ok || merge_oom(err);
 	}
-	return nk_error_set(err, "0A000", "cannot send a combined value of type %u in binary "
+	return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			    "cannot send a combined value of type %u in binary "
 			    "format", t->oid);
 }
 
@@ -567,7 +576,8 @@ merge_agg_final_row(struct merge *m, const uint8_t *body, size_t len, struct nk_
 	if (!proto_parse_data_row(body, len, &dr, err))
 		return false;
 	if (dr.ncols != m->nfinal || m->final_rows >= m->nrows)
-		return nk_error_set(err, "XX000", "final combine result does not fit the merge");
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+				    "final combine result does not fit the merge");
 	proto_datarow_values(&dr, v, m->nfinal);
 	r = m->rows[m->final_rows++];
 	for (uint32_t i = 0; i < m->spec->ncols; i++) {
@@ -591,7 +601,8 @@ bool
 merge_agg_final_done(struct merge *m, struct nk_error *err)
 {
 	if (m->final_rows != m->nrows)
-		return nk_error_set(err, "XX000", "final combine query returned %u rows for %u "
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+				    "final combine query returned %u rows for %u "
 				    "groups", m->final_rows, m->nrows);
 	m->state = MERGE_NEED_ROWS;
 	return merge_result_order(m, err);

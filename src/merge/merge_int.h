@@ -31,6 +31,12 @@ enum mv_kind {
 	MV_TIMESTAMP,
 	MV_TIMESTAMPTZ,
 	MV_UUID,
+	MV_INTERVAL,	/* months as 30 days, days as 24 hours (merge_kinds.c) */
+	MV_TIME,
+	MV_TIMETZ,
+	MV_INET,	/* inet, cidr */
+	MV_BIT,		/* bit, varbit */
+	MV_ARRAY,	/* of an element type with one of the kinds above (merge_arr.c) */
 };
 
 struct mv_type {
@@ -47,10 +53,19 @@ enum mv_kind mv_kind_of(uint32_t oid);
 const char *mv_type_name(uint32_t oid);
 /* Array type of built-in type <oid>; 0 when not known here. */
 uint32_t mv_array_of(uint32_t oid);
+/* Element type of built-in array type <oid>; 0 when not known here. */
+uint32_t mv_elem_of(uint32_t oid);
 
 /* Order of two non-NULL values (<0, 0, >0); false with <err> when a value is malformed. */
 bool mv_cmp(const struct mv_type *t, const struct proto_value *a, const struct proto_value *b,
 	    int *out, struct nk_error *err) NK_MUSTCHECK;
+
+/* mv_cmp() of MV_ARRAY values (merge_arr.c) and of the kinds from MV_INTERVAL to MV_BIT
+ * (merge_kinds.c). */
+bool mv_cmp_array(const struct mv_type *t, const struct proto_value *a,
+		  const struct proto_value *b, int *out, struct nk_error *err) NK_MUSTCHECK;
+bool mv_cmp_kind(const struct mv_type *t, const struct proto_value *a,
+		 const struct proto_value *b, int *out, struct nk_error *err) NK_MUSTCHECK;
 
 /* Integer (int2/4/8, oid) and float values of either format; false when malformed. */
 bool mv_int(const struct mv_type *t, const struct proto_value *v, int64_t *out) NK_MUSTCHECK;
@@ -89,6 +104,7 @@ struct mrow {
 	struct proto_value *vals;	/* ncols */
 	uint8_t **owned;		/* ncols: value bytes the row allocated (NULL: in buf) */
 	uint8_t *buf;			/* the DataRow body */
+	size_t mem;			/* bytes charged to the merge for the row */
 	bool drop;			/* HAVING said false */
 };
 
@@ -127,6 +143,7 @@ struct merge {
 	bool omit_tail;			/* merge_options.omit_tail */
 	int64_t budget;			/* DataRows merge_pull_rows() may still let out; -1 any */
 	uint64_t pulled;		/* DataRows let out by the current pull */
+	int64_t mem, mem_max, mem_peak;	/* bytes of rows held, bound (0: none), most */
 };
 
 /* Growable text (merge_agg.c); a failed allocation sticks in <failed>. */
@@ -138,6 +155,9 @@ struct mtext {
 
 void mtext_add(struct mtext *t, const char *p, size_t n);
 void mtext_str(struct mtext *t, const char *s);
+
+/* Charge <n> more bytes to the merge; false with <err> naming router_work_mem past the bound. */
+bool merge_mem_charge(struct merge *m, size_t n, struct nk_error *err) NK_MUSTCHECK;
 
 /* Fill <err> with out of memory; returns false. */
 bool merge_oom(struct nk_error *err);

@@ -5,6 +5,8 @@
  */
 #include "neki/base.h"
 
+#include "neki/byteorder.h"
+
 #include "merge_int.h"
 
 #include <stdlib.h>
@@ -120,12 +122,6 @@ mdec_from_int(struct mdec *d, int64_t v)
 	return true;
 }
 
-static uint16_t
-rd16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
 /* mdec_from_binary: see merge_int.h. */
 bool
 mdec_from_binary(struct mdec *d, uint32_t oid, const uint8_t *p, uint32_t len)
@@ -143,8 +139,8 @@ mdec_from_binary(struct mdec *d, uint32_t oid, const uint8_t *p, uint32_t len)
 	}
 	if (len < 8)
 		return false;
-	uint16_t ndig = rd16(p), sign = rd16(p + 4), dscale = rd16(p + 6);
-	int16_t weight = (int16_t)rd16(p + 2);
+	uint16_t ndig = nk_get_be16(p), sign = nk_get_be16(p + 4), dscale = nk_get_be16(p + 6);
+	int16_t weight = (int16_t)nk_get_be16(p + 2);
 
 	memset(d, 0, sizeof(*d));
 	if (len != 8u + 2u * ndig)
@@ -167,7 +163,7 @@ mdec_from_binary(struct mdec *d, uint32_t oid, const uint8_t *p, uint32_t len)
 		int64_t at = (int64_t)(intg - 1 - pos) * 4;
 		char tmp[4];
 
-		put_group(tmp, rd16(p + 8 + 2 * g));
+		put_group(tmp, nk_get_be16(p + 8 + 2 * g));
 		for (int k = 0; k < 4; k++)
 			if (at + k >= 0 && (size_t)(at + k) < (size_t)intg * 4 + dscale)
 				d->digits[at + k] = tmp[k];

@@ -3,7 +3,8 @@
  * giving the order Postgres' btree operators give: integers, numeric (NaN last), floats (NaN
  * above every number, -0 = 0), text in byte order or under a libc collation (strcoll_l with a
  * byte-order tie-break, as Postgres does for deterministic collations), bpchar without trailing
- * blanks, bytea, bool, date and timestamps (ISO DateStyle in text; infinities), uuid.
+ * blanks, bytea, bool, date and timestamps (ISO DateStyle in text; infinities), uuid; arrays
+ * (merge_arr.c), interval, time, timetz, inet/cidr and bit strings (merge_kinds.c).
  */
 #include "neki/base.h"
 
@@ -34,22 +35,23 @@ static const struct {
 	{ 26, MV_INT, "oid", 1028, "oid[]" },
 	{ 114, MV_UNSUPPORTED, "json", 199, "json[]" },
 	{ 142, MV_UNSUPPORTED, "xml", 143, "xml[]" },
-	{ 650, MV_UNSUPPORTED, "cidr", 651, "cidr[]" },
+	{ 650, MV_INET, "cidr", 651, "cidr[]" },
 	{ 700, MV_FLOAT4, "float4", 1021, "float4[]" },
 	{ 701, MV_FLOAT8, "float8", 1022, "float8[]" },
 	{ 774, MV_UNSUPPORTED, "macaddr8", 775, "macaddr8[]" },
 	{ 790, MV_UNSUPPORTED, "money", 791, "money[]" },
 	{ 829, MV_UNSUPPORTED, "macaddr", 1040, "macaddr[]" },
-	{ 869, MV_UNSUPPORTED, "inet", 1041, "inet[]" },
+	{ 869, MV_INET, "inet", 1041, "inet[]" },
 	{ 1042, MV_BPCHAR, "bpchar", 1014, "bpchar[]" },
 	{ 1043, MV_TEXT, "varchar", 1015, "varchar[]" },
 	{ 1082, MV_DATE, "date", 1182, "date[]" },
-	{ 1083, MV_UNSUPPORTED, "time", 1183, "time[]" },
+	{ 1083, MV_TIME, "time", 1183, "time[]" },
 	{ 1114, MV_TIMESTAMP, "timestamp", 1115, "timestamp[]" },
 	{ 1184, MV_TIMESTAMPTZ, "timestamptz", 1185, "timestamptz[]" },
-	{ 1186, MV_UNSUPPORTED, "interval", 1187, "interval[]" },
-	{ 1266, MV_UNSUPPORTED, "timetz", 1270, "timetz[]" },
-	{ 1562, MV_UNSUPPORTED, "varbit", 1563, "varbit[]" },
+	{ 1186, MV_INTERVAL, "interval", 1187, "interval[]" },
+	{ 1266, MV_TIMETZ, "timetz", 1270, "timetz[]" },
+	{ 1560, MV_BIT, NULL, 1561, NULL },	/* (no name: '...'::bit would be bit(1)) */
+	{ 1562, MV_BIT, "varbit", 1563, "varbit[]" },
 	{ 1700, MV_NUMERIC, "numeric", 1231, "numeric[]" },
 	{ 2950, MV_UUID, "uuid", 2951, "uuid[]" },
 	{ 3802, MV_UNSUPPORTED, "jsonb", 3807, "jsonb[]" },
@@ -67,14 +69,27 @@ static const struct {
 	{ 4536, MV_UNSUPPORTED, "int8multirange", 6157, "int8multirange[]" },
 };
 
-/* mv_kind_of: see merge_int.h. */
+/* mv_kind_of: see merge_int.h. An array of a comparable element type is MV_ARRAY. */
 enum mv_kind
 mv_kind_of(uint32_t oid)
 {
-	for (size_t i = 0; i < NK_ARRAY_LEN(mv_types); i++)
+	for (size_t i = 0; i < NK_ARRAY_LEN(mv_types); i++) {
 		if (mv_types[i].oid == oid)
 			return mv_types[i].kind;
+		if (mv_types[i].array == oid)
+			return mv_types[i].kind == MV_UNSUPPORTED ? MV_UNSUPPORTED : MV_ARRAY;
+	}
 	return MV_UNSUPPORTED;
+}
+
+/* mv_elem_of: see merge_int.h. */
+uint32_t
+mv_elem_of(uint32_t oid)
+{
+	for (size_t i = 0; i < NK_ARRAY_LEN(mv_types); i++)
+		if (mv_types[i].array == oid)
+			return mv_types[i].oid;
+	return 0;
 }
 
 /* mv_type_name: see merge_int.h. */
@@ -100,7 +115,8 @@ mv_array_of(uint32_t oid)
 static bool
 bad_value(struct nk_error *err, const struct mv_type *t)
 {
-	return nk_error_set(err, "XX000", "cannot merge a result value of type %u: unexpected %s "
+	return nk_error_set(err, ERRCODE_INTERNAL_ERROR,
+			    "cannot merge a result value of type %u: unexpected %s "
 			    "form", t->oid, t->binary ? "binary" : "text");
 }
 
@@ -331,8 +347,17 @@ mv_cmp(const struct mv_type *t, const struct proto_value *a, const struct proto_
 		ok = time_value(t, a, &x) && time_value(t, b, &y);
 		*out = cmp_i64(x, y);
 		break;
+	case MV_ARRAY:
+		return mv_cmp_array(t, a, b, out, err);
+	case MV_INTERVAL:
+	case MV_TIME:
+	case MV_TIMETZ:
+	case MV_INET:
+	case MV_BIT:
+		return mv_cmp_kind(t, a, b, out, err);
 	default:
-		return nk_error_set(err, "0A000", "merging values of type %u across shards is not "
+		return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "merging values of type %u across shards is not "
 				    "supported", t->oid);
 	}
 	return ok || bad_value(err, t);

@@ -14,6 +14,7 @@
  * the admin console, and dns_library_version for `neki -V`.
  */
 #include "neki/base.h"
+#include "neki/clock.h"
 #include "neki/dns.h"
 
 #include <arpa/inet.h>
@@ -110,15 +111,6 @@ const char *
 dns_library_version(void)
 {
 	return ares_version(NULL);
-}
-
-static uint64_t
-dns_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* ---- driving c-ares from the loop ---- */
@@ -362,11 +354,11 @@ dns_host_store(struct dns_host *h, int status, const struct ares_addrinfo *res)
 	h->rr = 0;
 	if (h->ok) {
 		h->err[0] = '\0';
-		h->expires_us = dns_now_us() + h->d->max_ttl_us;
+		h->expires_us = nk_now_us() + h->d->max_ttl_us;
 	} else {
 		snprintf(h->err, sizeof(h->err), "could not resolve host \"%s\": %s", h->name,
 			 status == ARES_SUCCESS ? "no address" : ares_strerror(status));
-		h->expires_us = dns_now_us() + h->d->nx_ttl_us;
+		h->expires_us = nk_now_us() + h->d->nx_ttl_us;
 		log_warn("DNS lookup failed: %s", h->err);
 	}
 	dns_report_gone(h, old, old_lens, nold);
@@ -496,7 +488,7 @@ dns_req_start(struct dns *d, struct dns_req *r, const char *host)
 	if (h == NULL && (h = dns_host_new(d, host)) == NULL)
 		return false;
 	r->host = h;
-	if (h->done && !h->querying && dns_now_us() < h->expires_us) {
+	if (h->done && !h->querying && nk_now_us() < h->expires_us) {
 		d->hits++;
 		dns_req_fill(r, h);
 		return true;
@@ -697,7 +689,7 @@ void
 dns_walk_hosts(struct dns *d, dns_host_walk_fn fn, void *arg)
 {
 	char addrs[DNS_MAX_ADDRS * (INET6_ADDRSTRLEN + 1)];
-	uint64_t now = dns_now_us();
+	uint64_t now = nk_now_us();
 	struct dns_host **v, *h;
 	size_t n = 0, i;
 
@@ -796,7 +788,8 @@ dns_channel(struct dns *d, const struct dns_opts *o, const struct dns_opts_ext *
 	}
 	rc = ares_init_options(&d->ch, &ao, mask);
 	if (rc != ARES_SUCCESS)
-		return nk_error_set(err, "58000", "could not start the DNS resolver: %s",
+		return nk_error_set(err, ERRCODE_SYSTEM_ERROR,
+				    "could not start the DNS resolver: %s",
 				    ares_strerror(rc));
 	return true;
 }
@@ -821,7 +814,7 @@ dns_new_ext(struct event_base *base, const struct dns_opts *o, const struct dns_
 		x = &none;
 
 	if (!lib_ready && ares_library_init(ARES_LIB_INIT_ALL) != ARES_SUCCESS) {
-		nk_error_set(err, "58000", "could not initialise c-ares");
+		nk_error_set(err, ERRCODE_SYSTEM_ERROR, "could not initialise c-ares");
 		return NULL;
 	}
 	lib_ready = true;
@@ -838,7 +831,7 @@ dns_new_ext(struct event_base *base, const struct dns_opts *o, const struct dns_
 	dns_reconfigure(d, o, x);
 	return d;
 fail_mem:
-	nk_error_set(err, "53200", "out of memory");
+	nk_error_oom(err);
 fail:
 	if (d != NULL && d->timer != NULL)
 		event_free(d->timer);

@@ -54,7 +54,8 @@ add_listener(int fd, enum listen_kind kind, int family, const char *name, struct
 	struct listener *l;
 
 	if (n_listeners == LISTEN_MAX)
-		return nk_error_set(err, "F0000", "too many listening sockets (at most %d)",
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "too many listening sockets (at most %d)",
 				    LISTEN_MAX);
 	l = &listeners[n_listeners++];
 	memset(l, 0, sizeof(*l));
@@ -137,7 +138,8 @@ open_tcp_host(const char *host, int port, enum listen_kind kind, const struct cf
 	snprintf(portstr, sizeof(portstr), "%d", port);
 	rc = getaddrinfo(any ? NULL : host, portstr, &hints, &res);
 	if (rc != 0)
-		return nk_error_set(err, "F0000", "could not resolve listen address \"%s\": %s",
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not resolve listen address \"%s\": %s",
 				    host, gai_strerror(rc));
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
 		int fd = bind_tcp(ai, c);
@@ -149,7 +151,8 @@ open_tcp_host(const char *host, int port, enum listen_kind kind, const struct cf
 		}
 		if (fd == -1) {
 			listen_errno = errno;
-			nk_error_set(err, "F0000", "could not listen on %s: %s", name,
+			nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				     "could not listen on %s: %s", name,
 				     strerror(errno));
 			freeaddrinfo(res);
 			return false;
@@ -173,7 +176,7 @@ open_tcp_list(const char *addrs, int port, enum listen_kind kind, const struct c
 	bool ok = true;
 
 	if (copy == NULL)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	for (tok = strtok_r(copy, ",", &save); ok && tok; tok = strtok_r(NULL, ",", &save)) {
 		while (*tok == ' ' || *tok == '\t')
 			tok++;
@@ -223,16 +226,19 @@ static bool
 unix_set_perms(const char *path, const struct cfg *c, struct nk_error *err)
 {
 	if (chmod(path, (mode_t)c->unix_socket_mode) == -1)
-		return nk_error_set(err, "F0000", "could not set mode of \"%s\": %s", path,
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not set mode of \"%s\": %s", path,
 				    strerror(errno));
 	if (c->unix_socket_group && c->unix_socket_group[0]) {
 		struct group *g = getgrnam(c->unix_socket_group);
 
 		if (g == NULL)
-			return nk_error_set(err, "F0000", "unix_socket_group \"%s\" does not exist",
+			return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+					    "unix_socket_group \"%s\" does not exist",
 					    c->unix_socket_group);
 		if (chown(path, (uid_t)-1, g->gr_gid) == -1)
-			return nk_error_set(err, "F0000", "could not set group of \"%s\": %s",
+			return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+					    "could not set group of \"%s\": %s",
 					    path, strerror(errno));
 	}
 	return true;
@@ -248,12 +254,15 @@ unix_check_stale(const char *path, const struct sockaddr_un *sa, socklen_t len,
 	if (path[0] == '@' || lstat(path, &st) == -1)
 		return true;
 	if (unix_socket_is_live(sa, len))
-		return nk_error_set(err, "F0000", "unix socket is in use, cannot continue");
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "unix socket is in use, cannot continue");
 	if (!S_ISSOCK(st.st_mode))
-		return nk_error_set(err, "F0000", "\"%s\" exists and is not a socket", path);
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "\"%s\" exists and is not a socket", path);
 	log_info("removing stale unix socket \"%s\"", path);
 	if (unlink(path) == -1)
-		return nk_error_set(err, "F0000", "could not remove stale unix socket \"%s\": %s",
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not remove stale unix socket \"%s\": %s",
 				    path, strerror(errno));
 	return true;
 }
@@ -268,20 +277,24 @@ open_unix(const struct cfg *c, struct nk_error *err)
 	int fd;
 
 	if (len == 0)
-		return nk_error_set(err, "F0000", "unix socket path in \"%s\" is too long",
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "unix socket path in \"%s\" is too long",
 				    c->unix_socket_dir);
 	if (!unix_check_stale(path, &sa, len, err))
 		return false;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1)
-		return nk_error_set(err, "F0000", "could not create unix socket: %s", strerror(errno));
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not create unix socket: %s", strerror(errno));
 	if (bind(fd, (struct sockaddr *)&sa, len) == -1) {
 		int e = errno;
 
 		close(fd);
 		if (e == EADDRINUSE)
-			return nk_error_set(err, "F0000", "unix socket is in use, cannot continue");
-		return nk_error_set(err, "F0000", "could not bind unix socket \"%s\": %s", path,
+			return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+					    "unix socket is in use, cannot continue");
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not bind unix socket \"%s\": %s", path,
 				    strerror(e));
 	}
 	snprintf(name, sizeof(name), "unix:%s", path);
@@ -289,7 +302,8 @@ open_unix(const struct cfg *c, struct nk_error *err)
 	    listen(fd, c->listen_backlog > 0 ? c->listen_backlog : 128) == -1 ||
 	    !add_listener(fd, LISTEN_MAIN, AF_UNIX, name, err)) {
 		if (!nk_error_is_set(err))
-			nk_error_set(err, "F0000", "could not listen on \"%s\": %s", path,
+			nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				     "could not listen on \"%s\": %s", path,
 				     strerror(errno));
 		close(fd);
 		if (path[0] != '@')
@@ -372,7 +386,8 @@ take_activated(int n, const struct cfg *c, bool *admin_taken, struct nk_error *e
 
 		if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1 ||
 		    fcntl(fd, F_SETFD, FD_CLOEXEC) == -1)
-			return nk_error_set(err, "F0000", "bad socket from systemd (fd %d): %s",
+			return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+					    "bad socket from systemd (fd %d): %s",
 					    fd, strerror(errno));
 		if (port > 0 && set_defer_accept(fd, c) == -1)
 			log_warn("could not set TCP_DEFER_ACCEPT on the socket from systemd: %s",
@@ -447,6 +462,53 @@ fail:
 	listen_unlink_unix();
 	n_listeners = 0;
 	return false;
+}
+
+/* The name of a listener bound to <ss> into <name>, its socket file (or "") into <path>. */
+static void
+describe_adopted(const struct sockaddr_storage *ss, socklen_t len, char *name, size_t size,
+		 char *path, size_t path_size)
+{
+	const struct sockaddr_un *su = (const struct sockaddr_un *)ss;
+
+	path[0] = '\0';
+	if (ss->ss_family != AF_UNIX) {
+		format_addr((const struct sockaddr *)ss, len, name, size);
+		return;
+	}
+	if (su->sun_path[0] != '\0')
+		snprintf(path, path_size, "%.*s", (int)sizeof(su->sun_path), su->sun_path);
+	snprintf(name, size, "unix:%s%.*s", su->sun_path[0] ? "" : "@",
+		 (int)sizeof(su->sun_path) - 1, su->sun_path[0] ? su->sun_path : su->sun_path + 1);
+}
+
+bool
+listen_adopt(int fd, int admin_port, struct nk_error *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char name[LISTEN_NAME_MAX], path[LISTEN_NAME_MAX];
+	int accepting = 0, family = AF_UNSPEC, port;
+	socklen_t alen = sizeof(accepting);
+	int flags = fcntl(fd, F_GETFL);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == -1 ||
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &alen) == -1 || !accepting)
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "a socket handed over as a listener is not "
+				    "listening (fd %d)", fd);
+	if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1 ||
+	    fcntl(fd, F_SETFD, FD_CLOEXEC) == -1)
+		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
+				    "could not set up a listening socket handed over: "
+				    "%s", strerror(errno));
+	port = socket_port(fd, &family);
+	describe_adopted(&ss, len, name, sizeof(name), path, sizeof(path));
+	if (!add_listener(fd, port > 0 && port == admin_port ? LISTEN_ADMIN : LISTEN_MAIN,
+			  ss.ss_family, name, err))
+		return false;
+	snprintf(listeners[n_listeners - 1].unix_path, LISTEN_NAME_MAX, "%s", path);
+	return true;
 }
 
 void

@@ -12,6 +12,7 @@
  * sbuf_send, sbuf_pause/continue. Not here: what packets mean (the callback's business).
  */
 #include "neki/base.h"
+#include "neki/byteorder.h"
 #include "neki/sbuf.h"
 
 #include <errno.h>
@@ -635,6 +636,7 @@ sbuf_forward(struct sbuf *sb, struct sbuf *dst, uint32_t n)
 	}
 	sb->act = SBUF_ACT_FORWARD;
 	sb->act_remain = n;
+	sb->rewritten = false;
 }
 
 /* Drop the next <n> bytes of the stream. */
@@ -644,6 +646,19 @@ sbuf_skip(struct sbuf *sb, uint32_t n)
 	NK_ASSERT(sb->act == SBUF_ACT_NONE);
 	sb->act = SBUF_ACT_SKIP;
 	sb->act_remain = n;
+	sb->rewritten = false;
+}
+
+/* sbuf_rewrite: see sbuf.h. */
+uint8_t *
+sbuf_rewrite(struct sbuf *sb, const struct sbuf_pkt *pkt)
+{
+	NK_ASSERT(sb->act == SBUF_ACT_NONE && pkt->avail == pkt->len &&
+		  pkt->data == sb->rbuf + sb->rpos);
+	if (sb->rewritten)
+		return NULL;
+	sb->rewritten = true;
+	return sb->rbuf + sb->rpos;
 }
 
 /* Wait for the whole current packet of <pkt_len> bytes (at most max_pkt). */
@@ -675,12 +690,6 @@ sbuf_detach(struct sbuf *sb)
 
 /* ---- reading ---- */
 
-static uint32_t
-sbuf_be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 /*
  * Describe the packet starting at rpos in <pkt>. Returns 1 when a header is available, 0 when
  * more bytes are needed, -1 on a framing error.
@@ -695,7 +704,7 @@ sbuf_parse_header(const struct sbuf *sb, struct sbuf_pkt *pkt)
 
 	if (have < hdr)
 		return 0;
-	n = sbuf_be32(sb->startup ? p : p + 1);
+	n = nk_get_be32(sb->startup ? p : p + 1);
 	if (n < 4 || n > 0x7fffffffu)
 		return -1;
 	pkt->type = sb->startup ? 0 : p[0];
@@ -965,6 +974,12 @@ sbuf_unclaimed(const struct sbuf *sb)
 	if (sb->act == SBUF_ACT_FORWARD || sb->act == SBUF_ACT_SKIP)
 		claimed = sb->act_remain < have ? sb->act_remain : have;
 	return have - claimed;
+}
+
+uint32_t
+sbuf_lookahead(const struct sbuf *sb)
+{
+	return sb->rend - sb->rpos;
 }
 
 /* Schedule the read handler (the I/O layer holds bytes the socket does not show). */

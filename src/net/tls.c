@@ -1,10 +1,9 @@
 /*
- * tls.c - the OpenSSL adapter for connections (with proto/scram.c, the only files that
- * include OpenSSL headers).
+ * tls.c - the OpenSSL adapter for connections (with tls_ctx.c and proto/scram.c, the only
+ * files that include OpenSSL headers).
  *
- * Three parts: contexts (tls_ctx_new: the client_tls_* / server_tls_* settings turned into
- * an SSL_CTX), the process's current pair with reload (tls_init, tls_reload), and connections
- * (struct tls_conn: the sbuf I/O operations over an SSL object). A connection talks to its
+ * Connections (struct tls_conn: the sbuf I/O operations over an SSL object) over the
+ * contexts of tls_ctx.c. A connection talks to its
  * socket through a small BIO of our own: it first replays bytes the sbuf had already read
  * (direct TLS: the start of the ClientHello) and sends with MSG_NOSIGNAL. The negotiation
  * (SSLRequest answer, handshake) runs on one event of the connection's own while the sbuf is
@@ -13,7 +12,6 @@
  * Entry points: see neki/tls.h; tls_library_version() for `neki -V`.
  */
 #include "neki/base.h"
-#include "neki/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,11 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 
 #include <event2/event.h>
-#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -35,30 +31,9 @@
 #include "neki/net.h"
 #include "neki/pktbuf.h"
 #include "neki/sbuf.h"
+#include "neki/tls.h"
+#include "tls_int.h"
 
-/* Protocol version bits of client_tls_protocols / server_tls_protocols. */
-#define TLS_P10 0x1u
-#define TLS_P11 0x2u
-#define TLS_P12 0x4u
-#define TLS_P13 0x8u
-#define TLS_P_ALL (TLS_P10 | TLS_P11 | TLS_P12 | TLS_P13)
-#define TLS_P_SECURE (TLS_P12 | TLS_P13)
-
-/* ALPN protocol list in wire format: one length-prefixed name. */
-static const unsigned char tls_alpn_wire[] = "\x0apostgresql";
-#define TLS_ALPN_NAME "postgresql"
-#define TLS_ALPN_LEN 10
-
-#define TLS_FP_LEN 32		/* SHA-256 fingerprint of a context's settings and files */
-#define TLS_ERR_LEN 256
-
-struct tls_ctx {
-	SSL_CTX *ssl_ctx;		/* owned (OpenSSL refcounts it for each SSL too) */
-	enum tls_role role;
-	enum cfg_sslmode sslmode;
-	int refcount;			/* tls_ctx_ref / tls_ctx_unref */
-	uint8_t fp[TLS_FP_LEN];		/* settings + file contents, for tls_reload's comparison */
-};
 
 /* Where a connection's negotiation stands. */
 enum tls_phase {
@@ -88,10 +63,6 @@ struct tls_conn {
 	char err[TLS_ERR_LEN];		/* TLS_PH_FAILED: the reason */
 };
 
-/* The process's current contexts (tls_init / tls_reload). */
-static struct tls_ctx *tls_cur_client;
-static struct tls_ctx *tls_cur_server;
-static bool tls_ready;		/* tls_init() succeeded in this process */
 static BIO_METHOD *tls_bio_meth;
 
 static ssize_t tls_io_recv(struct sbuf *sb, void *buf, size_t len);
@@ -104,15 +75,8 @@ static const struct sbuf_io_ops tls_io_table = {
 	.shutdown = tls_io_shutdown,
 };
 
-/* Version of the OpenSSL library (neki -V, startup log). */
-const char *
-tls_library_version(void)
-{
-	return OpenSSL_version(OPENSSL_VERSION);
-}
-
 /* OpenSSL's most recent queued error as text (and clear the queue). */
-static const char *
+const char *
 tls_err_str(char *buf, size_t len)
 {
 	unsigned long e = ERR_peek_last_error();
@@ -125,538 +89,11 @@ tls_err_str(char *buf, size_t len)
 	return buf;
 }
 
-static bool
-tls_is_set(const char *s)
+/* Version of the OpenSSL library (neki -V, startup log). */
+const char *
+tls_library_version(void)
 {
-	return s != NULL && s[0] != '\0';
-}
-
-/* ---- settings ---- */
-
-/* The client_tls_* settings of <c>. */
-void
-tls_settings_client(struct tls_settings *s, const struct cfg *c)
-{
-	memset(s, 0, sizeof(*s));
-	s->sslmode = c->client_tls_sslmode;
-	s->key_file = c->client_tls_key_file;
-	s->cert_file = c->client_tls_cert_file;
-	s->ca_file = c->client_tls_ca_file;
-	s->protocols = c->client_tls_protocols;
-	s->ciphers = c->client_tls_ciphers;
-	s->tls13_ciphers = c->client_tls13_ciphers;
-	s->ecdhcurve = c->client_tls_ecdhcurve;
-	s->dheparams = c->client_tls_dheparams;
-}
-
-/* The server_tls_* settings of <c> (pgbouncer has no server-side ecdhcurve / dheparams). */
-void
-tls_settings_server(struct tls_settings *s, const struct cfg *c)
-{
-	memset(s, 0, sizeof(*s));
-	s->sslmode = c->server_tls_sslmode;
-	s->key_file = c->server_tls_key_file;
-	s->cert_file = c->server_tls_cert_file;
-	s->ca_file = c->server_tls_ca_file;
-	s->protocols = c->server_tls_protocols;
-	s->ciphers = c->server_tls_ciphers;
-	s->tls13_ciphers = c->server_tls13_ciphers;
-}
-
-static const char *
-tls_prefix(enum tls_role role)
-{
-	return role == TLS_ROLE_ACCEPT ? "client_tls" : "server_tls";
-}
-
-/* One word of a protocols list: its bits, or 0 when unknown. */
-static unsigned
-tls_proto_word(const char *w, size_t n)
-{
-	static const struct {
-		const char *name;
-		unsigned bits;
-	} words[] = {
-		{ "tlsv1", TLS_P10 }, { "tlsv1.0", TLS_P10 }, { "tlsv1.1", TLS_P11 },
-		{ "tlsv1.2", TLS_P12 }, { "tlsv1.3", TLS_P13 }, { "all", TLS_P_ALL },
-		{ "legacy", TLS_P_ALL }, { "secure", TLS_P_SECURE }, { "default", TLS_P_SECURE },
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-		if (strlen(words[i].name) == n && strncasecmp(words[i].name, w, n) == 0)
-			return words[i].bits;
-	}
-	return 0;
-}
-
-/*
- * Parse a protocols setting into version bits: words separated by commas, colons or spaces,
- * each optionally negated with '!' or '-'. Unset means "secure".
- */
-static bool
-tls_parse_protocols(const char *spec, unsigned *mask)
-{
-	const char *p = spec;
-	unsigned bits;
-	size_t n;
-	bool neg;
-
-	*mask = 0;
-	if (!tls_is_set(spec)) {
-		*mask = TLS_P_SECURE;
-		return true;
-	}
-	while (*p != '\0') {
-		p += strspn(p, ", :\t");
-		if (*p == '\0')
-			break;
-		neg = *p == '!' || *p == '-';
-		p += neg ? 1 : 0;
-		n = strcspn(p, ", :\t");
-		bits = tls_proto_word(p, n);
-		if (bits == 0)
-			return false;
-		*mask = neg ? (*mask & ~bits) : (*mask | bits);
-		p += n;
-	}
-	return *mask != 0;
-}
-
-/* Apply protocol bits: min and max version, holes closed with SSL_OP_NO_*. */
-static bool
-tls_apply_protocols(SSL_CTX *ctx, unsigned mask)
-{
-	static const int vers[] = { TLS1_VERSION, TLS1_1_VERSION, TLS1_2_VERSION,
-				    TLS1_3_VERSION };
-	static const uint64_t no[] = { SSL_OP_NO_TLSv1, SSL_OP_NO_TLSv1_1, SSL_OP_NO_TLSv1_2,
-				       SSL_OP_NO_TLSv1_3 };
-	int lo = -1, hi = -1, i;
-
-	for (i = 0; i < 4; i++) {
-		if (mask & (1u << i)) {
-			if (lo < 0)
-				lo = i;
-			hi = i;
-		}
-	}
-	if (!SSL_CTX_set_min_proto_version(ctx, vers[lo]) ||
-	    !SSL_CTX_set_max_proto_version(ctx, vers[hi]))
-		return false;
-	for (i = lo; i <= hi; i++) {
-		if (!(mask & (1u << i)))
-			SSL_CTX_set_options(ctx, no[i]);
-	}
-	return true;
-}
-
-/* Protocols and cipher lists (TLS <= 1.2 list, TLS 1.3 suites). */
-static bool
-tls_setup_ciphers(SSL_CTX *ctx, enum tls_role role, const struct tls_settings *s,
-		  struct nk_error *err)
-{
-	const char *pfx = tls_prefix(role);
-	const char *list = s->ciphers;
-	char ebuf[TLS_ERR_LEN];
-	char buf[512];
-	unsigned mask;
-
-	if (!tls_parse_protocols(s->protocols, &mask))
-		return nk_error_set(err, "F0000", "invalid %s_protocols: \"%s\"", pfx, s->protocols);
-	if (!tls_apply_protocols(ctx, mask))
-		return nk_error_set(err, "F0000", "invalid %s_protocols: %s", pfx,
-				    tls_err_str(ebuf, sizeof(ebuf)));
-	if (!tls_is_set(list) || strcasecmp(list, "default") == 0 ||
-	    strcasecmp(list, "secure") == 0)
-		list = "DEFAULT";
-	else if (strcasecmp(list, "all") == 0 || strcasecmp(list, "insecure") == 0)
-		list = "ALL";
-	snprintf(buf, sizeof(buf), "%s%s", list,
-		 tls_is_set(s->ecdhcurve) && strcasecmp(s->ecdhcurve, "none") == 0 ?
-		 ":!kECDHE" : "");
-	if (!SSL_CTX_set_cipher_list(ctx, buf))
-		return nk_error_set(err, "F0000", "invalid %s_ciphers \"%s\": %s", pfx, s->ciphers,
-				    tls_err_str(ebuf, sizeof(ebuf)));
-	if (tls_is_set(s->tls13_ciphers) && !SSL_CTX_set_ciphersuites(ctx, s->tls13_ciphers))
-		return nk_error_set(err, "F0000", "invalid %s13_ciphers \"%s\": %s",
-				    role == TLS_ROLE_ACCEPT ? "client" : "server", s->tls13_ciphers,
-				    tls_err_str(ebuf, sizeof(ebuf)));
-	return true;
-}
-
-/* client_tls_ecdhcurve (key exchange groups) and client_tls_dheparams. */
-static bool
-tls_setup_kex(SSL_CTX *ctx, const struct tls_settings *s, struct nk_error *err)
-{
-	const char *curve = s->ecdhcurve;
-	const char *dh = s->dheparams;
-	char ebuf[TLS_ERR_LEN];
-
-	if (tls_is_set(curve) && strcasecmp(curve, "auto") != 0 &&
-	    strcasecmp(curve, "none") != 0) {
-		if (strcasecmp(curve, "secure") == 0)
-			curve = "X25519:P-256:P-384";
-		if (!SSL_CTX_set1_groups_list(ctx, curve))
-			return nk_error_set(err, "F0000", "invalid client_tls_ecdhcurve \"%s\": %s",
-					    s->ecdhcurve, tls_err_str(ebuf, sizeof(ebuf)));
-	}
-	if (!tls_is_set(dh) || strcasecmp(dh, "auto") == 0)
-		SSL_CTX_set_dh_auto(ctx, 1);
-	else if (strcasecmp(dh, "legacy") == 0)
-		SSL_CTX_set_dh_auto(ctx, 2);	/* OpenSSL: 2 = the 1024-bit group */
-	else if (strcasecmp(dh, "none") == 0)
-		SSL_CTX_set_dh_auto(ctx, 0);
-	else
-		return nk_error_set(err, "F0000",
-				    "invalid client_tls_dheparams \"%s\": use none, auto or legacy",
-				    dh);
-	return true;
-}
-
-/* Key and certificate chain (both or neither; the ACCEPT role needs them). */
-static bool
-tls_setup_cert(SSL_CTX *ctx, enum tls_role role, const struct tls_settings *s,
-	       struct nk_error *err)
-{
-	const char *pfx = tls_prefix(role);
-	char ebuf[TLS_ERR_LEN];
-
-	if (!tls_is_set(s->cert_file) && !tls_is_set(s->key_file)) {
-		if (role == TLS_ROLE_CONNECT)
-			return true;
-		return nk_error_set(err, "F0000", "%s_sslmode requires %s_key_file and "
-				    "%s_cert_file", pfx, pfx, pfx);
-	}
-	if (!tls_is_set(s->cert_file) || !tls_is_set(s->key_file))
-		return nk_error_set(err, "F0000", "%s_key_file and %s_cert_file must be set "
-				    "together", pfx, pfx);
-	if (SSL_CTX_use_certificate_chain_file(ctx, s->cert_file) != 1)
-		return nk_error_set(err, "F0000", "could not load %s_cert_file \"%s\": %s", pfx,
-				    s->cert_file, tls_err_str(ebuf, sizeof(ebuf)));
-	if (SSL_CTX_use_PrivateKey_file(ctx, s->key_file, SSL_FILETYPE_PEM) != 1)
-		return nk_error_set(err, "F0000", "could not load %s_key_file \"%s\": %s", pfx,
-				    s->key_file, tls_err_str(ebuf, sizeof(ebuf)));
-	if (SSL_CTX_check_private_key(ctx) != 1)
-		return nk_error_set(err, "F0000", "%s_key_file does not match %s_cert_file: %s",
-				    pfx, pfx, tls_err_str(ebuf, sizeof(ebuf)));
-	return true;
-}
-
-/* CA file and peer verification from the sslmode. */
-static bool
-tls_setup_verify(SSL_CTX *ctx, enum tls_role role, const struct tls_settings *s,
-		 struct nk_error *err)
-{
-	const char *pfx = tls_prefix(role);
-	bool verify = s->sslmode >= CFG_SSL_VERIFY_CA;
-	char ebuf[TLS_ERR_LEN];
-	STACK_OF(X509_NAME) *names;
-
-	if (tls_is_set(s->ca_file)) {
-		if (SSL_CTX_load_verify_locations(ctx, s->ca_file, NULL) != 1)
-			return nk_error_set(err, "F0000", "could not load %s_ca_file \"%s\": %s",
-					    pfx, s->ca_file, tls_err_str(ebuf, sizeof(ebuf)));
-	} else if (verify && role == TLS_ROLE_ACCEPT) {
-		return nk_error_set(err, "F0000", "client_tls_sslmode %s requires "
-				    "client_tls_ca_file", cfg_sslmode_str(s->sslmode));
-	} else if (verify) {
-		SSL_CTX_set_default_verify_paths(ctx);
-	}
-	if (role == TLS_ROLE_CONNECT) {
-		SSL_CTX_set_verify(ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
-		return true;
-	}
-	if (verify)
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT |
-				   SSL_VERIFY_CLIENT_ONCE, NULL);
-	else if (tls_is_set(s->ca_file))
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_CLIENT_ONCE, NULL);
-	if (tls_is_set(s->ca_file)) {
-		names = SSL_load_client_CA_file(s->ca_file);
-		if (names != NULL)
-			SSL_CTX_set_client_CA_list(ctx, names);
-		ERR_clear_error();
-	}
-	return true;
-}
-
-/*
- * ALPN on the server side: choose "postgresql" when the client offers it; a client that
- * offers only other protocols is refused (Postgres does the same).
- */
-static int
-tls_alpn_select_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
-		   const unsigned char *in, unsigned int inlen, void *arg)
-{
-	unsigned int i = 0, n;
-
-	(void)ssl;
-	(void)arg;
-	while (i < inlen) {
-		n = in[i];
-		if (i + 1 + n > inlen)
-			break;
-		if (n == TLS_ALPN_LEN && memcmp(in + i + 1, TLS_ALPN_NAME, n) == 0) {
-			*out = in + i + 1;
-			*outlen = (unsigned char)n;
-			return SSL_TLSEXT_ERR_OK;
-		}
-		i += 1 + n;
-	}
-	return SSL_TLSEXT_ERR_ALERT_FATAL;
-}
-
-/* Feed <path>'s bytes into the fingerprint (a missing file counts as its name only). */
-static void
-tls_fp_file(EVP_MD_CTX *md, const char *path)
-{
-	uint8_t buf[4096];
-	size_t n;
-	FILE *f;
-
-	if (!tls_is_set(path))
-		return;
-	f = fopen(path, "rb");
-	if (f == NULL)
-		return;
-	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		EVP_DigestUpdate(md, buf, n);
-	fclose(f);
-}
-
-/* SHA-256 over the role, every setting and the contents of the files. */
-static void
-tls_fingerprint(enum tls_role role, const struct tls_settings *s, uint8_t fp[TLS_FP_LEN])
-{
-	const char *strs[] = { s->key_file, s->cert_file, s->ca_file, s->protocols, s->ciphers,
-			       s->tls13_ciphers, s->ecdhcurve, s->dheparams };
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	int hdr[2] = { (int)role, (int)s->sslmode };
-	unsigned int len = TLS_FP_LEN;
-	size_t i;
-
-	memset(fp, 0, TLS_FP_LEN);
-	if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-		EVP_MD_CTX_free(md);
-		return;
-	}
-	EVP_DigestUpdate(md, hdr, sizeof(hdr));
-	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
-		EVP_DigestUpdate(md, tls_is_set(strs[i]) ? strs[i] : "", (tls_is_set(strs[i]) ?
-				 strlen(strs[i]) : 0) + 1);
-	tls_fp_file(md, s->key_file);
-	tls_fp_file(md, s->cert_file);
-	tls_fp_file(md, s->ca_file);
-	EVP_DigestFinal_ex(md, fp, &len);
-	EVP_MD_CTX_free(md);
-}
-
-/* An SSL_CTX with neki's fixed choices for <role>. */
-static SSL_CTX *
-tls_ssl_ctx_base(enum tls_role role)
-{
-	SSL_CTX *ctx = SSL_CTX_new(role == TLS_ROLE_ACCEPT ? TLS_server_method() :
-				   TLS_client_method());
-
-	if (ctx == NULL)
-		return NULL;
-	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-			    SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
-	SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-			 SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_RELEASE_BUFFERS);
-	if (role == TLS_ROLE_ACCEPT) {
-		SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
-		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-		SSL_CTX_set_num_tickets(ctx, 0);
-		SSL_CTX_set_alpn_select_cb(ctx, tls_alpn_select_cb, NULL);
-	} else {
-		SSL_CTX_set_alpn_protos(ctx, tls_alpn_wire, sizeof(tls_alpn_wire) - 1);
-	}
-	return ctx;
-}
-
-/* Build a context for <role> from <s>; see neki/tls.h. */
-struct tls_ctx *
-tls_ctx_new(enum tls_role role, const struct tls_settings *s, struct nk_error *err)
-{
-	struct tls_ctx *t = calloc(1, sizeof(*t));
-
-	if (t == NULL) {
-		nk_error_set(err, "53200", "out of memory");
-		return NULL;
-	}
-	t->role = role;
-	t->sslmode = s->sslmode;
-	t->refcount = 1;
-	t->ssl_ctx = tls_ssl_ctx_base(role);
-	if (t->ssl_ctx == NULL) {
-		nk_error_set(err, "F0000", "could not create a TLS context");
-		goto fail;
-	}
-	if (!tls_setup_ciphers(t->ssl_ctx, role, s, err))
-		goto fail;
-	if (role == TLS_ROLE_ACCEPT && !tls_setup_kex(t->ssl_ctx, s, err))
-		goto fail;
-	if (!tls_setup_cert(t->ssl_ctx, role, s, err) ||
-	    !tls_setup_verify(t->ssl_ctx, role, s, err))
-		goto fail;
-	tls_fingerprint(role, s, t->fp);
-	return t;
-fail:
-	ERR_clear_error();
-	SSL_CTX_free(t->ssl_ctx);
-	free(t);
-	return NULL;
-}
-
-void
-tls_ctx_ref(struct tls_ctx *ctx)
-{
-	ctx->refcount++;
-}
-
-/* Drop one reference; the SSL_CTX lives on while SSL objects still use it. */
-void
-tls_ctx_unref(struct tls_ctx *ctx)
-{
-	if (ctx == NULL || --ctx->refcount > 0)
-		return;
-	SSL_CTX_free(ctx->ssl_ctx);
-	free(ctx);
-}
-
-enum cfg_sslmode
-tls_ctx_sslmode(const struct tls_ctx *ctx)
-{
-	return ctx->sslmode;
-}
-
-/* ---- current contexts ---- */
-
-/* Build the pair <c> asks for into <cl>/<sv> (NULL for disabled sides). */
-static bool
-tls_build_pair(const struct cfg *c, struct tls_ctx **cl, struct tls_ctx **sv,
-	       struct nk_error *err)
-{
-	struct tls_settings s;
-
-	*cl = NULL;
-	*sv = NULL;
-	if (c->client_tls_sslmode != CFG_SSL_DISABLE) {
-		tls_settings_client(&s, c);
-		*cl = tls_ctx_new(TLS_ROLE_ACCEPT, &s, err);
-		if (*cl == NULL)
-			return false;
-	}
-	if (c->server_tls_sslmode != CFG_SSL_DISABLE) {
-		tls_settings_server(&s, c);
-		*sv = tls_ctx_new(TLS_ROLE_CONNECT, &s, err);
-		if (*sv == NULL) {
-			tls_ctx_unref(*cl);
-			*cl = NULL;
-			return false;
-		}
-	}
-	return true;
-}
-
-/* Replace the current pair with <cl>/<sv> (references taken over). */
-static void
-tls_swap_pair(struct tls_ctx *cl, struct tls_ctx *sv)
-{
-	tls_ctx_unref(tls_cur_client);
-	tls_ctx_unref(tls_cur_server);
-	tls_cur_client = cl;
-	tls_cur_server = sv;
-}
-
-/* Start-up: build the current contexts from <c>. */
-bool
-tls_init(const struct cfg *c, struct nk_error *err)
-{
-	struct tls_ctx *cl, *sv;
-
-	if (!tls_build_pair(c, &cl, &sv, err))
-		return false;
-	tls_swap_pair(cl, sv);
-	tls_ready = true;
-	return true;
-}
-
-/* Validate <c>'s TLS settings and files without keeping anything. */
-bool
-tls_check(const struct cfg *c, struct nk_error *err)
-{
-	struct tls_ctx *cl, *sv;
-
-	if (!tls_build_pair(c, &cl, &sv, err))
-		return false;
-	tls_ctx_unref(cl);
-	tls_ctx_unref(sv);
-	return true;
-}
-
-static bool
-tls_same_ctx(const struct tls_ctx *a, const struct tls_ctx *b)
-{
-	if (a == NULL || b == NULL)
-		return a == b;
-	return memcmp(a->fp, b->fp, TLS_FP_LEN) == 0;
-}
-
-/* RELOAD: rebuild from <c>, or keep the old pair (logged) when that fails. */
-bool
-tls_reload(const struct cfg *c, bool *server_changed)
-{
-	struct tls_ctx *cl, *sv;
-	struct nk_error err;
-
-	if (server_changed != NULL)
-		*server_changed = false;
-	if (!tls_ready)
-		return true;	/* this process does not use TLS (the master) */
-	if (!tls_build_pair(c, &cl, &sv, &err)) {
-		log_error("%s", err.message);
-		log_warn("TLS configuration could not be reloaded, keeping old configuration");
-		return false;
-	}
-	if (server_changed != NULL)
-		*server_changed = !tls_same_ctx(sv, tls_cur_server);
-	tls_swap_pair(cl, sv);
-	return true;
-}
-
-struct tls_ctx *
-tls_client_ctx(void)
-{
-	return tls_cur_client;
-}
-
-struct tls_ctx *
-tls_server_ctx(void)
-{
-	return tls_cur_server;
-}
-
-void
-tls_cleanup(void)
-{
-	tls_swap_pair(NULL, NULL);
-	tls_ready = false;
-}
-
-/* Answer 'S' to an SSLRequest: a client context exists and the client is not on Unix. */
-bool
-tls_client_offer(bool is_unix)
-{
-	return tls_cur_client != NULL && !is_unix;
-}
-
-/* A plain client must be refused ("SSL required"): require or stronger, not on Unix. */
-bool
-tls_client_required(bool is_unix)
-{
-	return tls_cur_client != NULL && tls_cur_client->sslmode >= CFG_SSL_REQUIRE && !is_unix;
+	return OpenSSL_version(OPENSSL_VERSION);
 }
 
 /* ---- the socket BIO ---- */
@@ -1035,14 +472,16 @@ tls_sbuf_accept(struct sbuf *sb, struct tls_ctx *ctx, tls_done_fn done, void *ar
 	struct tls_conn *c;
 
 	if (sbuf_unclaimed(sb) > 0)
-		return nk_error_set(err, "08P01", "received unencrypted data after SSL request");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "received unencrypted data after SSL request");
 	if (sbuf_queued(sb) > 0)
-		return nk_error_set(err, "08006", "could not send the SSL answer");
+		return nk_error_set(err, ERRCODE_CONNECTION_FAILURE,
+				    "could not send the SSL answer");
 	c = tls_conn_new(sb, ctx, done, arg);
 	if (c == NULL || !tls_conn_make_ssl(c)) {
 		if (c != NULL)
 			sbuf_close(sb);
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	}
 	c->phase = TLS_PH_HANDSHAKE;
 	tls_kick(c);
@@ -1065,7 +504,7 @@ tls_sbuf_accept_direct(struct sbuf *sb, struct tls_ctx *ctx, const struct sbuf_p
 	uint8_t *copy = malloc(pkt->avail);
 
 	if (copy == NULL)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	memcpy(copy, pkt->data, pkt->avail);
 	sbuf_skip(sb, pkt->avail);
 	c = tls_conn_new(sb, ctx, done, arg);
@@ -1073,7 +512,7 @@ tls_sbuf_accept_direct(struct sbuf *sb, struct tls_ctx *ctx, const struct sbuf_p
 		free(copy);
 		if (c != NULL)
 			sbuf_close(sb);
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	}
 	c->prefix = copy;
 	c->prefix_len = pkt->avail;

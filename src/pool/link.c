@@ -10,6 +10,7 @@
  * link_close, link_free, plus the accessors of neki/link.h.
  */
 #include "neki/base.h"
+#include "neki/clock.h"
 #include "neki/link.h"
 
 #include <arpa/inet.h>
@@ -108,7 +109,7 @@ link_addr(const struct link *l)
 double
 link_age(const struct link *l)
 {
-	return (double)(pool_now_us() - l->connect_us) / 1e6;
+	return (double)(nk_now_us() - l->connect_us) / 1e6;
 }
 
 /* The server's last ParameterStatus value of <name> (borrowed), or NULL. */
@@ -267,7 +268,7 @@ link_set_state(struct link *l, enum link_state st)
 	log_noise("S-%p: %s -> %s", (void *)l, link_state_str(l->state), link_state_str(st));
 	l->state = st;
 	if (st == LINK_ST_IDLE)
-		l->idle_since_us = pool_now_us();
+		l->idle_since_us = nk_now_us();
 	list_push_front(&p->lists[st], &l->node);
 }
 
@@ -447,6 +448,18 @@ link_on_login_error(struct link *l, const uint8_t *body, size_t len)
 		return;
 	}
 	proto_server_error_to_nk(&se, &err);
+	if (l->pool->replication != NULL) {
+		/*
+		 * As pgbouncer: a walsender can be refused for reasons of its own (no REPLICATION
+		 * role, no replication line in pg_hba.conf) while ordinary logins work, so only
+		 * its client fails, with a generic error; the server's words go to the log.
+		 */
+		log_error("S: login failed: %s: %s", se.severity != NULL ? se.severity : "ERROR",
+			  err.message);
+		nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION, "login failed");
+		link_close_err(l, true, err.message, &err);
+		return;
+	}
 	link_log(l, LOG_LVL_WARNING, "server login failed: %s %s",
 		 se.severity != NULL ? se.severity : "ERROR", err.message);
 	link_close_err(l, true, err.message, &err);
@@ -703,7 +716,7 @@ link_break(struct link *l, const char *reason)
 		return;
 	link_close(l, false, reason);
 	if (active && cb != NULL) {
-		nk_error_set(&err, "08P01", "%s", reason);
+		nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION, "%s", reason);
 		cb(l, LINK_EV_BROKEN, NULL, &err, ctx);
 	}
 }
@@ -818,11 +831,11 @@ link_arm_login_timer(struct link *l)
  * needed, then connect; everything after this call happens from the loop. It is on the
  * LOGIN list when this returns. NULL when out of memory.
  */
-struct link *
-link_new(struct pool *p)
+/* A link object of <p> on no list, with its sbuf and timer; NULL without memory. */
+static struct link *
+link_alloc(struct pool *p)
 {
 	struct link *l = calloc(1, sizeof(*l));
-	const struct pool_host *h;
 
 	if (l == NULL)
 		return NULL;
@@ -830,8 +843,6 @@ link_new(struct pool *p)
 	l->state = LINK_ST_LOGIN;
 	l->tx_status = '?';
 	list_node_init(&l->node);
-	l->connect_us = pool_now_us();
-	l->id = shm_socket_id_next();
 	if (!sbuf_init(&l->sb, p->base, link_sbuf_cb, l, &p->sbuf_opts) ||
 	    (l->timer = event_new(p->base, -1, 0, link_timer_cb, l)) == NULL) {
 		if (l->timer != NULL)
@@ -840,6 +851,19 @@ link_new(struct pool *p)
 		free(l);
 		return NULL;
 	}
+	return l;
+}
+
+struct link *
+link_new(struct pool *p)
+{
+	struct link *l = link_alloc(p);
+	const struct pool_host *h;
+
+	if (l == NULL)
+		return NULL;
+	l->connect_us = nk_now_us();
+	l->id = shm_socket_id_next();
 	l->counted = true;	/* pool_launch() took a slot for it */
 	l->host_idx = pool_pick_host(p);
 	h = &p->hosts[l->host_idx];
@@ -855,6 +879,77 @@ link_new(struct pool *p)
 		if (l->dns_req == NULL)
 			link_close(l, false, "server DNS lookup failed");
 	}
+	return l;
+}
+
+/* The pool host <l>'s address belongs to (its port compared too), or 0. */
+static size_t
+link_host_of(const struct link *l)
+{
+	const struct pool *p = l->pool;
+
+	for (size_t i = 0; i < p->nhosts; i++) {
+		if (p->hosts[i].resolved && p->hosts[i].addrlen == l->addrlen &&
+		    memcmp(&p->hosts[i].addr, &l->addr, l->addrlen) == 0)
+			return i;
+	}
+	return 0;
+}
+
+/*
+ * Undo link_alloc() and what a constructor added (parameters) for a link that never got a
+ * socket: <l>'s sbuf does not own the fd the caller still holds.
+ */
+static void
+link_unalloc(struct link *l)
+{
+	for (size_t i = 0; i < l->nparams; i++) {
+		free(l->params[i].name);
+		intern_unref(l->params[i].value);
+	}
+	free(l->params);
+	event_free(l->timer);
+	l->sb.fd = -1;		/* (the caller closes its fd) */
+	sbuf_cleanup(&l->sb);
+	free(l);
+}
+
+/*
+ * A link of <p> on the connected, logged-in server socket <fd> the process before an online
+ * restart handed over: its address from the socket, BackendKeyData <be_pid>/<be_key>, the
+ * <n> parameters <names>/<values> as its ParameterStatus values so far. It holds a limits
+ * slot the caller took; not on any list yet (the caller chooses its state). NULL when out of
+ * memory or the socket cannot be watched (<fd> is then still the caller's).
+ */
+struct link *
+link_taken_over(struct pool *p, int fd, uint32_t be_pid, uint32_t be_key,
+		const char *const *names, const char *const *values, size_t n)
+{
+	struct link *l = link_alloc(p);
+
+	if (l == NULL)
+		return NULL;
+	l->connect_us = nk_now_us();
+	l->id = shm_socket_id_next();
+	l->be_pid = be_pid;
+	l->be_key = be_key;
+	l->addrlen = sizeof(l->addr);
+	if (getpeername(fd, (struct sockaddr *)&l->addr, &l->addrlen) == -1)
+		l->addrlen = 0;
+	l->host_idx = link_host_of(l);
+	snprintf(l->addr_str, sizeof(l->addr_str), "%s", p->hosts[l->host_idx].label);
+	link_format_addr(l);
+	for (size_t i = 0; i < n; i++) {
+		if (values[i] != NULL && !link_param_set(l, names[i], values[i])) {
+			link_unalloc(l);
+			return NULL;
+		}
+	}
+	if (!sbuf_accept(&l->sb, fd, l->addr.ss_family == AF_UNIX)) {
+		link_unalloc(l);
+		return NULL;
+	}
+	l->counted = true;
 	return l;
 }
 
@@ -883,7 +978,6 @@ link_activate(struct link *l, link_cb_fn cb, void *ctx)
 {
 	l->client_cb = cb;
 	l->client_ctx = ctx;
-	l->fresh = false;
 	link_set_state(l, LINK_ST_ACTIVE);
 }
 
@@ -936,9 +1030,9 @@ link_close_err(struct link *l, bool send_term, const char *reason, const struct 
 
 	if (l->state == LINK_ST_CLOSING)
 		return;
-	if (l->pool->cfg->log_disconnections)
+	if (reason != NULL && l->pool->cfg->log_disconnections)
 		link_log(l, LOG_LVL_INFO, "closing because: %s (age=%llus)", reason,
-			 (unsigned long long)((pool_now_us() - l->connect_us) / 1000000));
+			 (unsigned long long)((nk_now_us() - l->connect_us) / 1000000));
 	if (l->state == LINK_ST_LOGIN)
 		pool_on_login_failed(l, err, reason);
 	if (send_term && !l->sb.closed && !l->sb.connecting) {
@@ -989,4 +1083,102 @@ link_free(struct link *l)
 	if (l->user_free != NULL && l->user_data != NULL)
 		l->user_free(l->user_data);
 	free(l);
+}
+
+/* ---- moving to another process ---- */
+
+/* link_is_movable: see neki/pool.h. */
+bool
+link_is_movable(const struct link *l)
+{
+	return (l->state == LINK_ST_IDLE || l->state == LINK_ST_USED) && l->ready && l->tx_status == 'I' && !l->close_needed &&
+	       l->counted && l->cancel_ctx == NULL && l->reset_sql == NULL &&
+	       l->pool->replication == NULL && !sbuf_io_is_tls(&l->sb) &&
+	       sbuf_is_empty(&l->sb) && sbuf_queued(&l->sb) == 0 && !sbuf_is_closed(&l->sb);
+}
+
+/* link_export: see neki/pool.h. */
+void
+link_export(const struct link *l, struct pktbuf *pb)
+{
+	pktbuf_put_uint64(pb, l->id);
+	pktbuf_put_uint64(pb, l->connect_us);
+	pktbuf_put_uint64(pb, l->idle_since_us);
+	pktbuf_put_int32(pb, (int32_t)l->be_pid);
+	pktbuf_put_int32(pb, (int32_t)l->be_key);
+	pktbuf_put_int32(pb, (int32_t)l->host_idx);
+	pktbuf_put_int32(pb, (int32_t)l->addrlen);
+	pktbuf_put_bytes(pb, &l->addr, l->addrlen);
+	pktbuf_put_string(pb, l->addr_str);
+	pktbuf_put_byte(pb, l->check_after_use);
+	pktbuf_put_int16(pb, (int16_t)l->nparams);
+	for (size_t i = 0; i < l->nparams; i++) {
+		pktbuf_put_string(pb, l->params[i].name);
+		pktbuf_put_string(pb, l->params[i].value);
+	}
+}
+
+/* The exported state of a link from <r> into <l>; false when malformed or out of memory. */
+static bool
+link_import_state(struct link *l, struct proto_reader *r)
+{
+	uint32_t alen;
+	uint16_t n;
+	const void *addr;
+
+	l->id = proto_get_uint64(r);
+	l->connect_us = proto_get_uint64(r);
+	l->idle_since_us = proto_get_uint64(r);
+	l->be_pid = (uint32_t)proto_get_int32(r);
+	l->be_key = (uint32_t)proto_get_int32(r);
+	l->host_idx = (size_t)(uint32_t)proto_get_int32(r);
+	alen = (uint32_t)proto_get_int32(r);
+	if (!proto_reader_ok(r) || alen > sizeof(l->addr) || l->host_idx >= l->pool->nhosts ||
+	    (addr = proto_get_bytes(r, alen)) == NULL)
+		return false;
+	memcpy(&l->addr, addr, alen);
+	l->addrlen = alen;
+	snprintf(l->addr_str, sizeof(l->addr_str), "%s", proto_get_string(r));
+	l->check_after_use = proto_get_byte(r) != 0;
+	n = proto_get_uint16(r);
+	for (uint16_t i = 0; i < n && proto_reader_ok(r); i++) {
+		const char *name = proto_get_string(r), *value = proto_get_string(r);
+
+		if (proto_reader_ok(r) && !link_param_set(l, name, value))
+			return false;
+	}
+	return proto_reader_ok(r);
+}
+
+/* link_adopt: see neki/pool.h. */
+struct link *
+link_adopt(struct pool *p, int fd, struct proto_reader *r)
+{
+	struct link *l = link_alloc(p);
+	uint64_t idle_since;
+
+	if (l == NULL)
+		return NULL;
+	if (!link_import_state(l, r) ||
+	    !sbuf_accept(&l->sb, fd, l->addr.ss_family == AF_UNIX)) {
+		link_unalloc(l);
+		return NULL;
+	}
+	l->counted = true;	/* its slot came with it (shm_counter_share_move) */
+	l->tx_status = 'I';
+	l->ready = true;
+	idle_since = l->idle_since_us;
+	link_set_state(l, LINK_ST_IDLE);
+	l->idle_since_us = idle_since;
+	link_log(l, LOG_LVL_DEBUG, "taken over from another worker");
+	return l;
+}
+
+/* link_moved: see neki/pool.h. */
+void
+link_moved(struct link *l)
+{
+	link_log(l, LOG_LVL_DEBUG, "handed to another worker for a client waiting there");
+	l->counted = false;	/* the slot went with it */
+	link_close_err(l, false, NULL, NULL);
 }

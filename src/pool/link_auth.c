@@ -31,7 +31,7 @@ struct link_scram {
 static bool
 link_auth_fail(struct nk_error *err, const char *what)
 {
-	return nk_error_set(err, "08P01", "server login failed: %s", what);
+	return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION, "server login failed: %s", what);
 }
 
 /* Send a message built in <pb> (and free it). */
@@ -93,7 +93,8 @@ link_auth_md5(struct link *l, const struct proto_auth_msg *m, struct nk_error *e
 	if (pw == NULL)
 		return false;
 	if (m->len < 4)
-		return nk_error_set(err, "08P01", "server login failed: bad md5 request");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "server login failed: bad md5 request");
 	if (!auth_md5_response(pw, l->pool->user_name, m->data, resp))
 		return link_auth_fail(err, "wrong password type");
 	return link_auth_send_password(l, resp, err);
@@ -113,7 +114,8 @@ link_auth_sasl_start(struct link *l, const struct proto_auth_msg *m, struct nk_e
 	if (pw == NULL)
 		return false;
 	if (l->scram != NULL)
-		return nk_error_set(err, "08P01", "protocol error: duplicate AuthenticationSASL "
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "protocol error: duplicate AuthenticationSASL "
 				    "message from server");
 	if (!proto_auth_sasl_has(m, SCRAM_MECHANISM))
 		return link_auth_fail(err, "none of the server's SASL authentication mechanisms "
@@ -156,7 +158,8 @@ link_auth_sasl_continue(struct link *l, const struct proto_auth_msg *m, struct n
 
 	link_log(l, LOG_LVL_DEBUG, "S: SASL cont");
 	if (l->scram == NULL)
-		return nk_error_set(err, "08P01", "server login failed: unexpected SASL message");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "server login failed: unexpected SASL message");
 	if (!scram_client_server_first(&l->scram->c, m->data, m->len, err))
 		return false;
 	final = scram_client_final_msg(&l->scram->c);
@@ -171,7 +174,8 @@ link_auth_sasl_final(struct link *l, const struct proto_auth_msg *m, struct nk_e
 {
 	link_log(l, LOG_LVL_DEBUG, "S: SASL final");
 	if (l->scram == NULL)
-		return nk_error_set(err, "08P01", "server login failed: unexpected SASL message");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "server login failed: unexpected SASL message");
 	if (!scram_client_server_final(&l->scram->c, m->data, m->len, err))
 		return link_auth_fail(err, "invalid server signature");
 	return true;
@@ -208,7 +212,8 @@ link_auth_answer(struct link *l, const uint8_t *body, size_t len, bool *done,
 	default:
 		break;
 	}
-	return nk_error_set(err, "08P01", "server login failed: unsupported authentication "
+	return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+			    "server login failed: unsupported authentication "
 			    "method %d", (int)m.code);
 }
 

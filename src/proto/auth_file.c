@@ -183,7 +183,8 @@ auth_file_load(const char *path, struct nk_error *err)
 	struct auth_file *af;
 
 	if (!f) {
-		nk_error_set(err, "58P01", "could not open auth_file \"%s\": %s", path,
+		nk_error_set(err, ERRCODE_UNDEFINED_FILE,
+			     "could not open auth_file \"%s\": %s", path,
 			     strerror(errno));
 		return NULL;
 	}
@@ -194,7 +195,7 @@ auth_file_load(const char *path, struct nk_error *err)
 			if (!nb) {
 				free(buf);
 				fclose(f);
-				nk_error_set(err, "53200", "out of memory");
+				nk_error_oom(err);
 				return NULL;
 			}
 			buf = nb;
@@ -206,7 +207,7 @@ auth_file_load(const char *path, struct nk_error *err)
 	af = auth_file_parse(buf ? buf : "", len);
 	free(buf);
 	if (!af)
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 	return af;
 }
 
@@ -250,7 +251,8 @@ auth_file_free(struct auth_file *af)
 bool
 auth_error_password_failed(struct nk_error *err, const char *user)
 {
-	nk_error_set(err, "28P01", "password authentication failed for user \"%s\"", user);
+	nk_error_set(err, ERRCODE_INVALID_PASSWORD,
+		     "password authentication failed for user \"%s\"", user);
 	if (err)
 		err->severity = NK_SEV_FATAL;
 	return false;
@@ -263,7 +265,7 @@ auth_error_password_failed(struct nk_error *err, const char *user)
 bool
 auth_error_trust_failed(struct nk_error *err)
 {
-	nk_error_set(err, "08P01", "\"trust\" authentication failed");
+	nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION, "\"trust\" authentication failed");
 	if (err)
 		err->severity = NK_SEV_FATAL;
 	return false;
@@ -277,11 +279,11 @@ auth_error_hba_reject(struct nk_error *err, const char *host, const char *user, 
 	const char *enc = is_tls ? "SSL encryption" : "no encryption";
 
 	if (explicit_rule)
-		nk_error_set(err, "28000",
+		nk_error_set(err, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
 		"pg_hba.conf rejects connection for host \"%s\", user \"%s\", database \"%s\", %s",
 			     host, user, db, enc);
 	else
-		nk_error_set(err, "28000",
+		nk_error_set(err, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
 		"no pg_hba.conf entry for host \"%s\", user \"%s\", database \"%s\", %s",
 			     host, user, db, enc);
 	if (err)

@@ -452,7 +452,8 @@ hba_load(const char *path, hba_warn_fn warn, void *warn_arg, struct nk_error *er
 	struct hba *h;
 
 	if (!f) {
-		nk_error_set(err, "58P01", "could not open auth_hba_file \"%s\": %s", path,
+		nk_error_set(err, ERRCODE_UNDEFINED_FILE,
+			     "could not open auth_hba_file \"%s\": %s", path,
 			     strerror(errno));
 		return NULL;
 	}
@@ -466,7 +467,7 @@ hba_load(const char *path, hba_warn_fn warn, void *warn_arg, struct nk_error *er
 	free(dir);
 	free(buf);
 	if (!h)
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 	return h;
 }
 

@@ -157,7 +157,8 @@ ident_map_load(const char *path, hba_warn_fn warn, void *warn_arg, struct nk_err
 	struct ident_map *m;
 
 	if (!f) {
-		nk_error_set(err, "58P01", "could not open auth_ident_file \"%s\": %s", path,
+		nk_error_set(err, ERRCODE_UNDEFINED_FILE,
+			     "could not open auth_ident_file \"%s\": %s", path,
 			     strerror(errno));
 		return NULL;
 	}
@@ -166,7 +167,7 @@ ident_map_load(const char *path, hba_warn_fn warn, void *warn_arg, struct nk_err
 	m = ident_map_parse(n > 0 ? buf : "", warn, warn_arg);
 	free(buf);
 	if (!m)
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 	return m;
 }
 

@@ -18,7 +18,8 @@
 static bool
 login_wrong_type(struct nk_error *err)
 {
-	return nk_error_set(err, "08P01", "server login failed: wrong password type");
+	return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+			    "server login failed: wrong password type");
 }
 
 /* Set up <l>. */
@@ -77,11 +78,12 @@ login_sasl_start(struct login *l, const struct proto_auth_msg *m, struct pktbuf 
 	bool ok;
 
 	if (!proto_auth_sasl_has(m, SCRAM_MECHANISM))
-		return nk_error_set(err, "08P01",
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
 		"server login failed: none of the server's SASL authentication "
 		"mechanisms are supported");
 	if (l->scram_active)
-		return nk_error_set(err, "08P01", "server login failed: unexpected SASL request");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "server login failed: unexpected SASL request");
 	if (l->secret && login_kind(l) == AUTH_SECRET_PLAIN)
 		ok = scram_client_init_password(&l->scram, l->secret, "", NULL);
 	else if (l->keys.valid)
@@ -90,7 +92,7 @@ login_sasl_start(struct login *l, const struct proto_auth_msg *m, struct pktbuf 
 		return login_wrong_type(err);
 	l->scram_active = true;
 	if (!ok)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	first = scram_client_first_msg(&l->scram);
 	pktbuf_write_sasl_initial(out, SCRAM_MECHANISM, first, strlen(first));
 	return true;
@@ -103,7 +105,8 @@ login_sasl_continue(struct login *l, const struct proto_auth_msg *m, struct pktb
 	const char *final;
 
 	if (!l->scram_active || l->scram.state != SCRAM_CLI_FIRST_SENT)
-		return nk_error_set(err, "08P01", "server login failed: unexpected SASL continue");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "server login failed: unexpected SASL continue");
 	if (!scram_client_server_first(&l->scram, m->data, m->len, err))
 		return false;
 	final = scram_client_final_msg(&l->scram);
@@ -115,7 +118,8 @@ static bool
 login_sasl_final(struct login *l, const struct proto_auth_msg *m, struct nk_error *err)
 {
 	if (!l->scram_active || l->scram.state != SCRAM_CLI_FINAL_SENT)
-		return nk_error_set(err, "08P01", "server login failed: unexpected SASL final");
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "server login failed: unexpected SASL final");
 	return scram_client_server_final(&l->scram, m->data, m->len, err);
 }
 
@@ -131,7 +135,7 @@ login_on_auth(struct login *l, const uint8_t *body, size_t len, struct pktbuf *o
 	switch (m.code) {
 	case PROTO_AUTH_OK:
 		if (l->scram_active && l->scram.state != SCRAM_CLI_DONE)
-			return nk_error_set(err, "08P01",
+			return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
 					    "server login failed: SCRAM exchange did not complete");
 		l->ok = true;
 		return true;
@@ -146,7 +150,7 @@ login_on_auth(struct login *l, const uint8_t *body, size_t len, struct pktbuf *o
 	case PROTO_AUTH_SASL_FINAL:
 		return login_sasl_final(l, &m, err);
 	default:
-		return nk_error_set(err, "08P01",
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
 				    "server login failed: unsupported authentication method %d",
 				    (int)m.code);
 	}

@@ -9,6 +9,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/byteorder.h"
 #include "neki/proto.h"
 
 #include <string.h>
@@ -62,7 +63,7 @@ proto_get_uint16(struct proto_reader *r)
 {
 	const uint8_t *p = reader_take(r, 2);
 
-	return p ? (uint16_t)((p[0] << 8) | p[1]) : 0;
+	return p ? nk_get_be16(p) : 0;
 }
 
 int16_t
@@ -78,8 +79,15 @@ proto_get_int32(struct proto_reader *r)
 
 	if (!p)
 		return 0;
-	return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-			 ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+	return (int32_t)nk_get_be32(p);
+}
+
+uint64_t
+proto_get_uint64(struct proto_reader *r)
+{
+	uint64_t hi = (uint32_t)proto_get_int32(r);
+
+	return hi << 32 | (uint32_t)proto_get_int32(r);
 }
 
 /* A NUL-terminated string inside the body; "" and BAD_STRING when unterminated. */
@@ -137,12 +145,6 @@ proto_reader_end(struct proto_reader *r, struct nk_error *err)
 
 /* ---- framing ---- */
 
-static uint32_t
-be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 /* Frame one message at the head of <buf>; never reads past <avail>. */
 enum proto_frame_result
 proto_frame_next(const uint8_t *buf, size_t avail, bool startup, uint32_t max_len,
@@ -154,9 +156,9 @@ proto_frame_next(const uint8_t *buf, size_t avail, bool startup, uint32_t max_le
 	if (avail < hdr)
 		return PROTO_FRAME_PARTIAL;
 	f->type = startup ? 0 : (char)buf[0];
-	f->len = be32(buf + hdr - 4);
+	f->len = nk_get_be32(buf + hdr - 4);
 	if (startup && (f->len < 8 || f->len - 4 > PROTO_MAX_STARTUP_LEN)) {
-		nk_error_set(err, PROTO_SQLSTATE_VIOLATION, "invalid length of startup packet");
+		(void)proto_startup_bad_length(err);
 		return PROTO_FRAME_BAD;
 	}
 	if (!startup && (f->len < 4 || f->len > max_len)) {
@@ -273,7 +275,7 @@ uint32_t
 proto_parse_param_oid(const struct proto_parse_msg *m, size_t i)
 {
 	NK_ASSERT(i < m->nparams);
-	return be32(m->oids + i * 4);
+	return nk_get_be32(m->oids + i * 4);
 }
 
 /* Skip <n> length-prefixed values (-1 = NULL); sets a fault on bad lengths. */
@@ -479,7 +481,8 @@ proto_parse_sasl_initial(const uint8_t *body, size_t len, struct proto_sasl_init
 bool
 proto_function_call_refuse(struct nk_error *err)
 {
-	nk_error_set(err, "0A000", "function call messages are not supported");
+	nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "function call messages are not supported");
 	nk_error_hint(err, "Call the function with a SELECT statement instead.");
 	return false;
 }

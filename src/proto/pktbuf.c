@@ -9,6 +9,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/byteorder.h"
 #include "neki/pktbuf.h"
 
 #include <stdlib.h>
@@ -126,10 +127,15 @@ pktbuf_put_int32(struct pktbuf *pb, int32_t v)
 
 	if (!pktbuf_reserve(pb, 4))
 		return;
-	pb->buf[pb->len++] = (uint8_t)(u >> 24);
-	pb->buf[pb->len++] = (uint8_t)(u >> 16);
-	pb->buf[pb->len++] = (uint8_t)(u >> 8);
-	pb->buf[pb->len++] = (uint8_t)u;
+	nk_put_be32(pb->buf + pb->len, u);
+	pb->len += 4;
+}
+
+void
+pktbuf_put_uint64(struct pktbuf *pb, uint64_t v)
+{
+	pktbuf_put_int32(pb, (int32_t)(uint32_t)(v >> 32));
+	pktbuf_put_int32(pb, (int32_t)(uint32_t)v);
 }
 
 /* Append <s> with its terminating NUL (NULL writes ""). */
@@ -171,10 +177,7 @@ pktbuf_end(struct pktbuf *pb)
 		pb->failed = true;
 		return;
 	}
-	pb->buf[start] = (uint8_t)(len >> 24);
-	pb->buf[start + 1] = (uint8_t)(len >> 16);
-	pb->buf[start + 2] = (uint8_t)(len >> 8);
-	pb->buf[start + 3] = (uint8_t)len;
+	nk_put_be32(pb->buf + start, (uint32_t)len);
 }
 
 /* A message with no body (ParseComplete, Sync, ...). */
@@ -321,7 +324,7 @@ pktbuf_write_error_ex(struct pktbuf *pb, char type, const struct nk_error *err,
 	pktbuf_begin(pb, type);
 	put_field(pb, 'S', sev);
 	put_field(pb, 'V', sev);
-	put_field(pb, 'C', err->sqlstate[0] ? err->sqlstate : "XX000");
+	put_field(pb, 'C', err->sqlstate[0] ? err->sqlstate : ERRCODE_INTERNAL_ERROR);
 	/* M is mandatory: an empty message still gets its field */
 	pktbuf_put_byte(pb, 'M');
 	pktbuf_put_string(pb, err->message);

@@ -300,7 +300,7 @@ malformed(struct nk_error *err, const char *fmt, ...)
 {
 	va_list ap;
 
-	nk_error_set(err, "08P01", "malformed SCRAM message");
+	nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION, "malformed SCRAM message");
 	if (err) {
 		va_start(ap, fmt);
 		vsnprintf(err->detail, sizeof(err->detail), fmt, ap);
@@ -391,7 +391,7 @@ msg_copy(const uint8_t *msg, size_t len, struct nk_error *err)
 	}
 	s = malloc(len + 1);
 	if (!s) {
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 		return NULL;
 	}
 	memcpy(s, msg, len);
@@ -441,9 +441,13 @@ mock_salt(const char *user, uint8_t *salt, size_t len)
 	memcpy(salt, h, len);
 }
 
-/* Prepare a server exchange; an unusable secret makes it a mock that fails. */
+/*
+ * Prepare a server exchange; an unusable secret makes it a mock that fails. An empty
+ * password is no password: Postgres and pgbouncer refuse it on every method, and a SCRAM
+ * secret derived from "" would let in whoever runs the exchange with an empty password.
+ */
 void
-scram_server_init(struct scram_server *s, const char *user, const char *stored)
+scram_server_init(struct scram_server *s, const char *user, const char *stored, int iterations)
 {
 	uint8_t salt[SCRAM_DEFAULT_SALT_LEN];
 
@@ -452,17 +456,17 @@ scram_server_init(struct scram_server *s, const char *user, const char *stored)
 	s->state = SCRAM_SRV_INIT;
 	if (stored && auth_secret_kind(stored) == AUTH_SECRET_SCRAM) {
 		s->mock = !scram_secret_parse(stored, &s->secret);
-	} else if (stored && auth_secret_kind(stored) == AUTH_SECRET_PLAIN) {
+	} else if (stored && stored[0] != '\0' && auth_secret_kind(stored) == AUTH_SECRET_PLAIN) {
 		/* a plain password: derive a secret with a fresh salt */
 		s->mock = !scram_random_bytes(salt, sizeof(salt)) ||
-			  !scram_secret_from_password(stored, salt, sizeof(salt),
-						      SCRAM_DEFAULT_ITERATIONS, &s->secret);
+			  !scram_secret_from_password(stored, salt, sizeof(salt), iterations,
+						      &s->secret);
 	} else {
 		s->mock = true;
 	}
 	if (s->mock) {
 		/* believable parameters for the fake exchange */
-		s->secret.iterations = SCRAM_DEFAULT_ITERATIONS;
+		s->secret.iterations = iterations;
 		s->secret.salt_len = SCRAM_DEFAULT_SALT_LEN;
 		mock_salt(user, s->secret.salt, s->secret.salt_len);
 	}
@@ -491,7 +495,7 @@ server_read_gs2(struct scram_server *s, char **p, struct nk_error *err)
 				 sanitize_char(*in, cb));
 	}
 	if (*in == 'a')
-		return nk_error_set(err, "0A000",
+		return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
 				    "client uses authorization identity, but it is not supported");
 	if (*in != ',')
 		return malformed(err, "Unexpected attribute \"%s\" in client-first-message.",
@@ -507,7 +511,8 @@ server_read_bare(char *bare, struct nk_error *err)
 	char *p = bare, *nonce;
 
 	if (*p == 'm') {
-		nk_error_set(err, "0A000", "client requires an unsupported SCRAM extension");
+		nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			     "client requires an unsupported SCRAM extension");
 		return NULL;
 	}
 	if (!read_attr(&p, 'n', err))
@@ -516,7 +521,8 @@ server_read_bare(char *bare, struct nk_error *err)
 	if (!nonce)
 		return NULL;
 	if (!nonce_is_printable(nonce)) {
-		nk_error_set(err, "08P01", "non-printable characters in SCRAM nonce");
+		nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+			     "non-printable characters in SCRAM nonce");
 		return NULL;
 	}
 	while (*p != '\0') {	/* extensions: checked for form, then ignored */
@@ -537,13 +543,13 @@ server_build_first(struct scram_server *s, const char *client_nonce, struct nk_e
 	if (s->test_nonce)
 		snprintf(snonce, sizeof(snonce), "%s", s->test_nonce);
 	else if (!make_nonce(snonce))
-		return nk_error_set(err, "XX000", "could not generate random nonce");
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR, "could not generate random nonce");
 	b64_encode(s->secret.salt, s->secret.salt_len, salt);
 	s->nonce = str_printf("%s%s", client_nonce, snonce);
 	s->server_first = s->nonce ? str_printf("r=%s,s=%s,i=%d", s->nonce, salt,
 						s->secret.iterations) : NULL;
 	if (!s->server_first)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	return true;
 }
 
@@ -565,7 +571,7 @@ scram_server_client_first(struct scram_server *s, const uint8_t *msg, size_t len
 		goto out;
 	s->client_first_bare = strdup(p);
 	if (!s->client_first_bare) {
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 		goto out;
 	}
 	nonce = server_read_bare(p, err);
@@ -597,7 +603,7 @@ server_read_final(struct scram_server *s, char *buf, uint8_t proof[SCRAM_KEY_LEN
 	if (!cb)
 		return false;
 	if (strcmp(cb, want_cb) != 0)
-		return nk_error_set(err, "08P01",
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
 		"unexpected SCRAM channel-binding attribute in client-final-message");
 	nonce = read_attr(&p, 'r', err);
 	if (!nonce)
@@ -613,7 +619,7 @@ server_read_final(struct scram_server *s, char *buf, uint8_t proof[SCRAM_KEY_LEN
 	if (*p != '\0')
 		return malformed(err, "Garbage found at the end of client-final-message.");
 	if (strcmp(nonce, s->nonce) != 0) {
-		nk_error_set(err, "08P01", "invalid SCRAM response");
+		nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION, "invalid SCRAM response");
 		nk_error_detail(err, "Nonce does not match.");
 		return false;
 	}
@@ -675,7 +681,7 @@ scram_server_client_final(struct scram_server *s, const uint8_t *msg, size_t len
 	auth_msg = str_printf("%s,%s,%.*s", s->client_first_bare, s->server_first, (int)wp_len,
 			      (const char *)msg);
 	if (!auth_msg) {
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 		goto out;
 	}
 	/* verify even a mock exchange, so that its failure takes as long as a real one */
@@ -858,7 +864,7 @@ scram_client_server_first(struct scram_client *c, const uint8_t *msg, size_t len
 	if (!client_read_server_first(c, buf, &nonce, salt, &salt_len, &iter, err))
 		goto out;
 	if (!client_keys(c, salt, salt_len, iter, ck) || !client_build_final(c, nonce, ck)) {
-		nk_error_set(err, "XX000", "could not compute SCRAM client proof");
+		nk_error_set(err, ERRCODE_INTERNAL_ERROR, "could not compute SCRAM client proof");
 		goto out;
 	}
 	c->state = SCRAM_CLI_FINAL_SENT;
@@ -892,7 +898,8 @@ scram_client_server_final(struct scram_client *c, const uint8_t *msg, size_t len
 		return false;
 	p = buf;
 	if (*p == 'e') {
-		nk_error_set(err, "28000", "SCRAM authentication rejected by server: %s", p);
+		nk_error_set(err, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
+			     "SCRAM authentication rejected by server: %s", p);
 		goto out;
 	}
 	v = read_attr(&p, 'v', err);
@@ -902,7 +909,7 @@ scram_client_server_final(struct scram_client *c, const uint8_t *msg, size_t len
 	    !hmac256(c->server_key, SCRAM_KEY_LEN, c->auth_message, strlen(c->auth_message),
 		     want) ||
 	    CRYPTO_memcmp(want, got, SCRAM_KEY_LEN) != 0) {
-		nk_error_set(err, "08P01",
+		nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
 			     "invalid server signature in SCRAM server-final-message");
 		goto out;
 	}

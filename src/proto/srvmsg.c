@@ -200,7 +200,8 @@ proto_server_error_to_nk(const struct proto_server_error *e, struct nk_error *ou
 {
 	nk_error_clear(out);
 	out->severity = severity_from_word(e->severity_nl ? e->severity_nl : e->severity);
-	snprintf(out->sqlstate, sizeof(out->sqlstate), "%s", e->sqlstate ? e->sqlstate : "XX000");
+	snprintf(out->sqlstate, sizeof(out->sqlstate), "%s",
+		 e->sqlstate ? e->sqlstate : ERRCODE_INTERNAL_ERROR);
 	snprintf(out->message, sizeof(out->message), "%s", e->message ? e->message : "");
 	snprintf(out->detail, sizeof(out->detail), "%s", e->detail ? e->detail : "");
 	snprintf(out->hint, sizeof(out->hint), "%s", e->hint ? e->hint : "");

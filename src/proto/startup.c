@@ -11,6 +11,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/byteorder.h"
 #include "neki/proto.h"
 
 #include <ctype.h>
@@ -20,12 +21,6 @@
 
 /* Newest minor version of protocol 3 that neki speaks. */
 #define STARTUP_LATEST_MINOR 0
-
-static uint32_t
-be32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
 
 /*
  * Postgres' parse_bool: case-insensitive unique prefixes of true/false/yes/no,
@@ -72,13 +67,26 @@ startup_set_replication(struct proto_startup *st, const char *value, struct nk_e
 		return true;
 	}
 	if (!startup_parse_bool(value, &b)) {
-		nk_error_set(err, "22023", "invalid value for parameter \"%s\": \"%s\"",
+		nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+			     "invalid value for parameter \"%s\": \"%s\"",
 			     "replication", value);
 		nk_error_hint(err, "Valid values are: \"false\", 0, \"true\", 1, \"database\".");
 		return false;
 	}
 	st->replication = b ? PROTO_REPL_PHYSICAL : PROTO_REPL_NONE;
 	return true;
+}
+
+const char *
+proto_pair_next(const uint8_t *buf, size_t len, size_t *pos, const char **value)
+{
+	const char *name = (const char *)buf + *pos;
+
+	if (*pos >= len)
+		return NULL;
+	*value = name + strlen(name) + 1;
+	*pos += strlen(name) + strlen(*value) + 2;
+	return name;
 }
 
 /* Iterate the name/value pairs of a parsed StartupMessage. */
@@ -141,10 +149,34 @@ startup_parse_params(struct proto_startup *st, struct nk_error *err)
 			return false;
 		at = (size_t)(nul - base) + 1;
 	}
-	if (len == 0 || at != len - 1)
+	/* at the last byte, and that byte the terminator (a last "x" is no name: it has no NUL) */
+	if (len == 0 || at != len - 1 || base[at] != '\0')
 		return nk_error_set(err, PROTO_SQLSTATE_VIOLATION,
 		"invalid startup packet layout: expected terminator as last byte");
 	return true;
+}
+
+/* Postgres' answer to a startup packet of a version it does not speak. */
+static bool
+startup_unsupported(const struct proto_startup *st, struct nk_error *err)
+{
+	return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			    "unsupported frontend protocol %u.%u: server supports 3.0 to 3.%u",
+			    st->major, st->minor, STARTUP_LATEST_MINOR);
+}
+
+/* proto_startup_refuse_repeat: see proto.h. */
+bool
+proto_startup_refuse_repeat(const struct proto_startup *st, struct nk_error *err)
+{
+	return startup_unsupported(st, err);
+}
+
+/* proto_startup_bad_length: see proto.h. */
+bool
+proto_startup_bad_length(struct nk_error *err)
+{
+	return nk_error_set(err, PROTO_SQLSTATE_VIOLATION, "invalid length of startup packet");
 }
 
 /* A StartupMessage: version check, then parameters. */
@@ -153,15 +185,13 @@ startup_parse_message(struct proto_startup *st, const uint8_t *rest, size_t rest
 		      struct nk_error *err)
 {
 	if (st->major != 3)
-		return nk_error_set(err, "0A000",
-		"unsupported frontend protocol %u.%u: server supports 3.0 to 3.%u",
-				    st->major, st->minor, STARTUP_LATEST_MINOR);
+		return startup_unsupported(st, err);
 	st->params = rest;
 	st->params_len = rest_len;
 	if (!startup_parse_params(st, err))
 		return false;
 	if (st->user == NULL || st->user[0] == '\0')
-		return nk_error_set(err, "28000",
+		return nk_error_set(err, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
 				    "no PostgreSQL user name specified in startup packet");
 	if (st->database == NULL || st->database[0] == '\0')
 		st->database = st->user;
@@ -175,9 +205,8 @@ proto_startup_parse(const uint8_t *body, size_t len, struct proto_startup *st,
 {
 	memset(st, 0, sizeof(*st));
 	if (len < 4 || len > PROTO_MAX_STARTUP_LEN)
-		return nk_error_set(err, PROTO_SQLSTATE_VIOLATION,
-				    "invalid length of startup packet");
-	st->version = be32(body);
+		return proto_startup_bad_length(err);
+	st->version = nk_get_be32(body);
 	st->major = (uint16_t)(st->version >> 16);
 	st->minor = (uint16_t)(st->version & 0xffff);
 	switch (st->version) {
@@ -186,8 +215,8 @@ proto_startup_parse(const uint8_t *body, size_t len, struct proto_startup *st,
 		if (len != 12)
 			return nk_error_set(err, PROTO_SQLSTATE_VIOLATION,
 					    "invalid length of query cancel packet");
-		st->cancel_pid = be32(body + 4);
-		st->cancel_key = be32(body + 8);
+		st->cancel_pid = nk_get_be32(body + 4);
+		st->cancel_key = nk_get_be32(body + 8);
 		return true;
 	case PROTO_SSL_CODE:
 		st->kind = PROTO_STARTUP_SSL;
@@ -304,7 +333,7 @@ proto_options_parse(const char *options, proto_option_cb cb, void *arg, struct n
 	/* an unescaped token is never longer than the input */
 	scratch = malloc(strlen(options) + 1);
 	if (!scratch)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	/* like pgbouncer, trailing white space counts as a (bad) further item */
 	while (ok && *pos) {
 		const char *name = NULL, *value = NULL;

@@ -1,15 +1,18 @@
 # router module files: the libpg_query adapter (parse*.c), normalisation, planning,
 # rejections, the plan cache and the EXPLAIN (NEKI_PLAN) printer
-libneki_a_SOURCES += src/router/parse.c src/router/parse_expr.c src/router/parse_util.c \
-	src/router/rarena.c src/router/normalize.c src/router/parse_plpgsql.c \
-	src/router/parse_cursor.c
-noinst_HEADERS += include/neki/router.h include/neki/parse.h src/router/parse_int.h
+libneki_a_SOURCES += src/router/parse.c src/router/parse_dml.c src/router/parse_expr.c src/router/parse_util.c \
+	src/router/normalize.c src/router/parse_plpgsql.c \
+	src/router/parse_cursor.c src/router/parse_guard.c
+noinst_HEADERS += include/neki/router.h include/neki/parse.h src/router/parse_int.h \
+	include/neki/normalize.h include/neki/parse_split.h
 libneki_a_SOURCES += src/router/plan.c src/router/plan_insert.c src/router/plan_util.c \
 	src/router/plan_cache.c src/router/explain.c src/router/sequence.c \
 	src/router/plan_seq.c src/router/plan_rewrite.c src/router/plan_fn.c \
 	src/router/plan_cursor.c src/router/plan_insel.c \
-	src/router/plan_dist.c src/router/plan_memo.c
-noinst_HEADERS += include/neki/plan.h src/router/plan_int.h include/neki/sequence.h
+	src/router/plan_dist.c src/router/plan_memo.c src/router/plan_decide.c \
+	src/router/target.c
+noinst_HEADERS += include/neki/plan.h src/router/plan_int.h include/neki/sequence.h \
+	include/neki/target.h
 # the merge spec of multi-shard SELECTs and the shard query rewrite (src/merge runs it)
 libneki_a_SOURCES += src/router/plan_merge.c src/router/plan_merge_agg.c \
 	src/router/plan_merge_text.c

@@ -11,6 +11,8 @@
  */
 #include "neki/base.h"
 
+#include "neki/hash.h"
+#include "neki/sqlscan.h"
 #include "neki/parse.h"
 
 #include <ctype.h>
@@ -21,6 +23,7 @@
 
 struct norm_lex {
 	const char *s;		/* the SQL text */
+	size_t len;		/* its bytes */
 	size_t pos;		/* next source byte */
 	struct rarena *a;	/* everything below is allocated here */
 	char *out;		/* key being built */
@@ -80,28 +83,19 @@ skip_space(struct norm_lex *l)
 	size_t start = l->pos;
 
 	for (;;) {
+		enum sql_item it;
+		size_t e;
+
 		if (isspace((unsigned char)s[l->pos])) {
 			l->pos++;
-		} else if (s[l->pos] == '-' && s[l->pos + 1] == '-') {
-			while (s[l->pos] && s[l->pos] != '\n')
-				l->pos++;
-		} else if (s[l->pos] == '/' && s[l->pos + 1] == '*') {
-			int depth = 0;
-
-			do {
-				if (s[l->pos] == '/' && s[l->pos + 1] == '*') {
-					depth++;
-					l->pos += 2;
-				} else if (s[l->pos] == '*' && s[l->pos + 1] == '/') {
-					depth--;
-					l->pos += 2;
-				} else {
-					l->pos++;
-				}
-			} while (depth > 0 && s[l->pos]);
-		} else {
-			break;
+			continue;
 		}
+		if (s[l->pos] != '-' && s[l->pos] != '/')
+			break;
+		e = sql_scan_item(s, l->pos, l->len, &it);
+		if (it != SQL_ITEM_COMMENT)
+			break;
+		l->pos = e;
 	}
 	return l->pos > start;
 }
@@ -121,28 +115,32 @@ is_ident_char(char c)
 	return is_ident_start(c) || (c >= '0' && c <= '9') || c == '$';
 }
 
-/* Keywords after which a '-' is unary (the parser folds it into a following number). */
+/*
+ * Keywords after which a '-' is unary (the parser folds it into a following number), by
+ * first letter, each followed by a space: a word is lowered once and compared with the few
+ * of its letter.
+ */
 static bool
 keyword_before_operand(const char *w, size_t n)
 {
-#define KW(s) { s, sizeof(s) - 1 }
-	static const struct {
-		const char *w;
-		size_t len;
-	} kw[] = {
-		KW("select"), KW("where"), KW("and"), KW("or"), KW("not"), KW("in"), KW("values"),
-		KW("between"), KW("when"), KW("then"), KW("else"), KW("limit"), KW("offset"),
-		KW("returning"), KW("set"), KW("on"), KW("by"), KW("having"), KW("any"),
-		KW("all"), KW("some"), KW("is"), KW("case"), KW("like"), KW("ilike"),
-		KW("array"), KW("distinct"), KW("fetch"), KW("first"), KW("next"), KW("return"),
-		KW("using"),
+	static const char *const by_letter[26] = {
+		['a' - 'a'] = "and any all array ", ['b' - 'a'] = "between by ",
+		['c' - 'a'] = "case ", ['d' - 'a'] = "distinct ", ['e' - 'a'] = "else ",
+		['f' - 'a'] = "fetch first ", ['h' - 'a'] = "having ", ['i' - 'a'] = "in is ilike ",
+		['l' - 'a'] = "limit like ", ['n' - 'a'] = "not next ", ['o' - 'a'] = "or offset on ",
+		['r' - 'a'] = "returning return ", ['s' - 'a'] = "select set some ",
+		['t' - 'a'] = "then ", ['u' - 'a'] = "using ", ['v' - 'a'] = "values ",
+		['w' - 'a'] = "where when ",
 	};
-#undef KW
+	unsigned first = (unsigned)((unsigned char)w[0] | 0x20) - 'a';
+	char low[9];
 
-	if (n < 2 || n > 9)
+	if (n < 2 || n > sizeof(low) || first >= 26 || by_letter[first] == NULL)
 		return false;
-	for (size_t i = 0; i < NK_ARRAY_LEN(kw); i++)
-		if (kw[i].len == n && (w[0] | 0x20) == kw[i].w[0] && strncasecmp(kw[i].w, w, n) == 0)
+	for (size_t i = 0; i < n; i++)
+		low[i] = (char)(w[i] | 0x20);	/* (a non-letter matches no keyword either way) */
+	for (const char *k = by_letter[first], *e; (e = strchr(k, ' ')) != NULL; k = e + 1)
+		if ((size_t)(e - k) == n && memcmp(k, low, n) == 0)
 			return true;
 	return false;
 }
@@ -235,13 +233,10 @@ lex_string(struct norm_lex *l)
 {
 	const char *s = l->s;
 	size_t start = l->pos, end, save;
+	enum sql_item it;
 	char *v, *w;
 
-	l->pos++;
-	while (s[l->pos] && !(s[l->pos] == '\'' && s[l->pos + 1] != '\''))
-		l->pos += s[l->pos] == '\'' ? 2 : 1;
-	if (s[l->pos])
-		l->pos++;
+	l->pos = sql_scan_item(s, l->pos, l->len, &it);
 	end = l->pos;
 	save = l->pos;
 	while (s[save] == ' ' || s[save] == '\t' || s[save] == '\r' || s[save] == '\n')
@@ -250,11 +245,7 @@ lex_string(struct norm_lex *l)
 	if (s[save] == '\'' && memchr(s + end, '\n', save - end)) {
 		/* continued over a newline: copy every piece (and what joins them) verbatim */
 		while (s[save] == '\'' && memchr(s + end, '\n', save - end)) {
-			l->pos = save + 1;
-			while (s[l->pos] && !(s[l->pos] == '\'' && s[l->pos + 1] != '\''))
-				l->pos += s[l->pos] == '\'' ? 2 : 1;
-			if (s[l->pos])
-				l->pos++;
+			l->pos = sql_scan_item(s, save, l->len, &it);
 			end = save = l->pos;
 			while (isspace((unsigned char)s[save]))
 				save++;
@@ -277,27 +268,19 @@ lex_string(struct norm_lex *l)
 		l->lits[l->nlits - 1].quoted = true;
 }
 
-/* Copy a quoted run (<q>...<q> with doubled <q> inside) verbatim. */
-static void
-copy_quoted(struct norm_lex *l, char q, bool backslash)
+/* Copy the quoted item at l->pos (neki/sqlscan.h: a quoted identifier, a prefixed string, a
+ * dollar quote) verbatim; false when none starts there. */
+static bool
+copy_item(struct norm_lex *l)
 {
-	const char *s = l->s;
 	size_t start = l->pos;
+	enum sql_item it;
 
-	l->pos++;
-	while (s[l->pos]) {
-		if (backslash && s[l->pos] == '\\' && s[l->pos + 1]) {
-			l->pos += 2;
-		} else if (s[l->pos] == q) {
-			l->pos++;
-			if (s[l->pos] != q)
-				break;
-			l->pos++;
-		} else {
-			l->pos++;
-		}
-	}
-	out_put(l, s + start, l->pos - start);
+	l->pos = sql_scan_item(l->s, start, l->len, &it);
+	if (it == SQL_ITEM_NONE)
+		return false;
+	out_put(l, l->s + start, l->pos - start);
+	return true;
 }
 
 /* $n parameter or $tag$...$tag$ at l->pos. */
@@ -305,8 +288,7 @@ static void
 lex_dollar(struct norm_lex *l)
 {
 	const char *s = l->s;
-	size_t start = l->pos, tag;
-	const char *close;
+	size_t start = l->pos;
 
 	tok_begin(l);
 	if (isdigit((unsigned char)s[l->pos + 1])) {
@@ -316,26 +298,10 @@ lex_dollar(struct norm_lex *l)
 		out_put(l, s + start, l->pos - start);
 		return;
 	}
-	tag = start + 1;
-	while (is_ident_char(s[tag]) && s[tag] != '$')
-		tag++;
-	if (s[tag] != '$') {	/* a lone '$' */
+	if (!copy_item(l)) {	/* a lone '$' */
 		l->pos++;
 		out_put(l, "$", 1);
-		return;
 	}
-	{
-		size_t tlen = tag + 1 - start;
-		char *t = rarena_strndup(l->a, s + start, tlen);
-
-		if (!t) {
-			l->oom = true;
-			return;
-		}
-		close = strstr(s + tag + 1, t);
-		l->pos = close ? (size_t)(close - s) + tlen : strlen(s);
-	}
-	out_put(l, s + start, l->pos - start);
 }
 
 static inline bool
@@ -379,21 +345,13 @@ lex_word(struct norm_lex *l)
 	tok_begin(l);
 	while (is_ident_char(s[l->pos]))
 		l->pos++;
-	if (l->pos - start == 1 && s[l->pos] == '\'') {
-		char c = (char)tolower((unsigned char)s[start]);
-
-		out_put(l, s + start, 1);
-		copy_quoted(l, '\'', c == 'e');
-		l->prev_operand_end = true;
-		return;
-	}
-	if (l->pos - start == 1 && (s[start] == 'u' || s[start] == 'U') && s[l->pos] == '&' &&
-	    (s[l->pos + 1] == '\'' || s[l->pos + 1] == '"')) {
-		out_put(l, s + start, 2);
-		l->pos++;
-		copy_quoted(l, s[l->pos], false);
-		l->prev_operand_end = true;
-		return;
+	if (l->pos - start == 1 && (s[l->pos] == '\'' || s[l->pos] == '&')) {
+		l->pos = start;
+		if (copy_item(l)) {	/* E'', B'', X'', N'', U&'', U&"" */
+			l->prev_operand_end = true;
+			return;
+		}
+		l->pos = start + 1;
 	}
 	out_put(l, s + start, l->pos - start);
 	l->prev_operand_end = !keyword_before_operand(s + start, l->pos - start);
@@ -419,7 +377,7 @@ lex_token(struct norm_lex *l)
 		l->after_list_start = false;
 	} else if (c == '"') {
 		tok_begin(l);
-		copy_quoted(l, '"', false);
+		(void)copy_item(l);
 		l->prev_operand_end = true;
 	} else if (c == '$') {
 		lex_dollar(l);
@@ -467,16 +425,6 @@ prescan_params(const char *sql)
 	return max;
 }
 
-/* FNV-1a of the key (the plan cache's hash). */
-static uint64_t
-key_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
 
 /* parse_normalize: see parse.h. */
 bool
@@ -488,6 +436,7 @@ parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out)
 	memset(out, 0, sizeof(*out));
 	l.a = a;
 	l.s = sql;
+	l.len = strlen(sql);
 	l.minus_out = SIZE_MAX;
 	l.maxparam = prescan_params(sql);
 	l.ocap = strlen(sql) + 32;
@@ -504,7 +453,7 @@ parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out)
 	if (l.oom)
 		return false;
 	out->key = l.out;
-	out->key_hash = key_hash(l.out);
+	out->key_hash = nk_hash64_str(l.out);
 	out->nparams = l.maxparam;
 	out->lits = l.lits;
 	out->nlits = l.nlits;

@@ -45,6 +45,13 @@ is_aggregate_name(const char *name)
 	return name_in(name, aggs, NK_ARRAY_LEN(aggs));
 }
 
+/* stmt_builtin_aggregate: see parse.h. */
+bool
+stmt_builtin_aggregate(const char *name)
+{
+	return is_aggregate_name(name);
+}
+
 static bool
 is_srf_name(const char *name)
 {
@@ -227,6 +234,87 @@ is_agg_call(const cJSON *fc, const char *name)
 	       jget(fc, "agg_filter") || jbool(fc, "agg_within_group") || is_aggregate_name(name);
 }
 
+/* True when <name> is the alias (else the name) of a table in <scope>'s FROM. */
+static bool
+rel_of_scope(const struct pb *b, const char *name, uint16_t scope)
+{
+	for (uint32_t i = 0; i < b->s->nrels; i++) {
+		const struct stmt_rel *r = &b->s->rels[i];
+		const char *as = r->alias ? r->alias : r->name;
+
+		if (r->scope == scope && as && strcmp(as, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool
+rel_of_enclosing(const struct pb *b, const char *name, uint16_t scope)
+{
+	while (scope != 0 && scope < b->s->nscopes) {
+		scope = b->s->scopes[scope].parent;
+		if (rel_of_scope(b, name, scope))
+			return true;
+	}
+	return false;
+}
+
+enum { AGG_REF_LOCAL = 1, AGG_REF_OUTER = 2 };
+
+/*
+ * Where the column references of <n> (an aggregate's arguments, read in <scope>) point:
+ * AGG_REF_LOCAL for one of <scope>'s tables (or unqualified where <scope> has a FROM),
+ * AGG_REF_OUTER for one of an enclosing scope's only (or unqualified without a FROM).
+ * Inside a nested sub-SELECT (<nested>) only qualified references count.
+ */
+static unsigned
+agg_refs(const struct pb *b, const cJSON *n, uint16_t scope, bool nested)
+{
+	const cJSON *f, *fields;
+	unsigned out = 0;
+	int nf;
+
+	if (!n || (!cJSON_IsArray(n) && !cJSON_IsObject(n)))
+		return 0;
+	cJSON_ArrayForEach(f, n) {
+		if (!f->string || strcmp(f->string, "ColumnRef") != 0) {
+			out |= agg_refs(b, f, scope, nested || (f->string &&
+							      strcmp(f->string, "subselect") == 0));
+			continue;
+		}
+		fields = jget(f, "fields");
+		nf = cJSON_GetArraySize(fields);
+		if (nf > 1 && jsval(cJSON_GetArrayItem(fields, nf - 2))) {
+			const char *q = jsval(cJSON_GetArrayItem(fields, nf - 2));
+
+			out |= rel_of_scope(b, q, scope) ? AGG_REF_LOCAL :
+			       rel_of_enclosing(b, q, scope) ? AGG_REF_OUTER : 0;
+		} else if (nf >= 1 && !nested) {
+			out |= b->s->scopes[scope].from >= 0 ? AGG_REF_LOCAL : AGG_REF_OUTER;
+		}
+	}
+	return out;
+}
+
+/*
+ * An aggregate whose arguments reference only columns of enclosing queries belongs to the
+ * nearest of those (SQL's rule): a subquery's `max(o.x)` is the outer query's aggregate,
+ * which the router does not combine (STMT_SH_OUTER_AGG, 135 on several shards).
+ */
+static void
+pb_outer_agg(struct pb *b, const cJSON *fc, uint16_t scope)
+{
+	unsigned refs;
+
+	if (scope == 0 || scope >= b->s->nscopes)
+		return;
+	refs = agg_refs(b, jget(fc, "args"), scope, false) |
+	       agg_refs(b, jget(fc, "agg_filter"), scope, false) |
+	       agg_refs(b, jget(fc, "agg_order"), scope, false);
+	if (refs == AGG_REF_OUTER)
+		b->s->shape |= STMT_SH_OUTER_AGG;
+}
+
 static void
 pb_funccall(struct pb *b, const cJSON *fc, bool top, uint16_t scope)
 {
@@ -237,8 +325,10 @@ pb_funccall(struct pb *b, const cJSON *fc, bool top, uint16_t scope)
 		return;
 	if (jget(fc, "over"))
 		pb_window(b, jget(fc, "over"), scope);
-	else if (is_agg_call(fc, name) && scope < b->s->nscopes)
+	else if (is_agg_call(fc, name) && scope < b->s->nscopes) {
 		b->s->scopes[scope].flags |= STMT_SCF_AGG;
+		pb_outer_agg(b, fc, scope);
+	}
 	pb_func(b, name);
 	if (strcmp(name, "nextval") == 0)
 		b->s->flags |= b->ctx == PB_CTX_WHERE ? STMT_F_SEQ_WHERE :

@@ -123,6 +123,28 @@ bool pb_colref(struct pb *b, const cJSON *n, struct stmt_colref *out);
 /* Record a called function name (lowercased by the parser). */
 void pb_func(struct pb *b, const char *name);
 
+/* A new FROM node of <kind> in <scope>; its index, or -1 on no memory. */
+int32_t pb_node(struct pb *b, enum stmt_node_kind kind, uint16_t scope);
+/* Append node <n> to <scope>'s FROM list. */
+void pb_from_append(struct pb *b, uint16_t scope, int32_t n);
+/* Walk <n> (in <scope>) as clause <ctx>. */
+void pb_walk_ctx(struct pb *b, const cJSON *n, uint16_t scope, enum pb_ctx ctx);
+/* Add the table of RangeVar <rv> to the model. */
+struct stmt_rel *pb_rel(struct pb *b, const cJSON *rv, uint16_t scope);
+/* The ON clause of join node <nd> (its equalities carry the node). */
+struct stmt_cond *pb_join_on(struct pb *b, const cJSON *quals, uint16_t scope, int32_t nd);
+/* One FROM item of <scope> (<nullable>: under an outer join's nullable side); its node. */
+int32_t pb_from_item(struct pb *b, const cJSON *n, uint16_t scope, bool nullable);
+/* The WITH clause <with> of <scope>: each CTE a scope of its own. */
+void pb_with(struct pb *b, const cJSON *with, uint16_t scope);
+
+/* Shape matchers for pb_find(): a sub-SELECT, a router-only function (now(), ...), a
+ * parameter $n, an OLD / NEW column (rules). */
+bool m_sublink(const char *key, const cJSON *node);
+bool m_router_only(const char *key, const cJSON *node);
+bool m_param(const char *key, const cJSON *node);
+bool m_old_new(const char *key, const cJSON *node);
+
 /* Translate a SelectStmt body into scope <scope> (top: the statement's own SELECT). */
 void pb_select(struct pb *b, const cJSON *sel, uint16_t scope, bool top);
 
@@ -152,6 +174,12 @@ bool pb_router_only_name(const char *name);
 int pb_advisory_name(const char *name);
 /* True when some member of <n> (at any depth) satisfies <match>(its key, itself). */
 bool pb_find(const cJSON *n, bool (*match)(const char *key, const cJSON *node));
+
+/* ---- the __neki store (parse_guard.c) ---- */
+
+/* True unless the whole parse tree <tree> names an object in the __neki schema other than
+ * neki's own functions; then <err> is 42501 and false. Sets b->s->neki_fn. */
+bool pb_guard_check(struct pb *b, const cJSON *tree, struct nk_error *err);
 
 /* ---- utility statements (parse_util.c) ---- */
 

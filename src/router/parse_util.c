@@ -319,7 +319,8 @@ explain_option(struct pb *b, struct stmt_explain *e, const cJSON *d)
 	if (streq(name, "neki_plan")) {
 		e->neki_plan = !off;
 	} else if (streq(name, "neki_pg_plan")) {
-		e->neki_pg_plan = !off;
+		if (!off && !e->reject)
+			e->reject = 32;	/* (a shard's Postgres plan beside neki's: not built yet) */
 	} else if (streq(name, "analyze")) {
 		e->analyze = !off;
 	} else if (streq(name, "format")) {
@@ -484,6 +485,7 @@ ddl_define(struct pb *b, const cJSON *d)
 	};
 	const char *kind = jstr(d, "kind");
 
+	b->s->names_aggregate = streq(kind, "OBJECT_AGGREGATE");
 	for (size_t i = 0; i < NK_ARRAY_LEN(kinds); i++)
 		if (streq(kind, kinds[i].kind))
 			reject(b, kinds[i].code);
@@ -617,6 +619,53 @@ ddl_enum_rename(struct pb *b, const cJSON *names)
 		b->s->enum_schema = pb_strdup(b, jsval(cJSON_GetArrayItem(names, n - 2)));
 }
 
+/* <rt> (a ResTarget of a CREATE TABLE AS query) as a column of the new table in <c>. */
+static void
+ctas_col(struct pb *b, const cJSON *rt, struct stmt_ctas_col *c)
+{
+	const cJSON *fields = jget(jas(jget(rt, "val"), "ColumnRef"), "fields");
+	int nf = cJSON_GetArraySize(fields);
+	const cJSON *last = nf > 0 ? cJSON_GetArrayItem(fields, nf - 1) : NULL;
+
+	if (last && jas(last, "A_Star")) {
+		c->out = "*";
+		return;
+	}
+	c->col = jsval(last) ? pb_strdup(b, jsval(last)) : NULL;
+	c->out = jstr(rt, "name") ? pb_strdup(b, jstr(rt, "name")) : c->col;
+}
+
+/*
+ * The shape of CREATE TABLE AS <body>: a copy of one table's rows is `SELECT <list> FROM t`
+ * with at most a WHERE clause and no column names (each shard can copy its own rows; the
+ * planner checks the shard key passes through). Its select list goes to b->s->ctas_cols.
+ */
+static enum stmt_ctas
+ctas_shape(struct pb *b, const cJSON *body)
+{
+	const cJSON *into = jget(body, "into"), *q = jas(jget(body, "query"), "SelectStmt");
+	const cJSON *t = jget(q, "targetList"), *f = jget(q, "fromClause"), *x;
+	int n = cJSON_GetArraySize(t);
+
+	if (jbool(into, "skipData"))
+		return STMT_CTAS_NO_DATA;
+	if (!q || jget(into, "colNames") || n < 1 || cJSON_GetArraySize(f) != 1 ||
+	    !jas(cJSON_GetArrayItem(f, 0), "RangeVar"))
+		return STMT_CTAS_QUERY;
+	cJSON_ArrayForEach(x, q)
+		if (!streq(x->string, "targetList") && !streq(x->string, "fromClause") &&
+		    !streq(x->string, "whereClause") && !streq(x->string, "op") &&
+		    !(streq(x->string, "limitOption") &&
+		      streq(x->valuestring, "LIMIT_OPTION_DEFAULT")))
+			return STMT_CTAS_QUERY;
+	b->s->ctas_cols = pb_alloc(b, (size_t)n * sizeof(*b->s->ctas_cols));
+	if (!b->s->ctas_cols)
+		return STMT_CTAS_QUERY;
+	cJSON_ArrayForEach(x, t)
+		ctas_col(b, jas(x, "ResTarget"), &b->s->ctas_cols[b->s->nctas_cols++]);
+	return STMT_CTAS_COPY;
+}
+
 static void
 ddl_misc(struct pb *b, const char *tag, const cJSON *body)
 {
@@ -631,6 +680,10 @@ ddl_misc(struct pb *b, const char *tag, const cJSON *body)
 	else if (streq(tag, "RenameStmt") && streq(jstr(body, "renameType"),
 						    "OBJECT_DOMCONSTRAINT"))
 		reject(b, 328);
+	else if ((streq(tag, "RenameStmt") && streq(jstr(body, "renameType"), "OBJECT_AGGREGATE")) ||
+		 (streq(tag, "AlterObjectSchemaStmt") &&
+		  streq(jstr(body, "objectType"), "OBJECT_AGGREGATE")))
+		b->s->names_aggregate = true;
 	else if (streq(tag, "CreatedbStmt") || streq(tag, "AlterDatabaseStmt"))
 		ddl_database(b, body);
 	else if (streq(tag, "AlterDatabaseSetStmt") || streq(tag, "AlterRoleSetStmt")) {
@@ -660,6 +713,8 @@ ddl_misc(struct pb *b, const char *tag, const cJSON *body)
 			reject(b, 139);
 		if (jstr(jget(body, "into"), "tableSpaceName"))
 			reject(b, 308);
+		if (streq(jstr(body, "objtype"), "OBJECT_TABLE"))
+			b->s->ctas = ctas_shape(b, body);
 	} else if (streq(tag, "IndexStmt")) {
 		ddl_rel(b, jget(body, "relation"));
 		if (jstr(body, "tableSpace"))

@@ -3,9 +3,10 @@
  * statement in the topology image, turn the shard-key predicates of each table's scope into
  * a set of key ranges (AND narrows, OR widens, anything else leaves all ranges), join tables
  * that are co-located (same group, equivalent index, equality on the shard keys) into one
- * component, then decide: one shard, a shard set, every shard of the group, an unsharded
- * group's shard, a reference table's copy, or NK013 113 for tables that cannot meet on one
- * shard. Entry: plan_build(); INSERT is in plan_insert.c, utility in plan_util.c.
+ * component, then decide (plan_decide.c): one shard, a shard set, every shard of the group,
+ * an unsharded group's shard, a reference table's copy, or NK013 113 for tables that cannot
+ * meet on one shard. Entry: plan_build(); INSERT is in plan_insert.c, utility in
+ * plan_util.c.
  */
 #include "neki/base.h"
 
@@ -136,6 +137,33 @@ check_relkind(struct pctx *c, struct prel *p, bool *routed)
 	return true;
 }
 
+/* plan_view_of_sharded: see plan_int.h. */
+bool
+plan_view_of_sharded(struct pctx *c, const struct prel *p)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	char k = cat && cat->relkind ? cat->relkind(cat->arg, p->schema, p->r->name) : 0;
+	struct topo_img_rel first;
+	bool have_first = false;
+
+	return (k == 'v' || k == 'm') && cat->view_base &&
+	       view_reads_sharded(c, p->schema, p->r->name, 0, &first, &have_first);
+}
+
+/* A sharded rel without a typed key: is its table missing from the catalog (plan_input)? */
+static void
+note_unknown(struct pctx *c, const struct prel *p)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	struct plan_unknown *u = c->in->unknown;
+
+	if (u == NULL || u->table != NULL || c->s->kind == STMT_DDL || !cat || !cat->relkind ||
+	    cat->relkind(cat->arg, p->schema, p->r->name) != 0)
+		return;
+	u->schema = p->schema;
+	u->table = p->r->name;
+}
+
 static bool
 resolve_one(struct pctx *c, const struct stmt_rel *r, struct prel *p)
 {
@@ -161,6 +189,8 @@ resolve_one(struct pctx *c, const struct stmt_rel *r, struct prel *p)
 	oid = cat && cat->column_type ? cat->column_type(cat->arg, p->schema, r->name, p->key_col)
 				      : 0;
 	p->typed = oid && ks_type_from_oid(oid, &p->col_type);
+	if (!p->typed)
+		note_unknown(c, p);
 	return true;
 }
 
@@ -171,7 +201,7 @@ plan_resolve_rels(struct pctx *c)
 	c->rels = rarena_alloc(c->a, (c->s->nrels + 1) * sizeof(*c->rels));
 	c->rel_of = rarena_alloc(c->a, (c->s->nrels + 1) * sizeof(*c->rel_of));
 	if (!c->rels || !c->rel_of)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	for (uint32_t i = 0; i < c->s->nrels; i++) {
 		c->rel_of[i] = -1;
 		if (c->s->rels[i].is_cte_ref || !c->s->rels[i].name)
@@ -264,7 +294,8 @@ slot_raw(struct pctx *c, uint32_t slot, const char **data, int32_t *len, bool *b
 		return true;
 	}
 	if (slot >= c->in->nparams)
-		return nk_error_set(c->err, "08P01", "there is no parameter $%u", slot + 1);
+		return nk_error_set(c->err, ERRCODE_PROTOCOL_VIOLATION,
+				    "there is no parameter $%u", slot + 1);
 	*data = (const char *)c->in->params[slot].data;
 	*len = c->in->params[slot].len;
 	*binary = c->in->params[slot].binary;
@@ -282,7 +313,7 @@ record_value(struct pctx *c, const char *text, int32_t len, bool binary)
 		const char **nv = rarena_alloc(c->a, cap * sizeof(*nv));
 
 		if (!nv)
-			return nk_error_set(c->err, "53200", "out of memory");
+			return nk_error_oom(c->err);
 		if (c->out->nvalues)
 			memcpy(nv, c->out->values, c->out->nvalues * sizeof(*nv));
 		c->out->values = nv;
@@ -290,7 +321,7 @@ record_value(struct pctx *c, const char *text, int32_t len, bool binary)
 	}
 	v = &c->out->values[c->out->nvalues++];
 	*v = binary ? "(binary)" : rarena_strndup(c->a, text, (size_t)len);
-	return *v != NULL || nk_error_set(c->err, "53200", "out of memory");
+	return *v != NULL || nk_error_oom(c->err);
 }
 
 /*
@@ -326,7 +357,7 @@ raw_to_ks(struct pctx *c, enum ks_type type, const char *data, int32_t len, bool
 					  c->err);
 	neg = rarena_alloc(c->a, (size_t)len + 2);
 	if (!neg)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (data[0] == '-') {
 		memcpy(neg, data + 1, (size_t)len - 1);
 		len--;
@@ -383,10 +414,11 @@ plan_value_text(struct pctx *c, const struct stmt_value *v, const char **out, bo
 	if (*is_null)
 		return true;
 	if (binary)
-		return nk_error_set(c->err, "0A000", "this argument cannot be read by the router "
+		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "this argument cannot be read by the router "
 				    "in binary format");
 	return (*out = rarena_strndup(c->a, *out, (size_t)len)) != NULL ||
-	       nk_error_set(c->err, "53200", "out of memory");
+	       nk_error_oom(c->err);
 }
 
 /* plan_value_range: see plan_int.h. */
@@ -408,8 +440,10 @@ plan_value_range(struct pctx *c, const struct prel *p, const struct stmt_value *
 	*is_null = v->kind == STMT_V_NULL;
 	if (*is_null)
 		return true;
+	if (plan_multi_key(p))
+		return nk_error_nk013(c->err, 10);	/* one value cannot route it (V3) */
 	if (!p->typed)
-		return nk_error_set(c->err, "42704",
+		return nk_error_set(c->err, ERRCODE_UNDEFINED_OBJECT,
 				    "type of shard-key column \"%s\" of table \"%s\" is unknown",
 				    p->key_col, p->r->name);
 	if (v->kind == STMT_V_SLOT && !slot_raw(c, v->slot, &data, &len, &binary, &oid))
@@ -449,7 +483,7 @@ bits_new(struct pctx *c, const struct prel *p)
 	uint8_t *b = rarena_alloc(c->a, nranges(c, p) + 1);
 
 	if (!b)
-		nk_error_set(c->err, "53200", "out of memory");
+		nk_error_oom(c->err);
 	return b;
 }
 
@@ -460,7 +494,7 @@ pred_matches(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_pred
 {
 	const struct prel *p = &c->rels[pi];
 
-	if (!p->sharded || strcmp(pred->column, p->key_col) != 0)
+	if (!p->sharded || plan_multi_key(p) || strcmp(pred->column, p->key_col) != 0)
 		return false;
 	if (pred->lhs_is_expr && strcmp(pred->lhs, p->key_text) != 0)
 		return false;
@@ -518,6 +552,49 @@ pred_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_pred *pr
 static bool cond_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_cond *cd,
 		     struct rset *out);
 
+/* The base columns of multi-column key <p> that `=` conjuncts of <cd> bind (bit k:
+ * p->expr->columns[k]). */
+static uint32_t
+eq_bound(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_cond *cd)
+{
+	const struct prel *p = &c->rels[pi];
+	const struct stmt_pred *pred = cd->pred;
+	uint32_t bound = 0;
+
+	if (cd->kind == STMT_C_PRED && pred->op == STMT_P_EQ && !pred->lhs_is_expr &&
+	    plan_resolve_col(c, scope, pred->qual, pred->column) == (int)pi) {
+		for (uint32_t k = 0; k < p->expr->ncolumns; k++)
+			if (strcmp(pred->column, p->expr->columns[k]) == 0)
+				bound |= 1u << k;
+	}
+	for (uint32_t i = 0; cd->kind == STMT_C_AND && i < cd->nargs; i++)
+		bound |= eq_bound(c, pi, scope, cd->args[i]);
+	return bound;
+}
+
+/*
+ * A table sharded by an expression over several columns (spec 2.5 V3) is scattered: no
+ * single value routes it. A conjunction binding every base column with `=` would need the
+ * expression evaluated over several values: 115.
+ */
+static bool
+multi_key_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_cond *cd,
+	      struct rset *out)
+{
+	uint32_t all = (1u << c->rels[pi].expr->ncolumns) - 1;
+
+	out->all = true;
+	out->bits = NULL;
+	if (!cd || (cd->kind != STMT_C_AND && cd->kind != STMT_C_OR))
+		return true;
+	if (cd->kind == STMT_C_AND && eq_bound(c, pi, scope, cd) == all)
+		return nk_error_nk013(c->err, 115);
+	for (uint32_t i = 0; i < cd->nargs; i++)
+		if (!multi_key_set(c, pi, scope, cd->args[i], out))
+			return false;
+	return true;
+}
+
 static void
 rset_and(const struct pctx *c, const struct prel *p, struct rset *acc, const struct rset *x)
 {
@@ -545,6 +622,8 @@ cond_set(struct pctx *c, uint32_t pi, uint16_t scope, const struct stmt_cond *cd
 	const struct prel *p = &c->rels[pi];
 	struct rset sub;
 
+	if (plan_multi_key(p))
+		return multi_key_set(c, pi, scope, cd, out);
 	out->all = true;
 	out->bits = NULL;
 	if (!cd || cd->kind == STMT_C_OTHER)
@@ -600,12 +679,6 @@ plan_comp(struct pctx *c, uint32_t i)
 	return i;
 }
 
-static uint32_t
-comp_find(struct pctx *c, uint32_t i)
-{
-	return plan_comp(c, i);
-}
-
 static bool
 same_type_class(enum ks_type a, enum ks_type b)
 {
@@ -635,7 +708,25 @@ plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b)
 bool
 plan_is_key_col(const struct pctx *c, int i, const char *col)
 {
-	return i >= 0 && c->rels[i].sharded && strcmp(c->rels[i].key_col, col) == 0;
+	return i >= 0 && c->rels[i].sharded && !plan_multi_key(&c->rels[i]) &&
+	       strcmp(c->rels[i].key_col, col) == 0;
+}
+
+/* plan_multi_key: see plan_int.h. */
+bool
+plan_multi_key(const struct prel *p)
+{
+	return p->sharded && p->expr->ncolumns > 1;
+}
+
+/* plan_is_key_base: see plan_int.h. */
+bool
+plan_is_key_base(const struct prel *p, const char *col)
+{
+	for (uint32_t k = 0; p->sharded && k < p->expr->ncolumns; k++)
+		if (strcmp(p->expr->columns[k], col) == 0)
+			return true;
+	return false;
 }
 
 /* Model index of rels[i]. */
@@ -700,7 +791,7 @@ eq_across(const struct pctx *c, const struct stmt_join_eq *e, uint32_t l, uint32
 static void
 attach(struct pctx *c, uint32_t inner, uint32_t outer, bool in)
 {
-	struct prel *root = &c->rels[comp_find(c, inner)];
+	struct prel *root = &c->rels[plan_comp(c, inner)];
 
 	if (root->att < 0) {
 		root->att = (int32_t)outer;
@@ -716,7 +807,7 @@ link_eq(struct pctx *c, const struct stmt_join_eq *e, uint32_t l, uint32_t r, bo
 
 	if (!attaching && sl == e->scope && sr == e->scope) {
 		if (eq_across(c, e, l, r) || (eq_restricts(c, e, l) && eq_restricts(c, e, r)))
-			c->rels[comp_find(c, l)].comp = comp_find(c, r);
+			c->rels[plan_comp(c, l)].comp = plan_comp(c, r);
 	} else if (attaching && sl == e->scope && sr != e->scope && eq_restricts(c, e, l)) {
 		attach(c, l, r, false);
 	} else if (attaching && sr == e->scope && sl != e->scope && eq_restricts(c, e, r)) {
@@ -774,10 +865,10 @@ join_components(struct pctx *c)
 static bool
 comp_within(struct pctx *c, uint32_t i, const struct stmt_node *nd)
 {
-	uint32_t root = comp_find(c, i);
+	uint32_t root = plan_comp(c, i);
 
 	for (uint32_t k = 0; k < c->nrels; k++)
-		if (c->rels[k].sharded && comp_find(c, k) == root &&
+		if (c->rels[k].sharded && plan_comp(c, k) == root &&
 		    !node_holds(nd, model_index(c, k)))
 			return false;
 	return true;
@@ -801,7 +892,7 @@ on_restrictions(struct pctx *c)
 		if (j->kind != STMT_N_JOIN || !j->on || j->join == STMT_J_FULL || !side)
 			continue;
 		for (uint32_t i = 0; i < c->nrels; i++) {
-			struct prel *p = &c->rels[i], *root = &c->rels[comp_find(c, i)];
+			struct prel *p = &c->rels[i], *root = &c->rels[plan_comp(c, i)];
 			struct rset acc = { root->bits == NULL, root->bits };
 
 			if (!p->sharded || p->r->scope != j->scope ||
@@ -838,7 +929,7 @@ plan_route_rels(struct pctx *c)
 	}
 	join_components(c);
 	for (uint32_t i = 0; i < c->nrels; i++) {
-		struct prel *p = &c->rels[i], *root = &c->rels[comp_find(c, i)];
+		struct prel *p = &c->rels[i], *root = &c->rels[plan_comp(c, i)];
 		struct rset acc = { root->bits == NULL, root->bits }, x = { p->bits == NULL, p->bits };
 
 		if (!p->sharded || root == p)
@@ -849,237 +940,21 @@ plan_route_rels(struct pctx *c)
 	return on_restrictions(c);
 }
 
-/* Rels[i] is sharded and its component is not attached to an outer one. */
-static bool
-free_sharded(struct pctx *c, uint32_t i)
-{
-	return c->rels[i].sharded && c->rels[comp_find(c, i)].att < 0;
-}
-
-/* ---- the decision ---- */
-
-/* plan_add_shard: see plan_int.h (keeps out->shards sorted and distinct). */
-bool
-plan_add_shard(struct pctx *c, const char *uid)
-{
-	struct plan *o = c->out;
-	uint32_t pos = 0;
-	const char **v;
-
-	while (pos < o->nshards && strcmp(o->shards[pos], uid) < 0)
-		pos++;
-	if (pos < o->nshards && strcmp(o->shards[pos], uid) == 0)
-		return true;
-	v = rarena_alloc(c->a, (o->nshards + 1) * sizeof(*v));
-	if (!v)
-		return nk_error_set(c->err, "53200", "out of memory");
-	for (uint32_t i = 0; i < o->nshards; i++)
-		v[i < pos ? i : i + 1] = o->shards[i];
-	v[pos] = uid;
-	o->shards = v;
-	o->nshards++;
-	return true;
-}
-
-/* plan_shards_from_bits: see plan_int.h. */
-bool
-plan_shards_from_bits(struct pctx *c, uint32_t g, const uint8_t *bits)
-{
-	uint32_t n = topo_image_group_range_count(c->img, g);
-
-	for (uint32_t r = 0; r < n; r++)
-		if ((!bits || bits[r]) && !plan_add_shard(c, topo_image_range_shard(c->img, g, r)))
-			return false;
-	return true;
-}
-
-/* plan_set_single: see plan_int.h. */
-void
-plan_set_single(struct pctx *c, const char *shard, enum plan_op op)
-{
-	c->out->kind = PLAN_SINGLE;
-	c->out->op = op;
-	c->out->nshards = 0;
-	if (shard)
-		(void)plan_add_shard(c, shard);
-	c->out->level = PLAN_FANOUT_SINGLE;
-}
-
-/* plan_ref_has_copy: see plan_int.h. */
-bool
-plan_ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid)
-{
-	uint32_t n = topo_image_list_len(c->img, p->res.list);
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t g = topo_image_list_at(c->img, p->res.list, i);
-
-		for (uint32_t k = 0; k < topo_image_group_shard_count(c->img, g); k++)
-			if (strcmp(topo_image_group_shard(c->img, g, k), uid) == 0)
-				return true;
-	}
-	return false;
-}
-
-static const char *
-unsharded_shard(const struct pctx *c, const struct prel *p)
-{
-	return topo_image_range_shard(c->img, p->res.group, 0);
-}
-
-/* Every non-sharded table must be on every shard of the plan. */
-static bool
-others_follow(struct pctx *c)
-{
-	for (uint32_t i = 0; i < c->nrels; i++) {
-		const struct prel *p = &c->rels[i];
-
-		for (uint32_t k = 0; k < c->out->nshards && !p->sharded; k++) {
-			const char *uid = c->out->shards[k];
-
-			if (p->res.kind == TOPO_REL_REFERENCE ? !plan_ref_has_copy(c, p, uid)
-							       : strcmp(unsharded_shard(c, p), uid) != 0)
-				return plan_refuse_join(c);
-		}
-	}
-	return true;
-}
-
 /*
- * Set operations: each arm runs on every shard of the plan and the router combines, so the
- * arms' tables must be co-located (else 113) and the shard sets add up.
+ * A call of a user-defined aggregate (the catalog's; a name that is also a built-in
+ * aggregate's is taken for that one, as the merge does): the router has no combine for it
+ * and the parser took it for a plain function, so across shards it is 212.
  */
 static bool
-decide_set_op(struct pctx *c, int first)
+check_user_aggs(struct pctx *c)
 {
-	const struct prel *root = &c->rels[first];
-	bool all = false;
+	const struct plan_catalog *cat = c->in->cat;
 
-	for (uint32_t i = 0; i < c->nrels; i++) {
-		const struct prel *p = &c->rels[comp_find(c, i)];
-
-		if (!free_sharded(c, i))
-			continue;
-		if (!plan_colocated(c, &c->rels[i], root) && &c->rels[i] != root)
-			return plan_refuse_join(c);
-		all = all || !p->bits;
-		if (p->bits && !plan_shards_from_bits(c, p->res.group, p->bits))
-			return false;
-	}
-	if (all && !plan_shards_from_bits(c, root->res.group, NULL))
-		return false;
-	c->out->kind = all ? PLAN_SCATTER : PLAN_SHARD_SET;
-	c->out->op = all ? PLAN_OP_SCATTER : PLAN_OP_IN;
-	c->out->level = all ? PLAN_FANOUT_SCATTER : PLAN_FANOUT_MULTI;
-	if (c->out->nshards == 1)
-		plan_set_single(c, c->out->shards[0], PLAN_OP_EQUAL_UNIQUE);
-	return others_follow(c);
-}
-
-/*
- * Sharded components (those attached to an outer one follow it): one must hold them all,
- * or all pin the same single shard.
- */
-static bool
-decide_sharded(struct pctx *c, int first)
-{
-	const struct prel *root = &c->rels[comp_find(c, (uint32_t)first)];
-	bool several = false;
-
-	for (uint32_t i = 0; i < c->nrels; i++)
-		if (free_sharded(c, i) && comp_find(c, i) != comp_find(c, (uint32_t)first))
-			several = true;
-	c->out->group = topo_image_group_uid(c->img, root->res.group);
-	if (several && (c->s->flags & (STMT_F_UNION | STMT_F_INTERSECT)))
-		return decide_set_op(c, first);
-	if (!several) {
-		if (!plan_shards_from_bits(c, root->res.group, root->bits))
-			return false;
-		c->out->kind = root->bits ? PLAN_SHARD_SET : PLAN_SCATTER;
-		c->out->op = root->bits ? PLAN_OP_IN : PLAN_OP_SCATTER;
-		c->out->level = root->bits ? PLAN_FANOUT_MULTI : PLAN_FANOUT_SCATTER;
-		if (c->out->nshards == 1)
-			plan_set_single(c, c->out->shards[0],
-					root->bits ? PLAN_OP_EQUAL_UNIQUE : PLAN_OP_SCATTER);
-		return others_follow(c);
-	}
-	/* several components: each must sit on one and the same shard */
-	for (uint32_t i = 0; i < c->nrels; i++) {
-		const struct prel *p = &c->rels[comp_find(c, i)];
-
-		if (!free_sharded(c, i))
-			continue;
-		if (!plan_shards_from_bits(c, p->res.group, p->bits))
-			return false;
-		if (!p->bits || c->out->nshards != 1)
-			return plan_refuse_join(c);
-	}
-	plan_set_single(c, c->out->shards[0], PLAN_OP_EQUAL_UNIQUE);
-	return others_follow(c);
-}
-
-/* No sharded table: an unsharded group's shard, a reference copy, or anywhere. */
-static bool
-decide_unsharded(struct pctx *c)
-{
-	const struct prel *ref = NULL, *target = NULL;
-
-	for (uint32_t i = 0; i < c->nrels; i++) {
-		const struct prel *p = &c->rels[i];
-
-		if (p->r->is_target)
-			target = p;
-		if (p->res.kind == TOPO_REL_TABLE) {
-			plan_set_single(c, unsharded_shard(c, p), PLAN_OP_UNSHARDED);
-			c->out->group = topo_image_group_uid(c->img, p->res.group);
-			return others_follow(c);
-		}
-		ref = ref ? ref : p;
-	}
-	if (target && target->res.kind == TOPO_REL_REFERENCE && c->s->kind != STMT_SELECT) {
-		uint32_t n = topo_image_list_len(c->img, target->res.list);
-
-		c->out->kind = PLAN_EVERY_COPY;
-		c->out->op = PLAN_OP_REFERENCE_WRITE;
-		c->out->level = PLAN_FANOUT_SINGLE;	/* exempt (spec 3.2) */
-		for (uint32_t i = 0; i < n; i++)
-			if (!plan_shards_from_bits(c, topo_image_list_at(c->img, target->res.list, i),
-						   NULL))
-				return false;
-		return true;
-	}
-	if (ref) {
-		const char *tx = c->in->sess->tx_shard;
-		uint32_t n = topo_image_list_len(c->img, ref->res.list);
-
-		if (tx && plan_ref_has_copy(c, ref, tx)) {
-			plan_set_single(c, tx, PLAN_OP_REFERENCE);
-		} else {
-			for (uint32_t i = 0; i < n; i++)
-				if (!plan_shards_from_bits(c, topo_image_list_at(c->img, ref->res.list,
-										  i), NULL))
-					return false;
-			plan_set_single(c, c->out->nshards ? c->out->shards[0] : NULL,
-					PLAN_OP_REFERENCE);
-		}
-		return others_follow(c);
-	}
-	if (c->in->sess->tx_shard)
-		plan_set_single(c, c->in->sess->tx_shard, PLAN_OP_ANY);
-	else
-		plan_set_single(c, topo_image_range_shard(c->img, topo_image_authoritative(c->img),
-							  0), PLAN_OP_ANY);
+	for (uint32_t i = 0; cat && cat->is_aggregate && i < c->s->nfuncs; i++)
+		if (!stmt_builtin_aggregate(c->s->funcs[i]) &&
+		    cat->is_aggregate(cat->arg, c->s->funcs[i]))
+			return nk_error_nk013(c->err, 212);
 	return true;
-}
-
-/* plan_decide: see plan_int.h. */
-bool
-plan_decide(struct pctx *c)
-{
-	for (uint32_t i = 0; i < c->nrels; i++)
-		if (free_sharded(c, i))
-			return decide_sharded(c, (int)i);
-	return decide_unsharded(c);
 }
 
 /*
@@ -1101,10 +976,13 @@ check_multi_shard_shape(struct pctx *c)
 		{ STMT_SH_ORDER_SRF, 140, true }, { STMT_SH_SUB_SETOP, 151, false },
 		{ STMT_SH_VALUES_SUBQUERY, 152, false }, { STMT_SH_ARRAY_SUBQUERY, 153, false },
 		{ STMT_SH_SLICE_SET, 67, false }, { STMT_SH_MERGE_DERIVED, 121, false },
+		{ STMT_SH_OUTER_AGG, 135, false },
 	};
 
 	if (c->out->nshards <= 1 || c->out->kind == PLAN_EVERY_COPY)
 		return true;
+	if (!check_user_aggs(c))
+		return false;
 	for (size_t i = 0; i < NK_ARRAY_LEN(shapes); i++)
 		if ((c->s->shape & shapes[i].shape) &&
 		    (!shapes[i].select_only || c->s->kind == STMT_SELECT))
@@ -1133,7 +1011,8 @@ check_multi_shard(struct pctx *c)
 	if ((f & STMT_F_WINDOW) && (f & STMT_F_AGG))
 		return nk_error_nk013(c->err, 149);
 	if (c->s->shape & STMT_SH_AGG_SRF)
-		return nk_error_set(c->err, "0A000", "set-returning function in the select list of "
+		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "set-returning function in the select list of "
 				    "an aggregate query is unavailable across shards");
 	return true;
 }
@@ -1162,7 +1041,8 @@ plan_refuse_join(struct pctx *c)
 /*
  * UPDATE / DELETE / MERGE shape checks on a sharded target: assigning the shard key or a
  * column a global secondary index declares (145, the router keeps no lookup rows in step);
- * DELETE with RETURNING or USING on the owner of an enabled GSI (104).
+ * MERGE inserting into a table keyed over several columns (10, as INSERT). (No GSI is
+ * enabled: the topology refuses it, gsi/not-maintained; so neither 104 nor COPY's 44.)
  */
 static bool
 check_dml(struct pctx *c)
@@ -1174,12 +1054,11 @@ check_dml(struct pctx *c)
 	if (!t || !t->r->is_target || !t->sharded)
 		return true;
 	for (uint32_t i = 0; i < c->s->nset_cols; i++)
-		if (c->s->set_cols[i] && (strcmp(c->s->set_cols[i], t->key_col) == 0 ||
+		if (c->s->set_cols[i] && (plan_is_key_base(t, c->s->set_cols[i]) ||
 					  plan_owner_gsi(c, t, c->s->set_cols[i])))
 			return nk_error_nk013(c->err, 145);
-	if (c->s->kind == STMT_DELETE && plan_owner_gsi(c, t, NULL) &&
-	    ((c->s->flags & STMT_F_RETURNING) || has_dml_source(c)))
-		return nk_error_nk013(c->err, 104);
+	if (c->s->nmerge_inserts > 0 && plan_multi_key(t))
+		return nk_error_nk013(c->err, 10);	/* MERGE ... INSERT: as INSERT (V3) */
 	return true;
 }
 
@@ -1206,7 +1085,7 @@ plan_direct(struct pctx *c)
 
 	for (size_t i = 0; i < NK_ARRAY_LEN(router_only); i++)
 		if (stmt_calls(c->s, router_only[i]))
-			return nk_error_set(c->err, "0A000",
+			return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 					    "%s() is unavailable while __neki.shard is set",
 					    router_only[i]);
 	plan_set_single(c, c->in->sess->shard, PLAN_OP_DIRECT);

@@ -172,7 +172,7 @@ plan_cache_put(struct plan_cache *c, const char *sql, const struct parse_norm *n
 
 	c->last = NULL;
 	if (!a)
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 	if (!s || !is_shared_kind(s->kind)) {
 		rarena_free(s ? c->scratch : a);
 		if (s)

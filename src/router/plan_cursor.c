@@ -27,7 +27,7 @@ plan_cursor(struct pctx *c)
 	if (cur->op != STMT_CUR_DECLARE)
 		return true;
 	if (!cur->query || !(ip = rarena_alloc(c->a, sizeof(*ip))))
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	/* the query is planned as if it ran by itself (fan-out limit included) */
 	if (!plan_build(c->a, cur->query, c->in, ip, c->err))
 		return false;

@@ -81,7 +81,8 @@ rel_below(const struct pctx *c, uint16_t sc)
 static bool
 refuse_subquery(struct pctx *c, uint16_t sc)
 {
-	nk_error_set(c->err, "0A000", "subquery over sharded table \"%s\" is not joined to its "
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "subquery over sharded table \"%s\" is not joined to its "
 		     "outer query by the shard key", rel_name(c, rel_below(c, sc)));
 	nk_error_detail(c->err, "The statement runs on several shards; each would see only its "
 			"own rows of the subquery.");
@@ -96,7 +97,8 @@ refuse_op(struct pctx *c, const char *what, int32_t rel)
 {
 	const char *key = rel >= 0 ? c->rels[rel].key_col : "?";
 
-	nk_error_set(c->err, "0A000", "%s in a subquery over sharded table \"%s\" cannot be "
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "%s in a subquery over sharded table \"%s\" cannot be "
 		     "applied across shards", what, rel_name(c, rel));
 	nk_error_detail(c->err, "Each shard would apply it to its own rows only.");
 	nk_error_hint(c->err, "Group by (or select DISTINCT on) the shard key \"%s\" in the "
@@ -108,7 +110,8 @@ refuse_op(struct pctx *c, const char *what, int32_t rel)
 static bool
 refuse_none_arm(struct pctx *c)
 {
-	nk_error_set(c->err, "0A000", "UNION ALL arm without a sharded table cannot be combined "
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "UNION ALL arm without a sharded table cannot be combined "
 		     "with arms over several shards");
 	nk_error_detail(c->err, "Every shard would return the rows of that arm.");
 	nk_error_hint(c->err, "Use UNION, or run that arm as a statement of its own.");
@@ -118,7 +121,8 @@ refuse_none_arm(struct pctx *c)
 static bool
 refuse_no_from(struct pctx *c)
 {
-	nk_error_set(c->err, "0A000", "statement over several shards reads no sharded table in "
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "statement over several shards reads no sharded table in "
 		     "its FROM clause");
 	nk_error_detail(c->err, "Every shard would return the same rows.");
 	return false;
@@ -370,7 +374,8 @@ write_dist(struct dctx *d, uint16_t sc, struct dist *out)
 		if (p->r->scope != sc || !p->r->is_target)
 			continue;
 		if (c->s->scopes[sc].from < 0)
-			return nk_error_set(c->err, "0A000", "INSERT in a WITH query of a "
+			return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "INSERT in a WITH query of a "
 					    "statement over several shards is unavailable");
 		break;
 	}
@@ -430,7 +435,8 @@ scope_dist(struct dctx *d, uint16_t sc, bool dedup, struct dist *out)
 		ok = select_dist(d, sc, dedup, out);
 	d->busy[sc] = 0;
 	if (ok && (fl & STMT_SCF_RECURSIVE) && out->kind != DIST_NONE)
-		return nk_error_set(d->c->err, "0A000", "WITH RECURSIVE over sharded table \"%s\" "
+		return nk_error_set(d->c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "WITH RECURSIVE over sharded table \"%s\" "
 				    "is unavailable across shards", rel_name(d->c, out->rel));
 	return ok;
 }
@@ -453,13 +459,15 @@ check_reference_writes(struct pctx *c)
 		if (!p->r->is_target || p->res.kind != TOPO_REL_REFERENCE)
 			continue;
 		if (p->r->scope != 0 || c->s->kind == STMT_SELECT)
-			return nk_error_set(c->err, "0A000", "data-modifying WITH on reference "
+			return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "data-modifying WITH on reference "
 					    "table \"%s\" is unavailable", p->r->name);
 		t = p;
 	}
 	if (!t || !sharded || c->s->kind == STMT_INSERT)
 		return true;	/* INSERT ... SELECT: plan_insel.c reads the source first */
-	nk_error_set(c->err, "0A000", "write to reference table \"%s\" cannot read sharded table "
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "write to reference table \"%s\" cannot read sharded table "
 		     "\"%s\"", t->r->name, sharded->r->name);
 	nk_error_detail(c->err, "Each copy of \"%s\" would see a different part of \"%s\".",
 			t->r->name, sharded->r->name);
@@ -554,7 +562,7 @@ plan_check_dist(struct pctx *c)
 	d.c = c;
 	d.busy = rarena_alloc(c->a, c->s->nscopes);
 	if (!d.busy)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (!scope_dist(&d, 0, false, &top))
 		return false;
 	for (uint16_t sc = 1; sc < c->s->nscopes; sc++) {

@@ -47,7 +47,7 @@ note_key(struct pctx *c, int64_t key)
 
 	snprintf(text, sizeof(text), "%" PRId64, key);
 	if (!v || !(v[o->nvalues] = rarena_strdup(c->a, text)))
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (o->nvalues)
 		memcpy(v, o->values, o->nvalues * sizeof(*v));
 	o->values = v;
@@ -140,7 +140,8 @@ key_shard(struct pctx *c, int64_t key, const char **uid)
 static bool
 set_config_refuse(struct pctx *c)
 {
-	nk_error_set(c->err, "0A000", "set_config() on a sharded database needs constant "
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "set_config() on a sharded database needs constant "
 		     "arguments");
 	nk_error_hint(c->err, "Pass the name, the value and is_local as literals or parameters, "
 		      "or use SET.");
@@ -196,7 +197,7 @@ plan_set_config(struct pctx *c, const struct stmt_call *call)
 	if (is_null || !sc.name)
 		return true;
 	if (!(name = rarena_strdup(c->a, sc.name)))
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	for (char *p = name; *p; p++)
 		*p = (char)tolower((unsigned char)*p);
 	sc.name = name;
@@ -207,10 +208,12 @@ plan_set_config(struct pctx *c, const struct stmt_call *call)
 		return false;
 	if (is_null)
 		sc.value = NULL;
+	if (!plan_check_setting(c, sc.name, sc.value))
+		return false;
 	if (!known)
 		return true;
 	if (!(grown = rarena_alloc(c->a, (o->nset_configs + 1) * sizeof(*grown))))
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (o->nset_configs)
 		memcpy(grown, o->set_configs, o->nset_configs * sizeof(*grown));
 	grown[o->nset_configs++] = sc;
@@ -275,7 +278,8 @@ refuse_split(struct pctx *c, const struct stmt_call *a, const struct stmt_call *
 		return nk_error_nk013(c->err, 60);
 	if (is_advisory(a->fn) || is_advisory(b->fn))
 		return nk_error_nk013(c->err, 62);
-	nk_error_set(c->err, "0A000", "%s() and %s() of this statement must run on different "
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "%s() and %s() of this statement must run on different "
 		     "shards (\"%s\" and \"%s\")", fn_name(a->fn), fn_name(b->fn), x, y);
 	nk_error_hint(c->err, "Call them in separate statements.");
 	return false;
@@ -289,7 +293,8 @@ refuse_place(struct pctx *c, const struct stmt_call *call, const char *uid)
 		return nk_error_nk013(c->err, 62);
 	if (call->fn == STMT_FN_SETVAL)
 		return nk_error_nk013(c->err, 101);
-	nk_error_set(c->err, "0A000", "%s() must run on the notify shard \"%s\", and this "
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "%s() must run on the notify shard \"%s\", and this "
 		     "statement's tables are elsewhere", fn_name(call->fn), uid);
 	nk_error_hint(c->err, "Call it in a statement of its own.");
 	return false;

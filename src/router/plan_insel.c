@@ -202,7 +202,7 @@ plan_source(struct pctx *c, struct plan_insel *is, struct plan *out)
 	size_t wl, sl;
 
 	if (!norm)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (!insel_spans(c->a, sql, &sp))
 		return nk_error_nk013(c->err, 117);
 	wl = sp.with_end - sp.with_start;
@@ -211,7 +211,7 @@ plan_source(struct pctx *c, struct plan_insel *is, struct plan *out)
 		return nk_error_nk013(c->err, 117);	/* two WITH lists: not one SELECT */
 	src = rarena_alloc(c->a, wl + sl + 2);
 	if (!src)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	memcpy(src, sql + sp.with_start, wl);
 	memcpy(src + wl, sql + sp.src_start, sl);
 	src[wl + sl] = '\0';
@@ -223,7 +223,7 @@ plan_source(struct pctx *c, struct plan_insel *is, struct plan *out)
 	is->tail_noret = span_dup(c, sql, sp.src_end, sp.ret_start);
 	is->returning = sp.ret_start < sp.end;
 	if (!is->head || !is->tail || !is->tail_noret || !parse_normalize(c->a, src, norm))
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if ((ss = parse_statement(c->a, src, norm, c->err)) == NULL)
 		return false;
 	if (ss->kind != STMT_SELECT)
@@ -391,12 +391,12 @@ table_columns(struct pctx *c, const struct prel *t, struct plan_insel *is)
 		n++;
 	is->table_cols = rarena_alloc(c->a, (n + 1) * sizeof(*is->table_cols));
 	if (!is->table_cols)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	for (uint32_t i = 0; i < n; i++) {	/* copied: the catalog view is released later */
 		const char *name = cat->column_name(cat->arg, t->schema, t->r->name, i + 1);
 
 		if ((is->table_cols[i] = rarena_strdup(c->a, name)) == NULL)
-			return nk_error_set(c->err, "53200", "out of memory");
+			return nk_error_oom(c->err);
 	}
 	is->ntable_cols = n;
 	return true;
@@ -415,7 +415,7 @@ insel_targets(struct pctx *c, const struct prel *t, struct plan_insel *is)
 						    t->res.group);
 	is->targets = rarena_alloc(c->a, (cap + 1) * sizeof(*is->targets));
 	if (!is->targets)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (!t->sharded && t->res.kind != TOPO_REL_REFERENCE) {
 		is->targets[is->ntargets++] = topo_image_range_shard(c->img, t->res.group, 0);
 		return true;
@@ -449,10 +449,12 @@ insel_key(struct pctx *c, struct prel *t, int pos, struct plan_insel *is)
 	is->key_col = pos;
 	is->key_attnum = c->s->insert->cols ? 0 : (uint32_t)(pos + 1);
 	if (pos < 0 && !filled)
-		return nk_error_set(c->err, "NK306", "shard-key column \"%s\" of primary index 0 "
+		return nk_error_set(c->err, NK_ERRCODE_SHARD_KEY_MISSING,
+				    "shard-key column \"%s\" of primary index 0 "
 				    "is required but missing from INSERT", t->key_col);
 	if (!t->typed)
-		return nk_error_set(c->err, "42704", "type of shard-key column \"%s\" of table "
+		return nk_error_set(c->err, ERRCODE_UNDEFINED_OBJECT,
+				    "type of shard-key column \"%s\" of table "
 				    "\"%s\" is unknown", t->key_col, t->r->name);
 	o->has_key = true;
 	o->key.group = t->res.group;
@@ -488,7 +490,7 @@ plan_insel(struct pctx *c, struct prel *t, int pos, struct plan_insel *is, struc
 		     PLAN_INSEL_REFERENCE : PLAN_INSEL_UNSHARDED;
 	is->source = src;
 	if ((is->table = rarena_strdup(c->a, t->r->name)) == NULL)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	is->fills = o->fills;
 	is->nfills = o->nfills;
 	o->fills = NULL;
@@ -500,7 +502,7 @@ plan_insel(struct pctx *c, struct prel *t, int pos, struct plan_insel *is, struc
 	is->nuntyped = ins->nselect_targets;
 	is->untyped = rarena_alloc(c->a, (is->nuntyped + 1) * sizeof(*is->untyped));
 	if (!is->untyped)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	for (uint32_t i = 0; i < is->nuntyped; i++)
 		is->untyped[i] = untyped_entry(c, &ins->select_targets[i]);
 	if (!insel_targets(c, t, is) || (t->sharded && !insel_key(c, t, pos, is)))
@@ -530,7 +532,7 @@ plan_insert_select(struct pctx *c, struct prel *t, int pos)
 	struct plan *src = rarena_alloc(c->a, sizeof(*src));
 
 	if (!is || !src)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (c->s->shape & STMT_SH_VALUES_ORDER)
 		return nk_error_nk013(c->err, 150);	/* the router would order the rows */
 	if (t->sharded && ((c->s->flags & STMT_F_ON_CONFLICT_UPDATE) || t->expr->ncolumns > 1))

@@ -4,7 +4,7 @@
  * rows can be merged back in input order; ON CONFLICT arbiters must hold the shard key (119)
  * and may not assign it (145); INSERT ... SELECT is plan_insel.c's; OVERRIDING USER VALUE
  * is 141; set-returning functions (118) and subqueries (69, 116) cannot be materialised in
- * VALUES.
+ * VALUES; a key over several columns takes no INSERT (10, 117 from a SELECT).
  */
 #include "neki/base.h"
 
@@ -39,7 +39,7 @@ key_position(struct pctx *c, const struct prel *t)
 static bool
 missing_key(struct pctx *c, const struct prel *t)
 {
-	return nk_error_set(c->err, "NK306",
+	return nk_error_set(c->err, NK_ERRCODE_SHARD_KEY_MISSING,
 			    "shard-key column \"%s\" of primary index 0 is required but missing "
 			    "from INSERT", t->key_col);
 }
@@ -72,7 +72,7 @@ row_range(struct pctx *c, const struct prel *t, const struct stmt_value *v, uint
 	if (!plan_value_range(c, t, v, false, range, &is_null))
 		return false;
 	if (is_null)
-		return nk_error_set(c->err, "23502",
+		return nk_error_set(c->err, ERRCODE_NOT_NULL_VIOLATION,
 				    "null value in column \"%s\" of relation \"%s\" violates "
 				    "not-null constraint", t->key_col, t->r->name);
 	return true;
@@ -87,7 +87,7 @@ split_rows(struct pctx *c, const struct prel *t, const uint32_t *ranges)
 
 	o->parts = rarena_alloc(c->a, ins->nrows * sizeof(*o->parts));
 	if (!o->parts)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	for (uint32_t r = 0; r < ins->nrows; r++) {
 		const char *uid = topo_image_range_shard(c->img, t->res.group, ranges[r]);
 		uint32_t k = 0;
@@ -98,7 +98,7 @@ split_rows(struct pctx *c, const struct prel *t, const uint32_t *ranges)
 			o->parts[k].shard = uid;
 			o->parts[k].rows = rarena_alloc(c->a, ins->nrows * sizeof(uint32_t));
 			if (!o->parts[k].rows)
-				return nk_error_set(c->err, "53200", "out of memory");
+				return nk_error_oom(c->err);
 			o->nparts++;
 			if (!plan_add_shard(c, uid))
 				return false;
@@ -115,7 +115,7 @@ insert_values(struct pctx *c, const struct prel *t, int pos)
 	uint32_t *ranges = rarena_alloc(c->a, (ins->nrows + 1) * sizeof(*ranges));
 
 	if (!ranges)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	for (uint32_t r = 0; r < ins->nrows; r++) {
 		for (uint32_t k = 0; k < ins->ncols; k++)
 			if ((int)k != pos && !check_cell(c, &ins->rows[r].cells[k]))
@@ -180,6 +180,8 @@ plan_insert(struct pctx *c)
 		return plan_fills(c, t) && plan_insert_select(c, t, -1);
 	if (!t->sharded)
 		return plan_fills(c, t) && plan_route_rels(c) && plan_decide(c);
+	if (plan_multi_key(t))	/* no row routes by one value (V3) */
+		return nk_error_nk013(c->err, (c->s->flags & STMT_F_FROM_SELECT) ? 117 : 10);
 	if (c->s->shape & STMT_SH_PARAM_SUBSCRIPT)
 		return nk_error_nk013(c->err, 142);
 	if ((c->s->flags & STMT_F_ON_CONFLICT) && (c->s->shape & STMT_SH_RETURNING_OLDNEW))

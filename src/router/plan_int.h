@@ -63,13 +63,21 @@ struct rset {
 
 /* plan.c */
 bool plan_resolve_rels(struct pctx *c);
+/* True when <p> is a view or materialized view whose query reads a sharded table. */
+bool plan_view_of_sharded(struct pctx *c, const struct prel *p);
 /* The root of rel <i>'s co-located component. */
 uint32_t plan_comp(struct pctx *c, uint32_t i);
 /* The rel (index in c->rels) a column reference of <scope> names, innermost scope first;
  * -1 when unknown or ambiguous. */
 int plan_resolve_col(struct pctx *c, uint16_t scope, const char *qual, const char *col);
-/* <col> of sharded rel <i> is its shard key's base column (equal values meet on a shard). */
+/* <col> of sharded rel <i> is its shard key's base column (equal values meet on a shard);
+ * never for a key over several columns. */
 bool plan_is_key_col(const struct pctx *c, int i, const char *col);
+/* <p> is sharded by an expression over several columns (spec 2.5 V3): stored, but no value
+ * routes it (INSERT 10, INSERT ... SELECT 117, `=` on every base column 115, COPY 45). */
+bool plan_multi_key(const struct prel *p);
+/* <col> is one of the base columns of sharded <p>'s key (assigning it: 145). */
+bool plan_is_key_base(const struct prel *p, const char *col);
 bool plan_route_rels(struct pctx *c);
 bool plan_decide(struct pctx *c);
 /* Key value of <v> for rel <p> (<direct>: already the expression's value) routed to a range. */
@@ -110,6 +118,9 @@ bool plan_nextvals(struct pctx *c);
 /* Postgres' boolean input <s> (prefixes of true/false/yes/no, on/off with two letters at
  * least, 1/0, any case) into *<out>; false when it is none of them. */
 bool plan_bool_text(const char *s, bool *out);
+/* A session setting the router cannot follow (SET or set_config(), <value> NULL for a
+ * reset): standard_conforming_strings off. False with the error in c->err. */
+bool plan_check_setting(struct pctx *c, const char *name, const char *value);
 
 /* plan_fn.c: the router-managed function calls of a planned SELECT / DML statement
  * (advisory locks by key, setval on the sequence's home shard, the notification functions
@@ -141,8 +152,7 @@ bool plan_find_nextval(const char *sql, const struct ptok *t, uint32_t n, uint32
 bool plan_check_dist(struct pctx *c);
 
 /* plan_util.c */
-/* <p> owns a global secondary index: with <column> NULL an enabled one; else one (enabled
- * or not) declaring <column>. */
+/* <p> owns a global secondary index (enabled or not) declaring <column>. */
 bool plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *column);
 /* Tables that cannot meet on one shard: 113, or 103 when an UPDATE / DELETE joins a
  * FROM / USING source (spec: a DML source join that cannot be planned safely), 121 for a
@@ -176,5 +186,7 @@ bool plan_memo_replay(struct pctx *c, struct plan_memo *m, bool *ok);
 /* plan_cursor.c: DECLARE (its query planned as plan.inner), FETCH, MOVE, CLOSE. */
 bool plan_cursor(struct pctx *c);
 bool plan_check_session(struct pctx *c);
+/* A write under __neki.target replica or rdonly: refused, 25006 (target.c). */
+bool plan_check_target(struct pctx *c);
 
 #endif /* NEKI_ROUTER_PLAN_INT_H */

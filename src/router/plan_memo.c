@@ -41,7 +41,7 @@ one_part(struct pctx *c, struct plan *p, const char *uid)
 	uint32_t *row = rarena_alloc(c->a, sizeof(*row));
 
 	if (part == NULL || row == NULL)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	*row = 0;
 	*part = (struct plan_part){ uid, row, 1 };
 	p->parts = part;

@@ -92,7 +92,8 @@ add_hole(struct pm *p, struct pm_found *f, const cJSON *n, int kind, int group)
 
 	if (f->n == PM_HOLES) {
 		f->failed = true;
-		return nk_error_set(p->err, "0A000", "too many aggregate calls to merge");
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "too many aggregate calls to merge");
 	}
 	h->node = n;
 	h->kind = kind;
@@ -147,7 +148,7 @@ find_aggs(struct pm *p, const cJSON *n, struct pm_found *f)
 static bool
 oom(struct pm *p)
 {
-	return nk_error_set(p->err, "53200", "out of memory");
+	return nk_error_oom(p->err);
 }
 
 static int
@@ -185,7 +186,8 @@ make_expr(struct pm *p, struct pm_found *f, uint32_t first, uint32_t last,
 		if (a < 0)
 			return false;
 		if (h->first < at)
-			return nk_error_set(p->err, "0A000", "cannot splice the aggregate calls of "
+			return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "cannot splice the aggregate calls of "
 					    "this expression");
 		e->text[i] = pm_text(p, at, h->first);
 		e->agg[i] = (uint32_t)a | (h->kind < 0 ? PLAN_MERGE_HOLE_COL : 0);
@@ -213,7 +215,8 @@ make_expr_single(struct pm *p, struct plan_merge_expr *e, uint32_t a)
 static bool
 refuse_ungrouped(struct pm *p, const char *where)
 {
-	nk_error_set(p->err, "0A000", "%s over columns that are not GROUP BY items are not "
+	nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "%s over columns that are not GROUP BY items are not "
 		     "merged across shards", where);
 	nk_error_hint(p->err, "Write the column as in GROUP BY, or group by the expression.");
 	return false;
@@ -347,7 +350,8 @@ sort_col(struct pm *p, const struct pm_targets *t, const cJSON *sb, struct pm_sp
 
 	if (const_int(node, &pos)) {
 		if (pos < 1 || (pos > t->n && star == t->n))
-			return nk_error_set(p->err, "42P10", "ORDER BY position %lld is not in "
+			return nk_error_set(p->err, ERRCODE_INVALID_COLUMN_REFERENCE,
+					    "ORDER BY position %lld is not in "
 					    "select list", (long long)pos), -1;
 		return (int)pos - 1;
 	}
@@ -366,7 +370,8 @@ sort_col(struct pm *p, const struct pm_targets *t, const cJSON *sb, struct pm_sp
 			return (int)i;
 	}
 	if (set_op || p->out->distinct)
-		return nk_error_set(p->err, "0A000", "ORDER BY of this query must name an output "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "ORDER BY of this query must name an output "
 				    "column to be merged across shards"), -1;
 	if (star < t->n && cr && cJSON_GetArraySize(jget(cr, "fields")) == 1) {
 		const char *name = jsval(cJSON_GetArrayItem(jget(cr, "fields"), 0));
@@ -374,7 +379,8 @@ sort_col(struct pm *p, const struct pm_targets *t, const cJSON *sb, struct pm_sp
 		for (uint32_t i = star; name && i < t->n; i++)
 			if (target_name(cJSON_GetArrayItem(t->list, (int)i)->child) &&
 			    strcmp(target_name(cJSON_GetArrayItem(t->list, (int)i)->child), name) == 0)
-				return nk_error_set(p->err, "0A000", "ORDER BY of a column after * "
+				return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+						    "ORDER BY of a column after * "
 						    "across shards: use its position"), -1;
 	}
 	*hidden = true;
@@ -405,7 +411,8 @@ build_sort(struct pm *p, const cJSON *sel, const struct pm_targets *t, bool set_
 		return true;
 	if (p->cl[PM_CL_ORDER] >= p->end_tok ||
 	    pm_split(p, p->cl[PM_CL_ORDER] + 2, pm_clause_end(p, PM_CL_ORDER), sp, n) != n)
-		return nk_error_set(p->err, "0A000", "cannot locate the ORDER BY items");
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "cannot locate the ORDER BY items");
 	p->out->sort = rarena_alloc(p->a, n * sizeof(*p->out->sort));
 	if (!p->out->sort)
 		return oom(p);
@@ -419,7 +426,8 @@ build_sort(struct pm *p, const cJSON *sel, const struct pm_targets *t, bool set_
 		if (col < 0)
 			return false;
 		if (dir && strcmp(dir, "SORTBY_USING") == 0)
-			return nk_error_set(p->err, "0A000", "ORDER BY ... USING is not merged "
+			return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "ORDER BY ... USING is not merged "
 					    "across shards");
 		s->col = (uint32_t)col;
 		s->desc = dir && strcmp(dir, "SORTBY_DESC") == 0;
@@ -474,6 +482,27 @@ output_name_pos(const struct pm_targets *t, const cJSON *node)
 	return 0;
 }
 
+/*
+ * GROUP BY <pos> where the select list has no such entry: Postgres' 42P10, at the item (the
+ * shards would read the position in the select list the merge extends, or group by the
+ * constant). Characters from 1 in err->where, as a syntax error's.
+ */
+static bool
+bad_group_position(struct pm *p, const cJSON *node, int64_t pos)
+{
+	int loc = jint(jas(node, "A_Const"), "location", -1);
+	unsigned chars = 1;
+
+	nk_error_set(p->err, ERRCODE_INVALID_COLUMN_REFERENCE,
+		     "GROUP BY position %lld is not in select list",
+		     (long long)pos);
+	for (int i = 0; loc >= 0 && i < loc && p->sql[i]; i++)
+		chars += ((unsigned char)p->sql[i] & 0xc0) != 0x80;
+	if (loc >= 0)
+		snprintf(p->err->where, sizeof(p->err->where), "%u", chars);
+	return false;
+}
+
 /* The GROUP BY items, read before the select list is classified (its expressions over
  * aggregates may name them). */
 static bool
@@ -488,7 +517,8 @@ read_groups(struct pm *p, const cJSON *sel, const struct pm_targets *t)
 		return true;
 	if (p->cl[PM_CL_GROUP] >= p->end_tok ||
 	    pm_split(p, p->cl[PM_CL_GROUP] + 2, pm_clause_end(p, PM_CL_GROUP), sp, n) != n)
-		return nk_error_set(p->err, "0A000", "cannot locate the GROUP BY items");
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "cannot locate the GROUP BY items");
 	p->groups = rarena_alloc(p->a, n * sizeof(*p->groups));
 	if (!p->groups)
 		return oom(p);
@@ -500,7 +530,10 @@ read_groups(struct pm *p, const cJSON *sel, const struct pm_targets *t)
 		g->node = node;
 		g->text = pm_text(p, sp[i].first, sp[i].last);
 		g->copy = -1;
-		if (!(const_int(node, &pos) && pos >= 1 && pos <= t->n))
+		if (const_int(node, &pos) &&
+		    (pos < 1 || (pos > t->n && first_star(t->list, t->n) == t->n)))
+			return bad_group_position(p, node, pos);
+		if (!(const_int(node, &pos) && pos <= t->n))
 			pos = output_name_pos(t, node);
 		if (pos > 0) {
 			const cJSON *rt = cJSON_GetArrayItem(t->list, (int)pos - 1)->child;
@@ -634,7 +667,8 @@ build_count(struct pm *p, const cJSON *n, struct plan_merge_count *c, const char
 		c->slot = (uint32_t)jint(pr, "number", 0) - 1;
 		return true;
 	}
-	return nk_error_set(p->err, "0A000", "%s across shards must be a constant or a parameter",
+	return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			    "%s across shards must be a constant or a parameter",
 			    what);
 }
 
@@ -721,7 +755,8 @@ splice(struct pm *p, const struct pm_cut *cuts, uint32_t n)
 		if (!cuts[i].with)
 			return oom(p);
 		if (cuts[i].from < at)
-			return nk_error_set(p->err, "0A000", "cannot rewrite this query for shards");
+			return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "cannot rewrite this query for shards");
 		strncat(s, p->sql + at, cuts[i].from - at);
 		strcat(s, cuts[i].with);
 		at = cuts[i].to;
@@ -838,7 +873,8 @@ arm_is_shard_local(struct pm *p, const cJSON *arm, int all)
 	if (k > 0 || jget(arm, "groupClause") || jget(arm, "havingClause") ||
 	    jget(arm, "limitCount") || jget(arm, "limitOffset") ||
 	    (all == 1 && jget(arm, "distinctClause")))
-		return nk_error_set(p->err, "0A000", "a UNION arm with aggregates, GROUP BY, "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "a UNION arm with aggregates, GROUP BY, "
 				    "HAVING, LIMIT or OFFSET (or DISTINCT under UNION ALL) is not "
 				    "merged across shards");
 	return true;
@@ -860,7 +896,8 @@ set_op_arms(struct pm *p, const cJSON *sel, int *all, const cJSON **leftmost)
 	if (*all < 0)
 		*all = jbool(sel, "all");
 	else if (*all == 1 && !jbool(sel, "all"))
-		return nk_error_set(p->err, "0A000", "a UNION under a UNION ALL is not merged "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "a UNION under a UNION ALL is not merged "
 				    "across shards");
 	return set_op_arms(p, jget(sel, "larg"), all, leftmost) &&
 	       set_op_arms(p, jget(sel, "rarg"), all, leftmost);
@@ -942,7 +979,8 @@ build_plain(struct pm *p, const cJSON *sel)
 	t.list = jget(sel, "targetList");
 	t.n = (uint32_t)cJSON_GetArraySize(t.list);
 	if (!t.n)
-		return nk_error_set(p->err, "0A000", "this SELECT shape is not merged across shards");
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "this SELECT shape is not merged across shards");
 	pm_clauses(p, first, 0);
 	for (int c = 0; c < PM_CL_COUNT; c++)
 		end = p->cl[c] < end ? p->cl[c] : end;
@@ -950,7 +988,8 @@ build_plain(struct pm *p, const cJSON *sel)
 	if (!t.spans)
 		return oom(p);
 	if (pm_split(p, first, end, t.spans, t.n) != t.n)
-		return nk_error_set(p->err, "0A000", "cannot locate the select list items");
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "cannot locate the select list items");
 	for (uint32_t i = 0; i < t.n; i++)
 		if (pm_add_col(p, NULL) < 0)
 			return false;
@@ -969,10 +1008,12 @@ build_plain(struct pm *p, const cJSON *sel)
 		return false;
 	p->out->star = first_star(t.list, t.n) < t.n;
 	if (p->out->star && p->out->grouped)
-		return nk_error_set(p->err, "0A000", "SELECT * with aggregates or GROUP BY is not "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "SELECT * with aggregates or GROUP BY is not "
 				    "merged across shards");
 	if (p->out->distinct_on && (p->out->nsort < p->out->distinct_on || p->out->grouped))
-		return nk_error_set(p->err, "0A000", "DISTINCT ON across shards needs an ORDER BY "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "DISTINCT ON across shards needs an ORDER BY "
 				    "starting with its expressions");
 	return shard_text(p, end);
 }
@@ -1017,13 +1058,14 @@ plan_merge_build(struct rarena *a, const char *sql, struct plan_merge *out, stru
 	p.err = err;
 	res = pg_query_parse(sql);
 	if (res.error) {
-		nk_error_set(err, "42601", "%s", res.error->message);
+		nk_error_set(err, ERRCODE_SYNTAX_ERROR, "%s", res.error->message);
 	} else if (!(tree = cJSON_Parse(res.parse_tree)) || !pm_scan(&p)) {
 		oom(&p);
 	} else {
 		sel = jas(jget(cJSON_GetArrayItem(jget(tree, "stmts"), 0), "stmt"), "SelectStmt");
 		ok = sel ? build_select(&p, sel)
-			 : nk_error_set(err, "0A000", "only SELECT results are merged across shards");
+			 : nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					"only SELECT results are merged across shards");
 	}
 	cJSON_Delete(tree);
 	pg_query_free_parse_result(res);
@@ -1070,7 +1112,8 @@ bind_count(const struct plan_merge_count *c, const struct plan_input *in, int64_
 	char *end;
 
 	if (!text || (*v = strtoll(text, &end, 10), *end != '\0'))
-		return nk_error_set(err, "22P02", "invalid LIMIT or OFFSET value");
+		return nk_error_set(err, ERRCODE_INVALID_TEXT_REPRESENTATION,
+				    "invalid LIMIT or OFFSET value");
 	return true;
 }
 
@@ -1088,6 +1131,7 @@ plan_merge_bind(const struct plan_merge *m, const struct plan_input *in, int64_t
 	if (*offset < 0)
 		*offset = 0;
 	if (*limit < -1 || (m->offset.present && !m->offset.is_slot && m->offset.value < 0))
-		return nk_error_set(err, "2201W", "LIMIT must not be negative");
+		return nk_error_set(err, ERRCODE_INVALID_ROW_COUNT_IN_LIMIT_CLAUSE,
+				    "LIMIT must not be negative");
 	return true;
 }

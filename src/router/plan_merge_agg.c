@@ -91,7 +91,8 @@ name_in(const char *name, const char *const *list, size_t n)
 static int
 refuse_builtin(struct pm *p, const char *name)
 {
-	nk_error_set(p->err, "0A000", "aggregate %s() cannot be combined across shards", name);
+	nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "aggregate %s() cannot be combined across shards", name);
 	if (name_in(name, float_aggs, NK_ARRAY_LEN(float_aggs)))
 		nk_error_detail(p->err, "Its double precision transition state cannot be read "
 				"from the shards, and combining rounded results would not give "
@@ -142,7 +143,7 @@ agg_flags(const char *name)
 static bool
 oom(struct pm *p)
 {
-	return nk_error_set(p->err, "53200", "out of memory");
+	return nk_error_oom(p->err);
 }
 
 /* pm_fmt: see plan_merge_int.h. */
@@ -256,7 +257,8 @@ read_call(struct pm *p, const cJSON *fc, struct pm_call *c)
 	c->first = pm_tok_at(p, (uint32_t)jint(fc, "location", 0));
 	c->end = pm_call_end(p, c->first, &c->open);
 	if (c->open >= p->ntoks)
-		return nk_error_set(p->err, "0A000", "cannot locate an aggregate call");
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "cannot locate an aggregate call");
 	d = p->toks[c->open].depth;
 	for (t = c->open + 1; t < p->ntoks && !(pm_is(p, t, ")") && p->toks[t].depth == d); t++)
 		;
@@ -273,7 +275,8 @@ read_call(struct pm *p, const cJSON *fc, struct pm_call *c)
 		a++;
 	c->nargs = pm_split(p, a, c->order, c->args, PM_CALL_ARGS);
 	if (c->nargs > PM_CALL_ARGS)
-		return nk_error_set(p->err, "0A000", "too many arguments to merge an aggregate");
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "too many arguments to merge an aggregate");
 	c->fname = pm_text(p, c->first, c->open);
 	c->filter = c->end > c->close + 1 ? pm_fmt(p, " %s", pm_text(p, c->close + 1, c->end))
 					  : "";
@@ -386,7 +389,8 @@ const_args(struct pm *p, const struct pm_call *c)
 
 	for (uint32_t i = 1; i < c->nargs && s; i++) {
 		if (!const_arg(cJSON_GetArrayItem(jget(c->fc, "args"), (int)i))) {
-			nk_error_set(p->err, "0A000", "%s() across shards needs constant arguments "
+			nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				     "%s() across shards needs constant arguments "
 				     "after the first", c->name);
 			return NULL;
 		}
@@ -410,13 +414,15 @@ distinct_agg(struct pm *p, const struct pm_call *c, struct plan_merge_agg *a)
 	int col;
 
 	if (!rest || c->nargs == 0)
-		return c->nargs ? false : nk_error_set(p->err, "0A000", "cannot merge %s() "
+		return c->nargs ? false : nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+						       "cannot merge %s() "
 						       "across shards", c->name);
 	for (int i = 0; i < cJSON_GetArraySize(order) && ord; i++) {
 		const cJSON *sb = jas(cJSON_GetArrayItem(order, i), "SortBy");
 
 		if (jget(sb, "useOp"))
-			return nk_error_set(p->err, "0A000", "ORDER BY ... USING inside an aggregate is "
+			return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "ORDER BY ... USING inside an aggregate is "
 					    "not merged across shards");
 		ord = pm_fmt(p, "%s%s e%s%s", ord, i ? "," : " ORDER BY", coll, sort_dir(p, sb));
 	}
@@ -447,7 +453,8 @@ ordered_agg(struct pm *p, const struct pm_call *c, struct plan_merge_agg *a)
 		return extra ? oom(p) : false;
 	if (n == 0 || n > PM_ORDER_KEYS || c->nargs == 0 ||
 	    pm_split(p, c->order + 2, c->close, keys, PM_ORDER_KEYS) != n)
-		return nk_error_set(p->err, "0A000", "cannot merge this ordered aggregate across "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "cannot merge this ordered aggregate across "
 				    "shards");
 	for (uint32_t i = 0; i < n; i++) {
 		const cJSON *sb = jas(cJSON_GetArrayItem(order, (int)i), "SortBy");
@@ -455,7 +462,8 @@ ordered_agg(struct pm *p, const struct pm_call *c, struct plan_merge_agg *a)
 		int d = p->toks[keys[i].first].depth, col;
 
 		if (jget(sb, "useOp"))
-			return nk_error_set(p->err, "0A000", "ORDER BY ... USING inside an aggregate is "
+			return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "ORDER BY ... USING inside an aggregate is "
 					    "not merged across shards");
 		while (e < keys[i].last && !(p->toks[e].depth == d &&
 		       (pm_is(p, e, "asc") || pm_is(p, e, "desc") || pm_is(p, e, "nulls"))))
@@ -548,7 +556,8 @@ string_delim(struct pm *p, const struct pm_call *c, struct plan_merge_agg *a)
 	a->delim = jstr(jget(jas(d, "A_Const"), "sval"), "sval");
 	a->delim = a->delim ? rarena_strdup(p->a, a->delim) : NULL;
 	if (!a->delim)
-		return nk_error_set(p->err, "0A000", "string_agg() across shards needs a constant "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "string_agg() across shards needs a constant "
 				    "delimiter");
 	return true;
 }
@@ -584,10 +593,12 @@ check_inside(struct pm *p, const struct pm_call *c, unsigned flags, bool *distin
 	*ordered = ord && !dist && (flags & PM_AGG_ORDERED);
 	if (jbool(c->fc, "agg_within_group") ||
 	    (dist && !(flags & (PM_AGG_DISTINCT | PM_AGG_DISTINCT_SAME))))
-		return nk_error_set(p->err, "0A000", "%s() with DISTINCT is not merged across "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "%s() with DISTINCT is not merged across "
 				    "shards", c->name);
 	if (ord && !*ordered && !*distinct && !(flags & PM_AGG_ORDER_FREE))
-		return nk_error_set(p->err, "0A000", "ORDER BY inside %s() is not merged across "
+		return nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "ORDER BY inside %s() is not merged across "
 				    "shards", c->name);
 	return true;
 }

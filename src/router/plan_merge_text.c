@@ -1,78 +1,33 @@
 /*
  * plan_merge_text.c - the token view of a SELECT's text that plan_merge.c splices: a small
- * scanner following the Postgres lexer's rules for what matters here (quoted strings and
- * identifiers, dollar quotes, comments, parentheses), the top-level clause positions and
+ * scanner (quoted strings and identifiers, dollar quotes and comments through
+ * neki/sqlscan.h; parentheses), the top-level clause positions and
  * the spans of list items and function calls starting at a parse-tree location.
  */
 #include "neki/base.h"
 
+#include "neki/sqlscan.h"
 #include "plan_merge_int.h"
 
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
+/* Past whitespace and comments (as neki/sqlscan.h reads them) from <i>. */
 static uint32_t
 skip_space(const char *s, uint32_t i, uint32_t n)
 {
 	for (;;) {
+		enum sql_item it;
+		size_t e;
+
 		while (i < n && isspace((unsigned char)s[i]))
 			i++;
-		if (i + 1 < n && s[i] == '-' && s[i + 1] == '-') {
-			while (i < n && s[i] != '\n')
-				i++;
-		} else if (i + 1 < n && s[i] == '/' && s[i + 1] == '*') {
-			int depth = 0;
-
-			do {
-				if (i + 1 < n && s[i] == '/' && s[i + 1] == '*') {
-					depth++;
-					i += 2;
-				} else if (i + 1 < n && s[i] == '*' && s[i + 1] == '/') {
-					depth--;
-					i += 2;
-				} else {
-					i++;
-				}
-			} while (i < n && depth > 0);
-		} else {
+		e = sql_scan_item(s, i, n, &it);
+		if (it != SQL_ITEM_COMMENT)
 			return i;
-		}
+		i = (uint32_t)e;
 	}
-}
-
-/* End of a quoted run starting at <i> (the quote), doubled quotes staying inside. */
-static uint32_t
-quoted_end(const char *s, uint32_t i, uint32_t n, char q, bool backslash)
-{
-	for (i++; i < n; i++) {
-		if (backslash && s[i] == '\\') {
-			i++;
-		} else if (s[i] == q) {
-			if (i + 1 < n && s[i + 1] == q)
-				i++;
-			else
-				return i + 1;
-		}
-	}
-	return n;
-}
-
-static uint32_t
-dollar_end(const char *s, uint32_t i, uint32_t n)
-{
-	uint32_t j = i + 1;
-
-	while (j < n && (isalnum((unsigned char)s[j]) || s[j] == '_'))
-		j++;
-	if (j >= n || s[j] != '$')
-		return 0;
-	uint32_t tl = j + 1 - i;
-
-	for (uint32_t k = j + 1; k + tl <= n; k++)
-		if (memcmp(s + k, s + i, tl) == 0)
-			return k + tl;
-	return n;
 }
 
 static bool
@@ -85,30 +40,18 @@ word_char(char c)
 static uint32_t
 scan_one(const char *s, uint32_t i, uint32_t n, char *kind)
 {
-	uint32_t e;
+	enum sql_item it;
+	uint32_t e = (uint32_t)sql_scan_item(s, i, n, &it);
 	char c = s[i];
 
-	if ((c == 'E' || c == 'e' || c == 'B' || c == 'b' || c == 'X' || c == 'x') &&
-	    i + 1 < n && s[i + 1] == '\'') {
-		*kind = 's';
-		return quoted_end(s, i + 1, n, '\'', c == 'E' || c == 'e');
-	}
-	if (c == '\'') {
-		*kind = 's';
-		return quoted_end(s, i, n, '\'', false);
-	}
-	if (c == '"') {
-		*kind = 'q';
-		return quoted_end(s, i, n, '"', false);
+	if (it != SQL_ITEM_NONE) {	/* (no comment: skip_space went past them) */
+		*kind = it == SQL_ITEM_QUOTED_IDENT ? 'q' : 's';
+		return e;
 	}
 	if (c == '$' && i + 1 < n && isdigit((unsigned char)s[i + 1])) {
 		for (e = i + 1; e < n && isdigit((unsigned char)s[e]); e++)
 			;
 		*kind = 'p';
-		return e;
-	}
-	if (c == '$' && (e = dollar_end(s, i, n)) != 0) {
-		*kind = 's';
 		return e;
 	}
 	if (word_char(c) || c == '.') {

@@ -1,7 +1,7 @@
 /*
  * plan_rewrite.c - the text the executor sends when the router supplies sequence values
  * (spec 6.1): a small lexer over the statement text (strings, quoted identifiers, dollar
- * quotes and comments are skipped whole, parentheses nest), the nextval('seq') calls it
+ * quotes and comments are skipped whole as neki/sqlscan.h reads them, parentheses nest), the nextval('seq') calls it
  * finds, and plan_rewrite(), which copies the text with each nextval() call replaced by its
  * value and, for an INSERT with fills, the column list extended, OVERRIDING SYSTEM VALUE
  * added and each VALUES row of one shard's part extended by its values.
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "neki/sqlscan.h"
 #include "plan_int.h"
 
 /* ---- lexer ---- */
@@ -26,101 +27,33 @@ word_char(char ch, bool first)
 	return isalpha(u) || u == '_' || u >= 0x80 || (!first && (isdigit(u) || u == '$'));
 }
 
-/* End of a quoted run starting at <p> (the opening quote <q>); doubled quotes continue it. */
-static const char *
-skip_quoted(const char *p, char q, bool backslash)
+/*
+ * One token at <i> of <sql> (<n> bytes; not whitespace, not a comment): its kind and end.
+ * Strings, quoted identifiers and dollar quotes as sqlscan.c reads them; an escape, bit,
+ * national or Unicode string or a dollar quote is 'S' (never a sequence name).
+ */
+static size_t
+lex_one(const char *sql, size_t i, size_t n, char *kind)
 {
-	for (p++; *p; p++) {
-		if (backslash && *p == '\\' && p[1]) {
-			p++;
-		} else if (*p == q) {
-			if (p[1] != q)
-				return p + 1;
-			p++;
-		}
+	enum sql_item it;
+	size_t e = sql_scan_item(sql, i, n, &it);
+
+	if (it == SQL_ITEM_STRING || it == SQL_ITEM_QUOTED_IDENT) {
+		*kind = it == SQL_ITEM_STRING ? 's' : sql[i] == '"' ? 'q' : 'S';
+		return e;
 	}
-	return p;
-}
-
-/* End of a dollar-quoted string at <p> ("$tag$...$tag$"), or NULL when <p> is not one. */
-static const char *
-skip_dollar(const char *p)
-{
-	const char *t = p + 1, *end;
-	size_t tag;
-
-	while (word_char(*t, t == p + 1) && *t != '$')
-		t++;
-	if (*t != '$')
-		return NULL;
-	tag = (size_t)(t - p + 1);
-	for (end = t + 1; *end; end++)
-		if (*end == '$' && strncmp(end, p, tag) == 0)
-			return end + tag;
-	return end;
-}
-
-static const char *
-skip_comment(const char *p)
-{
-	int depth = 0;
-
-	if (p[0] == '-') {
-		while (*p && *p != '\n')
-			p++;
-		return p;
-	}
-	for (; *p; p++) {
-		if (p[0] == '/' && p[1] == '*') {
-			depth++;
-			p++;
-		} else if (p[0] == '*' && p[1] == '/') {
-			p++;
-			if (--depth == 0)
-				return p + 1;
-		}
-	}
-	return p;
-}
-
-/* One token at <p> (not whitespace): its kind and end. */
-static const char *
-lex_one(const char *p, char *kind)
-{
-	const char *e;
-
-	if ((p[0] == 'E' || p[0] == 'e') && p[1] == '\'') {
-		*kind = 'S';	/* escape string: never a sequence name */
-		return skip_quoted(p + 1, '\'', true);
-	}
-	if (strchr("bBxXnN", p[0]) && p[1] == '\'') {
+	if (it != SQL_ITEM_NONE) {
 		*kind = 'S';
-		return skip_quoted(p + 1, '\'', false);
+		return e;
 	}
-	if ((p[0] == 'U' || p[0] == 'u') && p[1] == '&' && (p[2] == '\'' || p[2] == '"')) {
-		*kind = 'S';
-		return skip_quoted(p + 2, p[2], false);
-	}
-	if (word_char(p[0], true)) {
-		for (e = p + 1; word_char(*e, false); e++)
+	if (word_char(sql[i], true)) {
+		for (e = i + 1; e < n && word_char(sql[e], false); e++)
 			;
 		*kind = 'w';
 		return e;
 	}
-	if (p[0] == '\'') {
-		*kind = 's';
-		return skip_quoted(p, '\'', false);
-	}
-	if (p[0] == '"') {
-		*kind = 'q';
-		return skip_quoted(p, '"', false);
-	}
-	if (p[0] == '$' && (e = skip_dollar(p))) {
-		*kind = 'S';
-		return e;
-	}
-	*kind = strchr("(),.;:", p[0]) ? 'p' : 'o';
-	return p + 1;
+	*kind = strchr("(),.;:", sql[i]) ? 'p' : 'o';
+	return i + 1;
 }
 
 /* plan_lex: see plan_int.h. */
@@ -128,26 +61,28 @@ bool
 plan_lex(struct rarena *a, const char *sql, struct ptok **out, uint32_t *n)
 {
 	uint32_t cap = 64;
-	const char *p = sql;
+	size_t len = strlen(sql), i = 0;
 
 	*n = 0;
 	*out = rarena_alloc(a, cap * sizeof(**out));
 	if (!*out)
 		return false;
-	while (*p) {
+	while (i < len) {
 		struct ptok *t;
-		const char *e;
+		enum sql_item it;
+		size_t e;
 		char kind;
 
-		if (isspace((unsigned char)*p)) {
-			p++;
+		if (isspace((unsigned char)sql[i])) {
+			i++;
 			continue;
 		}
-		if ((p[0] == '-' && p[1] == '-') || (p[0] == '/' && p[1] == '*')) {
-			p = skip_comment(p);
+		e = sql_scan_item(sql, i, len, &it);
+		if (it == SQL_ITEM_COMMENT) {
+			i = e;
 			continue;
 		}
-		e = lex_one(p, &kind);
+		e = lex_one(sql, i, len, &kind);
 		if (*n == cap) {
 			struct ptok *g = rarena_alloc(a, 2 * cap * sizeof(*g));
 
@@ -158,10 +93,10 @@ plan_lex(struct rarena *a, const char *sql, struct ptok **out, uint32_t *n)
 			cap *= 2;
 		}
 		t = &(*out)[(*n)++];
-		t->start = (uint32_t)(p - sql);
-		t->len = (uint32_t)(e - p);
+		t->start = (uint32_t)i;
+		t->len = (uint32_t)(e - i);
 		t->kind = kind;
-		p = e;
+		i = e;
 	}
 	return true;
 }
@@ -492,17 +427,17 @@ plan_rewrite(struct rarena *a, const char *sql, const struct plan *p,
 
 	puts_(&w, "");
 	if (!plan_lex(a, sql, &t, &n)) {
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 		return NULL;
 	}
 	if (p->nfills == 0)
 		copy_span(&w, 0, (uint32_t)strlen(sql));
 	else if (!rewrite_insert(&w, t, n, part, values) && !w.oom) {
-		nk_error_set(err, "42601", "INSERT text does not match its plan");
+		nk_error_set(err, ERRCODE_SYNTAX_ERROR, "INSERT text does not match its plan");
 		return NULL;
 	}
 	if (w.oom || !w.buf) {
-		nk_error_set(err, "53200", "out of memory");
+		nk_error_oom(err);
 		return NULL;
 	}
 	return w.buf;

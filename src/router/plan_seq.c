@@ -30,7 +30,8 @@ seq_home(struct pctx *c, const char *schema, const char *name, const struct prel
 						 owner ? 1 : 0);
 
 	if (g == TOPO_IMG_NONE)
-		return nk_error_set(c->err, "42704", "sequence \"%s.%s\" has no shard group in the "
+		return nk_error_set(c->err, ERRCODE_UNDEFINED_OBJECT,
+				    "sequence \"%s.%s\" has no shard group in the "
 				    "data topology", schema, name);
 	*home = topo_image_range_shard(c->img, g, 0);
 	*cache = cat && cat->seq_cache ? cat->seq_cache(cat->arg, schema, name) : 0;
@@ -56,7 +57,7 @@ add_fill(struct pctx *c, struct prel *t, const struct cat_column *col)
 	struct plan_fill *f, *grown = rarena_alloc(c->a, (o->nfills + 1) * sizeof(*grown));
 
 	if (!grown)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (o->nfills)
 		memcpy(grown, o->fills, o->nfills * sizeof(*grown));
 	o->fills = grown;
@@ -65,7 +66,7 @@ add_fill(struct pctx *c, struct prel *t, const struct cat_column *col)
 	f->seq_schema = rarena_strdup(c->a, col->seq.schema);
 	f->seq_name = rarena_strdup(c->a, col->seq.name);
 	if (!f->column || !f->seq_schema || !f->seq_name)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	f->is_key = t->sharded && strcmp(col->name, t->key_col) == 0;
 	f->cell = -1;
 	o->route_by_fill = o->route_by_fill || f->is_key;
@@ -102,13 +103,14 @@ positional_cols(struct pctx *c, const struct prel *t)
 
 	c->out->cols = rarena_alloc(c->a, (n + 1) * sizeof(*c->out->cols));
 	if (!c->out->cols)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	for (uint32_t i = 0; i < n; i++) {
 		const char *name = cat->column_name ? cat->column_name(cat->arg, t->schema,
 								       t->r->name, i + 1) : NULL;
 
 		if (!name)
-			return nk_error_set(c->err, "42601", "INSERT has more expressions than target "
+			return nk_error_set(c->err, ERRCODE_SYNTAX_ERROR,
+					    "INSERT has more expressions than target "
 					    "columns");
 		c->out->cols[i] = name;
 	}
@@ -167,7 +169,8 @@ plan_fill_key_plan(struct pctx *c, struct prel *t)
 	o->key.col_type = t->col_type;
 	o->key.column = t->key_col;
 	o->key.col_pos = -1;
-	return t->typed || nk_error_set(c->err, "42704", "type of shard-key column \"%s\" of "
+	return t->typed || nk_error_set(c->err, ERRCODE_UNDEFINED_OBJECT,
+					"type of shard-key column \"%s\" of "
 					"table \"%s\" is unknown", t->key_col, t->r->name);
 }
 
@@ -193,7 +196,7 @@ plan_fill_route(struct rarena *a, const struct plan_input *in, struct plan *p,
 	p->nparts = 0;
 	p->parts = rarena_alloc(a, (p->nrows + 1) * sizeof(*p->parts));
 	if (!p->parts)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	for (uint32_t r = 0; r < p->nrows; r++) {
 		char text[32];
 		const char *shard;
@@ -208,7 +211,7 @@ plan_fill_route(struct rarena *a, const struct plan_input *in, struct plan *p,
 			p->parts[k].shard = shard;
 			p->parts[k].rows = rarena_alloc(a, p->nrows * sizeof(uint32_t));
 			if (!p->parts[k].rows)
-				return nk_error_set(err, "53200", "out of memory");
+				return nk_error_oom(err);
 			p->nparts++;
 			if (!plan_add_shard(&c, shard))
 				return false;
@@ -301,7 +304,7 @@ add_nextval(struct pctx *c, const char *sql, const struct ptok *t, uint32_t i, u
 	struct plan_nextval *nv, *grown = rarena_alloc(c->a, (o->nnextvals + 1) * sizeof(*grown));
 
 	if (!grown)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (o->nnextvals)
 		memcpy(grown, o->nextvals, o->nnextvals * sizeof(*grown));
 	o->nextvals = grown;
@@ -346,7 +349,7 @@ plan_nextvals(struct pctx *c)
 	if ((f & STMT_F_SEQ_ROW) && !(c->s->kind == STMT_SELECT && c->s->nrels == 0))
 		return nk_error_nk013(c->err, 101);
 	if (!plan_lex(c->a, sql, &t, &n))
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	for (uint32_t i = 0; i < n; i++)
 		for (uint32_t k = 0; k < NK_ARRAY_LEN(fnames); k++)
 			if (plan_find_nextval(sql, t, n, i, fnames[k], &arg, &end) &&
@@ -385,7 +388,8 @@ plan_bool_text(const char *s, bool *out)
 static bool
 setval_refuse(struct pctx *c, const char *what)
 {
-	nk_error_set(c->err, "0A000", "setval() on a sharded database needs %s", what);
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "setval() on a sharded database needs %s", what);
 	nk_error_hint(c->err, "Compute the value first and pass it as a literal or a parameter.");
 	return false;
 }
@@ -427,7 +431,7 @@ setval_add(struct pctx *c, const struct plan_setval *sv)
 	struct plan_setval *grown = rarena_alloc(c->a, (o->nsetvals + 1) * sizeof(*grown));
 
 	if (!grown)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (o->nsetvals)
 		memcpy(grown, o->setvals, o->nsetvals * sizeof(*grown));
 	grown[o->nsetvals] = *sv;
@@ -452,7 +456,8 @@ plan_setval(struct pctx *c, const struct stmt_call *call, const char **home)
 	*home = NULL;
 	if (stmt_calls(c->s, "nextval") || stmt_calls(c->s, "currval") ||
 	    stmt_calls(c->s, "lastval")) {
-		nk_error_set(c->err, "0A000", "setval() and nextval(), currval() or lastval() in one "
+		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			     "setval() and nextval(), currval() or lastval() in one "
 			     "statement are not supported on a sharded database");
 		nk_error_hint(c->err, "Call them in separate statements.");
 		return false;
@@ -471,7 +476,8 @@ plan_setval(struct pctx *c, const struct stmt_call *call, const char **home)
 		return true;	/* strict: setval(NULL, ...) is NULL */
 	memset(&sv, 0, sizeof(sv));
 	if (!text_seq(c, text, &sv.seq_schema, &sv.seq_name))
-		return nk_error_set(c->err, "42P01", "relation \"%s\" does not exist", text);
+		return nk_error_set(c->err, ERRCODE_UNDEFINED_TABLE,
+				    "relation \"%s\" does not exist", text);
 	if (!seq_home(c, sv.seq_schema, sv.seq_name, NULL, home, &cache))
 		return false;
 	if (!plan_value_int(c, &call->args[1], KS_TYPE_INT8, &sv.value, &is_null)) {

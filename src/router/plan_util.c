@@ -1,8 +1,8 @@
 /*
  * plan_util.c - plans of utility statements and the checks every plan passes: transaction
- * control (23, 22, 24, 25), SET/RESET/SHOW (27, 28, 29) and the __neki.* settings (26 and
- * their values, spec 3.4), COPY (41-56), EXPLAIN (30-33, NK017), DDL/maintenance on every
- * shard, __neki.fanout and __neki.tx_mode limits.
+ * control (23, 22, 24, 25), SET/RESET/SHOW (27, 28, 29) and the __neki.* settings (their
+ * values, spec 3.4; tx_mode atomic runs in src/exec/route_2pc.c), COPY (41-56), EXPLAIN
+ * (30-33, NK017), DDL/maintenance on every shard, __neki.fanout and __neki.tx_mode limits.
  *
  * Isolation levels: READ UNCOMMITTED (Postgres runs it as READ COMMITTED), READ COMMITTED and
  * REPEATABLE READ are accepted (each shard gives its own snapshot; no snapshot is shared
@@ -51,9 +51,6 @@ plan_tx(struct pctx *c)
 	const struct stmt_tx *tx = c->s->tx;
 
 	switch (tx->kind) {
-	case STMT_TX_SAVEPOINT:
-	case STMT_TX_RELEASE:
-	case STMT_TX_ROLLBACK_TO:
 	case STMT_TX_PREPARE:
 	case STMT_TX_COMMIT_PREPARED:
 	case STMT_TX_ROLLBACK_PREPARED:
@@ -77,7 +74,7 @@ struct neki_setting {
 };
 
 static const struct neki_setting neki_settings[] = {
-	{ "tx_mode", { "multi", "single" } },
+	{ "tx_mode", { "multi", "single", "atomic" } },
 	{ "fanout", { "scatter", "multi", "single" } },
 	{ "shard", { NULL } },
 	{ "target", { "primary", "replica", "rdonly" } },
@@ -104,7 +101,8 @@ bad_value(struct nk_error *err, const char *name, const char *value,
 	char hint[128] = "";
 	size_t len = 0;
 
-	nk_error_set(err, "22023", "invalid value for parameter \"%s\": \"%s\"", name, value);
+	nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+		     "invalid value for parameter \"%s\": \"%s\"", name, value);
 	for (size_t i = 0; i < 4 && st->values[i]; i++)
 		len += (size_t)snprintf(hint + len, sizeof(hint) - len, "%s%s", i ? ", " : "",
 					st->values[i]);
@@ -120,7 +118,8 @@ neki_store(struct plan_session *sess, const struct neki_setting *st, const char 
 	size_t cap = 16;
 
 	if (streq(st->name, "tx_mode"))
-		sess->tx_mode = streq(v, "single") ? PLAN_TX_SINGLE : PLAN_TX_MULTI;
+		sess->tx_mode = streq(v, "single") ? PLAN_TX_SINGLE :
+				streq(v, "atomic") ? PLAN_TX_ATOMIC : PLAN_TX_MULTI;
 	else if (streq(st->name, "fanout"))
 		sess->fanout = streq(v, "single") ? PLAN_FANOUT_SINGLE :
 			       streq(v, "multi") ? PLAN_FANOUT_MULTI : PLAN_FANOUT_SCATTER;
@@ -150,7 +149,8 @@ plan_neki_apply(struct plan_session *sess, const char *name, const char *value,
 	if (!st)
 		return true;
 	if (sess->in_transaction) {
-		nk_error_set(err, "25001", "parameter \"%s\" cannot be changed inside a transaction",
+		nk_error_set(err, ERRCODE_ACTIVE_SQL_TRANSACTION,
+			     "parameter \"%s\" cannot be changed inside a transaction",
 			     name);
 		nk_error_hint(err, "Set __neki settings before BEGIN, in a separate statement.");
 		return false;
@@ -159,7 +159,8 @@ plan_neki_apply(struct plan_session *sess, const char *name, const char *value,
 		value = st->values[0] ? st->values[0] : "";
 	if (!st->values[0]) {
 		if (strlen(value) >= sizeof(sess->shard))
-			return nk_error_set(err, "22023", "invalid value for parameter \"%s\": \"%s\"",
+			return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+					    "invalid value for parameter \"%s\": \"%s\"",
 					    name, value);
 		neki_store(sess, st, value);
 		return true;
@@ -167,13 +168,12 @@ plan_neki_apply(struct plan_session *sess, const char *name, const char *value,
 	for (i = 0; value[i] && i + 1 < sizeof(low); i++)
 		low[i] = (char)tolower((unsigned char)value[i]);
 	low[i] = '\0';
-	if (streq(st->name, "tx_mode") && streq(low, "atomic"))
-		return nk_error_nk013(err, 26);
-	for (i = 0; i < 4 && st->values[i]; i++)
-		if (streq(low, st->values[i])) {
-			neki_store(sess, st, st->values[i]);
-			return true;
-		}
+	for (i = 0; i < 4 && st->values[i]; i++) {
+		if (!streq(low, st->values[i]))
+			continue;
+		neki_store(sess, st, st->values[i]);
+		return true;
+	}
 	return bad_value(err, name, value, st);
 }
 
@@ -186,7 +186,8 @@ plan_neki_show(const struct plan_session *sess, const char *name)
 	if (!st)
 		return NULL;
 	if (streq(st->name, "tx_mode"))
-		return sess->tx_mode == PLAN_TX_SINGLE ? "single" : "multi";
+		return sess->tx_mode == PLAN_TX_SINGLE ? "single" :
+		       sess->tx_mode == PLAN_TX_ATOMIC ? "atomic" : "multi";
 	if (streq(st->name, "fanout"))
 		return plan_fanout_str(sess->fanout);
 	if (streq(st->name, "shard"))
@@ -224,29 +225,69 @@ topo_has_shard(const void *img, const char *uid)
 	return false;
 }
 
+/* plan_neki_is_setting: see plan.h. */
+bool
+plan_neki_is_setting(const char *name)
+{
+	return neki_find(name) != NULL;
+}
+
+/* plan_neki_apply_checked: see plan.h. */
+bool
+plan_neki_apply_checked(struct plan_session *sess, const void *img, const char *name,
+			const char *value, struct nk_error *err)
+{
+	if (!plan_neki_apply(sess, name, value, err))
+		return false;
+	if (streq(name, "__neki.shard") && sess->shard[0] && !topo_has_shard(img, sess->shard)) {
+		nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+			     "invalid value for parameter \"%s\": \"%s\"", name,
+			     sess->shard);
+		nk_error_detail(err, "The data topology has no shard \"%s\".", sess->shard);
+		return false;
+	}
+	return true;
+}
+
 static bool
 plan_neki_set(struct pctx *c, const struct stmt_set *set)
 {
 	struct plan_session probe = *c->in->sess;
 	const char *v = set->kind == STMT_SET_VALUE ? set->value : NULL;
 
-	if (!plan_neki_apply(&probe, set->name, v, c->err))
+	if (!plan_neki_apply_checked(&probe, c->img, set->name, v, c->err))
 		return false;
-	if (streq(set->name, "__neki.shard") && probe.shard[0] &&
-	    !topo_has_shard(c->img, probe.shard)) {
-		nk_error_set(c->err, "22023", "invalid value for parameter \"%s\": \"%s\"",
-			     set->name, probe.shard);
-		nk_error_detail(c->err, "The data topology has no shard \"%s\".", probe.shard);
-		return false;
-	}
 	router_plan(c, PLAN_ACT_NEKI_SET);
 	return true;
+}
+
+/* plan_check_setting: see plan_int.h. */
+bool
+plan_check_setting(struct pctx *c, const char *name, const char *value)
+{
+	bool on;
+
+	if (!name || !value || strcasecmp(name, "standard_conforming_strings") != 0 ||
+	    !plan_bool_text(value, &on) || on)
+		return true;
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "standard_conforming_strings = off is unavailable on a "
+		     "routed database");
+	nk_error_detail(c->err, "The router reads every '...' literal as a standard string "
+			"(backslash is an ordinary character); with the setting off the shards "
+			"would read backslash escapes in them, and the router could route by "
+			"another value than they see.");
+	nk_error_hint(c->err, "Write backslash escapes as E'...' strings.");
+	return false;
 }
 
 static bool
 plan_set(struct pctx *c)
 {
 	const struct stmt_set *set = c->s->set;
+
+	if (set->kind == STMT_SET_VALUE && !plan_check_setting(c, set->name, set->value))
+		return false;
 
 	if (streq(set->name, "session_authorization"))
 		return nk_error_nk013(c->err, 27);
@@ -294,9 +335,7 @@ plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *column)
 		if (!streq(g.db, c->in->sess->db) || !streq(g.owner_table, p->r->name) ||
 		    (g.schema && !streq(g.schema, p->schema)))
 			continue;
-		if (!column && g.enabled)
-			return true;
-		for (uint32_t k = 0; column && k < topo_image_list_len(c->img, g.columns); k++)
+		for (uint32_t k = 0; k < topo_image_list_len(c->img, g.columns); k++)
 			if (streq(topo_image_list_str(c->img, g.columns, k), column))
 				return true;
 	}
@@ -371,8 +410,6 @@ copy_sharded(struct pctx *c, struct prel *p)
 		return nk_error_nk013(c->err, 53);
 	if (p->expr->ncolumns > 1)
 		return nk_error_nk013(c->err, 45);
-	if (plan_owner_gsi(c, p, NULL))
-		return nk_error_nk013(c->err, 44);
 	if (copy_omits_sequence(c, p))
 		return nk_error_nk013(c->err, 51);
 	o->op = PLAN_OP_COPY;
@@ -383,9 +420,11 @@ copy_sharded(struct pctx *c, struct prel *p)
 	o->key.column = p->key_col;
 	o->key.col_pos = copy_key_pos(c, p);
 	if (o->key.col_pos < 0)
-		return nk_error_set(c->err, "NK306", "shard-key column \"%s\" of primary index 0 "
+		return nk_error_set(c->err, NK_ERRCODE_SHARD_KEY_MISSING,
+				    "shard-key column \"%s\" of primary index 0 "
 				    "is required but missing from COPY", p->key_col);
-	return p->typed || nk_error_set(c->err, "42704", "type of shard-key column \"%s\" is "
+	return p->typed || nk_error_set(c->err, ERRCODE_UNDEFINED_OBJECT,
+					"type of shard-key column \"%s\" is "
 					"unknown", p->key_col);
 }
 
@@ -462,7 +501,7 @@ plan_explain_stmt(struct pctx *c)
 		return nk_error_nk013(c->err, e->reject);
 	ip = rarena_alloc(c->a, sizeof(*ip));
 	if (!ip)
-		return nk_error_set(c->err, "53200", "out of memory");
+		return nk_error_oom(c->err);
 	if (e->neki_plan && !e->analyze)
 		sess.fanout = PLAN_FANOUT_SCATTER;	/* the limit applies to ANALYZE only */
 	in.sess = &sess;
@@ -475,7 +514,8 @@ plan_explain_stmt(struct pctx *c)
 		return true;
 	}
 	if (ip->kind != PLAN_SINGLE) {
-		nk_error_set(c->err, "NK017", "This statement requires Neki router processing");
+		nk_error_set(c->err, NK_ERRCODE_NEEDS_ROUTER_PROCESSING,
+			     "This statement requires Neki router processing");
 		nk_error_hint(c->err, "Use `EXPLAIN (NEKI_PLAN)` (with ANALYZE to execute) to see "
 			      "Neki's plan");
 		return false;
@@ -567,6 +607,61 @@ check_enum_rename(struct pctx *c)
 	return true;
 }
 
+static bool
+refuse_ctas(struct pctx *c, const char *table, const char *detail)
+{
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "CREATE TABLE AS over sharded table \"%s\" is unavailable",
+		     table);
+	nk_error_detail(c->err, "%s", detail);
+	nk_error_hint(c->err, "Create the table, then fill it with INSERT INTO ... SELECT.");
+	return false;
+}
+
+/* STMT_CTAS_COPY from <src> into <t>: the new table's shard key is the source's. */
+static bool
+ctas_keeps_key(const struct pctx *c, const struct prel *t, const struct prel *src)
+{
+	for (uint32_t i = 0; i < c->s->nctas_cols; i++) {
+		const struct stmt_ctas_col *k = &c->s->ctas_cols[i];
+
+		if (streq(k->out, "*") ? streq(t->key_col, src->key_col) :
+		    streq(k->out, t->key_col))
+			return streq(k->out, "*") || streq(k->col, src->key_col);
+	}
+	return false;
+}
+
+/*
+ * CREATE TABLE AS runs on every shard, each over its own rows: right only when the new
+ * table is sharded like its one source and copies its rows with their shard key
+ * (STMT_CTAS_COPY, ctas_keeps_key), or gets no rows. A
+ * query over a sharded table (or a view of one) otherwise, or a sharded new table filled
+ * from anything else, is refused.
+ */
+static bool
+check_ctas(struct pctx *c)
+{
+	const struct prel *t, *src;
+
+	if (c->s->ctas == STMT_CTAS_NONE || c->s->ctas == STMT_CTAS_NO_DATA)
+		return true;
+	if (!plan_resolve_rels(c) || c->nrels == 0)
+		return !nk_error_is_set(c->err);
+	t = &c->rels[0];
+	src = c->nrels == 2 ? &c->rels[1] : NULL;
+	if (t->sharded && !(c->s->ctas == STMT_CTAS_COPY && src && plan_colocated(c, t, src) &&
+			    ctas_keeps_key(c, t, src)))
+		return refuse_ctas(c, t->r->name, "Each shard would keep every row its query "
+				   "returns, not those of its own key range.");
+	for (uint32_t i = 1; !t->sharded && i < c->nrels; i++)
+		if (c->rels[i].sharded || plan_view_of_sharded(c, &c->rels[i]))
+			return refuse_ctas(c, c->rels[i].r->name, "Each shard would build the new "
+					   "table from its own rows only.");
+	c->nrels = 0;
+	return true;
+}
+
 /* DDL the topology or the router's environment forbids: 336, 332, 333. */
 static bool
 check_ddl(struct pctx *c)
@@ -577,6 +672,8 @@ check_ddl(struct pctx *c)
 		return nk_error_nk013(c->err, 332);
 	if (s->enum_rename && !check_enum_rename(c))
 		return false;
+	if (!check_ctas(c))
+		return false;
 	if (!s->gen_expr_col || !plan_resolve_rels(c) || c->nrels == 0)
 		return !nk_error_is_set(c->err);
 	for (uint32_t i = 0; c->rels[0].sharded && i < c->rels[0].expr->ncolumns; i++)
@@ -584,6 +681,23 @@ check_ddl(struct pctx *c)
 			return nk_error_nk013(c->err, 336);
 	c->nrels = 0;
 	return true;
+}
+
+/*
+ * The router learns of user-defined aggregates from the committed catalog (calls of one are
+ * 212 across shards): one created or renamed in an open transaction would be taken for a
+ * plain function until the commit.
+ */
+static bool
+refuse_aggregate_ddl(struct pctx *c)
+{
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "%s inside a transaction block is unavailable",
+		     streq(c->s->tag, "DefineStmt") ? "CREATE AGGREGATE" : "ALTER AGGREGATE");
+	nk_error_detail(c->err, "The router knows an aggregate once it is committed; until "
+			"then a call of it across shards would be planned as a plain function's.");
+	nk_error_hint(c->err, "Run it outside a transaction block.");
+	return false;
 }
 
 /* plan_utility: see plan_int.h. */
@@ -602,15 +716,18 @@ plan_utility(struct pctx *c)
 		return plan_set(c);
 	case STMT_COPY:
 		if (c->in->sess->shard[0])
-			return nk_error_set(c->err, "0A000",
+			return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 					    "COPY is unavailable while __neki.shard is set");
 		return plan_copy(c);
 	case STMT_EXPLAIN:
 		return plan_explain_stmt(c);
 	case STMT_DDL:
 		if (c->in->sess->shard[0])
-			return nk_error_set(c->err, "0A000", "schema changes are unavailable while "
+			return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "schema changes are unavailable while "
 					    "__neki.shard is set");
+		if (c->s->names_aggregate && c->in->sess->in_transaction)
+			return refuse_aggregate_ddl(c);
 		return check_ddl(c) && plan_all_shards(c);
 	case STMT_MAINT:
 	case STMT_PRIV:
@@ -636,8 +753,10 @@ plan_check_session(struct pctx *c)
 	bool data = o->kind == PLAN_SINGLE || o->kind == PLAN_SHARD_SET ||
 		    o->kind == PLAN_SCATTER || o->kind == PLAN_EVERY_COPY;
 
+	if (!plan_check_target(c))
+		return false;
 	if (data && o->kind != PLAN_EVERY_COPY && o->level < sess->fanout)
-		return nk_error_set(c->err, "0A000",
+		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 				    "statement's fan-out (%s) exceeds __neki.fanout (%s)",
 				    plan_fanout_str(o->level), plan_fanout_str(sess->fanout));
 	if (!data || !sess->in_transaction || sess->tx_mode != PLAN_TX_SINGLE)
@@ -646,7 +765,8 @@ plan_check_session(struct pctx *c)
 		const char *first = sess->tx_shard ? sess->tx_shard : o->shards[0];
 
 		if (!streq(o->shards[i], first))
-			return nk_error_set(c->err, "0A000", "statement would add shard \"%s\" to "
+			return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					    "statement would add shard \"%s\" to "
 					    "the transaction, but __neki.tx_mode is single",
 					    o->shards[i]);
 	}
@@ -663,6 +783,10 @@ route_key_value(const struct plan_input *in, const struct plan *p, struct ks_val
 	uint32_t range;
 	bool ok;
 
+	if (e->ncolumns > 1) {		/* one value cannot route it (V3); no plan asks */
+		ks_value_cleanup(col);
+		return nk_error_nk013(err, 10);
+	}
 	if (ks_expr_is_column(e)) {
 		ok = topo_image_route(in->topo, p->key.group, p->key.index, col, &range, err);
 	} else {
@@ -685,7 +809,7 @@ plan_route_text(const struct plan_input *in, const struct plan *p, const char *t
 	struct ks_value col;
 
 	if (!p->has_key)
-		return nk_error_set(err, "XX000", "plan has no shard key");
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR, "plan has no shard key");
 	if (!ks_value_from_text(p->key.col_type, text, len, &in->sess->text_ctx, &col, err))
 		return false;
 	return route_key_value(in, p, &col, shard, err);
@@ -699,7 +823,7 @@ plan_route_binary(const struct plan_input *in, const struct plan *p, const uint8
 	struct ks_value col;
 
 	if (!p->has_key)
-		return nk_error_set(err, "XX000", "plan has no shard key");
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR, "plan has no shard key");
 	if (!ks_value_from_binary(p->key.col_type, data, len, &col, err))
 		return false;
 	return route_key_value(in, p, &col, shard, err);

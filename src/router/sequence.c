@@ -8,6 +8,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/hash.h"
 #include "neki/sequence.h"
 
 #include <errno.h>
@@ -37,15 +38,6 @@ struct seq_alloc {
 	uint32_t nslots, nused;
 };
 
-static uint64_t
-key_hash(const char *k)
-{
-	uint64_t h = UINT64_C(1469598103934665603);
-
-	for (; *k; k++)
-		h = (h ^ (uint8_t)*k) * UINT64_C(1099511628211);
-	return h;
-}
 
 struct seq_alloc *
 seq_alloc_new(int64_t batch)
@@ -84,7 +76,7 @@ seq_alloc_free(struct seq_alloc *a)
 static uint32_t
 slot_of(const struct seq_alloc *a, const char *key)
 {
-	uint32_t i = (uint32_t)key_hash(key) & (a->nslots - 1);
+	uint32_t i = (uint32_t)nk_hash64_str(key) & (a->nslots - 1);
 
 	while (a->slots[i] && strcmp(a->slots[i]->key, key) != 0)
 		i = (i + 1) & (a->nslots - 1);
@@ -201,7 +193,8 @@ seq_refill_add_run(struct seq_entry *e, const char *first, const char *count, co
 
 	if (!parse_i64(first, &r.next) || !parse_i64(count, &r.left) || !parse_i64(inc, &r.inc) ||
 	    r.left <= 0 || r.inc == 0)
-		return nk_error_set(err, "22P02", "invalid sequence reservation row (%s, %s, %s)",
+		return nk_error_set(err, ERRCODE_INVALID_TEXT_REPRESENTATION,
+				    "invalid sequence reservation row (%s, %s, %s)",
 				    first ? first : "NULL", count ? count : "NULL",
 				    inc ? inc : "NULL");
 	if (e->refill_gen != e->gen)
@@ -211,7 +204,7 @@ seq_refill_add_run(struct seq_entry *e, const char *first, const char *count, co
 		struct seq_run *nr = realloc(e->runs, cap * sizeof(*nr));
 
 		if (!nr)
-			return nk_error_set(err, "53200", "out of memory");
+			return nk_error_oom(err);
 		e->runs = nr;
 		e->cap = cap;
 	}

@@ -9,12 +9,14 @@
  */
 #include "neki/base.h"
 
+#include "neki/clock.h"
 #include "neki/shm.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +72,8 @@ layout_compute(struct shm_layout *l, size_t size, unsigned n_procs)
 	off += align_up(sizeof(struct shm_welcome_slot) * SHM_WELCOME_SLOTS, SHM_CACHE_LINE);
 	l->dbstats_off = off;
 	off += align_up(sizeof(struct shm_dbstats_area) * n_procs, SHM_CACHE_LINE);
+	l->servers_off = off;
+	off += align_up(sizeof(struct shm_servers_area), SHM_CACHE_LINE);
 	l->list_off = off;
 	/* a quarter of what the fixed parts (slots with their mailboxes, counters) leave */
 	l->list_area = list_area_size(size > off ? size - off : 0, n_procs);
@@ -117,14 +121,18 @@ map_segment(size_t size, char *err_buf, size_t err_len)
 	return p;
 }
 
-/* Create one eventfd per slot. False (fds closed, <err_buf> filled) on failure. */
+/*
+ * Create each slot's eventfd and link channel (a datagram pair: the slot's process reads
+ * link_rx, everyone may write link_tx). False (<err_buf> filled) on failure; shm_destroy()
+ * closes what was made.
+ */
 static bool
-create_eventfds(char *err_buf, size_t err_len)
+create_slot_fds(char *err_buf, size_t err_len)
 {
 	for (unsigned i = 0; i < layout.n_procs; i++)
-		shm_proc(i)->eventfd = -1;
+		shm_proc(i)->eventfd = shm_proc(i)->link_rx = shm_proc(i)->link_tx = -1;
 	for (unsigned i = 0; i < layout.n_procs; i++) {
-		int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), sv[2];
 
 		if (fd == -1) {
 			snprintf(err_buf, err_len, "could not create an eventfd: %s",
@@ -132,6 +140,13 @@ create_eventfds(char *err_buf, size_t err_len)
 			return false;
 		}
 		shm_proc(i)->eventfd = fd;
+		if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == -1) {
+			snprintf(err_buf, err_len, "could not create a socket pair: %s",
+				 strerror(errno));
+			return false;
+		}
+		shm_proc(i)->link_rx = sv[0];
+		shm_proc(i)->link_tx = sv[1];
 	}
 	return true;
 }
@@ -169,7 +184,7 @@ shm_create(size_t size, unsigned n_procs, char *err_buf, size_t err_len)
 	h->topo_area = layout.topo_area;
 	for (unsigned i = 0; i < n_procs; i++)
 		shm_mbox_init(&shm_proc(i)->mbox);
-	if (!create_eventfds(err_buf, err_len)) {
+	if (!create_slot_fds(err_buf, err_len)) {
 		shm_destroy();
 		return false;
 	}
@@ -182,8 +197,14 @@ shm_destroy(void)
 	if (layout.base == NULL)
 		return;
 	for (unsigned i = 0; i < layout.n_procs; i++) {
-		if (shm_proc(i)->eventfd != -1)
-			close(shm_proc(i)->eventfd);
+		struct shm_proc *p = shm_proc(i);
+
+		if (p->eventfd != -1)
+			close(p->eventfd);
+		if (p->link_rx != -1)
+			close(p->link_rx);
+		if (p->link_tx != -1)
+			close(p->link_tx);
 	}
 	munmap(layout.base, layout.size);
 	memset(&layout, 0, sizeof(layout));
@@ -240,13 +261,17 @@ shm_socket_id_next(void)
 					 memory_order_relaxed) + 1;
 }
 
-uint64_t
-shm_now_ms(void)
+void
+shm_handover_set(bool on)
 {
-	struct timespec ts;
+	if (layout.base != NULL)
+		atomic_store(&shm_header()->handed_over, on ? 1u : 0u);
+}
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+bool
+shm_handover_is_set(void)
+{
+	return layout.base != NULL && atomic_load(&shm_header()->handed_over) != 0;
 }
 
 void
@@ -258,7 +283,7 @@ shm_proc_set_state(struct shm_proc *p, enum shm_proc_state st)
 void
 shm_proc_beat(struct shm_proc *p)
 {
-	atomic_store_explicit(&p->heartbeat_ms, shm_now_ms(), memory_order_relaxed);
+	atomic_store_explicit(&p->heartbeat_ms, nk_now_ms(), memory_order_relaxed);
 }
 
 const char *
@@ -301,7 +326,7 @@ shm_proc_reset(unsigned i, enum shm_proc_kind kind)
 	atomic_store(&p->state, (uint32_t)SHM_PST_EMPTY);
 	atomic_fetch_add(&p->generation, 1);
 	/* counted from the fork: a child stopped before its first beat is reported late too */
-	atomic_store(&p->heartbeat_ms, shm_now_ms());
+	atomic_store(&p->heartbeat_ms, nk_now_ms());
 	atomic_store(&p->revision_seen, 0);
 	atomic_store(&p->clients, 0);
 	atomic_store(&p->links, 0);

@@ -14,6 +14,8 @@
  */
 #include "neki/base.h"
 
+#include <stdio.h>
+
 #include "neki/shm.h"
 
 #include "shm_int.h"
@@ -110,4 +112,51 @@ uint64_t
 shm_cat_served(void)
 {
 	return atomic_load(&shm_header()->cat_served);
+}
+
+uint64_t
+shm_schema_version(void)
+{
+	return shm_header() ? atomic_load(&shm_header()->schema_version) : 0;
+}
+
+void
+shm_schema_version_set(uint64_t v)
+{
+	if (shm_header())
+		atomic_store(&shm_header()->schema_version, v);
+}
+
+/* shm_advice_set: see shm.h (a seqlock: readers retry while the count is odd or moved). */
+void
+shm_advice_set(uint64_t v, const char *text)
+{
+	struct shm_header *h = shm_header();
+
+	if (h == NULL)
+		return;
+	atomic_fetch_add(&h->advice_seq, 1);
+	snprintf(h->advice, sizeof(h->advice), "%s", text);
+	atomic_store(&h->advice_version, v);
+	atomic_fetch_add(&h->advice_seq, 1);
+}
+
+bool
+shm_advice_get(uint64_t v, char *out, size_t cap)
+{
+	struct shm_header *h = shm_header();
+
+	for (int tries = 0; h != NULL && tries < 8; tries++) {
+		uint32_t s1 = atomic_load(&h->advice_seq);
+		bool ok;
+
+		if (s1 & 1)
+			continue;
+		ok = atomic_load(&h->advice_version) == v;
+		if (ok)
+			snprintf(out, cap, "%s", h->advice);
+		if (atomic_load(&h->advice_seq) == s1)
+			return ok;
+	}
+	return false;
 }

@@ -67,6 +67,13 @@ shm_counter_release(unsigned idx)
 	share_add(idx, -1);
 }
 
+void
+shm_counter_share_move(unsigned idx, unsigned from, unsigned to)
+{
+	atomic_fetch_add_explicit(shm_counter_share(to, idx), 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(shm_counter_share(from, idx), 1, memory_order_relaxed);
+}
+
 int64_t
 shm_counter_get(unsigned idx)
 {
@@ -77,6 +84,15 @@ uint64_t
 shm_counter_next(unsigned idx)
 {
 	return (uint64_t)atomic_fetch_add_explicit(shm_counter_cell(idx), 1, memory_order_relaxed);
+}
+
+void
+shm_counter_advance(unsigned idx, uint64_t from)
+{
+	int64_t cur = (int64_t)from;
+
+	(void)atomic_compare_exchange_strong_explicit(shm_counter_cell(idx), &cur, cur + 1,
+						      memory_order_acq_rel, memory_order_relaxed);
 }
 
 void

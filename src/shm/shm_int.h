@@ -14,6 +14,7 @@
 
 #include "neki/shm.h"
 #include "neki/shm_names.h"
+#include "neki/shm_servers.h"
 #include "neki/shm_welcome.h"
 
 /* Offsets are from the start of the mapping. */
@@ -28,6 +29,7 @@ struct shm_layout {
 	size_t names_off;		/* shm_names_slot[SHM_NAMES_KINDS][SHM_NAMES_SLOTS] */
 	size_t welcome_off;		/* shm_welcome_slot[SHM_WELCOME_SLOTS] */
 	size_t dbstats_off;		/* struct shm_dbstats_area[n_procs] */
+	size_t servers_off;		/* struct shm_servers_area (shm_servers.c) */
 	size_t list_off;		/* n_procs list areas of list_area bytes */
 	size_t list_area;		/* bytes per list area (header included) */
 	size_t topo_off;		/* SHM_TOPO_SLOTS areas of topo_area bytes */
@@ -59,11 +61,22 @@ struct shm_names_slot {
 	unsigned char key[SHM_NAMES_KEY_MAX];	/* the key (set before READY) */
 };
 
+#define SHM_WELCOME_WORDS (SHM_WELCOME_MAX / 8)
+
 /* One pool's welcome (shm_welcome.c). */
 struct shm_welcome_slot {
-	_Atomic uint32_t state;			/* (pool id + 1) << 2 | phase; 0 empty */
-	uint32_t len;				/* bytes of data (set before READY) */
-	unsigned char data[SHM_WELCOME_MAX];	/* name\0value\0 pairs (set before READY) */
+	_Atomic uint32_t owner;			/* pool id + 1; 0 free (claimed once, kept) */
+	_Atomic uint32_t seq;			/* seqlock: odd while written or cleared */
+	_Atomic uint32_t len;			/* bytes of data; 0 = no welcome */
+	_Atomic uint64_t words[SHM_WELCOME_WORDS]; /* name\0value\0 pairs */
+};
+
+/* The servers of the shards with standbys, as the admin published them (shm_servers.c). */
+struct shm_servers_area {
+	_Atomic uint32_t seq;			/* seqlock: odd while written */
+	_Atomic uint32_t n;			/* entries in use */
+	_Atomic uint64_t version;		/* publications so far */
+	_Atomic uint64_t words[SHM_SERVERS_MAX][sizeof(struct shm_server) / sizeof(uint64_t)];
 };
 
 /* A process's published per-database stats (shm_dbstats.c). */

@@ -2,7 +2,7 @@
  * shm_names.c - the name registry of the shared segment (neki/shm_names.h).
  *
  * Each kind has a table of SHM_NAMES_SLOTS slots, looked up by open addressing (linear
- * probing from the key's FNV-1a hash). A slot's state word goes EMPTY -> CLAIMING (a CAS by
+ * probing from the key's nk_hash64). A slot's state word goes EMPTY -> CLAIMING (a CAS by
  * the process that found it empty; the claimer's process slot + 1 in the upper bits) ->
  * READY (a release store once the key bytes are written), and never back: nothing is freed,
  * so a key that is in the table is always found before the first empty slot of its probe
@@ -13,6 +13,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/hash.h"
 #include "neki/shm_names.h"
 
 #include <sched.h>
@@ -66,12 +67,7 @@ names_slot(enum shm_names_kind kind, unsigned i)
 static uint64_t
 names_hash(const void *key, size_t len)
 {
-	const unsigned char *p = key;
-	uint64_t h = UINT64_C(14695981039346656037);
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * UINT64_C(1099511628211);
-	return h;
+	return nk_hash64(key, len);
 }
 
 /* The shared id of a key of hash <h> that has no slot, warning once about <why>. */

@@ -10,6 +10,9 @@
  */
 #include "neki/base.h"
 
+#include <string.h>
+
+#include "neki/hash.h"
 #include "neki/shm.h"
 
 static _Atomic uint64_t local_gen[SHM_SEQ_GENS];	/* no segment: this process's cells */
@@ -19,13 +22,10 @@ static uint64_t
 name_hash(const char *db, const char *schema, const char *name)
 {
 	const char *parts[3] = { db ? db : "", schema, name };
-	uint64_t h = UINT64_C(1469598103934665603);
+	uint64_t h = NK_FNV1A_BASIS;
 
-	for (int i = 0; i < 3; i++) {
-		for (const char *p = parts[i]; *p; p++)
-			h = (h ^ (uint8_t)*p) * UINT64_C(1099511628211);
-		h = (h ^ 0x1f) * UINT64_C(1099511628211);
-	}
+	for (int i = 0; i < 3; i++)
+		h = nk_fnv1a(nk_fnv1a(h, parts[i], strlen(parts[i])), "\x1f", 1);
 	return h;
 }
 
@@ -68,4 +68,18 @@ void
 shm_seq_bump_all(void)
 {
 	atomic_fetch_add_explicit(cell_all(), 1, memory_order_acq_rel);
+}
+
+/* shm_seq_announce: see neki/shm.h. */
+void
+shm_seq_announce(void)
+{
+	if (shm_header())
+		atomic_fetch_add(&shm_header()->seq_announce, 1);
+}
+
+uint64_t
+shm_seq_announced(void)
+{
+	return shm_header() ? atomic_load(&shm_header()->seq_announce) : 0;
 }

@@ -1,7 +1,7 @@
 /*
  * shm_wait.c - clients waiting for a server link, seen across processes (neki/shm_wait.h).
  *
- * One cell per (process, pool id): the monotonic microseconds at which that process's
+ * One cell per (process, wait key): the monotonic microseconds at which that process's
  * oldest client that no link is coming for began to wait, 0 when it has none. Only the
  * owner writes its row (the master clears a dead child's); everyone reads. CLOCK_MONOTONIC
  * is one clock for every process of the host, so the times compare across processes.
@@ -19,14 +19,14 @@
 
 #include "shm_int.h"
 
-/* Process <proc>'s cell of <pool_id>. */
+/* Process <proc>'s cell of <key>. */
 static _Atomic uint64_t *
-wait_cell(unsigned proc, unsigned pool_id)
+wait_cell(unsigned proc, unsigned key)
 {
 	const struct shm_layout *l = shm_layout_get();
 
-	NK_ASSERT(proc < l->n_procs && pool_id < SHM_N_WAITS);
-	return (_Atomic uint64_t *)(l->base + l->waits_off) + (size_t)proc * SHM_N_WAITS + pool_id;
+	NK_ASSERT(proc < l->n_procs && key < SHM_N_WAITS);
+	return (_Atomic uint64_t *)(l->base + l->waits_off) + (size_t)proc * SHM_N_WAITS + key;
 }
 
 /* Is slot <i> a live worker other than this process? */
@@ -40,30 +40,51 @@ wait_other_worker(unsigned i)
 }
 
 void
-shm_wait_publish(unsigned pool_id, uint64_t since_us)
+shm_wait_publish(unsigned key, uint64_t since_us)
 {
 	int self = shm_self();
 
 	if (self >= 0)
-		atomic_store_explicit(wait_cell((unsigned)self, pool_id), since_us,
+		atomic_store_explicit(wait_cell((unsigned)self, key), since_us,
 				      memory_order_release);
 }
 
-uint64_t
-shm_wait_oldest_other(unsigned pool_id)
+/* The earliest start published for <key> elsewhere (0: none), its slot in *<proc>. */
+static uint64_t
+wait_oldest(unsigned key, int *proc)
 {
 	uint64_t best = 0;
 
+	*proc = -1;
 	for (unsigned i = 0; i < shm_n_procs(); i++) {
 		uint64_t v;
 
 		if (!wait_other_worker(i))
 			continue;
-		v = atomic_load_explicit(wait_cell(i, pool_id), memory_order_acquire);
-		if (v != 0 && (best == 0 || v < best))
+		v = atomic_load_explicit(wait_cell(i, key), memory_order_acquire);
+		if (v != 0 && (best == 0 || v < best)) {
 			best = v;
+			*proc = (int)i;
+		}
 	}
 	return best;
+}
+
+uint64_t
+shm_wait_oldest_other(unsigned key)
+{
+	int proc;
+
+	return wait_oldest(key, &proc);
+}
+
+int
+shm_wait_oldest_other_proc(unsigned key)
+{
+	int proc;
+
+	(void)wait_oldest(key, &proc);
+	return proc;
 }
 
 /* Raise slot <i>'s flag; write its eventfd when the flag was down. */
@@ -81,14 +102,14 @@ wait_wake_one(unsigned i)
 }
 
 void
-shm_wait_wake(unsigned pool_id, int holder_ctr)
+shm_wait_wake(unsigned key, int holder_ctr)
 {
 	for (unsigned i = 0; i < shm_n_procs(); i++) {
 		bool waits, holds;
 
 		if (!wait_other_worker(i))
 			continue;
-		waits = atomic_load_explicit(wait_cell(i, pool_id), memory_order_acquire) != 0;
+		waits = atomic_load_explicit(wait_cell(i, key), memory_order_acquire) != 0;
 		holds = holder_ctr >= 0 && holder_ctr < SHM_N_COUNTERS &&
 			atomic_load_explicit(shm_counter_share(i, (unsigned)holder_ctr),
 					     memory_order_acquire) > 0;

@@ -185,6 +185,18 @@ default_group(const void *img, const char *db, const char *schema)
 	return hdr(img)->default_group;
 }
 
+/* topo_image_has_database: see topology_image.h. */
+bool
+topo_image_has_database(const void *img, const char *db)
+{
+	const struct img_db *dbs = sec(img, &hdr(img)->dbs);
+
+	for (uint32_t i = 0; i < hdr(img)->dbs.n; i++)
+		if (strcmp(str(img, dbs[i].name), db) == 0)
+			return true;
+	return false;
+}
+
 /* topo_image_database_group: see topology_image.h. */
 uint32_t
 topo_image_database_group(const void *img, const char *db)

@@ -70,7 +70,8 @@ jr_err(struct jr *r, const char *rule, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	topo_findings_add(r->f, r->plen ? r->path : "(root)", rule, "22023", false, "%s", msg);
+	topo_findings_add(r->f, r->plen ? r->path : "(root)", rule, ERRCODE_INVALID_PARAMETER_VALUE,
+			  false, "%s", msg);
 }
 
 static bool
@@ -555,14 +556,15 @@ topo_parse(const char *json, size_t len, struct topo_findings *f)
 	if (!root) {
 		size_t at = end && end >= json ? (size_t)(end - json) : 0;
 
-		topo_findings_add(f, "(root)", "json/syntax", "22P02", false,
+		topo_findings_add(f, "(root)", "json/syntax", ERRCODE_INVALID_TEXT_REPRESENTATION,
+				  false,
 				  "invalid JSON at character %zu", at + 1);
 		return NULL;
 	}
 	r.m = topo_model_new();
 	if (!r.m) {
 		cJSON_Delete(root);
-		topo_findings_add(f, "(root)", "json/out-of-memory", "53200", false,
+		topo_findings_add(f, "(root)", "json/out-of-memory", ERRCODE_OUT_OF_MEMORY, false,
 				  "out of memory while reading the data topology");
 		return NULL;
 	}

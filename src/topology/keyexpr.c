@@ -33,7 +33,8 @@ static int kx_node(struct kx_build *b, const cJSON *node);
 static int
 kx_fail(struct kx_build *b, const char *what)
 {
-	nk_error_set(b->err, "22023", "unsupported shard key expression \"%s\": %s", b->text,
+	nk_error_set(b->err, ERRCODE_INVALID_PARAMETER_VALUE,
+		     "unsupported shard key expression \"%s\": %s", b->text,
 		     what);
 	return -1;
 }
@@ -269,9 +270,12 @@ compile_tree(struct kx_build *b, const char *json)
 	bool ok;
 
 	if (!tree)
-		return nk_error_set(b->err, "53200", "out of memory");
+		return nk_error_oom(b->err);
 	val = single_target(tree);
 	ok = val ? kx_node(b, val) >= 0 : kx_fail(b, "must be a single expression") >= 0;
+	/* a constant routes every row to one place: the spec wants an expression over columns */
+	if (ok && b->e->ncolumns == 0)
+		ok = kx_fail(b, "it names no column") >= 0;
 	cJSON_Delete(tree);
 	return ok;
 }
@@ -288,13 +292,14 @@ ks_expr_parse(const char *text, struct ks_expr *out, struct nk_error *err)
 
 	memset(out, 0, sizeof(*out));
 	if (!sql)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	memcpy(sql, SQL_PREFIX, sizeof(SQL_PREFIX) - 1);
 	memcpy(sql + sizeof(SQL_PREFIX) - 1, text, n + 1);
 	b.sql = sql;
 	res = pg_query_parse(sql);
 	if (res.error) {
-		nk_error_set(err, "22023", "invalid shard key expression \"%s\": %s", text,
+		nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+			     "invalid shard key expression \"%s\": %s", text,
 			     res.error->message);
 		ok = false;
 	} else {

@@ -8,6 +8,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/byteorder.h"
 #include "neki/keyspace.h"
 
 #include <math.h>
@@ -15,8 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include <xxhash.h>
-
+#include "neki/hash.h"
 #include "keyspace_int.h"
 
 struct ks_type_name {
@@ -180,13 +180,6 @@ ks_value_cleanup(struct ks_value *v)
 	v->len = 0;
 }
 
-static void
-put_be64(uint8_t *b, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
 static uint64_t
 get_be(const uint8_t *p, size_t n)
 {
@@ -222,19 +215,14 @@ ks_canonical_bytes(const struct ks_value *v, uint8_t buf[16], const uint8_t **da
 	case KS_TYPE_INT8:
 	case KS_TYPE_TIMESTAMP:
 	case KS_TYPE_TIMESTAMPTZ:
-		put_be64(buf, (uint64_t)v->i);
+		nk_put_be64(buf, (uint64_t)v->i);
 		return 8;
 	case KS_TYPE_FLOAT4:
 	case KS_TYPE_FLOAT8:
-		put_be64(buf, float_canonical_bits(v->f));
+		nk_put_be64(buf, float_canonical_bits(v->f));
 		return 8;
 	case KS_TYPE_DATE: {
-		uint32_t d = (uint32_t)(int32_t)v->i;
-
-		buf[0] = (uint8_t)(d >> 24);
-		buf[1] = (uint8_t)(d >> 16);
-		buf[2] = (uint8_t)(d >> 8);
-		buf[3] = (uint8_t)d;
+		nk_put_be32(buf, (uint32_t)(int32_t)v->i);
 		return 4;
 	}
 	case KS_TYPE_UUID:
@@ -254,7 +242,7 @@ ks_xxhash(const struct ks_value *v)
 	const uint8_t *data;
 	size_t len = ks_canonical_bytes(v, buf, &data);
 
-	return XXH3_64bits(len ? data : buf, len);
+	return nk_hash64(len ? data : buf, len);
 }
 
 /* ks_modulo_value: see keyspace.h. 128-bit product, so every bucket gets an equal slice. */
@@ -286,7 +274,7 @@ ks_routing_value(enum ks_index_type itype, int64_t modulus, const struct ks_valu
 		return true;
 	}
 	if (!ks_type_is_integer(v->type))
-		return nk_error_set(err, "42804",
+		return nk_error_set(err, ERRCODE_DATATYPE_MISMATCH,
 				    "shard index of type \"%s\" cannot route a value of type %s",
 				    ks_index_type_str(itype), ks_type_str(v->type));
 	if (itype == KS_INDEX_RANGE) {
@@ -294,7 +282,8 @@ ks_routing_value(enum ks_index_type itype, int64_t modulus, const struct ks_valu
 		return true;
 	}
 	if (modulus <= 0)
-		return nk_error_set(err, "22023", "modulo shard index needs a positive modulus");
+		return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+				    "modulo shard index needs a positive modulus");
 	*out = ks_modulo_value(v->i, modulus);
 	return true;
 }
@@ -368,7 +357,8 @@ binary_int(enum ks_type type, const uint8_t *p, size_t len, struct ks_value *out
 	uint64_t raw;
 
 	if (len != want)
-		return nk_error_set(err, "22P03", "incorrect binary data format for type %s",
+		return nk_error_set(err, ERRCODE_INVALID_BINARY_REPRESENTATION,
+				    "incorrect binary data format for type %s",
 				    ks_type_str(type));
 	raw = get_be(p, len);
 	if (want == 2)
@@ -398,7 +388,8 @@ binary_float(enum ks_type type, const uint8_t *p, size_t len, struct ks_value *o
 		memcpy(&out->f, &bits, sizeof(out->f));
 		return true;
 	}
-	return nk_error_set(err, "22P03", "incorrect binary data format for type %s",
+	return nk_error_set(err, ERRCODE_INVALID_BINARY_REPRESENTATION,
+			    "incorrect binary data format for type %s",
 			    ks_type_str(type));
 }
 
@@ -437,7 +428,7 @@ binary_numeric(const uint8_t *p, size_t len, struct ks_value *out, struct nk_err
 		goto bad;
 	dec = malloc(4 * ndigits + 1);
 	if (!dec)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	for (size_t k = 0; k < ndigits; k++) {
 		unsigned d = (unsigned)get_be(p + 8 + 2 * k, 2);
 
@@ -453,7 +444,8 @@ binary_numeric(const uint8_t *p, size_t len, struct ks_value *out, struct nk_err
 	free(dec);
 	return ok;
 bad:
-	return nk_error_set(err, "22P03", "invalid binary data for type numeric");
+	return nk_error_set(err, ERRCODE_INVALID_BINARY_REPRESENTATION,
+			    "invalid binary data for type numeric");
 }
 
 static bool
@@ -472,7 +464,8 @@ binary_fixed(enum ks_type type, const uint8_t *p, size_t len, struct ks_value *o
 		memcpy(out->uuid, p, 16);
 		return true;
 	}
-	return nk_error_set(err, "22P03", "incorrect binary data format for type %s",
+	return nk_error_set(err, ERRCODE_INVALID_BINARY_REPRESENTATION,
+			    "incorrect binary data format for type %s",
 			    ks_type_str(type));
 }
 

@@ -44,7 +44,8 @@ const_type(int64_t v)
 static bool
 wrong_type(struct nk_error *err, const char *fn, enum ks_type t)
 {
-	return nk_error_set(err, "42883", "function %s(%s) does not exist", fn, ks_type_str(t));
+	return nk_error_set(err, ERRCODE_UNDEFINED_FUNCTION,
+			    "function %s(%s) does not exist", fn, ks_type_str(t));
 }
 
 static const char *const op_names[KS_OP_COUNT] = {
@@ -102,7 +103,8 @@ node_type(const struct ks_expr *e, int k, const enum ks_type *cols, enum ks_type
 	if (!node_type(e, n->b, cols, &b, err))
 		return false;
 	if (!ks_type_is_integer(a) || !ks_type_is_integer(b))
-		return nk_error_set(err, "42883", "operator does not exist: %s %s %s",
+		return nk_error_set(err, ERRCODE_UNDEFINED_FUNCTION,
+				    "operator does not exist: %s %s %s",
 				    ks_type_str(a), op_names[n->op], ks_type_str(b));
 	*out = int_width(a) >= int_width(b) ? a : b;
 	return true;
@@ -114,7 +116,8 @@ ks_expr_result_type(const struct ks_expr *e, const enum ks_type *coltypes, enum 
 		    struct nk_error *err)
 {
 	if (e->nnodes == 0)
-		return nk_error_set(err, "22023", "empty shard key expression");
+		return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+				    "empty shard key expression");
 	return node_type(e, (int)e->nnodes - 1, coltypes, out, err);
 }
 
@@ -126,7 +129,7 @@ ks_index_accepts(enum ks_index_type itype, const struct ks_expr *e, const enum k
 	if (!ks_expr_result_type(e, coltypes, result, err))
 		return false;
 	if (itype != KS_INDEX_XXHASH && !ks_type_is_integer(*result))
-		return nk_error_set(err, "22023",
+		return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
 				    "shard index of type \"%s\" needs an integer key, not %s",
 				    ks_index_type_str(itype), ks_type_str(*result));
 	return true;
@@ -150,15 +153,17 @@ eval_arith(enum ks_expr_op op, const struct ks_value *a, const struct ks_value *
 	__int128 r;
 
 	if (!ks_type_is_integer(a->type) || !ks_type_is_integer(b->type))
-		return nk_error_set(err, "42883", "operator does not exist: %s %s %s",
+		return nk_error_set(err, ERRCODE_UNDEFINED_FUNCTION,
+				    "operator does not exist: %s %s %s",
 				    ks_type_str(a->type), op_names[op], ks_type_str(b->type));
 	if (op == KS_OP_DIV && b->i == 0)
-		return nk_error_set(err, "22012", "division by zero");
+		return nk_error_set(err, ERRCODE_DIVISION_BY_ZERO, "division by zero");
 	r = op == KS_OP_ADD ? (__int128)a->i + b->i :
 	    op == KS_OP_SUB ? (__int128)a->i - b->i :
 	    op == KS_OP_MUL ? (__int128)a->i * b->i : (__int128)a->i / b->i;
 	if (!fits(t, r))
-		return nk_error_set(err, "22003", "%s out of range", range_name(t));
+		return nk_error_set(err, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+				    "%s out of range", range_name(t));
 	memset(out, 0, sizeof(*out));
 	out->type = t;
 	out->i = (int64_t)r;
@@ -224,7 +229,8 @@ utf8_encode(uint32_t cp, char *out)
 static bool
 bad_utf8(struct nk_error *err)
 {
-	return nk_error_set(err, "22021", "invalid byte sequence for encoding \"UTF8\"");
+	return nk_error_set(err, ERRCODE_CHARACTER_NOT_IN_REPERTOIRE,
+			    "invalid byte sequence for encoding \"UTF8\"");
 }
 
 static bool
@@ -237,7 +243,7 @@ eval_case(bool lower, const struct ks_value *a, struct ks_value *out, struct nk_
 
 	if (!buf || !loc) {
 		free(buf);
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	}
 	while (i < a->len) {
 		uint32_t cp;
@@ -294,7 +300,8 @@ eval_cast_int(enum ks_type to, const struct ks_value *a, struct ks_value *out,
 	if (!ks_type_is_integer(a->type))
 		return wrong_type(err, ks_type_str(to), a->type);
 	if (!fits(to, a->i))
-		return nk_error_set(err, "22003", "%s out of range", range_name(to));
+		return nk_error_set(err, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+				    "%s out of range", range_name(to));
 	memset(out, 0, sizeof(*out));
 	out->type = to;
 	out->i = a->i;
@@ -318,7 +325,7 @@ eval_cast_text(const struct ks_value *a, struct ks_value *out, struct nk_error *
 	n = snprintf(buf, sizeof(buf), "%lld", (long long)a->i);
 	memset(out, 0, sizeof(*out));
 	if (!ks_value_set_text(out, KS_TYPE_TEXT, buf, (size_t)n))
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	return true;
 }
 
@@ -389,6 +396,7 @@ ks_expr_eval(const struct ks_expr *e, const struct ks_value *cols, struct ks_val
 	     struct nk_error *err)
 {
 	if (e->nnodes == 0)
-		return nk_error_set(err, "22023", "empty shard key expression");
+		return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+				    "empty shard key expression");
 	return eval_node(e, (int)e->nnodes - 1, cols, out, err);
 }

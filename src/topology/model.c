@@ -5,6 +5,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/rarena.h"
 #include "neki/topology.h"
 
 #include <stdarg.h>
@@ -14,41 +15,11 @@
 
 #include "topo_int.h"
 
-#define ARENA_CHUNK 16384
-
-struct arena_chunk {
-	struct arena_chunk *next;
-	size_t used, cap;
-	max_align_t data[];
-};
-
-struct topo_arena {
-	struct arena_chunk *head;
-};
-
-/* topo_alloc: see topo_int.h. Bump allocation; big requests get their own chunk. */
+/* topo_alloc: see topo_int.h. */
 void *
 topo_alloc(struct topo_model *m, size_t size)
 {
-	struct arena_chunk *c = m->arena->head;
-	size_t need = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
-	void *p;
-
-	if (!c || c->cap - c->used < need) {
-		size_t cap = need > ARENA_CHUNK ? need : ARENA_CHUNK;
-
-		c = malloc(sizeof(*c) + cap);
-		if (!c)
-			return NULL;
-		c->used = 0;
-		c->cap = cap;
-		c->next = m->arena->head;
-		m->arena->head = c;
-	}
-	p = (char *)c->data + c->used;
-	c->used += need;
-	memset(p, 0, size);
-	return p;
+	return rarena_alloc(m->arena, size);
 }
 
 const char *
@@ -69,7 +40,7 @@ topo_model_new(void)
 
 	if (!m)
 		return NULL;
-	m->arena = calloc(1, sizeof(*m->arena));
+	m->arena = rarena_new();
 	if (!m->arena) {
 		free(m);
 		return NULL;
@@ -81,15 +52,9 @@ topo_model_new(void)
 void
 topo_model_free(struct topo_model *m)
 {
-	struct arena_chunk *c, *next;
-
 	if (!m)
 		return;
-	for (c = m->arena->head; c; c = next) {
-		next = c->next;
-		free(c);
-	}
-	free(m->arena);
+	rarena_free(m->arena);
 	free(m);
 }
 

@@ -40,14 +40,16 @@ pg_type_name(enum ks_type type)
 bool
 ksi_syntax_error(struct nk_error *err, const char *tname, const char *s, size_t len)
 {
-	return nk_error_set(err, "22P02", "invalid input syntax for type %s: \"%.*s\"", tname,
+	return nk_error_set(err, ERRCODE_INVALID_TEXT_REPRESENTATION,
+			    "invalid input syntax for type %s: \"%.*s\"", tname,
 			    (int)(len > ECHO_MAX ? ECHO_MAX : len), s);
 }
 
 static bool
 out_of_range(struct nk_error *err, enum ks_type type, const char *s, size_t len)
 {
-	return nk_error_set(err, "22003", "value \"%.*s\" is out of range for type %s",
+	return nk_error_set(err, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+			    "value \"%.*s\" is out of range for type %s",
 			    (int)(len > ECHO_MAX ? ECHO_MAX : len), s, pg_type_name(type));
 }
 
@@ -114,7 +116,7 @@ text_float(enum ks_type type, const char *s0, size_t len0, struct ks_value *out,
 	trim(&s, &len);
 	c = dup_text(s, len);
 	if (!c)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	errno = 0;
 	if (type == KS_TYPE_FLOAT4)
 		out->f = strtof(c, &end);
@@ -127,7 +129,8 @@ text_float(enum ks_type type, const char *s0, size_t len0, struct ks_value *out,
 	}
 	free(c);
 	if (range_error)
-		return nk_error_set(err, "22003", "\"%.*s\" is out of range for type %s",
+		return nk_error_set(err, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+				    "\"%.*s\" is out of range for type %s",
 				    (int)(len0 > ECHO_MAX ? ECHO_MAX : len0), s0,
 				    pg_type_name(type));
 	return true;
@@ -160,10 +163,11 @@ ksi_numeric_canonical(bool neg, const char *digits, size_t n, int64_t point,
 		return true;
 	}
 	if (point > KSI_NUMERIC_MAX_POINT || point < -KSI_NUMERIC_MAX_POINT)
-		return nk_error_set(err, "22003", "value overflows numeric format");
+		return nk_error_set(err, ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+				    "value overflows numeric format");
 	w = buf = malloc(n + (size_t)(point < 0 ? -point : point) + 4);
 	if (!buf)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	if (neg)
 		*w++ = '-';
 	if (point <= 0) {
@@ -269,7 +273,7 @@ text_numeric(const char *s0, size_t len0, struct ks_value *out, struct nk_error 
 		return true;
 	digits = malloc(len + 1);
 	if (!digits)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	if (!numeric_scan(s, len, digits, &nd, &point, &neg)) {
 		free(digits);
 		return ksi_syntax_error(err, "numeric", s0, len0);
@@ -308,13 +312,15 @@ bytea_hex(const char *s, size_t len, char *buf, size_t *n, struct nk_error *err)
 		}
 		hi = ksi_hex_digit(s[i]);
 		if (hi < 0)
-			return nk_error_set(err, "22023", "invalid hexadecimal digit: \"%c\"", s[i]);
+			return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+					    "invalid hexadecimal digit: \"%c\"", s[i]);
 		if (i + 1 >= len)
-			return nk_error_set(err, "22023",
+			return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
 					    "invalid hexadecimal data: odd number of digits");
 		lo = ksi_hex_digit(s[i + 1]);
 		if (lo < 0)
-			return nk_error_set(err, "22023", "invalid hexadecimal digit: \"%c\"",
+			return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+					    "invalid hexadecimal digit: \"%c\"",
 					    s[i + 1]);
 		buf[(*n)++] = (char)(hi << 4 | lo);
 		i += 2;
@@ -355,7 +361,7 @@ text_bytea(const char *s, size_t len, struct ks_value *out, struct nk_error *err
 	bool ok;
 
 	if (!buf)
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	if (len >= 2 && s[0] == '\\' && s[1] == 'x')
 		ok = bytea_hex(s, len, buf, &n, err);
 	else

@@ -348,7 +348,7 @@ parse_input(const char **s, size_t *len, enum dt_special *sp, struct dt_parts *p
 static bool
 moving_error(struct nk_error *err, const char *s, size_t len)
 {
-	return nk_error_set(err, "22023",
+	return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
 			    "shard key value \"%.*s\" is not a constant and cannot be routed",
 			    (int)len, s);
 }
@@ -356,7 +356,8 @@ moving_error(struct nk_error *err, const char *s, size_t len)
 static bool
 field_range_error(struct nk_error *err, const char *s, size_t len)
 {
-	return nk_error_set(err, "22008", "date/time field value out of range: \"%.*s\"",
+	return nk_error_set(err, ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+			    "date/time field value out of range: \"%.*s\"",
 			    (int)(len > 200 ? 200 : len), s);
 }
 
@@ -382,7 +383,8 @@ ksi_text_date(const char *s, size_t len, struct ks_value *out, struct nk_error *
 		return field_range_error(err, s, len);
 	days = ksi_days_from_civil(p.year, p.mon, p.day);
 	if (days < DATE_MIN_DAYS || days >= DATE_END_DAYS)
-		return nk_error_set(err, "22008", "date out of range: \"%.*s\"", (int)len, s);
+		return nk_error_set(err, ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+				    "date out of range: \"%.*s\"", (int)len, s);
 	out->i = days;
 	return true;
 }
@@ -409,7 +411,8 @@ zone_offset(const struct dt_parts *p, const struct ks_text_ctx *ctx, int64_t loc
 		return true;
 	}
 	if (!ksi_tz_local_offset(name, local, tz))
-		return nk_error_set(err, "22023", "time zone \"%s\" not recognized", name);
+		return nk_error_set(err, ERRCODE_INVALID_PARAMETER_VALUE,
+				    "time zone \"%s\" not recognized", name);
 	return true;
 }
 
@@ -439,7 +442,8 @@ ksi_text_timestamp(enum ks_type type, const char *s, size_t len, const struct ks
 		return field_range_error(err, s, len);
 	days = ksi_days_from_civil(p.year, p.mon, p.day);
 	if (days < DATE_MIN_DAYS || days > TS_END / KSI_USECS_PER_DAY)
-		return nk_error_set(err, "22008", "timestamp out of range: \"%.*s\"", (int)len, s);
+		return nk_error_set(err, ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+				    "timestamp out of range: \"%.*s\"", (int)len, s);
 	local = days * 86400 + (int64_t)p.hour * 3600 + p.min * 60 + p.sec;
 	if (!zone_offset(&p, ctx, local, &tz, err))
 		return false;
@@ -447,7 +451,8 @@ ksi_text_timestamp(enum ks_type type, const char *s, size_t len, const struct ks
 	if (type == KS_TYPE_TIMESTAMPTZ)
 		ts -= (int64_t)tz * 1000000;
 	if (ts < TS_MIN || ts >= TS_END)
-		return nk_error_set(err, "22008", "timestamp out of range: \"%.*s\"", (int)len, s);
+		return nk_error_set(err, ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+				    "timestamp out of range: \"%.*s\"", (int)len, s);
 	out->i = ts;
 	return true;
 }

@@ -35,7 +35,7 @@ add(struct topo_findings *f, const char *path, const char *rule, const char *fmt
 	va_list ap;
 
 	va_start(ap, fmt);
-	topo_findings_addv(f, path, rule, "22023", false, fmt, ap);
+	topo_findings_addv(f, path, rule, ERRCODE_INVALID_PARAMETER_VALUE, false, fmt, ap);
 	va_end(ap);
 }
 
@@ -54,7 +54,7 @@ link_expr(struct topo_model *m, struct topo_shard_index *ix, struct topo_finding
 	}
 	if (ix->columns.n > 1) {
 		topo_findings_add(f, pathf(p, "shard_indexes.%s.columns", ix->name),
-				  "shard-index/multi-column", "NK013", false,
+				  "shard-index/multi-column", NK_ERRCODE_NOT_IMPLEMENTED, false,
 				  "multi-column partitioning indexes are not supported");
 		f->v[f->n - 1].code = f->oom ? 0 : 10;
 		return;
@@ -230,7 +230,8 @@ check_group(const struct topo_model *m, size_t gi, const struct topo_validate_in
 
 		if (uid && !shard_declared(in, uid))
 			topo_findings_add(f, pathf(p, "shard_groups[%zu].key_ranges[%zu].shard_uid",
-						   gi, j), "key-ranges/shard-declared", "42704", true,
+						   gi, j), "key-ranges/shard-declared",
+					  ERRCODE_UNDEFINED_OBJECT, true,
 					  "data topology shard group \"%s\" key_ranges[%zu].shard_uid "
 					  "\"%s\" is not a shard the cluster has created",
 					  g->uid ? g->uid : "", j, uid);
@@ -320,7 +321,8 @@ topo_check(const char *json, size_t len, const struct topo_validate_input *in, b
 		if (block)
 			topo_finding_to_error(block, err);
 		else
-			nk_error_set(err, "53200", "out of memory while validating the data topology");
+			nk_error_set(err, ERRCODE_OUT_OF_MEMORY,
+				     "out of memory while validating the data topology");
 		topo_model_free(m);
 		m = NULL;
 	}

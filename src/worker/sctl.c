@@ -15,9 +15,12 @@
  *   DISABLE db     new clients of db are refused: FATAL database "db" is disabled.
  *   WAIT_CLOSE [db] done when no link of the db is still marked close_needed.
  *   SUSPEND        stop accepting (the listeners stay open), stop reading each client (and
- *                  its link) once nothing is buffered either way; done when all are, or at
- *                  suspend_timeout, which closes the others ("suspend_timeout"). The
- *                  console is never suspended. RESUME (no name) reads them all again.
+ *                  its link) once it is at rest, then freeze the pools (sess_suspend_step);
+ *                  done when all are, or at suspend_timeout, which closes the others
+ *                  ("suspend_timeout"). The console is never suspended. RESUME (no name)
+ *                  reads them all again.
+ *   TAKEOVER_DONE  an online restart took the sockets SHOW FDS sent: close the clients it
+ *                  could not take, each with a FATAL saying why (session_fds.c).
  *   SHUTDOWN WAIT_FOR_SERVERS pauses everything and fails the queued clients
  *                  ("server shutting down").
  *
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "neki/clock.h"
 #include "neki/log.h"
 #include "neki/session.h"
 #include "session_int.h"
@@ -57,7 +61,7 @@ struct sctl_wait {
 
 static bool all_paused;
 static bool suspended;			/* SUSPEND in force */
-static uint64_t suspend_start_ms;	/* when it came (shm_now_ms) */
+static uint64_t suspend_start_ms;	/* when it came (nk_now_ms) */
 static bool shutting_down;		/* SHUTDOWN WAIT_FOR_SERVERS */
 static struct sctl_names paused, disabled;
 static struct sctl_wait waits[SCTL_MAX_WAITS];
@@ -115,6 +119,12 @@ bool
 sctl_shutting_down(void)
 {
 	return shutting_down;
+}
+
+bool
+sctl_is_suspended(void)
+{
+	return suspended;
 }
 
 bool
@@ -233,7 +243,7 @@ sctl_suspend(void)
 {
 	if (!suspended) {
 		suspended = true;
-		suspend_start_ms = shm_now_ms();
+		suspend_start_ms = nk_now_ms();
 	}
 	sctl_wait_add(SCTL_WAIT_SUSPEND, "");
 }
@@ -243,7 +253,7 @@ static size_t
 sctl_suspend_left(void)
 {
 	double tmo = cfg_current()->suspend_timeout;
-	bool force = tmo > 0 && shm_now_ms() - suspend_start_ms >= (uint64_t)(tmo * 1000);
+	bool force = tmo > 0 && nk_now_ms() - suspend_start_ms >= (uint64_t)(tmo * 1000);
 
 	return suspended ? sess_suspend_step(force) : 0;
 }
@@ -319,6 +329,9 @@ session_control(const struct shm_msg *m)
 		break;
 	case SHM_CMD_SUSPEND:
 		sctl_suspend();
+		break;
+	case SHM_CMD_TAKEOVER_DONE:
+		session_fds_left_behind();
 		break;
 	default:
 		return true;

@@ -27,8 +27,9 @@
 #include "neki/log.h"
 #include "neki/net.h"
 #include "neki/pktbuf.h"
-#include "neki/worker.h"
-#include "route_int.h"
+#include "neki/proc.h"
+#include "neki/clock.h"
+#include "neki/exec.h"
 #include "session_int.h"
 
 #define SESS_JANITOR_MS 100		/* how often timeouts are checked */
@@ -52,10 +53,7 @@ static const char *const sess_state_names[SESS_ST_COUNT] = {
 uint64_t
 sess_now_us(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return nk_now_us();
 }
 
 const char *
@@ -87,6 +85,24 @@ sess_foreach(void (*fn)(struct session *s, void *arg), void *arg)
 			fn(container_of(n, struct session, node), arg);
 }
 
+void
+sess_foreach_closing(bool (*fn)(struct session *s, void *arg), void *arg)
+{
+	if (!sess_lists_ready)
+		return;
+	for (int st = 0; st < SESS_ST_CLOSED; st++) {
+		struct list_node *n = list_first(&sess_lists[st]);
+
+		while (n != NULL) {
+			struct session *s = container_of(n, struct session, node);
+
+			n = list_next(&sess_lists[st], n);
+			if (fn(s, arg))		/* closed: others may have moved too */
+				n = list_first(&sess_lists[st]);
+		}
+	}
+}
+
 /* The only writer of s->state: moves the session between the state lists. */
 void
 sess_set_state(struct session *s, enum sess_state st)
@@ -104,14 +120,21 @@ sess_set_state(struct session *s, enum sess_state st)
 void
 sess_log(const struct session *s, int lvl, const char *fmt, ...)
 {
-	char msg[768];
 	va_list ap;
+
+	va_start(ap, fmt);
+	sess_vlog(s, lvl, fmt, ap);
+	va_end(ap);
+}
+
+void
+sess_vlog(const struct session *s, int lvl, const char *fmt, va_list ap)
+{
+	char msg[768];
 
 	if (!log_enabled((enum log_level)lvl))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (s->is_unix)
 		log_msg((enum log_level)lvl, "C-%p: %s/%s@unix(%d):%d %s", (const void *)s,
 			s->dbname ? s->dbname : "(nodb)", s->user ? s->user : "(nouser)",
@@ -138,11 +161,19 @@ sess_send_pb(struct session *s, struct pktbuf *pb)
 	return ok;
 }
 
+void
+sess_pooler_error(const struct session *s, const struct nk_error *err)
+{
+	if (s->cfg->log_pooler_errors)
+		sess_log(s, LOG_LVL_WARNING, "pooler error: %s", err->message);
+}
+
 bool
 sess_send_error(struct session *s, const struct nk_error *err)
 {
 	struct pktbuf pb;
 
+	sess_pooler_error(s, err);
 	pktbuf_init(&pb, 128);
 	pktbuf_write_error(&pb, err);
 	return sess_send_pb(s, &pb);
@@ -172,6 +203,7 @@ sess_reap_cb(evutil_socket_t fd, short what, void *arg)
 		free(s->dbname);
 		free(s->app_name);
 		free(s->repl_startup);
+		free(s->neki_opts);
 		free(s->secret);
 		free(s);
 	}
@@ -192,9 +224,12 @@ sess_release_all(struct session *s, const char *reason)
 	}
 	sess_drop_link(s, reason);
 	sess_admin_release(s);
-	route_session_free(s);
-	if (s->attached && s->sp != NULL)
+	route_session_free(s->route);
+	s->route = NULL;
+	if (s->attached && s->sp != NULL) {
 		pool_client_detach(spool_pool(s->sp));
+		spool_unref(s->sp);
+	}
 	s->attached = false;
 	sess_release_counts(s);
 	sess_auth_cleanup(s);
@@ -204,6 +239,7 @@ sess_release_all(struct session *s, const char *reason)
 	prep_client_cleanup(&s->prep);
 }
 
+/* See session_int.h: the closing line, the links' S- lines, then the error. */
 void
 sess_close(struct session *s, const char *reason, const struct nk_error *err)
 {
@@ -211,13 +247,13 @@ sess_close(struct session *s, const char *reason, const struct nk_error *err)
 
 	if (s->state == SESS_ST_CLOSED)
 		return;
-	if (err != NULL && !sess_send_error(s, err))
-		log_debug("C-%p: could not send the error", (void *)s);
 	age = (sess_now_us() - s->connect_us) / 1000000u;
-	if (s->cfg->log_disconnections)
+	if (s->cfg->log_disconnections && reason != NULL)
 		sess_log(s, LOG_LVL_INFO, "closing because: %s (age=%llus)", reason,
 			 (unsigned long long)age);
 	sess_release_all(s, reason);
+	if (err != NULL && !sess_send_error(s, err))
+		log_debug("C-%p: could not send the error", (void *)s);
 	sbuf_close(&s->sb);
 	sess_set_state(s, SESS_ST_CLOSED);
 	s->next_dead = dead_list;
@@ -231,7 +267,7 @@ sess_fatal(struct session *s, const char *msg)
 {
 	struct nk_error err;
 
-	nk_error_set(&err, "08P01", "%s", msg);
+	nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION, "%s", msg);
 	err.severity = NK_SEV_FATAL;
 	sess_close(s, msg, &err);
 }
@@ -299,7 +335,8 @@ sess_wait_notify(struct session *s, uint64_t now)
 	    !sess_expired(s->wait_start_us, s->cfg->query_wait_notify, now))
 		return;
 	s->wait_notified = true;
-	nk_error_set(&notice, "00000", "No server connection available in %s backend, client "
+	nk_error_set(&notice, ERRCODE_SUCCESSFUL_COMPLETION,
+		     "No server connection available in %s backend, client "
 		     "being queued", s->dbname);
 	notice.severity = NK_SEV_NOTICE;
 	pktbuf_init(&pb, 128);
@@ -387,8 +424,11 @@ static bool
 sess_check_routed(struct session *s, uint64_t now)
 {
 	struct route *r = s->route;
-	struct sess_times t = { r->busy, r->tx != 'I', r->query_start_us, r->xact_start_us };
-	enum sess_timeout to = sess_timeout_due(s, &t, now);
+	struct sess_times t = { route_is_busy(r), route_tx_status(r) != 'I', 0, 0 };
+	enum sess_timeout to;
+
+	route_clocks(r, &t.query_start, &t.xact_start);
+	to = sess_timeout_due(s, &t, now);
 
 	if (to == SESS_TO_NONE)
 		return t.running || t.in_tx;
@@ -448,7 +488,8 @@ sess_check_list(enum sess_state st, sess_check_fn fn, uint64_t now)
 		struct session *s = container_of(n, struct session, node);
 
 		n = list_next(&sess_lists[st], n);
-		fn(s, now);	/* may move s to CLOSED: the next node was taken first */
+		if (!s->suspended)	/* SUSPEND: nothing touches its socket until RESUME */
+			fn(s, now);	/* may move s to CLOSED: the next node was taken first */
 	}
 }
 
@@ -463,7 +504,11 @@ sess_janitor_cb(evutil_socket_t fd, short what, void *arg)
 	sess_check_list(SESS_ST_IDLE, sess_check_idle, now);
 	sess_check_list(SESS_ST_WAIT, sess_check_wait, now);
 	sess_check_list(SESS_ST_ACTIVE, sess_check_active, now);
-	spool_keep_min_pools(cfg_current());
+	sess_cancel_janitor(now);
+	if (!sctl_is_suspended()) {	/* SUSPEND: the pools stay as they are */
+		spool_reap_idle(cfg_current(), now);
+		spool_keep_min_pools(cfg_current());
+	}
 }
 
 /* ---- dispatch ---- */
@@ -486,8 +531,8 @@ sess_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, in
 		sess_close(s, "client connection failed", NULL);
 		return false;
 	case SBUF_EV_BAD_PKT:
-		if (s->auth_step == SESS_AUTH_STARTUP)	/* Postgres only logs this one */
-			sess_close(s, "invalid length of startup packet", NULL);
+		if (s->auth_step == SESS_AUTH_STARTUP)
+			sess_startup_bad_length(s);
 		else
 			sess_fatal(s, "invalid message length");
 		return false;
@@ -507,6 +552,8 @@ sess_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, in
 	case SESS_ST_ACTIVE:
 		if (s->relay != NULL)
 			return sess_admin_pkt(s, pkt);
+		if (s->nx != NULL)
+			return sess_nekiext_pkt(s, pkt);
 		return sess_on_work_pkt(s, pkt);
 	case SESS_ST_AUTHQ:
 	case SESS_ST_WELCOME:
@@ -620,6 +667,28 @@ session_accept(int fd, const struct listener *l)
 	}
 }
 
+struct session *
+sess_adopt_new(int fd)
+{
+	struct event_base *base = child_base();
+	struct session *s;
+
+	if (!sess_module_init(base) || (s = sess_new(base, cfg_current(), fd)) == NULL) {
+		close(fd);
+		return NULL;
+	}
+	child_client_opened();
+	sess_set_state(s, SESS_ST_LOGIN);
+	sbuf_set_startup(&s->sb, false);
+	if (!sbuf_accept(&s->sb, fd, s->is_unix)) {
+		if (sbuf_fd(&s->sb) != fd)
+			close(fd);
+		sess_close(s, "could not watch the client socket", NULL);
+		return NULL;
+	}
+	return s;
+}
+
 /* The session whose BackendKeyData is <pid>, <key> (any live state), or NULL. */
 struct session *
 sess_find_by_key(uint32_t pid, uint32_t key)
@@ -697,32 +766,50 @@ sess_kill_id(uint64_t id, const char *msg)
 
 /* ---- SUSPEND ---- */
 
-/* Stop reading <s> (and its link) once nothing is buffered either way; true when done. */
+/*
+ * Is <s> at a point where its socket, and its link's, could go to another process (SUSPEND,
+ * the online restart)? Logged in, nothing buffered either way, and on its link nothing the
+ * session layer must match later: no injected answer to swallow, no tracked Parse/Close, no
+ * extended batch without its Sync, no COPY from the client, no release or cancel under way.
+ * A query may be running: the new process counts its answers from a fence of its own.
+ */
 static bool
-sess_try_suspend(struct session *s)
+sess_at_rest(const struct session *s)
 {
 	struct sbuf *lsb = s->link != NULL ? link_sbuf(s->link) : NULL;
 
 	if (s->state != SESS_ST_IDLE && s->state != SESS_ST_ACTIVE)
 		return false;	/* logging in or waiting for a link: not at rest yet */
-	if (!sbuf_is_empty(&s->sb) || sbuf_queued(&s->sb) > 0 ||
-	    (lsb != NULL && (!sbuf_is_empty(lsb) || sbuf_queued(lsb) > 0)) ||
-	    (s->route != NULL && s->route->busy))
+	if (!sbuf_is_empty(&s->sb) || sbuf_queued(&s->sb) > 0 || s->release_pending ||
+	    s->cancel_inflight)
+		return false;
+	if (s->route != NULL)
+		return !route_is_busy(s->route);
+	if (lsb == NULL)
+		return true;
+	return sbuf_is_empty(lsb) && sbuf_queued(lsb) == 0 && !s->unsynced && !s->in_copy_in &&
+	       s->z_recv >= s->swallow_until && s->reqs.n == 0 && !link_cancel_pending(s->link);
+}
+
+/* Stop reading <s> (and its link) once it is at rest; true when done. */
+static bool
+sess_try_suspend(struct session *s)
+{
+	if (!sess_at_rest(s))
 		return false;
 	sbuf_pause(&s->sb);
-	if (lsb != NULL)
-		sbuf_pause(lsb);
+	if (s->link != NULL)
+		sbuf_pause(link_sbuf(s->link));
 	s->suspended = true;
 	return true;
 }
 
-size_t
-sess_suspend_step(bool force)
+/* Sessions not suspended yet (closed instead with <force>). */
+static size_t
+sess_suspend_sessions(bool force)
 {
 	size_t left = 0;
 
-	if (!sess_lists_ready)
-		return 0;
 	for (int st = 0; st < SESS_ST_CLOSED; st++) {
 		struct list_node *nd = list_first(&sess_lists[st]);
 
@@ -744,9 +831,26 @@ sess_suspend_step(bool force)
 	return left;
 }
 
+size_t
+sess_suspend_step(bool force)
+{
+	size_t left;
+
+	if (!sess_lists_ready)
+		return 0;
+	left = sess_suspend_sessions(force);
+	if (left > 0)
+		return left;	/* the pools serve the clients still waiting for a link */
+	for (struct spool *sp = spool_first(); sp != NULL; sp = spool_next(sp))
+		left += pool_suspend(spool_pool(sp), true);
+	return left;
+}
+
 void
 sess_resume_all(void)
 {
+	for (struct spool *sp = spool_first(); sp != NULL; sp = spool_next(sp))
+		(void)pool_suspend(spool_pool(sp), false);
 	if (!sess_lists_ready)
 		return;
 	for (int st = 0; st < SESS_ST_CLOSED; st++) {
@@ -757,6 +861,7 @@ sess_resume_all(void)
 			if (!s->suspended)
 				continue;
 			s->suspended = false;
+			s->handed = false;	/* an online restart gave up: the socket is ours */
 			sbuf_continue(&s->sb);
 			if (s->link != NULL)
 				sbuf_continue(link_sbuf(s->link));

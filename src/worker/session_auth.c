@@ -124,7 +124,7 @@ sess_scram_fail(struct session *s)
 {
 	struct nk_error err;
 
-	nk_error_set(&err, "28P01", "SASL authentication failed");
+	nk_error_set(&err, ERRCODE_INVALID_PASSWORD, "SASL authentication failed");
 	err.severity = NK_SEV_FATAL;
 	sess_close(s, "SASL authentication failed", &err);
 }
@@ -274,7 +274,8 @@ sess_auth_cert(struct session *s)
 		sess_log(s, LOG_LVL_ERROR, "ident map: %s does not have a match", s->hba_map);
 	else
 		sess_log(s, LOG_LVL_ERROR, "%s", why);
-	nk_error_set(&err, "28000", "certificate authentication failed");
+	nk_error_set(&err, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
+		     "certificate authentication failed");
 	err.severity = NK_SEV_FATAL;
 	sess_close(s, "certificate authentication failed", &err);
 }
@@ -385,11 +386,9 @@ sess_auth_start(struct session *s)
 			sess_authq_start(s, auth_user);
 			return;
 		}
-		/* pgbouncer: a [users] entry makes the user known, without any password */
-		if (s->ucfg == NULL) {
-			sess_log(s, LOG_LVL_INFO, "no such user: %s", s->user);
-			s->user_unknown = true;
-		}
+		/* pgbouncer: a [users] entry alone (no auth_file line) is no known user */
+		sess_log(s, LOG_LVL_INFO, "no such user: %s", s->user);
+		s->user_unknown = true;
 	}
 	sess_auth_run(s);
 }
@@ -447,11 +446,13 @@ sess_on_sasl_initial(struct session *s, const uint8_t *body, size_t len)
 		sess_scram_fail(s);
 		return;
 	}
-	scram_server_init(&s->scram, s->user, s->user_unknown ? NULL : s->secret);
+	scram_server_init(&s->scram, s->user, s->user_unknown ? NULL : s->secret,
+			  s->cfg->scram_iterations);
 	s->scram_active = true;
 	if (m.data == NULL || !scram_server_client_first(&s->scram, m.data, m.len, &err)) {
 		if (m.data == NULL)
-			nk_error_set(&err, "08P01", "malformed SCRAM message (empty message)");
+			nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION,
+				     "malformed SCRAM message (empty message)");
 		err.severity = NK_SEV_FATAL;
 		sess_close(s, "SASL authentication failed", &err);
 		return;
@@ -472,7 +473,8 @@ sess_on_sasl_response(struct session *s, const uint8_t *body, size_t len)
 	const char *final;
 
 	if (!scram_server_client_final(&s->scram, body, len, &err)) {
-		if (strcmp(err.sqlstate, "28P01") != 0) {	/* a malformed message */
+		/* not a wrong password: a malformed message */
+		if (strcmp(err.sqlstate, ERRCODE_INVALID_PASSWORD) != 0) {
 			err.severity = NK_SEV_FATAL;
 			sess_close(s, "SASL authentication failed", &err);
 			return;

@@ -14,12 +14,17 @@
  * in arrival order until one in flight ends (the peer closes the connection after reading
  * the request, or 5 s pass); sess_cancel_peer_rows() gives SHOW PEER_POOLS. Ours: the slot
  * tells which worker owns the session; another worker's cancel is posted to its shm mailbox
- * (SHM_CMD_CANCEL, woken by its eventfd). The owner matches pid and secret and, if the
+ * (SHM_CMD_CANCEL, woken by its eventfd). A slot beyond the workers (a key handed out by a
+ * process with more workers, before an online restart) names the worker its number modulo
+ * the number of workers, where the restart put that client (session_cancel_key_worker).
+ * The owner matches pid and secret and, if the
  * session has a query running on a link, opens a connection to that server and sends a
  * CancelRequest with the backend's own pid and key. An idle session or an unknown key:
  * nothing happens, as in Postgres. A routed session (sharded database) cancels every shard
- * part in flight, each with its own link's key (route_cancel()). A cancel to a server stays
- * open until the server closes it (or CANCEL_CONNECT_TIMEOUT); meanwhile its link is marked
+ * part in flight, each with its own link's key (route_cancel()). cancel_wait_timeout bounds
+ * how long a cancel may wait to be sent (connecting to the server or peer, queued for a
+ * peer's free slot), as pgbouncer's; 0 = no bound. Once sent, a cancel to a server stays
+ * open until the server closes it (or CANCEL_CLOSE_TIMEOUT); meanwhile its link is marked
  * (link_cancel_start()) so that pool_release() keeps the link out of the pool, and a late
  * cancel cannot stop the next client's query (pgbouncer's being_canceled).
  * Entry points: sess_cancel_key_init(), sess_cancel_request(), session_cancel_forwarded(),
@@ -44,14 +49,14 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/scram.h"
-#include "neki/worker.h"
-#include "route_int.h"
+#include "neki/proc.h"
+#include "neki/exec.h"
 #include "session_int.h"
 
 #define CANCEL_SLOT_SHIFT 20
 #define CANCEL_SEQ_MASK ((UINT32_C(1) << CANCEL_SLOT_SHIFT) - 1)
 #define CANCEL_TTL_MASK 0x03u		/* pgbouncer's CANCELLATION_TTL_MASK (byte 7) */
-#define CANCEL_CONNECT_TIMEOUT 5	/* seconds to reach the server or peer */
+#define CANCEL_CLOSE_TIMEOUT 5		/* seconds a sent cancel waits for the other end to close */
 #define CANCEL_PEERS_TRACKED 32		/* peers whose in-flight forwards are counted */
 
 static uint32_t cancel_seq;		/* per-worker key counter */
@@ -70,6 +75,16 @@ cancel_key_slot1(uint32_t pid, bool peering)
 	if (!peering)
 		return pid >> CANCEL_SLOT_SHIFT;
 	return ((pid >> 24) & 0x7F) | (pid & 0x0F) << 7;
+}
+
+int
+session_cancel_key_worker(uint64_t key, unsigned n_workers, bool peering)
+{
+	uint32_t slot1 = cancel_key_slot1((uint32_t)(key >> 32), peering);
+
+	if (slot1 == 0 || n_workers == 0)
+		return -1;
+	return (int)((slot1 - 1) % n_workers);
 }
 
 void
@@ -109,6 +124,7 @@ struct cancel_conn {
 struct cancel_wait {
 	struct cancel_wait *next;
 	uint32_t pid, key;
+	uint64_t since_us;		/* monotonic: when it was queued (cancel_wait_timeout) */
 };
 
 /* Forwards per peer: in flight (connecting or sent) and queued. */
@@ -174,17 +190,34 @@ cancel_conn_done_cb(evutil_socket_t fd, short what, void *arg)
 	cancel_conn_free(arg);
 }
 
+/* cancel_wait_timeout as a timeval for event_base_once(); NULL when 0 (no bound). */
+static const struct timeval *
+cancel_wait_tv(struct timeval *tv)
+{
+	double secs = cfg_current()->cancel_wait_timeout;
+
+	if (secs <= 0)
+		return NULL;
+	tv->tv_sec = (time_t)secs;
+	tv->tv_usec = (suseconds_t)((secs - (double)tv->tv_sec) * 1e6);
+	return tv;
+}
+
 /* The socket became writable (connected) or timed out: send, then wait for the close. */
 static void
 cancel_conn_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct cancel_conn *cc = arg;
 	struct cancel_peer *cp = cc->peer > 0 ? cancel_peer_state(cc->peer) : NULL;
-	struct timeval tv = { CANCEL_CONNECT_TIMEOUT, 0 };
+	struct timeval tv = { CANCEL_CLOSE_TIMEOUT, 0 };
 
 	(void)fd;
 	if (!(what & EV_WRITE)) {
-		log_debug("cancel request: connect timeout");
+		if (cc->peer > 0)
+			log_info("cancel request to peer %d dropped: cancel_wait_timeout",
+				 cc->peer);
+		else
+			log_info("cancel request dropped: cancel_wait_timeout");
 	} else if (write(cc->fd, cc->pkt, sizeof(cc->pkt)) != (ssize_t)sizeof(cc->pkt)) {
 		log_debug("cancel request could not be sent: %s", strerror(errno));
 	} else if (cc->peer > 0 || cc->link != NULL) {	/* in flight until the other end closes */
@@ -211,7 +244,7 @@ cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key
 	    struct link *l)
 {
 	struct cancel_conn *cc = calloc(1, sizeof(*cc));
-	struct timeval tv = { CANCEL_CONNECT_TIMEOUT, 0 };
+	struct timeval tv;
 	struct cancel_peer *cp = peer > 0 ? cancel_peer_state(peer) : NULL;
 	struct pktbuf pb;
 
@@ -231,7 +264,8 @@ cancel_send(const struct sockaddr *sa, socklen_t len, uint32_t pid, uint32_t key
 		goto fail;
 	if (connect(cc->fd, sa, len) == -1 && errno != EINPROGRESS)
 		goto fail;
-	if (event_base_once(child_base(), cc->fd, EV_WRITE, cancel_conn_cb, cc, &tv) == -1)
+	if (event_base_once(child_base(), cc->fd, EV_WRITE, cancel_conn_cb, cc,
+			    cancel_wait_tv(&tv)) == -1)
 		goto fail;
 	if (l != NULL) {
 		cc->link = l;
@@ -280,7 +314,8 @@ cancel_local(uint32_t pid, uint32_t key)
 		route_cancel(s->route);	/* every shard part in flight */
 		return;
 	}
-	if (s->link == NULL || s->query_start_us == 0)
+	/* (adopted by an online restart, before its fence: what the client sent may run) */
+	if (s->link == NULL || (s->query_start_us == 0 && !s->fence))
 		return;	/* nothing running: nothing to cancel */
 	sess_cancel_backend(s);
 }
@@ -361,6 +396,31 @@ cancel_peer_has_room(const struct cfg *c, const struct cfg_peer *p, const struct
 	return cp == NULL || pool_size <= 0 || cp->connecting + cp->sent < pool_size;
 }
 
+/* Take the oldest queued forward of <cp> off its queue (the caller frees it). */
+static struct cancel_wait *
+cancel_peer_pop(struct cancel_peer *cp)
+{
+	struct cancel_wait *w = cp->head;
+
+	cp->head = w->next;
+	if (cp->head == NULL)
+		cp->tail = NULL;
+	cp->waiting--;
+	return w;
+}
+
+/* cancel_wait_timeout: drop the forwards queued for <cp> longer than that (oldest first). */
+static void
+cancel_peer_expire(struct cancel_peer *cp, uint64_t now)
+{
+	double secs = cfg_current()->cancel_wait_timeout;
+
+	while (secs > 0 && cp->head != NULL && now - cp->head->since_us >= (uint64_t)(secs * 1e6)) {
+		log_info("cancel request to peer %d dropped: cancel_wait_timeout", cp->peer);
+		free(cancel_peer_pop(cp));
+	}
+}
+
 /* A forward to <peer> ended: start the oldest queued one if there is room. */
 static void
 cancel_peer_next(int peer)
@@ -370,15 +430,20 @@ cancel_peer_next(int peer)
 	struct cancel_peer *cp = cancel_peer_state(peer);
 	struct cancel_wait *w;
 
+	if (cp != NULL)
+		cancel_peer_expire(cp, sess_now_us());
 	while (cp != NULL && cp->head != NULL && p != NULL && cancel_peer_has_room(c, p, cp)) {
-		w = cp->head;
-		cp->head = w->next;
-		if (cp->head == NULL)
-			cp->tail = NULL;
-		cp->waiting--;
+		w = cancel_peer_pop(cp);
 		cancel_peer_start(p, w->pid, w->key);
 		free(w);
 	}
+}
+
+void
+sess_cancel_janitor(uint64_t now)
+{
+	for (size_t i = 0; i < CANCEL_PEERS_TRACKED && peer_load[i].peer != 0; i++)
+		cancel_peer_expire(&peer_load[i], now);
 }
 
 /* Queue a forward to <cp> until one in flight ends (pgbouncer's cl_waiting_cancel_req). */
@@ -394,6 +459,7 @@ cancel_peer_queue(struct cancel_peer *cp, uint32_t pid, uint32_t key)
 	}
 	w->pid = pid;
 	w->key = key;
+	w->since_us = sess_now_us();
 	if (cp->tail != NULL)
 		cp->tail->next = w;
 	else
@@ -444,6 +510,7 @@ sess_cancel_request(uint32_t pid, uint32_t key)
 	const struct cfg *c = cfg_current();
 	bool peering = c->peer_id > 0;
 	uint32_t slot;
+	int n;
 	struct shm_msg m;
 	int self = shm_self();
 
@@ -453,10 +520,12 @@ sess_cancel_request(uint32_t pid, uint32_t key)
 	}
 	if (peering)
 		key |= CANCEL_TTL_MASK;	/* our keys carry the full TTL */
-	slot = cancel_key_slot1(pid, peering);
-	if (slot == 0 || slot > shm_n_procs())
+	/* the workers are the slots before the admin's, the last one */
+	n = session_cancel_key_worker((uint64_t)pid << 32 | key,
+				      shm_n_procs() > 1 ? shm_n_procs() - 1 : 1, peering);
+	if (n < 0)
 		return;
-	slot--;
+	slot = (uint32_t)n;
 	if (self < 0 || slot == (uint32_t)self) {
 		cancel_local(pid, key);
 		return;

@@ -9,7 +9,8 @@
  * Server -> client: forwarded zero-copy, except the answers to what neki injected (the
  * varcache SET, injected Parse/Close), which are swallowed. ReadyForQuery decides the release:
  * transaction mode at 'I' with nothing outstanding, statement mode after every statement,
- * session mode at disconnect. Entry points: sess_on_work_pkt(), sess_link_cb(),
+ * session mode at disconnect. With disable_pqexec a Query ends the session (pgbouncer's
+ * "PQexec disallowed"). Entry points: sess_on_work_pkt(), sess_link_cb(),
  * sess_pool_ready(), sess_drop_link(), sess_release_cb().
  */
 #include "neki/base.h"
@@ -23,12 +24,15 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
-#include "neki/worker.h"
-#include "route_int.h"
+#include "neki/proc.h"
+#include "neki/exec.h"
 #include "session_int.h"
+#include "session_prep.h"
 
 #define SESS_QUERY_SCAN_MAX 65536	/* Query texts up to this size are scanned whole */
 #define SESS_SET_SQL_MAX 8192		/* room for the varcache SET statements */
+#define SESS_PARSE_WAIT_US 200000	/* a link-less Parse batch waits this long for a link
+					 * (plus up to a janitor period), then neki answers it */
 
 /* ---- tracked requests ---- */
 
@@ -324,7 +328,8 @@ sess_on_link_broken(struct session *s, const struct nk_error *err)
 	if (busy || s->mode == CFG_POOL_SESSION) {
 		struct nk_error e;
 
-		nk_error_set(&e, "08P01", "%s", err != NULL ? err->message : "server conn crashed?");
+		nk_error_set(&e, ERRCODE_PROTOCOL_VIOLATION,
+			     "%s", err != NULL ? err->message : "server conn crashed?");
 		e.severity = NK_SEV_FATAL;
 		sess_close(s, e.message, &e);
 		return;
@@ -344,6 +349,27 @@ sess_fwd_to_client(struct session *s, struct link *l, const struct sbuf_pkt *pkt
 	return true;
 }
 
+/*
+ * A SET batch on <l> completed: each value session <s> remembers that the server reports in
+ * another form (it canonicalised it and, the value being the same, sent no
+ * ParameterStatus) takes the server's form, so that it is not sent again (logged at DEBUG).
+ */
+static void
+varcache_set_canonical(struct session *s, struct link *l)
+{
+	const char *const *have = link_tracked(l);
+
+	for (size_t i = 0; i < varcache_count(); i++) {
+		const char *want = s->vars.val[i];
+
+		if (want == NULL || have[i] == NULL || have[i] == want)	/* both interned */
+			continue;
+		sess_log(s, LOG_LVL_DEBUG, "varcache_set_canonical: setting %s to its canonical "
+			 "version %s -> %s", varcache_name(i), want, have[i]);
+		(void)varcache_set(&s->vars, varcache_name(i), have[i]);
+	}
+}
+
 /* While the varcache SET runs: swallow its whole answer. */
 static bool
 sess_swallow(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
@@ -354,6 +380,8 @@ sess_swallow(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 	if (pkt->type == 'Z') {
 		s->z_recv++;
 		sess_reqs_gc(s);
+		if (s->z_recv == s->swallow_until)	/* the SET batch is done */
+			varcache_set_canonical(s, l);
 	}
 	return true;
 }
@@ -372,6 +400,15 @@ sess_track_param(struct session *s, const struct sbuf_pkt *pkt)
 		(void)varcache_set(&s->vars, p.name, p.value);
 }
 
+void
+sess_release_soon(struct session *s)
+{
+	if (sess_can_release(s) && !s->release_pending) {
+		s->release_pending = true;
+		event_active(s->ev_release, EV_TIMEOUT, 0);
+	}
+}
+
 /* ReadyForQuery: statistics, statement-mode check, release decision. */
 static bool
 sess_on_ready(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
@@ -379,6 +416,8 @@ sess_on_ready(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 	char status = pkt->len >= 6 && pkt->avail >= 6 ? (char)pkt->data[5] : 'I';
 
 	s->z_recv++;
+	if (s->z_recv > s->syncs_sent)	/* (an online restart's fence mistaken: see */
+		s->syncs_sent = s->z_recv;	/* session_adopt.c) */
 	s->tx_status = status;
 	s->in_copy_in = false;
 	sess_reqs_gc(s);
@@ -391,10 +430,7 @@ sess_on_ready(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 		return false;
 	}
 	sess_fwd_to_client(s, l, pkt);
-	if (sess_can_release(s) && !s->release_pending) {
-		s->release_pending = true;
-		event_active(s->ev_release, EV_TIMEOUT, 0);
-	}
+	sess_release_soon(s);
 	return true;
 }
 
@@ -453,6 +489,8 @@ sess_on_server_pkt(struct session *s, struct link *l, const struct sbuf_pkt *pkt
 		  s->reqs.n);
 	if (s->z_recv < s->swallow_until)
 		return sess_swallow(s, l, pkt);
+	if (s->fence && (pkt->type == 'Z' || pkt->type == 'I'))
+		return sess_fence_pkt(s, l, pkt);	/* session_adopt.c */
 	switch (pkt->type) {
 	case 'Z':
 		return sess_on_ready(s, l, pkt);
@@ -508,6 +546,14 @@ sess_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *er
 	struct session *s = w->ctx;
 	struct nk_error e;
 
+	if (l == NULL && w->gave_up && s->state == SESS_ST_WAIT) {
+		s->prep_batch = SESS_PREP_BATCH_HERE;	/* a Parse batch: neki answers it */
+		sess_stats(s)->total_wait_time += sess_now_us() - s->wait_start_us;
+		s->wait_start_us = 0;
+		sess_set_state(s, SESS_ST_IDLE);
+		sbuf_continue(&s->sb);
+		return;
+	}
 	if (l == NULL) {
 		e = *err;
 		e.severity = NK_SEV_FATAL;
@@ -537,6 +583,9 @@ sess_need_link(struct session *s)
 	if (s->link != NULL)
 		return true;
 	s->wait_start_us = sess_now_us();
+	s->waiter.give_up_us = s->prep_batch == SESS_PREP_BATCH_WAITS ?
+			       s->wait_start_us + SESS_PARSE_WAIT_US : 0;
+	s->prep_batch = SESS_PREP_BATCH_NONE;
 	switch (pool_acquire(spool_pool(s->sp), &s->waiter, &l, &err)) {
 	case POOL_GOT:
 		return sess_attach(s, l);
@@ -683,6 +732,7 @@ sess_on_function_call(struct session *s, const struct sbuf_pkt *pkt)
 		return false;
 	}
 	sbuf_skip(&s->sb, pkt->len);
+	sess_pooler_error(s, &err);
 	pktbuf_init(&pb, 128);
 	pktbuf_write_error(&pb, &err);
 	pktbuf_write_ready_for_query(&pb, s->link != NULL ? s->tx_status : 'I');
@@ -701,7 +751,8 @@ sess_on_bad_type(struct session *s, const struct sbuf_pkt *pkt)
 	struct nk_error err;
 
 	if (proto_frontend_type_check((char)pkt->type, &err))
-		nk_error_set(&err, "08P01", "unexpected message type \"%c\"", pkt->type);
+		nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION,
+			     "unexpected message type \"%c\"", pkt->type);
 	sess_log(s, LOG_LVL_ERROR, "unknown pkt from client: %u/0x%x", pkt->type, pkt->type);
 	err.severity = NK_SEV_FATAL;
 	sess_close(s, "unknown pkt", &err);
@@ -742,6 +793,39 @@ sess_dispatch(struct session *s, const struct sbuf_pkt *pkt)
 	}
 }
 
+/*
+ * A client without a link sent Parse / Close messages and a Sync, all buffered (libpq's
+ * PQprepare). They need no server: neki answers them (prep_local_answer) when every statement
+ * already parsed on a link of the pool (so it parses: pgbouncer answers such a Parse itself
+ * on a link that has it), when the pool has no room now, and when a link did not come within
+ * SESS_PARSE_WAIT_US. Waiting for a link longer could stall for good: a driver that blocks on
+ * the answer (pgbench -M prepared runs several clients per thread) keeps the clients of its
+ * own thread from using, and so from giving back, the links they hold in their transactions
+ * (links given to them meanwhile included). Otherwise the batch goes to a server as usual
+ * (its error, if any, comes at the Parse). True when answered here (<*ok> false: the session
+ * closed).
+ */
+static bool
+sess_prep_batch_here(struct session *s, const struct sbuf_pkt *pkt, bool *ok)
+{
+	bool here = s->prep_batch == SESS_PREP_BATCH_HERE;
+	uint32_t len;
+	bool known;
+
+	s->prep_batch = SESS_PREP_BATCH_NONE;
+	sess_prep_refresh(s);
+	if (!s->prep_on || (len = prep_local_batch(s, pkt, &known)) == 0)
+		return false;
+	if (!known && !here && pool_has_room(spool_pool(s->sp))) {
+		s->prep_batch = SESS_PREP_BATCH_WAITS;	/* a bounded wait for a link */
+		return false;
+	}
+	*ok = prep_local_answer(s, pkt, len);
+	if (!*ok)
+		sess_close(s, "client connection failed", NULL);
+	return true;
+}
+
 static bool
 sess_is_client_msg(uint8_t t)
 {
@@ -752,6 +836,8 @@ sess_is_client_msg(uint8_t t)
 bool
 sess_on_work_pkt(struct session *s, const struct sbuf_pkt *pkt)
 {
+	bool ok;
+
 	log_noise("C-%p: client '%c' len %u avail %u", (void *)s, pkt->type, pkt->len, pkt->avail);
 	if (pkt->type == 'X') {
 		sess_close(s, "client close request", NULL);
@@ -765,12 +851,18 @@ sess_on_work_pkt(struct session *s, const struct sbuf_pkt *pkt)
 		sess_fatal(s, "client sent too big packet");
 		return false;
 	}
+	if (pkt->type == 'Q' && s->cfg->disable_pqexec) {	/* pgbouncer's words */
+		sess_log(s, LOG_LVL_ERROR, "client used \"Query\" packet type");
+		sess_fatal(s, "PQexec disallowed");
+		return false;
+	}
 	if (s->link == NULL && s->route == NULL &&
 	    (pkt->type == 'd' || pkt->type == 'c' || pkt->type == 'f')) {
 		sbuf_skip(&s->sb, pkt->len);	/* COPY leftovers after the server gave up */
 		return true;
 	}
-	if (pkt->type == 'Q' || pkt->type == 'P') {
+	if (pkt->type == 'Q' || pkt->type == 'P' ||
+	    ((pkt->type == 'B' || pkt->type == 'D') && s->nx_stmts != NULL)) {
 		int call = sess_admin_try_call(s, pkt);
 
 		if (call >= 0)
@@ -778,7 +870,10 @@ sess_on_work_pkt(struct session *s, const struct sbuf_pkt *pkt)
 		child_switch_topology();	/* a statement boundary */
 	}
 	if (s->route != NULL)
-		return route_on_pkt(s, pkt);
+		return route_on_pkt(s->route, pkt);
+	if (s->link == NULL && (pkt->type == 'P' || pkt->type == 'C') &&
+	    sess_prep_batch_here(s, pkt, &ok))
+		return ok;
 	if (!sess_need_link(s))
 		return false;
 	if (s->release_pending) {

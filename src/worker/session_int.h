@@ -1,71 +1,42 @@
 /*
- * session_int.h - the client session's types, shared by src/worker/session*.c, varcache.c,
- * prepared.c and spool.c only.
+ * session_int.h - the client session's types, shared by src/worker/ and src/pool/spool.c.
  *
  * struct session is one client connection. Its phases each have a handler file:
  * session_startup.c (startup packet, parameters, database, limits), session_auth.c (client
  * authentication, auth_query), session_fwd.c (logged-in traffic in every pool mode),
  * session_cancel.c (BackendKeyData and cancel forwarding). session.c owns the state machine,
- * closing, the janitor (timeouts) and the reaping. varcache.c keeps the tracked parameters,
- * prepared.c the protocol-level prepared statements, spool.c the worker's pools.
+ * closing, the janitor (timeouts) and the reaping; session_prep.c a client's prepared
+ * statements on its link, session_route.c the client sink of a routed session (neki/exec.h).
  */
 #ifndef NEKI_WORKER_SESSION_INT_H
 #define NEKI_WORKER_SESSION_INT_H
 
 #include "neki/base.h"
 
+#include <stdarg.h>
 #include <sys/socket.h>
 
+#include "neki/admin_relay.h"
 #include "neki/config.h"
 #include "neki/error.h"
+#include "neki/hash.h"
 #include "neki/link.h"
 #include "neki/list.h"
 #include "neki/pool.h"
 #include "neki/proto.h"
 #include "neki/sbuf.h"
 #include "neki/scram.h"
+#include "neki/session.h"
 #include "neki/shm.h"
+#include "neki/prepared.h"
+#include "neki/spool.h"
+#include "neki/varcache.h"
 
 struct event;
 struct pktbuf;
-struct listener;
 struct spool;
 struct arelay;
 struct route;
-
-/* ---- varcache.c: tracked parameters ---- */
-
-#define VAR_MAX 16		/* tracked parameters: 5 fixed + track_extra_parameters */
-
-/* A set of tracked values; val[i] belongs to varcache_name(i). NULL = unknown / default. */
-struct varcache {
-	const char *val[VAR_MAX];	/* interned (intern_ref): compared by pointer */
-	char *search_path;	/* owned: raw SQL value of the last SET search_path; NULL = default */
-};
-
-/* A statement that bears on search_path, as the lexer saw it. */
-enum sp_op_kind {
-	SP_OP_SET = 0,		/* SET [SESSION] search_path, set_config('search_path', v, false) */
-	SP_OP_RESET = 1,	/* RESET search_path / ALL, SET search_path TO DEFAULT, DISCARD ALL */
-	SP_OP_SAVEPOINT = 2,	/* SAVEPOINT name */
-	SP_OP_RELEASE = 3,	/* RELEASE [SAVEPOINT] name */
-	SP_OP_ROLLBACK_TO = 4,	/* ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name */
-};
-
-#define QFX_OPS_MAX 8		/* search_path statements kept per query text (the last ones) */
-
-struct query_op {
-	enum sp_op_kind kind;
-	char arg[512];		/* SET: the value as SQL; savepoints: the name (folded) */
-};
-
-/* What a simple-protocol query text does to session state (a light lexer, no parser). */
-struct query_effects {
-	bool discard_all;	/* DISCARD ALL */
-	bool deallocate_all;	/* DEALLOCATE [PREPARE] ALL */
-	size_t n_ops;
-	struct query_op ops[QFX_OPS_MAX];	/* in statement order */
-};
 
 /* ---- session_sp.c: search_path changes, transactional ---- */
 
@@ -97,45 +68,14 @@ struct sess_sp {
 	bool saw_commit, saw_rollback, saw_error; /* since the last ReadyForQuery 'I' */
 };
 
-/* ---- prepared.c ---- */
-
-/* A statement text known to the worker, shared by clients and links (refcounted). */
-struct prep_stmt {
-	uint64_t id;			/* the internal name is NEKI_<id> */
-	char name[32];			/* "NEKI_<id>" */
-	char *query;			/* owned */
-	size_t query_len;
-	uint8_t *oids;			/* owned: nparams big-endian uint32 */
-	uint16_t nparams;
-	uint64_t hash;
-	int refs;			/* client names + link entries + pending requests */
-	struct prep_stmt *hnext;	/* bucket chain of the worker table */
-};
-
-/* One client-side name. */
-struct prep_name {
-	char *name;			/* owned */
-	struct prep_stmt *st;		/* counted reference */
-	struct prep_name *next;
-};
-
-/* A client's named statements. */
-struct prep_client {
-	struct prep_name *names;	/* owned list */
-	size_t count;
-};
-
-/* The statements prepared on one link (the link's extension data). */
-struct prep_link {
-	struct prep_stmt **lru;		/* owned array of counted references, most recent last */
-	size_t n, cap;
-};
-
-/* ---- per-link state kept by the session layer (link user data) ---- */
-
-struct link_ext {
-	struct prep_link prep;		/* statements prepared on the server */
-	char *search_path;		/* owned: value set on the server by a client; NULL = default */
+/*
+ * A link-less client's Parse / Close batch (session_fwd.c, sess_prep_batch_here): its link
+ * wait may give up (SESS_PARSE_WAIT_US), and then the batch is answered here.
+ */
+enum sess_prep_batch {
+	SESS_PREP_BATCH_NONE = 0,
+	SESS_PREP_BATCH_WAITS = 1,	/* its next wait for a link is bounded */
+	SESS_PREP_BATCH_HERE = 2,	/* that wait gave up: answer the batch here */
 };
 
 /* ---- server requests whose responses are tracked (session_fwd.c) ---- */
@@ -202,6 +142,8 @@ struct session {
 	struct list_node node;		/* on sess_lists[state] */
 	enum sess_state state;		/* written by sess_set_state() only */
 	enum sess_auth_step auth_step;
+	bool ssl_asked;			/* an SSLRequest was answered (a second one is refused) */
+	bool gss_asked;			/* a GSSENCRequest was answered (likewise) */
 	enum cfg_auth_type auth_method;	/* the method in use for this login */
 	uint64_t id;			/* global socket id (shm_socket_id_next): SHOW CLIENTS,
 					 * KILL_CLIENT */
@@ -220,10 +162,14 @@ struct session {
 	enum proto_replication replication; /* a walsender client (pgbouncer 1.23) */
 	uint8_t *repl_startup;		/* owned: its startup parameters for the server */
 	size_t repl_startup_len;
+	uint8_t *neki_opts;		/* owned: the __neki.* settings of its options, name\0value\0
+					 * pairs, for its route (route_session_options) */
+	size_t neki_opts_len;
 	const struct cfg *cfg;		/* counted reference (cfg_ref) taken at accept */
 	const struct cfg_database *db;	/* borrowed from cfg; NULL = no such database */
 	const struct cfg_user *ucfg;	/* borrowed from cfg; NULL = no [users] entry */
 	bool db_missing;		/* report "no such database" after auth */
+	bool sharded;			/* db is sharded (sess_db_is_sharded() at login) */
 	bool user_unknown;		/* mock authentication: always fails */
 	char *secret;			/* owned: the user's stored secret (auth_file/auth_query) */
 	struct shm_stats *stats;	/* borrowed: its database's counters (shm_dbstats_get) */
@@ -233,6 +179,7 @@ struct session {
 	bool counted_global;		/* holds a max_client_conn unit */
 	bool counted_db;		/* holds a max_db_client_connections unit */
 	bool counted_user;		/* holds a max_user_client_connections unit */
+	struct session_console_units console_units; /* a console login's limit units */
 	bool attached;			/* pool_client_attach() done */
 	bool wait_notified;		/* query_wait_notify's NOTICE sent for this wait */
 
@@ -265,6 +212,7 @@ struct session {
 	struct varcache vars;		/* what the client wants */
 	struct prep_client prep;	/* client statement names */
 	bool prep_on;			/* rewriting active (not session mode, max > 0) */
+	uint8_t prep_batch;		/* enum sess_prep_batch: a link-less Parse batch's wait */
 
 	/* timing (monotonic microseconds) */
 	uint64_t connect_us;
@@ -278,7 +226,16 @@ struct session {
 	/* the admin process answers (session_admin.c) */
 	bool console;			/* a client of the console databases pgbouncer / neki */
 	bool suspended;			/* SUSPEND stopped reading it (and its link) */
+	bool handed;			/* SHOW FDS sent its socket (and its link's) to the admin:
+					 * the online restart takes it; cleared by RESUME */
+	/* the online restart, in the new process (session_adopt.c) */
+	bool fence;			/* adopted with its link: the empty query sent after what
+					 * the old process had in flight has not been answered */
+	bool fence_empty;		/* ... its EmptyQueryResponse came, its ReadyForQuery next */
 	struct arelay *relay;		/* owned: console relay, or the __neki call running */
+	struct sess_nx *nx;		/* owned: an extended-protocol __neki call up to its Sync
+					 * (session_nekiext.c); NULL none */
+	struct sess_nxstmt *nx_stmts;	/* owned: the statements that are __neki calls */
 
 	struct route *route;		/* owned: sharded database (route.c); NULL = pass-through */
 
@@ -292,9 +249,12 @@ const char *sess_state_str(enum sess_state st);
 void sess_set_state(struct session *s, enum sess_state st);
 /* Log with pgbouncer's client prefix "C-0x...: db/user@addr:port". */
 void sess_log(const struct session *s, int lvl, const char *fmt, ...) NK_PRINTF(3, 4);
+void sess_vlog(const struct session *s, int lvl, const char *fmt, va_list ap) NK_PRINTF(3, 0);
 /*
- * Close the client: send <err> (if any) as an ErrorResponse first, log "closing because:
- * <reason>", release or close the link, free later. Safe from any callback.
+ * Close the client: log "closing because: <reason>" (<reason> NULL: no line, the socket went
+ * on elsewhere), release or close the link, then send <err> (if any) as an ErrorResponse
+ * (pgbouncer's order: the log has the lines before the client sees its error), free later.
+ * Safe from any callback.
  */
 void sess_close(struct session *s, const char *reason, const struct nk_error *err);
 /* The session begins to wait for a link (query_wait_notify's NOTICE is due again). */
@@ -303,12 +263,20 @@ void sess_wait_begin(struct session *s);
 void sess_fatal(struct session *s, const char *msg);
 /* Send one message built in <pb> (freed) to the client; false when the client is gone. */
 NK_MUSTCHECK bool sess_send_pb(struct session *s, struct pktbuf *pb);
-/* Send <err> as ErrorResponse (not closing). */
+/* Send <err> as ErrorResponse (not closing); logged as a pooler error (sess_pooler_error). */
 NK_MUSTCHECK bool sess_send_error(struct session *s, const struct nk_error *err);
+/* An error neki itself answers the client: "pooler error: <msg>" (WARNING) when
+ * log_pooler_errors is on, as pgbouncer logs each one it sends. */
+void sess_pooler_error(const struct session *s, const struct nk_error *err);
 /* The effective value of a per-user / per-database / global timeout. */
 double sess_query_timeout(const struct session *s);
 /* Call <fn> for every session that is not CLOSED (SHOW CLIENTS); <fn> must not close. */
 void sess_foreach(void (*fn)(struct session *s, void *arg), void *arg);
+/*
+ * Call <fn> for every session that is not CLOSED; <fn> may close it and then returns true
+ * (the walk starts its list again: <fn> must skip what it has seen, e.g. by state).
+ */
+void sess_foreach_closing(bool (*fn)(struct session *s, void *arg), void *arg);
 /* The session whose BackendKeyData is <pid>, <key> (cancel lookup), or NULL. */
 struct session *sess_find_by_key(uint32_t pid, uint32_t key);
 /* The SHOW STATS counters <s> counts into: its database's (plain process-local memory). */
@@ -326,12 +294,25 @@ bool sess_kill_id(uint64_t id, const char *msg);
 
 /* A packet in LOGIN / AUTH states (startup framing or 'p'). */
 bool sess_on_login_pkt(struct session *s, const struct sbuf_pkt *pkt);
+/* A startup packet whose length is out of bounds: FATAL 08P01, then close. */
+void sess_startup_bad_length(struct session *s);
 /* Authentication finished: check the database, attach to the pool, welcome. */
 void sess_login_done(struct session *s);
 /* The pool for the session got (or failed to get) its welcome parameters. */
 void sess_send_welcome(struct session *s);
+/* The effective pool mode: [users] entry, then [databases] entry, then the global one. */
+enum cfg_pool_mode sess_pool_mode(const struct session *s);
+/* The [databases] entry a client of database <name> uses: its own, or "*", or NULL. */
+const struct cfg_database *sess_db_entry(const struct cfg *c, const char *name);
 /* Give back the client-count units taken at login. */
 void sess_release_counts(struct session *s);
+/*
+ * The password a pool of database <db> logs in with for a client whose stored secret is
+ * <secret>: the forced user's (password= or its auth_file secret), the entry's password=,
+ * else <secret>. Borrowed.
+ */
+const char *sess_pool_password(const struct cfg *c, const struct cfg_database *db,
+			       const char *secret);
 
 /* ---- session_auth.c ---- */
 
@@ -359,6 +340,8 @@ void sess_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_erro
 void sess_drop_link(struct session *s, const char *dirty_reason);
 /* The deferred release after ReadyForQuery. */
 void sess_release_cb(int fd, short what, void *arg);
+/* Arm that release now when the pool mode and the protocol state allow it. */
+void sess_release_soon(struct session *s);
 /* pool_waiter.log of a session's waiter (pgbouncer's client prefix on the pool's lines). */
 void sess_waiter_log(struct pool_waiter *w, int level, const char *msg);
 /* session_auth.c: auth_query's ReadyForQuery arrived; go on (from sess_release_cb). */
@@ -383,8 +366,31 @@ void sess_cancel_request(uint32_t pid, uint32_t key);
 void sess_cancel_peer_rows(void (*fn)(void *arg, int peer, int active, int waiting, int sent,
 				      int login), void *arg);
 void sess_cancel_backend(struct session *s);
+/* The session janitor's tick (monotonic <now>): drop the peer forwards queued longer than
+ * cancel_wait_timeout. */
+void sess_cancel_janitor(uint64_t now);
 /* Send a CancelRequest for the query running on <l> (its backend's own pid and key). */
 void sess_cancel_link(struct link *l);
+
+/* ---- session_route.c ---- */
+
+/* Give a session of a sharded database its route (s->route), with the session as its
+ * client (neki/exec.h); false on no memory. */
+NK_MUSTCHECK bool sess_route_start(struct session *s);
+
+/* ---- session_adopt.c: the online restart, in the new process ---- */
+
+/*
+ * A new session (LOGIN, reading) on the handed-over client socket <fd>, which it owns from
+ * here (closed when this fails: NULL).
+ */
+struct session *sess_adopt_new(int fd);
+/*
+ * A ReadyForQuery or EmptyQueryResponse from the link of a session adopted with it (s->fence):
+ * forwarded while it belongs to what the old process had in flight, swallowed when it
+ * answers the fence. Returns what the link callback returns.
+ */
+bool sess_fence_pkt(struct session *s, struct link *l, const struct sbuf_pkt *pkt);
 
 /* ---- session_admin.c ---- */
 
@@ -403,29 +409,21 @@ bool sess_admin_pkt(struct session *s, const struct sbuf_pkt *pkt);
 int sess_admin_try_call(struct session *s, const struct sbuf_pkt *pkt);
 /* The session ends: drop its admin connection. */
 void sess_admin_release(struct session *s);
+/* A __neki call relayed for <s> ended: ReadyForQuery, the client read again. */
+void sess_admin_call_done(struct session *s, enum arelay_end end);
+/* ReadyForQuery with the session's transaction status; false when the session closed. */
+bool sess_admin_ready(struct session *s);
 
-/* ---- varcache.c ---- */
+/* ---- session_nekiext.c: __neki calls over the extended protocol ---- */
 
-/* Number of tracked parameter names (5 fixed + track_extra_parameters). */
-size_t varcache_count(void);
-/* Name of tracked parameter <i>, as the server reports it. */
-const char *varcache_name(size_t i);
-/* Index of <name> (case-insensitive), -1 when not tracked. */
-int varcache_index(const char *name);
-/* Rebuild the name table from the configuration (track_extra_parameters). */
-void varcache_configure(const struct cfg *c);
-/* Set <name> = <value> in <vc>; false when <name> is not tracked (or no memory). */
-bool varcache_set(struct varcache *vc, const char *name, const char *value);
-void varcache_cleanup(struct varcache *vc);
-/*
- * Append to <sql> (capacity <cap>) the SET statements that make link <l> (whose
- * search_path is <link_sp>) match <vc>; a NULL <l> gets every value <vc> has (a link just
- * reset). Returns the number of SETs, -1 if it does not fit.
- */
-int varcache_diff_sql(const struct varcache *vc, struct link *l, const char *link_sp,
-		      char *sql, size_t cap);
-/* Scan a simple-protocol query text for session-state effects. */
-void varcache_scan_query(const char *sql, size_t len, struct query_effects *fx);
+/* A Parse (whole, <pkt>) of a sharded session: -1 when not a __neki call, else what the
+ * sbuf callback returns (the batch up to Sync is this file's). */
+int sess_nekiext_try_parse(struct session *s, const struct sbuf_pkt *pkt);
+/* A Bind or a Describe (whole) of a statement kept as a __neki call: as try_parse. */
+int sess_nekiext_try_kept(struct session *s, const struct sbuf_pkt *pkt);
+/* A client message of that batch (s->nx set). */
+bool sess_nekiext_pkt(struct session *s, const struct sbuf_pkt *pkt);
+void sess_nekiext_free(struct session *s);
 
 /* ---- session_sp.c ---- */
 
@@ -442,86 +440,25 @@ void sp_on_ready(struct session *s, struct link *l, char status);
 void sp_reset(struct session *s);
 void sp_cleanup(struct session *s);
 
-/* ---- prepared.c ---- */
-
-void prep_client_cleanup(struct prep_client *pc);
-void prep_link_cleanup(struct prep_link *pl);
-/* Drop every name of the client (DEALLOCATE ALL, DISCARD ALL). */
-void prep_client_clear(struct prep_client *pc);
-void prep_link_clear(struct prep_link *pl);
 /*
- * Handle a client message that names statements: Parse 'P', Bind 'B', Describe 'D',
- * Close 'C' (whole packet <pkt> of <len> bytes) on link <l>. Sends what the server must get
- * (with injected Parse / Close) and records tracked requests. Returns false with <err>
- * set when the client must get an error (and nothing was sent).
+ * Is [databases] entry <d> a sharded logical database (DESIGN.md 5): topology=yes, or named
+ * in the published topology's `databases` ("*" never is)? The one place that decides it.
  */
-NK_MUSTCHECK bool prep_client_msg(struct session *s, struct link *l, const uint8_t *pkt,
-				  uint32_t len, struct nk_error *err, bool *fatal);
-/* A ParseComplete for an injected Parse of <st> arrived: the link has it now. */
-void prep_link_confirm(struct link *l, struct prep_stmt *st);
-/* An injected Parse of <st> was not answered (error in its batch): forget it on <l>. */
-void prep_link_forget(struct link *l, struct prep_stmt *st);
-/* One more / one less reference to <st> (the last one frees it); addref returns <st>. */
-struct prep_stmt *prep_stmt_addref(struct prep_stmt *st);
-void prep_stmt_unref(struct prep_stmt *st);
-/* The worker table's entry for <query> with the <nparams> big-endian parameter types <oids>
- * (found or created), with one more reference; NULL without memory. */
-struct prep_stmt *prep_stmt_ref(const char *query, const uint8_t *oids, uint16_t nparams);
+bool sess_db_is_sharded(const struct cfg_database *d);
+
 /*
- * The router: make <l>'s server have <st> under its internal name. When it has it already,
- * the LRU is touched and *<parsed> is false; otherwise <pb> gets a Close of each least
- * recently used statement beyond <max> and a Parse of <st>, the link counts <st> from now on
- * (prep_link_forget() if the server refuses that Parse) and *<parsed> is true. The server's
- * CloseComplete / ParseComplete are the caller's to drop. False without memory.
+ * linkmove.c: hand the idle link <l> of <sp> to the worker whose client waits longest for a
+ * link of that pool (true: it left; the pool forgets it); start taking the links other
+ * workers hand this one (from the worker's start).
  */
-NK_MUSTCHECK bool prep_link_prepare(struct link *l, struct prep_stmt *st, size_t max,
-				    struct pktbuf *pb, bool *parsed);
-/* Number of distinct statements in the worker table, and the bytes of their texts. */
-size_t prep_stmt_count(void);
-size_t prep_stmt_text_bytes(void);
-
-/* ---- spool.c: the worker's pools, per-link data, global limits ---- */
-
-/* The pool for database <db> and login user <user>; creates it. NULL with <err>. */
-struct spool *spool_get_or_create(const struct cfg *c, const struct cfg_database *db,
-				  const char *dbname, const char *user, const char *password,
-				  struct nk_error *err);
-/* A replication client's pool key: "database" / "true" and its startup parameters. */
-struct spool_repl {
-	const char *kind;		/* a string constant */
-	const uint8_t *startup;		/* borrowed: name\0value\0 pairs */
-	size_t startup_len;
-};
-struct spool *spool_get_or_create_repl(const struct cfg *c, const struct cfg_database *db,
-				       const char *dbname, const char *user,
-				       const char *password, const struct spool_repl *r,
-				       struct nk_error *err);
-/* The replication kind of <sp>'s pool ("database" / "true"), NULL for an ordinary pool. */
-const char *spool_repl(const struct spool *sp);
-struct pool *spool_pool(struct spool *sp);
-/* Bytes of one spool object (SHOW MEM). */
-size_t spool_object_size(void);
-/* The session layer's data of link <l> (created on first use; NULL only without memory). */
-struct link_ext *spool_link_ext(struct link *l);
-/* Global client counters (max_client_conn and the per-db/user client limits). */
-NK_MUSTCHECK bool spool_client_try(const struct session *s, bool *g, bool *d, bool *u,
-				   struct nk_error *err);
-void spool_client_release(const struct session *s, bool *g, bool *d, bool *u);
-/* Worker 0: the pools of forced-user databases with min_pool_size exist (pgbouncer). */
-void spool_keep_min_pools(const struct cfg *c);
-/* The pool_limits_ops over shm counters. */
-const struct pool_limits_ops *spool_limits_ops(void);
-/* Walk the worker's pools; the client-side database name of one. */
-struct spool *spool_first(void);
-/* A pool of this worker for database <db> (any user), or NULL. */
-struct spool *spool_find(const char *db);
-struct spool *spool_next(const struct spool *sp);
-const char *spool_db(const struct spool *sp);
-
+NK_MUSTCHECK bool linkmove_send(const struct spool *sp, struct link *l);
+NK_MUSTCHECK bool linkmove_start(struct event_base *base);
 /*
- * SUSPEND (sctl.c): stop reading every client at rest (idle, or active with nothing buffered)
- * and its link; returns how many could not be yet. With <force> (suspend_timeout passed)
- * those are closed ("suspend_timeout") instead. sess_resume_all() reads them again.
+ * SUSPEND (sctl.c): stop reading every client at rest (logged in, nothing buffered either
+ * way, nothing on its link the session layer must match later) and its link, then freeze the
+ * pools (pool_suspend); returns how many clients, then links, could not be yet. With <force>
+ * (suspend_timeout passed) the clients are closed ("suspend_timeout") instead.
+ * sess_resume_all() reads them all again.
  */
 size_t sess_suspend_step(bool force);
 void sess_resume_all(void);
@@ -533,5 +470,7 @@ bool sctl_db_paused(const char *db);
 bool sctl_db_disabled(const char *db);
 /* SHUTDOWN WAIT_FOR_SERVERS is in progress: a client needing a link is closed. */
 bool sctl_shutting_down(void);
+/* SUSPEND is in force (sessions and pools are not touched until RESUME). */
+bool sctl_is_suspended(void);
 
 #endif /* NEKI_WORKER_SESSION_INT_H */

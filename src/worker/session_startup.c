@@ -1,9 +1,10 @@
 /*
  * session_startup.c - the LOGIN phase up to authentication, and the welcome after it.
  *
- * The startup packet: SSLRequest and GSSENCRequest answered 'N' (TLS is a later layer),
- * CancelRequest handed to session_cancel.c, StartupMessage parameters checked as pgbouncer
- * does (tracked parameters, `options`, ignore_startup_parameters, `_pq_.` negotiation),
+ * The startup packet: SSLRequest (TLS or 'N') and GSSENCRequest ('N'), each once (a second
+ * one is refused as Postgres does), a length out of bounds refused with 08P01, CancelRequest
+ * handed to session_cancel.c, StartupMessage parameters checked as pgbouncer does (tracked
+ * parameters, `options`, ignore_startup_parameters, `_pq_.` negotiation),
  * max_client_conn, the database lookup (reported only after authentication). After
  * authentication: the pool, per-database / per-user client limits, the pool mode, and the
  * welcome (AuthenticationOk, ParameterStatus, BackendKeyData, ReadyForQuery).
@@ -19,10 +20,13 @@
 #include "neki/admin_relay.h"
 #include "neki/log.h"
 #include "neki/pktbuf.h"
+#include "neki/plan.h"
 #include "neki/proto.h"
+#include "neki/shm.h"
 #include "neki/tls.h"
-#include "neki/worker.h"
-#include "route_int.h"
+#include "neki/topology_image.h"
+#include "neki/proc.h"
+#include "neki/exec.h"
 #include "session_int.h"
 
 /* True when comma list <list> contains <name> (case-insensitive, spaces ignored). */
@@ -56,6 +60,22 @@ sess_is_ignored(const struct session *s, const char *name)
 	return sess_list_has(s->cfg->ignore_startup_parameters, name);
 }
 
+/* Append <name>\0<value>\0 to the owned buffer *<buf> of *<len> bytes; false on no memory. */
+static bool
+sess_pairs_add(uint8_t **buf, size_t *len, const char *name, const char *value)
+{
+	size_t nl = strlen(name) + 1, vl = strlen(value) + 1;
+	uint8_t *b = realloc(*buf, *len + nl + vl);
+
+	if (b == NULL)
+		return false;
+	memcpy(b + *len, name, nl);
+	memcpy(b + *len + nl, value, vl);
+	*buf = b;
+	*len += nl + vl;
+	return true;
+}
+
 /* One `-c name=value` of the options parameter. */
 static bool
 sess_option_cb(void *arg, const char *name, const char *value, struct nk_error *err)
@@ -65,6 +85,11 @@ sess_option_cb(void *arg, const char *name, const char *value, struct nk_error *
 	if (varcache_set(&s->vars, name, value)) {
 		sess_log(s, LOG_LVL_DEBUG, "got var from options: %s=%s", name, value);
 		return true;
+	}
+	if (plan_neki_is_setting(name)) {	/* for the route (sess_neki_options) */
+		sess_log(s, LOG_LVL_DEBUG, "got __neki setting from options: %s=%s", name, value);
+		return sess_pairs_add(&s->neki_opts, &s->neki_opts_len, name, value) ? true :
+		       nk_error_oom(err);
 	}
 	if (sess_is_ignored(s, name) || sess_is_ignored(s, "options"))
 		return true;
@@ -89,22 +114,6 @@ sess_set_appname(struct session *s, const char *app)
 	return varcache_set(&s->vars, "application_name", app);
 }
 
-/* Keep <p> for a replication client's server startup packet (name\0value\0). */
-static bool
-sess_repl_keep(struct session *s, const struct proto_param *p)
-{
-	size_t nl = strlen(p->name) + 1, vl = strlen(p->value) + 1;
-	uint8_t *b = realloc(s->repl_startup, s->repl_startup_len + nl + vl);
-
-	if (b == NULL)
-		return false;
-	memcpy(b + s->repl_startup_len, p->name, nl);
-	memcpy(b + s->repl_startup_len + nl, p->value, vl);
-	s->repl_startup = b;
-	s->repl_startup_len += nl + vl;
-	return true;
-}
-
 /*
  * A replication client's parameter: the walsender takes no SET, so the parameters go to the
  * server in its startup packet, `options` unparsed (pgbouncer 1.23 does the same).
@@ -120,9 +129,11 @@ sess_repl_param(struct session *s, const struct proto_param *p, struct nk_error 
 	if (strcmp(n, "options") != 0 && strcmp(n, "application_name") != 0 &&
 	    !varcache_set(&s->vars, n, p->value)) {
 		sess_log(s, LOG_LVL_WARNING, "unsupported startup parameter: %s=%s", n, p->value);
-		return nk_error_set(err, "08P01", "unsupported startup parameter: %s", n);
+		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+				    "unsupported startup parameter: %s", n);
 	}
-	return sess_repl_keep(s, p) ? true : nk_error_set(err, "53200", "out of memory");
+	return sess_pairs_add(&s->repl_startup, &s->repl_startup_len, p->name, p->value) ? true :
+	       nk_error_oom(err);
 }
 
 /* One startup parameter. False with <err> when the client must be refused. */
@@ -141,7 +152,8 @@ sess_startup_param(struct session *s, const struct proto_param *p, struct nk_err
 	if (sess_is_ignored(s, n))
 		return true;
 	sess_log(s, LOG_LVL_WARNING, "unsupported startup parameter: %s=%s", n, p->value);
-	return nk_error_set(err, "08P01", "unsupported startup parameter: %s", n);
+	return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
+			    "unsupported startup parameter: %s", n);
 }
 
 static bool
@@ -157,7 +169,7 @@ sess_startup_params(struct session *s, const struct proto_startup *st, struct nk
 			return false;
 	}
 	if (!sess_set_appname(s, st->application_name))
-		return nk_error_set(err, "53200", "out of memory");
+		return nk_error_oom(err);
 	return true;
 }
 
@@ -175,11 +187,30 @@ sess_find_db(struct session *s)
 	s->db_missing = s->db == NULL;
 }
 
+const struct cfg_database *
+sess_db_entry(const struct cfg *c, const char *name)
+{
+	const struct cfg_database *db = cfg_database_find(c, name);
+
+	return db != NULL ? db : cfg_database_auto(c);
+}
+
 static void
 sess_refuse(struct session *s, struct nk_error *err)
 {
 	err->severity = NK_SEV_FATAL;
 	sess_close(s, err->message, err);
+}
+
+/* sess_startup_bad_length: see session_int.h. Postgres only logs it and closes; the
+ * client is told why (pgbouncer answers a startup length it cannot read with 08P01 too). */
+void
+sess_startup_bad_length(struct session *s)
+{
+	struct nk_error err;
+
+	(void)proto_startup_bad_length(&err);
+	sess_refuse(s, &err);
 }
 
 /* ---- client TLS (net/tls.c) ---- */
@@ -201,10 +232,7 @@ sess_on_ssl_request(struct session *s)
 {
 	struct nk_error err;
 
-	if (tls_sbuf_is_tls(&s->sb)) {
-		sess_close(s, "SSL req inside SSL", NULL);
-		return;
-	}
+	s->ssl_asked = true;
 	if (!tls_client_offer(s->is_unix)) {
 		if (!sbuf_send(&s->sb, "N", 1))
 			sess_close(s, "failed to nak SSL", NULL);
@@ -243,7 +271,7 @@ sess_tls_missing(struct session *s)
 
 	if (!tls_client_required(s->is_unix) || tls_sbuf_is_tls(&s->sb))
 		return false;
-	nk_error_set(&err, "08P01", "SSL required");
+	nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION, "SSL required");
 	sess_refuse(s, &err);
 	return true;
 }
@@ -260,7 +288,8 @@ sess_on_startup_msg(struct session *s, const struct proto_startup *st)
 		return;
 	if (child_is_stopping() && !arelay_is_console_db(st->database)) {
 		/* a Unix socket kept open for cancels and, as pgbouncer, the console */
-		nk_error_set(&err, "57P03", "the database system is shutting down");
+		nk_error_set(&err, ERRCODE_CANNOT_CONNECT_NOW,
+			     "the database system is shutting down");
 		sess_refuse(s, &err);
 		return;
 	}
@@ -289,7 +318,8 @@ sess_on_startup_msg(struct session *s, const struct proto_startup *st)
 	sbuf_set_startup(&s->sb, false);
 	sess_find_db(s);
 	if (!s->db_missing && sctl_db_disabled(s->dbname)) {
-		nk_error_set(&err, "08P01", "database \"%s\" is disabled", s->dbname);
+		nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION,
+			     "database \"%s\" is disabled", s->dbname);
 		sess_refuse(s, &err);
 		return;
 	}
@@ -311,11 +341,19 @@ sess_on_startup_pkt(struct session *s, const uint8_t *body, size_t len)
 		sess_refuse(s, &err);
 		return;
 	}
+	/* one negotiation of each kind, as Postgres (TLS, also direct TLS, counts as SSL) */
+	if ((st.kind == PROTO_STARTUP_SSL && (s->ssl_asked || tls_sbuf_is_tls(&s->sb))) ||
+	    (st.kind == PROTO_STARTUP_GSSENC && s->gss_asked)) {
+		(void)proto_startup_refuse_repeat(&st, &err);
+		sess_refuse(s, &err);
+		return;
+	}
 	switch (st.kind) {
 	case PROTO_STARTUP_SSL:
 		sess_on_ssl_request(s);
 		break;
 	case PROTO_STARTUP_GSSENC:
+		s->gss_asked = true;
 		if (!sbuf_send(&s->sb, "N", 1))
 			sess_close(s, "failed to nak SSL", NULL);
 		break;
@@ -340,8 +378,8 @@ sess_on_login_pkt(struct session *s, const struct sbuf_pkt *pkt)
 	if (pkt->avail < pkt->len) {
 		if (pkt->len <= PROTO_MAX_STARTUP_LEN + 5 && sbuf_hold(&s->sb, pkt->len))
 			return true;
-		if (pkt->type == 0)	/* Postgres logs this one and closes without a reply */
-			sess_close(s, "invalid length of startup packet", NULL);
+		if (pkt->type == 0)
+			sess_startup_bad_length(s);
 		else
 			sess_fatal(s, "client sent too big packet in startup phase");
 		return false;
@@ -364,8 +402,7 @@ sess_on_login_pkt(struct session *s, const struct sbuf_pkt *pkt)
 
 /* ---- after authentication ---- */
 
-/* The effective pool mode: [users] entry, then [databases] entry, then the global one. */
-static enum cfg_pool_mode
+enum cfg_pool_mode
 sess_pool_mode(const struct session *s)
 {
 	if (s->ucfg != NULL && s->ucfg->pool_mode != CFG_POOL_UNSET)
@@ -375,19 +412,25 @@ sess_pool_mode(const struct session *s)
 	return s->cfg->pool_mode;
 }
 
+const char *
+sess_pool_password(const struct cfg *c, const struct cfg_database *db, const char *secret)
+{
+	if (db->user != NULL && db->user[0] != '\0') {
+		/* a forced user without password= logs in with its auth_file secret */
+		if (db->password != NULL && db->password[0] != '\0')
+			return db->password;
+		return sess_auth_file_secret(c, db->user);
+	}
+	if (db->password != NULL && db->password[0] != '\0')
+		return db->password;
+	return secret;
+}
+
 /* The password the pool logs into the server with (forced user's, then the user's secret). */
 static const char *
 sess_server_password(const struct session *s)
 {
-	if (s->db->user != NULL && s->db->user[0] != '\0') {
-		/* a forced user without password= logs in with its auth_file secret */
-		if (s->db->password != NULL && s->db->password[0] != '\0')
-			return s->db->password;
-		return sess_auth_file_secret(s->cfg, s->db->user);
-	}
-	if (s->db->password != NULL && s->db->password[0] != '\0')
-		return s->db->password;
-	return s->secret;
+	return sess_pool_password(s->cfg, s->db, s->secret);
 }
 
 /* Fill the client's unset tracked parameters from the pool's first-login values. */
@@ -414,7 +457,7 @@ sess_write_login_notice(const struct session *s, struct pktbuf *pb)
 
 	if (msg == NULL || msg[0] == '\0')
 		return;
-	nk_error_set(&notice, "00000", "%s", msg);
+	nk_error_set(&notice, ERRCODE_SUCCESSFUL_COMPLETION, "%s", msg);
 	notice.severity = NK_SEV_NOTICE;
 	pktbuf_write_notice(pb, &notice);
 }
@@ -463,7 +506,7 @@ sess_wait_welcome(struct session *s)
 
 	sess_set_state(s, SESS_ST_WELCOME);
 	sbuf_pause(&s->sb);
-	switch (pool_acquire(spool_pool(s->sp), &s->waiter, &l, &err)) {
+	switch (pool_acquire_welcome(spool_pool(s->sp), &s->waiter, &l, &err)) {
 	case POOL_GOT:
 		pool_release_unused(l);
 		sess_send_welcome(s);
@@ -490,6 +533,92 @@ sess_check_client_limits(struct session *s)
 	return false;
 }
 
+bool
+sess_db_is_sharded(const struct cfg_database *d)
+{
+	struct shm_topo_ref ref;
+	bool named;
+
+	if (d->topology)
+		return true;
+	if (strcmp(d->name, "*") == 0 || shm_topo_revision() == 0 || !shm_topo_pin(&ref))
+		return false;
+	named = topo_image_has_database(ref.data, d->name);
+	shm_topo_unpin(&ref);
+	return named;
+}
+
+/* The first __neki.* setting of <s>'s options that ignore_startup_parameters does not
+ * name (neither it nor "options"); NULL when none. */
+static const char *
+sess_neki_unignored(const struct session *s)
+{
+	const char *name, *value;
+	size_t pos = 0;
+
+	if (sess_is_ignored(s, "options"))
+		return NULL;
+	while ((name = proto_pair_next(s->neki_opts, s->neki_opts_len, &pos, &value)) != NULL)
+		if (!sess_is_ignored(s, name))
+			return name;
+	return NULL;
+}
+
+/* The [databases] key tx_mode of a routed session: its first __neki.tx_mode, taken as an
+ * option before the client's (which win). False on no memory. */
+static bool
+sess_db_tx_mode(struct session *s)
+{
+	static const char *const names[] = { "multi", "single", "atomic" };
+	uint8_t *own = NULL, *b;
+	size_t len = 0;
+
+	if (s->route == NULL || s->db->tx_mode <= 0 || s->db->tx_mode > 2)
+		return true;
+	if (!sess_pairs_add(&own, &len, "__neki.tx_mode", names[s->db->tx_mode]) ||
+	    (b = realloc(own, len + s->neki_opts_len)) == NULL) {
+		free(own);
+		return false;
+	}
+	if (s->neki_opts_len > 0)
+		memcpy(b + len, s->neki_opts, s->neki_opts_len);
+	free(s->neki_opts);
+	s->neki_opts = b;
+	s->neki_opts_len += len;
+	return true;
+}
+
+/*
+ * The __neki.* settings of the startup options (after the [databases] key tx_mode's
+ * value): applied to the route as their SET would be; a session that is not routed (a pass-through database) cannot honour them, and is
+ * refused as for any other option it cannot take (unless ignore_startup_parameters names
+ * it). False when the client was refused.
+ */
+static bool
+sess_neki_options(struct session *s)
+{
+	struct nk_error err;
+	const char *name;
+
+	if (!sess_db_tx_mode(s)) {
+		sess_fatal(s, "out of memory");
+		return false;
+	}
+	if (s->neki_opts_len == 0)
+		return true;
+	if (s->route == NULL) {
+		if ((name = sess_neki_unignored(s)) == NULL)
+			return true;
+		proto_options_unsupported(&err, name);
+		nk_error_detail(&err, "__neki settings apply to the sessions of a sharded "
+				"database; \"%s\" is served pass-through.", s->dbname);
+	} else if (route_session_options(s->route, s->neki_opts, s->neki_opts_len, &err)) {
+		return true;
+	}
+	sess_refuse(s, &err);
+	return false;
+}
+
 void
 sess_login_done(struct session *s)
 {
@@ -507,8 +636,10 @@ sess_login_done(struct session *s)
 		return;
 	}
 	pool_user = s->db->user != NULL && s->db->user[0] != '\0' ? s->db->user : s->user;
-	if (s->replication != PROTO_REPL_NONE && s->db->topology) {
-		nk_error_set(&err, "0A000", "replication connections to a sharded database are not "
+	s->sharded = sess_db_is_sharded(s->db);
+	if (s->replication != PROTO_REPL_NONE && s->sharded) {
+		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			     "replication connections to a sharded database are not "
 			     "supported");
 		nk_error_hint(&err, "connect to a shard directly, or name a [databases] entry "
 			      "without topology");
@@ -540,11 +671,15 @@ sess_login_done(struct session *s)
 	s->mode = s->replication != PROTO_REPL_NONE ? CFG_POOL_SESSION : sess_pool_mode(s);
 	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->max_prepared_statements > 0;
 	pool_client_attach(spool_pool(s->sp));
+	spool_ref(s->sp);
 	s->attached = true;
-	if (s->db->topology && shm_topo_revision() != 0 && !route_session_start(s)) {
+	if (s->sharded && !sess_route_start(s)) {	/* (held until routable) */
 		sess_fatal(s, "out of memory");
 		return;
 	}
+	s->stats->total_client_login_count++;	/* before any wait for a welcome */
+	if (!sess_neki_options(s))
+		return;
 	pool_waiter_init(&s->waiter, sess_pool_ready, sess_link_cb, s);
 	s->waiter.log = sess_waiter_log;
 	if (pool_welcome_ready(spool_pool(s->sp)))
@@ -557,4 +692,5 @@ void
 sess_release_counts(struct session *s)
 {
 	spool_client_release(s, &s->counted_global, &s->counted_db, &s->counted_user);
+	session_console_release(&s->console_units);
 }

@@ -27,7 +27,7 @@
 #include "neki/dns.h"
 #include "neki/shm.h"
 #include "neki/tls.h"
-#include "route_int.h"
+#include "neki/exec.h"
 #include "session_int.h"
 
 #define WL_COLS 30		/* 21 + 7 SOCKETS columns + socket state + listed flag */

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import wait_until
+from conftest import make_private_dir, wait_until
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -160,19 +160,27 @@ class HoldingPeer:
         self.sock.close()
 
 
-def test_peer_cancel_forwards_queue_beyond_pool_size(neki):
-    """[peers] pool_size bounds the forwards in flight to a peer; the others wait in order
-    (nothing is dropped) and SHOW PEER_POOLS shows them as pgbouncer counts them."""
-    inst = neki(settings={"workers": 1, "peer_id": 2, "admin_users": "admin"}, start=False)
-    peer = HoldingPeer(inst.dir, 7432)
-    inst.extra = f"[peers]\n1 = host={inst.dir} port=7432 pool_size=1\n"
+def peered(neki, peer_host, peer_port, **settings):
+    """A one-worker neki with peer_id 2 whose [peers] entry 1 (pool_size=1) is at
+    <peer_host>:<peer_port>, started; and a function returning its SHOW PEER_POOLS rows."""
+    inst = neki(settings={"workers": 1, "peer_id": 2, "admin_users": "admin", **settings},
+                start=False)
+    inst.extra = f"[peers]\n1 = host={peer_host} port={peer_port} pool_size=1\n"
     inst.write_ini()
     inst.start()
 
     def peer_pools():
         with inst.admin_connect(dbname="pgbouncer", user="admin") as c:
             return c.execute("SHOW PEER_POOLS").fetchall()
+    return inst, peer_pools
 
+
+def test_peer_cancel_forwards_queue_beyond_pool_size(neki):
+    """[peers] pool_size bounds the forwards in flight to a peer; the others wait in order
+    (nothing is dropped) and SHOW PEER_POOLS shows them as pgbouncer counts them."""
+    sockdir = make_private_dir("peer.")
+    peer = HoldingPeer(sockdir, 7432)
+    inst, peer_pools = peered(neki, sockdir, 7432)
     try:
         keys = [(0x00010000 | i << 24, 0x1234560B + (i << 4)) for i in (1, 2, 3)]
         for pid, key in keys:                       # peer 1's keys, TTL 3
@@ -191,3 +199,30 @@ def test_peer_cancel_forwards_queue_beyond_pool_size(neki):
         assert peer.got == [(16, 80877102, pid, key - 1) for pid, key in keys]
     finally:
         peer.close()
+
+
+def test_cancel_wait_timeout_drops_forwards_that_cannot_be_sent(neki):
+    """cancel_wait_timeout bounds how long a cancel may wait to be sent, as pgbouncer's: a
+    forward whose connect to the peer hangs (its listen queue is full) and the one queued
+    behind it (pool_size=1) are both dropped once it has passed, not after neki's own
+    connect bound."""
+    timeout = 1
+    hang = socket.socket()
+    hang.bind(("127.0.0.1", 0))
+    hang.listen(0)
+    filler = socket.create_connection(hang.getsockname(), timeout=5)   # fills the queue
+    inst, peer_pools = peered(neki, "127.0.0.1", hang.getsockname()[1],
+                              cancel_wait_timeout=timeout)
+    try:
+        t0 = time.monotonic()
+        for i in (1, 2):                            # peer 1's keys, TTL 3
+            cancel_request(inst.port, 0x00010000 | i << 24, 0x1234560B + (i << 4))
+        wait_until(lambda: peer_pools() == [(1, 1, 1, 0, 1)], 5,
+                   what="one forward connecting, one waiting")
+        wait_until(lambda: peer_pools() == [(1, 0, 0, 0, 0)], timeout + 2,
+                   what="both forwards dropped")
+        assert time.monotonic() - t0 >= timeout * 0.9
+        inst.wait_log(r"cancel request to peer 1 dropped: cancel_wait_timeout")
+    finally:
+        filler.close()
+        hang.close()

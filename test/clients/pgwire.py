@@ -7,7 +7,12 @@
     error_fields(body)                   # {"S": "FATAL", "C": "08P01", "M": "..."}
     w.raw(parse("", "select $1") + bind("", "", ["7"]) + execute() + sync())
     summary(w.read_until("Z"))           # [("1",), ("2",), ("D", ["7"]), ("C", "SELECT 1"), ...]
+    w.password_login("", user="u")       # any password, even the empty one libpq never sends
 """
+import base64
+import hashlib
+import hmac
+import os
 import socket
 import struct
 
@@ -163,6 +168,57 @@ class Wire:
     def query(self, sql):
         self.send(b"Q", sql.encode() + b"\0")
         return self.read_until("Z")
+
+    def password_login(self, password, **startup_kw):
+        """Startup, then answer the password request with <password> as libpq would
+        (cleartext, md5 or SCRAM-SHA-256 without channel binding), whatever it is: libpq
+        refuses to send an empty one. Returns (method, server_first, messages up to
+        ReadyForQuery or the end): method "password", "md5" or "scram", server_first the
+        SCRAM server-first-message (None for the others)."""
+        self.startup(**startup_kw)
+        typ, body = self.read_msg()
+        if typ != "R":
+            return None, None, [(typ, body)] + self.read_all()
+        (code,) = struct.unpack("!I", body[:4])
+        if code == 3:
+            self.send(b"p", _cstr(password))
+            return "password", None, self._login_end()
+        if code == 5:
+            user = startup_kw.get("user", "postgres")
+            inner = hashlib.md5((password + user).encode()).hexdigest().encode()
+            self.send(b"p", _cstr("md5" + hashlib.md5(inner + body[4:8]).hexdigest()))
+            return "md5", None, self._login_end()
+        assert code == 10 and b"SCRAM-SHA-256\0" in body[4:], body
+        return ("scram",) + self._scram(password)
+
+    def _login_end(self):
+        msgs = []
+        try:
+            while not msgs or msgs[-1][0] != "Z":
+                msgs.append(self.read_msg())
+        except (EOFError, ConnectionResetError, socket.timeout):
+            pass
+        return msgs
+
+    def _scram(self, password):
+        nonce = base64.b64encode(os.urandom(18)).decode()
+        first_bare = f"n=,r={nonce}"
+        data = ("n,," + first_bare).encode()
+        self.send(b"p", _cstr("SCRAM-SHA-256") + struct.pack("!I", len(data)) + data)
+        typ, body = self.read_msg()
+        if typ != "R":
+            return None, [(typ, body)] + self.read_all()
+        server_first = body[4:].decode()
+        attrs = dict(kv.split("=", 1) for kv in server_first.split(","))
+        salted = hashlib.pbkdf2_hmac("sha256", password.encode(),
+                                     base64.b64decode(attrs["s"]), int(attrs["i"]))
+        client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+        final_bare = f"c=biws,r={attrs['r']}"
+        auth_msg = f"{first_bare},{server_first},{final_bare}".encode()
+        sig = hmac.new(hashlib.sha256(client_key).digest(), auth_msg, hashlib.sha256).digest()
+        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, sig))).decode()
+        self.send(b"p", f"{final_bare},p={proof}".encode())
+        return server_first, self._login_end()
 
 
 def errors_in(msgs):

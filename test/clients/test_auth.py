@@ -89,6 +89,54 @@ def test_scram_pass_through_with_stored_secret(pg_cluster, cluster_db, neki):
     refused(n, cluster_db, pg.test_user, WRONG, match="SASL authentication failed")
 
 
+# What a client that sends the empty password gets, per method (pgbouncer's words): the
+# cleartext path sees the empty password itself; md5 and SCRAM only see a proof of it.
+EMPTY_REFUSALS = {
+    "plain": ("password", "08P01", "empty password returned by client"),
+    "md5": ("md5", "28P01", 'password authentication failed for user "postgres"'),
+    "scram-sha-256": ("scram", "28P01", "SASL authentication failed"),
+}
+
+
+@pytest.mark.parametrize("auth_type", sorted(EMPTY_REFUSALS))
+def test_empty_auth_file_password_lets_nobody_in(pg_cluster, cluster_db, neki, auth_type):
+    """An auth_file entry with the secret "" (what etc/mkauth.py writes for a role without a
+    password, often postgres) is a user no password can match: the client that runs the
+    exchange with the empty password is refused like any other, on every method (Postgres
+    and pgbouncer refuse empty passwords)."""
+    n = start(neki, pg_cluster, cluster_db, [("postgres", "")], auth_type=auth_type)
+    method, want_state, want_msg = EMPTY_REFUSALS[auth_type]
+    w = Wire(n.port)
+    try:
+        got_method, _, msgs = w.password_login("", user="postgres", database=cluster_db)
+    finally:
+        w.close()
+    assert got_method == method
+    assert [(e["S"], e["C"], e["M"]) for e in errors_in(msgs)] == [("FATAL", want_state,
+                                                                    want_msg)], msgs
+    assert not any(typ == "Z" for typ, _ in msgs)
+    refused(n, cluster_db, "postgres", WRONG,
+            match=want_msg if auth_type != "plain" else None)
+
+
+def test_scram_iterations_of_derived_secrets(pg_cluster, cluster_db, neki):
+    """scram_iterations is the iteration count of the SCRAM secrets neki computes: from an
+    auth_file plain password, and for the mock exchange of an unknown user (as pgbouncer);
+    a stored SCRAM secret keeps its own."""
+    pg = pg_cluster
+    n = start(neki, pg, cluster_db, [(pg.test_user, pg.test_password)],
+              auth_type="scram-sha-256", scram_iterations=1234)
+    for user, password in ((pg.test_user, pg.test_password), ("nobody_here", WRONG)):
+        w = Wire(n.port)
+        try:
+            method, first, msgs = w.password_login(password, user=user, database=cluster_db)
+        finally:
+            w.close()
+        assert method == "scram" and ",i=1234" in first, first
+        assert (msgs[-1][0] == "Z") == (user == pg.test_user), msgs
+    assert ok(n, cluster_db, pg.test_user, pg.test_password) == pg.test_user
+
+
 def trust_refusal(port, user, database):
     """The messages a trust login of <user> gets: pgbouncer's exact FATAL, then the close."""
     w = Wire(port)

@@ -218,6 +218,29 @@ def test_show_stats_counts_at_once(bouncer):
     assert totals["total_query_count"] == 19
 
 
+def test_client_logins_are_counted(bouncer):
+    """pgbouncer 1.25's client_login_count: one per login that passed authentication (a
+    refused one is not counted), console logins in the pgbouncer row (the session reading
+    the figures included); SHOW TOTALS adds them up."""
+    def console_logins():
+        rows = bouncer.admin("SHOW STATS_TOTALS", row_factory=dict_row)
+        return next(r for r in rows if r["database"] == "pgbouncer")["client_login_count"]
+    before = console_logins()
+    for _ in range(3):
+        bouncer.test(dbname="p3")
+    with pytest.raises(psycopg.OperationalError, match='"trust" authentication failed'):
+        bouncer.test(dbname="p3", user="nosuchuser")
+    stats = {r["database"]: r for r in bouncer.admin("SHOW STATS", row_factory=dict_row)}
+    assert stats["p3"]["total_client_login_count"] == 3
+    assert stats["pgbouncer"]["total_client_login_count"] == before + 1
+    assert "avg_client_login_count" in stats["p3"]
+    averages = bouncer.admin("SHOW STATS_AVERAGES", row_factory=dict_row)
+    assert "avg_client_login_count" in averages[0]
+    totals = dict(bouncer.admin("SHOW TOTALS"))
+    assert totals["total_client_login_count"] == 3 + before + 3   # STATS, AVERAGES, TOTALS
+    assert "avg_client_login_count" in totals
+
+
 def test_console_session_end_is_logged_as_pgbouncer_does(bouncer):
     """A console session that sends Terminate logs `closing because: client close request`,
     with pgbouncer's prefix for a Unix peer: unix(<the peer's pid>):<listen port>."""

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from conftest import wait_until
+from conftest import NekiStartError, wait_until
 from pgbcompat import LONG_PASSWORD, bouncer, one_worker_bouncer, pgb_pg  # noqa: F401
 
 try:
@@ -187,12 +187,34 @@ def test_reserved_console_database_as_auth_dbname(bouncer):
 
 
 def test_reserved_console_database_as_global_auth_dbname(bouncer):
+    """pgbouncer refuses the value itself: RELOAD fails with F0000, the configuration in
+    force stays (auth_type too), the reason is logged once; SET refuses it too."""
     pg = f"host=127.0.0.1 port={bouncer.pg.port('shard-a')}"
-    cfg = _authq_config(bouncer, f"* = {pg}", "auth_dbname = pgbouncer")
-    with bouncer.log_contains('cannot use the reserved "pgbouncer" database as an '
-                              'auth_dbname', 1):
-        with bouncer.run_with_config(cfg):
-            pass
+    old = bouncer.config_text()
+    bouncer.write_config(_authq_config(bouncer, f"* = {pg}", "auth_dbname = pgbouncer"))
+    try:
+        with bouncer.log_contains('cannot use the reserved "pgbouncer" database as an '
+                                  'auth_dbname', 1):
+            with pytest.raises(psycopg.errors.ConfigFileError,
+                               match=r"^RELOAD failed, see logs for additional details$"):
+                bouncer.admin("RELOAD")
+        assert bouncer.config_value("auth_dbname") == ""
+        assert bouncer.config_value("auth_type") == "trust"
+        bouncer.test()
+    finally:
+        bouncer.write_config(old)
+    for name in ("pgbouncer", "neki"):
+        with pytest.raises(psycopg.Error, match=f'SET failed: .*cannot use the reserved '
+                                                f'"{name}" database as an auth_dbname'):
+            bouncer.admin(f"SET auth_dbname = {name}")
+    assert bouncer.config_value("auth_dbname") == ""
+
+
+def test_reserved_console_database_as_auth_dbname_at_start(neki):
+    """At start the same value is fatal, as pgbouncer's "cannot load config file"."""
+    with pytest.raises(NekiStartError, match=r'(?s)exited with 1.*cannot use the reserved '
+                                             r'"neki" database as an auth_dbname'):
+        neki(settings={"auth_dbname": "neki"})
 
 
 def test_auth_query_of_the_database(bouncer):
@@ -267,6 +289,14 @@ def test_hba_reloads(bouncer):
     bouncer.admin("RELOAD")
     bouncer.admin("RELOAD")
     bouncer.test()
+
+
+def test_users_entry_alone_is_no_known_user(bouncer):
+    """A [users] entry without an auth_file line makes no known user (pgbouncer keeps it
+    with an empty, "dynamic" password): "no such user" in the log, and trust refuses."""
+    with bouncer.log_contains(r"no such user: pswcheck_not_in_auth_file$"):
+        refused('"trust" authentication failed', bouncer.test, dbname="p0a",
+                user="pswcheck_not_in_auth_file")
 
 
 def test_auth_user_not_in_auth_file_with_trust(bouncer):

@@ -3,17 +3,17 @@ Operations as pgbouncer's test_operations.py exercises them (pgbcompat.py's test
 RESUME and SUSPEND / RESUME under a stream of clients, SUSPEND's errors and its automatic
 RESUME when the console session that issued it goes away, DISABLE / ENABLE, the server
 restarting under the pools, a database's dbname changed by RELOAD, RECONNECT, and reloads
-that change (or do not change) the server TLS settings. The online restart (-R) is the
-one thing not carried over: test_reboot_is_refused.
+that change (or do not change) the server TLS settings. The online restart (-R) has its
+own module, test_compat_takeover.py.
 """
-import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from psycopg.rows import dict_row
 
-from conftest import IS_ROOT, run_as_user, wait_until
+from conftest import port_accepts, wait_until
 from pgbcompat import bouncer, one_worker_bouncer, pgb_pg  # noqa: F401 (fixtures)
 
 try:
@@ -182,17 +182,20 @@ def test_reload_with_tls_change_closes_links(bouncer):
             bouncer.admin("RELOAD")
 
 
-def test_reboot_is_refused(bouncer):
-    """pgbouncer's online restart (-R, deprecated since 1.20) takes over the old process's
-    sockets; neki's workers cannot be handed sockets that way, so it refuses clearly and
-    leaves the running instance alone (doc/operations.md: rolling restarts instead)."""
-    cmd = [str(bouncer.inst.binary)] + (["-u", run_as_user()] if IS_ROOT else []) + \
-        ["--reboot", "--quiet", str(bouncer.ini_path)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    assert res.returncode == 1
-    assert "so_reuseport" in res.stderr
-    bouncer.test()
-    assert bouncer.admin("SHOW CLIENTS", row_factory=dict_row)[0]["database"] == "pgbouncer"
+def test_wait_for_servers_keeps_the_unix_socket(bouncer):
+    """SHUTDOWN WAIT_FOR_SERVERS closes the TCP listeners at once (pgbouncer's
+    cleanup_tcp_sockets) but keeps the Unix socket: the console stays reachable there until
+    the last server link is gone; then neki exits and removes the socket."""
+    sock = Path(bouncer.admin_host) / f".s.PGSQL.{bouncer.port}"
+    with bouncer.conn(dbname="p3") as c:    # session mode: the link stays with the client
+        c.execute("BEGIN")
+        c.execute("SELECT 1")
+        bouncer.admin("SHUTDOWN WAIT_FOR_SERVERS")
+        wait_until(lambda: not port_accepts(bouncer.port), 10, what="the TCP listeners closed")
+        assert bouncer.admin_value("SHOW VERSION").startswith("PgBouncer")
+        c.execute("COMMIT")
+    bouncer.inst.wait_exit(10)
+    assert not sock.exists()
 
 
 def test_database_removed_on_reload(bouncer):

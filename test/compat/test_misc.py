@@ -1,6 +1,7 @@
 """pgbouncer's test_misc.py scenarios against neki: startup parameters and `options`, protocol
 negotiation, the login NOTICE and queue NOTICE, tracked parameters per client in transaction
 mode, host lists, auto-databases, shutdown and reload corner cases."""
+import re
 import socket
 import struct
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 from compat import admin, db_line, start
 from conftest import wait_until
+import pgwire
 from pgwire import Wire, error_fields
 
 PSQL = "/usr/lib/postgresql/15/bin/psql"
@@ -119,8 +121,13 @@ def test_options_startup_parameter(pg_cluster, cluster_db, neki):
     with pytest.raises(psycopg.OperationalError,
                        match="unsupported startup parameter in options: enable_seqscan"):
         n.connect(db, options="-c enable_seqscan=false")
+    # neki's own settings are for sharded databases (test_session_state.py): refused here
+    with pytest.raises(psycopg.OperationalError,
+                       match="unsupported startup parameter in options: __neki.tx_mode"):
+        n.connect(db, options="-c __neki.tx_mode=single")
     admin(n, "SET ignore_startup_parameters = options")
     assert _value(n, db, "SHOW enable_seqscan", options="-c enable_seqscan=false") == "on"
+    assert _value(n, db, "SHOW enable_seqscan", options="-c __neki.tx_mode=single") == "on"
     assert _value(n, db, "SHOW timezone",
                   options="-ctimezone=Europe/Lisbon  -cdatestyle=German,\\ YMD") == \
         "Europe/Lisbon"
@@ -179,6 +186,49 @@ def test_auto_database_is_logged(pg_cluster, cluster_db, neki):
     n.wait_log(rf"registered new auto-database: db={cluster_db}")
 
 
+def _pools(n):
+    """(database, user) of the pools SHOW POOLS lists."""
+    return {(r["database"], r["user"]) for r in admin(n, "SHOW POOLS", dicts=True)}
+
+
+def test_pool_idle_timeout_frees_unused_pools(pg_cluster, cluster_db, neki):
+    """pool_idle_timeout: a pool with no client and no server connection for that long is
+    freed, with pgbouncer's log line; one a client still uses stays."""
+    port = pg_cluster.port("shard-a")
+    n = neki(settings={"admin_users": "postgres", "workers": 1, "pool_idle_timeout": 1,
+                       "server_idle_timeout": 0.2},
+             databases=f"{cluster_db} = host=127.0.0.1 port={port} dbname={cluster_db}\n"
+                       f"held = host=127.0.0.1 port={port} dbname={cluster_db}")
+    with n.connect("held") as held:
+        held.execute("select 1")
+        assert _value(n, cluster_db, "select 1") == 1
+        assert {(cluster_db, "postgres"), ("held", "postgres")} <= _pools(n)
+        n.wait_log(rf"cleaning up idle pool for user postgres on db {cluster_db} because: "
+                   r"pool idle timeout \(age= \d+s\)", timeout=5)
+        assert (cluster_db, "postgres") not in _pools(n)
+        assert ("held", "postgres") in _pools(n)     # in use as long: kept
+        assert held.execute("select 2").fetchone()[0] == 2
+    assert _value(n, cluster_db, "select 3") == 3      # a new client gets a new pool
+
+
+def test_autodb_idle_timeout_frees_unused_auto_databases(pg_cluster, cluster_db, neki):
+    """autodb_idle_timeout: an auto-database ("*") unused for that long is dropped with
+    pgbouncer's warning, and registered again for the next client."""
+    n = neki(settings={"admin_users": "postgres", "workers": 1, "autodb_idle_timeout": 1,
+                       "server_idle_timeout": 0.2},
+             databases=f"* = host=127.0.0.1 port={pg_cluster.port('shard-a')}")
+    registered = rf"registered new auto-database: db={cluster_db}"
+    assert _value(n, cluster_db, "select 1") == 1
+    n.wait_log(registered)
+    assert (cluster_db, "postgres") in _pools(n)
+    n.wait_log(rf"WARNING dropping database '{cluster_db}' as it does not exist anymore or "
+               r"inactive auto-database", timeout=5)
+    assert (cluster_db, "postgres") not in _pools(n)
+    assert _value(n, cluster_db, "select 2") == 2
+    wait_until(lambda: len(re.findall(registered, n.log())) == 2, 5,
+               what="the auto-database registered again")
+
+
 def test_resume_during_shutdown(pg_cluster, cluster_db, neki):
     n = start(neki, pg_cluster, cluster_db)
     with n.connect(cluster_db) as c, n.admin_connect(dbname="pgbouncer") as a:
@@ -230,3 +280,43 @@ def test_peer_default_port(neki):
              databases="postgres = host=127.0.0.1", extra="[peers]\n1 = host=localhost\n")
     peer = next(r for r in admin(n, "SHOW PEERS", dicts=True) if r["peer_id"] == 1)
     assert peer["port"] == 6432 and peer["host"] == "localhost"
+
+
+def test_disable_pqexec_refuses_the_simple_query_protocol(pg_cluster, cluster_db, neki):
+    """disable_pqexec = 1: a Query message ends the session with pgbouncer's FATAL (08P01
+    "PQexec disallowed", logged as "client used "Query" packet type"); the extended protocol
+    is served, and so is the console (pgbouncer exempts it)."""
+    n = start(neki, pg_cluster, cluster_db, disable_pqexec=1)
+    w = Wire(n.port)
+    w.login(database=cluster_db)
+    w.raw(pgwire.parse("", "select 41 + 1") + pgwire.bind("", "") + pgwire.execute() +
+          pgwire.sync())
+    assert ("D", ["42"]) in pgwire.summary(w.read_until("Z"))
+    w.send(b"Q", b"select 1\0")
+    msgs = w.read_all()
+    w.close()
+    assert [{k: error_fields(b).get(k) for k in "SCM"} for t, b in msgs if t == "E"] == [
+        {"S": "FATAL", "C": "08P01", "M": "PQexec disallowed"}]
+    n.wait_log(r'client used "Query" packet type')
+    n.wait_log(r"closing because: PQexec disallowed")
+    assert admin(n, "SHOW VERSION")[0][0].startswith("PgBouncer")
+
+
+@pytest.mark.parametrize("on", [1, 0])
+def test_log_pooler_errors(pg_cluster, cluster_db, neki, on):
+    """log_pooler_errors (default 1): each error neki itself sends a client is logged as
+    pgbouncer logs it, "pooler error: <message>" at WARNING; 0 logs none."""
+    n = start(neki, pg_cluster, cluster_db, log_pooler_errors=on)
+    with pytest.raises(psycopg.OperationalError, match="no such database: nowhere"):
+        n.connect("nowhere")
+    n.wait_log(r"closing because: no such database: nowhere")
+    with pytest.raises(psycopg.Error) as ei:      # the console's errors too
+        admin(n, "SHOW NOTHING_HERE")
+    console = ei.value.diag.message_primary
+    pooler = r"WARNING C-0x[0-9a-f]+: nowhere/postgres@127\.0\.0\.1:\d+ pooler error: " \
+             r"no such database: nowhere"
+    if on:
+        n.wait_log(pooler)
+        n.wait_log(r"WARNING pooler error: " + re.escape(console))
+    else:
+        assert "pooler error" not in n.log()

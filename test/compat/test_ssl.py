@@ -1,7 +1,9 @@
 """pgbouncer's test_ssl.py, test_ssl_eof.py and test_ssl_pending.py scenarios against neki:
 TLS settings changed on the console take effect for the next connection, a client that drops
 the TCP connection without close_notify is a quiet EOF, and TLS to the server with a pkt_buf
-far smaller than the login response and the results does not stall."""
+far smaller than the login response and the results does not stall; TLS settings that cannot
+be set up keep the old contexts, with pgbouncer's log line and answers (RELOAD, console SET;
+these run unchanged against pgbouncer 1.25.2 with NEKI_BIN)."""
 import os
 import shutil
 import socket
@@ -10,9 +12,11 @@ import struct
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from compat import admin, start
+from pgbcompat import bouncer, pgb_pg  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fault"))
 from test_tls_config import make_client_pki, psql  # noqa: E402
@@ -92,3 +96,58 @@ def test_server_tls_with_small_pkt_buf(pg_cluster, cluster_db, neki, pkt_buf):
         assert len(rows) == 2000
         big = "q" * 100000
         assert c.execute("select %s::text", (big,)).fetchone()[0] == big
+
+
+# ---------------------------------------------------------------------------------------------
+# TLS settings that cannot be set up (pgbouncer's sbuf_tls_setup): the old contexts stay
+
+def _notices(bouncer, sql):
+    """Run <sql> on the console; (command tag, NOTICE texts)."""
+    got = []
+    with bouncer.admin_conn() as c:
+        c.add_notice_handler(lambda d: got.append(d.message_primary))
+        cur = c.execute(sql)
+        return cur.statusmessage, got
+
+
+def _tls_works(bouncer):
+    with bouncer.conn(sslmode="require") as c:
+        assert c.execute("select 1").fetchone() == (1,)
+        return c.pgconn.ssl_in_use
+
+
+def test_console_set_that_cannot_be_applied(bouncer, pki):
+    bouncer.admin(f"SET client_tls_key_file = '{pki / 'server.key'}'")
+    bouncer.admin(f"SET client_tls_cert_file = '{pki / 'server.crt'}'")
+    assert _notices(bouncer, "SET client_tls_sslmode = allow")[1] == []
+    assert _tls_works(bouncer)
+    missing = pki / "missing.key"
+    with bouncer.log_contains(rf'TLS setup failed: failed to load private key file "{missing}": '
+                              r"error:80000002:system library::No such file or directory$",
+                              times=1):
+        tag, notices = _notices(bouncer, f"SET client_tls_key_file = '{missing}'")
+    assert tag.startswith("SET")
+    assert notices == ["TLS settings could not be applied, still using old configuration"]
+    assert bouncer.config_value("client_tls_key_file") == str(missing)   # set, not applied
+    assert _tls_works(bouncer)
+
+
+def test_reload_with_tls_that_cannot_be_set_up(bouncer, pki):
+    broken = pki / "broken.key"
+    broken.write_text("not a key\n")
+    os.chmod(broken, 0o644)
+    bouncer.write_ini(f"client_tls_key_file = {pki / 'server.key'}\n"
+                      f"client_tls_cert_file = {pki / 'server.crt'}\nclient_tls_sslmode = allow")
+    bouncer.admin("RELOAD")
+    assert _tls_works(bouncer)
+    bouncer.write_ini(f"client_tls_key_file = {broken}\ndefault_pool_size = 7")
+    with bouncer.log_contains(rf'TLS setup failed: failed to load private key file "{broken}": '
+                              r"error:1E08010C:DECODER routines::unsupported$", times=1), \
+            bouncer.log_contains(r"TLS configuration could not be reloaded, keeping old "
+                                 r"configuration$", times=1):
+        with pytest.raises(psycopg.Error) as ei:
+            bouncer.admin("RELOAD")
+    assert ei.value.sqlstate == "F0000"
+    assert ei.value.diag.message_primary == "RELOAD failed, see logs for additional details"
+    assert bouncer.config_value("default_pool_size") == "7"     # the rest applies
+    assert _tls_works(bouncer)

@@ -2,10 +2,13 @@
 
 neki must answer each broken client with an ErrorResponse (FATAL, 08P01) where the protocol
 allows one, close only that client, stay up (no worker restart), and the concurrent pgbench
-run must lose nothing."""
+run must lose nothing. A second SSLRequest (or GSSENCRequest) on one connection gets the
+error a Postgres server gives."""
 import os
 import random
 import re
+import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -14,6 +17,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
 from pgwire import Wire, errors_in  # noqa: E402
+from test_tls_config import make_client_pki, tls_neki  # noqa: E402
+
+
+SSL_REQUEST = struct.pack("!II", 8, 80877103)
+GSSENC_REQUEST = struct.pack("!II", 8, 80877104)
+
+
+class UnixWire(Wire):
+    """Wire over a Unix socket (a Postgres server offers no TLS there: it answers 'N')."""
+
+    def __init__(self, path, timeout=10):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = b""
 
 
 def run_pgbench(port, db, *args):
@@ -37,14 +55,18 @@ def logged_in(port, db):
 
 
 def bad_clients(port, db, rng):
-    # startup packet longer than Postgres allows: closed without a reply, as Postgres does
+    # startup packet longer than Postgres allows, or below its minimum: FATAL, then close
+    # (Postgres only logs it; the client is told why)
+    for length in (20000, 70000, 4):
+        w = Wire(port)
+        w.raw(struct.pack("!II", length, 196608))
+        expect_fatal(w, "^invalid length of startup packet$")
+    # a second SSLRequest on one connection
     w = Wire(port)
-    w.raw(struct.pack("!II", 20000, 196608))
-    assert w.read_all() == []
-    # startup packet length below its minimum
-    w = Wire(port)
-    w.raw(struct.pack("!II", 4, 196608))
-    w.read_all()
+    w.raw(SSL_REQUEST)
+    assert w.read_byte() == b"N"
+    w.raw(SSL_REQUEST)
+    expect_fatal(w, r"^unsupported frontend protocol 1234\.5679: ", codes=("0A000",))
     # garbage instead of a startup packet
     w = Wire(port)
     w.raw(struct.pack("!I", 40) + bytes(rng.getrandbits(8) for _ in range(36)))
@@ -111,3 +133,63 @@ def test_bad_input_during_pgbench(pg_cluster, cluster_db, neki):
     assert "killed by signal" not in n.log() and "exited with" not in n.log()
     with n.connect(dbname=cluster_db) as c:
         assert c.execute("select 1").fetchone() == (1,)
+
+
+def negotiate_twice(w, first, second):
+    """Send the requests of <first> (each answered 'N'), then <second>; the FATAL fields."""
+    for req in first:
+        w.raw(req)
+        assert w.read_byte() == b"N"
+    w.raw(second)
+    errs = errors_in(w.read_all())
+    w.close()
+    assert len(errs) == 1, errs
+    return {k: errs[0][k] for k in "SCM"}
+
+
+def test_second_negotiation_request_is_refused_as_postgres_does(pg_cluster, neki):
+    n = neki(databases=f"postgres = host=127.0.0.1 port={pg_cluster.port('shard-a')}")
+    pg_sock = f"{pg_cluster.sockdir}/.s.PGSQL.{pg_cluster.port('shard-a')}"
+    cases = [((SSL_REQUEST,), SSL_REQUEST), ((GSSENC_REQUEST,), GSSENC_REQUEST),
+             ((SSL_REQUEST, GSSENC_REQUEST), SSL_REQUEST),
+             ((GSSENC_REQUEST, SSL_REQUEST), GSSENC_REQUEST)]
+    for first, second in cases:
+        want = negotiate_twice(UnixWire(pg_sock), first, second)
+        assert want["C"] == "0A000" and want["M"].startswith("unsupported frontend protocol")
+        assert negotiate_twice(Wire(n.port), first, second) == want, (first, second)
+    # one of each kind is fine: SSL and GSS refused, then a login
+    w = Wire(n.port)
+    for req in (SSL_REQUEST, GSSENC_REQUEST):
+        w.raw(req)
+        assert w.read_byte() == b"N"
+    assert w.login()[-1][0] == "Z"
+    w.close()
+
+
+def test_ssl_request_inside_tls_is_refused_as_postgres_does(pg_cluster, cluster_db, neki):
+    """An SSLRequest sent inside the TLS session it started: the same FATAL, over TLS
+    (compared with the Postgres server when the cluster runs TLS)."""
+    n = tls_neki(neki, pg_cluster, cluster_db, make_client_pki())
+    servers = [n.port] + ([pg_cluster.port("shard-a")] if pg_cluster.ssl else [])
+    answers = []
+    for port in servers:
+        w = Wire(port)
+        w.raw(SSL_REQUEST)
+        assert w.read_byte() == b"S"
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        w.sock = ctx.wrap_socket(w.sock)
+        w.raw(SSL_REQUEST)
+        msgs = []
+        try:
+            msgs = w.read_all()
+        except ssl.SSLError:
+            pass
+        errs = errors_in(msgs)
+        w.close()
+        assert len(errs) == 1, (port, msgs)
+        answers.append({k: errs[0][k] for k in "SCM"})
+    assert answers[0] == {"S": "FATAL", "C": "0A000", "M": "unsupported frontend protocol "
+                          "1234.5679: server supports 3.0 to 3.0"}
+    assert all(a == answers[0] for a in answers), answers

@@ -7,6 +7,8 @@ pgbouncer's log line. Certificates come from the `openssl` command in a private 
 import os
 import subprocess
 
+import pytest
+
 from conftest import make_private_dir, port_accepts
 from test_process import ssl_probe
 
@@ -27,20 +29,56 @@ def make_pki():
     return d
 
 
-def test_missing_client_tls_files_refuse_to_start(neki):
-    inst = neki(settings={"client_tls_sslmode": "require"}, start=False)
+def refused_start(neki, settings):
+    """Start neki with <settings>; it must exit 1 before listening. Its output."""
+    inst = neki(settings=settings, start=False)
     inst.start(wait=False)
     assert inst.proc.wait(5) == 1
-    assert ("TLS setup failed: client_tls_sslmode requires client_tls_key_file and "
-            "client_tls_cert_file") in inst.output()
     assert not port_accepts(inst.port)
+    return inst.output()
+
+
+def test_missing_client_tls_files_refuse_to_start(neki):
+    assert ("TLS setup failed: To allow TLS connections from clients, client_tls_key_file and "
+            "client_tls_cert_file must be set.") in refused_start(neki, {"client_tls_sslmode":
+                                                                         "require"})
 
 
 def test_bad_protocols_refuse_to_start(neki):
-    inst = neki(settings={"server_tls_protocols": "tlsv9"}, start=False)
-    inst.start(wait=False)
-    assert inst.proc.wait(5) == 1
-    assert 'TLS setup failed: invalid server_tls_protocols: "tlsv9"' in inst.output()
+    assert "TLS setup failed: invalid server_tls_protocols: tlsv9\n" in \
+        refused_start(neki, {"server_tls_protocols": "tlsv9"})
+
+
+NOFILE = "error:80000002:system library::No such file or directory"
+
+
+@pytest.mark.parametrize("settings, reason", [
+    ({"client_tls_cert_file": "{d}/none.crt"},
+     'failed to load certificate file "{d}/none.crt": ' + NOFILE),
+    ({"client_tls_key_file": "{d}/none.key"},
+     'failed to load private key file "{d}/none.key": ' + NOFILE),
+    ({"client_tls_key_file": "{d}/server.csr"},
+     'failed to load private key file "{d}/server.csr": '
+     "error:1E08010C:DECODER routines::unsupported"),
+    ({"client_tls_key_file": "{d}/ca.key"}, 'failed to load private key file "{d}/ca.key": '
+     "error:05800074:x509 certificate routines::key values mismatch"),
+    ({"client_tls_sslmode": "verify-full", "client_tls_ca_file": "{d}/none.crt"},
+     "failed to load CA: " + NOFILE),
+    ({"client_tls13_ciphers": "NO-SUCH-SUITE"}, "failed to set the TLSv1.3 cipher suites"),
+    ({"client_tls_ciphers": "NO-SUCH-CIPHER"}, "invalid client_tls_ciphers: NO-SUCH-CIPHER"),
+    ({"server_tls_sslmode": "require", "server_tls13_ciphers": "NO-SUCH-SUITE"},
+     "failed to set the TLSv1.3 cipher suites"),
+])
+def test_tls_setup_errors_in_pgbouncer_words(neki, settings, reason):
+    """One line "TLS setup failed: <reason>", the reason in libtls's words (pgbouncer's TLS
+    layer) with OpenSSL's first error for a file that does not load."""
+    d = make_pki()
+    s = {"client_tls_sslmode": "require", "client_tls_key_file": "{d}/server.key",
+         "client_tls_cert_file": "{d}/server.crt"}
+    s.update(settings)
+    out = refused_start(neki, {k: v.format(d=d) for k, v in s.items()})
+    assert f"TLS setup failed: {reason.format(d=d)}\n" in out, out
+    assert out.count("TLS setup failed") == 1, out
 
 
 def test_failed_tls_reload_keeps_old_configuration(neki):

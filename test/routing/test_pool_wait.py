@@ -7,6 +7,7 @@ close their idle link of a pool whose clients wait elsewhere, so the wait must s
 below query_wait_timeout. The sessions are put on both workers by the worker slot their
 BackendKeyData encodes (session_cancel.c: pid = (slot + 1) << 20 | counter).
 """
+import threading
 import time
 
 import pytest
@@ -98,3 +99,87 @@ def test_routed_scatter_on_two_workers(tight):
     finally:
         for c in sessions:
             c.close()
+
+
+def two_keys_on_two_shards(st):
+    """Two customer ids whose rows live on different shards."""
+    st.run("INSERT INTO customers SELECT g, 'c' || g, NULL FROM generate_series(10, 40) g "
+           "ON CONFLICT DO NOTHING")
+    placement = {s: ids for s, ids in st.placement("customers", "id").items() if ids}
+    (s1, ids1), (s2, ids2) = list(placement.items())[:2]
+    return ids1[0], ids2[0]
+
+
+def test_transactions_holding_each_others_shard_never_wait(tight):
+    """pool_size = 1 per shard: X holds the link of k1's shard and needs k2's, Y the reverse.
+    Waiting for each other's link would hold both until query_wait_timeout (20 s); a session
+    that holds links of its transaction takes a link beyond pool_size instead."""
+    k1, k2 = two_keys_on_two_shards(tight)
+    x, y = tight.connect(autocommit=False), tight.connect(autocommit=False)
+    try:
+        x.execute("UPDATE customers SET name = name WHERE id = %s", (k1,))
+        y.execute("UPDATE customers SET name = name WHERE id = %s", (k2,))
+        errors = []
+
+        def cross(c, key):
+            try:
+                # (a read: no row lock to wait for, only the other shard's link)
+                c.execute("SELECT name FROM customers WHERE id = %s", (key,)).fetchall()
+                c.commit()
+            except psycopg.Error as e:      # (the failure this test is about)
+                errors.append(e)
+        t0 = time.monotonic()
+        tx = threading.Thread(target=cross, args=(x, k2))
+        ty = threading.Thread(target=cross, args=(y, k1))
+        tx.start()
+        ty.start()
+        tx.join(30)
+        ty.join(30)
+        assert not errors, errors
+        assert time.monotonic() - t0 < WAIT_BOUND
+    finally:
+        x.close()
+        y.close()
+    # the links beyond pool_size were closed when given back: one link per shard again
+    wait_until(lambda: all(tight.cluster.sql(
+        s, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND application_name <> 'neki-setup'",
+        dbname=tight.db)[0][0] <= 1 for s in ("shard-a", "shard-b", "shard-c", "shard-d")),
+        10, what="one link per shard")
+
+
+def test_concurrent_scatters_share_one_link_per_shard(tight):
+    """Scatters from several sessions at once, one link per shard: each takes the shards'
+    links in one order, so none holds a link another waits for while it waits for that
+    one's (all of them finish; a cycle would last until query_wait_timeout)."""
+    errors, done = [], []
+    sessions = [tight.connect() for _ in range(6)]
+    start = threading.Barrier(len(sessions))
+
+    def loop(c):
+        try:
+            start.wait(10)
+            for _ in range(3):
+                c.execute("SELECT count(*) FROM customers").fetchall()
+                c.execute("SELECT count(*) FROM orders").fetchall()
+            done.append(1)
+        except psycopg.Error as e:
+            errors.append(e)
+    t0 = time.monotonic()
+    try:
+        for _ in range(4):
+            # cold pools every round: room in every pool is no promise to anyone
+            with tight.neki.admin_connect() as adm:
+                adm.execute("RECONNECT", prepare=False)
+            threads = [threading.Thread(target=loop, args=(c,)) for c in sessions]
+            start.reset()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+    finally:
+        for c in sessions:
+            c.close()
+    assert not errors, errors
+    assert len(done) == 4 * len(sessions)
+    assert time.monotonic() - t0 < 30

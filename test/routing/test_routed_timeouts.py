@@ -6,6 +6,7 @@ stays open on the shards (pg_stat_activity, bounded poll), its writes are rolled
 another session goes on. Each test sets its timeout on the admin console and resets it.
 """
 import contextlib
+import re
 import sys
 import time
 from pathlib import Path
@@ -150,3 +151,41 @@ def test_timeout_closes_a_routed_transaction_over_two_shards(timed, name, slow, 
         assert TIMEOUT <= time.monotonic() - start < 5, "not stopped by the timeout"
         assert plain_case(timed, slow) == want
     assert timed.run("SELECT count(*) FROM customers") == [(len(CUSTOMERS),)]
+
+
+
+def test_pool_idle_timeout_spares_the_pools_a_routed_session_holds(pg_cluster):
+    """A routed session borrows each shard's pool for its whole life, though its links go
+    back at every transaction end: pool_idle_timeout frees those pools only once it has
+    gone. A pass-through pool emptied after them is freed first, so the janitor did look."""
+    idle = r"cleaning up idle pool for user postgres on db {} because: pool idle timeout"
+    with sharded_database(pg_cluster, "pidle") as db:
+        plain = f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"
+        with routing_neki(pg_cluster, db, topology(db), Store, databases={"plain": plain},
+                          settings={"workers": 1, "server_idle_timeout": 0.2,
+                                    "pool_idle_timeout": TIMEOUT}) as st:
+            create_schema(st, reference=False)
+            w = wire(st, db)
+            try:
+                ok(w.query("SELECT count(*) FROM customers"))       # every shard
+                wait_until(lambda: servers_of(st, db + "@") == [], 5,
+                           what="the shard links closed")
+                with st.neki.connect(dbname="plain") as conn:
+                    conn.execute("SELECT 1")
+                st.neki.wait_log(idle.format("plain"), timeout=5)
+                for shard in pg_cluster.shards:     # the pools the session's route holds
+                    assert not re.search(idle.format(f"{db}@{shard}"), st.neki.log())
+                rows = ok(w.query("SELECT count(*) FROM customers"))
+                assert ("D", b"\0\x01\0\0\0\x010") in rows
+            finally:
+                w.close()
+            for shard in pg_cluster.shards:
+                st.neki.wait_log(idle.format(f"{db}@{shard}"), timeout=5)
+
+
+def servers_of(store, prefix):
+    """SHOW SERVERS rows of the pools whose database starts with <prefix>."""
+    with store.neki.admin_connect(dbname="pgbouncer") as conn:
+        cur = conn.execute("SHOW SERVERS")
+        col = [d.name for d in cur.description].index("database")
+        return [r for r in cur.fetchall() if r[col].startswith(prefix)]

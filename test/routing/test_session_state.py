@@ -302,6 +302,67 @@ def test_set_and_show_do_not_count_for_tx_mode_single(sess):
         assert cur.fetchall() == [("4MB",)]
 
 
+@pytest.mark.parametrize("target", ["replica", "RDONLY"])
+def test_replica_target_without_standbys_fails_with_nk205(sess, target):
+    """A replica (or rdonly) target is accepted at SET and as a startup option, but these
+    shards have no standbys: a read fails with NK205 naming the shard and the type (spec
+    3.4: no eligible replica, the query fails; never served by the primary), and a write
+    is refused as under any non-primary target (25006); primary reads again."""
+    kind = "SIDECAR_TYPE_" + target.upper()
+    with sess.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(f"SET __neki.target = '{target}'")
+        cur.execute("SHOW __neki.target")
+        assert cur.fetchall() == [(target.lower(),)]
+        with pytest.raises(psycopg.Error) as ei:
+            cur.execute("SELECT name FROM customers WHERE id = 1")
+        assert ei.value.diag.sqlstate == "NK205"
+        assert kind in ei.value.diag.message_primary
+        with pytest.raises(psycopg.Error) as ei:
+            cur.execute("INSERT INTO customers VALUES (999999, 'x', 'FR')")
+        assert ei.value.diag.sqlstate == "25006"
+        cur.execute("SET __neki.target = 'Primary'")
+        cur.execute("SELECT count(*) FROM customers WHERE id = 1")
+        cur.execute("SET __neki.replica_recency = require")
+        cur.execute("SHOW __neki.replica_recency")
+        assert cur.fetchall() == [("require",)]
+    with sess.connect(options=f"-c __neki.target={target}") as conn:
+        assert conn.execute("SHOW __neki.target").fetchone() == (target.lower(),)
+        with pytest.raises(psycopg.Error) as ei:
+            conn.execute("SELECT name FROM customers WHERE id = 1")
+        assert ei.value.diag.sqlstate == "NK205"
+
+
+def test_neki_settings_as_startup_options(sess):
+    """options=-c __neki.x=v (PGOPTIONS) sets the routed session's __neki settings as a SET
+    before its first statement would: tx_mode single holds a transaction to one shard, and
+    a bad value refuses the login with the SET's error."""
+    keys = shard_keys(sess)
+    (s1, k1), (s2, k2) = sorted(keys.items())[:2]
+    with sess.connect(options="-c __neki.tx_mode=single -c __neki.fanout=multi") as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("SHOW __neki.tx_mode")
+        assert cur.fetchall() == [("single",)]
+        cur.execute("SHOW __neki.fanout")
+        assert cur.fetchall() == [("multi",)]
+        cur.execute("BEGIN")
+        cur.execute(f"SELECT name FROM customers WHERE id = {k1}")
+        with pytest.raises(psycopg.Error) as ei:
+            cur.execute(f"SELECT name FROM customers WHERE id = {k2}")
+        assert f'would add shard "{s2}"' in str(ei.value)
+        cur.execute("ROLLBACK")
+    with sess.connect(options=f"-c __neki.shard={s1}") as conn:
+        assert conn.execute("SHOW __neki.shard").fetchone() == (s1,)
+    with sess.connect(options="-c __neki.tx_mode=atomic") as conn:    # (test_atomic.py)
+        assert conn.execute("SHOW __neki.tx_mode").fetchone() == ("atomic",)
+    for options, message in (("-c __neki.fanout=wide", 'invalid value for parameter '
+                                                       '"__neki.fanout": "wide"'),
+                             ("-c __neki.shard=nowhere", 'invalid value for parameter '
+                                                         '"__neki.shard": "nowhere"')):
+        with pytest.raises(psycopg.OperationalError, match=message):
+            sess.connect(options=options)
+
+
 # ---- the extended protocol: a batch up to its Sync is one implicit transaction -----------
 
 def pipeline_both(st, batches, probe="work_mem"):

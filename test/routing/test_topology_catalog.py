@@ -45,3 +45,26 @@ def test_write_by_key_right_after_set_data_topology(pg_cluster, protocol):
         finally:
             problems = inst.cleanup()
             assert not problems, "\n".join(problems)
+
+
+def test_database_named_in_the_topology_is_sharded_without_topology_yes(pg_cluster):
+    """A [databases] entry the topology's `databases` names is a sharded database (DESIGN.md
+    5) though it does not say topology=yes: its sessions are routed once the topology is
+    published, so DDL through it reaches every shard, not only the entry's server."""
+    with sharded_database(pg_cluster, "named") as db:
+        inst = routing_instance(pg_cluster, db)
+        inst.databases = {db: f"host=127.0.0.1 port={pg_cluster.port('auth')} dbname={db}"}
+        inst.write_ini()
+        try:
+            inst.start()
+            set_topology(inst, topology(db))
+            st = Store(pg_cluster, inst, db)
+            with st.connect() as conn:
+                conn.execute("EXPLAIN (NEKI_PLAN) SELECT 1")     # the router answers
+                conn.execute(SCHEMA[0])                          # countries: DDL
+            for server in pg_cluster.shards + ["auth"]:
+                assert pg_cluster.sql(server, "SELECT to_regclass('countries') IS NOT NULL",
+                                      dbname=db) == [(True,)], server
+        finally:
+            problems = inst.cleanup()
+            assert not problems, "\n".join(problems)

@@ -234,7 +234,7 @@ START_TEST(test_scram_server_rfc7677)
 	rfc_secret(secret);
 	ck_assert(strstr(secret, "$4096:" RFC_SALT_B64 "$") != NULL);
 	for (int stored_plain = 0; stored_plain < 2; stored_plain++) {
-		scram_server_init(&s, "user", secret);
+		scram_server_init(&s, "user", secret, SCRAM_DEFAULT_ITERATIONS);
 		s.test_nonce = RFC_SERVER_NONCE;
 		ck_assert(scram_server_client_first(&s, u8(RFC_CLIENT_FIRST), strlen(RFC_CLIENT_FIRST),
 						    &err));
@@ -308,7 +308,7 @@ START_TEST(test_scram_roundtrip_and_passthrough)
 
 	/* client with the password against Postgres' real secret, random nonces */
 	ck_assert(scram_client_init_password(&c, "pencil", "", NULL));
-	scram_server_init(&s, "a", PG_SECRET_PENCIL);
+	scram_server_init(&s, "a", PG_SECRET_PENCIL, SCRAM_DEFAULT_ITERATIONS);
 	ck_assert_msg(run_exchange(&c, &s, &err), "%s", err.message);
 	ck_assert(s.keys.valid);
 	keys = s.keys;
@@ -317,14 +317,14 @@ START_TEST(test_scram_roundtrip_and_passthrough)
 
 	/* pass-through: the recovered keys log in again without the password */
 	ck_assert(scram_client_init_keys(&c, &keys, "", NULL));
-	scram_server_init(&s2, "a", PG_SECRET_PENCIL);
+	scram_server_init(&s2, "a", PG_SECRET_PENCIL, SCRAM_DEFAULT_ITERATIONS);
 	ck_assert_msg(run_exchange(&c, &s2, &err), "%s", err.message);
 	scram_client_cleanup(&c);
 	scram_server_cleanup(&s2);
 
 	/* stored plain password on the server side */
 	ck_assert(scram_client_init_password(&c, "pencil", "", NULL));
-	scram_server_init(&s, "a", "pencil");
+	scram_server_init(&s, "a", "pencil", SCRAM_DEFAULT_ITERATIONS);
 	ck_assert(run_exchange(&c, &s, &err));
 	scram_client_cleanup(&c);
 	scram_server_cleanup(&s);
@@ -342,7 +342,7 @@ START_TEST(test_scram_wrong_password_and_mock)
 		const char *pw = i < 2 ? "wrong" : "pencil";
 
 		ck_assert(scram_client_init_password(&c, pw, "", NULL));
-		scram_server_init(&s, "alice", stored[i]);
+		scram_server_init(&s, "alice", stored[i], SCRAM_DEFAULT_ITERATIONS);
 		ck_assert(!run_exchange(&c, &s, &err));
 		ck_assert_str_eq(err.sqlstate, "28P01");
 		ck_assert_str_eq(err.message, "password authentication failed for user \"alice\"");
@@ -350,6 +350,52 @@ START_TEST(test_scram_wrong_password_and_mock)
 		scram_client_cleanup(&c);
 		scram_server_cleanup(&s);
 	}
+}
+END_TEST
+
+/* An empty stored password is no password: the exchange with "" is a mock that fails. */
+START_TEST(test_scram_empty_password_refused)
+{
+	struct scram_client c;
+	struct scram_server s;
+	struct nk_error err;
+
+	ck_assert(scram_client_init_password(&c, "", "", NULL));
+	scram_server_init(&s, "postgres", "", SCRAM_DEFAULT_ITERATIONS);
+	ck_assert(s.mock);
+	ck_assert(!run_exchange(&c, &s, &err));
+	ck_assert_str_eq(err.sqlstate, "28P01");
+	ck_assert(!s.keys.valid);
+	scram_client_cleanup(&c);
+	scram_server_cleanup(&s);
+}
+END_TEST
+
+/* The i= of server-first for <stored> with <iterations>. */
+static int
+first_iterations(const char *stored, int iterations)
+{
+	struct scram_server s;
+	struct nk_error err;
+	const char *i;
+	int n;
+
+	scram_server_init(&s, "a", stored, iterations);
+	ck_assert(scram_server_client_first(&s, u8("n,,n=,r=abc"), 11, &err));
+	i = strstr(scram_server_first_msg(&s), ",i=");
+	ck_assert_ptr_nonnull(i);
+	n = atoi(i + 3);
+	scram_server_cleanup(&s);
+	return n;
+}
+
+/* scram_iterations: the secrets neki derives (plain password, mock); a stored secret's own. */
+START_TEST(test_scram_iterations)
+{
+	ck_assert_int_eq(first_iterations("pencil", 1234), 1234);
+	ck_assert_int_eq(first_iterations(NULL, 777), 777);
+	ck_assert_int_eq(first_iterations("", 777), 777);
+	ck_assert_int_eq(first_iterations(PG_SECRET_PENCIL, 1234), 4096);
 }
 END_TEST
 
@@ -361,7 +407,7 @@ server_error(const char *first, const char *final, struct nk_error *err)
 	struct scram_server s;
 	bool ok;
 
-	scram_server_init(&s, "user", PG_SECRET_PENCIL);
+	scram_server_init(&s, "user", PG_SECRET_PENCIL, SCRAM_DEFAULT_ITERATIONS);
 	s.test_nonce = "SRV";
 	ok = scram_server_client_first(&s, u8(first), strlen(first), err);
 	if (ok && final)
@@ -381,7 +427,7 @@ first_salt(const char *user, const char *stored, char out[64])
 	struct nk_error err;
 	const char *m, *salt;
 
-	scram_server_init(&s, user, stored);
+	scram_server_init(&s, user, stored, SCRAM_DEFAULT_ITERATIONS);
 	ck_assert(scram_server_client_first(&s, u8("n,,n=,r=abc"), 11, &err));
 	m = scram_server_first_msg(&s);
 	salt = strstr(m, ",s=");
@@ -550,7 +596,7 @@ login_scram_against(struct login *l, const char *stored, struct nk_error *err)
 
 	pktbuf_init(&req, 0);
 	pktbuf_init(&out, 0);
-	scram_server_init(&s, "a", stored);
+	scram_server_init(&s, "a", stored, SCRAM_DEFAULT_ITERATIONS);
 	pktbuf_write_auth_sasl(&req, mechs, 2);
 	if (!login_feed(l, &req, &out, err))
 		goto out;
@@ -603,7 +649,7 @@ START_TEST(test_login_scram)
 
 	/* ... but with the keys recovered from a client's login it can (pass-through) */
 	ck_assert(scram_client_init_password(&c, "pencil", "", NULL));
-	scram_server_init(&s, "a", PG_SECRET_PENCIL);
+	scram_server_init(&s, "a", PG_SECRET_PENCIL, SCRAM_DEFAULT_ITERATIONS);
 	ck_assert(run_exchange(&c, &s, &err));
 	login_init(&l, "a", PG_SECRET_PENCIL, &s.keys);
 	scram_client_cleanup(&c);
@@ -980,6 +1026,8 @@ auth_suite(void)
 	tcase_add_test(tc, test_scram_client_rfc7677);
 	tcase_add_test(tc, test_scram_roundtrip_and_passthrough);
 	tcase_add_test(tc, test_scram_wrong_password_and_mock);
+	tcase_add_test(tc, test_scram_empty_password_refused);
+	tcase_add_test(tc, test_scram_iterations);
 	tcase_add_test(tc, test_scram_server_malformed);
 	tcase_add_test(tc, test_scram_mock_salt_stable);
 	tcase_add_test(tc, test_login_password_methods);

@@ -463,6 +463,55 @@ START_TEST(test_image_round_trip)
 }
 END_TEST
 
+/* Authoritative OIDs: the pairs of the shards whose OIDs differ, through the image. */
+START_TEST(test_oid_pairs)
+{
+	static const char *const auth[][CAT_LOAD_COLS] = {
+		{ "16500", "public", "mood" }, { "16501", "public", "_mood" },
+		{ "16600", "app", "mood" }, { "16700", "public", "addr" },
+	};
+	static const char *const shard_a[][CAT_LOAD_COLS] = {	/* swapped, and one of its own */
+		{ "16501", "public", "mood" }, { "16500", "public", "_mood" },
+		{ "16600", "app", "mood" }, { "16800", "public", "pad" },
+	};
+	static const char *const bad[][CAT_LOAD_COLS] = { { "x", "public", "mood" } };
+	struct canned ca = { auth, NK_ARRAY_LEN(auth) }, cs = { shard_a, NK_ARRAY_LEN(shard_a) };
+	struct canned cb = { bad, 1 };
+	struct cat_rows ra = { canned_nrows, canned_get, &ca };
+	struct cat_rows rs = { canned_nrows, canned_get, &cs };
+	struct cat_rows rb = { canned_nrows, canned_get, &cb };
+	struct catalog *c = store();
+	const struct catalog *cats[] = { c };
+	struct nk_error err;
+	uint64_t *buf;
+	size_t size;
+	uint32_t d;
+
+	ck_assert(strstr(cat_types_sql(), "16384") != NULL);
+	ck_assert(cat_set_auth_types(c, &ra, &err));
+	ck_assert(cat_map_shard_types(c, "shard-a", &rs, &err));
+	ck_assert(cat_map_shard_types(c, "shard-b", &ra, &err));	/* the same OIDs */
+	ck_assert(!cat_map_shard_types(c, "shard-c", &rb, &err));
+	ck_assert_str_eq(err.sqlstate, "XX000");
+	ck_assert_uint_eq(c->noidmap, 2);
+	size = cat_image_size(cats, 1);
+	buf = calloc(1, size);
+	ck_assert_int_eq(cat_image_build(cats, 1, 1, buf, size), (ssize_t)size);
+	d = cat_image_find_db(buf, "store");
+	ck_assert(cat_image_shard_has_oids(buf, d, "shard-a"));
+	ck_assert(!cat_image_shard_has_oids(buf, d, "shard-b"));
+	ck_assert_uint_eq(cat_image_auth_oid(buf, d, "shard-a", 16501), 16500);
+	ck_assert_uint_eq(cat_image_auth_oid(buf, d, "shard-a", 16500), 16501);
+	ck_assert_uint_eq(cat_image_auth_oid(buf, d, "shard-a", 16800), 16800);
+	ck_assert_uint_eq(cat_image_auth_oid(buf, d, "shard-b", 16501), 16501);
+	ck_assert_uint_eq(cat_image_shard_oid(buf, d, "shard-a", 16500), 16501);
+	ck_assert_uint_eq(cat_image_shard_oid(buf, d, "shard-a", 16700), 16700);
+	ck_assert_uint_eq(cat_image_auth_oid(buf, d, "shard-a", 0), 0);
+	free(buf);
+	cat_free(c);
+}
+END_TEST
+
 START_TEST(test_image_empty)
 {
 	uint64_t buf[64];
@@ -768,6 +817,7 @@ catalog_suite(void)
 	tcase_add_test(tc, test_load_sql_shape);
 	tcase_add_test(tc, test_image_round_trip);
 	tcase_add_test(tc, test_image_empty);
+	tcase_add_test(tc, test_oid_pairs);
 	tcase_add_test(tc, test_v4);
 	tcase_add_test(tc, test_v11);
 	tcase_add_test(tc, test_v11_matching_pk);

@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 #include "neki/error.h"
+#include "neki/hash.h"
+#include "neki/sqlscan.h"
 #include "neki/intern.h"
 #include "suites.h"
 
@@ -104,6 +106,80 @@ START_TEST(test_intern_shares_and_frees)
 }
 END_TEST
 
+/* nk_hash64 is XXH3_64bits seed 0 (DESIGN.md's vector for ''); the keyed hash follows its
+ * secret, and the split between its two parts is part of the input. */
+START_TEST(test_hashes)
+{
+	struct nk_hash128 a, b, c;
+
+	ck_assert_uint_eq(nk_hash64("", 0), UINT64_C(0x2d06800538d394c2));
+	a = nk_hash128_keyed("select 1", 9, "", 0);
+	b = nk_hash128_keyed("select 1", 9, "", 0);
+	ck_assert(a.lo == b.lo && a.hi == b.hi);
+	c = nk_hash128_keyed("select 2", 9, "", 0);
+	ck_assert(a.lo != c.lo || a.hi != c.hi);
+	/* the concatenation is hashed: the same bytes, split elsewhere, hash the same */
+	c = nk_hash128_keyed("select", 6, " 1", 3);
+	ck_assert(a.lo == c.lo && a.hi == c.hi);
+	ck_assert(nk_hash_secret_init());
+	ck_assert(nk_hash_secret_init());	/* (kept) */
+	c = nk_hash128_keyed("select 1", 9, "", 0);
+	ck_assert(a.lo != c.lo || a.hi != c.hi);	/* a random secret now */
+	b = nk_hash128_keyed("select 1", 9, "", 0);
+	ck_assert(b.lo == c.lo && b.hi == c.hi);
+}
+END_TEST
+
+/* sql_scan_item over every item kind, each at offset <at> of <sql>: its kind and the text it
+ * spans. */
+static const struct scan_case {
+	const char *sql;
+	size_t at;
+	enum sql_item kind;
+	const char *item;		/* NULL: none starts there */
+} scan_cases[] = {
+	{ "'it''s' x", 0, SQL_ITEM_STRING, "'it''s'" },
+	{ "'a\\' x", 0, SQL_ITEM_STRING, "'a\\'" },	/* no backslash escapes */
+	{ "E'a\\'b' x", 0, SQL_ITEM_STRING_PREFIXED, "E'a\\'b'" },
+	{ "x e'\\\\' y", 2, SQL_ITEM_STRING_PREFIXED, "e'\\\\'" },
+	{ "B'101' X'ff' N'n'", 0, SQL_ITEM_STRING_PREFIXED, "B'101'" },
+	{ "B'101' X'ff' N'n'", 7, SQL_ITEM_STRING_PREFIXED, "X'ff'" },
+	{ "U&'d\\0061' U&\"x\"", 0, SQL_ITEM_STRING_PREFIXED, "U&'d\\0061'" },
+	{ "U&'d\\0061' U&\"x\"", 11, SQL_ITEM_QUOTED_IDENT, "U&\"x\"" },
+	{ "type'x'", 3, SQL_ITEM_NONE, NULL },		/* 'e' inside an identifier */
+	{ "type'x'", 4, SQL_ITEM_STRING, "'x'" },
+	{ "\"a\"\"b\".c", 0, SQL_ITEM_QUOTED_IDENT, "\"a\"\"b\"" },
+	{ "$$a'b$$ x", 0, SQL_ITEM_DOLLAR, "$$a'b$$" },
+	{ "$fn$ $x$ $fn$;", 0, SQL_ITEM_DOLLAR, "$fn$ $x$ $fn$" },
+	{ "$1 + $2", 0, SQL_ITEM_NONE, NULL },		/* a parameter */
+	{ "a$b$ c", 1, SQL_ITEM_NONE, NULL },		/* inside an identifier */
+	{ "$a", 0, SQL_ITEM_NONE, NULL },
+	{ "-- c 'x\nSELECT", 0, SQL_ITEM_COMMENT, "-- c 'x" },
+	{ "/* a /* b */ c */ d", 0, SQL_ITEM_COMMENT, "/* a /* b */ c */" },
+	{ "a - b / c", 2, SQL_ITEM_NONE, NULL },
+	{ "'open", 0, SQL_ITEM_STRING, "'open" },	/* unterminated: to the end */
+	{ "/* open", 0, SQL_ITEM_COMMENT, "/* open" },
+	{ "$q$ open", 0, SQL_ITEM_DOLLAR, "$q$ open" },
+};
+
+START_TEST(test_sql_scan_item)
+{
+	const struct scan_case *c = &scan_cases[_i];
+	enum sql_item kind;
+	size_t n = strlen(c->sql), e = sql_scan_item(c->sql, c->at, n, &kind);
+
+	ck_assert_msg(kind == c->kind, "%s at %zu: kind %d, want %d", c->sql, c->at, kind, c->kind);
+	if (c->item == NULL) {
+		ck_assert_uint_eq(e, c->at);
+		return;
+	}
+	ck_assert_msg(e - c->at == strlen(c->item) && memcmp(c->sql + c->at, c->item, e - c->at) == 0,
+		      "%s at %zu: \"%.*s\", want \"%s\"", c->sql, c->at, (int)(e - c->at),
+		      c->sql + c->at, c->item);
+	ck_assert_ptr_eq(sql_skip_item(c->sql, c->sql + c->at), c->sql + e);
+}
+END_TEST
+
 Suite *
 common_suite(void)
 {
@@ -116,6 +192,8 @@ common_suite(void)
 	tcase_add_test(tc, test_error_detail_hint);
 	suite_add_tcase(s, tc);
 	tcase_add_test(ti, test_intern_shares_and_frees);
+	tcase_add_test(ti, test_hashes);
+	tcase_add_loop_test(ti, test_sql_scan_item, 0, (int)NK_ARRAY_LEN(scan_cases));
 	suite_add_tcase(s, ti);
 	return s;
 }

@@ -18,6 +18,7 @@
 
 #include "neki/config.h"
 #include "neki/error.h"
+#include "neki/plan.h"
 #include "suites.h"
 
 /* Load <text> as "t.ini"; on failure <err> is filled. */
@@ -217,7 +218,7 @@ START_TEST(test_table_shape)
 		}
 	}
 	ck_assert_uint_eq(pgb, 101);
-	ck_assert_uint_eq(neki, 8);
+	ck_assert_uint_eq(neki, 14);
 	ck_assert_ptr_null(cfg_setting_find("bogus"));
 	ck_assert_ptr_null(cfg_setting_find("Listen_Port"));
 }
@@ -275,7 +276,7 @@ START_TEST(test_pgbouncer_defaults)
 		{ "listen_backlog", "128" }, { "job_name", "pgbouncer" }, { "peer_id", "0" },
 		{ "admin_listen_addr", "127.0.0.1" }, { "admin_listen_port", "6433" },
 		{ "metrics_listen_port", "0" }, { "shm_size", "64MB" },
-		{ "sequence_batch", "1000" }, { "listen_addr", "" }, { "logfile", "" },
+		{ "router_work_mem", "64MB" }, { "sequence_batch", "1000" }, { "listen_addr", "" }, { "logfile", "" },
 		{ "auth_query", "SELECT rolname, CASE WHEN rolvaliduntil < now() THEN NULL "
 		  "ELSE rolpassword END FROM pg_authid WHERE rolname=$1 AND rolcanlogin" },
 	};
@@ -382,6 +383,8 @@ START_TEST(test_values_rejected)
 		{ "auth_type", "peer", "accepted values" },
 		{ "auth_type", "ldap", "not supported by this build" },
 		{ "auth_type", "pam", "not supported by this build" },
+		{ "auth_ldap_options", "ldapurl=ldap://x", "LDAP authentication is not supported by "
+		  "this build | only the empty value is accepted" },
 		{ "server_tls_sslmode", "on", "accepted values: disable, allow, prefer, require, "
 		  "verify-ca, verify-full" },
 		{ "shm_size", "64XB", "kB, MB, GB or TB" },
@@ -393,6 +396,9 @@ START_TEST(test_values_rejected)
 		{ "sequence_batch", "0", "from 1 to" },
 		{ "admin_listen_port", "70000", "from 0 to 65535" },
 		{ "pkt_buf", "10", "from 64" },
+		{ "auth_dbname", "pgbouncer", "cannot use the reserved \"pgbouncer\" database as "
+		  "an auth_dbname" },
+		{ "auth_dbname", "neki", "cannot use the reserved \"neki\" database" },
 	};
 
 	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++) {
@@ -707,6 +713,8 @@ START_TEST(test_section_errors)
 		{ "[databases]\nneki = host=x\n", "database name \"neki\" is reserved", "" },
 		{ "[users]\nbob = pool_size=1 max_db_connections=1\n",
 		  "unrecognized user parameter: max_db_connections", "pool_mode, pool_size" },
+		{ "[databases]\nd = host=x target=standby\n", "invalid value \"standby\" for "
+		  "parameter target", "primary, replica, rdonly" },
 		{ "[users]\nbob = pool_mode=none\n", "invalid value \"none\" for parameter "
 		  "pool_mode of user \"bob\"", "" },
 		{ "[users]\nbob = query_timeout=x\n", "invalid value \"x\"", "seconds" },
@@ -735,6 +743,23 @@ START_TEST(test_section_errors)
 		{ "[shards]\ns1 = host\n", "expected \"=\" after a keyword", "" },
 		{ "[shards]\ns1 = host=a\ns1 = host=b\n", "shard \"s1\" is declared twice "
 		  "in configuration (t.ini:3)", "" },
+		{ "[shards]\ns1 = host=a replicas=\n", "invalid replicas for shard \"s1\": "
+		  "\"\" has an empty item", "" },
+		{ "[shards]\ns1 = host=a replicas=b,,c\n", "has an empty item", "" },
+		{ "[shards]\ns1 = host=a replicas=b:99999\n", "invalid replicas for shard "
+		  "\"s1\": \"b:99999\" is not host[:port]", "" },
+		{ "[shards]\ns1 = host=a rdonly=b:x\n", "invalid rdonly for shard", "" },
+		{ "[shards]\ns1 = host=a replicas=[::1\n", "is not host[:port]", "" },
+		{ "[shards]\ns1 = port=5432 replicas=b\n", "shard \"s1\" lists standbys but "
+		  "does not name one primary host", "" },
+		{ "[shards]\ns1 = host=a,b replicas=c\n", "does not name one primary", "" },
+		{ "[shards]\ns1 = host=a hostaddr=1.2.3.4 replicas=c\n", "does not name one",
+		  "" },
+		{ "[shards]\ns1 = host=a port=5432 replicas=a:5432\n", "shard \"s1\" names "
+		  "server a:5432 twice", "" },
+		{ "[shards]\ns1 = postgresql://a/db?replicas=b\n", "key=value form only", "" },
+		{ "[shards]\ns1 = host=a replicas=b1,b2,b3,b4,b5,b6,b7,b8,b9,b10,b11,b12,b13,"
+		  "b14,b15,b16\n", "\"b16\" is one server too many", "" },
 	};
 
 	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++) {
@@ -829,6 +854,70 @@ START_TEST(test_shards)
 	ck_assert_int_eq(s->port, 5432);
 	ck_assert_str_eq(cfg_shard_find(c, "s4")->dbname, "d x");
 	ck_assert_ptr_null(cfg_shard_find(c, "s9"));
+	ck_assert_uint_eq(cfg_shard_find(c, "s1")->n_servers, 1);
+	ck_assert_str_eq(cfg_shard_find(c, "s1")->servers[0].host, "10.0.0.1");
+	ck_assert_int_eq(cfg_shard_find(c, "s1")->servers[0].port, 5433);
+	ck_assert_ptr_null(cfg_shard_find(c, "s4")->servers[0].host);
+	cfg_unref(c);
+
+	/* [databases] target= (a sharded database's first __neki.target) */
+	c = load_ok("[databases]\nd1 = host=x topology=yes target=replica\n"
+		    "d2 = host=x target=rdonly\nd3 = host=x\n");
+	ck_assert_int_eq(cfg_database_find(c, "d1")->read_target, CFG_SRV_REPLICA);
+	ck_assert_int_eq(cfg_database_find(c, "d2")->read_target, CFG_SRV_RDONLY);
+	ck_assert_int_eq(cfg_database_find(c, "d3")->read_target, CFG_SRV_PRIMARY);
+	cfg_unref(c);
+
+	/* [databases] tx_mode= (a sharded database's first __neki.tx_mode) */
+	c = load_ok("[databases]\nd1 = host=x topology=yes tx_mode=atomic\n"
+		    "d2 = host=x tx_mode=single\nd3 = host=x tx_mode=multi\nd4 = host=x\n");
+	ck_assert_int_eq(cfg_database_find(c, "d1")->tx_mode, PLAN_TX_ATOMIC);
+	ck_assert_int_eq(cfg_database_find(c, "d2")->tx_mode, PLAN_TX_SINGLE);
+	ck_assert_int_eq(cfg_database_find(c, "d3")->tx_mode, PLAN_TX_MULTI);
+	ck_assert_int_eq(cfg_database_find(c, "d4")->tx_mode, PLAN_TX_MULTI);
+	cfg_unref(c);
+	{
+		struct nk_error err;
+
+		ck_assert_ptr_null(load("[databases]\nd1 = host=x tx_mode=atomically\n", &err));
+		ck_assert_msg(strstr(err.message, "atomically") != NULL ||
+			      strstr(err.detail, "multi, single, atomic") != NULL, "%s / %s",
+			      err.message, err.detail);
+	}
+
+	/* standbys: replicas= and rdonly= (left out of the string for libpq) */
+	c = load_ok("[shards]\n"
+		    "r1 = host=10.0.0.1 port=6000 replicas=10.0.0.2:6001,10.0.0.3 "
+		    "dbname=shop rdonly=[::1]:7000,/run/pg:6002\n");
+	s = cfg_shard_find(c, "r1");
+	ck_assert_uint_eq(s->n_servers, 5);
+	ck_assert_str_eq(s->servers[0].host, "10.0.0.1");
+	ck_assert_int_eq(s->servers[0].port, 6000);
+	ck_assert_int_eq(s->servers[0].kind, CFG_SRV_PRIMARY);
+	ck_assert_str_eq(s->servers[1].host, "10.0.0.2");
+	ck_assert_int_eq(s->servers[1].port, 6001);
+	ck_assert_int_eq(s->servers[1].kind, CFG_SRV_REPLICA);
+	ck_assert_str_eq(s->servers[2].host, "10.0.0.3");
+	ck_assert_int_eq(s->servers[2].port, 6000);
+	ck_assert_str_eq(s->servers[3].host, "::1");
+	ck_assert_int_eq(s->servers[3].port, 7000);
+	ck_assert_int_eq(s->servers[3].kind, CFG_SRV_RDONLY);
+	ck_assert_str_eq(s->servers[4].host, "/run/pg");
+	ck_assert_int_eq(s->servers[4].port, 6002);
+	ck_assert_str_eq(s->dbname, "shop");
+	ck_assert_str_eq(s->conninfo, "host=10.0.0.1 port=6000 dbname=shop "
+			 "host='10.0.0.1,10.0.0.2,10.0.0.3,::1,/run/pg' "
+			 "port=6000,6001,6000,7000,6002 target_session_attrs=read-write");
+	ck_assert_str_eq(s->servers[1].conninfo, "host=10.0.0.1 port=6000 dbname=shop "
+			 "host='10.0.0.2' port=6001 target_session_attrs=any");
+	{
+		struct cfg *d = cfg_dup(c);
+
+		ck_assert_ptr_nonnull(d);
+		ck_assert_uint_eq(cfg_shard_find(d, "r1")->n_servers, 5);
+		ck_assert_str_eq(cfg_shard_find(d, "r1")->servers[4].host, "/run/pg");
+		cfg_unref(d);
+	}
 	cfg_unref(c);
 
 	/* the URI form */
@@ -1336,6 +1425,24 @@ START_TEST(test_mutations_never_crash)
 }
 END_TEST
 
+/* cfg_list_has: names separated by commas and blanks, whole names, case-sensitive. */
+START_TEST(test_list_has)
+{
+	static const struct { const char *list, *name; bool has; } cases[] = {
+		{ "admin", "admin", true }, { " a, admin ,b", "admin", true },
+		{ "a\tadmin", "admin", true }, { "a b admin", "admin", true },
+		{ "administrator", "admin", false }, { "xadmin, admins", "admin", false },
+		{ "Admin", "admin", false }, { "", "admin", false }, { NULL, "admin", false },
+		{ "a,,b", "", false },
+	};
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++)
+		ck_assert_msg(cfg_list_has(cases[i].list, cases[i].name) == cases[i].has,
+			      "\"%s\" in \"%s\"", cases[i].name,
+			      cases[i].list != NULL ? cases[i].list : "");
+}
+END_TEST
+
 Suite *
 config_suite(void)
 {
@@ -1372,6 +1479,7 @@ config_suite(void)
 	tcase_add_test(tc, test_docs_mention_everything);
 	tcase_add_test(tc, test_sample_loads);
 	tcase_add_test(tc, test_mutations_never_crash);
+	tcase_add_test(tc, test_list_has);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("include");

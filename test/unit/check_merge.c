@@ -69,6 +69,18 @@ static const struct order_case text_orders[] = {
 		  "2024-03-10 07:00:00+05:30", "2024-03-10 02:00:00+00", "infinity" } },
 	{ 2950, { "00000000-0000-0000-0000-000000000000", "0a000000-0000-0000-0000-000000000000",
 		  "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "ffffffff-ffff-ffff-ffff-ffffffffffff" } },
+	/* arrays: elements, then element count, dimensions, lower bounds; NULL elements last */
+	{ 1007, { "{}", "{-5}", "[0:0]={1}", "{1}", "{{1}}", "{1,2}", "{1,2,3}", "{1,NULL}",
+		  "{NULL}" } },
+	{ 1009, { "{}", "{\"\"}", "{a,NULL}", "{\"a b\",c}", "{\"a\\\"b\"}", "{NULL}" } },
+	{ 1186, { "-1 years", "-00:00:01.5", "00:00:00", "23:59:59", "1 day 00:00:00.000001",
+		  "29 days 24:00:01", "1 mon 00:00:02", "-1 days +1000:00:00", "1 year" } },
+	{ 1187, { "{\"-1 days\"}", "{\"1 day\"}", "{\"1 day\",\"00:00:01\"}", "{NULL}" } },
+	{ 869, { "10.0.0.0/8", "10.0.0.1/8", "10.0.0.1", "192.168.1.0/24", "::1",
+		 "2001:db8::1/64" } },
+	{ 1562, { "", "0", "00", "01", "1", "10", "1000000001", "11" } },
+	{ 1083, { "00:00:00", "07:30:00.5", "23:59:59.999999", "24:00:00" } },
+	{ 1266, { "12:00:00+01", "06:00:00-05", "12:00:00+00", "12:00:00-00:00:30" } },
 };
 
 START_TEST(test_order_text)
@@ -621,6 +633,85 @@ START_TEST(test_unknown_collation_refused)
 }
 END_TEST
 
+/* A DataRow of one text value <v> fed to shard <shard> of <m>; merge_feed's result. */
+static bool
+feed_one(struct merge *m, uint32_t shard, const char *v, struct nk_error *err)
+{
+	struct proto_value pv = { (const uint8_t *)v, (uint32_t)strlen(v) };
+	struct pktbuf pb;
+	bool ok;
+
+	pktbuf_init(&pb, 64);
+	pktbuf_write_data_row(&pb, &pv, 1);
+	ok = merge_feed(m, shard, 'D', pb.buf + 5, pb.len - 5, err);
+	pktbuf_cleanup(&pb);
+	return ok;
+}
+
+/* router_work_mem: a buffered merge holding more than mem_max bytes fails with 53400. */
+START_TEST(test_mem_bound)
+{
+	static const uint32_t oid = 25;
+	struct merge_options opt = { .collation = "C", .limit = -1, .mem_max = 4096 };
+	char v[200];
+	struct plan_merge s;
+	struct nk_error err;
+	struct merge *m;
+	uint32_t i;
+
+	mfx_spec_of("SELECT DISTINCT s FROM t", &s);
+	m = merge_new(&s, 2, &opt, &err);
+	ck_assert_ptr_nonnull(m);
+	mfx_feed_desc(m, 0, 1, &oid, 0);
+	memset(v, 'x', sizeof(v) - 1);
+	v[sizeof(v) - 1] = '\0';
+	for (i = 0; i < 100 && feed_one(m, 0, v, &err); i++)
+		;
+	ck_assert_uint_lt(i, 30);	/* about 4096 / 200 rows */
+	ck_assert_str_eq(err.sqlstate, "53400");
+	ck_assert(strstr(err.message, "router_work_mem") != NULL);
+	ck_assert(strstr(err.detail, "router_work_mem is 4096 bytes") != NULL);
+	ck_assert(strstr(err.hint, "Raise router_work_mem") != NULL);
+	merge_free(m);
+}
+END_TEST
+
+/* Malformed array, interval, inet and time values are errors, not crashes. */
+START_TEST(test_malformed_values)
+{
+	static const struct { uint32_t oid; const char *v; } bad[] = {
+		{ 1007, "{1,2" }, { 1007, "1,2}" }, { 1007, "{{1},{2}}}" }, { 1007, "[1:2={1}" },
+		{ 1007, "{\"1}" }, { 1007, "{,}" }, { 1007, "{{{{{{{1}}}}}}}" },
+		{ 1186, "@ 1 day" }, { 1186, "P1D" }, { 1186, "1 fortnight" },
+		{ 869, "10.0.0.300" }, { 869, "hello" }, { 1083, "noon" }, { 1266, "12:00:00" },
+	};
+	struct plan_merge s;
+	struct plan_merge_col cols[1];
+	struct nk_error err;
+
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		struct merge *m;
+		bool ok;
+
+		sorted_spec(&s, cols, 1, false, false);
+		m = mfx_new_merge(&s, 2, -1, 0);
+		mfx_feed_desc(m, 0, 1, &bad[k].oid, 0);
+		mfx_feed_desc(m, 1, 1, &bad[k].oid, 0);
+		ok = feed_one(m, 0, bad[k].v, &err) && feed_one(m, 1, bad[k].v, &err);
+		if (ok) {	/* the comparison happens when both heads are there */
+			struct pktbuf pb;
+
+			pktbuf_init(&pb, 64);
+			ok = merge_pull(m, &pb, &err);
+			pktbuf_cleanup(&pb);
+		}
+		ck_assert_msg(!ok, "%u '%s' accepted", bad[k].oid, bad[k].v);
+		ck_assert(strcmp(err.sqlstate, "XX000") == 0 || strcmp(err.sqlstate, "0A000") == 0);
+		merge_free(m);
+	}
+}
+END_TEST
+
 /* ---- the merge spec and the shard query ---- */
 
 struct spec_case {
@@ -809,6 +900,8 @@ merge_suite(void)
 	tcase_add_test(tc, test_distinct_and_distinct_on);
 	tcase_add_test(tc, test_binary_combine);
 	tcase_add_test(tc, test_unknown_collation_refused);
+	tcase_add_test(tc, test_mem_bound);
+	tcase_add_test(tc, test_malformed_values);
 	tcase_add_test(tc, test_star_widens_visible);
 	tcase_add_test(tc, test_pull_rows_in_parts);
 	tcase_add_test(tc, test_pull_rows_buffered);

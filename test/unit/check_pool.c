@@ -256,20 +256,30 @@ mk_pool(const char *db, const char *user, const char *password)
 	return mk_pool_with(db, user, password, pool_limits_local_ops(), lim);
 }
 
-/* True when the logfile contains <needle>. */
-static bool
-log_has(const char *needle)
+/* How many times the logfile (its first 64 kB) contains <needle>. */
+static int
+log_count(const char *needle)
 {
 	char buf[65536];
 	FILE *f = fopen(logpath, "r");
 	size_t n;
+	int count = 0;
 
 	if (f == NULL)
-		return false;
+		return 0;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	return strstr(buf, needle) != NULL;
+	for (const char *at = strstr(buf, needle); at != NULL; at = strstr(at + 1, needle))
+		count++;
+	return count;
+}
+
+/* True when the logfile contains <needle>. */
+static bool
+log_has(const char *needle)
+{
+	return log_count(needle) > 0;
 }
 
 /* ---- a scripted client ---- */
@@ -946,9 +956,11 @@ END_TEST
 
 /*
  * A fail-fast pool (a shard of a sharded database): the refused connect ends the wait at
- * once (08001, the socket error), within server_login_retry pool_acquire fails at once,
- * after it a new attempt is made for the next waiter; a wrong password (a login error) ends
- * the wait with the server's message.
+ * once (08001, the socket error), within server_login_retry pool_acquire fails at once; the
+ * janitor probes the refusing server at every tick, waiters or not (so the pool uses it as
+ * soon as it accepts logins), and "could not connect" is logged once per
+ * server_login_retry; a wrong password (a login error) ends the wait with the server's
+ * message and is not probed.
  */
 START_TEST(test_fail_fast)
 {
@@ -958,6 +970,7 @@ START_TEST(test_fail_fast)
 	socklen_t len = sizeof(sin);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	char dbs[256];
+	int n;
 
 	NEED_CLUSTER();
 	sin.sin_family = AF_INET;
@@ -978,11 +991,13 @@ START_TEST(test_fail_fast)
 	ck_assert_int_eq(tc_start(&b, p), POOL_FAILED);	/* within server_login_retry */
 	ck_assert(b.w.connect_failed);
 	ck_assert_str_eq(b.err.message, "Connection refused");
-	run_for(0.6);
-	ck_assert_int_eq(tc_start(&c, p), POOL_QUEUED);	/* after it: tried again */
-	ck_assert(run_until(tc_done, &c, 5));
-	ck_assert(c.failed && c.w.connect_failed);
-	ck_assert(log_has("closing because: connect failed (age=0s)"));
+	ck_assert_int_eq(log_count("could not connect to"), 1);
+	run_for(0.6);	/* no waiter: the janitor probes meanwhile (every 250 ms) */
+	ck_assert_int_ge(log_count("closing because: connect failed (age=0s)"), 3);
+	ck_assert_int_le(log_count("could not connect to"), 2);
+	ck_assert_int_eq(tc_start(&c, p), POOL_FAILED);	/* a probe failed just now */
+	ck_assert(c.w.connect_failed);
+	ck_assert_str_eq(c.err.message, "Connection refused");
 	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 0);
 	pool_free(p);
 
@@ -996,6 +1011,9 @@ START_TEST(test_fail_fast)
 	ck_assert(a.failed && a.w.connect_failed);
 	ck_assert_str_eq(a.err.sqlstate, "08001");
 	ck_assert_str_eq(a.err.message, "password authentication failed for user \"neki_plain\"");
+	n = log_count("password authentication failed");
+	run_for(0.6);	/* the server answered: no probe, no other login */
+	ck_assert_int_eq(log_count("password authentication failed"), n);
 	pool_free(p);
 }
 END_TEST
@@ -1099,7 +1117,7 @@ recover_keys(const char *user, const char *secret, const char *password,
 	struct nk_error e;
 	const char *m;
 
-	scram_server_init(&srv, user, secret);
+	scram_server_init(&srv, user, secret, SCRAM_DEFAULT_ITERATIONS);
 	ck_assert(scram_client_init_password(&cli, password, "", NULL));
 	m = scram_client_first_msg(&cli);
 	ck_assert(scram_server_client_first(&srv, (const uint8_t *)m, strlen(m), &e));
@@ -1524,9 +1542,9 @@ xw_release(void *ctx, const char *db, const char *user)
 }
 
 static int
-xw_count(void *ctx, const char *db, const char *user)
+xw_count(void *ctx, const char *db, const char *user, enum pool_scope scope)
 {
-	return pool_limits_local_ops()->count(lim, db, user);
+	return pool_limits_local_ops()->count(lim, db, user, scope);
 }
 
 static void
@@ -1535,16 +1553,20 @@ xw_publish(void *ctx, const char *db, const char *user)
 	(void)ctx;	/* the other side reads pool_wait_since() directly */
 }
 
+/* The other worker's wait in <scope>: its pool's, or the one its database or user limit
+ * keeps (the two pools share a database and a user). */
 static uint64_t
-xw_elsewhere(void *ctx, const char *db, const char *user)
+xw_elsewhere(void *ctx, const char *db, const char *user, enum pool_scope scope)
 {
 	struct pool *other = xw_pool[1 - *(int *)ctx];
 
-	return other != NULL ? pool_wait_since(other) : 0;
+	if (other == NULL || (scope != POOL_SCOPE_POOL && pool_wait_scope(other) != scope))
+		return 0;
+	return pool_wait_since(other);
 }
 
 static void
-xw_wake(void *ctx, const char *db, const char *user, bool holders)
+xw_wake(void *ctx, const char *db, const char *user, enum pool_scope scope, bool holders)
 {
 	int other = 1 - *(int *)ctx;
 
@@ -1566,15 +1588,58 @@ static const struct pool_limits_ops xw_ops = {
 	.wait_publish = xw_publish, .wait_elsewhere = xw_elsewhere, .wake = xw_wake,
 };
 
-static void
-xw_start(void)
+/*
+ * move_idle as a worker's link channel would do it, inside one process: the state through
+ * link_export and a reader, a copy of the socket (SCM_RIGHTS gives the other process one),
+ * adopted by the other pool. Counts the moves.
+ */
+static int xw_moves;
+
+static bool
+xw_move(void *ctx, struct link *l)
 {
-	load_cfg(DB_TCP, "pool_mode = transaction\ndefault_pool_size = 1");
+	struct pool *other = xw_pool[1 - *(int *)ctx];
+	struct proto_reader r;
+	struct pktbuf pb;
+	int fd = dup(sbuf_fd(link_sbuf(l)));
+	bool ok;
+
+	pktbuf_init(&pb, 256);
+	link_export(l, &pb);
+	proto_reader_init(&r, 0, pb.buf, pb.len);
+	ok = fd != -1 && !pktbuf_failed(&pb) && pool_adopt_link(other, fd, &r) != NULL;
+	if (!ok && fd != -1)
+		close(fd);
+	pktbuf_cleanup(&pb);
+	xw_moves += ok;
+	return ok;
+}
+
+static const struct pool_limits_ops xw_move_ops = {
+	.try_acquire = xw_try, .release = xw_release, .count = xw_count,
+	.wait_publish = xw_publish, .wait_elsewhere = xw_elsewhere, .wake = xw_wake,
+	.move_idle = xw_move,
+};
+
+static void
+xw_start_ops(const struct pool_limits_ops *ops, const char *extra)
+{
+	char conf[256];
+
+	snprintf(conf, sizeof(conf), "pool_mode = transaction\ndefault_pool_size = 1\n%s", extra);
+	load_cfg(DB_TCP, conf);
+	xw_moves = 0;
 	for (int i = 0; i < 2; i++) {
 		xw_wakes[i] = 0;
 		xw_ev[i] = event_new(base, -1, 0, xw_wake_cb, &xw_id[i]);
-		xw_pool[i] = mk_pool_limits("db", "nk_u1", &xw_ops, &xw_id[i]);
+		xw_pool[i] = mk_pool_limits("db", "nk_u1", ops, &xw_id[i]);
 	}
+}
+
+static void
+xw_start(void)
+{
+	xw_start_ops(&xw_ops, "");
 }
 
 static void
@@ -1613,6 +1678,40 @@ START_TEST(test_idle_link_goes_to_other_worker)
 	pool_release(b.link, NULL);
 	tc_get_ok(&a, xw_pool[0]);
 	ck_assert_int_eq(pool_count(xw_pool[1], LINK_ST_IDLE), 0);
+	pool_release(a.link, NULL);
+	xw_stop();
+}
+END_TEST
+
+/*
+ * With move_idle (and a plain socket: server_tls_sslmode = disable) the idle link itself goes
+ * to worker 1's client: the same backend, no new login, no close; and back again.
+ */
+START_TEST(test_idle_link_moves_to_other_worker)
+{
+	struct tclient a, b;
+	uint32_t pid;
+
+	NEED_CLUSTER();
+	xw_start_ops(&xw_move_ops, "server_tls_sslmode = disable");
+	tc_get_ok(&a, xw_pool[0]);
+	pid = link_backend_pid(a.link);
+	pool_release(a.link, NULL);
+	ck_assert_int_eq(tc_start(&b, xw_pool[1]), POOL_QUEUED);
+	ck_assert(run_until(tc_done, &b, 5));
+	ck_assert(!b.failed);
+	ck_assert_int_eq(xw_moves, 1);
+	ck_assert_uint_eq(link_backend_pid(b.link), pid);
+	ck_assert_str_eq(link_param(b.link, "server_encoding"), "UTF8");
+	ck_assert(!log_has("closing because"));
+	ck_assert_int_eq(pool_limits_local_db_count(lim, "db"), 1);
+	pool_release(b.link, NULL);
+	run_for(0.05);	/* (the moved link's old object is reaped in worker 0) */
+	ck_assert_int_eq(pool_link_total(xw_pool[0]), 0);
+	tc_get_ok(&a, xw_pool[0]);
+	ck_assert_int_eq(xw_moves, 2);
+	ck_assert_uint_eq(link_backend_pid(a.link), pid);
+	ck_assert_int_eq(pool_link_total(xw_pool[1]), 0);
 	pool_release(a.link, NULL);
 	xw_stop();
 }
@@ -1815,6 +1914,7 @@ pool_suite(void)
 	tcase_add_test(tc, test_dns_hosts);
 	tcase_add_test(tc, test_evict_for_db_and_user_limits);
 	tcase_add_test(tc, test_idle_link_goes_to_other_worker);
+	tcase_add_test(tc, test_idle_link_moves_to_other_worker);
 	tcase_add_test(tc, test_busy_link_goes_to_older_waiter);
 	tcase_add_test(tc, test_fast_close_kill_maxwait);
 	tcase_add_test(tc, test_reconfigure_moves_links);

@@ -443,6 +443,12 @@ START_TEST(test_startup_errors)
 	ck_assert(!proto_startup_parse(b, len, &st, &err));
 	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0\0extra", &len);
 	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	/* a last byte that is not the terminator (found by test/fuzz/fuzz_client: the
+	 * parameter walk then read past the packet) */
+	b = STARTUP(&pb, PROTO_V3_0, "user\0bob\0L", &len);
+	ck_assert(!proto_startup_parse(b, len, &st, &err));
+	ck_assert_str_eq(err.message, "invalid startup packet layout: expected terminator as "
+			 "last byte");
 	b = STARTUP(&pb, PROTO_V3_0, "", &len);
 	ck_assert(!proto_startup_parse(b, len, &st, &err));
 	b = STARTUP(&pb, PROTO_V3_0, "database\0db\0\0", &len);
@@ -474,9 +480,17 @@ START_TEST(test_startup_requests)
 	b = STARTUP(&pb, 80877103, "", &len);
 	ck_assert(proto_startup_parse(b, len, &st, &err));
 	ck_assert_int_eq(st.kind, PROTO_STARTUP_SSL);
+	/* a second one on the connection: Postgres' answer to version 1234.5679 */
+	ck_assert(!proto_startup_refuse_repeat(&st, &err));
+	ck_assert_str_eq(err.sqlstate, "0A000");
+	ck_assert_str_eq(err.message, "unsupported frontend protocol 1234.5679: server supports "
+			 "3.0 to 3.0");
 	b = STARTUP(&pb, 80877104, "", &len);
 	ck_assert(proto_startup_parse(b, len, &st, &err));
 	ck_assert_int_eq(st.kind, PROTO_STARTUP_GSSENC);
+	ck_assert(!proto_startup_refuse_repeat(&st, &err));
+	ck_assert_str_eq(err.message, "unsupported frontend protocol 1234.5680: server supports "
+			 "3.0 to 3.0");
 	b = STARTUP(&pb, 80877102, "\0\0\0\x05\xde\xad\xbe\xef", &len);
 	ck_assert(proto_startup_parse(b, len, &st, &err));
 	ck_assert_int_eq(st.kind, PROTO_STARTUP_CANCEL);

@@ -1,5 +1,5 @@
 /*
- * check_route_copy.c - COPY FROM input as the router reads it (src/worker/route_copy_row.c):
+ * check_route_copy.c - COPY FROM input as the router reads it (src/exec/route_copy_row.c):
  * row ends across CopyData messages (text escapes, CSV quotes and escapes, binary tuples),
  * the line end style of the first line ("\n", "\r\n", "\r") and Postgres' errors for another
  * one, the end-of-data marker, the lines counted inside CSV quotes, and the shard-key field
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../src/worker/route_copy_int.h"
+#include "../../src/exec/route_copy_int.h"
 #include "suites.h"
 
 static struct copy_opts

@@ -303,6 +303,48 @@ START_TEST(test_parse_error)
 }
 END_TEST
 
+/* The __neki store guard (parse_guard.c): refused spellings, and what passes. */
+static const struct guard_case {
+	const char *sql;
+	const char *neki_fn;	/* NULL: refused with 42501; "": passes, no call; else the call */
+} guard_cases[] = {
+	{ "SELECT * FROM __neki.routers", NULL },
+	{ "SELECT * FROM U&\"\\005f_neki\".routers", NULL },
+	{ "SELECT * FROM \"__neki\".\"routers\"", NULL },
+	{ "WITH x AS (DELETE FROM __neki.data_topology_log RETURNING 1) SELECT 1", NULL },
+	{ "SELECT NULL::__neki.routers", NULL },
+	{ "DROP SCHEMA __neki", NULL },
+	{ "ALTER ROLE r SET search_path = '__neki'", NULL },
+	{ "SELECT pg_catalog.set_config('search_path', 'x, __NEKI', true)", NULL },
+	{ "DO $$BEGIN PERFORM 1 FROM __neki.routers; END$$", NULL },
+	{ "SELECT '__neki.routers'", "" },
+	{ "SELECT 1 AS __neki_a FROM t __neki_b", "" },
+	{ "SET search_path = public, __neki_x", "" },
+	{ "SELECT count(*) FROM __neki.list_shards() WHERE has_writable_primary", "list_shards" },
+	{ "SELECT __neki.nope(1)", "nope" },
+};
+
+START_TEST(test_guard)
+{
+	const struct guard_case *c = &guard_cases[_i];
+	struct rarena *a = rarena_new();
+	struct nk_error err;
+	const struct stmt *st;
+
+	nk_error_clear(&err);
+	st = parse_statement(a, c->sql, NULL, &err);
+	if (c->neki_fn == NULL) {
+		ck_assert_msg(st == NULL, "%s", c->sql);
+		ck_assert_str_eq(err.sqlstate, "42501");
+		ck_assert_str_eq(err.message, "permission denied for schema __neki");
+	} else {
+		ck_assert_msg(st != NULL, "%s: %s", c->sql, err.message);
+		ck_assert_str_eq(st->neki_fn ? st->neki_fn : "", c->neki_fn);
+	}
+	rarena_free(a);
+}
+END_TEST
+
 START_TEST(test_split)
 {
 	static const char sql[] = "SELECT ';' ; /* ; */ INSERT INTO t VALUES ($$;$$);;COPY t FROM STDIN";
@@ -413,6 +455,7 @@ router_suite(void)
 	tcase_add_test(tc, test_model_utility);
 	tcase_add_test(tc, test_split_bodies);
 	tcase_add_test(tc, test_parse_error);
+	tcase_add_loop_test(tc, test_guard, 0, NK_ARRAY_LEN(guard_cases));
 	tcase_add_test(tc, test_split);
 	tcase_add_loop_test(tc, test_split_errors, 0, NK_ARRAY_LEN(split_error_cases));
 	suite_add_tcase(s, tc);
@@ -422,5 +465,6 @@ router_suite(void)
 	router_add_fn_tests(s);
 	router_add_cursor_tests(s);
 	router_add_dist_tests(s);
+	router_add_multikey_tests(s);
 	return s;
 }

@@ -3,7 +3,7 @@
  * in reservation order across several runs, refill sizes (sequence_batch, CACHE, need), one
  * refill in flight per sequence, bad reservation rows, the reserve statement's quoting.
  * Added to the "router" suite by router_add_seq_tests(); the SQL itself runs against a real
- * server in test/regress/test_sequence.py.
+ * server in test/routing/test_sequence_sql.py.
  */
 #include "neki/base.h"
 

@@ -252,6 +252,78 @@ START_TEST(test_hold_grow_and_max)
 }
 END_TEST
 
+/* sbuf_rewrite: once per packet, also when the packet is offered again after a pause. */
+struct rw_state {
+	int calls, got, refused;
+	uint8_t seen[4];		/* the body's first byte of each packet consumed */
+	int n;
+	bool paused;
+	bool resumed;			/* sbuf_continue() was called: wait for both packets */
+};
+
+static bool
+rw_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int err, void *arg)
+{
+	struct rw_state *t = arg;
+	uint8_t *m;
+
+	(void)err;
+	if (ev != SBUF_EV_PKT)
+		return true;
+	t->calls++;
+	m = sbuf_rewrite(sb, pkt);
+	if (m != NULL) {
+		t->got++;
+		m[5] = (uint8_t)(m[5] + 1);	/* in place, the length kept */
+	} else {
+		t->refused++;
+	}
+	if (!t->paused) {		/* the first packet: offered again after a pause */
+		t->paused = true;
+		return false;
+	}
+	if (t->n < 4)
+		t->seen[t->n++] = pkt->data[5];
+	sbuf_skip(sb, pkt->len);
+	return true;
+}
+
+static bool
+rw_done(void *arg)
+{
+	const struct rw_state *t = arg;
+
+	return t->resumed ? t->n >= 2 : t->paused;
+}
+
+START_TEST(test_rewrite_once)
+{
+	struct rw_state t = { 0 };
+	struct sbuf sb;
+	struct sbuf_opts o;
+	uint8_t buf[12];
+	int sv[2];
+
+	sbuf_opts_default(&o);
+	ck_assert(sbuf_init(&sb, base, rw_cb, &t, &o));
+	make_pair(sv);
+	ck_assert(sbuf_accept(&sb, sv[0], true));
+	put_pkt(buf, 'T', 1);
+	put_pkt(buf + 6, 'T', 1);
+	ck_assert_int_eq(write(sv[1], buf, 12), 12);
+	ck_assert(run_until(rw_done, &t, 5));	/* paused on the first */
+	t.resumed = true;
+	sbuf_continue(&sb);
+	ck_assert(run_until(rw_done, &t, 5));
+	ck_assert_int_eq(t.got, 2);		/* each packet rewritten once */
+	ck_assert_int_eq(t.refused, 1);		/* the first, offered again */
+	ck_assert_int_eq(t.seen[0], 'T' + 1);
+	ck_assert_int_eq(t.seen[1], 'T' + 1);
+	close(sv[1]);
+	sbuf_cleanup(&sb);
+}
+END_TEST
+
 START_TEST(test_truncated_and_bad)
 {
 	struct tcase_state t;
@@ -752,6 +824,7 @@ sbuf_suite(void)
 	tcase_add_test(tc, test_framing_batch);
 	tcase_add_test(tc, test_split_header_and_startup);
 	tcase_add_test(tc, test_hold_grow_and_max);
+	tcase_add_test(tc, test_rewrite_once);
 	tcase_add_test(tc, test_truncated_and_bad);
 	tcase_add_test(tc, test_forward_stream_backpressure);
 	tcase_add_test(tc, test_send_order_and_dst_close);

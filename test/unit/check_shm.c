@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "neki/clock.h"
 #include "neki/shm.h"
+#include "neki/shm_servers.h"
 #include "suites.h"
 
 #define TEST_PROCS 5
@@ -95,7 +97,7 @@ START_TEST(test_proc_slot_reset_and_state)
 	ck_assert_int_eq(atomic_load(&p->clients), 0);
 	ck_assert_uint_eq(atomic_load(&p->state), SHM_PST_EMPTY);
 	/* the new child's silence counts from now, even before its first beat */
-	ck_assert_uint_ge(atomic_load(&p->heartbeat_ms) + 1000, shm_now_ms());
+	ck_assert_uint_ge(atomic_load(&p->heartbeat_ms) + 1000, nk_now_ms());
 	ck_assert_uint_eq(atomic_load(&p->generation), gen + 1);
 	ck_assert_str_eq(shm_proc_kind_str(atomic_load(&p->kind)), "admin");
 }
@@ -427,6 +429,42 @@ publish_text(const char *text, uint64_t rev)
 	return slot;
 }
 
+/* The servers table: the admin publishes, anyone reads one shard's servers, in a child. */
+START_TEST(test_servers_publish_read)
+{
+	struct shm_server v[3], out[4];
+	pid_t pid;
+	int st;
+
+	memset(v, 0, sizeof(v));
+	ck_assert_uint_eq(shm_servers_read("s1", out, 4), 0);
+	snprintf(v[0].uid, sizeof(v[0].uid), "s1");
+	v[0].role = SHM_SRV_PRIMARY;
+	v[0].flags = SHM_SRV_F_CHOSEN;
+	snprintf(v[1].uid, sizeof(v[1].uid), "s2");
+	snprintf(v[2].uid, sizeof(v[2].uid), "s1");
+	v[2].index = 1;
+	v[2].role = SHM_SRV_STANDBY;
+	v[2].flags = SHM_SRV_F_LAG;
+	v[2].lag_ms = 1234;
+	shm_servers_publish(v, 3);
+	ck_assert_uint_ge(shm_servers_version(), 1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		size_t n = shm_servers_read("s1", out, 4);
+
+		_exit(n == 2 && out[0].index == 0 && out[0].flags == SHM_SRV_F_CHOSEN &&
+		      out[1].index == 1 && out[1].lag_ms == 1234 &&
+		      shm_servers_read("s3", out, 4) == 0 ? 0 : 1);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_uint_eq(shm_servers_read("s1", out, 1), 1);	/* room for one */
+	ck_assert_str_eq(shm_srv_role_str(SHM_SRV_STANDBY), "standby");
+}
+END_TEST
+
 START_TEST(test_topo_publish_pin_reuse)
 {
 	struct shm_topo_ref r1, r2;
@@ -537,6 +575,7 @@ shm_suite(void)
 	tcase_add_test(tc, test_counter_limit_release_reclaim);
 	tcase_add_test(tc, test_counter_fork_race);
 	tcase_add_test(tc, test_topo_publish_pin_reuse);
+	tcase_add_test(tc, test_servers_publish_read);
 	tcase_add_test(tc, test_topo_fork_readers);
 	suite_add_tcase(s, tc);
 	return s;

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "neki/clock.h"
 #include "neki/shm.h"
 #include "neki/shm_names.h"
 #include "neki/shm_welcome.h"
@@ -95,12 +96,12 @@ static void
 race_one(unsigned r, _Atomic unsigned *start, unsigned *out)
 {
 	static const unsigned stride[RACERS] = { 1, 7, 11, 13 };	/* prime to RACE_KEYS */
-	uint64_t deadline = shm_now_ms() + 10000;
+	uint64_t deadline = nk_now_ms() + 10000;
 	char buf[32];
 
 	shm_attach_self((int)r);
 	atomic_fetch_add(start, 1);
-	while (atomic_load(start) < RACERS && shm_now_ms() < deadline)
+	while (atomic_load(start) < RACERS && nk_now_ms() < deadline)
 		;	/* go when every racer is forked (bounded: a failed fork fails later) */
 	for (unsigned n = 0; n < RACE_KEYS; n++) {
 		unsigned i = (n * stride[r] + r * 37) % RACE_KEYS;	/* a permutation */
@@ -234,6 +235,13 @@ START_TEST(test_welcome_shared)
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	ck_assert_uint_eq(shm_welcome_get(9, buf, sizeof(buf)), 4);
+	shm_welcome_clear(9);					/* the pool was reset */
+	ck_assert_uint_eq(shm_welcome_get(9, buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(shm_welcome_get(7, buf, sizeof(buf)), sizeof(one));	/* not 7's */
+	ck_assert(shm_welcome_publish(9, "c\0dd", 5));		/* the next login's */
+	ck_assert_uint_eq(shm_welcome_get(9, buf, sizeof(buf)), 5);
+	ck_assert(memcmp(buf, "c\0dd", 5) == 0);
+	shm_welcome_clear(12345);				/* none: nothing happens */
 	for (unsigned id = 100; id < 100 + SHM_WELCOME_SLOTS; id++)	/* fill the table */
 		(void)shm_welcome_publish(id, "a\0b", 4);
 	ck_assert(!shm_welcome_publish(100 + SHM_WELCOME_SLOTS, "a\0b", 4));

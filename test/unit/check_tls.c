@@ -716,32 +716,42 @@ START_TEST(test_ctx_errors)
 	struct nk_error err;
 
 	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_ACCEPT, &s, &err));
-	ck_assert_str_eq(err.message, "client_tls_sslmode requires client_tls_key_file and "
-			 "client_tls_cert_file");
+	ck_assert_str_eq(err.message, "To allow TLS connections from clients, client_tls_key_file "
+			 "and client_tls_cert_file must be set.");
 	s = settings(CFG_SSL_REQUIRE, "server.key", "server.crt", NULL, "tlsv1.4");
 	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_ACCEPT, &s, &err));
-	ck_assert_str_eq(err.message, "invalid client_tls_protocols: \"tlsv1.4\"");
+	ck_assert_str_eq(err.message, "invalid client_tls_protocols: tlsv1.4");
 	s = settings(CFG_SSL_REQUIRE, "server.key", "server.crt", NULL, "secure");
 	s.ciphers = "NO-SUCH-CIPHER";
 	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_ACCEPT, &s, &err));
-	ck_assert(strncmp(err.message, "invalid client_tls_ciphers", 26) == 0);
+	ck_assert_str_eq(err.message, "invalid client_tls_ciphers: NO-SUCH-CIPHER");
 	s.ciphers = "default";
+	s.tls13_ciphers = "NO-SUCH-SUITE";
+	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_ACCEPT, &s, &err));
+	ck_assert_str_eq(err.message, "failed to set the TLSv1.3 cipher suites");
+	s.protocols = "tlsv1.2";	/* (the suites are not used then, as in libtls) */
+	tls_ctx_unref(ctx_or_die(TLS_ROLE_ACCEPT, s));
+	s.protocols = "secure";
+	s.tls13_ciphers = NULL;
 	s.dheparams = "huge";
 	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_ACCEPT, &s, &err));
+	ck_assert_str_eq(err.message, "invalid client_tls_dheparams: huge");
 	s.dheparams = "legacy";
 	s.ecdhcurve = "no-such-curve";
 	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_ACCEPT, &s, &err));
+	ck_assert_str_eq(err.message, "invalid client_tls_ecdhcurve: no-such-curve");
 	s.ecdhcurve = "prime256v1";
 	tls_ctx_unref(ctx_or_die(TLS_ROLE_ACCEPT, s));
 	s = settings(CFG_SSL_VERIFY_CA, "server.key", "server.crt", NULL, "secure");
 	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_ACCEPT, &s, &err));
-	ck_assert_str_eq(err.message, "client_tls_sslmode verify-ca requires client_tls_ca_file");
+	ck_assert_str_eq(err.message, "client_tls_sslmode requires client_tls_ca_file");
 	s = settings(CFG_SSL_REQUIRE, "client.key", "server.crt", NULL, "secure");
 	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_ACCEPT, &s, &err));
 	ck_assert_msg(strstr(err.message, "key values mismatch") != NULL, "%s", err.message);
 	s = settings(CFG_SSL_VERIFY_FULL, NULL, NULL, "nonexistent.crt", "secure");
 	ck_assert_ptr_null(tls_ctx_new(TLS_ROLE_CONNECT, &s, &err));
-	ck_assert(strncmp(err.message, "could not load server_tls_ca_file", 33) == 0);
+	ck_assert_msg(strncmp(err.message, "failed to load CA: error:", 25) == 0, "%s",
+		      err.message);
 }
 END_TEST
 
@@ -809,13 +819,14 @@ START_TEST(test_reload)
 	   path("live.crt"));
 	cfg_fill();
 	/* before tls_init (the master): reload is a no-op, tls_check validates */
-	ck_assert(tls_reload(&tcfg, &changed));
+	ck_assert(tls_reload(&tcfg, &changed, &err));
 	ck_assert(!changed);
 	ck_assert_ptr_null(tls_client_ctx());
 	ck_assert(tls_check(&tcfg, &err));
 	tcfg.client_tls_key_file = tcfg.server_tls_ca_file;	/* a certificate, not a key */
 	ck_assert(!tls_check(&tcfg, &err));
-	ck_assert(strncmp(err.message, "could not load client_tls_key_file", 34) == 0);
+	ck_assert_msg(strncmp(err.message, "failed to load private key file \"", 33) == 0, "%s",
+		      err.message);
 	cfg_fill();
 	ck_assert(tls_init(&tcfg, &err));
 	ck_assert(tls_client_offer(false) && !tls_client_offer(true));
@@ -833,23 +844,25 @@ START_TEST(test_reload)
 	/* new certificate files: new connections get them; server side unchanged */
 	sh("cp %s %s && cp %s %s", path("server2.key"), path("live.key"), path("server2.crt"),
 	   path("live.crt"));
-	ck_assert(tls_reload(&tcfg, &changed));
+	ck_assert(tls_reload(&tcfg, &changed, &err));
 	ck_assert(!changed);
 	connect_current(cn, sizeof(cn));
 	ck_assert_str_eq(cn, "localhost2");
 
 	/* a broken key: the reload fails and the previous files stay in use */
 	sh("echo garbage > %s", path("live.key"));
-	ck_assert(!tls_reload(&tcfg, &changed));
+	ck_assert(!tls_reload(&tcfg, &changed, &err));
+	ck_assert_msg(strncmp(err.message, "failed to load private key file \"", 33) == 0, "%s",
+		      err.message);
 	connect_current(cn, sizeof(cn));
 	ck_assert_str_eq(cn, "localhost2");
 
 	/* server-side settings changed: reported for a RECONNECT */
 	tcfg.server_tls_sslmode = CFG_SSL_REQUIRE;
 	sh("cp %s %s", path("server2.key"), path("live.key"));
-	ck_assert(tls_reload(&tcfg, &changed));
+	ck_assert(tls_reload(&tcfg, &changed, &err));
 	ck_assert(changed);
-	ck_assert(tls_reload(&tcfg, &changed));
+	ck_assert(tls_reload(&tcfg, &changed, &err));
 	ck_assert(!changed);
 
 	/* the first connection kept working through all of it */

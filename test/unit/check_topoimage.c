@@ -94,6 +94,9 @@ check_storefront_image(const struct topo_model *m, const void *img)
 	ck_assert(topo_image_range_start(img, 1, 2) == UINT64_C(0x8000000000000000));
 	ck_assert_uint_eq(topo_image_find_range(img, 1, UINT64_C(0x7fffffffffffffff)), 1);
 	ck_assert_uint_eq(topo_image_find_group(img, "nope"), TOPO_IMG_NONE);
+	ck_assert(topo_image_has_database(img, "store"));
+	ck_assert(!topo_image_has_database(img, "stor"));
+	ck_assert(!topo_image_has_database(img, "nope"));
 	ck_assert_uint_eq(topo_image_index_type(img, lsku), KS_INDEX_XXHASH);
 	ck_assert_str_eq(topo_image_index_column(img, lsku), "lower(sku)");
 	ck_assert_ptr_nonnull(topo_image_index_expr(img, lsku));
@@ -111,7 +114,7 @@ check_storefront_image(const struct topo_model *m, const void *img)
 	ck_assert_str_eq(gsi.owner_table, "orders");
 	ck_assert_str_eq(topo_image_list_str(img, gsi.owner_sk_columns, 0), "customer_id");
 	ck_assert_uint_eq(topo_image_list_len(img, gsi.owner_pk_columns), 0);
-	ck_assert(gsi.unique && gsi.enabled && !gsi.ignore_null);
+	ck_assert(gsi.unique && !gsi.enabled && !gsi.ignore_null);
 	ck_assert_uint_eq(topo_image_resolve_sequence(img, "store", "public", "orders_id_seq",
 						      NULL, 0), 0);
 	ck_assert_uint_eq(topo_image_resolve_sequence(img, "store", "public", "s", owners, 1), 0);

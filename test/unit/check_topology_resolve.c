@@ -324,6 +324,7 @@ static const char *const rejected_exprs[] = {
 	"md5(x)", "t.col", "(SELECT 1)", "'abc'", "x AS y", "x; SELECT 1", "x FROM t",
 	"x::numeric", "x::varchar(10)", "1.5 * x", "x || 'a'", "", "count(*)", "left(x, y)",
 	"lower(DISTINCT x)", "x % 4", "now()", "public.lower(x)", "99999999999999999999 + x",
+	"5", "-1 * 3", "1::text", /* no column (found by test/fuzz/fuzz_keyexpr) */
 };
 
 START_TEST(test_expr_rejected)
@@ -348,6 +349,9 @@ START_TEST(test_expr_messages)
 	ck_assert(!ks_expr_parse("x::numeric", &e, &err));
 	ck_assert_str_eq(err.message, "unsupported shard key expression \"x::numeric\": only casts "
 			 "to int2, int4, int8, text and varchar are supported");
+	ck_assert(!ks_expr_parse("2 + 3", &e, &err));
+	ck_assert_str_eq(err.message, "unsupported shard key expression \"2 + 3\": it names no "
+			 "column");
 	ck_assert(!ks_expr_parse("lower(", &e, &err));
 	ck_assert(strncmp(err.message, "invalid shard key expression \"lower(\": syntax error",
 			  51) == 0);

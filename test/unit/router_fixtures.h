@@ -54,4 +54,7 @@ void router_add_cursor_tests(Suite *s);
 /* The planner's distribution checks and co-location links (check_router_dist.c). */
 void router_add_dist_tests(Suite *s);
 
+/* Keys over two columns (spec 2.5 V3) (check_router_multikey.c). */
+void router_add_multikey_tests(Suite *s);
+
 #endif

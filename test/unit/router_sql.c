@@ -1,6 +1,6 @@
 /*
  * router_sql - prints SQL the router generates, for the integration tests that run it on a
- * real server (test/router/test_sequence.py):
+ * real server (test/routing/test_sequence_sql.py):
  *   router_sql reserve <schema> <name> <n>   the batch reservation (seq_reserve_sql)
  *   router_sql uuidv7                        CREATE FUNCTION uuidv7() (seq_uuidv7_sql)
  */

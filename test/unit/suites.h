@@ -13,6 +13,8 @@
 	X(auth) \
 	X(keyspace) \
 	X(sbuf) \
+	X(fdpass) \
+	X(fdrow) \
 	X(dns) \
 	X(config) \
 	X(shm) \
@@ -27,7 +29,8 @@
 	X(session) \
 	X(merge) \
 	X(merge_agg) \
-	X(route_copy)
+	X(route_copy) \
+	X(exec)
 
 #define NK_DECLARE_SUITE(name) Suite *name##_suite(void);
 NK_UNIT_SUITES(NK_DECLARE_SUITE)

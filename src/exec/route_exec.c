@@ -1,0 +1,1084 @@
+/*
+ * route_exec.c - a routed session's shard links: per-shard pools (one struct cfg_database
+ * per shard built from its [shards] connection string), acquiring links for an exec,
+ * replaying the session's SETs and the lazy BEGIN on them, sending the statement, and
+ * reading the answers in plan order (see route_int.h). Entry points: route_shard(),
+ * route_exec_start(), route_release_links(), route_drop_links().
+ */
+#include "neki/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/log.h"
+#include "neki/pktbuf.h"
+#include "neki/proto.h"
+#include "route_int.h"
+#include "route_oids.h"
+#include "route_target.h"
+#include "route_client.h"
+#include "route_svp.h"
+#include "route_2pc.h"
+
+/* ---- per-shard pools ---- */
+
+/* A [databases]-like entry for one shard, kept for the worker's life (pools borrow it). */
+struct rshard_db {
+	struct rshard_db *next;
+	const struct cfg *cfg;		/* counted reference */
+	char *uid, *client_db;
+	size_t server;			/* index in cfg_shard.servers */
+	char name[192];
+	struct cfg_database d;
+};
+
+static struct rshard_db *shard_dbs;
+
+/* The entry of server <k> of shard <shd> (k > 0: a standby, "<db>@<uid>/<k>"). */
+static const struct cfg_database *
+route_shard_db(const struct exec_client *s, const struct cfg_shard *shd, size_t k)
+{
+	struct rshard_db *e;
+
+	for (e = shard_dbs; e != NULL; e = e->next)
+		if (e->cfg == s->cfg && route_streq(e->uid, shd->uid) &&
+		    route_streq(e->client_db, s->dbname) && e->server == k)
+			return &e->d;
+	e = calloc(1, sizeof(*e));
+	if (e == NULL || (e->uid = strdup(shd->uid)) == NULL ||
+	    (e->client_db = strdup(s->dbname)) == NULL) {
+		if (e != NULL)
+			free(e->uid);
+		free(e);
+		return NULL;
+	}
+	e->cfg = s->cfg;
+	cfg_ref((struct cfg *)s->cfg);
+	e->server = k;
+	e->d = *s->db;			/* pool settings of the logical database */
+	if (k == 0)
+		snprintf(e->name, sizeof(e->name), "%s@%s", s->dbname, shd->uid);
+	else
+		snprintf(e->name, sizeof(e->name), "%s@%s/%zu", s->dbname, shd->uid, k);
+	e->d.name = e->name;
+	e->d.dbname = shd->dbname != NULL ? shd->dbname : e->client_db;
+	e->d.host = k == 0 ? shd->host : shd->servers[k].host;
+	e->d.port = k == 0 ? (shd->port > 0 ? shd->port : 5432) : shd->servers[k].port;
+	e->d.user = shd->user;
+	e->d.password = shd->password;
+	e->d.connect_query = NULL;
+	e->d.topology = false;
+	e->next = shard_dbs;
+	shard_dbs = e;
+	return &e->d;
+}
+
+static bool route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
+			  const struct nk_error *err, void *ctx);
+static void route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *err);
+
+/* route_server_pool: see route_int.h. */
+struct spool *
+route_server_pool(const struct route *r, const struct cfg_shard *shd, size_t k,
+		  struct nk_error *err)
+{
+	const struct exec_client *s = &r->c;
+	const struct cfg_database *d = route_shard_db(s, shd, k);
+	const char *user, *password;
+	struct spool *sp;
+
+	if (d == NULL) {
+		nk_error_oom(err);
+		return NULL;
+	}
+	user = shd->user != NULL ? shd->user :
+	       (s->db->user != NULL && s->db->user[0] != '\0' ? s->db->user : s->user);
+	password = shd->password != NULL ? shd->password :
+		   (s->db->password != NULL ? s->db->password : s->secret);
+	sp = spool_get_or_create(s->cfg, d, d->name, user, password, err);
+	if (sp != NULL)
+		pool_set_fail_fast(spool_pool(sp), true);	/* a dead shard fails the statement */
+	return sp;
+}
+
+struct rshard *
+route_shard(struct route *r, const char *uid, struct nk_error *err)
+{
+	const struct exec_client *s = &r->c;
+	const struct cfg_shard *shd;
+	struct rshard *sh;
+
+	for (uint32_t i = 0; i < r->nsh; i++)
+		if (route_streq(r->sh[i].uid, uid))
+			return &r->sh[i];
+	if (r->nsh == ROUTE_SHARDS_MAX || strlen(uid) >= PLAN_SHARD_MAX) {
+		nk_error_set(err, ERRCODE_PROGRAM_LIMIT_EXCEEDED, "too many shards in one session");
+		return NULL;
+	}
+	shd = cfg_shard_find(s->cfg, uid);
+	if (shd == NULL) {
+		nk_error_set(err, ERRCODE_CONNECTION_EXCEPTION,
+			     "shard \"%s\" is not declared in [shards]", uid);
+		return NULL;
+	}
+	sh = &r->sh[r->nsh];
+	memset(sh, 0, sizeof(*sh));
+	sh->sp = route_server_pool(r, shd, 0, err);
+	if (sh->sp == NULL)
+		return NULL;
+	spool_ref(sh->sp);		/* until route_session_free() */
+	sh->r = r;
+	strcpy(sh->uid, uid);
+	pool_waiter_init(&sh->waiter, route_pool_ready, route_link_cb, sh);
+	r->nsh++;
+	return sh;
+}
+
+/* ---- sending ---- */
+
+bool
+route_link_query(struct link *l, const char *sql)
+{
+	struct pktbuf pb;
+	bool ok;
+
+	pktbuf_init(&pb, strlen(sql) + 8);
+	pktbuf_write_query(&pb, sql);
+	ok = !pktbuf_failed(&pb) && link_send(l, pb.buf, pb.len);
+	pktbuf_cleanup(&pb);
+	return ok;
+}
+
+/* A link that just came from the pool: the session's parameters and SETs first. */
+static bool
+route_attach(struct rshard *sh, struct link *l)
+{
+	sh->link = l;
+	sh->in_tx = sh->tx_data = sh->tx_write = sh->dirty = false;
+	sh->swallow = 0;
+	return route_sets_replay(sh, l, true);
+}
+
+/* Inside a transaction: the lazy BEGIN, then the transaction's settings so far (so that its
+ * ROLLBACK undoes them on this link too); outside one, those of an extended-protocol batch. */
+static bool
+route_send_tx(struct route *r, struct rshard *sh)
+{
+	if (!route_2pc_wait_send(r, sh))
+		return false;
+	if (r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->after == RX_AFTER_STMT) {
+		if (!route_link_query(sh->link, r->begin_sql))
+			return false;
+		sh->swallow++;
+		sh->in_tx = true;
+		sh->tx_data = sh->tx_write = false;
+		if (!route_svp_join(r, sh))	/* the savepoints it needs */
+			return false;
+	}
+	if (sh->in_tx && r->after == RX_AFTER_STMT && !r->settings_exec) {
+		sh->tx_data = true;
+		sh->tx_write |= !r->exec_reads;
+	}
+	if (sh->pend_applied < r->gucs.npend && (sh->in_tx || r->tx == 'I'))
+		return route_sets_replay_pending(sh);
+	return true;
+}
+
+/*
+ * r->ext_msg binds a named statement the links keep (r->ext_pst): a link lacking it gets the
+ * Parse first (and the Closes of the least recently used beyond max_prepared_statements),
+ * in the same send; its ParseComplete / CloseComplete are dropped (route_on_answer).
+ */
+static bool
+route_send_named(struct route *r, struct rshard *sh)
+{
+	struct pktbuf pb;
+	bool parsed, ok;
+
+	pktbuf_init(&pb, 0);
+	if (!prep_link_prepare(sh->link, r->ext_pst,
+			       (size_t)r->c.cfg->max_prepared_statements, &pb, &parsed)) {
+		pktbuf_cleanup(&pb);
+		return false;
+	}
+	sh->prep_used = true;
+	r->c.stats->total_bind_count++;	/* (SHOW STATS, as pgbouncer counts them) */
+	if (!parsed)
+		return route_oids_send(r, sh, r->ext_msg, r->ext_len);
+	r->c.stats->total_server_parse_count++;
+	pktbuf_put_bytes(&pb, r->ext_msg, r->ext_len);
+	ok = !pktbuf_failed(&pb) && route_oids_send(r, sh, pb.buf, pb.len);
+	pktbuf_cleanup(&pb);
+	if (!ok) {
+		prep_link_forget(sh->link, r->ext_pst);
+		return false;
+	}
+	if (sh->prep_wait != NULL)
+		prep_stmt_unref(sh->prep_wait);
+	sh->prep_wait = prep_stmt_addref(r->ext_pst);
+	return true;
+}
+
+/* Send the statement of the current exec to <sh> (lazy BEGIN first inside a transaction). */
+static bool
+route_send_one(struct route *r, struct rshard *sh)
+{
+	if (sh->link == NULL || !route_send_tx(r, sh))
+		return false;
+	sh->sent = true;
+	if (r->an.on && !r->merge_final)
+		sh->a_sent_us = nk_now_us();
+	if (sh->ext_msg != NULL && r->after == RX_AFTER_STMT)	/* its own messages */
+		return route_oids_send(r, sh, sh->ext_msg, sh->ext_len) &&
+		       route_pin_after_send(r, sh);
+	if (r->ext_exec && r->after == RX_AFTER_STMT)
+		return (r->ext_pst != NULL ? route_send_named(r, sh) :
+			route_oids_send(r, sh, r->ext_msg, r->ext_len)) &&
+		       route_pin_after_send(r, sh);
+	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql) &&
+	       route_pin_after_send(r, sh);
+}
+
+static void
+route_fail_send(struct route *r, struct rshard *sh)
+{
+	struct nk_error e;
+
+	nk_error_set(&e, ERRCODE_CONNECTION_FAILURE,
+		     "could not send the statement to shard \"%s\"", sh->uid);
+	e.severity = NK_SEV_FATAL;
+	route_client_close(r, e.message, &e);
+}
+
+/* A statement (not COMMIT / ROLLBACK) that a cancel stops before it is sent. */
+static bool
+route_cancel_stops(struct route *r)
+{
+	if (!r->cancel_pending || r->after != RX_AFTER_STMT)
+		return false;
+	if (!r->has_err) {
+		nk_error_set(&r->err, ERRCODE_QUERY_CANCELED,
+			     "canceling statement due to user request");
+		r->has_err = true;
+	}
+	return true;
+}
+
+/* Every target has a link: send (all of them, or the first when sequential). */
+static void
+route_exec_go(struct route *r)
+{
+	if (r->has_err || route_cancel_stops(r)) {	/* nothing was sent */
+		event_active(r->ev, EV_TIMEOUT, 0);
+		return;
+	}
+	for (uint32_t i = 0; i < r->ntg; i++) {
+		struct rshard *sh = &r->sh[r->tg[i]];
+
+		if (!route_send_one(r, sh)) {
+			route_fail_send(r, sh);
+			return;
+		}
+		if (r->sequential)
+			break;
+	}
+	for (uint32_t i = 0; i < (r->copy != NULL || r->merge_streams ? r->ntg : 1); i++)
+		sbuf_continue(link_sbuf(r->sh[r->tg[i]].link));	/* COPY FROM, a merge: all */
+	/* the shards' answers stream to the client as they come (with what the router queued
+	 * before them), up to the exec's end */
+	sbuf_set_cork(r->c.sb, SBUF_CORK_FWD);
+}
+
+/*
+ * Connecting to target <sh> failed (the pool's <err>: refused, timed out, a login error, or
+ * the last attempt failed less than server_login_retry ago): the exec fails with an error
+ * naming the shard, as a lost link does; nothing is sent to any target (the exec sends once
+ * every target has a link), and the session stays.
+ */
+static void
+route_unreachable(struct route *r, struct rshard *sh, const struct nk_error *err)
+{
+	uint32_t idx = (uint32_t)(sh - r->sh);
+
+	/* (DEBUG: the pool logs the failure, once per server_login_retry) */
+	log_debug("S: shard %s: could not connect: %s", sh->uid, err->message);
+	sh->failed = sh->done = true;
+	if (r->has_err)
+		return;
+	nk_error_set(&r->err, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+		     "could not connect to shard \"%s\": %s", sh->uid,
+		     err->message);
+	r->has_err = true;
+	for (uint32_t i = 0; i < r->ntg; i++)
+		if (r->tg[i] == idx)
+			route_detail_shards(r, &r->err, "Raised", i, i + 1);
+}
+
+/* Does the session hold shard links before this exec takes any (its transaction's, pins)? */
+static bool
+route_holds_links(const struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsh; i++)
+		if (r->sh[i].link != NULL)
+			return true;
+	return false;
+}
+
+/* The next target to ask its pool for a link: the one with the lowest shard uid. */
+static struct rshard *
+route_next_to_acquire(struct route *r)
+{
+	struct rshard *next = NULL;
+
+	for (uint32_t i = 0; i < r->ntg; i++) {
+		struct rshard *sh = &r->sh[r->tg[i]];
+
+		if (sh->link == NULL && !sh->waiting && !sh->failed &&
+		    (next == NULL || strcmp(sh->uid, next->uid) < 0))
+			next = sh;
+	}
+	return next;
+}
+
+/* A pool refused <sh> at once with <err>: false when no wait is left to end the exec. */
+static bool
+route_acquire_failed(struct route *r, struct rshard *sh, struct nk_error *err)
+{
+	if (sh->waiter.connect_failed) {	/* within server_login_retry */
+		if (route_target_lost(r, sh))
+			return true;	/* a failover: held (route_target.c) */
+		route_unreachable(r, sh, err);
+		*err = r->err;
+	}
+	if (r->nwait > 0) {	/* the queued ones end the exec */
+		if (!r->has_err) {
+			r->err = *err;
+			r->has_err = true;
+		}
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Ask the pools for the targets' links. Sessions must never wait for each other's links
+ * (with pool_size below the sessions, two of them could each hold what the other waits
+ * for, for good): a session that held no link when the exec started takes its targets in
+ * the order of their shard uids, one at a time (an idle link comes at once; a wait holds
+ * back the next ones), so no cycle of waits can form: each waits for a shard above every
+ * one it holds. Room in a pool is no promise (another session, in another worker too, may
+ * take the slot first), so even cold pools are filled in turn. One that held links from
+ * before (its transaction's) cannot give them back, so it waits for none
+ * (pool_waiter.urgent: a link beyond pool_size when none is idle) and asks for all at once.
+ * Returns false with <err> when a pool refused at once and nothing else ends the exec;
+ * otherwise the exec goes on in route_exec_go() once every target has its link.
+ */
+static bool
+route_exec_acquire(struct route *r, struct nk_error *err)
+{
+	bool at_once = r->acq_urgent;
+	struct rshard *sh;
+	struct link *l;
+
+	while ((sh = route_next_to_acquire(r)) != NULL) {
+		switch (route_target_bind(r, sh, err)) {	/* which server (route_target.c) */
+		case RTARGET_OK:
+			break;
+		case RTARGET_HOLD:	/* no primary now: held, as if queued */
+			sh->waiting = true;
+			r->nwait++;
+			if (!at_once)
+				return true;
+			continue;
+		case RTARGET_FAIL:
+			sh->waiter.connect_failed = false;
+			return route_acquire_failed(r, sh, err);
+		}
+		sh->waiter.urgent = r->acq_urgent;
+		switch (pool_acquire(spool_pool(sh->sp), &sh->waiter, &l, err)) {
+		case POOL_GOT:
+			if (!route_attach(sh, l))
+				return nk_error_set(err, ERRCODE_CONNECTION_FAILURE,
+						    "could not prepare a link of "
+						    "shard \"%s\"", sh->uid);
+			break;
+		case POOL_QUEUED:
+			sh->waiting = true;
+			r->nwait++;
+			if (!at_once)
+				return true;	/* the next ones once this one came */
+			break;
+		case POOL_FAILED:
+			return route_acquire_failed(r, sh, err);
+		}
+	}
+	if (r->nwait == 0)
+		route_exec_go(r);
+	return true;
+}
+
+static void
+route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *err)
+{
+	struct rshard *sh = w->ctx;
+	struct route *r = sh->r;
+	struct nk_error e;
+
+	sh->waiting = false;
+	r->nwait--;
+	if (l == NULL && w->connect_failed) {
+		if (route_target_lost(r, sh))
+			return;		/* a failover: held (route_target.c) */
+		route_unreachable(r, sh, err);
+	} else if (l == NULL) {		/* query_wait_timeout, shutdown: as pgbouncer */
+		e = *err;
+		e.severity = NK_SEV_FATAL;
+		route_client_close(r, e.message, &e);
+		return;
+	} else if (!route_attach(sh, l)) {
+		route_fail_send(r, sh);
+		return;
+	}
+	route_exec_continue(r);
+}
+
+/* route_exec_continue: see route_int.h. */
+void
+route_exec_continue(struct route *r)
+{
+	struct nk_error e;
+
+	if (!r->has_err && route_next_to_acquire(r) != NULL) {	/* the next target's turn */
+		if (!route_exec_acquire(r, &e)) {
+			r->err = e;
+			r->has_err = true;
+			route_exec_go(r);
+		}
+		return;
+	}
+	if (r->nwait == 0)
+		route_exec_go(r);
+}
+
+bool
+route_exec_start(struct route *r, struct nk_error *err)
+{
+	r->pos = r->reading = r->ndone = 0;
+	r->nwait = 0;
+	r->rowdesc_sent = r->has_err = r->err_forwarded = false;
+	r->suspended = false;
+	r->last_tag[0] = '\0';
+	r->acq_urgent = route_holds_links(r);
+	for (uint32_t i = 0; i < r->ntg; i++) {
+		struct rshard *sh = &r->sh[r->tg[i]];
+
+		sh->target = true;
+		if (sh->link != NULL && !sh->in_tx && sh->sets_version != r->sets_version &&
+		    !route_sets_replay(sh, sh->link, false))	/* behind the session's SETs */
+			return nk_error_set(err, ERRCODE_CONNECTION_FAILURE,
+					    "could not prepare a link of shard "
+					    "\"%s\"", sh->uid);
+	}
+	return route_exec_acquire(r, err);
+}
+
+/* Forget the Parse whose answer was awaited (the exec or the link ended without it). */
+static void
+route_prep_wait_clear(struct rshard *sh)
+{
+	if (sh->prep_wait != NULL) {
+		if (sh->link != NULL)
+			prep_link_forget(sh->link, sh->prep_wait);
+		prep_stmt_unref(sh->prep_wait);
+		sh->prep_wait = NULL;
+	}
+}
+
+/* ---- answers ---- */
+
+/* Whole packet needed: hold it (a too big one ends the session). */
+static bool
+route_need_whole(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (sbuf_hold(link_sbuf(l), pkt->len))
+		return true;
+	route_client_fatal(r, "server sent too big packet");
+	return false;
+}
+
+static bool
+route_fwd(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+{
+	r->c.stats->total_sent += pkt->len;
+	sbuf_forward(link_sbuf(l), r->c.sb, pkt->len);
+	return true;
+}
+
+static bool
+route_skip(struct link *l, const struct sbuf_pkt *pkt)
+{
+	sbuf_skip(link_sbuf(l), pkt->len);
+	return true;
+}
+
+/* Answers to an injected Query (SET replay, BEGIN): dropped up to their ReadyForQuery. */
+static bool
+route_swallow(struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (pkt->type == 'E')
+		log_warn("S: shard %s: an injected statement failed", sh->uid);
+	if (pkt->type == 'Z')
+		sh->swallow--;
+	return route_skip(l, pkt);
+}
+
+/* CommandComplete of a target. */
+static bool
+route_on_complete(struct route *r, struct rshard *sh, struct link *l,
+		  const struct sbuf_pkt *pkt)
+{
+	const char *tag;
+	struct nk_error e;
+	bool has_count;
+
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (proto_parse_command_complete(pkt->data + 5, pkt->len - 5, &tag, &e)) {
+		route_tag_split(tag, sh->tag, sizeof(sh->tag), &sh->count, &has_count);
+		sh->counted = has_count;
+		route_strcpy(r->last_tag, sizeof(r->last_tag), sh->tag);	/* (a portal's) */
+	}
+	if (r->combine == RX_PASS)
+		return route_fwd(r, l, pkt);
+	return route_skip(l, pkt);
+}
+
+/*
+ * An ErrorResponse of <sh> when it was to prepare or bind a statement its link keeps: a
+ * refused Parse leaves nothing prepared; "cached plan must not change result type" (0A000,
+ * DDL changed the columns) leaves a statement that would fail every time on that link: the
+ * link is closed at its release (as a client's re-Parse never reaches the shard).
+ */
+static void
+route_prep_error(struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	struct nk_error e;
+
+	if (sh->prep_wait != NULL) {
+		prep_link_forget(l, sh->prep_wait);
+		prep_stmt_unref(sh->prep_wait);
+		sh->prep_wait = NULL;
+		return;
+	}
+	route_error_from_msg(pkt->data, pkt->avail, &e);
+	if (route_streq(e.sqlstate, ERRCODE_FEATURE_NOT_SUPPORTED))
+		link_set_close_needed(l);
+}
+
+/*
+ * Does the whole ErrorResponse <pkt> end the shard's backend (FATAL or PANIC: shutdown,
+ * terminate, crash)? It ends the link, not the client's session: it is answered as an ERROR
+ * naming the shard, never forwarded as a FATAL the client would take for its own end.
+ */
+static bool
+route_err_ends_backend(const struct sbuf_pkt *pkt)
+{
+	struct proto_server_error se;
+	struct nk_error e;
+
+	if (pkt->len < 5 || !proto_parse_server_error(pkt->data + 5, pkt->len - 5, &se, &e))
+		return false;
+	return se.severity_nl != NULL &&
+	       (strcmp(se.severity_nl, "FATAL") == 0 || strcmp(se.severity_nl, "PANIC") == 0);
+}
+
+/* An ErrorResponse of a target. One coming before any BindComplete of an exec that owes the
+ * client one answers the client's Bind: no BindComplete then (as Postgres). */
+static bool
+route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	bool at_bind = r->bind_owed;
+
+	r->bind_owed = false;
+	if (sh->prep_used)
+		route_prep_error(sh, l, pkt);
+	sh->failed = true;
+	if (r->combine == RX_PASS && !r->has_err && pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);	/* its severity, its position may move */
+	if (r->combine == RX_PASS && !r->has_err && !route_err_ends_backend(pkt)) {
+		struct pktbuf pb;
+		bool later_stmt = !r->ext_exec && r->spans != NULL && r->cur < r->nspans &&
+				  r->spans[r->cur].start > 0;
+
+		r->has_err = r->err_forwarded = true;
+		route_error_from_msg(pkt->data, pkt->avail, &r->err);
+		if (later_stmt) {
+			pktbuf_init(&pb, pkt->len + 16);
+			if (route_shard_err_in_query(r, pkt->data, pkt->len, &pb))
+				return route_send(r, &pb) && route_skip(l, pkt);
+			pktbuf_cleanup(&pb);
+		}
+		return route_fwd(r, l, pkt);
+	}
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (!r->has_err) {
+		route_error_from_msg(pkt->data, pkt->len, &r->err);
+		route_error_keep_position(r, pkt->data, pkt->len, &r->err);
+		r->has_err = true;
+		if (!at_bind && (r->combine == RX_MERGE || r->combine == RX_PULL ||
+				 r->combine == RX_INSEL))
+			route_detail_shards(r, &r->err, "Raised", r->reading, r->reading + 1);
+		else if (r->combine == RX_PASS)	/* (its backend's end) */
+			for (uint32_t i = 0; i < r->ntg; i++)
+				if (&r->sh[r->tg[i]] == sh)
+					route_detail_shards(r, &r->err, "Raised", i, i + 1);
+	}
+	return route_skip(l, pkt);
+}
+
+/* RX_SPLIT: keep the DataRow to put it back in input order at the end. */
+static bool
+route_keep_row(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	struct rrow *nr;
+
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (sh->nrows == sh->caprows) {
+		uint32_t ncap = sh->caprows ? sh->caprows * 2 : 16;
+
+		nr = realloc(sh->rows, ncap * sizeof(*nr));
+		if (nr == NULL) {
+			route_client_fatal(r, "out of memory");
+			return false;
+		}
+		sh->rows = nr;
+		sh->caprows = ncap;
+	}
+	nr = &sh->rows[sh->nrows];
+	if ((nr->msg = malloc(pkt->len)) == NULL) {
+		route_client_fatal(r, "out of memory");
+		return false;
+	}
+	memcpy(nr->msg, pkt->data, pkt->len);
+	nr->len = pkt->len;
+	sh->nrows++;
+	return route_skip(l, pkt);
+}
+
+/* ParameterStatus: the client wants that value from now on (forwarded once). */
+static bool
+route_on_param(struct route *r, struct link *l, const struct sbuf_pkt *pkt, bool first)
+{
+	struct proto_param p;
+	struct nk_error e;
+
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (proto_parse_parameter_status(pkt->data + 5, pkt->len - 5, &p, &e) &&
+	    varcache_index(p.name) >= 0)
+		(void)varcache_set(r->c.vars, p.name, p.value);
+	/* (a ROLLBACK's own too: what it undid, as Postgres reports it) */
+	return first && (r->combine != RX_QUIET || r->after != RX_AFTER_STMT) ?
+	       route_fwd(r, l, pkt) : route_skip(l, pkt);
+}
+
+/* The target being read (r->tg[r->pos]) ended: read (or send to, when sequential) the next
+ * one; targets whose link was lost are passed over; the exec ends after the last. */
+static bool
+route_target_next(struct route *r, struct rshard *sh)
+{
+	sh->done = true;
+	if (r->an.on && !r->merge_final)
+		sh->a_done_us = nk_now_us();
+	if (r->merge_streams) {
+		if (++r->ndone < r->ntg)
+			return true;	/* the others are read as they come */
+		r->pos = r->ntg;
+	} else {
+		r->pos++;
+	}
+	while (r->pos < r->ntg && !(r->sequential && sh->failed)) {
+		struct rshard *next = &r->sh[r->tg[r->pos]];
+
+		if (next->done) {	/* lost while waiting for its turn */
+			sh = next;
+			r->pos++;
+			continue;
+		}
+		if (r->sequential && route_cancel_stops(r))
+			break;
+		if (r->sequential && !route_send_one(r, next)) {
+			route_fail_send(r, next);
+			return false;
+		}
+		sbuf_continue(link_sbuf(next->link));
+		return true;
+	}
+	r->pos = r->ntg;
+	/* the exec ends: the rest of its answer waits for what the router sends next (its
+	 * ReadyForQuery), to leave in one send */
+	sbuf_set_cork(r->c.sb, SBUF_CORK_ON);
+	event_active(r->ev, EV_TIMEOUT, 0);
+	return true;
+}
+
+/* ANALYZE: the result of the explained statement is counted, not forwarded. */
+static bool
+route_analyze_answer(struct route *r, struct rshard *sh, struct link *l,
+		     const struct sbuf_pkt *pkt)
+{
+	if (pkt->type == 'D')
+		sh->a_rows++;
+	if (pkt->type == 'C' && r->combine != RX_MERGE) {
+		enum rx_combine c = r->combine;
+		bool ok;
+
+		r->combine = RX_SUM;	/* (RX_PASS would forward the tag) */
+		ok = route_on_complete(r, sh, l, pkt);
+		r->combine = c;
+		return ok;
+	}
+	return route_skip(l, pkt);
+}
+
+/* The target being read reached its ReadyForQuery. */
+static bool
+route_target_done(struct route *r, struct rshard *sh, struct link *l,
+		  const struct sbuf_pkt *pkt)
+{
+	route_skip(l, pkt);
+	if (sh->probing) {		/* the held-link probe's answer follows */
+		sh->probing = false;
+		sh->probe_reading = true;
+		return true;
+	}
+	return route_target_next(r, sh);
+}
+
+/*
+ * The link of <sh> broke (the shard went away, KILL): its transaction is gone (the session's
+ * becomes aborted), and a target of the running exec fails with an error naming the shard;
+ * the exec goes on with the other targets and the session stays.
+ */
+static void
+route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
+{
+	uint32_t idx = (uint32_t)(sh - r->sh);
+
+	log_warn("S: shard %s: link lost: %s", sh->uid, err != NULL ? err->message : "?");
+	sh->link = NULL;
+	route_prep_wait_clear(sh);
+	if (route_pin_lost(r, sh, err))
+		return;		/* its LISTEN and locks are gone: so is the session */
+	sh->swallow = 0;
+	route_portals_link_lost(r, idx);
+	if (sh->in_tx && r->tx == 'T')
+		r->tx = 'E';
+	if (sh->in_tx)
+		route_svp_lost(r, sh);
+	sh->in_tx = false;
+	if (!sh->target || sh->done || route_client_closed(r))
+		return;
+	sh->failed = true;
+	if (!r->has_err) {
+		nk_error_set(&r->err, ERRCODE_CONNECTION_FAILURE,
+			     "the connection to shard \"%s\" was lost: %s",
+			     sh->uid, err != NULL ? err->message : "server conn crashed?");
+		r->has_err = true;
+		for (uint32_t i = 0; i < r->ntg; i++)
+			if (r->tg[i] == idx)
+				route_detail_shards(r, &r->err, "Raised", i, i + 1);
+	}
+	if (r->copy != NULL) {
+		route_copy_link_lost(r, sh);
+		return;
+	}
+	if (r->merge_streams && r->nwait == 0 && sh->sent)
+		(void)route_target_next(r, sh);	/* every target is being read */
+	else if (r->nwait > 0 || !sh->sent || r->pos >= r->ntg || r->tg[r->pos] != idx)
+		sh->done = true;	/* passed over when its turn comes */
+	else
+		(void)route_target_next(r, sh);
+}
+
+static bool
+route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	bool first = r->tg[0] == (uint32_t)(sh - r->sh);
+
+	if (pkt->type == '2' && r->bind_owed && !route_bind_complete(r))
+		return false;	/* (the client is gone) */
+	if (r->combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
+		return route_seq_msg(r, l, pkt);
+	if (r->combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
+		return route_pull_answer(r, sh, l, pkt);
+	if (r->combine == RX_INSEL && strchr("123tnTDCs", pkt->type) != NULL)
+		return route_insel_msg(r, sh, l, pkt);
+	if (r->an.on && !r->merge_final && r->combine != RX_MERGE &&
+	    strchr("TDCnt", pkt->type) != NULL)
+		return route_analyze_answer(r, sh, l, pkt);
+	if (r->combine == RX_MERGE && (pkt->type == 'T' || pkt->type == 'D' || pkt->type == 'C')) {
+		if (pkt->avail < pkt->len)
+			return route_need_whole(r, l, pkt);
+		if (r->an.on && !r->merge_final && pkt->type == 'D')
+			sh->a_rows++;
+		return route_merge_feed(r, pkt) && route_skip(l, pkt);
+	}
+	if (r->cout.on && (pkt->type == 'H' || pkt->type == 'd' || pkt->type == 'c'))
+		return route_copy_out_pkt(r, l, pkt);
+	switch (pkt->type) {
+	case 'Z':
+		return route_target_done(r, sh, l, pkt);
+	case 'C':
+		return route_on_complete(r, sh, l, pkt);
+	case 'E':
+		return route_on_error(r, sh, l, pkt);
+	case 'S':
+		return route_on_param(r, l, pkt, first);
+	case '1':
+		if (sh->prep_wait != NULL) {	/* the link has the statement now */
+			prep_stmt_unref(sh->prep_wait);
+			sh->prep_wait = NULL;
+		}
+		return route_skip(l, pkt);
+	case '2':
+	case '3':			/* (Close of a statement the link gave up) */
+		return route_skip(l, pkt);
+	case 's':		/* PortalSuspended: the portal stays open on the shard */
+		r->suspended = true;
+		return r->combine == RX_PASS ? route_fwd(r, l, pkt) : route_skip(l, pkt);
+	case 't':
+		if (r->combine == RX_QUIET || r->ext_portal_describe || !first)
+			return route_skip(l, pkt);
+		return route_fwd(r, l, pkt);
+	case 'T':
+	case 'n':
+		if (r->combine == RX_QUIET || r->rowdesc_sent ||
+		    (r->combine == RX_FIRST && !first))
+			return route_skip(l, pkt);
+		r->rowdesc_sent = true;
+		return route_fwd(r, l, pkt);
+	case 'D':
+		if (r->combine == RX_SPLIT)
+			return route_keep_row(r, sh, l, pkt);
+		if (r->combine == RX_QUIET || (r->combine == RX_FIRST && !first))
+			return route_skip(l, pkt);
+		return route_fwd(r, l, pkt);
+	case 'I':
+		return r->combine == RX_PASS ? route_fwd(r, l, pkt) : route_skip(l, pkt);
+	case 'N':	/* DDL, every copy: the first target's notices (each copy raises them) */
+		if (r->combine == RX_FIRST && !first)
+			return route_skip(l, pkt);
+		return r->combine == RX_QUIET ? route_skip(l, pkt) : route_fwd(r, l, pkt);
+	default:	/* notifications, COPY out */
+		return r->combine == RX_QUIET ? route_skip(l, pkt) : route_fwd(r, l, pkt);
+	}
+}
+
+/* May <sh>'s answer be handled now? Sets r->reading to its target number. Targets are read
+ * in plan order, or all at once for a streaming merge (minus those it holds enough rows of). */
+static bool
+route_turn(struct route *r, struct rshard *sh)
+{
+	uint32_t i = (uint32_t)(sh - r->sh);
+
+	if (!sh->target || sh->done || r->pos >= r->ntg)
+		return false;
+	if (!r->merge_streams) {
+		r->reading = r->pos;
+		return r->tg[r->pos] == i;
+	}
+	for (uint32_t k = 0; k < r->ntg; k++) {
+		if (r->tg[k] != i)
+			continue;
+		if (!route_merge_may_read(r, k)) {
+			sh->held = true;
+			return false;
+		}
+		r->reading = k;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * An ErrorResponse on a held link that is not answering a statement (between statements of
+ * a transaction): the server is ending the session (FATAL 57P01 at a shutdown, a timeout).
+ * The link is dropped as a lost one, so the transaction becomes aborted now rather than
+ * when its next statement or COMMIT reaches that shard.
+ */
+static bool
+route_async_error(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	struct nk_error e;
+
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	route_error_from_msg(pkt->data, pkt->len, &e);
+	sbuf_skip(link_sbuf(l), pkt->len);
+	route_link_lost(r, sh, &e);
+	link_close(l, false, "server closed the connection");
+	return false;
+}
+
+static bool
+route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
+	      const struct nk_error *err, void *ctx)
+{
+	struct rshard *sh = ctx;
+	struct route *r = sh->r;
+
+	if (ev == LINK_EV_BROKEN) {
+		if (sh->link == l)
+			route_link_lost(r, sh, err);
+		return false;
+	}
+	if (sh->link != l || route_client_closed(r))
+		return route_skip(l, pkt);
+	if (pkt->type == 'A')		/* (also before an injected Query's answer) */
+		return route_listen_notify(r, sh, l, pkt);
+	if (sh->swallow > 0)
+		return route_swallow(sh, l, pkt);
+	if (r->copy != NULL)
+		return route_copy_on_link(r, sh, l, pkt);
+	if ((!sh->target || sh->done) && pkt->type == 'E')
+		return route_async_error(r, sh, l, pkt);
+	if (!route_turn(r, sh))
+		return false;	/* not its turn (or held by the merge): paused until it is */
+	if (sh->probe_reading) {
+		bool done;
+
+		if (!route_pin_probe_msg(r, sh, l, pkt, &done))
+			return false;
+		return !done || route_target_next(r, sh);
+	}
+	switch (route_oids_answer(r, sh, l, pkt)) {
+	case ROIDS_GO:
+		break;
+	case ROIDS_HELD:
+		return true;
+	case ROIDS_FAIL:
+		return false;
+	}
+	if (!route_on_answer(r, sh, l, pkt))
+		return false;
+	if (r->merge_streams)
+		route_merge_resume(r);
+	return true;
+}
+
+/* route_pool_use: see route_int.h. */
+void
+route_pool_use(const struct route *r, const struct spool *sp, struct route_use *u)
+{
+	memset(u, 0, sizeof(*u));
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		const struct rshard *sh = &r->sh[i];
+
+		if (sp != NULL && sh->sp != sp)
+			continue;
+		if (sh->waiting && (!u->waiting || sh->waiter.since_us < u->wait_since_us)) {
+			u->waiting = true;
+			u->wait_since_us = sh->waiter.since_us;
+		}
+		if (sh->link != NULL && u->link == NULL)
+			u->link = sh->link;
+	}
+}
+
+/* ---- cancel ---- */
+
+void
+route_cancel(struct route *r)
+{
+	if (!r->busy)
+		return;		/* nothing running: nothing to cancel, as Postgres */
+	r->cancel_pending = true;
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		struct rshard *sh = &r->sh[i];
+
+		if (sh->link != NULL && sh->target && sh->sent && !sh->done)
+			route_client_cancel_link(r, sh->link);
+	}
+}
+
+/* ---- release ---- */
+
+void
+route_exec_reset(struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		struct rshard *sh = &r->sh[i];
+
+		sh->target = sh->sent = sh->done = sh->failed = sh->held = false;
+		sh->prep_used = false;
+		route_prep_wait_clear(sh);
+		free(sh->sql);
+		sh->sql = NULL;
+		free(sh->ext_msg);
+		sh->ext_msg = NULL;
+		sh->ext_len = 0;
+		sh->count = sh->a_rows = sh->a_sent_us = sh->a_done_us = 0;
+		sh->counted = false;
+		sh->tag[0] = '\0';
+		for (uint32_t k = 0; k < sh->nrows; k++)
+			free(sh->rows[k].msg);
+		free(sh->rows);
+		sh->rows = NULL;
+		sh->nrows = sh->caprows = 0;
+	}
+	r->ntg = r->pos = 0;
+	r->cout.on = false;
+	r->seq.setvals = NULL;
+	r->seq.nsetvals = 0;
+	free(r->bind_err);
+	r->bind_err = NULL;
+	route_merge_free(r);
+	route_copy_free(r);
+}
+
+void
+route_release_links(struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		struct rshard *sh = &r->sh[i];
+		struct link *l = sh->link;
+
+		if (l == NULL || sh->swallow > 0 || route_pin_held(sh) || sh->holds > 0)
+			continue;	/* (held: LISTEN or advisory locks, route_pin.c; a WITH
+					 * HOLD cursor, route_portal.c) */
+		sh->link = NULL;
+		sh->in_tx = false;
+		route_give_back(sh, l);	/* (reset when the session's SETs are on it) */
+	}
+}
+
+void
+route_drop_links(struct route *r)
+{
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		struct rshard *sh = &r->sh[i];
+		struct link *l = sh->link;
+
+		if (sh->waiting)
+			pool_cancel_wait(&sh->waiter);
+		sh->waiting = false;
+		sh->link = NULL;
+		if (l == NULL)
+			continue;
+		if (r->busy && sh->target && sh->sent && !sh->done)
+			route_client_cancel_link(r, l);	/* stop the shard's part too */
+		if (route_pin_held(sh))		/* its LISTEN and locks end with the session */
+			link_close(l, true, "client disconnect while the server held its LISTEN "
+				   "or advisory locks");
+		else if (r->busy || sh->swallow > 0 || sh->holds > 0 || link_tx_status(l) != 'I')
+			link_close(l, true, "client disconnect while server was not ready");
+		else
+			route_give_back(sh, l);
+	}
+}

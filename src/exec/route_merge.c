@@ -1,0 +1,219 @@
+/*
+ * route_merge.c - a SELECT over several shards whose result needs a merge step (ORDER BY,
+ * LIMIT/OFFSET, aggregates, GROUP BY, HAVING, DISTINCT, UNION): the executor sends the
+ * rewritten shard query of the merge spec (plan_merge_build) to every target in parallel,
+ * reads every target as its answers come, feeds every shard's RowDescription / DataRow /
+ * CommandComplete into the merge (merge.h) and streams what the merge lets out; a shard the
+ * merge holds enough rows of, or every shard while the client's queue is long, is paused
+ * (back-pressure). In the extended protocol the shards get the client's Bind values and
+ * result formats (route_ext_merge_msgs). When the merge asks for its final combine query,
+ * that query runs on the first target and its result is fed as MERGE_FINAL. The merge is
+ * freed with the exec (route_exec_reset), so on errors, cancels and disconnects as well.
+ * Entry points: route_merge_setup(), route_merge_feed(), route_merge_final(),
+ * route_merge_free(), route_merge_may_read(), route_merge_resume(), route_on_send_done(),
+ * route_db_collation().
+ */
+#include "neki/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/catalog_image.h"
+#include "neki/link.h"
+#include "neki/merge.h"
+#include "neki/pktbuf.h"
+#include "route_int.h"
+#include "route_client.h"
+
+#define ROUTE_MERGE_QUEUE_MAX 256	/* rows the merge holds of one shard before pausing it */
+#define ROUTE_MERGE_CLIENT_MAX (256 * 1024)	/* client queue bytes before holding shards */
+
+const char *
+route_db_collation(const struct cat_view *cv)
+{
+	struct cat_img_db d;
+
+	if (cv->img == NULL || cv->db == CAT_IMG_NONE)
+		return NULL;
+	cat_image_db(cv->img, cv->db, &d);
+	return d.collate;
+}
+
+void
+route_merge_free(struct route *r)
+{
+	merge_free(r->merge);
+	r->merge = NULL;
+	r->merge_final = false;
+	r->merge_streams = false;
+}
+
+bool
+route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
+{
+	struct plan_input in;
+	struct merge_options opt = { r->collate, -1, 0, false, false, r->c.cfg->router_work_mem };
+
+	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
+	if (r->ext_exec) {	/* (a row limit goes through route_pull.c) */
+		in.params = r->ext_params;
+		in.nparams = r->ext_nparams;
+		opt.omit_rowdesc = !r->ext_describe;
+	}
+	if (!plan_merge_build(r->arena, sql, &r->mspec, err) ||
+	    !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) ||
+	    (r->ext_exec && !route_ext_merge_msgs(r, r->mspec.shard_sql, false, err)))
+		return false;
+	if (!route_keep_sql(r, r->mspec.shard_sql))
+		return nk_error_oom(err);
+	route_merge_free(r);
+	if ((r->merge = merge_new(&r->mspec, r->ntg, &opt, err)) == NULL)
+		return false;
+	r->combine = RX_MERGE;
+	r->merge_streams = true;
+	r->ndone = 0;
+	return true;
+}
+
+bool
+route_merge_may_read(struct route *r, uint32_t k)
+{
+	if (r->has_err || r->merge == NULL || merge_state(r->merge) != MERGE_NEED_ROWS)
+		return true;	/* draining: nothing more is kept */
+	return !r->client_full && merge_queued(r->merge, k) < ROUTE_MERGE_QUEUE_MAX;
+}
+
+void
+route_merge_resume(struct route *r)
+{
+	for (uint32_t k = 0; k < r->ntg; k++) {
+		struct rshard *sh = &r->sh[r->tg[k]];
+
+		if (sh->held && sh->link != NULL && route_merge_may_read(r, k)) {
+			sh->held = false;
+			sbuf_continue(link_sbuf(sh->link));
+		}
+	}
+}
+
+void
+route_on_send_done(struct route *r)
+{
+	if (route_insel_client_ready(r))
+		return;		/* an INSERT ... SELECT round waited for the client */
+	if (r->pull.wait) {	/* a router-side portal's next round */
+		route_pull_resume(r);
+		return;
+	}
+	if (!r->client_full)
+		return;
+	r->client_full = false;
+	sbuf_set_notify_send_done(r->c.sb, false);
+	if (r->merge_streams)
+		route_merge_resume(r);
+}
+
+/* The client reads slower than the shards answer: hold the shards until its queue drains. */
+static void
+route_merge_client_check(struct route *r)
+{
+	if (r->client_full || sbuf_queued(r->c.sb) < ROUTE_MERGE_CLIENT_MAX)
+		return;
+	r->client_full = true;
+	sbuf_set_notify_send_done(r->c.sb, true);
+}
+
+/* The merge refused a shard's result: the statement fails (first error wins). */
+static void
+route_merge_refused(struct route *r, const struct nk_error *err)
+{
+	if (r->has_err)
+		return;
+	r->err = *err;
+	r->err.severity = NK_SEV_ERROR;
+	r->has_err = true;
+}
+
+/* DataRows among the messages <buf>[0..len). */
+static uint64_t
+route_count_rows(const uint8_t *buf, size_t len)
+{
+	uint64_t n = 0;
+
+	for (size_t o = 0; o + 5 <= len;) {
+		const uint8_t *m = buf + o;
+
+		n += m[0] == 'D';
+		o += 1 + (((size_t)m[1] << 24) | ((size_t)m[2] << 16) | ((size_t)m[3] << 8) | m[4]);
+	}
+	return n;
+}
+
+bool
+route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
+{
+	uint32_t shard = r->merge_final ? MERGE_FINAL : r->reading;
+	struct nk_error err;
+	struct pktbuf pb;
+
+	if (r->has_err || r->merge == NULL)
+		return true;		/* the statement failed: the rest is dropped */
+	if (!merge_feed(r->merge, shard, pkt->type, pkt->data + 5, pkt->len - 5, &err)) {
+		route_merge_refused(r, &err);
+		return true;
+	}
+	pktbuf_init(&pb, 256);
+	if (!merge_pull(r->merge, &pb, &err)) {
+		pktbuf_cleanup(&pb);
+		route_merge_refused(r, &err);
+		return true;
+	}
+	if (r->an.on)		/* EXPLAIN ANALYZE: the result is counted, not sent */
+		r->an.rows += route_count_rows(pb.buf, pb.len);
+	if (pb.len == 0 || r->an.on) {
+		pktbuf_cleanup(&pb);
+		return true;
+	}
+	r->c.stats->total_sent += pb.len;
+	if (!route_send(r, &pb))
+		return false;
+	route_merge_client_check(r);
+	return true;
+}
+
+bool
+route_merge_final(struct route *r)
+{
+	struct rshard *sh = &r->sh[r->tg[0]];
+	const char *sql;
+	struct nk_error err;
+
+	if (r->merge == NULL || merge_state(r->merge) != MERGE_NEED_FINAL || r->merge_final)
+		return false;
+	sql = merge_final_sql(r->merge);
+	free(sh->sql);
+	sh->sql = NULL;
+	if (r->ext_exec) {	/* with the client's values: HAVING may use parameters */
+		if (!route_ext_merge_msgs(r, sql, true, &err)) {
+			route_merge_refused(r, &err);
+			event_active(r->ev, EV_TIMEOUT, 0);
+			return true;
+		}
+	} else if ((sh->sql = strdup(sql)) == NULL) {
+		route_client_fatal(r, "out of memory");
+		return true;
+	}
+	for (uint32_t i = 1; i < r->ntg; i++)
+		r->sh[r->tg[i]].target = false;
+	sh->sent = sh->done = sh->failed = false;
+	r->ntg = 1;
+	r->merge_final = true;
+	r->merge_streams = false;
+	if (!route_exec_start(r, &err)) {
+		route_merge_refused(r, &err);
+		event_active(r->ev, EV_TIMEOUT, 0);
+	}
+	return true;
+}

@@ -1,0 +1,108 @@
+/*
+ * route_state.h - per-statement state of a route kept in structs of its own (the first step
+ * of splitting struct route, route_int.h, into the session's state and the statement's).
+ */
+#ifndef NEKI_EXEC_ROUTE_STATE_H
+#define NEKI_EXEC_ROUTE_STATE_H
+
+#include "neki/base.h"
+
+#include "neki/plan.h"
+
+struct plan_param;
+struct plan_setval;
+struct rguc;
+struct rnote;
+struct route;
+struct rportal;
+struct rseq_last;
+struct seq_entry;
+
+#define ROUTE_VARS_MAX 16	/* tracked (reported) parameters: the varcache's VAR_MAX */
+
+/* What an operation on a router-side portal does (route_pull.c). */
+enum rpull_op {
+	RPULL_NONE = 0,
+	RPULL_EXECUTE,		/* protocol Execute: rows, then PortalSuspended or "SELECT n" */
+	RPULL_FETCH,		/* FETCH: RowDescription, rows, "FETCH n" */
+	RPULL_MOVE,		/* MOVE: rows counted, "MOVE n" */
+};
+
+/*
+ * An operation on a router-side portal (route_pull.c), per statement: the steps of a FETCH /
+ * MOVE, or an Execute; each step reads rows in rounds of shard pulls.
+ */
+struct rpull_cur {
+	struct rportal *portal;		/* weak: the portal read (NULL: none) */
+	enum rpull_op op;
+	struct plan_fetch plan;		/* FETCH / MOVE: the steps */
+	uint32_t step;			/* the step running */
+	int64_t want;			/* rows the step wants (STMT_FETCH_ALL: all) */
+	uint64_t rows;			/* rows the step had so far */
+	uint64_t base;			/* the row the cursor was on when the step began */
+	uint64_t result;		/* rows of the result step */
+	bool running;			/* a forward step reads rows */
+	bool final;			/* the round runs the merge's final combine query */
+	bool wait;			/* the client's queue is long: the next round waits */
+	bool head;			/* FETCH: RowDescription sent */
+};
+
+/*
+ * EXPLAIN (NEKI_PLAN, ANALYZE): the exec runs the explained statement, its result is dropped
+ * (counted) and the plan with the actuals is the answer (route.c).
+ */
+struct ranalyze {
+	bool on;
+	bool json;
+	struct plan *plan;		/* in arena (strings copied) */
+	uint64_t start_us;
+	uint64_t rows;			/* rows the merge let out */
+};
+
+/* COPY TO over several shards (route_copy.c). */
+struct rcopy_out {
+	bool on, binary, header;
+	uint32_t pos, ndata;		/* target being read, its CopyData count */
+	uint64_t bytes;			/* its CopyData bytes */
+};
+
+/* The session's settings as the router models them (route_sets.c), session-long. */
+struct rgucs {
+	struct rguc *sets;		/* owned: committed session SETs (RGUC_SET, one per name,
+					 * in the order set), replayed on every new link */
+	uint32_t nsets, capsets;
+	struct rguc *pend;		/* owned: what the open transaction did to settings */
+	uint32_t npend, cappend;
+	struct rguc *xsets;		/* owned: what the current exec does once it succeeds */
+	uint32_t nxsets, capxsets;
+	const char *vars0[ROUTE_VARS_MAX];	/* interned: the tracked parameters' values at
+						 * login, what RESET goes back to */
+};
+
+/* A session's sequence values (route_seq.c): the statement's reservation and setval() calls,
+ * and the session-long currval() / lastval() values. */
+struct rseq {
+	struct seq_entry *fill;		/* the reservation this session runs (RX_SEQ) */
+	struct seq_entry *wait;		/* another session's reservation it waits for */
+	struct route *next;		/* in the worker's list of waiting sessions */
+	const struct plan_param *params;	/* extended: the bound values (arena) */
+	uint32_t nparams;
+	struct rseq_last *last;		/* owned: the session's last value per sequence */
+	uint32_t nlast;
+	bool has_lastval;		/* last_used is set */
+	/* setval() calls of the current exec: applied when it ends */
+	const struct plan_setval *setvals;	/* in arena */
+	uint32_t nsetvals;
+	uint32_t last_used;		/* lastval(): the last entry nextval() used */
+};
+
+/* The notifications of the listening link, held until the client may get them
+ * (route_listen.c), session-long. */
+struct rnotes {
+	struct rnote *head;		/* owned: FIFO */
+	struct rnote **tail;
+	size_t bytes;
+	bool paused;			/* a listening link is paused: too many held */
+};
+
+#endif /* NEKI_EXEC_ROUTE_STATE_H */

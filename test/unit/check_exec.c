@@ -1,0 +1,333 @@
+/*
+ * check_exec.c - the executor (src/exec/) behind its client sink (neki/exec.h), with a fake
+ * client: the statements the router answers itself (transactions, an empty query, a syntax
+ * error) go through route_on_pkt() and come back through the sink as the messages Postgres
+ * would send, with the transaction status the route reports. The storefront topology is
+ * published in a private shm segment; no shard is reached (no link is taken: a BEGIN is
+ * lazy, a ROLLBACK of a transaction that touched no shard is answered at once).
+ */
+#include "neki/base.h"
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "neki/exec.h"
+#include "neki/pktbuf.h"
+#include "neki/sbuf.h"
+#include "neki/shm.h"
+#include "neki/topology.h"
+#include "neki/topology_image.h"
+#include "neki/varcache.h"
+#include "../../src/exec/route_int.h"
+#include "evloop.h"
+#include "suites.h"
+#include "topo_fixtures.h"
+
+/* The fake client: what the route sent it, and what it asked. */
+struct fake {
+	struct sbuf sb;			/* the client connection (one end of a socketpair) */
+	int peer;			/* the other end: the test writes the client's packets */
+	struct route *r;
+	uint8_t out[8192];		/* the messages the route sent, in order */
+	size_t out_len;
+	int fatals, closes, errors, logs;
+	bool closed;
+	struct shm_stats stats;
+	struct varcache vars;
+};
+
+static struct event_base *base;
+static struct fake fk;
+
+static bool
+fk_closed(void *ctx)
+{
+	return ((struct fake *)ctx)->closed;
+}
+
+static bool
+fk_send(void *ctx, struct pktbuf *pb)
+{
+	struct fake *f = ctx;
+	bool ok = !pktbuf_failed(pb) && f->out_len + pb->len <= sizeof(f->out);
+
+	if (ok) {
+		memcpy(f->out + f->out_len, pb->buf, pb->len);
+		f->out_len += pb->len;
+	}
+	pktbuf_cleanup(pb);
+	return ok;
+}
+
+static bool
+fk_send_error(void *ctx, const struct nk_error *err)
+{
+	struct fake *f = ctx;
+	struct pktbuf pb;
+
+	f->errors++;
+	pktbuf_init(&pb, 128);
+	pktbuf_write_error(&pb, err);
+	return fk_send(ctx, &pb);
+}
+
+static void
+fk_fatal(void *ctx, const char *msg)
+{
+	struct fake *f = ctx;
+
+	f->fatals++;
+	f->closed = true;
+}
+
+static void
+fk_close(void *ctx, const char *reason, const struct nk_error *err)
+{
+	struct fake *f = ctx;
+
+	f->closes++;
+	f->closed = true;
+}
+
+static void NK_PRINTF(3, 0)
+fk_log(void *ctx, int lvl, const char *fmt, va_list ap)
+{
+	((struct fake *)ctx)->logs++;
+}
+
+static void
+fk_idle(void *ctx)
+{
+}
+
+static bool
+fk_relay_busy(void *ctx)
+{
+	return false;
+}
+
+static void
+fk_cancel_link(struct link *l)
+{
+	ck_abort_msg("no link to cancel");
+}
+
+static const struct exec_client_ops fk_ops = {
+	.closed = fk_closed,
+	.send = fk_send,
+	.send_error = fk_send_error,
+	.fatal = fk_fatal,
+	.close = fk_close,
+	.log = fk_log,
+	.idle = fk_idle,
+	.relay_busy = fk_relay_busy,
+	.cancel_link = fk_cancel_link,
+};
+
+/* The client's connection hands each packet to the route, as the session does. */
+static bool
+fk_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, int err,
+	   void *arg)
+{
+	struct fake *f = arg;
+
+	if (ev != SBUF_EV_PKT)
+		return true;
+	return route_on_pkt(f->r, pkt);
+}
+
+/* Publish the storefront topology (database "store") as revision 1. */
+static void
+publish_topology(void)
+{
+	struct topo_model *m = fx_storefront();
+	size_t size = topo_image_size(m);
+	unsigned slot;
+
+	ck_assert_uint_le(size, shm_topo_capacity());
+	ck_assert(shm_topo_claim(&slot));
+	ck_assert_int_eq(topo_image_build(m, 1, shm_topo_data(slot), size), (ssize_t)size);
+	shm_topo_publish(slot, 1, size);
+	topo_model_free(m);
+}
+
+static void
+setup(void)
+{
+	char err[256];
+	struct sbuf_opts o;
+	int sv[2];
+	struct exec_client c = {
+		.ops = &fk_ops,
+		.ctx = &fk,
+		.sb = &fk.sb,
+		.dbname = "store",
+		.user = "app",
+		.stats = &fk.stats,
+		.vars = &fk.vars,
+	};
+
+	ck_assert_msg(shm_create(shm_min_size(2) + (4 << 20), 2, err, sizeof(err)), "%s", err);
+	publish_topology();
+	base = event_base_new();
+	ck_assert_ptr_nonnull(base);
+	memset(&fk, 0, sizeof(fk));
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	sbuf_opts_default(&o);
+	ck_assert(sbuf_init(&fk.sb, base, fk_sbuf_cb, &fk, &o));
+	ck_assert(sbuf_accept(&fk.sb, sv[0], true));
+	fk.peer = sv[1];
+	c.base = base;
+	fk.r = route_session_start(&c);
+	ck_assert_ptr_nonnull(fk.r);
+	fk.r->ready = true;	/* (the catalog wait of route_hold.c is not what is tested) */
+}
+
+static void
+teardown(void)
+{
+	route_session_free(fk.r);
+	sbuf_close(&fk.sb);
+	sbuf_cleanup(&fk.sb);
+	close(fk.peer);
+	event_base_free(base);
+	base = NULL;
+	shm_destroy();
+}
+
+/* Has the route sent a ReadyForQuery? */
+static bool
+fk_ready(void *arg)
+{
+	const struct fake *f = arg;
+
+	for (size_t at = 0; at + 5 <= f->out_len;) {
+		uint32_t n = (uint32_t)f->out[at + 1] << 24 | (uint32_t)f->out[at + 2] << 16 |
+			     (uint32_t)f->out[at + 3] << 8 | f->out[at + 4];
+
+		if (f->out[at] == 'Z')
+			return true;
+		at += 1 + n;
+	}
+	return false;
+}
+
+/*
+ * Send Query <sql> as the client and wait for ReadyForQuery; <want> is what came back, one
+ * letter per message ("C:BEGIN" a CommandComplete with its tag, "E:42601" an ErrorResponse
+ * with its SQLSTATE, "Z:T" ReadyForQuery with its status, "D:v" a DataRow whose first column
+ * is v, "I" EmptyQueryResponse, the type letter of any other), joined by spaces.
+ */
+static void
+query(const char *sql, const char *want)
+{
+	struct pktbuf pb;
+	char got[512] = "";
+	size_t at = 0;
+
+	fk.out_len = 0;
+	pktbuf_init(&pb, 64);
+	pktbuf_write_query(&pb, sql);
+	ck_assert(!pktbuf_failed(&pb));
+	ck_assert_int_eq(write(fk.peer, pb.buf, pb.len), (ssize_t)pb.len);
+	pktbuf_cleanup(&pb);
+	ck_assert_msg(evloop_run_until(base, fk_ready, &fk, 5.0), "%s: no ReadyForQuery", sql);
+	while (at + 5 <= fk.out_len) {
+		const uint8_t *m = fk.out + at;
+		uint32_t n = (uint32_t)m[1] << 24 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 8 | m[4];
+		char one[80];
+
+		if (m[0] == 'C')
+			snprintf(one, sizeof(one), "C:%s", (const char *)m + 5);
+		else if (m[0] == 'Z')
+			snprintf(one, sizeof(one), "Z:%c", m[5]);
+		else if (m[0] == 'E') {
+			const char *f = (const char *)m + 5;
+
+			while (*f != '\0' && *f != 'C')
+				f += strlen(f) + 1;
+			snprintf(one, sizeof(one), "E:%s", *f == 'C' ? f + 1 : "?");
+		} else if (m[0] == 'D' && n >= 10) {	/* the first column's text */
+			int32_t vl = (int32_t)((uint32_t)m[7] << 24 | (uint32_t)m[8] << 16 |
+					       (uint32_t)m[9] << 8 | m[10]);
+
+			snprintf(one, sizeof(one), "D:%.*s", vl > 0 && vl < 64 ? (int)vl : 0,
+				 (const char *)m + 11);
+		} else
+			snprintf(one, sizeof(one), "%c", m[0]);
+		if (got[0] != '\0')
+			strncat(got, " ", sizeof(got) - strlen(got) - 1);
+		strncat(got, one, sizeof(got) - strlen(got) - 1);
+		at += 1 + n;
+	}
+	ck_assert_str_eq(got, want);
+	ck_assert_int_eq(fk.fatals + fk.closes, 0);
+}
+
+START_TEST(test_begin_rollback)
+{
+	query("BEGIN", "C:BEGIN Z:T");
+	ck_assert_int_eq(route_tx_status(fk.r), 'T');
+	ck_assert(!route_is_busy(fk.r));
+	query("ROLLBACK", "C:ROLLBACK Z:I");
+	ck_assert_int_eq(route_tx_status(fk.r), 'I');
+	/* the client's bytes are counted where the sink says (SHOW STATS) */
+	ck_assert_uint_eq(fk.stats.total_received, (1 + 4 + 6) + (1 + 4 + 9));
+}
+END_TEST
+
+START_TEST(test_one_query_two_statements)
+{
+	query("BEGIN; ROLLBACK", "C:BEGIN C:ROLLBACK Z:I");
+	query("START TRANSACTION", "C:START TRANSACTION Z:T");
+	query("COMMIT", "C:COMMIT Z:I");
+}
+END_TEST
+
+START_TEST(test_empty_query)
+{
+	query("", "I Z:I");
+	query("  ;  ", "I Z:I");
+}
+END_TEST
+
+START_TEST(test_syntax_error)
+{
+	query("SELEC 1", "E:42601 Z:I");
+	/* inside a transaction block the error aborts it, as in Postgres */
+	query("BEGIN", "C:BEGIN Z:T");
+	query("SELEC 1", "E:42601 Z:E");
+	query("ROLLBACK", "C:ROLLBACK Z:I");
+}
+END_TEST
+
+START_TEST(test_neki_settings)
+{
+	query("SET __neki.fanout = single", "C:SET Z:I");
+	query("SHOW __neki.fanout", "T D:single C:SHOW Z:I");
+	query("SET __neki.fanout = bogus", "E:22023 Z:I");
+	query("RESET __neki.fanout", "C:RESET Z:I");
+}
+END_TEST
+
+Suite *
+exec_suite(void)
+{
+	Suite *s = suite_create("exec");
+	TCase *tc = tcase_create("client_sink");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_begin_rollback);
+	tcase_add_test(tc, test_one_query_two_statements);
+	tcase_add_test(tc, test_empty_query);
+	tcase_add_test(tc, test_syntax_error);
+	tcase_add_test(tc, test_neki_settings);
+	suite_add_tcase(s, tc);
+	return s;
+}
