@@ -101,6 +101,17 @@ srv_mark_chosen(struct srv_shard *sh)
 	}
 }
 
+static struct srv_poll *srv_poll_find(const struct srv_shard *sh, int index);
+
+/* Whether server <index> of <sh> answers read-only (true when it is not watched). */
+static bool
+srv_poll_read_only(const struct srv_shard *sh, int index)
+{
+	const struct srv_poll *p = srv_poll_find(sh, index);
+
+	return p == NULL || (p->st.flags & SHM_SRV_F_READ_ONLY);
+}
+
 /* The first server of <sh> answering as a primary, writable ones first; -1 none. */
 static int
 srv_first_primary(const struct srv_shard *sh)
@@ -120,23 +131,33 @@ srv_first_primary(const struct srv_shard *sh)
 	return ro;
 }
 
-/* Keep the chosen primary of <sh> while it answers as one; else the first that does. */
+/*
+ * Keep the chosen primary of <sh> while it answers as one (a read-only one only while no
+ * writable one answers); else the first that does.
+ */
 static void
 srv_choose(struct srv_shard *sh)
 {
-	int was = sh->chosen;
+	int was = sh->chosen, first;
 
 	if (sh->switching)
 		return;		/* SWITCHOVER decides */
+	first = srv_first_primary(sh);
 	for (size_t i = 0; i < srv_npolls; i++) {
 		const struct srv_poll *p = &srv_polls[i];
 
-		if (p->shard == sh && (int)p->st.index == was && p->st.role == SHM_SRV_PRIMARY)
-			return;
-		if (p->shard == sh && (int)p->st.index == was && p->st.role == SHM_SRV_UNKNOWN)
+		if (p->shard != sh || (int)p->st.index != was)
+			continue;
+		if (p->st.role == SHM_SRV_UNKNOWN)
 			return;		/* not asked yet: the declared one stays */
+		if (p->st.role == SHM_SRV_PRIMARY &&
+		    (!(p->st.flags & SHM_SRV_F_READ_ONLY) ||
+		     srv_poll_read_only(sh, first)))
+			return;
 	}
-	sh->chosen = srv_first_primary(sh);
+	if (first == was)
+		return;
+	sh->chosen = first;
 	srv_mark_chosen(sh);
 	if (sh->chosen >= 0)
 		log_info("shard %s: its primary is server %d now", sh->uid, sh->chosen);
@@ -493,11 +514,18 @@ void
 servers_switch_end(const char *uid, int primary)
 {
 	struct srv_shard *sh = srv_shard_find(uid);
+	struct srv_poll *p;
 
 	if (sh == NULL)
 		return;
 	sh->switching = false;
 	sh->chosen = primary;
+	p = srv_poll_find(sh, primary);
+	if (p != NULL && p->st.role != SHM_SRV_PRIMARY) {
+		/* promoted (pg_promote() waited for it): a primary, before its next answer */
+		p->st.role = SHM_SRV_PRIMARY;
+		p->st.flags &= ~SHM_SRV_F_READ_ONLY;
+	}
 	srv_mark_chosen(sh);
 	srv_publish();
 	log_info("shard %s: server %d is its primary", uid, primary);

@@ -254,3 +254,24 @@ def test_switchover_under_a_write_load(rep):
         with pytest.raises(psycopg.Error) as e:
             conn.execute('SWITCHOVER "auth-x"')
     assert 'shard "auth-x" has no standbys' in str(e.value)
+
+
+def test_a_read_only_primary_yields_to_a_writable_one(rep):
+    """The chosen primary is sticky while it answers as one, but a read-only one gives way
+    to a writable primary of the same shard: a standby promoted while the old primary is
+    only read-only (as after a SWITCHOVER whose new primary the poller saw last) takes the
+    writes."""
+    rep.wait_roles({("shard-a", 0): "primary", ("shard-a", 1): "standby"})
+    c = rep.cluster
+    c.sql("shard-a", "ALTER SYSTEM SET default_transaction_read_only = on")
+    c.sql("shard-a", "SELECT pg_reload_conf()")
+    wait_until(lambda: rep.shards()[("shard-a", 0)]["state"] == "read-only", 10,
+               what="the primary seen read-only")
+    assert primary_of(rep, "shard-a") == [0]    # read-only, but the only primary
+    c.promote("shard-a-r1")
+    wait_until(lambda: primary_of(rep, "shard-a") == [1], 10, what="the writable primary")
+    a = key_on(rep, "shard-a", 1)
+    rep.run(f"INSERT INTO items VALUES ({a}, 'on the writable one')")
+    assert c.sql("shard-a-r1", f"SELECT v FROM items WHERE id = {a}",
+                 dbname=rep.db) == [("on the writable one",)]
+    assert rep.neki.log().count("shard shard-a: its primary is server 1 now") == 1
