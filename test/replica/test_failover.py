@@ -268,6 +268,7 @@ def test_a_read_only_primary_yields_to_a_writable_one(rep):
     wait_until(lambda: rep.shards()[("shard-a", 0)]["state"] == "read-only", 10,
                what="the primary seen read-only")
     assert primary_of(rep, "shard-a") == [0]    # read-only, but the only primary
+    c.wait_replayed("shard-a-r1")      # (the standby has the table before it is promoted)
     c.promote("shard-a-r1")
     wait_until(lambda: primary_of(rep, "shard-a") == [1], 10, what="the writable primary")
     a = key_on(rep, "shard-a", 1)
