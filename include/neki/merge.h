@@ -96,4 +96,8 @@ uint32_t merge_queued(const struct merge *m, uint32_t shard);
 /* True when shard <shard> sent its CommandComplete. */
 bool merge_shard_done(const struct merge *m, uint32_t shard);
 
+/* The SQL name of built-in type <oid> for a cast ("int4", "numeric[]", "\"char\""), or NULL
+ * when the merge does not know it (or no cast names it exactly, as bit). */
+const char *merge_type_sql(uint32_t oid);
+
 #endif /* NEKI_MERGE_H */

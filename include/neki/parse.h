@@ -175,9 +175,9 @@ struct stmt_scope {
 	uint32_t ndistinct;
 	struct stmt_window *windows;	/* every window function call */
 	uint32_t nwindows;
-	struct stmt_colref test;	/* STMT_SCF_IN: the tested expression when a plain
-					 * column (col NULL otherwise) */
+	struct stmt_colref test;	/* STMT_SCF_IN: the tested plain column (col NULL) */
 	struct stmt_colref out;		/* the only select-list entry when a plain column */
+	int32_t loc;			/* SUBLINK: the SubLink's offset in the text; -1 */
 };
 
 /* A FROM item: a table (or CTE reference), a subquery, a function or VALUES, a join. */

@@ -313,11 +313,11 @@ struct plan {
 	const char *show_value;		/* NEKI_SHOW: the value */
 	const char *query;		/* normalised text sent to shards (EXPLAIN "Query:") */
 	const struct stmt *stmt;	/* borrowed: the statement planned */
-	struct plan *inner;		/* EXPLAIN: the explained statement's plan; DECLARE: the
-					 * cursor's query's plan */
+	struct plan *inner;		/* the plan of EXPLAIN's statement, DECLARE's query */
 	struct plan_insel *insel;	/* PLAN_OP_INSERT_SELECT; NULL otherwise */
-	bool bad_param;			/* refused: a bound parameter's value is not one of its
-					 * type (Postgres refuses it at Bind) */
+	bool bad_param;			/* refused: a bound value not of its type (Bind's) */
+	uint16_t materialize;		/* refused for this SUBLINK scope's subquery: 0, or
+					 * evaluate it first (route_subq.c) */
 };
 
 /*

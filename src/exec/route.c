@@ -25,6 +25,7 @@
 #include "neki/topology_image.h"
 #include "neki/proc.h"
 #include "route_compose.h"
+#include "route_subq.h"
 #include "route_int.h"
 #include "route_target.h"
 #include "route_loop.h"
@@ -259,7 +260,7 @@ route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const cha
 		r->tg_mask |= 1u << (sh - r->sh);
 	}
 	r->sequential = false;
-	r->all_shards_ddl = r->seq_ddl = r->settings_exec = r->exec_reads = false;
+	r->ddl.all_shards = r->ddl.seq = r->settings_exec = r->exec_reads = false;
 	r->pull.final = false;
 	route_sets_exec_clear(r);
 	r->combine = n == 1 ? RX_PASS : RX_SUM;
@@ -723,10 +724,10 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	    (merge && !route_merge_setup(r, sql, &err)))
 		return route_fail(r, &err);
 	r->exec_reads = route_2pc_reads(p->stmt);
-	r->all_shards_ddl = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
-	if (r->all_shards_ddl)
+	r->ddl.all_shards = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
+	if (r->ddl.all_shards)
 		route_ddl_target(r, p->stmt);
-	r->seq_ddl = r->all_shards_ddl && route_seq_ddl(p->stmt->tag);
+	r->ddl.seq = r->ddl.all_shards && route_seq_ddl(p->stmt->tag);
 	if (p->stmt->kind == STMT_COPY && p->nshards > 1)
 		route_copy_out_setup(r, p->stmt->copy);
 	if (p->pin != PLAN_PIN_NONE && r->ntg == 1)	/* session advisory locks */
@@ -804,6 +805,8 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 
 	if (cfailed)
 		return route_fail(r, &err);
+	if (composed == NULL)
+		composed = route_subq_take(r);	/* (a subquery, or the statement over its rows) */
 	if (composed != NULL)
 		sql = composed;
 	if (composed != NULL && r->ext_exec && !route_ext_composed(r, composed)) {
@@ -854,6 +857,8 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 			rc = RSTEP_WAIT;	/* (nothing sent: planned again once loaded) */
 		else if (!planned && p.bad_param && r->bind_owed)
 			rc = route_ext_bind_check(r, route_any_shard(r, ref.data), &err);
+		else if (!planned && p.materialize > 0)
+			rc = route_subq_start(r, st, sql, &norm, p.materialize, &err);
 		else if (!planned || ((p.nfills > 0 || p.nnextvals > 0) &&
 				      (sq = route_seq_plan(r, &in, &p, &sql, &err)) ==
 				      ROUTE_SEQ_FAILED))
@@ -955,7 +960,7 @@ route_cat_wait(struct route *r, enum route_resume resume)
 				 ROUTE_CAT_WAIT_US / 1000000);
 		r->cat_wait = 0;
 		r->cat_done_us = nk_now_us();
-		if (r->ddl_notice)
+		if (r->ddl.notice)
 			route_ddl_notice(r);
 		return false;
 	}
@@ -1172,6 +1177,7 @@ route_session_free(struct route *r)
 	}
 	free(r->redo_sql);
 	route_compose_free(r);
+	route_subq_free(r);
 	free(r->ext_msg);
 	if (r->ev != NULL)
 		event_free(r->ev);

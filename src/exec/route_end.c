@@ -19,6 +19,7 @@
 #include "neki/proc.h"
 #include "neki/proto.h"
 #include "route_int.h"
+#include "route_subq.h"
 #include "route_loop.h"
 #include "route_2pc.h"
 #include "route_client.h"
@@ -276,8 +277,8 @@ route_exec_finished(struct route *r)
 	}
 	if (r->seq.nsetvals > 0)
 		route_seq_setvals_done(r, !r->has_err);
-	if (r->seq_ddl) {	/* (also after a failure: some shards may have done it) */
-		r->seq_ddl = false;
+	if (r->ddl.seq) {	/* (also after a failure: some shards may have done it) */
+		r->ddl.seq = false;
 		shm_seq_bump_all();
 	}
 	if (r->after == RX_AFTER_SEQ) {
@@ -292,6 +293,11 @@ route_exec_finished(struct route *r)
 		route_after_bind_check(r);
 		return;
 	}
+	if (r->subq_capture && r->has_err) {
+		(void)route_subq_finished(r);	/* (its error, or the refusal) */
+		route_after_error(r);
+		return;
+	}
 	if (r->has_err) {
 		route_after_error(r);
 		return;
@@ -303,12 +309,17 @@ route_exec_finished(struct route *r)
 	}
 	if (r->combine == RX_MERGE && route_merge_final(r))
 		return;
+	if (r->subq_capture) {		/* the subquery's rows: the statement again */
+		if (!route_subq_finished(r))
+			route_after_error(r);
+		return;
+	}
 	if (r->an.on ? !route_analyze_reply(r) : !route_combine(r))
 		return;
 	if (!route_sets_done(r))	/* SET / RESET / set_config(): the model follows */
 		return;
-	if (r->all_shards_ddl) {
-		r->ddl_notice = true;
+	if (r->ddl.all_shards) {
+		r->ddl.notice = true;
 		r->cat_wait = shm_cat_request_refresh();
 		r->poll_deadline_us = nk_now_us() + ROUTE_CAT_WAIT_US;
 	}

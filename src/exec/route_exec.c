@@ -17,6 +17,7 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "route_int.h"
+#include "route_subq.h"
 #include "route_oids.h"
 #include "route_target.h"
 #include "route_client.h"
@@ -608,7 +609,8 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 	sh->failed = true;
 	if (r->combine == RX_PASS && !r->has_err && pkt->avail < pkt->len)
 		return route_need_whole(r, l, pkt);	/* its severity, its position may move */
-	if (r->combine == RX_PASS && !r->has_err && !route_err_ends_backend(pkt)) {
+	if (r->combine == RX_PASS && !r->has_err && !r->subq_capture &&
+	    !route_err_ends_backend(pkt)) {
 		struct pktbuf pb;
 		bool later_stmt = !r->ext_exec && r->spans != NULL && r->cur < r->nspans &&
 				  r->spans[r->cur].start > 0;
@@ -815,6 +817,8 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 		return false;	/* (the client is gone) */
 	if (r->combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
 		return route_seq_msg(r, l, pkt);
+	if (r->subq_capture && r->combine != RX_MERGE && strchr("TDC", pkt->type) != NULL)
+		return route_subq_answer(r, l, pkt);
 	if (r->combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
 		return route_pull_answer(r, sh, l, pkt);
 	if (r->combine == RX_INSEL && strchr("123tnTDCs", pkt->type) != NULL)

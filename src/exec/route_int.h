@@ -346,13 +346,12 @@ struct route {
 	uint32_t *split_pos;		/* owned: RX_SPLIT: input row -> row of that target */
 	uint32_t split_n;
 	char end_tag[64];		/* tag to send when the exec ends (COMMIT, ROLLBACK) */
-	bool all_shards_ddl;		/* DDL on every shard: refresh the catalog after it */
-	bool seq_ddl;			/* ... that may restart, drop or rename a sequence:
-					 * every worker drops its reserved values after it */
-	bool ddl_notice;		/* ... send wait_for_ddl's NOTICE once it is loaded */
-	char ddl_target[160];		/* ... "schema.table" it creates or alters; "" none */
+	struct rddl ddl;		/* the statement's DDL (route_ddl.c) */
 	struct rcompose *compose;	/* owned: a statement composed over a __neki call's rows
 					 * (route_compose.c); NULL none */
+	struct rsubq *subq;		/* owned: a subquery the router evaluates before its
+					 * statement (route_subq.c); NULL none */
+	bool subq_capture;		/* ... it runs: its answer is kept, not forwarded */
 	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
 	struct nk_error commit_err;	/* what the client is told then */
 	/* RX_MERGE (route_merge.c) */

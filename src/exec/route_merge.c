@@ -25,6 +25,7 @@
 #include "neki/merge.h"
 #include "neki/pktbuf.h"
 #include "route_int.h"
+#include "route_subq.h"
 #include "route_client.h"
 
 #define ROUTE_MERGE_QUEUE_MAX 256	/* rows the merge holds of one shard before pausing it */
@@ -172,9 +173,11 @@ route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
 	}
 	if (r->an.on)		/* EXPLAIN ANALYZE: the result is counted, not sent */
 		r->an.rows += route_count_rows(pb.buf, pb.len);
-	if (pb.len == 0 || r->an.on) {
+	if (pb.len == 0 || r->an.on || r->subq_capture) {	/* (a subquery's: kept) */
+		bool ok = !r->subq_capture || route_subq_keep(r, pb.buf, pb.len);
+
 		pktbuf_cleanup(&pb);
-		return true;
+		return ok;
 	}
 	r->c.stats->total_sent += pb.len;
 	if (!route_send(r, &pb))

@@ -105,4 +105,13 @@ struct rnotes {
 	bool paused;			/* a listening link is paused: too many held */
 };
 
+/* DDL a statement runs, for what follows it. */
+struct rddl {
+	bool all_shards;		/* DDL on every shard: refresh the catalog after it */
+	bool seq;			/* ... that may restart, drop or rename a sequence:
+					 * every worker drops its reserved values after it */
+	bool notice;			/* ... send wait_for_ddl's NOTICE once it is loaded */
+	char target[160];		/* ... "schema.table" it creates or alters; "" none */
+};
+
 #endif /* NEKI_EXEC_ROUTE_STATE_H */

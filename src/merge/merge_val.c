@@ -102,6 +102,13 @@ mv_type_name(uint32_t oid)
 	return NULL;
 }
 
+/* merge_type_sql: see neki/merge.h. */
+const char *
+merge_type_sql(uint32_t oid)
+{
+	return mv_type_name(oid);
+}
+
 /* mv_array_of: see merge_int.h. */
 uint32_t
 mv_array_of(uint32_t oid)

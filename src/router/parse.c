@@ -122,6 +122,7 @@ pb_scope_new(struct pb *b, uint16_t parent, enum stmt_scope_kind kind)
 	sc->parent = parent;
 	sc->kind = kind;
 	sc->from = -1;
+	sc->loc = -1;
 	return (uint16_t)(b->s->nscopes - 1);
 }
 

@@ -379,6 +379,8 @@ pb_sublink_scope(struct pb *b, const cJSON *sl, uint16_t scope, bool top)
 	if (!sel)
 		return;
 	sc = pb_subquery(b, sel, scope, STMT_SC_SUBLINK);
+	if (sc != scope)
+		b->s->scopes[sc].loc = jint(sl, "location", -1);
 	if (sc == scope || !type || strcmp(type, "ANY_SUBLINK") != 0 ||
 	    (op && strcmp(op, "=") != 0))
 		return;

@@ -93,6 +93,34 @@ unsharded_shard(const struct pctx *c, const struct prel *p)
 	return topo_image_range_shard(c->img, p->res.group, 0);
 }
 
+/* plan_sublink_of: see plan_int.h. */
+uint16_t
+plan_sublink_of(const struct pctx *c, uint16_t sc)
+{
+	for (uint32_t guard = 0; sc != 0 && sc < c->s->nscopes && guard <= c->s->nscopes;
+	     guard++) {
+		if (c->s->scopes[sc].kind == STMT_SC_SUBLINK && c->s->scopes[sc].loc >= 0)
+			return sc;
+		sc = c->s->scopes[sc].parent;
+	}
+	return 0;
+}
+
+/* Sharded components that meet on no one shard: one inside a subquery in an expression
+ * may be evaluated by the router first (plan.materialize; the innermost: a scope's
+ * subqueries are numbered after it), then the rest planned again. */
+static bool
+refuse_components(struct pctx *c)
+{
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		uint16_t sc = free_sharded(c, i) ? plan_sublink_of(c, c->rels[i].r->scope) : 0;
+
+		if (sc > c->out->materialize)
+			c->out->materialize = sc;
+	}
+	return plan_refuse_join(c);
+}
+
 /* Every non-sharded table must be on every shard of the plan. */
 static bool
 others_follow(struct pctx *c)
@@ -178,7 +206,7 @@ decide_sharded(struct pctx *c, int first)
 		if (!plan_shards_from_bits(c, p->res.group, p->bits))
 			return false;
 		if (!p->bits || c->out->nshards != 1)
-			return plan_refuse_join(c);
+			return refuse_components(c);
 	}
 	plan_set_single(c, c->out->shards[0], PLAN_OP_EQUAL_UNIQUE);
 	return others_follow(c);

@@ -78,9 +78,13 @@ rel_below(const struct pctx *c, uint16_t sc)
 	return -1;
 }
 
+/* The subquery of <sc> is refused: if it reads nothing of its outer query, the router may
+ * evaluate it first and put its rows in its place (plan.materialize, route_subq.c). Inner
+ * subqueries are classified first, so <sc> is the innermost one refused. */
 static bool
 refuse_subquery(struct pctx *c, uint16_t sc)
 {
+	c->out->materialize = plan_sublink_of(c, sc);
 	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 		     "subquery over sharded table \"%s\" is not joined to its "
 		     "outer query by the shard key", rel_name(c, rel_below(c, sc)));

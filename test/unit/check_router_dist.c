@@ -211,6 +211,7 @@ START_TEST(test_dist_refused)
 	struct rt_fx fx;
 	struct plan p;
 	struct nk_error err;
+	bool sublink;
 
 	ck_assert_msg(!dplan(&fx, refused[_i].sql, &p, &err), "%s: planned (%s, %u shards)",
 		      refused[_i].sql, plan_kind_str(p.kind), p.nshards);
@@ -218,6 +219,12 @@ START_TEST(test_dist_refused)
 		      strcmp(err.message, refused[_i].message) == 0, "%s: %s %s, want %s %s",
 		      refused[_i].sql, err.sqlstate, err.message, refused[_i].sqlstate,
 		      refused[_i].message);
+	/* a subquery in an expression: the executor may evaluate it first (route_subq.c) */
+	sublink = strstr(refused[_i].message, "not joined to its outer") != NULL ||
+		  strstr(refused[_i].sql, "IN (SELECT customer_id") != NULL ||
+		  strstr(refused[_i].sql, "(SELECT avg(total)") != NULL;
+	ck_assert_msg((p.materialize > 0) == sublink, "%s: materialize %u", refused[_i].sql,
+		      p.materialize);
 	rt_fx_done(&fx);
 }
 END_TEST

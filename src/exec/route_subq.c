@@ -1,0 +1,439 @@
+/*
+ * route_subq.c - a subquery in an expression that the statement's shards cannot evaluate
+ * each on its own rows (`SELECT exists(SELECT 1 FROM orders WHERE total > 999)`, `WHERE
+ * total > (SELECT avg(total) FROM orders)`, `id IN (SELECT ... FROM other_sharded ...)`):
+ * the router evaluates it first, as a statement of its own routed like any other (one
+ * shard, or every shard with the merge step), and its rows replace it in the text as a
+ * VALUES list of the same column names and types; the statement then runs again with that
+ * constant in place of the subquery, and is planned as one whose subquery reads no sharded
+ * table. The planner names the subquery (plan.materialize: the outermost subquery in an
+ * expression of the refused one); nothing reaches the client from its run. A subquery that
+ * reads a column of its outer query cannot run on its own (42P01 / 42703 there): the
+ * statement keeps the planner's refusal. Several such subqueries are evaluated one after the
+ * other (ROUTE_SUBQ_ROUNDS at most). Simple protocol only; over the extended protocol the
+ * refusal stands. Entry points: route_subq_start(), route_subq_take(), route_subq_answer(),
+ * route_subq_keep(), route_subq_finished(), route_subq_free().
+ */
+#include "neki/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/catalog_image.h"
+#include "neki/merge.h"
+#include "neki/parse.h"
+#include "neki/proto.h"
+#include "neki/sqlscan.h"
+#include "route_int.h"
+#include "route_client.h"
+#include "route_subq.h"
+
+#define ROUTE_SUBQ_ROUNDS 8		/* subqueries evaluated for one statement */
+#define ROUTE_SUBQ_COLS 64		/* columns of one subquery's result */
+#define ROUTE_SUBQ_TYPE_MAX 160		/* a type's SQL name */
+
+struct rsubq {
+	char *sql;			/* owned: the statement's text */
+	size_t start, end;		/* the subquery's bytes in it, '(' to ')' */
+	struct nk_error refusal;	/* the planner's, kept when the subquery is correlated */
+	uint32_t rounds;		/* subqueries evaluated for the statement */
+	bool capture;			/* the subquery runs: its answer is kept here */
+	char *next;			/* owned: the text to route next (route_subq_take) */
+	/* the subquery's result, as SQL text */
+	uint16_t ncols;
+	char (*types)[ROUTE_SUBQ_TYPE_MAX];	/* owned: each column's type, as SQL */
+	char *names;			/* owned: the select list "c1 AS "n1", ..." */
+	FILE *rows;			/* the VALUES rows written so far */
+	char *rows_buf;
+	size_t rows_len;
+	uint64_t nrows;
+};
+
+static void
+rows_close(struct rsubq *q)
+{
+	if (q->rows != NULL)
+		fclose(q->rows);
+	q->rows = NULL;
+	free(q->rows_buf);
+	q->rows_buf = NULL;
+	q->rows_len = 0;
+}
+
+void
+route_subq_free(struct route *r)
+{
+	struct rsubq *q = r->subq;
+
+	if (q == NULL)
+		return;
+	rows_close(q);
+	r->subq_capture = false;
+	free(q->sql);
+	free(q->next);
+	free(q->types);
+	free(q->names);
+	free(q);
+	r->subq = NULL;
+}
+
+/* route_subq_take: see route_subq.h. */
+char *
+route_subq_take(struct route *r)
+{
+	char *next;
+
+	if (r->subq == NULL)
+		return NULL;
+	if (r->subq->next == NULL) {	/* a later statement: the last one's state goes */
+		route_subq_free(r);
+		return NULL;
+	}
+	next = r->subq->next;
+	r->subq->next = NULL;
+	return next;
+}
+
+/* ---- the subquery's place in the text ---- */
+
+/* The parenthesised subquery of the SubLink at <loc> in <sql>: [*start, *end). */
+static bool
+subq_span(const char *sql, size_t loc, size_t *start, size_t *end)
+{
+	const char *p = sql + loc;
+	int depth = 0;
+
+	if (loc >= strlen(sql))
+		return false;
+	while (*p != '\0' && *p != '(') {	/* EXISTS, IN, NOT IN, the operator, ANY, ... */
+		const char *e = sql_skip_item(sql, p);
+
+		p = e != p ? e : p + 1;
+	}
+	if (*p != '(')
+		return false;
+	*start = (size_t)(p - sql);
+	while (*p != '\0') {
+		const char *e = sql_skip_item(sql, p);
+
+		if (e != p) {
+			p = e;
+			continue;
+		}
+		depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+		p++;
+		if (depth == 0) {
+			*end = (size_t)(p - sql);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+subq_resume(struct route *r)
+{
+	struct timeval tv = { 0, 0 };
+
+	r->resume = ROUTE_RESUME_NEXT;
+	evtimer_add(r->ev_poll, &tv);
+}
+
+/* route_subq_start: see route_subq.h. */
+enum rstep
+route_subq_start(struct route *r, const struct stmt *st, const char *sql,
+		 const struct parse_norm *norm, uint16_t scope, const struct nk_error *refusal)
+{
+	struct rsubq *q = r->subq;
+	const struct stmt *own = st;
+	struct nk_error err;
+	size_t start, end;
+
+	if (r->ext_exec || (q != NULL && (q->capture || q->rounds >= ROUTE_SUBQ_ROUNDS)))
+		return route_fail(r, refusal);	/* (a subquery inside the one evaluated) */
+	if (st->sql == NULL || strcmp(st->sql, sql) != 0)	/* (the cached model's text
+								 * differs: its offsets too) */
+		own = parse_statement(r->arena, sql, norm, &err);
+	if (own == NULL || scope >= own->nscopes || own->scopes[scope].loc < 0 ||
+	    !subq_span(sql, (size_t)own->scopes[scope].loc, &start, &end))
+		return route_fail(r, refusal);
+	if (q == NULL && (q = r->subq = calloc(1, sizeof(*q))) == NULL)
+		return route_fail(r, (nk_error_oom(&err), &err));
+	free(q->sql);
+	free(q->next);
+	q->sql = strdup(sql);
+	q->next = strndup(sql + start + 1, end - start - 2);	/* (inside the parentheses) */
+	if (q->sql == NULL || q->next == NULL) {
+		route_subq_free(r);
+		return route_fail(r, (nk_error_oom(&err), &err));
+	}
+	q->start = start;
+	q->end = end;
+	q->refusal = *refusal;
+	q->rounds++;
+	q->capture = r->subq_capture = true;
+	q->ncols = 0;
+	q->nrows = 0;
+	rows_close(q);
+	subq_resume(r);		/* (the subquery, routed as a statement of its own) */
+	return RSTEP_ASYNC;
+}
+
+/* ---- its answer ---- */
+
+/* The subquery's result holds more than the router may keep: the statement fails. */
+static bool
+subq_refused(struct route *r, const struct nk_error *err)
+{
+	if (!r->has_err) {
+		r->err = *err;
+		r->has_err = true;
+	}
+	return true;
+}
+
+static bool
+too_big(struct route *r, size_t bytes)
+{
+	struct nk_error e;
+
+	nk_error_set(&e, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+		     "the result of a subquery the router evaluates is larger "
+		     "than router_work_mem allows");
+	nk_error_detail(&e, "Its rows passed %zu bytes; router_work_mem is %lld bytes.", bytes,
+			(long long)r->c.cfg->router_work_mem);
+	nk_error_hint(&e, "Raise router_work_mem, narrow the subquery, or correlate it on the "
+		      "shard key so that each shard evaluates it.");
+	return subq_refused(r, &e);
+}
+
+/* The SQL name of result type <oid>: a built-in type, or one the catalog knows. */
+static bool
+type_sql(struct route *r, uint32_t oid, char *out, size_t len)
+{
+	const char *name = merge_type_sql(oid), *schema = NULL;
+	struct cat_view cv;
+	bool ok = true;
+
+	if (name != NULL) {
+		snprintf(out, len, "%s", name);
+		return true;
+	}
+	cat_view_acquire(&cv, r->db);
+	if (cat_view_type_name(&cv, oid, &schema, &name)) {
+		char *qs = route_quote_ident(schema), *qn = route_quote_ident(name);
+
+		ok = qs != NULL && qn != NULL &&
+		     (size_t)snprintf(out, len, "%s.%s", qs, qn) < len;
+		free(qs);
+		free(qn);
+	} else {
+		ok = false;
+	}
+	cat_view_release(&cv);
+	return ok;
+}
+
+static bool
+keep_desc(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
+{
+	struct proto_column cols[ROUTE_SUBQ_COLS];
+	struct proto_rowdesc_msg m;
+	struct nk_error e;
+	FILE *f;
+	size_t n, names_len = 0;
+
+	if (q->ncols > 0 || r->has_err)
+		return true;		/* (every shard's: the first one's) */
+	if (!proto_parse_row_description(body, len, &m, &e))
+		return subq_refused(r, &e);
+	n = proto_rowdesc_columns(&m, cols, ROUTE_SUBQ_COLS);
+	if (n == 0 || n < m.ncols)
+		return subq_refused(r, (nk_error_set(&e, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "a subquery the router evaluates may return 1 to %d columns",
+				    ROUTE_SUBQ_COLS), &e));
+	free(q->types);
+	free(q->names);
+	q->names = NULL;
+	if ((q->types = calloc(n, sizeof(*q->types))) == NULL ||
+	    (f = open_memstream(&q->names, &names_len)) == NULL)
+		return subq_refused(r, (nk_error_oom(&e), &e));
+	for (size_t k = 0; k < n; k++) {
+		char *qn = route_quote_ident(cols[k].name);
+
+		fprintf(f, "%sc%zu AS %s", k ? ", " : "", k + 1, qn ? qn : "\"?column?\"");
+		free(qn);
+		if (!type_sql(r, cols[k].type_oid, q->types[k], sizeof(q->types[k]))) {
+			fclose(f);
+			nk_error_set(&e, ERRCODE_FEATURE_NOT_SUPPORTED,
+				     "the router cannot write a value of type %u, column \"%s\" "
+				     "of a subquery it evaluates", cols[k].type_oid, cols[k].name);
+			nk_error_hint(&e, "Cast the column to a built-in type in the subquery.");
+			return subq_refused(r, &e);
+		}
+	}
+	if (fclose(f) != 0 || (q->rows = open_memstream(&q->rows_buf, &q->rows_len)) == NULL)
+		return subq_refused(r, (nk_error_oom(&e), &e));
+	q->ncols = (uint16_t)n;
+	return true;
+}
+
+/* A value as an E'' literal (the same under either standard_conforming_strings). */
+static void
+put_literal(FILE *f, const uint8_t *p, uint32_t len)
+{
+	fputs("E'", f);
+	for (uint32_t i = 0; i < len; i++) {
+		if (p[i] == '\'' || p[i] == '\\')
+			fputc(p[i], f);
+		fputc(p[i], f);
+	}
+	fputc('\'', f);
+}
+
+static bool
+keep_row(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
+{
+	struct proto_value vals[ROUTE_SUBQ_COLS];
+	struct proto_datarow_msg m;
+	struct nk_error e;
+
+	if (r->has_err || q->rows == NULL)
+		return true;
+	if (!proto_parse_data_row(body, len, &m, &e))
+		return subq_refused(r, &e);
+	if (m.ncols != q->ncols || proto_datarow_values(&m, vals, ROUTE_SUBQ_COLS) != q->ncols)
+		return subq_refused(r, (nk_error_set(&e, ERRCODE_PROTOCOL_VIOLATION,
+				    "a shard's row has %u columns, its description %u",
+				    m.ncols, q->ncols), &e));
+	fputs(q->nrows ? ", (" : "(", q->rows);
+	for (uint16_t k = 0; k < q->ncols; k++) {
+		fputs(k ? ", " : "", q->rows);
+		if (vals[k].p == NULL)
+			fputs("NULL", q->rows);
+		else
+			put_literal(q->rows, vals[k].p, vals[k].len);
+		fprintf(q->rows, "::%s", q->types[k]);
+	}
+	fputc(')', q->rows);
+	q->nrows++;
+	if (fflush(q->rows) != 0)
+		return subq_refused(r, (nk_error_oom(&e), &e));
+	if (r->c.cfg->router_work_mem > 0 && (int64_t)q->rows_len > r->c.cfg->router_work_mem)
+		return too_big(r, q->rows_len);
+	return true;
+}
+
+/* route_subq_keep: see route_subq.h. */
+bool
+route_subq_keep(struct route *r, const uint8_t *buf, size_t len)
+{
+	for (size_t o = 0; o + 5 <= len;) {
+		const uint8_t *m = buf + o;
+		size_t n = ((size_t)m[1] << 24) | ((size_t)m[2] << 16) | ((size_t)m[3] << 8) | m[4];
+
+		if (n < 4 || o + 1 + n > len)
+			break;
+		if (m[0] == 'T' && !keep_desc(r, r->subq, m + 5, n - 4))
+			return false;
+		if (m[0] == 'D' && !keep_row(r, r->subq, m + 5, n - 4))
+			return false;
+		o += 1 + n;
+	}
+	return true;
+}
+
+/* route_subq_answer: see route_subq.h. */
+bool
+route_subq_answer(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (pkt->avail < pkt->len) {
+		if (sbuf_hold(link_sbuf(l), pkt->len))
+			return true;
+		route_client_fatal(r, "server sent too big packet");
+		return false;
+	}
+	if (!route_subq_keep(r, pkt->data, pkt->len))
+		return false;
+	sbuf_skip(link_sbuf(l), pkt->len);
+	return true;
+}
+
+/* ---- the statement again ---- */
+
+/* The subquery's rows as a parenthesised SELECT of the same columns: malloc'd, or NULL. */
+static char *
+values_sql(struct rsubq *q)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (q->rows == NULL || fflush(q->rows) != 0 || (f = open_memstream(&out, &len)) == NULL)
+		return NULL;
+	fprintf(f, "(SELECT %s FROM (VALUES ", q->names);
+	if (q->nrows > 0) {
+		fwrite(q->rows_buf, 1, q->rows_len, f);
+	} else {
+		fputc('(', f);
+		for (uint16_t k = 0; k < q->ncols; k++)
+			fprintf(f, "%sNULL::%s", k ? ", " : "", q->types[k]);
+		fputc(')', f);
+	}
+	fputs(") AS __neki_subquery(", f);
+	for (uint16_t k = 0; k < q->ncols; k++)
+		fprintf(f, "%sc%u", k ? ", " : "", k + 1u);
+	fputs(q->nrows > 0 ? "))" : ") WHERE false)", f);
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* Did the subquery fail because it reads its outer query's columns? */
+static bool
+is_correlated(const struct nk_error *err)
+{
+	return strcmp(err->sqlstate, ERRCODE_UNDEFINED_TABLE) == 0 ||
+	       strcmp(err->sqlstate, ERRCODE_UNDEFINED_COLUMN) == 0;
+}
+
+/* route_subq_finished: see route_subq.h. */
+bool
+route_subq_finished(struct route *r)
+{
+	struct rsubq *q = r->subq;
+	char *mid;
+	struct nk_error e;
+
+	if (q == NULL || !q->capture)
+		return false;
+	q->capture = r->subq_capture = false;
+	if (r->has_err) {	/* the statement fails (route_after_error() follows) */
+		if (is_correlated(&r->err))
+			r->err = q->refusal;
+		rows_close(q);
+		return false;
+	}
+	if (q->ncols == 0) {
+		nk_error_set(&e, ERRCODE_INTERNAL_ERROR,
+			     "the subquery the router evaluated returned no description");
+		return subq_refused(r, &e), false;
+	}
+	mid = values_sql(q);
+	rows_close(q);
+	if (mid == NULL ||
+	    asprintf(&q->next, "%.*s%s%s", (int)q->start, q->sql, mid, q->sql + q->end) == -1) {
+		q->next = NULL;
+		free(mid);
+		return subq_refused(r, (nk_error_oom(&e), &e)), false;
+	}
+	free(mid);
+	route_exec_reset(r);
+	subq_resume(r);		/* (the statement, with the subquery's rows in its place) */
+	return true;
+}

@@ -1,0 +1,44 @@
+/*
+ * route_subq.h - a subquery in an expression the router evaluates before its statement
+ * (route_subq.c): its rows replace it in the text, then the statement runs again.
+ */
+#ifndef NEKI_EXEC_ROUTE_SUBQ_H
+#define NEKI_EXEC_ROUTE_SUBQ_H
+
+#include "neki/base.h"
+
+#include "neki/sbuf.h"
+
+struct link;
+struct nk_error;
+struct parse_norm;
+struct route;
+struct stmt;
+
+/*
+ * The statement <st> (text <sql>, normalised as <norm>) was refused only for the subquery
+ * of SUBLINK scope <scope> (plan.materialize): run that subquery on its own, its answer kept,
+ * then the statement again with its rows in its place. RSTEP_ASYNC, or RSTEP_STOP after
+ * route_fail() with <refusal> (extended protocol, a subquery inside the one evaluated, too
+ * many rounds, a text the subquery cannot be found in).
+ */
+enum rstep route_subq_start(struct route *r, const struct stmt *st, const char *sql,
+			    const struct parse_norm *norm, uint16_t scope,
+			    const struct nk_error *refusal);
+/* The text to route in place of the statement (the subquery, then the statement with its
+ * rows), owned by the caller; NULL when none (the state of an earlier statement is freed). */
+char *route_subq_take(struct route *r);
+/* A 'T', 'D' or 'C' of a shard while r->subq_capture (the subquery's answer is kept, nothing
+ * of it reaches the client); false when the session closed. */
+bool route_subq_answer(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
+/* The merge step's output messages <buf>[0..len) while capturing. */
+bool route_subq_keep(struct route *r, const uint8_t *buf, size_t len);
+/*
+ * The subquery's exec ended: true when the statement runs again with its rows (nothing more
+ * to do); false otherwise, its error (the planner's refusal when the subquery reads its
+ * outer query's columns) in r->err for route_after_error().
+ */
+bool route_subq_finished(struct route *r);
+void route_subq_free(struct route *r);
+
+#endif /* NEKI_EXEC_ROUTE_SUBQ_H */
