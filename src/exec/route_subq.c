@@ -99,24 +99,23 @@ route_subq_take(struct route *r)
 
 /* ---- the subquery's place in the text ---- */
 
-/* The parenthesised subquery of the SubLink at <loc> in <sql>: [*start, *end). */
-static bool
-subq_span(const char *sql, size_t loc, size_t *start, size_t *end)
+/* The first '(' at or after <p> outside quotes and comments, or NULL. */
+static const char *
+next_open(const char *sql, const char *p)
 {
-	const char *p = sql + loc;
-	int depth = 0;
-
-	if (loc >= strlen(sql))
-		return false;
-	while (*p != '\0' && *p != '(') {	/* EXISTS, IN, NOT IN, the operator, ANY, ... */
+	while (*p != '\0' && *p != '(') {
 		const char *e = sql_skip_item(sql, p);
 
 		p = e != p ? e : p + 1;
 	}
-	if (*p != '(')
-		return false;
-	*start = (size_t)(p - sql);
-	while (*p != '\0') {
+	return *p == '(' ? p : NULL;
+}
+
+/* Just after the parenthesis closing the one at <p>, or NULL. */
+static const char *
+past_group(const char *sql, const char *p)
+{
+	for (int depth = 0; *p != '\0';) {
 		const char *e = sql_skip_item(sql, p);
 
 		if (e != p) {
@@ -125,12 +124,50 @@ subq_span(const char *sql, size_t loc, size_t *start, size_t *end)
 		}
 		depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
 		p++;
-		if (depth == 0) {
-			*end = (size_t)(p - sql);
-			return true;
-		}
+		if (depth == 0)
+			return p;
 	}
-	return false;
+	return NULL;
+}
+
+/* A WITH query's name at <p>, and its column list if any: just after them. */
+static const char *
+past_cte_name(const char *sql, const char *p)
+{
+	const char *e = sql_skip_item(sql, p);	/* a "quoted" name */
+
+	if (e == p)
+		while (sql_ident_char(*e))
+			e++;
+	while (*e == ' ' || *e == '\t' || *e == '\n' || *e == '\r' || *e == '\f' ||
+	       sql_skip_item(sql, e) != e) {	/* (spaces, comments) */
+		const char *c = sql_skip_item(sql, e);
+
+		e = c != e ? c : e + 1;
+	}
+	return *e == '(' ? past_group(sql, e) : e;
+}
+
+/*
+ * The parenthesised text of scope <sc> in <sql>: [*start, *end). A subquery in an
+ * expression is the first group after its SubLink's offset (EXISTS, IN, the operator, ANY,
+ * or the '(' itself); a WITH query's, the first after its name and column list.
+ */
+static bool
+subq_span(const char *sql, const struct stmt_scope *sc, size_t *start, size_t *end)
+{
+	const char *p, *close;
+
+	if (sc->loc < 0 || (size_t)sc->loc >= strlen(sql))
+		return false;
+	p = sql + sc->loc;
+	if (sc->kind == STMT_SC_CTE && (p = past_cte_name(sql, p)) == NULL)
+		return false;
+	if ((p = next_open(sql, p)) == NULL || (close = past_group(sql, p)) == NULL)
+		return false;
+	*start = (size_t)(p - sql);
+	*end = (size_t)(close - sql);
+	return true;
 }
 
 static void
@@ -157,8 +194,8 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	if (st->sql == NULL || strcmp(st->sql, sql) != 0)	/* (the cached model's text
 								 * differs: its offsets too) */
 		own = parse_statement(r->arena, sql, norm, &err);
-	if (own == NULL || scope >= own->nscopes || own->scopes[scope].loc < 0 ||
-	    !subq_span(sql, (size_t)own->scopes[scope].loc, &start, &end))
+	if (own == NULL || scope >= own->nscopes || !subq_span(sql, &own->scopes[scope], &start,
+								 &end))
 		return route_fail(r, refusal);
 	if (q == NULL && (q = r->subq = calloc(1, sizeof(*q))) == NULL)
 		return route_fail(r, (nk_error_oom(&err), &err));

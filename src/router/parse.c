@@ -465,6 +465,8 @@ pb_with(struct pb *b, const cJSON *with, uint16_t scope)
 			continue;
 		}
 		sc = pb_scope_new(b, scope, STMT_SC_CTE);
+		if (sc < b->s->nscopes)
+			b->s->scopes[sc].loc = jint(jas(cte, "CommonTableExpr"), "location", -1);
 		if (jbool(with, "recursive") && sc < b->s->nscopes)
 			b->s->scopes[sc].flags |= STMT_SCF_RECURSIVE;
 		if (strcmp(tag, "SelectStmt") == 0) {

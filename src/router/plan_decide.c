@@ -93,27 +93,31 @@ unsharded_shard(const struct pctx *c, const struct prel *p)
 	return topo_image_range_shard(c->img, p->res.group, 0);
 }
 
-/* plan_sublink_of: see plan_int.h. */
+/* plan_evaluable_of: see plan_int.h. */
 uint16_t
-plan_sublink_of(const struct pctx *c, uint16_t sc)
+plan_evaluable_of(const struct pctx *c, uint16_t sc)
 {
 	for (uint32_t guard = 0; sc != 0 && sc < c->s->nscopes && guard <= c->s->nscopes;
 	     guard++) {
-		if (c->s->scopes[sc].kind == STMT_SC_SUBLINK && c->s->scopes[sc].loc >= 0)
+		const struct stmt_scope *s = &c->s->scopes[sc];
+
+		if (s->loc >= 0 && (s->kind == STMT_SC_SUBLINK ||
+				    (s->kind == STMT_SC_CTE &&
+				     !(s->flags & (STMT_SCF_RECURSIVE | STMT_SCF_WRITE)))))
 			return sc;
-		sc = c->s->scopes[sc].parent;
+		sc = s->parent;
 	}
 	return 0;
 }
 
-/* Sharded components that meet on no one shard: one inside a subquery in an expression
- * may be evaluated by the router first (plan.materialize; the innermost: a scope's
- * subqueries are numbered after it), then the rest planned again. */
+/* Sharded components that meet on no one shard: one inside a subquery in an expression or
+ * a WITH query may be evaluated by the router first (plan.materialize; the innermost: a
+ * scope's subqueries are numbered after it), then the rest planned again. */
 static bool
 refuse_components(struct pctx *c)
 {
 	for (uint32_t i = 0; i < c->nrels; i++) {
-		uint16_t sc = free_sharded(c, i) ? plan_sublink_of(c, c->rels[i].r->scope) : 0;
+		uint16_t sc = free_sharded(c, i) ? plan_evaluable_of(c, c->rels[i].r->scope) : 0;
 
 		if (sc > c->out->materialize)
 			c->out->materialize = sc;

@@ -27,6 +27,9 @@
  * - on any number of shards, a MERGE INSERT into a sharded table whose shard key is not the
  *   co-located source's key (or a value routing to the one shard the MERGE runs on): the
  *   row would be written on the source row's shard whatever its key (121).
+ * A refusal for a part of a subquery in an expression or of a WITH query names that scope
+ * in plan.materialize: the executor evaluates it first when it is not correlated
+ * (route_subq.c) and plans the statement again over its rows.
  */
 #include "neki/base.h"
 
@@ -84,7 +87,7 @@ rel_below(const struct pctx *c, uint16_t sc)
 static bool
 refuse_subquery(struct pctx *c, uint16_t sc)
 {
-	c->out->materialize = plan_sublink_of(c, sc);
+	c->out->materialize = plan_evaluable_of(c, sc);
 	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 		     "subquery over sharded table \"%s\" is not joined to its "
 		     "outer query by the shard key", rel_name(c, rel_below(c, sc)));
@@ -132,6 +135,27 @@ refuse_no_from(struct pctx *c)
 	return false;
 }
 
+/* The clauses of scope <sc> are refused: the executor may evaluate the subquery or WITH
+ * query holding them first (plan.materialize). Returns <d>'s planner context. */
+static struct pctx *
+at_scope(struct dctx *d, uint16_t sc)
+{
+	d->c->out->materialize = plan_evaluable_of(d->c, sc);
+	return d->c;
+}
+
+/* Partitioned rows of <a> and <b> cannot meet: NK013 <code> (113, 63, 112); the rows of one
+ * read in a subquery or WITH query may be evaluated first (the innermost). */
+static bool
+refuse_meet(struct dctx *d, const struct dist *a, const struct dist *b, int code)
+{
+	uint16_t ea = a->rel >= 0 ? plan_evaluable_of(d->c, d->c->rels[a->rel].r->scope) : 0;
+	uint16_t eb = b->rel >= 0 ? plan_evaluable_of(d->c, d->c->rels[b->rel].r->scope) : 0;
+
+	d->c->out->materialize = ea > eb ? ea : eb;
+	return nk_error_nk013(d->c->err, code);
+}
+
 /* ---- classification ---- */
 
 static bool scope_dist(struct dctx *d, uint16_t sc, bool dedup, struct dist *out);
@@ -147,7 +171,7 @@ static bool
 join_inner(struct dctx *d, const struct dist *a, const struct dist *b, struct dist *out)
 {
 	if (a->kind == DIST_PART && b->kind == DIST_PART && a->comp != b->comp)
-		return nk_error_nk013(d->c->err, 113);
+		return refuse_meet(d, a, b, 113);
 	*out = a->kind >= b->kind ? *a : *b;
 	return true;
 }
@@ -196,7 +220,7 @@ join_dist(struct dctx *d, const struct stmt_node *j, struct dist *out)
 	if (kind == STMT_J_FULL) {
 		if ((l.kind == DIST_PART || r.kind == DIST_PART) &&
 		    !(l.kind == DIST_PART && r.kind == DIST_PART && l.comp == r.comp))
-			return nk_error_nk013(d->c->err, j->on_eq ? 63 : 112);
+			return refuse_meet(d, &l, &r, j->on_eq ? 63 : 112);
 		return join_inner(d, &l, &r, out);
 	}
 	if (kind == STMT_J_RIGHT) {
@@ -204,7 +228,7 @@ join_dist(struct dctx *d, const struct stmt_node *j, struct dist *out)
 		null = &l;
 	}
 	if (null->kind == DIST_PART && !(keep->kind == DIST_PART && keep->comp == null->comp))
-		return nk_error_nk013(d->c->err, 113);
+		return refuse_meet(d, keep, null, 113);
 	*out = *keep;
 	out->kind = kmax(keep->kind, null->kind);
 	return true;
@@ -298,15 +322,15 @@ check_ops(struct dctx *d, uint16_t sc, const struct dist *from, bool dedup)
 	const struct stmt_scope *s = &d->c->s->scopes[sc];
 
 	if (s->flags & STMT_SCF_LIMIT)
-		return refuse_op(d->c, "LIMIT or OFFSET", from->rel);
+		return refuse_op(at_scope(d, sc), "LIMIT or OFFSET", from->rel);
 	if ((s->flags & STMT_SCF_AGG) && !any_comp_key(d, sc, s->group, s->ngroup, from->comp))
-		return refuse_op(d->c, "an aggregate or GROUP BY", from->rel);
+		return refuse_op(at_scope(d, sc), "an aggregate or GROUP BY", from->rel);
 	if ((s->flags & STMT_SCF_DISTINCT) && !dedup &&
 	    !any_comp_key(d, sc, s->distinct, s->ndistinct, from->comp))
-		return refuse_op(d->c, "DISTINCT", from->rel);
+		return refuse_op(at_scope(d, sc), "DISTINCT", from->rel);
 	for (uint32_t w = 0; w < s->nwindows; w++)
 		if (!any_comp_key(d, sc, s->windows[w].part, s->windows[w].npart, from->comp))
-			return nk_error_nk013(d->c->err, 106);
+			return nk_error_nk013(at_scope(d, sc)->err, 106);
 	return true;
 }
 
@@ -354,14 +378,14 @@ setop_dist(struct dctx *d, uint16_t sc, bool dedup, struct dist *out)
 	if (!part || (fl & STMT_SCF_RECURSIVE))
 		return true;	/* WITH RECURSIVE: refused by scope_dist() */
 	if (fl & STMT_SCF_SETOP_OTHER)
-		return nk_error_nk013(d->c->err, sc == 0 ? 124 : 151);
+		return nk_error_nk013(at_scope(d, sc)->err, sc == 0 ? 124 : 151);
 	if ((fl & STMT_SCF_UNION) && !removes)
-		return refuse_op(d->c, "UNION", out->rel);
+		return refuse_op(at_scope(d, sc), "UNION", out->rel);
 	if (none && !dedup && !removes)
-		return refuse_none_arm(d->c);
+		return refuse_none_arm(at_scope(d, sc));
 	out->comp = d->c->nrels + d->fresh++;
 	if (sc != 0 && (fl & STMT_SCF_LIMIT))
-		return refuse_op(d->c, "LIMIT or OFFSET", out->rel);
+		return refuse_op(at_scope(d, sc), "LIMIT or OFFSET", out->rel);
 	return true;
 }
 

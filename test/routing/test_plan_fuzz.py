@@ -123,11 +123,10 @@ def regression_cases(data):
          ("0A000", "LIMIT or OFFSET in a subquery over sharded table \"orders\"")),
         ("SELECT * FROM (SELECT status, count(*) FROM orders GROUP BY status) s",
          ("0A000", "an aggregate or GROUP BY in a subquery")),
-        ("WITH w AS (SELECT DISTINCT status FROM orders) SELECT * FROM w",
-         ("0A000", "DISTINCT in a subquery")),
+        # (a WITH query's: evaluated by the router first)
+        ("WITH w AS (SELECT DISTINCT status FROM orders) SELECT * FROM w", None),
         ("WITH w AS (SELECT o.customer_id, count(*) FROM orders o RIGHT JOIN customers c ON "
-         "o.customer_id = c.id GROUP BY o.customer_id) SELECT * FROM w",
-         ("0A000", "an aggregate or GROUP BY in a subquery")),
+         "o.customer_id = c.id GROUP BY o.customer_id) SELECT * FROM w", None),
         ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM orders) s",
          ("NK013", "[106]")),
         ("SELECT * FROM (SELECT id, sum(total) OVER (PARTITION BY customer_id) FROM orders) s",

@@ -83,6 +83,19 @@ def st(loaded):  # noqa: F811
     # the subquery's errors are the statement's
     "SELECT (SELECT id FROM customers)",
     "SELECT (SELECT 1 / (count(*) - count(*)) FROM orders)",
+    # WITH queries whose clauses need every shard's rows
+    "WITH s AS (SELECT status, count(*) FROM orders GROUP BY status) SELECT * FROM s",
+    "WITH w AS (SELECT DISTINCT status FROM orders) SELECT * FROM w",
+    "WITH \"Totals\"(s, n) AS MATERIALIZED (SELECT status, count(*) FROM orders "
+    "GROUP BY status) SELECT * FROM \"Totals\" WHERE n > 1",
+    "WITH top AS (SELECT customer_id FROM orders ORDER BY total DESC NULLS LAST, customer_id "
+    "LIMIT 5) SELECT c.id, c.name FROM customers c JOIN top ON top.customer_id = c.id",
+    "WITH w AS (SELECT * FROM orders) SELECT count(*) FROM w a, w b WHERE a.id < b.id",
+    "WITH u AS (SELECT id FROM orders UNION SELECT id FROM customers) SELECT count(*) FROM u",
+    "WITH a AS (SELECT max(total) AS m FROM orders), b AS (SELECT m * 2 AS d FROM a) "
+    "SELECT * FROM a, b",
+    "WITH n AS (SELECT count(*) AS c FROM orders) "
+    "SELECT id FROM customers WHERE id < (SELECT c FROM n) / 10",
 ])
 def test_uncorrelated_subquery_equals_the_reference(st, sql):
     same(st, sql)
