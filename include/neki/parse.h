@@ -177,7 +177,7 @@ struct stmt_scope {
 	uint32_t nwindows;
 	struct stmt_colref test;	/* STMT_SCF_IN: the tested plain column (col NULL) */
 	struct stmt_colref out;		/* the only select-list entry when a plain column */
-	int32_t loc;			/* SUBLINK, CTE: its offset in the text; -1 */
+	int32_t loc;			/* SUBLINK, CTE: its offset; FROM: its first token's */
 };
 
 /* A FROM item: a table (or CTE reference), a subquery, a function or VALUES, a join. */

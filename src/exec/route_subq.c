@@ -1,13 +1,14 @@
 /*
- * route_subq.c - a subquery in an expression that the statement's shards cannot evaluate
- * each on its own rows (`SELECT exists(SELECT 1 FROM orders WHERE total > 999)`, `WHERE
- * total > (SELECT avg(total) FROM orders)`, `id IN (SELECT ... FROM other_sharded ...)`):
- * the router evaluates it first, as a statement of its own routed like any other (one
- * shard, or every shard with the merge step), and its rows replace it in the text as a
- * VALUES list of the same column names and types; the statement then runs again with that
- * constant in place of the subquery, and is planned as one whose subquery reads no sharded
- * table. The planner names the subquery (plan.materialize: the outermost subquery in an
- * expression of the refused one); nothing reaches the client from its run. A subquery that
+ * route_subq.c - a subquery that the statement's shards cannot evaluate each on its own rows
+ * (`SELECT exists(SELECT 1 FROM orders WHERE total > 999)`, `WHERE total > (SELECT
+ * avg(total) FROM orders)`, `id IN (SELECT ... FROM other_sharded ...)`, a derived table or
+ * WITH query with GROUP BY, LIMIT, DISTINCT or UNION over every shard's rows): the router
+ * evaluates it first, as a statement of its own routed like any other (one shard, or every
+ * shard with the merge step), and its rows replace it in the text as a VALUES list of the
+ * same column names and types; the statement then runs again with that constant in place
+ * of the subquery, and is planned as one whose subquery reads no sharded table. The
+ * planner names the subquery (plan.materialize: the innermost one holding the refused
+ * part); nothing reaches the client from its run. A subquery that
  * reads a column of its outer query cannot run on its own (42P01 / 42703 there): the
  * statement keeps the planner's refusal. Several such subqueries are evaluated one after the
  * other (ROUTE_SUBQ_ROUNDS at most). Simple protocol only; over the extended protocol the
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/event.h>
 
@@ -34,6 +36,7 @@
 #define ROUTE_SUBQ_ROUNDS 8		/* subqueries evaluated for one statement */
 #define ROUTE_SUBQ_COLS 64		/* columns of one subquery's result */
 #define ROUTE_SUBQ_TYPE_MAX 160		/* a type's SQL name */
+#define ROUTE_SUBQ_DEPTH 64		/* parentheses followed to find a derived table */
 
 struct rsubq {
 	char *sql;			/* owned: the statement's text */
@@ -130,6 +133,22 @@ past_group(const char *sql, const char *p)
 	return NULL;
 }
 
+/* <p> past white space and comments. */
+static const char *
+past_blanks(const char *sql, const char *p)
+{
+	for (;;) {
+		const char *e = sql_skip_item(sql, p);
+
+		if (e != p && (p[0] == '-' || p[0] == '/'))	/* a comment */
+			p = e;
+		else if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f')
+			p++;
+		else
+			return p;
+	}
+}
+
 /* A WITH query's name at <p>, and its column list if any: just after them. */
 static const char *
 past_cte_name(const char *sql, const char *p)
@@ -139,19 +158,76 @@ past_cte_name(const char *sql, const char *p)
 	if (e == p)
 		while (sql_ident_char(*e))
 			e++;
-	while (*e == ' ' || *e == '\t' || *e == '\n' || *e == '\r' || *e == '\f' ||
-	       sql_skip_item(sql, e) != e) {	/* (spaces, comments) */
-		const char *c = sql_skip_item(sql, e);
-
-		e = c != e ? c : e + 1;
-	}
+	e = past_blanks(sql, e);
 	return *e == '(' ? past_group(sql, e) : e;
+}
+
+/* Is one of <words> at <p>? */
+static bool
+word_at(const char *p, const char *const *words, size_t nwords)
+{
+	for (size_t i = 0; i < nwords; i++) {
+		size_t n = strlen(words[i]);
+
+		if (strncasecmp(p, words[i], n) == 0 && !sql_ident_char(p[n]))
+			return true;
+	}
+	return false;
+}
+
+/* Is the group opening at <p> a whole parenthesised query: one starts inside it (SELECT,
+ * VALUES, WITH, TABLE, or a parenthesised arm), and no set operation or ORDER BY / LIMIT
+ * continues it after? (Inner groups are tried first: an arm is never taken for more.) */
+static bool
+whole_query(const char *sql, const char *p)
+{
+	static const char *const starts[] = { "select", "values", "with", "table" };
+	static const char *const goes_on[] = { "union", "intersect", "except", "order",
+					       "limit", "offset", "fetch", "for" };
+	const char *in = past_blanks(sql, p + 1), *close;
+
+	if ((*in != '(' && !word_at(in, starts, NK_ARRAY_LEN(starts))) ||
+	    (close = past_group(sql, p)) == NULL)
+		return false;
+	return !word_at(past_blanks(sql, close), goes_on, NK_ARRAY_LEN(goes_on));
+}
+
+/* The '(' of the innermost whole parenthesised query holding offset <loc> (a derived
+ * table's first token), or NULL. */
+static const char *
+query_open_before(const char *sql, size_t loc)
+{
+	const char *open[ROUTE_SUBQ_DEPTH];
+	size_t depth = 0;
+
+	for (const char *p = sql; *p != '\0' && (size_t)(p - sql) < loc;) {
+		const char *e = sql_skip_item(sql, p);
+
+		if (e != p) {
+			p = e;
+			continue;
+		}
+		if (*p == '(' && depth < ROUTE_SUBQ_DEPTH)
+			open[depth] = p;
+		depth += *p == '(' ? 1 : *p == ')' && depth > 0 ? -1 : 0;
+		p++;
+	}
+	if (depth > ROUTE_SUBQ_DEPTH)
+		return NULL;	/* (deeper than followed: not evaluated) */
+	while (depth > 0) {
+		const char *p = open[--depth];
+
+		if (whole_query(sql, p))
+			return p;
+	}
+	return NULL;
 }
 
 /*
  * The parenthesised text of scope <sc> in <sql>: [*start, *end). A subquery in an
  * expression is the first group after its SubLink's offset (EXISTS, IN, the operator, ANY,
- * or the '(' itself); a WITH query's, the first after its name and column list.
+ * or the '(' itself); a WITH query's, the first after its name and column list; a derived
+ * table's, the innermost parenthesised query holding its first token.
  */
 static bool
 subq_span(const char *sql, const struct stmt_scope *sc, size_t *start, size_t *end)
@@ -163,7 +239,11 @@ subq_span(const char *sql, const struct stmt_scope *sc, size_t *start, size_t *e
 	p = sql + sc->loc;
 	if (sc->kind == STMT_SC_CTE && (p = past_cte_name(sql, p)) == NULL)
 		return false;
-	if ((p = next_open(sql, p)) == NULL || (close = past_group(sql, p)) == NULL)
+	if (sc->kind == STMT_SC_FROM || sc->kind == STMT_SC_LATERAL)
+		p = query_open_before(sql, (size_t)sc->loc);
+	else
+		p = next_open(sql, p);
+	if (p == NULL || (close = past_group(sql, p)) == NULL)
 		return false;
 	*start = (size_t)(p - sql);
 	*end = (size_t)(close - sql);

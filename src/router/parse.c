@@ -369,6 +369,26 @@ pb_join(struct pb *b, const cJSON *j, uint16_t scope, bool nullable)
 	return nd;
 }
 
+/* The smallest "location" in the tree <n> (the first token placed inside it); -1 none. */
+static int32_t
+min_location(const cJSON *n)
+{
+	int32_t best = -1;
+	const cJSON *f;
+
+	cJSON_ArrayForEach(f, n) {
+		int32_t v = -1;
+
+		if (f->string != NULL && strcmp(f->string, "location") == 0 && cJSON_IsNumber(f))
+			v = (int32_t)f->valueint;
+		else if (cJSON_IsArray(f) || cJSON_IsObject(f))
+			v = min_location(f);
+		if (v >= 0 && (best < 0 || v < best))
+			best = v;
+	}
+	return best;
+}
+
 /* A derived table (LATERAL or not): its own scope. */
 static int32_t
 pb_subselect(struct pb *b, const cJSON *rs, uint16_t scope)
@@ -382,6 +402,8 @@ pb_subselect(struct pb *b, const cJSON *rs, uint16_t scope)
 		b->s->shape |= STMT_SH_LATERAL_VALUES;
 	b->s->flags |= STMT_F_SUBQUERY;
 	sc = pb_scope_new(b, scope, lateral ? STMT_SC_LATERAL : STMT_SC_FROM);
+	if (sc < b->s->nscopes)
+		b->s->scopes[sc].loc = min_location(sel);
 	if (nd >= 0)
 		b->s->nodes[nd].ref = sc;
 	pb_select(b, sel, sc, false);

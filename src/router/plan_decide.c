@@ -101,7 +101,8 @@ plan_evaluable_of(const struct pctx *c, uint16_t sc)
 	     guard++) {
 		const struct stmt_scope *s = &c->s->scopes[sc];
 
-		if (s->loc >= 0 && (s->kind == STMT_SC_SUBLINK ||
+		if (s->loc >= 0 && (s->kind == STMT_SC_SUBLINK || s->kind == STMT_SC_FROM ||
+				    s->kind == STMT_SC_LATERAL ||
 				    (s->kind == STMT_SC_CTE &&
 				     !(s->flags & (STMT_SCF_RECURSIVE | STMT_SCF_WRITE)))))
 			return sc;

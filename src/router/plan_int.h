@@ -100,8 +100,8 @@ void plan_set_single(struct pctx *c, const char *shard, enum plan_op op);
 /* Sharded rels <a> and <b> give equal keys the same shard (same group, equivalent index). */
 bool plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b);
 /* The innermost subquery the executor could evaluate first holding scope <sc>, or <sc>
- * itself: a subquery in an expression or a WITH query (not recursive, not writing), whose
- * text is known; 0 when none. What plan.materialize names. */
+ * itself: a subquery in an expression, a derived table or a WITH query (not recursive, not
+ * writing), whose text is known; 0 when none. What plan.materialize names. */
 uint16_t plan_evaluable_of(const struct pctx *c, uint16_t sc);
 /* Reference table <p> has a copy on shard <uid>. */
 bool plan_ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid);

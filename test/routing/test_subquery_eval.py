@@ -96,6 +96,18 @@ def st(loaded):  # noqa: F811
     "SELECT * FROM a, b",
     "WITH n AS (SELECT count(*) AS c FROM orders) "
     "SELECT id FROM customers WHERE id < (SELECT c FROM n) / 10",
+    # derived tables whose clauses need every shard's rows
+    "SELECT * FROM (SELECT status, count(*) FROM orders GROUP BY status) s",
+    "SELECT * FROM ( /* ( */ SELECT status, count(*) AS n FROM orders GROUP BY status) AS s(a, b) "
+    "WHERE b > 1",
+    "SELECT s.customer_id, c.name FROM (SELECT customer_id FROM orders ORDER BY total DESC "
+    "NULLS LAST, id LIMIT 3) s JOIN customers c ON c.id = s.customer_id",
+    "SELECT * FROM ((SELECT id FROM orders) UNION (SELECT id FROM customers)) u WHERE id < 15",
+    "SELECT count(*) FROM (SELECT DISTINCT status FROM orders) d, (SELECT max(id) FROM "
+    "customers) m",
+    "SELECT x.n + 1 FROM (SELECT (SELECT count(*) FROM orders) AS n) x",
+    "SELECT * FROM customers c, LATERAL (SELECT count(*) FROM orders WHERE total > 70) o "
+    "WHERE c.id < 3",
 ])
 def test_uncorrelated_subquery_equals_the_reference(st, sql):
     same(st, sql)
@@ -125,13 +137,22 @@ def test_in_a_transaction(st):
         assert cur.fetchall() == [(False,)]
 
 
-def test_a_correlated_subquery_keeps_the_refusal(st):
-    sql = ("SELECT k.code, (SELECT count(*) FROM customers c WHERE c.country = k.code) "
-           "FROM countries k")
+@pytest.mark.parametrize("sql, sqlstate, message", [
+    ("SELECT k.code, (SELECT count(*) FROM customers c WHERE c.country = k.code) "
+     "FROM countries k", "0A000", "is not joined to its outer query by the shard key"),
+    ("SELECT * FROM countries k LEFT JOIN LATERAL (SELECT count(*) FROM customers c "
+     "WHERE c.country = k.code) x ON true", "0A000",
+     "an aggregate or GROUP BY in a subquery over sharded table \"customers\""),
+    ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM orders) s", "NK013",
+     "[106]"),
+])
+def test_what_cannot_be_evaluated_keeps_the_refusal(st, sql, sqlstate, message):
+    """A correlated subquery (it fails on its own) keeps the planner's refusal; one that
+    cannot be routed on its own either gives that refusal."""
     with st.connect() as conn, pytest.raises(psycopg.Error) as e:
         psycopg.ClientCursor(conn).execute(sql)
-    assert e.value.diag.sqlstate == "0A000"
-    assert "is not joined to its outer query by the shard key" in str(e.value)
+    assert e.value.diag.sqlstate == sqlstate
+    assert message in str(e.value)
     with st.connect() as conn:      # the session goes on
         assert conn.execute("SELECT 1").fetchall() == [(1,)]
 

@@ -206,10 +206,17 @@ static const struct {
 	  J113 },
 };
 
-/* Refused above for the clauses of a subquery or WITH query (not correlated here) that
- * the executor evaluates first (plan.materialize, route_subq.c), besides the subqueries
- * "not joined to its outer query". */
+/* Refused above for the clauses of a subquery, derived table or WITH query that the
+ * executor evaluates first when it is not correlated (plan.materialize, route_subq.c),
+ * besides the subqueries "not joined to its outer query". */
 static const char *const evaluated[] = {
+	"SELECT * FROM countries k LEFT JOIN LATERAL (SELECT * FROM customers c WHERE "
+	"c.country = k.code) x ON true",
+	"SELECT * FROM (SELECT * FROM orders ORDER BY id LIMIT 3) s",
+	"SELECT * FROM (SELECT status, count(*) FROM orders GROUP BY status) s",
+	"SELECT * FROM (SELECT count(*) FROM orders) s",
+	"SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM orders) s",
+	"SELECT * FROM (SELECT id FROM orders UNION SELECT id FROM customers) s",
 	"WITH w AS (SELECT o.customer_id, count(*) FROM orders o RIGHT JOIN customers c ON "
 	"o.customer_id = c.id GROUP BY o.customer_id) SELECT * FROM w",
 	"WITH s AS (SELECT DISTINCT status FROM orders) SELECT * FROM s",
