@@ -787,10 +787,9 @@ route_dispatch(struct route *r, const struct plan *p, const char *sql, const voi
 	return route_shards(r, p, sql);
 }
 
-/* Normalise, look up or parse, plan, run: all while the topology image is pinned. */
-enum rstep
-route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param *params,
-	   uint32_t nparams)
+static enum rstep
+stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *params,
+	 uint32_t nparams)
 {
 	struct shm_topo_ref ref;
 	struct cat_view cv;
@@ -800,13 +799,13 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 	struct plan p;
 	struct nk_error err;
 	enum rstep rc;
-	bool cfailed;
+	bool cfailed, sub_simple = false;
 	char *composed = route_compose_take(r, &cfailed, &err);	/* (a call's rows in its place) */
 
 	if (cfailed)
 		return route_fail(r, &err);
-	if (composed == NULL)
-		composed = route_subq_take(r);	/* (a subquery, or the statement over its rows) */
+	if (composed == NULL && r->subq != NULL)	/* (a subquery, or its statement again) */
+		composed = route_subq_take(r, &sub_simple);
 	if (composed != NULL)
 		sql = composed;
 	if (composed != NULL && r->ext_exec && !route_ext_composed(r, composed)) {
@@ -825,7 +824,7 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 				    cat_view_relkind, cv.version, cat_view_column,
 				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base,
 				    cat_view_table_at, cat_view_type_name, cat_view_is_aggregate };
-	if (!r->ext_exec)
+	if (!r->ext_exec && !sub_simple)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
 	r->ps.tx_shard = route_tx_shard(r, true);
@@ -871,6 +870,17 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 	cat_view_release(&cv);
 	shm_topo_unpin(&ref);
 	free(composed);
+	return rc;
+}
+
+/* Normalise, look up or parse, plan, run: all while the topology image is pinned. */
+enum rstep
+route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param *params,
+	   uint32_t nparams)
+{
+	enum rstep rc = stmt_run(r, sql, multi, params, nparams);
+
+	route_subq_settle(r, rc);
 	return rc;
 }
 

@@ -11,8 +11,9 @@
  * part); nothing reaches the client from its run. A subquery that
  * reads a column of its outer query cannot run on its own (42P01 / 42703 there): the
  * statement keeps the planner's refusal. Several such subqueries are evaluated one after the
- * other (ROUTE_SUBQ_ROUNDS at most). Simple protocol only; over the extended protocol the
- * refusal stands. Entry points: route_subq_start(), route_subq_take(), route_subq_answer(),
+ * other (ROUTE_SUBQ_ROUNDS at most). At an Execute (extended protocol) the subquery, when
+ * it holds no parameter, runs as a simple Query and the statement again at the Execute, its
+ * Parse carrying the new text (route_ext_composed()). Entry points: route_subq_start(), route_subq_take(), route_subq_answer(),
  * route_subq_keep(), route_subq_finished(), route_subq_free().
  */
 #include "neki/base.h"
@@ -44,6 +45,9 @@ struct rsubq {
 	struct nk_error refusal;	/* the planner's, kept when the subquery is correlated */
 	uint32_t rounds;		/* subqueries evaluated for the statement */
 	bool capture;			/* the subquery runs: its answer is kept here */
+	bool ext;			/* the statement is an Execute (extended protocol): the
+					 * subquery runs as a simple Query, the statement again
+					 * at the Execute's resume */
 	char *next;			/* owned: the text to route next (route_subq_take) */
 	/* the subquery's result, as SQL text */
 	uint16_t ncols;
@@ -66,6 +70,24 @@ rows_close(struct rsubq *q)
 	q->rows_len = 0;
 }
 
+/* The subquery's run is over: the session's own again. */
+static void
+capture_end(struct route *r, struct rsubq *q)
+{
+	if (q->capture && q->ext)
+		r->ext_exec = true;	/* (the Execute's again) */
+	q->capture = r->subq_capture = false;
+	rows_close(q);
+}
+
+/* route_subq_settle: see route_subq.h. */
+void
+route_subq_settle(struct route *r, enum rstep rc)
+{
+	if (r->subq != NULL && r->subq->capture && rc != RSTEP_ASYNC)
+		capture_end(r, r->subq);	/* (refused before anything was sent) */
+}
+
 void
 route_subq_free(struct route *r)
 {
@@ -73,8 +95,7 @@ route_subq_free(struct route *r)
 
 	if (q == NULL)
 		return;
-	rows_close(q);
-	r->subq_capture = false;
+	capture_end(r, q);
 	free(q->sql);
 	free(q->next);
 	free(q->types);
@@ -85,10 +106,11 @@ route_subq_free(struct route *r)
 
 /* route_subq_take: see route_subq.h. */
 char *
-route_subq_take(struct route *r)
+route_subq_take(struct route *r, bool *simple)
 {
 	char *next;
 
+	*simple = false;
 	if (r->subq == NULL)
 		return NULL;
 	if (r->subq->next == NULL) {	/* a later statement: the last one's state goes */
@@ -97,6 +119,10 @@ route_subq_take(struct route *r)
 	}
 	next = r->subq->next;
 	r->subq->next = NULL;
+	if (r->subq->capture && r->subq->ext) {
+		*simple = true;
+		r->ext_exec = false;	/* (until route_subq_finished()) */
+	}
 	return next;
 }
 
@@ -255,8 +281,28 @@ subq_resume(struct route *r)
 {
 	struct timeval tv = { 0, 0 };
 
-	r->resume = ROUTE_RESUME_NEXT;
+	r->resume = r->subq->ext ? ROUTE_RESUME_EXEC : ROUTE_RESUME_NEXT;
+	if (r->subq->ext)
+		r->busy = true;	/* the client waits with its Execute (route_ext_exec_resume) */
 	evtimer_add(r->ev_poll, &tv);
+}
+
+/* Does [start, end) of <sql> hold a parameter ($n)? */
+static bool
+has_param(const char *sql, size_t start, size_t end)
+{
+	for (const char *p = sql + start; p < sql + end;) {
+		const char *e = sql_skip_item(sql, p);
+
+		if (e != p) {
+			p = e;
+			continue;
+		}
+		if (p[0] == '$' && p[1] >= '0' && p[1] <= '9' && (p == sql || !sql_ident_char(p[-1])))
+			return true;
+		p++;
+	}
+	return false;
 }
 
 /* route_subq_start: see route_subq.h. */
@@ -269,14 +315,15 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	struct nk_error err;
 	size_t start, end;
 
-	if (r->ext_exec || (q != NULL && (q->capture || q->rounds >= ROUTE_SUBQ_ROUNDS)))
+	if (q != NULL && (q->capture || q->rounds >= ROUTE_SUBQ_ROUNDS))
 		return route_fail(r, refusal);	/* (a subquery inside the one evaluated) */
 	if (st->sql == NULL || strcmp(st->sql, sql) != 0)	/* (the cached model's text
 								 * differs: its offsets too) */
 		own = parse_statement(r->arena, sql, norm, &err);
-	if (own == NULL || scope >= own->nscopes || !subq_span(sql, &own->scopes[scope], &start,
-								 &end))
-		return route_fail(r, refusal);
+	if (own == NULL || scope >= own->nscopes ||
+	    !subq_span(sql, &own->scopes[scope], &start, &end) ||
+	    (r->ext_exec && has_param(sql, start, end)))
+		return route_fail(r, refusal);	/* (a bound value: not run on its own) */
 	if (q == NULL && (q = r->subq = calloc(1, sizeof(*q))) == NULL)
 		return route_fail(r, (nk_error_oom(&err), &err));
 	free(q->sql);
@@ -291,6 +338,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	q->end = end;
 	q->refusal = *refusal;
 	q->rounds++;
+	q->ext = r->ext_exec;
 	q->capture = r->subq_capture = true;
 	q->ncols = 0;
 	q->nrows = 0;
@@ -529,11 +577,10 @@ route_subq_finished(struct route *r)
 
 	if (q == NULL || !q->capture)
 		return false;
-	q->capture = r->subq_capture = false;
 	if (r->has_err) {	/* the statement fails (route_after_error() follows) */
 		if (is_correlated(&r->err))
 			r->err = q->refusal;
-		rows_close(q);
+		capture_end(r, q);
 		return false;
 	}
 	if (q->ncols == 0) {
@@ -542,7 +589,7 @@ route_subq_finished(struct route *r)
 		return subq_refused(r, &e), false;
 	}
 	mid = values_sql(q);
-	rows_close(q);
+	capture_end(r, q);
 	if (mid == NULL ||
 	    asprintf(&q->next, "%.*s%s%s", (int)q->start, q->sql, mid, q->sql + q->end) == -1) {
 		q->next = NULL;

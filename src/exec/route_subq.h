@@ -26,8 +26,10 @@ enum rstep route_subq_start(struct route *r, const struct stmt *st, const char *
 			    const struct parse_norm *norm, uint16_t scope,
 			    const struct nk_error *refusal);
 /* The text to route in place of the statement (the subquery, then the statement with its
- * rows), owned by the caller; NULL when none (the state of an earlier statement is freed). */
-char *route_subq_take(struct route *r);
+ * rows), owned by the caller; NULL when none (the state of an earlier statement is freed).
+ * <*simple>: the subquery of an Execute, run as a simple Query (r->ext_exec is false until
+ * route_subq_finished()). */
+char *route_subq_take(struct route *r, bool *simple);
 /* A 'T', 'D' or 'C' of a shard while r->subq_capture (the subquery's answer is kept, nothing
  * of it reaches the client); false when the session closed. */
 bool route_subq_answer(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
@@ -39,6 +41,9 @@ bool route_subq_keep(struct route *r, const uint8_t *buf, size_t len);
  * outer query's columns) in r->err for route_after_error().
  */
 bool route_subq_finished(struct route *r);
+/* The end of route_stmt() with <rc>: a subquery refused (or answered) before anything was
+ * sent ends its run there. */
+void route_subq_settle(struct route *r, enum rstep rc);
 void route_subq_free(struct route *r);
 
 #endif /* NEKI_EXEC_ROUTE_SUBQ_H */

@@ -148,13 +148,56 @@ def test_in_a_transaction(st):
 ])
 def test_what_cannot_be_evaluated_keeps_the_refusal(st, sql, sqlstate, message):
     """A correlated subquery (it fails on its own) keeps the planner's refusal; one that
-    cannot be routed on its own either gives that refusal."""
-    with st.connect() as conn, pytest.raises(psycopg.Error) as e:
-        psycopg.ClientCursor(conn).execute(sql)
-    assert e.value.diag.sqlstate == sqlstate
-    assert message in str(e.value)
-    with st.connect() as conn:      # the session goes on
-        assert conn.execute("SELECT 1").fetchall() == [(1,)]
+    cannot be routed on its own either gives that refusal. The session goes on, its next
+    statements answered as usual (over both protocols)."""
+    with st.connect(autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as e:
+            psycopg.ClientCursor(conn).execute(sql)
+        assert e.value.diag.sqlstate == sqlstate
+        assert message in str(e.value)
+        assert conn.execute("SELECT count(*) FROM customers").fetchall() == [(40,)]
+        assert psycopg.ClientCursor(conn).execute("SELECT 1").fetchall() == [(1,)]
+
+
+def ext_rows(connect, sql, params, binary=False, prepare=None):
+    with connect() as conn:
+        cur = conn.cursor(binary=binary)
+        cur.execute(sql, params, prepare=prepare)
+        return [d.name for d in cur.description], sorted(cur.fetchall(), key=repr)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_over_the_extended_protocol(st, binary):
+    """A driver's statement with bound parameters elsewhere than in the subquery: the
+    subquery runs on its own, then the Execute with its rows in place; also as a named
+    prepared statement executed again and again."""
+    cases = [
+        ("SELECT id, name FROM customers WHERE id > (SELECT avg(customer_id) FROM orders) "
+         "AND id < %s", (37,)),
+        ("SELECT %s::int AS k, exists(SELECT 1 FROM orders WHERE total > 79.99)", (5,)),
+        ("SELECT * FROM (SELECT status, count(*) FROM orders GROUP BY status) s "
+         "WHERE count > %s", (1,)),
+    ]
+    for sql, params in cases:
+        want = ext_rows(st.ref, sql, params, binary)
+        assert ext_rows(st.connect, sql, params, binary) == want, sql
+    sql, params = cases[0]
+    with st.connect() as conn:
+        for i in range(8):          # (psycopg prepares it by name from the 5th on)
+            cur = conn.cursor(binary=binary)
+            cur.execute(sql, (30 + i,), prepare=True)
+            with st.ref() as ref:
+                want = ref.execute(sql, (30 + i,)).fetchall()
+            assert sorted(cur.fetchall()) == sorted(want)
+
+
+def test_a_subquery_with_a_bound_parameter_keeps_the_refusal(st):
+    with st.connect() as conn:
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT (SELECT count(*) FROM orders WHERE total > %s)", (5,))
+        assert "is not joined to its outer query by the shard key" in str(e.value)
+        conn.rollback()
+        assert conn.execute("SELECT %s::int", (3,)).fetchall() == [(3,)]
 
 
 def test_in_over_a_text_column(st):
