@@ -917,47 +917,6 @@ route_analyse(struct route *r, const char *sql, struct route_stmt_info *info,
 }
 
 bool
-route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
-	      uint32_t nparams)
-{
-	enum rstep rc;
-
-	child_switch_topology();
-	r->ext_params = params;
-	r->ext_nparams = nparams;
-	while ((rc = route_stmt(r, sql, false, params, nparams)) == RSTEP_WAIT) {
-		if (route_cat_wait(r, ROUTE_RESUME_EXEC)) {
-			r->busy = true;		/* the client waits with its Execute */
-			return true;
-		}
-	}
-	if (route_client_closed(r))
-		return false;
-	if (rc != RSTEP_ASYNC) {
-		if (r->ext_implicit)	/* nothing was sent: no shard to end it on */
-			(void)route_ext_implicit_end(r, false);
-		r->ext_implicit_failed = false;
-		route_portal_ran(r, rc == RSTEP_DONE);
-		r->ext_exec = false;
-		r->busy = false;	/* (an exec that could not start set it) */
-		r->ext_pst = NULL;
-		r->ext_norm = NULL;
-		if (rc == RSTEP_STOP)
-			r->ext_failed = true;
-	}
-	return true;
-}
-
-void
-route_ext_exec_resume(struct route *r)
-{
-	r->busy = false;
-	if (route_run_ext(r, r->xportal->query, r->ext_params, r->ext_nparams) && !r->busy &&
-	    !route_client_closed(r))
-		sbuf_continue(r->c.sb);
-}
-
-bool
 route_cat_wait(struct route *r, enum route_resume resume)
 {
 	struct timeval tv = { 0, 10000 };

@@ -11,7 +11,7 @@
  * of a statement is answered by one shard (the plan's, or the authoritative one). Close is
  * the router's. After an error the batch is skipped up to Sync, as Postgres does; Sync
  * ends the batch's implicit transaction when a row-limited Execute opened one and gets the
- * router's ReadyForQuery. Entry point: route_on_ext().
+ * router's ReadyForQuery. Entry points: route_on_ext(), route_run_ext() (an Execute runs).
  */
 #include "neki/base.h"
 
@@ -21,10 +21,12 @@
 #include "neki/admin.h"
 #include "neki/merge.h"
 #include "neki/pktbuf.h"
+#include "neki/proc.h"
 #include "neki/proto.h"
 #include "route_compose.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_loop.h"
 
 /* ---- statements and portals ---- */
 
@@ -943,4 +945,47 @@ route_on_ext(struct route *r, const struct sbuf_pkt *pkt)
 	}
 	r->in_cb = false;
 	return ok && !route_client_closed(r) && !r->busy;
+}
+
+/* ---- the Execute runs ---- */
+
+bool
+route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
+	      uint32_t nparams)
+{
+	enum rstep rc;
+
+	child_switch_topology();
+	r->ext_params = params;
+	r->ext_nparams = nparams;
+	while ((rc = route_stmt(r, sql, false, params, nparams)) == RSTEP_WAIT) {
+		if (route_cat_wait(r, ROUTE_RESUME_EXEC)) {
+			r->busy = true;		/* the client waits with its Execute */
+			return true;
+		}
+	}
+	if (route_client_closed(r))
+		return false;
+	if (rc != RSTEP_ASYNC) {
+		if (r->ext_implicit)	/* nothing was sent: no shard to end it on */
+			(void)route_ext_implicit_end(r, false);
+		r->ext_implicit_failed = false;
+		route_portal_ran(r, rc == RSTEP_DONE);
+		r->ext_exec = false;
+		r->busy = false;	/* (an exec that could not start set it) */
+		r->ext_pst = NULL;
+		r->ext_norm = NULL;
+		if (rc == RSTEP_STOP)
+			r->ext_failed = true;
+	}
+	return true;
+}
+
+void
+route_ext_exec_resume(struct route *r)
+{
+	r->busy = false;
+	if (route_run_ext(r, r->xportal->query, r->ext_params, r->ext_nparams) && !r->busy &&
+	    !route_client_closed(r))
+		sbuf_continue(r->c.sb);
 }
