@@ -77,6 +77,7 @@ struct stmt_rel {
 	bool is_cte_ref;	/* names a CTE of the statement, not a table */
 	uint16_t cte_scope;	/* is_cte_ref: the CTE's scope; 0 when not known (a reference
 				 * to a CTE from inside its own query) */
+	int32_t loc;		/* a plain FROM item: its offset in the text; -1 */
 };
 
 /* A shard-key candidate predicate: <lhs> op values. */
@@ -157,7 +158,7 @@ enum stmt_scope_flag {
 struct stmt_window {
 	struct stmt_colref *part;
 	uint32_t npart;
-	const char *ref;	/* OVER name / OVER (name ...): the WINDOW clause entry; NULL */
+	const char *ref;	/* OVER name / OVER (name ...): the WINDOW entry; NULL */
 };
 
 /* One SELECT/DML scope (the top level, each subquery, each CTE). */
@@ -167,8 +168,7 @@ struct stmt_scope {
 	enum stmt_scope_kind kind;
 	uint32_t flags;			/* enum stmt_scope_flag */
 	int32_t from;			/* first FROM item (stmt.nodes); -1: none */
-	struct stmt_colref *group;	/* GROUP BY items that are plain columns (positions
-					 * resolved through the select list) */
+	struct stmt_colref *group;	/* GROUP BY's plain columns (positions resolved) */
 	uint32_t ngroup;
 	struct stmt_colref *distinct;	/* DISTINCT ON items, or for DISTINCT the plain
 					 * columns of the select list */

@@ -316,8 +316,8 @@ struct plan {
 	struct plan *inner;		/* the plan of EXPLAIN's statement, DECLARE's query */
 	struct plan_insel *insel;	/* PLAN_OP_INSERT_SELECT; NULL otherwise */
 	bool bad_param;			/* refused: a bound value not of its type (Bind's) */
-	uint16_t materialize;		/* refused for this SUBLINK scope's subquery: 0, or
-					 * evaluate it first (route_subq.c) */
+	uint16_t materialize;		/* refused for this scope: evaluate it first; 0 */
+	uint32_t broadcast;		/* refused for stmt.rels[broadcast - 1]: evaluate it */
 };
 
 /*

@@ -856,8 +856,8 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 			rc = RSTEP_WAIT;	/* (nothing sent: planned again once loaded) */
 		else if (!planned && p.bad_param && r->bind_owed)
 			rc = route_ext_bind_check(r, route_any_shard(r, ref.data), &err);
-		else if (!planned && p.materialize > 0)
-			rc = route_subq_start(r, st, sql, &norm, p.materialize, &err);
+		else if (!planned && (p.materialize > 0 || p.broadcast > 0))
+			rc = route_subq_start(r, st, sql, &norm, &p, &err);
 		else if (!planned || ((p.nfills > 0 || p.nnextvals > 0) &&
 				      (sq = route_seq_plan(r, &in, &p, &sql, &err)) ==
 				      ROUTE_SEQ_FAILED))

@@ -8,7 +8,10 @@
  * same column names and types; the statement then runs again with that constant in place
  * of the subquery, and is planned as one whose subquery reads no sharded table. The
  * planner names the subquery (plan.materialize: the innermost one holding the refused
- * part); nothing reaches the client from its run. A subquery that
+ * part); nothing reaches the client from its run. Tables that cannot meet on one shard
+ * (a join off the shard key) are read the same way: the planner names one of them
+ * (plan.broadcast), which the statement reads again as `(SELECT * FROM name) name`, a
+ * derived table the next round evaluates. A subquery that
  * reads a column of its outer query cannot run on its own (42P01 / 42703 there): the
  * statement keeps the planner's refusal. Several such subqueries are evaluated one after the
  * other (ROUTE_SUBQ_ROUNDS at most). At an Execute (extended protocol) the subquery, when
@@ -305,10 +308,63 @@ has_param(const char *sql, size_t start, size_t end)
 	return false;
 }
 
+/* The statement's text with table <rel> (a plain FROM item at its offset) read as a derived
+ * table: `(SELECT * FROM name) [AS name]` (malloc'd), or NULL. */
+static char *
+wrapped_sql(const char *sql, const struct stmt_rel *rel)
+{
+	const char *p, *e;
+	char *out, *alias = NULL;
+	int n;
+
+	if (rel->loc < 0 || (size_t)rel->loc >= strlen(sql))
+		return NULL;
+	for (p = e = sql + rel->loc;; e++) {	/* [schema .] name */
+		const char *q = sql_skip_item(sql, e);
+
+		if (q != e && *e == '"')
+			e = q;
+		else
+			while (sql_ident_char(*e))
+				e++;
+		if (*e != '.')
+			break;
+	}
+	if (e == p || (rel->alias == NULL && (alias = route_quote_ident(rel->name)) == NULL))
+		return NULL;
+	n = asprintf(&out, "%.*s(SELECT * FROM %.*s)%s%s%s", (int)(p - sql), sql, (int)(e - p), p,
+		     alias ? " AS " : "", alias ? alias : "", e);
+	free(alias);
+	return n < 0 ? NULL : out;
+}
+
+/* The state of the statement's evaluations (rounds kept), its next text <next> (owned). */
+static struct rsubq *
+subq_next(struct route *r, const char *sql, char *next, struct nk_error *err)
+{
+	struct rsubq *q = r->subq;
+
+	if (next == NULL || (q == NULL && (q = r->subq = calloc(1, sizeof(*q))) == NULL)) {
+		free(next);
+		return nk_error_oom(err), NULL;
+	}
+	free(q->sql);
+	free(q->next);
+	q->next = next;
+	if ((q->sql = strdup(sql)) == NULL) {
+		route_subq_free(r);
+		return nk_error_oom(err), NULL;
+	}
+	q->rounds++;
+	q->ext = r->ext_exec;
+	return q;
+}
+
 /* route_subq_start: see route_subq.h. */
 enum rstep
 route_subq_start(struct route *r, const struct stmt *st, const char *sql,
-		 const struct parse_norm *norm, uint16_t scope, const struct nk_error *refusal)
+		 const struct parse_norm *norm, const struct plan *p,
+		 const struct nk_error *refusal)
 {
 	struct rsubq *q = r->subq;
 	const struct stmt *own = st;
@@ -320,25 +376,23 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	if (st->sql == NULL || strcmp(st->sql, sql) != 0)	/* (the cached model's text
 								 * differs: its offsets too) */
 		own = parse_statement(r->arena, sql, norm, &err);
-	if (own == NULL || scope >= own->nscopes ||
-	    !subq_span(sql, &own->scopes[scope], &start, &end) ||
+	if (own != NULL && p->materialize == 0 && p->broadcast > 0 &&
+	    p->broadcast <= own->nrels) {	/* the table as a derived table, planned again */
+		if ((q = subq_next(r, sql, wrapped_sql(sql, &own->rels[p->broadcast - 1]),
+				   &err)) == NULL)
+			return route_fail(r, refusal);
+		subq_resume(r);
+		return RSTEP_ASYNC;
+	}
+	if (own == NULL || p->materialize >= own->nscopes ||
+	    !subq_span(sql, &own->scopes[p->materialize], &start, &end) ||
 	    (r->ext_exec && has_param(sql, start, end)))
 		return route_fail(r, refusal);	/* (a bound value: not run on its own) */
-	if (q == NULL && (q = r->subq = calloc(1, sizeof(*q))) == NULL)
-		return route_fail(r, (nk_error_oom(&err), &err));
-	free(q->sql);
-	free(q->next);
-	q->sql = strdup(sql);
-	q->next = strndup(sql + start + 1, end - start - 2);	/* (inside the parentheses) */
-	if (q->sql == NULL || q->next == NULL) {
-		route_subq_free(r);
-		return route_fail(r, (nk_error_oom(&err), &err));
-	}
+	if ((q = subq_next(r, sql, strndup(sql + start + 1, end - start - 2), &err)) == NULL)
+		return route_fail(r, &err);	/* (the text inside the parentheses) */
 	q->start = start;
 	q->end = end;
 	q->refusal = *refusal;
-	q->rounds++;
-	q->ext = r->ext_exec;
 	q->capture = r->subq_capture = true;
 	q->ncols = 0;
 	q->nrows = 0;

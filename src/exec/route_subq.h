@@ -12,18 +12,21 @@
 struct link;
 struct nk_error;
 struct parse_norm;
+struct plan;
 struct route;
 struct stmt;
 
 /*
- * The statement <st> (text <sql>, normalised as <norm>) was refused only for the subquery
- * of SUBLINK scope <scope> (plan.materialize): run that subquery on its own, its answer kept,
- * then the statement again with its rows in its place. RSTEP_ASYNC, or RSTEP_STOP after
- * route_fail() with <refusal> (extended protocol, a subquery inside the one evaluated, too
- * many rounds, a text the subquery cannot be found in).
+ * The statement <st> (text <sql>, normalised as <norm>) was refused as <p> names: for the
+ * subquery of scope plan.materialize (run it on its own, its answer kept, then the
+ * statement again with its rows in its place), or for the rows of table plan.broadcast
+ * (the statement again with that table read as a derived table, which the next round
+ * evaluates). RSTEP_ASYNC, or RSTEP_STOP after route_fail() with <refusal> (a subquery
+ * with a bound parameter or inside the one evaluated, too many rounds, a text the subquery
+ * cannot be found in).
  */
 enum rstep route_subq_start(struct route *r, const struct stmt *st, const char *sql,
-			    const struct parse_norm *norm, uint16_t scope,
+			    const struct parse_norm *norm, const struct plan *p,
 			    const struct nk_error *refusal);
 /* The text to route in place of the statement (the subquery, then the statement with its
  * rows), owned by the caller; NULL when none (the state of an earlier statement is freed).

@@ -278,6 +278,7 @@ pb_rel(struct pb *b, const cJSON *rv, uint16_t scope)
 	r->name = pb_strdup(b, jstr(rv, "relname"));
 	r->alias = pb_strdup(b, jstr(jget(rv, "alias"), "aliasname"));
 	r->scope = scope;
+	r->loc = -1;
 	r->only = !jbool(rv, "inh");
 	if (!r->schema && r->name) {
 		const struct pb_cte *cte = cte_find(b, r->name, scope);
@@ -425,6 +426,8 @@ pb_from_item(struct pb *b, const cJSON *n, uint16_t scope, bool nullable)
 	if (strcmp(tag, "RangeVar") == 0) {
 		nd = pb_node(b, STMT_N_REL, scope);
 		r = pb_rel(b, body, scope);
+		if (r)
+			r->loc = jint(body, "location", -1);
 	} else if (strcmp(tag, "JoinExpr") == 0) {
 		nd = pb_join(b, body, scope, nullable);
 	} else if (strcmp(tag, "RangeTableSample") == 0) {

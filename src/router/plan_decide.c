@@ -111,18 +111,38 @@ plan_evaluable_of(const struct pctx *c, uint16_t sc)
 	return 0;
 }
 
-/* Sharded components that meet on no one shard: one inside a subquery in an expression or
- * a WITH query may be evaluated by the router first (plan.materialize; the innermost: a
- * scope's subqueries are numbered after it), then the rest planned again. */
-static bool
-refuse_components(struct pctx *c)
+/* plan_broadcast: see plan_int.h. */
+void
+plan_broadcast(struct pctx *c, int32_t i)
 {
+	const struct stmt_rel *r;
+
+	if (c->out->materialize != 0 || c->out->broadcast != 0 || i < 0 ||
+	    (uint32_t)i >= c->nrels)
+		return;
+	r = c->rels[i].r;
+	if (r->loc >= 0 && !r->is_target && !r->only && !r->sampled && !r->is_cte_ref)
+		c->out->broadcast = (uint32_t)(r - c->s->rels) + 1;
+}
+
+/* Sharded components that meet on no one shard: one inside a subquery in an expression, a
+ * derived table or a WITH query may be evaluated by the router first (plan.materialize; the
+ * innermost: a scope's subqueries are numbered after it), else the last table of another
+ * component than <first>'s (plan.broadcast); then the rest is planned again. */
+static bool
+refuse_components(struct pctx *c, int first)
+{
+	int32_t last = -1;
+
 	for (uint32_t i = 0; i < c->nrels; i++) {
 		uint16_t sc = free_sharded(c, i) ? plan_evaluable_of(c, c->rels[i].r->scope) : 0;
 
 		if (sc > c->out->materialize)
 			c->out->materialize = sc;
+		if (free_sharded(c, i) && plan_comp(c, i) != plan_comp(c, (uint32_t)first))
+			last = (int32_t)i;
 	}
+	plan_broadcast(c, last);
 	return plan_refuse_join(c);
 }
 
@@ -137,8 +157,10 @@ others_follow(struct pctx *c)
 			const char *uid = c->out->shards[k];
 
 			if (p->res.kind == TOPO_REL_REFERENCE ? !plan_ref_has_copy(c, p, uid)
-							       : strcmp(unsharded_shard(c, p), uid) != 0)
+							       : strcmp(unsharded_shard(c, p), uid) != 0) {
+				plan_broadcast(c, (int32_t)i);	/* (its rows, evaluated first) */
 				return plan_refuse_join(c);
+			}
 		}
 	}
 	return true;
@@ -211,7 +233,7 @@ decide_sharded(struct pctx *c, int first)
 		if (!plan_shards_from_bits(c, p->res.group, p->bits))
 			return false;
 		if (!p->bits || c->out->nshards != 1)
-			return refuse_components(c);
+			return refuse_components(c, first);
 	}
 	plan_set_single(c, c->out->shards[0], PLAN_OP_EQUAL_UNIQUE);
 	return others_follow(c);

@@ -145,7 +145,8 @@ at_scope(struct dctx *d, uint16_t sc)
 }
 
 /* Partitioned rows of <a> and <b> cannot meet: NK013 <code> (113, 63, 112); the rows of one
- * read in a subquery or WITH query may be evaluated first (the innermost). */
+ * read in a subquery or WITH query may be evaluated first (the innermost), else <b>'s table
+ * (plan.broadcast: the nullable side of an outer join). */
 static bool
 refuse_meet(struct dctx *d, const struct dist *a, const struct dist *b, int code)
 {
@@ -153,6 +154,7 @@ refuse_meet(struct dctx *d, const struct dist *a, const struct dist *b, int code
 	uint16_t eb = b->rel >= 0 ? plan_evaluable_of(d->c, d->c->rels[b->rel].r->scope) : 0;
 
 	d->c->out->materialize = ea > eb ? ea : eb;
+	plan_broadcast(d->c, b->rel);
 	return nk_error_nk013(d->c->err, code);
 }
 

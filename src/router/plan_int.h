@@ -103,6 +103,10 @@ bool plan_colocated(const struct pctx *c, const struct prel *a, const struct pre
  * itself: a subquery in an expression, a derived table or a WITH query (not recursive, not
  * writing), whose text is known; 0 when none. What plan.materialize names. */
 uint16_t plan_evaluable_of(const struct pctx *c, uint16_t sc);
+/* The statement is refused for where the rows of rels[<i>] are: unless a scope is named
+ * already (plan.materialize), name that table (a plain FROM item) for the executor to read
+ * as a derived table, then evaluate first (plan.broadcast). */
+void plan_broadcast(struct pctx *c, int32_t i);
 /* Reference table <p> has a copy on shard <uid>. */
 bool plan_ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid);
 

@@ -85,11 +85,11 @@ def regression_cases(data):
          f"LEFT JOIN orders ON customer_id = {c[0]} AND customer_id = g", None),
         (f"SELECT k.code, c.id FROM countries k LEFT JOIN customers c ON c.country = k.code "
          f"AND c.id = {d[0]}", None),
-        ("SELECT g FROM generate_series(1, 500) g LEFT JOIN orders ON id = g", nk113),
+        # (the nullable side read through the router, then joined)
+        ("SELECT g FROM generate_series(1, 500) g LEFT JOIN orders ON id = g", None),
         ("SELECT count(*) FROM countries k LEFT JOIN customers c ON c.country = k.code",
-         nk113),
-        ("SELECT * FROM countries k FULL JOIN customers c ON c.country = k.code",
-         ("NK013", "[63]")),
+         None),
+        ("SELECT * FROM countries k FULL JOIN customers c ON c.country = k.code", None),
         (f"SELECT k.code, c.id FROM countries k LEFT JOIN customers c ON c.country = k.code "
          f"WHERE c.id IN ({a}, {c[0]}, {d[0]})", None),
         # subqueries over sharded rows in a statement whose FROM has none: the router
@@ -139,7 +139,7 @@ def regression_cases(data):
          ("0A000", "INSERT in a WITH query")),
         # equalities under OR, set-returning functions beside aggregates
         ("SELECT * FROM customers c, orders o WHERE c.id = o.customer_id OR o.total > 30",
-         nk113),
+         None),
         ("SELECT generate_series(1, 2), count(*) FROM orders",
          ("0A000", "set-returning function in the select list of an aggregate query")),
         # reference copies written from a part of a sharded table

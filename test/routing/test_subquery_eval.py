@@ -108,6 +108,16 @@ def st(loaded):  # noqa: F811
     "SELECT x.n + 1 FROM (SELECT (SELECT count(*) FROM orders) AS n) x",
     "SELECT * FROM customers c, LATERAL (SELECT count(*) FROM orders WHERE total > 70) o "
     "WHERE c.id < 3",
+    # joins off the shard key: one side's rows read through the router, then joined
+    "SELECT c.name, o.id FROM customers c JOIN orders o ON o.id = c.id * 10",
+    "SELECT count(*) FROM customers c, orders o WHERE c.id = o.customer_id OR o.total > 30",
+    "SELECT c.id, o.id FROM customers c LEFT JOIN orders o ON o.id = c.id",
+    "SELECT c.id, o.id FROM orders o RIGHT JOIN customers c ON o.id = c.id WHERE c.id < 20",
+    "SELECT g, orders.id FROM generate_series(1, 50) g LEFT JOIN orders ON id = g",
+    "SELECT k.code, count(c.id) FROM countries k FULL JOIN customers c ON c.country = k.code "
+    "GROUP BY k.code",
+    "SELECT i.sku, o.status FROM order_items i JOIN public.orders AS o ON o.id = i.order_id "
+    "JOIN customers c ON c.id = i.qty",
 ])
 def test_uncorrelated_subquery_equals_the_reference(st, sql):
     same(st, sql)
@@ -117,7 +127,10 @@ def test_writes_with_an_evaluated_subquery(st):
     """UPDATE and DELETE over several shards with a subquery over sharded rows."""
     for sql in ["UPDATE orders SET status = 'big' WHERE total > (SELECT avg(total) FROM orders)",
                 "DELETE FROM order_items WHERE qty < (SELECT max(qty) FROM order_items) "
-                "AND customer_id > 38"]:
+                "AND customer_id > 38",
+                "UPDATE orders o SET status = 'joined' FROM customers c "
+                "WHERE c.id = o.id / 10 AND c.country = 'FR'",
+                "DELETE FROM order_items i USING orders o WHERE o.id = i.qty * 10"]:
         got, want = both(st, sql)
         assert got == want, sql
     same(st, "SELECT customer_id, id, status FROM orders")
