@@ -124,6 +124,14 @@ struct stmt_join_eq {
 	int32_t node;		/* the JOIN node (stmt.nodes) whose ON holds it; -1: WHERE */
 };
 
+/* A qualifier of a column reference (t.col) in a scope's expressions, or (<defines>) the
+ * alias of a derived table of a scope's FROM: what tells a correlated subquery. */
+struct stmt_qual {
+	const char *name;
+	uint16_t scope;
+	bool defines;
+};
+
 /* A plain column reference qual.col (qual NULL: unqualified). */
 struct stmt_colref {
 	const char *qual, *col;
@@ -489,6 +497,8 @@ struct stmt {
 	uint32_t nset_cols;
 	const char **funcs;		/* lowercased function names called (distinct) */
 	uint32_t nfuncs;
+	struct stmt_qual *quals;	/* qualifiers used and derived-table aliases (distinct) */
+	uint32_t nquals;
 	struct stmt_call *calls;	/* router-managed function calls, in text order */
 	uint32_t ncalls;
 	struct stmt_insert *insert;	/* INSERT */

@@ -37,7 +37,7 @@
 #include "route_client.h"
 #include "route_subq.h"
 
-#define ROUTE_SUBQ_ROUNDS 8		/* subqueries evaluated for one statement */
+#define ROUTE_SUBQ_ROUNDS 16		/* rounds of one statement (two per table read) */
 #define ROUTE_SUBQ_COLS 64		/* columns of one subquery's result */
 #define ROUTE_SUBQ_TYPE_MAX 160		/* a type's SQL name */
 #define ROUTE_SUBQ_DEPTH 64		/* parentheses followed to find a derived table */

@@ -265,6 +265,27 @@ cte_find(const struct pb *b, const char *name, uint16_t scope)
 	return best;
 }
 
+/* pb_qual: see parse_int.h. */
+void
+pb_qual(struct pb *b, const char *name, uint16_t scope, bool defines)
+{
+	struct stmt_qual *q;
+
+	if (name == NULL)
+		return;
+	for (uint32_t i = 0; i < b->s->nquals; i++)
+		if (b->s->quals[i].scope == scope && b->s->quals[i].defines == defines &&
+		    strcmp(b->s->quals[i].name, name) == 0)
+			return;
+	q = pb_push(b, (void **)&b->s->quals, &b->s->nquals, &b->qual_cap, sizeof(*q));
+	if (q != NULL && (q->name = pb_strdup(b, name)) != NULL) {
+		q->scope = scope;
+		q->defines = defines;
+	} else if (q != NULL) {
+		b->s->nquals--;
+	}
+}
+
 /* Add the table of RangeVar <rv> to the model. */
 struct stmt_rel *
 pb_rel(struct pb *b, const cJSON *rv, uint16_t scope)
@@ -405,6 +426,7 @@ pb_subselect(struct pb *b, const cJSON *rs, uint16_t scope)
 	sc = pb_scope_new(b, scope, lateral ? STMT_SC_LATERAL : STMT_SC_FROM);
 	if (sc < b->s->nscopes)
 		b->s->scopes[sc].loc = min_location(sel);
+	pb_qual(b, jstr(jget(rs, "alias"), "aliasname"), scope, true);
 	if (nd >= 0)
 		b->s->nodes[nd].ref = sc;
 	pb_select(b, sel, sc, false);

@@ -408,6 +408,14 @@ pb_walk(struct pb *b, const cJSON *n, uint16_t scope, bool top)
 			pb_sublink_scope(b, f, scope, top);
 			continue;
 		}
+		if (key && strcmp(key, "ColumnRef") == 0) {	/* t.col, s.t.col: its table */
+			const cJSON *fields = jget(f, "fields");
+			int nf = cJSON_GetArraySize(fields);
+
+			if (nf >= 2)
+				pb_qual(b, jsval(cJSON_GetArrayItem(fields, nf - 2)), scope, false);
+			continue;
+		}
 		if (key && strcmp(key, "FuncCall") == 0)
 			pb_funccall(b, f, top, scope);
 		else if (key && strcmp(key, "GroupingSet") == 0 && top)

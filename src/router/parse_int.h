@@ -28,7 +28,7 @@ struct pb {
 	const char *sql;		/* borrowed: the parsed text */
 	const struct parse_norm *norm;	/* borrowed; NULL: literals stay CONST */
 	bool oom;			/* an allocation failed (the model is unusable) */
-	uint32_t rel_cap, scope_cap, join_cap, func_cap, call_cap, node_cap;
+	uint32_t rel_cap, scope_cap, join_cap, func_cap, call_cap, node_cap, qual_cap;
 	struct pb_cte *ctes;		/* every CTE of the statement so far */
 	uint32_t nctes, cte_cap;
 	int32_t cur_node;		/* the JOIN node whose ON is being translated; -1: none */
@@ -109,6 +109,8 @@ const char *pb_last_name(const cJSON *list);
 /* Arena allocation that records failure in <b>. */
 void *pb_alloc(struct pb *b, size_t size);
 const char *pb_strdup(struct pb *b, const char *s);
+/* Record qualifier (or, <defines>, derived-table alias) <name> of <scope> (stmt.quals). */
+void pb_qual(struct pb *b, const char *name, uint16_t scope, bool defines);
 
 /* Grow-by-doubling push onto an arena array; returns the new zeroed element or NULL. */
 void *pb_push(struct pb *b, void **arr, uint32_t *n, uint32_t *cap, size_t elem);

@@ -93,6 +93,51 @@ unsharded_shard(const struct pctx *c, const struct prel *p)
 	return topo_image_range_shard(c->img, p->res.group, 0);
 }
 
+/* plan_within: see plan_int.h. */
+bool
+plan_within(const struct pctx *c, uint16_t s, uint16_t sc)
+{
+	for (uint32_t guard = 0; s < c->s->nscopes && guard <= c->s->nscopes; guard++) {
+		if (s == sc)
+			return true;
+		if (s == 0)
+			return false;
+		s = c->s->scopes[s].parent;
+	}
+	return false;
+}
+
+/* Is <name> a table or alias of a FROM item inside scope <sc>? */
+static bool
+defined_in(const struct pctx *c, const char *name, uint16_t sc)
+{
+	for (uint32_t i = 0; i < c->s->nrels; i++) {
+		const struct stmt_rel *r = &c->s->rels[i];
+		const char *n = r->alias ? r->alias : r->name;
+
+		if (n != NULL && strcmp(n, name) == 0 && plan_within(c, r->scope, sc))
+			return true;
+	}
+	for (uint32_t i = 0; i < c->s->nquals; i++)
+		if (c->s->quals[i].defines && strcmp(c->s->quals[i].name, name) == 0 &&
+		    plan_within(c, c->s->quals[i].scope, sc))
+			return true;
+	return false;
+}
+
+/* plan_reads_outer: see plan_int.h. */
+bool
+plan_reads_outer(const struct pctx *c, uint16_t sc)
+{
+	for (uint32_t i = 0; i < c->s->nquals; i++) {
+		const struct stmt_qual *q = &c->s->quals[i];
+
+		if (!q->defines && plan_within(c, q->scope, sc) && !defined_in(c, q->name, sc))
+			return true;
+	}
+	return false;
+}
+
 /* plan_evaluable_of: see plan_int.h. */
 uint16_t
 plan_evaluable_of(const struct pctx *c, uint16_t sc)
@@ -104,7 +149,8 @@ plan_evaluable_of(const struct pctx *c, uint16_t sc)
 		if (s->loc >= 0 && (s->kind == STMT_SC_SUBLINK || s->kind == STMT_SC_FROM ||
 				    s->kind == STMT_SC_LATERAL ||
 				    (s->kind == STMT_SC_CTE &&
-				     !(s->flags & (STMT_SCF_RECURSIVE | STMT_SCF_WRITE)))))
+				     !(s->flags & (STMT_SCF_RECURSIVE | STMT_SCF_WRITE)))) &&
+		    !plan_reads_outer(c, sc))
 			return sc;
 		sc = s->parent;
 	}
@@ -118,8 +164,8 @@ plan_broadcast(struct pctx *c, int32_t i)
 	const struct stmt_rel *r;
 
 	if (c->out->materialize != 0 || c->out->broadcast != 0 || i < 0 ||
-	    (uint32_t)i >= c->nrels)
-		return;
+	    (uint32_t)i >= c->nrels || (c->s->flags & STMT_F_LOCKING))
+		return;		/* (FOR UPDATE cannot lock rows read as constants) */
 	r = c->rels[i].r;
 	if (r->loc >= 0 && !r->is_target && !r->only && !r->sampled && !r->is_cte_ref)
 		c->out->broadcast = (uint32_t)(r - c->s->rels) + 1;

@@ -81,13 +81,43 @@ rel_below(const struct pctx *c, uint16_t sc)
 	return -1;
 }
 
-/* The subquery of <sc> is refused: if it reads nothing of its outer query, the router may
- * evaluate it first and put its rows in its place (plan.materialize, route_subq.c). Inner
- * subqueries are classified first, so <sc> is the innermost one refused. */
+/* A correlated subquery <sc> (or one with nothing to evaluate) is refused: its sharded rows
+ * may be read through the router first, a derived table inside it (plan.materialize) or a
+ * plain table (plan.broadcast, which the next round reads as a derived table). */
+static void
+name_inner_rows(struct pctx *c, uint16_t sc)
+{
+	for (uint32_t i = 0; i < c->nrels && c->out->materialize == 0; i++) {
+		uint16_t s = c->rels[i].r->scope;
+
+		if (!c->rels[i].sharded || !plan_within(c, s, sc))
+			continue;
+		if (s != sc && c->s->scopes[s].kind == STMT_SC_FROM &&
+		    !plan_reads_outer(c, s) && c->s->scopes[s].loc >= 0)
+			c->out->materialize = s;
+		else
+			plan_broadcast(c, (int32_t)i);
+	}
+}
+
+/* Scope <sc> (not the top) is refused: if it reads nothing of its outer query, the router
+ * may evaluate it (or the innermost evaluable scope holding it) first and put its rows in
+ * its place (plan.materialize, route_subq.c), else its tables' rows (name_inner_rows()). */
+static void
+name_rows(struct pctx *c, uint16_t sc)
+{
+	if (!plan_reads_outer(c, sc))
+		c->out->materialize = plan_evaluable_of(c, sc);
+	if (c->out->materialize == 0 && sc != 0)
+		name_inner_rows(c, sc);
+}
+
+/* The subquery of <sc> is refused (inner subqueries are classified first: <sc> is the
+ * innermost one refused): name_rows(). */
 static bool
 refuse_subquery(struct pctx *c, uint16_t sc)
 {
-	c->out->materialize = plan_evaluable_of(c, sc);
+	name_rows(c, sc);
 	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 		     "subquery over sharded table \"%s\" is not joined to its "
 		     "outer query by the shard key", rel_name(c, rel_below(c, sc)));
@@ -140,7 +170,7 @@ refuse_no_from(struct pctx *c)
 static struct pctx *
 at_scope(struct dctx *d, uint16_t sc)
 {
-	d->c->out->materialize = plan_evaluable_of(d->c, sc);
+	name_rows(d->c, sc);
 	return d->c;
 }
 

@@ -101,8 +101,14 @@ void plan_set_single(struct pctx *c, const char *shard, enum plan_op op);
 bool plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b);
 /* The innermost subquery the executor could evaluate first holding scope <sc>, or <sc>
  * itself: a subquery in an expression, a derived table or a WITH query (not recursive, not
- * writing), whose text is known; 0 when none. What plan.materialize names. */
+ * writing) whose text is known and that qualifies no column of its outer query; 0 when
+ * none. What plan.materialize names. */
 uint16_t plan_evaluable_of(const struct pctx *c, uint16_t sc);
+/* Is scope <s> <sc> or inside it? */
+bool plan_within(const struct pctx *c, uint16_t s, uint16_t sc);
+/* Does scope <sc> qualify a column with a name no FROM item inside it defines (`k.code` of
+ * its outer query: correlated)? Unqualified columns are not seen. */
+bool plan_reads_outer(const struct pctx *c, uint16_t sc);
 /* The statement is refused for where the rows of rels[<i>] are: unless a scope is named
  * already (plan.materialize), name that table (a plain FROM item) for the executor to read
  * as a derived table, then evaluate first (plan.broadcast). */

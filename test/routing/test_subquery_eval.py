@@ -137,6 +137,19 @@ def test_writes_with_an_evaluated_subquery(st):
     same(st, "SELECT * FROM order_items")
 
 
+def test_insert_select_is_not_evaluated_yet(st):
+    """An INSERT ... SELECT source is planned apart (plan_insel.c): its refusal stands,
+    nothing is written, and the session goes on."""
+    with st.connect(autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as e:
+            psycopg.ClientCursor(conn).execute(
+                "INSERT INTO order_items SELECT customer_id, id, 7, 'avg', 1 FROM orders "
+                "WHERE total > (SELECT avg(total) FROM orders)")
+        assert e.value.diag.sqlstate == "NK013" and "[113]" in str(e.value)
+        assert conn.execute("SELECT count(*) FROM order_items WHERE line = 7").fetchall() \
+            == [(0,)]
+
+
 def test_in_a_transaction(st):
     """Inside a transaction block the subquery sees the transaction's own writes."""
     with st.connect() as conn:
@@ -150,17 +163,33 @@ def test_in_a_transaction(st):
         assert cur.fetchall() == [(False,)]
 
 
+@pytest.mark.parametrize("sql", [
+    # correlated off the shard key (qualified outer columns): the inner table's rows are
+    # read through the router, then the subquery runs over them on each shard
+    "SELECT k.code, (SELECT count(*) FROM customers c WHERE c.country = k.code) "
+    "FROM countries k",
+    "SELECT * FROM countries k WHERE NOT EXISTS (SELECT 1 FROM customers c "
+    "WHERE c.country = k.code AND c.id > 39)",
+    "SELECT c.id FROM customers c WHERE EXISTS (SELECT 1 FROM orders o "
+    "WHERE o.id = c.id * 10 + 1 AND o.total > 70)",
+    "SELECT * FROM countries k LEFT JOIN LATERAL (SELECT count(*) FROM customers c "
+    "WHERE c.country = k.code) x ON true",
+    "SELECT c.id, (SELECT max(o.total) FROM orders o WHERE o.id = c.id * 10) "
+    "FROM customers c WHERE c.id < 6",
+])
+def test_correlated_subquery_equals_the_reference(st, sql):
+    same(st, sql)
+
+
 @pytest.mark.parametrize("sql, sqlstate, message", [
-    ("SELECT k.code, (SELECT count(*) FROM customers c WHERE c.country = k.code) "
-     "FROM countries k", "0A000", "is not joined to its outer query by the shard key"),
-    ("SELECT * FROM countries k LEFT JOIN LATERAL (SELECT count(*) FROM customers c "
-     "WHERE c.country = k.code) x ON true", "0A000",
-     "an aggregate or GROUP BY in a subquery over sharded table \"customers\""),
+    # an unqualified outer column is not seen: the subquery fails on its own
+    ("SELECT code, (SELECT count(*) FROM customers c WHERE c.country = code) "
+     "FROM countries", "0A000", "is not joined to its outer query by the shard key"),
     ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM orders) s", "NK013",
      "[106]"),
 ])
 def test_what_cannot_be_evaluated_keeps_the_refusal(st, sql, sqlstate, message):
-    """A correlated subquery (it fails on its own) keeps the planner's refusal; one that
+    """A subquery that fails on its own as correlated keeps the planner's refusal; one that
     cannot be routed on its own either gives that refusal. The session goes on, its next
     statements answered as usual (over both protocols)."""
     with st.connect(autocommit=True) as conn:
