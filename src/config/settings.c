@@ -359,8 +359,9 @@ static const struct cfg_setting cfg_table[] = {
 	  "", CFG_G_DNS, NULL },
 	{ "router_work_mem", CFG_T_INT64, O(router_work_mem), "64MB",
 	  65536, 1099511627776, true, true, NULL,
-	  "memory one statement's merge of shard results may hold on the router (bytes, or "
-	  "with a kB, MB, GB or TB suffix); a merge that needs more fails with SQLSTATE 53200",
+	  "memory one statement's merge of shard results, or the rows of a subquery or table it "
+	  "reads through the router, may hold on the router (bytes, or with a kB, MB, GB or TB "
+	  "suffix); a statement that needs more fails with SQLSTATE 53400",
 	  "bytes", CFG_G_NEKI, NULL },
 	{ "sbuf_loopcnt", CFG_T_INT, O(sbuf_loopcnt), "5",
 	  0, CFG_INT_MAX, true, false, NULL,

@@ -3,7 +3,8 @@ router_work_mem (issue 20): a merge over shards that holds rows until every shar
 (GROUP BY, DISTINCT, aggregates) may hold at most router_work_mem bytes of shard rows; past it
 the statement fails with 53400 naming the setting, the session goes on, other sessions are
 not disturbed and the worker gives the memory back. Streaming merges (ORDER BY) are not
-bounded by it (they hold a few rows per shard). The storefront database of test_routing.py
+bounded by it (they hold a few rows per shard). The rows of a subquery or table the router
+reads first (route_subq.c) are bounded the same way. The storefront database of test_routing.py
 on its own neki with router_work_mem = 1MB; results compared with the reference server.
 """
 import threading
@@ -152,3 +153,21 @@ def test_memory_is_given_back(store):
             except psycopg.Error as e:
                 return e.diag.sqlstate == "53400"
     wait_until(lowered, 10, what="router_work_mem back to 1MB")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT count(*) FROM countries WHERE name IN (SELECT name FROM customers)",
+    "SELECT count(*) FROM customers a JOIN customers b ON a.name = b.name",
+])
+def test_rows_read_through_the_router_are_bounded(store, sql):
+    """A subquery evaluated first, or a table read through the router for a join off the
+    key (route_subq.c), may hold router_work_mem bytes of literal rows at most: past it
+    53400 naming the setting, and the session goes on."""
+    with store.connect() as conn:
+        d = refused(conn, sql)
+        assert d.sqlstate == "53400", d.message_primary
+        assert "router_work_mem" in d.message_primary
+        assert "router_work_mem is 1048576 bytes" in d.message_detail
+        assert conn.execute("SELECT count(*) FROM customers").fetchone() == (NROWS,)
+    store.compare("SELECT count(*) FROM customers WHERE left(name, 6) IN "
+                  "(SELECT left(name, 6) FROM customers WHERE id < 100)")
