@@ -275,24 +275,6 @@ route_compose_take(struct route *r, bool *failed, struct nk_error *err)
 	return sql;
 }
 
-/* Does the call's text [start, end) of <sql> hold a parameter ($n)? */
-static bool
-call_has_param(const char *sql, size_t start, size_t end)
-{
-	for (const char *p = sql + start; p < sql + end; ) {
-		const char *e = route_sql_skip_token(sql, p);
-
-		if (e != p) {
-			p = e;
-			continue;
-		}
-		if (p[0] == '$' && p[1] >= '0' && p[1] <= '9')
-			return true;
-		p++;
-	}
-	return false;
-}
-
 /* route_compose_start: see route_int.h. */
 enum rstep
 route_compose_start(struct route *r, const struct stmt *st, const char *sql)
@@ -329,7 +311,7 @@ route_compose_start(struct route *r, const struct stmt *st, const char *sql)
 		nk_error_hint(&err, "Write it as __neki.%s(...), unquoted.", st->neki_fn);
 		return route_fail(r, &err);
 	}
-	if (r->ext_exec && call_has_param(sql, c->start, c->end)) {
+	if (r->ext_exec && route_sql_has_param(sql, c->start, c->end)) {
 		route_compose_free(r);
 		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
 			     "the arguments of __neki.%s() inside a larger "

@@ -349,8 +349,7 @@ struct route {
 	struct rddl ddl;		/* the statement's DDL (route_ddl.c) */
 	struct rcompose *compose;	/* owned: a statement composed over a __neki call's rows
 					 * (route_compose.c); NULL none */
-	struct rsubq *subq;		/* owned: a subquery the router evaluates before its
-					 * statement (route_subq.c); NULL none */
+	struct rsubq *subq;		/* owned: what is read first (route_subq.c); NULL */
 	bool subq_capture;		/* ... it runs: its answer is kept, not forwarded */
 	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
 	struct nk_error commit_err;	/* what the client is told then */
@@ -597,8 +596,10 @@ bool route_values_rows(const char *sql, uint32_t *starts, uint32_t *lens, uint32
 /* <sql> with only the VALUES rows <rows>[0..n) (malloc'd; NULL on no memory). */
 char *route_insert_part(const char *sql, const uint32_t *starts, const uint32_t *lens,
 			uint32_t nall, const uint32_t *rows, uint32_t n);
-/* Mark in <used>[0..max) the parameters $n (n <= max) that <sql> references. */
+/* Mark in <used>[0..max) the parameters $n (n <= max) that <sql> references; does [start,
+ * end) of <sql> hold one (outside quotes and comments)? */
 void route_sql_params(const char *sql, bool *used, uint32_t max);
+bool route_sql_has_param(const char *sql, size_t start, size_t end);
 /* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
 void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
 /* Read an ErrorResponse message (whole, with type and length) into <out>. */
@@ -829,7 +830,6 @@ NK_MUSTCHECK bool route_listen_usage_notice(struct route *r);
 /* After DDL, the catalog loaded: the NOTICE naming __neki.wait_for_ddl(schema_version,
  * cluster_version), outside a transaction block (route_ddl.c). */
 void route_ddl_notice(struct route *r);
-/* (route_compose.c: route_compose.h) */
 /* The shard that answers statements needing "any shard" (route.c): one the transaction
  * uses, or the authoritative group's shard; <img> the pinned topology image. */
 const char *route_any_shard(struct route *r, const void *img);

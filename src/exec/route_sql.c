@@ -228,6 +228,24 @@ route_sql_skip_token(const char *sql, const char *p)
 	return sql_skip_item(sql, p);
 }
 
+/* route_sql_has_param: see route_int.h. */
+bool
+route_sql_has_param(const char *sql, size_t start, size_t end)
+{
+	for (const char *p = sql + start; p < sql + end;) {
+		const char *e = sql_skip_item(sql, p);
+
+		if (e != p) {
+			p = e;
+			continue;
+		}
+		if (p[0] == '$' && p[1] >= '0' && p[1] <= '9' && (p == sql || !sql_ident_char(p[-1])))
+			return true;
+		p++;
+	}
+	return false;
+}
+
 /* ---- the statements of a Query, error fields ---- */
 
 /*

@@ -290,24 +290,6 @@ subq_resume(struct route *r)
 	evtimer_add(r->ev_poll, &tv);
 }
 
-/* Does [start, end) of <sql> hold a parameter ($n)? */
-static bool
-has_param(const char *sql, size_t start, size_t end)
-{
-	for (const char *p = sql + start; p < sql + end;) {
-		const char *e = sql_skip_item(sql, p);
-
-		if (e != p) {
-			p = e;
-			continue;
-		}
-		if (p[0] == '$' && p[1] >= '0' && p[1] <= '9' && (p == sql || !sql_ident_char(p[-1])))
-			return true;
-		p++;
-	}
-	return false;
-}
-
 /* The statement's text with table <rel> (a plain FROM item at its offset) read as a derived
  * table: `(SELECT * FROM name) [AS name]` (malloc'd), or NULL. */
 static char *
@@ -386,7 +368,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	}
 	if (own == NULL || p->materialize >= own->nscopes ||
 	    !subq_span(sql, &own->scopes[p->materialize], &start, &end) ||
-	    (r->ext_exec && has_param(sql, start, end)))
+	    (r->ext_exec && route_sql_has_param(sql, start, end)))
 		return route_fail(r, refusal);	/* (a bound value: not run on its own) */
 	if ((q = subq_next(r, sql, strndup(sql + start + 1, end - start - 2), &err)) == NULL)
 		return route_fail(r, &err);	/* (the text inside the parentheses) */
