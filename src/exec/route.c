@@ -880,7 +880,8 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 {
 	enum rstep rc = stmt_run(r, sql, multi, params, nparams);
 
-	route_subq_settle(r, rc);
+	if (r->subq != NULL)
+		route_subq_settle(r, rc);
 	return rc;
 }
 
