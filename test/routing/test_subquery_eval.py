@@ -150,6 +150,33 @@ def test_insert_select_is_not_evaluated_yet(st):
             == [(0,)]
 
 
+def test_in_a_query_of_several_statements(st):
+    """A Query of several statements: the evaluated one in the middle, each result in
+    order, and an error in a later one after it (the implicit transaction rolls back)."""
+    sql = ("SELECT 1; SELECT (SELECT count(*) FROM orders) AS n; "
+           "SELECT c.id FROM customers c JOIN orders o ON o.id = c.id * 10 + 1 "
+           "WHERE c.id < 3 ORDER BY 1")
+    with st.connect(autocommit=True) as conn, st.ref() as ref:
+        for c in (conn, ref):
+            c.autocommit = True
+        got, want = [], []
+        for c, out in ((conn, got), (ref, want)):
+            cur = psycopg.ClientCursor(c)
+            cur.execute(sql)
+            while True:
+                out.append(cur.fetchall())
+                if not cur.nextset():
+                    break
+        assert got == want and len(got) == 3, (got, want)
+        with pytest.raises(psycopg.Error) as e:
+            psycopg.ClientCursor(conn).execute(
+                "UPDATE orders SET status = 'multi' WHERE total > (SELECT avg(total) FROM "
+                "orders); SELECT 1 / 0")
+        assert e.value.diag.sqlstate == "22012"
+        assert conn.execute("SELECT count(*) FROM orders WHERE status = 'multi'").fetchall() \
+            == [(0,)]
+
+
 def test_in_a_transaction(st):
     """Inside a transaction block the subquery sees the transaction's own writes."""
     with st.connect() as conn:
