@@ -81,12 +81,14 @@ def test_rolling_restart(pair):
     new.start()
     old.signal(signal.SIGTERM)
     old.wait_log(r"got SIGTERM, shutting down")
-    # the old Unix socket only takes cancel requests now, and console logins (as pgbouncer)
-    with pytest.raises(psycopg.OperationalError, match="the database system is shutting down"):
-        old.connect(dbname="app", host=str(old.sockdir))
+    # the old Unix socket only takes cancel requests now, and console logins (as pgbouncer),
+    # once every worker has the master's word (bounded poll: the master logs first)
     with old.connect(dbname="pgbouncer", user="admin", host=str(old.sockdir)) as console:
         assert console.execute("SHOW VERSION").fetchone()[0].startswith("PgBouncer")
-        assert {r[2] for r in console.execute("SHOW WORKERS")} == {"stopping"}
+        wait_until(lambda: {r[2] for r in console.execute("SHOW WORKERS")} == {"stopping"},
+                   10, what="every worker of the old instance stopping")
+    with pytest.raises(psycopg.OperationalError, match="the database system is shutting down"):
+        old.connect(dbname="app", host=str(old.sockdir))
     # new connections land on the new instance only
     def served_by_new():
         peers = []
