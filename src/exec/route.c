@@ -787,6 +787,20 @@ route_dispatch(struct route *r, const struct plan *p, const char *sql, const voi
 	return route_shards(r, p, sql);
 }
 
+/* EXPLAIN (NEKI_PLAN) of a statement whose part the router evaluates first: that part's
+ * plan (route_subq_explain()), or <refusal>. */
+static enum rstep
+route_subq_explained(struct route *r, const struct stmt *st, const char *sql,
+		     const struct parse_norm *norm, const struct plan_input *in,
+		     const struct plan *p, const struct nk_error *refusal)
+{
+	char *text = route_subq_explain(r, st, sql, norm, in, p);
+
+	if (text == NULL)
+		return route_fail(r, refusal);
+	return route_explain_reply(r, text, st->explain != NULL && !st->explain->format_text);
+}
+
 static enum rstep
 stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *params,
 	 uint32_t nparams)
@@ -856,6 +870,9 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 			rc = RSTEP_WAIT;	/* (nothing sent: planned again once loaded) */
 		else if (!planned && p.bad_param && r->bind_owed)
 			rc = route_ext_bind_check(r, route_any_shard(r, ref.data), &err);
+		else if (!planned && (p.materialize > 0 || p.broadcast > 0) &&
+			 st->kind == STMT_EXPLAIN)
+			rc = route_subq_explained(r, st, sql, &norm, &in, &p, &err);
 		else if (!planned && (p.materialize > 0 || p.broadcast > 0))
 			rc = route_subq_start(r, st, sql, &norm, &p, &err);
 		else if (!planned || ((p.nfills > 0 || p.nnextvals > 0) &&

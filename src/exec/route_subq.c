@@ -290,18 +290,15 @@ subq_resume(struct route *r)
 	evtimer_add(r->ev_poll, &tv);
 }
 
-/* The statement's text with table <rel> (a plain FROM item at its offset) read as a derived
- * table: `(SELECT * FROM name) [AS name]` (malloc'd), or NULL. */
-static char *
-wrapped_sql(const char *sql, const struct stmt_rel *rel)
+/* The end of table <rel>'s `[schema .] name` at its offset in <sql>, or NULL. */
+static const char *
+rel_name_end(const char *sql, const struct stmt_rel *rel)
 {
 	const char *p, *e;
-	char *out, *alias = NULL;
-	int n;
 
 	if (rel->loc < 0 || (size_t)rel->loc >= strlen(sql))
 		return NULL;
-	for (p = e = sql + rel->loc;; e++) {	/* [schema .] name */
+	for (p = e = sql + rel->loc;; e++) {
 		const char *q = sql_skip_item(sql, e);
 
 		if (q != e && *e == '"')
@@ -312,7 +309,19 @@ wrapped_sql(const char *sql, const struct stmt_rel *rel)
 		if (*e != '.')
 			break;
 	}
-	if (e == p || (rel->alias == NULL && (alias = route_quote_ident(rel->name)) == NULL))
+	return e == p ? NULL : e;
+}
+
+/* The statement's text with table <rel> (a plain FROM item at its offset) read as a derived
+ * table: `(SELECT * FROM name) [AS name]` (malloc'd), or NULL. */
+static char *
+wrapped_sql(const char *sql, const struct stmt_rel *rel)
+{
+	const char *p = sql + rel->loc, *e = rel_name_end(sql, rel);
+	char *out, *alias = NULL;
+	int n;
+
+	if (e == NULL || (rel->alias == NULL && (alias = route_quote_ident(rel->name)) == NULL))
 		return NULL;
 	n = asprintf(&out, "%.*s(SELECT * FROM %.*s)%s%s%s", (int)(p - sql), sql, (int)(e - p), p,
 		     alias ? " AS " : "", alias ? alias : "", e);
@@ -340,6 +349,102 @@ subq_next(struct route *r, const char *sql, char *next, struct nk_error *err)
 	q->rounds++;
 	q->ext = r->ext_exec;
 	return q;
+}
+
+/* <s> as a JSON string. */
+static void
+put_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", (unsigned char)*s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+/* The plan of <text> alone (as EXPLAIN (NEKI_PLAN) prints it; malloc'd), or NULL with
+ * <err> (its own refusal). */
+static char *
+part_plan(struct route *r, const char *text, const struct plan_input *in, bool json,
+	  struct nk_error *err)
+{
+	struct parse_norm norm;
+	struct plan_input pin = *in;
+	const struct stmt *st;
+	struct plan p;
+
+	if (!parse_normalize(r->arena, text, &norm))
+		return nk_error_oom(err), NULL;
+	pin.norm = &norm;
+	pin.sql = text;
+	pin.unknown = NULL;
+	if ((st = parse_statement(r->arena, text, &norm, err)) == NULL ||
+	    !plan_build(r->arena, st, &pin, &p, err))
+		return NULL;
+	return plan_explain(&p, json);
+}
+
+/* route_subq_explain: see route_subq.h. */
+char *
+route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
+		   const struct parse_norm *norm, const struct plan_input *in, const struct plan *p)
+{
+	const struct stmt *own = st, *inner;
+	bool json = st->explain != NULL && !st->explain->format_text;
+	char *first = NULL, *plan, *out = NULL;
+	size_t start, end, len = 0;
+	struct nk_error err;
+	FILE *f;
+
+	if (st->sql == NULL || strcmp(st->sql, sql) != 0)
+		own = parse_statement(r->arena, sql, norm, &err);
+	inner = own != NULL && own->explain != NULL ? own->explain->inner : NULL;
+	if (inner != NULL && p->materialize > 0 && p->materialize < inner->nscopes &&
+	    subq_span(sql, &inner->scopes[p->materialize], &start, &end))
+		first = strndup(sql + start + 1, end - start - 2);
+	else if (inner != NULL && p->materialize == 0 && p->broadcast > 0 &&
+		 p->broadcast <= inner->nrels) {
+		const struct stmt_rel *rel = &inner->rels[p->broadcast - 1];
+		const char *e = rel_name_end(sql, rel);
+
+		if (e != NULL && asprintf(&first, "SELECT * FROM %.*s", (int)(e - (sql + rel->loc)),
+					  sql + rel->loc) < 0)
+			first = NULL;
+	}
+	if (first == NULL || (f = open_memstream(&out, &len)) == NULL) {
+		free(first);
+		return NULL;
+	}
+	plan = part_plan(r, first, in, json, &err);
+	if (json) {
+		fputs("[{\"Router Evaluation\": {\"Evaluated First\": ", f);
+		put_json_str(f, first);
+		fprintf(f, ", \"Plan\": %s, \"Then\": \"the statement with its rows in its place, "
+			"planned again\"}}]", plan != NULL ? plan : "null");
+	} else {
+		fprintf(f, "Router Evaluation\n  Evaluated First: %s\n", first);
+		for (char *l = plan; l != NULL && *l != '\0';) {
+			char *nl = strchr(l, '\n');
+
+			fprintf(f, "    %.*s\n", nl ? (int)(nl - l) : (int)strlen(l), l);
+			l = nl ? nl + 1 : NULL;
+		}
+		if (plan == NULL)
+			fprintf(f, "    (refused on its own: %s)\n", err.message);
+		fputs("  Then: the statement with its rows in its place, planned again", f);
+	}
+	free(plan);
+	free(first);
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
 }
 
 /* route_subq_start: see route_subq.h. */

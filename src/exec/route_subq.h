@@ -13,6 +13,7 @@ struct link;
 struct nk_error;
 struct parse_norm;
 struct plan;
+struct plan_input;
 struct route;
 struct stmt;
 
@@ -28,6 +29,15 @@ struct stmt;
 enum rstep route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 			    const struct parse_norm *norm, const struct plan *p,
 			    const struct nk_error *refusal);
+/*
+ * EXPLAIN (NEKI_PLAN) <st> (text <sql>) whose explained statement was refused as <p> names:
+ * the part the router would evaluate first, with its own plan (planned with <in>'s image,
+ * catalog and session), then the statement's second planning; malloc'd text (JSON with
+ * FORMAT JSON), or NULL when the part cannot be found (the refusal stands).
+ */
+char *route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
+			 const struct parse_norm *norm, const struct plan_input *in,
+			 const struct plan *p);
 /* The text to route in place of the statement (the subquery, then the statement with its
  * rows), owned by the caller; NULL when none (the state of an earlier statement is freed).
  * <*simple>: the subquery of an Execute, run as a simple Query (r->ext_exec is false until

@@ -505,8 +505,13 @@ plan_explain_stmt(struct pctx *c)
 	if (e->neki_plan && !e->analyze)
 		sess.fanout = PLAN_FANOUT_SCATTER;	/* the limit applies to ANALYZE only */
 	in.sess = &sess;
-	if (!plan_build(c->a, e->inner, &in, ip, c->err))
+	if (!plan_build(c->a, e->inner, &in, ip, c->err)) {
+		if (e->neki_plan && !e->analyze) {	/* (route_subq.c shows what is read first) */
+			c->out->materialize = ip->materialize;
+			c->out->broadcast = ip->broadcast;
+		}
 		return false;
+	}
 	ip->query = plan_explained_text(ip->query);
 	if (e->neki_plan) {
 		router_plan(c, PLAN_ACT_EXPLAIN);

@@ -177,6 +177,25 @@ def test_in_a_query_of_several_statements(st):
             == [(0,)]
 
 
+def test_explain_shows_what_is_evaluated_first(st):
+    """EXPLAIN (NEKI_PLAN) of such a statement: the part read first with its own plan (text
+    and JSON), nothing run."""
+    with st.connect() as conn:
+        cur = psycopg.ClientCursor(conn)
+        lines = [r[0] for r in cur.execute(
+            "EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT id FROM customers "
+            "WHERE id > (SELECT avg(customer_id) FROM orders)").fetchall()]
+        assert lines[0] == "Router Evaluation", lines
+        assert lines[1] == "  Evaluated First: SELECT avg(customer_id) FROM orders", lines
+        assert any("Scatter" in l for l in lines[2:-1]), lines
+        assert lines[-1].startswith("  Then: the statement with its rows in its place"), lines
+        doc = cur.execute("EXPLAIN (NEKI_PLAN) SELECT c.name FROM customers c "
+                          "JOIN orders o ON o.id = c.id * 10").fetchone()[0]
+        ev = doc[0]["Router Evaluation"]
+        assert ev["Evaluated First"] == "SELECT * FROM orders", doc
+        assert ev["Plan"][0]["Plan"]["Node Type"] == "Collapse", doc
+
+
 def test_in_a_transaction(st):
     """Inside a transaction block the subquery sees the transaction's own writes."""
     with st.connect() as conn:
