@@ -47,6 +47,23 @@ fz_strndup(const uint8_t *d, size_t n)
 	return s;
 }
 
+/* True when SASL data <d>/<n> asks for few enough PBKDF2 iterations to run quickly. */
+static inline bool
+fz_cheap_iterations(const uint8_t *d, size_t n)
+{
+	for (size_t i = 0; i + 2 < n; i++) {
+		if (d[i] == 'i' && d[i + 1] == '=') {
+			size_t k = i + 2;
+
+			while (k < n && d[k] >= '0' && d[k] <= '9')
+				k++;
+			if (k - (i + 2) > 2)
+				return false;
+		}
+	}
+	return true;
+}
+
 /* The next part of <*d>/<*n> up to a NUL byte (or the end); advances past it. */
 static inline size_t
 fz_part(const uint8_t **d, size_t *n, const uint8_t **part)

@@ -20,23 +20,6 @@ static const char scram_secret[] = "SCRAM-SHA-256$1:c2FsdA==$"
 	"Otk5kdnAo/6UDUcm0KaO+uESed84FVLF7Qg4N9v1MRA=:"
 	"Uc4DDcQRN5WJ44eNiyKPEO+MJvVo84Ucr4WI9nixz60=";
 
-/* True when <d>/<n> asks for few enough PBKDF2 iterations to run quickly. */
-static bool
-cheap_iterations(const uint8_t *d, size_t n)
-{
-	for (size_t i = 0; i + 2 < n; i++) {
-		if (d[i] == 'i' && d[i + 1] == '=') {
-			size_t k = i + 2;
-
-			while (k < n && d[k] >= '0' && d[k] <= '9')
-				k++;
-			if (k - (i + 2) > 2)
-				return false;
-		}
-	}
-	return true;
-}
-
 static void
 scram_server_side(const uint8_t *d, size_t n)
 {
@@ -62,7 +45,7 @@ scram_client_side(const uint8_t *d, size_t n)
 	const uint8_t *first;
 	size_t n1 = fz_part(&d, &n, &first);
 
-	if (!cheap_iterations(first, n1))
+	if (!fz_cheap_iterations(first, n1))
 		return;
 	if (scram_client_init_password(&c, "pencil", "", "fixednonce")) {
 		FZ_CHECK(scram_client_first_msg(&c) != NULL);

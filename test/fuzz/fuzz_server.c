@@ -24,23 +24,6 @@ same_message(const struct pktbuf *pb, char type, const uint8_t *body, size_t len
 	FZ_CHECK(memcmp(pb->buf + 5, body, len) == 0);
 }
 
-/* True when SASL data <d>/<n> asks for few enough PBKDF2 iterations to run quickly. */
-static bool
-cheap_iterations(const uint8_t *d, size_t n)
-{
-	for (size_t i = 0; i + 2 < n; i++) {
-		if (d[i] == 'i' && d[i + 1] == '=') {
-			size_t k = i + 2;
-
-			while (k < n && d[k] >= '0' && d[k] <= '9')
-				k++;
-			if (k - (i + 2) > 2)
-				return false;
-		}
-	}
-	return true;
-}
-
 static void
 row_description(const uint8_t *body, size_t len, struct pktbuf *pb)
 {
@@ -161,7 +144,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			server_message(f.type, f.body, f.body_len);
 			continue;
 		}
-		if (!auth || !cheap_iterations(f.body, f.body_len))
+		if (!auth || !fz_cheap_iterations(f.body, f.body_len))
 			continue;
 		pktbuf_reset(&out);
 		auth = login_on_auth(&l, f.body, f.body_len, &out, &err) && !login_is_done(&l);
