@@ -10,6 +10,9 @@ CREATE TABLE order_items (customer_id bigint NOT NULL, order_id bigint NOT NULL,
                           line int NOT NULL, sku text NOT NULL, qty int NOT NULL,
                           PRIMARY KEY (customer_id, order_id, line));
 CREATE TABLE products (sku text PRIMARY KEY, name text NOT NULL, price numeric(10,2));
+-- the lookup table of the GSI orders_by_id (orders by id -> their customer_id): neki writes
+-- its rows with each order; the application never names it
+CREATE TABLE orders_by_id (id bigint PRIMARY KEY, customer_id bigint NOT NULL);
 
 INSERT INTO countries VALUES ('FR', 'France'), ('DE', 'Germany'), ('JP', 'Japan');
 INSERT INTO customers VALUES (1, 'Ada', 'FR'), (2, 'Grace', 'DE'), (3, 'Linus', 'JP'),

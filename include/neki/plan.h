@@ -19,6 +19,7 @@
 #include "neki/keyspace.h"
 #include "neki/parse.h"
 
+struct plan_gsi;
 struct plan_memo;
 
 /* Column types and relation kinds: the catalog module (or a test) supplies these. */
@@ -315,6 +316,7 @@ struct plan {
 	const struct stmt *stmt;	/* borrowed: the statement planned */
 	struct plan *inner;		/* the plan of EXPLAIN's statement, DECLARE's query */
 	struct plan_insel *insel;	/* PLAN_OP_INSERT_SELECT; NULL otherwise */
+	struct plan_gsi *gsi;		/* an owner of enabled GSIs: plan_gsi.h; NULL */
 	bool bad_param;			/* refused: a bound value not of its type (Bind's) */
 	uint16_t materialize;		/* refused for this scope: evaluate it first; 0 */
 	uint32_t broadcast;		/* refused for stmt.rels[broadcast - 1]: evaluate it */

@@ -12,6 +12,7 @@
 #include "neki/base.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 enum sql_item {
 	SQL_ITEM_NONE = 0,	/* not one of the items below: SQL the caller reads itself */
@@ -42,5 +43,11 @@ sql_ident_char(char c)
 	return (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') ||
 	       u == '_' || u == '$' || u >= 0x80;
 }
+
+/* Write <name> as a quoted identifier ("a""b"), and <len> bytes at <p> as a string constant
+ * E'...' (read the same under either standard_conforming_strings): the writers of the SQL
+ * the router composes. */
+void sql_put_ident(FILE *f, const char *name);
+void sql_put_literal(FILE *f, const char *p, size_t len);
 
 #endif /* NEKI_SQLSCAN_H */

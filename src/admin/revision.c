@@ -257,26 +257,6 @@ read_file(const char *path)
 }
 
 /*
- * A stored revision set before enabled GSIs were refused (gsi/not-maintained) is served with
- * those GSIs disabled, said in the log: nothing keeps their lookup rows.
- */
-static void
-disable_unmaintained_gsis(struct topo_model *m, uint64_t revision)
-{
-	for (size_t d = 0; d < m->ndbs; d++)
-		for (size_t i = 0; i < m->dbs[d].ngsis; i++) {
-			struct topo_gsi *g = &m->dbs[d].gsis[i];
-
-			if (!g->enabled)
-				continue;
-			g->enabled = false;
-			log_warn("data topology revision %" PRIu64 ": global secondary index "
-				 "\"%s\" of database \"%s\" is served as disabled: neki does not "
-				 "maintain lookup rows", revision, g->name, m->dbs[d].name);
-		}
-}
-
-/*
  * Make <json> revision <revision> the one this router serves: written to the cache file
  * when <cache>, published into shm when <publish_it> (not when shm holds it already).
  */
@@ -296,7 +276,6 @@ install(uint64_t revision, const char *json, bool cache, bool publish_it)
 
 		in.nshards = declared_shards(uids, NK_ARRAY_LEN(uids));
 		topo_validate(m, &in, &f);
-		disable_unmaintained_gsis(m, revision);
 	}
 	topo_findings_cleanup(&f);
 	if (m == NULL || copy == NULL) {

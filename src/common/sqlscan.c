@@ -138,3 +138,27 @@ sql_skip_item(const char *sql, const char *p)
 
 	return sql + sql_scan_item(sql, i, n, &kind);
 }
+
+void
+sql_put_ident(FILE *f, const char *name)
+{
+	fputc('"', f);
+	for (; *name; name++) {
+		if (*name == '"')
+			fputc('"', f);
+		fputc(*name, f);
+	}
+	fputc('"', f);
+}
+
+void
+sql_put_literal(FILE *f, const char *p, size_t len)
+{
+	fputs("E'", f);
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] == '\\' || p[i] == '\'')
+			fputc(p[i], f);
+		fputc(p[i], f);
+	}
+	fputc('\'', f);
+}

@@ -25,6 +25,7 @@
 #include "neki/topology_image.h"
 #include "neki/proc.h"
 #include "route_compose.h"
+#include "route_gsi.h"
 #include "route_subq.h"
 #include "route_int.h"
 #include "route_target.h"
@@ -820,6 +821,8 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 		return route_fail(r, &err);
 	if (composed == NULL && r->subq != NULL)	/* (a subquery, or its statement again) */
 		composed = route_subq_take(r, &sub_simple);
+	if (composed == NULL && r->gsi != NULL)		/* (a step of a secondary index) */
+		composed = route_gsi_take(r, &sub_simple);
 	if (composed != NULL)
 		sql = composed;
 	if (composed != NULL && r->ext_exec && !route_ext_composed(r, composed)) {
@@ -881,7 +884,8 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 			rc = route_fail(r, &err);
 		else if (sq == ROUTE_SEQ_ASYNC)
 			rc = RSTEP_ASYNC;
-		else
+		else if (p.gsi == NULL || st->kind == STMT_EXPLAIN ||
+			 !route_gsi_step(r, &p, sql, params, nparams, ref.data, &rc))
 			rc = route_dispatch(r, &p, sql, ref.data);
 	}
 	cat_view_release(&cv);
@@ -899,6 +903,8 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 
 	if (r->subq != NULL)
 		route_subq_settle(r, rc);
+	if (r->gsi != NULL && rc != RSTEP_ASYNC && rc != RSTEP_WAIT)
+		route_gsi_free(r);	/* (a step refused, or a statement it was not for) */
 	return rc;
 }
 
@@ -1165,6 +1171,7 @@ route_session_free(struct route *r)
 	free(r->redo_sql);
 	route_compose_free(r);
 	route_subq_free(r);
+	route_gsi_free(r);
 	free(r->ext_msg);
 	if (r->ev != NULL)
 		event_free(r->ev);

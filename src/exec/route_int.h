@@ -350,7 +350,8 @@ struct route {
 	struct rcompose *compose;	/* owned: a statement composed over a __neki call's rows
 					 * (route_compose.c); NULL none */
 	struct rsubq *subq;		/* owned: what is read first (route_subq.c); NULL */
-	bool subq_capture;		/* ... it runs: its answer is kept, not forwarded */
+	bool subq_capture;		/* ... it runs (or a route_gsi.c step): answer kept */
+	struct rgsi *gsi;		/* owned: the steps of a secondary index; NULL */
 	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
 	struct nk_error commit_err;	/* what the client is told then */
 	/* RX_MERGE (route_merge.c) */

@@ -35,6 +35,7 @@
 #include "neki/sqlscan.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_gsi.h"
 #include "route_subq.h"
 
 #define ROUTE_SUBQ_ROUNDS 16		/* rounds of one statement (two per table read) */
@@ -490,9 +491,9 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 
 /* ---- its answer ---- */
 
-/* The subquery's result holds more than the router may keep: the statement fails. */
-static bool
-subq_refused(struct route *r, const struct nk_error *err)
+/* route_subq_refused: see route_subq.h. */
+bool
+route_subq_refused(struct route *r, const struct nk_error *err)
 {
 	if (!r->has_err) {
 		r->err = *err;
@@ -513,12 +514,12 @@ too_big(struct route *r, size_t bytes)
 			(long long)r->c.cfg->router_work_mem);
 	nk_error_hint(&e, "Raise router_work_mem, narrow the subquery, or correlate it on the "
 		      "shard key so that each shard evaluates it.");
-	return subq_refused(r, &e);
+	return route_subq_refused(r, &e);
 }
 
-/* The SQL name of result type <oid>: a built-in type, or one the catalog knows. */
-static bool
-type_sql(struct route *r, uint32_t oid, char *out, size_t len)
+/* route_subq_type_sql: see route_subq.h. */
+bool
+route_subq_type_sql(struct route *r, uint32_t oid, char *out, size_t len)
 {
 	const char *name = merge_type_sql(oid), *schema = NULL;
 	struct cat_view cv;
@@ -555,10 +556,10 @@ keep_desc(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 	if (q->ncols > 0 || r->has_err)
 		return true;		/* (every shard's: the first one's) */
 	if (!proto_parse_row_description(body, len, &m, &e))
-		return subq_refused(r, &e);
+		return route_subq_refused(r, &e);
 	n = proto_rowdesc_columns(&m, cols, ROUTE_SUBQ_COLS);
 	if (n == 0 || n < m.ncols)
-		return subq_refused(r, (nk_error_set(&e, ERRCODE_FEATURE_NOT_SUPPORTED,
+		return route_subq_refused(r, (nk_error_set(&e, ERRCODE_FEATURE_NOT_SUPPORTED,
 				    "a subquery the router evaluates may return 1 to %d columns",
 				    ROUTE_SUBQ_COLS), &e));
 	free(q->types);
@@ -566,38 +567,25 @@ keep_desc(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 	q->names = NULL;
 	if ((q->types = calloc(n, sizeof(*q->types))) == NULL ||
 	    (f = open_memstream(&q->names, &names_len)) == NULL)
-		return subq_refused(r, (nk_error_oom(&e), &e));
+		return route_subq_refused(r, (nk_error_oom(&e), &e));
 	for (size_t k = 0; k < n; k++) {
 		char *qn = route_quote_ident(cols[k].name);
 
 		fprintf(f, "%sc%zu AS %s", k ? ", " : "", k + 1, qn ? qn : "\"?column?\"");
 		free(qn);
-		if (!type_sql(r, cols[k].type_oid, q->types[k], sizeof(q->types[k]))) {
+		if (!route_subq_type_sql(r, cols[k].type_oid, q->types[k], sizeof(q->types[k]))) {
 			fclose(f);
 			nk_error_set(&e, ERRCODE_FEATURE_NOT_SUPPORTED,
 				     "the router cannot write a value of type %u, column \"%s\" "
 				     "of a subquery it evaluates", cols[k].type_oid, cols[k].name);
 			nk_error_hint(&e, "Cast the column to a built-in type in the subquery.");
-			return subq_refused(r, &e);
+			return route_subq_refused(r, &e);
 		}
 	}
 	if (fclose(f) != 0 || (q->rows = open_memstream(&q->rows_buf, &q->rows_len)) == NULL)
-		return subq_refused(r, (nk_error_oom(&e), &e));
+		return route_subq_refused(r, (nk_error_oom(&e), &e));
 	q->ncols = (uint16_t)n;
 	return true;
-}
-
-/* A value as an E'' literal (the same under either standard_conforming_strings). */
-static void
-put_literal(FILE *f, const uint8_t *p, uint32_t len)
-{
-	fputs("E'", f);
-	for (uint32_t i = 0; i < len; i++) {
-		if (p[i] == '\'' || p[i] == '\\')
-			fputc(p[i], f);
-		fputc(p[i], f);
-	}
-	fputc('\'', f);
 }
 
 static bool
@@ -610,9 +598,9 @@ keep_row(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 	if (r->has_err || q->rows == NULL)
 		return true;
 	if (!proto_parse_data_row(body, len, &m, &e))
-		return subq_refused(r, &e);
+		return route_subq_refused(r, &e);
 	if (m.ncols != q->ncols || proto_datarow_values(&m, vals, ROUTE_SUBQ_COLS) != q->ncols)
-		return subq_refused(r, (nk_error_set(&e, ERRCODE_PROTOCOL_VIOLATION,
+		return route_subq_refused(r, (nk_error_set(&e, ERRCODE_PROTOCOL_VIOLATION,
 				    "a shard's row has %u columns, its description %u",
 				    m.ncols, q->ncols), &e));
 	fputs(q->nrows ? ", (" : "(", q->rows);
@@ -621,13 +609,13 @@ keep_row(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 		if (vals[k].p == NULL)
 			fputs("NULL", q->rows);
 		else
-			put_literal(q->rows, vals[k].p, vals[k].len);
+			sql_put_literal(q->rows, (const char *)vals[k].p, vals[k].len);
 		fprintf(q->rows, "::%s", q->types[k]);
 	}
 	fputc(')', q->rows);
 	q->nrows++;
 	if (fflush(q->rows) != 0)
-		return subq_refused(r, (nk_error_oom(&e), &e));
+		return route_subq_refused(r, (nk_error_oom(&e), &e));
 	if (r->c.cfg->router_work_mem > 0 && (int64_t)q->rows_len > r->c.cfg->router_work_mem)
 		return too_big(r, q->rows_len);
 	return true;
@@ -637,15 +625,22 @@ keep_row(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 bool
 route_subq_keep(struct route *r, const uint8_t *buf, size_t len)
 {
+	bool gsi = route_gsi_capturing(r);	/* (a step of a global secondary index) */
+
 	for (size_t o = 0; o + 5 <= len;) {
 		const uint8_t *m = buf + o;
 		size_t n = ((size_t)m[1] << 24) | ((size_t)m[2] << 16) | ((size_t)m[3] << 8) | m[4];
+		bool ok = true;
 
 		if (n < 4 || o + 1 + n > len)
 			break;
-		if (m[0] == 'T' && !keep_desc(r, r->subq, m + 5, n - 4))
-			return false;
-		if (m[0] == 'D' && !keep_row(r, r->subq, m + 5, n - 4))
+		if (gsi && (m[0] == 'T' || m[0] == 'D'))
+			ok = route_gsi_keep(r, m[0], m + 5, n - 4);
+		else if (m[0] == 'T')
+			ok = keep_desc(r, r->subq, m + 5, n - 4);
+		else if (m[0] == 'D')
+			ok = keep_row(r, r->subq, m + 5, n - 4);
+		if (!ok)
 			return false;
 		o += 1 + n;
 	}
@@ -716,6 +711,8 @@ route_subq_finished(struct route *r)
 	char *mid;
 	struct nk_error e;
 
+	if (route_gsi_capturing(r))
+		return route_gsi_finished(r);
 	if (q == NULL || !q->capture)
 		return false;
 	if (r->has_err) {	/* the statement fails (route_after_error() follows) */
@@ -727,7 +724,7 @@ route_subq_finished(struct route *r)
 	if (q->ncols == 0) {
 		nk_error_set(&e, ERRCODE_INTERNAL_ERROR,
 			     "the subquery the router evaluated returned no description");
-		return subq_refused(r, &e), false;
+		return route_subq_refused(r, &e), false;
 	}
 	mid = values_sql(q);
 	capture_end(r, q);
@@ -735,7 +732,7 @@ route_subq_finished(struct route *r)
 	    asprintf(&q->next, "%.*s%s%s", (int)q->start, q->sql, mid, q->sql + q->end) == -1) {
 		q->next = NULL;
 		free(mid);
-		return subq_refused(r, (nk_error_oom(&e), &e)), false;
+		return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
 	}
 	free(mid);
 	route_exec_reset(r);

@@ -58,5 +58,11 @@ bool route_subq_finished(struct route *r);
  * sent ends its run there. */
 void route_subq_settle(struct route *r, enum rstep rc);
 void route_subq_free(struct route *r);
+/* A part the router runs first fails the statement with <err> (the first error kept);
+ * true (its answer goes on being read). */
+bool route_subq_refused(struct route *r, const struct nk_error *err);
+/* The SQL name of result type <oid> into <out> (<len> bytes): a built-in type, or one the
+ * catalog knows (quoted, schema-qualified); false when neither. */
+bool route_subq_type_sql(struct route *r, uint32_t oid, char *out, size_t len);
 
 #endif /* NEKI_EXEC_ROUTE_SUBQ_H */

@@ -12,6 +12,7 @@
 #include "neki/base.h"
 
 #include "neki/plan.h"
+#include "neki/plan_gsi.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -132,6 +133,13 @@ text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_ac
 	for (uint32_t i = 0; i < (p->insel ? p->insel->ntargets : p->nshards); i++)
 		xput(b, "%s%s", i ? ", " : "", p->insel ? p->insel->targets[i] : p->shards[i]);
 	xput(b, "\n");
+	if (p->gsi) {
+		xput(b, "%*sSecondary Index: %s\n", f, "", p->gsi->name);
+		for (uint32_t i = 0; i < p->gsi->nfirst; i++)
+			xput(b, "%*sLookup First: %s\n", f, "", p->gsi->first[i]);
+		if (p->gsi->returning)
+			xput(b, "%*sLookup Rows Deleted After: %s\n", f, "", p->gsi->returning);
+	}
 	for (uint32_t i = 0; act && i < act->nshards; i++)
 		xput(b, "%*sShard %s: actual rows=%llu time=%.3f ms\n", f, "",
 		     act->shards[i].shard, (unsigned long long)act->shards[i].rows,
@@ -203,6 +211,15 @@ json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act
 		json_list(b, "Shards", p->insel->targets, p->insel->ntargets);
 	else
 		json_list(b, "Shards", p->shards, p->nshards);
+	if (p->gsi) {
+		xput(b, ", \"Secondary Index\": ");
+		xjson_str(b, p->gsi->name);
+		json_list(b, "Lookup First", p->gsi->first, p->gsi->nfirst);
+		if (p->gsi->returning) {
+			xput(b, ", \"Lookup Rows Deleted After\": ");
+			xjson_str(b, p->gsi->returning);
+		}
+	}
 	if (act) {
 		xput(b, ", \"Actual\": [");
 		for (uint32_t i = 0; i < act->nshards; i++) {

@@ -413,8 +413,11 @@ plan_value_text(struct pctx *c, const struct stmt_value *v, const char **out, bo
 	*is_null = len < 0 || !*out;
 	if (*is_null)
 		return true;
+	if (binary && plan_binary_text(c, oid, *out, len, out))
+		return true;
 	if (binary)
-		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		return nk_error_is_set(c->err) ? false :
+		       nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 				    "this argument cannot be read by the router "
 				    "in binary format");
 	return (*out = rarena_strndup(c->a, *out, (size_t)len)) != NULL ||
@@ -1040,9 +1043,9 @@ plan_refuse_join(struct pctx *c)
 
 /*
  * UPDATE / DELETE / MERGE shape checks on a sharded target: assigning the shard key or a
- * column a global secondary index declares (145, the router keeps no lookup rows in step);
- * MERGE inserting into a table keyed over several columns (10, as INSERT). (No GSI is
- * enabled: the topology refuses it, gsi/not-maintained; so neither 104 nor COPY's 44.)
+ * column a global secondary index declares or keeps in its lookup rows (145: the router
+ * does not move lookup rows); MERGE inserting into a table keyed over several columns (10,
+ * as INSERT). The rest of what an enabled GSI needs: plan_gsi.c.
  */
 static bool
 check_dml(struct pctx *c)
@@ -1071,10 +1074,10 @@ plan_dml(struct pctx *c)
 		return false;
 	if (c->s->kind == STMT_INSERT)
 		return plan_insert(c) && plan_calls(c) && check_multi_shard_shape(c) &&
-		       plan_check_dist(c) && plan_nextvals(c);
+		       plan_check_dist(c) && plan_nextvals(c) && plan_gsi(c);
 	if (!check_dml(c) || !plan_route_rels(c) || !plan_decide(c) || !plan_calls(c))
 		return false;
-	return check_multi_shard(c) && plan_check_dist(c) && plan_nextvals(c);
+	return check_multi_shard(c) && plan_check_dist(c) && plan_nextvals(c) && plan_gsi(c);
 }
 
 static bool

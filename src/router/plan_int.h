@@ -165,8 +165,21 @@ bool plan_find_nextval(const char *sql, const struct ptok *t, uint32_t n, uint32
  * tables is refused on any number of shards. */
 bool plan_check_dist(struct pctx *c);
 
+/* plan_gsi.c: what a statement on the owner of an enabled GSI needs besides its route
+ * (plan.gsi), or its refusal; planned after the route. */
+bool plan_gsi(struct pctx *c);
+/* TRUNCATE naming the owner of an enabled GSI names its lookup table too, else 0A000. */
+bool plan_gsi_truncate(struct pctx *c);
+/* <p> owns an enabled GSI: *<name> (the first). */
+bool plan_gsi_enabled(const struct pctx *c, const struct prel *p, const char **name);
+
 /* plan_util.c */
-/* <p> owns a global secondary index (enabled or not) declaring <column>. */
+/* plan_binary_value() (neki/plan_gsi.h) into *<out> in the arena; false when the router
+ * cannot read the value (or no memory: <err>). */
+bool plan_binary_text(struct pctx *c, uint32_t oid, const char *data, int32_t len,
+		      const char **out);
+/* <p> owns a global secondary index (enabled or not) declaring <column>, or an enabled one
+ * whose lookup rows hold it (owner_pk_columns). */
 bool plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *column);
 /* Tables that cannot meet on one shard: 113, or 103 when an UPDATE / DELETE joins a
  * FROM / USING source (spec: a DML source join that cannot be planned safely), 121 for a

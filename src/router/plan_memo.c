@@ -71,7 +71,8 @@ keepable(const struct pctx *c)
 	return (!o->parts || s->kind == STMT_INSERT) && !o->fills && !o->cols && !o->nextvals &&
 	       !o->setvals &&
 	       !o->set_configs && !o->show_value && !o->inner && !o->insel &&
-	       o->pin == PLAN_PIN_NONE && !o->queue_usage && !o->route_by_fill && !o->has_key;
+	       o->pin == PLAN_PIN_NONE && !o->queue_usage && !o->route_by_fill && !o->has_key &&
+	       !o->gsi;
 }
 
 /* plan_memo_record: see plan_int.h. */

@@ -13,9 +13,11 @@
 #include <ctype.h>
 #include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "neki/plan_gsi.h"
 #include "plan_int.h"
 
 static bool
@@ -324,6 +326,17 @@ is_utf8_name(const char *enc)
 	return streq(buf, "utf8") || streq(buf, "unicode");
 }
 
+/* plan_binary_text: see plan_int.h. */
+bool
+plan_binary_text(struct pctx *c, uint32_t oid, const char *data, int32_t len, const char **out)
+{
+	char *text = plan_binary_value(oid, data, len);
+
+	*out = text != NULL ? rarena_strndup(c->a, text, strlen(text)) : NULL;
+	free(text);
+	return *out != NULL || (text != NULL && nk_error_oom(c->err));
+}
+
 /* plan_owner_gsi: see plan_int.h. */
 bool
 plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *column)
@@ -337,6 +350,10 @@ plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *column)
 			continue;
 		for (uint32_t k = 0; k < topo_image_list_len(c->img, g.columns); k++)
 			if (streq(topo_image_list_str(c->img, g.columns, k), column))
+				return true;
+		for (uint32_t k = 0; g.enabled && k < topo_image_list_len(c->img,
+									 g.owner_pk_columns); k++)
+			if (streq(topo_image_list_str(c->img, g.owner_pk_columns, k), column))
 				return true;
 	}
 	return false;
@@ -393,6 +410,7 @@ copy_sharded(struct pctx *c, struct prel *p)
 {
 	const struct stmt_copy *cp = c->s->copy;
 	struct plan *o = c->out;
+	const char *gsi;
 
 	if (cp->has_file || cp->is_program)
 		return nk_error_nk013(c->err, 41);
@@ -410,6 +428,8 @@ copy_sharded(struct pctx *c, struct prel *p)
 		return nk_error_nk013(c->err, 53);
 	if (p->expr->ncolumns > 1)
 		return nk_error_nk013(c->err, 45);
+	if (plan_gsi_enabled(c, p, &gsi))	/* (the rows' lookup rows are not written) */
+		return nk_error_nk013(c->err, 44);
 	if (copy_omits_sequence(c, p))
 		return nk_error_nk013(c->err, 51);
 	o->op = PLAN_OP_COPY;
@@ -513,6 +533,14 @@ plan_explain_stmt(struct pctx *c)
 		return false;
 	}
 	ip->query = plan_explained_text(ip->query);
+	if (e->analyze && ip->gsi && ip->gsi->kind != PLAN_GSI_READ) {
+		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			     "EXPLAIN ANALYZE of a write to the owner of global secondary index "
+			     "\"%s\" is not supported", ip->gsi->name);
+		nk_error_hint(c->err, "Run the statement itself (the router writes its lookup "
+			      "rows with it), or EXPLAIN without ANALYZE.");
+		return false;
+	}
 	if (e->neki_plan) {
 		router_plan(c, PLAN_ACT_EXPLAIN);
 		c->out->inner = ip;
@@ -528,6 +556,7 @@ plan_explain_stmt(struct pctx *c)
 	*c->out = *ip;
 	c->out->stmt = c->s;
 	c->out->inner = NULL;
+	c->out->gsi = NULL;	/* (EXPLAIN alone writes nothing: no lookup step) */
 	return true;
 }
 
@@ -733,7 +762,7 @@ plan_utility(struct pctx *c)
 					    "__neki.shard is set");
 		if (c->s->names_aggregate && c->in->sess->in_transaction)
 			return refuse_aggregate_ddl(c);
-		return check_ddl(c) && plan_all_shards(c);
+		return check_ddl(c) && plan_gsi_truncate(c) && plan_all_shards(c);
 	case STMT_MAINT:
 	case STMT_PRIV:
 		return plan_all_shards(c);

@@ -284,12 +284,6 @@ check_gsi(const struct vt_ctx *c, const struct topo_gsi *g)
 	const struct topo_schema *sc;
 
 	pathf(base, "databases.%s.global_secondary_indexes.%s", c->d->name, g->name);
-	if (g->enabled)		/* (accepted, it would be a GSI in name only: nothing kept) */
-		topo_findings_add(c->f, pathf(p, "%s.enabled", base), "gsi/not-maintained",
-				  ERRCODE_FEATURE_NOT_SUPPORTED, false,
-				  "global secondary index \"%s\" cannot be enabled: neki does not "
-				  "maintain lookup rows or route reads through them; declare it "
-				  "with \"enabled\": false", g->name);
 	if (g->columns.v && g->columns.n == 0)
 		add_forceable(c->f, pathf(p, "%s.columns", base), "gsi/columns",
 			      "a global secondary index needs at least one column");

@@ -264,9 +264,9 @@ def test_validation_errors(sharded, cluster_db):
     assert e.diag.sqlstate == "42601"
 
 
-def test_enabled_gsi_is_refused(sharded, cluster_db):
-    """An enabled GSI would be one in name only (neki keeps no lookup rows): refused with
-    0A000 at its path, also with force; the same GSI disabled is taken."""
+def test_enabled_gsi_is_taken(sharded, cluster_db):
+    """An enabled GSI validates clean and is applied (neki keeps its lookup rows: see
+    test/routing/test_gsi.py); its lookup table sharded off its columns is still V10."""
     inst = sharded()
     doc = topology(cluster_db)
     tables = doc["databases"][cluster_db]["schemas"]["public"]["tables"]
@@ -276,44 +276,12 @@ def test_enabled_gsi_is_refused(sharded, cluster_db):
            "columns": ["id"], "owner_sk_columns": ["customer_id"], "unique": True,
            "enabled": True}
     doc["databases"][cluster_db]["global_secondary_indexes"] = {"orders_by_id": gsi}
-    path = f"databases.{cluster_db}.global_secondary_indexes.orders_by_id.enabled"
-    for options in (None, {"force": True}):
-        e = run_err(inst, set_sql(doc, overwrite=False, options=options))
-        assert e.diag.sqlstate == "0A000", e
-        assert e.diag.message_primary == (
-            f'invalid data topology: {path}: global secondary index "orders_by_id" cannot be '
-            'enabled: neki does not maintain lookup rows or route reads through them; declare '
-            'it with "enabled": false')
     assert run(inst, f"SELECT path, rule FROM __neki.validate_data_topology("
-                     f"{lit(json.dumps(doc))})") == [(path, "gsi/not-maintained")]
-    assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()") == [(0,)]
-    gsi["enabled"] = False
+                     f"{lit(json.dumps(doc))})") == []
     assert run(inst, set_sql(doc, overwrite=False)) == [(True, 1)]
-
-
-def test_stored_enabled_gsi_is_served_disabled(sharded, pg_cluster, cluster_db):
-    """A revision stored with an enabled GSI (written before gsi/not-maintained) still loads
-    and is served, with the GSI disabled and a WARNING saying so."""
-    doc = topology(cluster_db)
-    tables = doc["databases"][cluster_db]["schemas"]["public"]["tables"]
-    tables["orders"]["secondary_indexes"] = [{"name": "orders_by_id", "columns": ["id"]}]
-    tables["orders_by_id"] = {"shard_group": "authoritative"}
-    doc["databases"][cluster_db]["global_secondary_indexes"] = {"orders_by_id": {
-        "schema": "public", "table": "orders_by_id", "owner_table": "orders",
-        "columns": ["id"], "owner_sk_columns": ["customer_id"], "unique": True,
-        "enabled": True}}
-    pg_cluster.sql("shard-a", "CREATE SCHEMA IF NOT EXISTS __neki", dbname=cluster_db)
-    pg_cluster.sql("shard-a", "CREATE TABLE IF NOT EXISTS __neki.data_topology_log ("
-                   "revision bigint PRIMARY KEY, topology text NOT NULL, created_at "
-                   "timestamptz NOT NULL DEFAULT now(), comment text, created_by text, "
-                   "suppressed_findings text)", dbname=cluster_db)
-    pg_cluster.sql("shard-a", "INSERT INTO __neki.data_topology_log (revision, topology) "
-                   "VALUES (1, %s)", [json.dumps(doc)], dbname=cluster_db)
-    inst = sharded()
-    inst.wait_log(r'data topology revision 1: global secondary index "orders_by_id" of '
-                  rf'database "{cluster_db}" is served as disabled: neki does not maintain '
-                  r'lookup rows', timeout=15)
-    assert run(inst, "SELECT * FROM __neki.get_data_topology_revision()") == [(1,)]
+    got = json.loads(run(inst, "SELECT * FROM __neki.get_data_topology()")[0][0])
+    assert got["databases"][cluster_db]["global_secondary_indexes"]["orders_by_id"][
+        "enabled"] is True
 
 
 def test_roles(sharded, pg_cluster, cluster_db):

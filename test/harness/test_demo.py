@@ -53,6 +53,24 @@ def test_demo_start_status_stop(tmp_path):
         direct = subprocess.run(psql + ["-p", env[var], "-c", "SELECT id FROM customers"],
                                 capture_output=True, text=True, timeout=30)
         assert "3" in direct.stdout.split()
+        # the demo's GSI orders_by_id works: an order read by id goes through its lookup
+        # row to its customer's shard, and every order has its lookup row
+        q = subprocess.run(psql + ["-p", str(port), "-c",
+                                   "SELECT customer_id, status FROM orders WHERE id = 201",
+                                   "-c", "EXPLAIN (NEKI_PLAN, FORMAT TEXT) "
+                                   "SELECT * FROM orders WHERE id = 201",
+                                   "-c", "SELECT count(*) FROM orders"],
+                           capture_output=True, text=True, timeout=30)
+        assert q.returncode == 0, q.stderr
+        lines = q.stdout.splitlines()
+        assert lines[0] == "2|paid" and lines[-1] == "9", lines
+        assert "Secondary Index: orders_by_id" in q.stdout, q.stdout
+        lookups = sum(int(subprocess.run(
+            psql + ["-p", env[s.upper().replace("-", "_") + "_PORT"], "-c",
+                    "SELECT count(*) FROM orders_by_id"],
+            capture_output=True, text=True, timeout=30).stdout.strip() or 0)
+            for s in ("shard-a", "shard-b", "shard-c", "shard-d"))
+        assert lookups == 9
         again = demo("start", state)
         assert again.returncode == 0 and "already running" in again.stdout
         status = demo("status", state)

@@ -466,5 +466,6 @@ router_suite(void)
 	router_add_cursor_tests(s);
 	router_add_dist_tests(s);
 	router_add_multikey_tests(s);
+	router_add_gsi_tests(s);
 	return s;
 }

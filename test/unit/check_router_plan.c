@@ -191,9 +191,8 @@ static const struct plan_catalog fx_cat = { NULL, fx_column_type, fx_column_name
 					    fx_is_aggregate };
 
 static void
-setup_image(void)
+build_image(struct topo_model *m)
 {
-	struct topo_model *m = fx_storefront();
 	size_t size = topo_image_size(m);
 
 	ck_assert_uint_gt(size, 0);
@@ -201,6 +200,12 @@ setup_image(void)
 	ck_assert_ptr_nonnull(img);
 	ck_assert_int_eq(topo_image_build(m, 1, img, size), (ssize_t)size);
 	topo_model_free(m);
+}
+
+static void
+setup_image(void)
+{
+	build_image(fx_storefront());
 }
 
 static void
@@ -1992,6 +1997,12 @@ rt_storefront_shard(const char *key)
 	return shard_of(key);
 }
 
+const void *
+rt_storefront_image(void)
+{
+	return img;
+}
+
 void
 rt_storefront_setup(void)
 {
@@ -2002,6 +2013,24 @@ void
 rt_storefront_teardown(void)
 {
 	teardown_image();
+}
+
+/* rt_storefront_gsi_setup: see router_fixtures.h. */
+void
+rt_storefront_gsi_setup(void)
+{
+	char *text = fx_read_file("etc/topology-storefront.json"), *at;
+	struct nk_error err;
+	struct topo_model *m;
+
+	ck_assert_ptr_nonnull(text);
+	at = strstr(text, "\"enabled\": false");
+	ck_assert_ptr_nonnull(at);
+	memcpy(at, "\"enabled\": true ", strlen("\"enabled\": false"));
+	m = topo_check(text, strlen(text), fx_input(NULL), false, NULL, &err);
+	ck_assert_msg(m != NULL, "storefront with its GSI enabled: %s", err.message);
+	free(text);
+	build_image(m);
 }
 
 /* router_add_plan_tests: see router_fixtures.h. */

@@ -219,11 +219,6 @@ static const struct rule_case rule_cases[] = {
 	  "infer them from" },
 	{ AMBIGUOUS_DOC, "databases.db.global_secondary_indexes.x.schema", "gsi/schema-ambiguous",
 	  "22023", "lookup table \"lk\" is in several schemas: set \"schema\"" },
-	/* 45: an enabled GSI would be kept by nothing: refused, never forced */
-	{ GSI_DOC(USERS_SI("['email']"), "auth", GSI_OK_BODY(",'enabled':true")),
-	  "databases.db.global_secondary_indexes.by_email.enabled", "gsi/not-maintained", "0A000",
-	  "global secondary index \"by_email\" cannot be enabled: neki does not maintain lookup "
-	  "rows or route reads through them; declare it with \"enabled\": false" },
 };
 
 static void

@@ -18,7 +18,7 @@ unit_sources += test/unit/check_router.c test/unit/check_router_plan.c \
 	test/unit/check_router_seq.c test/unit/check_router_fn.c test/unit/check_router_cursor.c \
 	test/unit/router_fixtures.c \
 	test/unit/check_router_insel.c test/unit/check_router_dist.c \
-	test/unit/check_router_multikey.c
+	test/unit/check_router_multikey.c test/unit/check_router_gsi.c
 noinst_HEADERS += test/unit/router_fixtures.h
 unit_sources += test/unit/check_dns.c
 unit_sources += test/unit/check_catalog.c

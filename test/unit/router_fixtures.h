@@ -36,11 +36,14 @@ struct nk_error;
  * unchecked fixture), a plan of <sql> over it and its catalog (<sess> NULL: defaults), the
  * shard of a key ("c:42" customer_data, "p:abc" catalog through lower()). */
 void rt_storefront_setup(void);
+/* The same with the GSI orders_by_id enabled (check_router_gsi.c). */
+void rt_storefront_gsi_setup(void);
 void rt_storefront_teardown(void);
 bool rt_plan_storefront(struct rt_fx *fx, const char *sql, const struct plan_session *sess,
 			const struct plan_param *params, uint32_t nparams, struct plan *out,
 			struct nk_error *err);
 const char *rt_storefront_shard(const char *key);
+const void *rt_storefront_image(void);
 
 /* INSERT ... SELECT plans (check_router_insel.c). */
 void router_add_insel_tests(Suite *s);
@@ -56,5 +59,8 @@ void router_add_dist_tests(Suite *s);
 
 /* Keys over two columns (spec 2.5 V3) (check_router_multikey.c). */
 void router_add_multikey_tests(Suite *s);
+
+/* Global secondary indexes at planning (check_router_gsi.c). */
+void router_add_gsi_tests(Suite *s);
 
 #endif

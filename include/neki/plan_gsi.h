@@ -1,0 +1,57 @@
+/*
+ * neki/plan_gsi.h - what a statement on the owner table of an enabled global secondary index
+ * needs besides its own route (spec 6.2, 3.3; src/router/plan_gsi.c plans it, the executor's
+ * src/exec/route_gsi.c runs it): the lookup rows an INSERT writes, the lookup rows a DELETE
+ * removes, the lookup read that narrows a SELECT to the owner rows' shards.
+ */
+#ifndef NEKI_PLAN_GSI_H
+#define NEKI_PLAN_GSI_H
+
+#include "neki/base.h"
+
+#include "neki/keyspace.h"
+#include "neki/plan.h"
+
+enum plan_gsi_kind {
+	PLAN_GSI_READ = 1,	/* read the lookup first, then the owner's shards it names */
+	PLAN_GSI_INSERT,	/* write the lookup rows first, then the owner rows */
+	PLAN_GSI_DELETE,	/* delete the owner rows RETURNING their lookup columns, then
+				 * those lookup rows */
+};
+
+/* DELETE: one GSI's lookup table and where its columns are in the RETURNING list. */
+struct plan_gsi_lookup {
+	const char *table;		/* "schema"."table", quoted */
+	const char **cols;		/* its columns, quoted */
+	uint32_t *pos;			/* each one's position in the RETURNING list */
+	uint32_t ncols;
+};
+
+struct plan_gsi {
+	enum plan_gsi_kind kind;
+	const char *name;		/* the (first) GSI, for EXPLAIN */
+	const char **first;		/* READ: the lookup query; INSERT: the lookup INSERTs */
+	uint32_t nfirst;
+	const char *returning;		/* DELETE: "RETURNING ..." added to the statement */
+	struct plan_gsi_lookup *lookups;	/* DELETE: one per GSI */
+	uint32_t nlookups;
+	bool client_returning;		/* DELETE: the statement has its own RETURNING (104) */
+	struct plan_key owner;		/* READ: how an owner key routes (group, index, type) */
+};
+
+/*
+ * READ: the shards of the owner key values <vals>[0..n) (text, as the lookup returned
+ * them) in <img>, deduplicated into <uids> (room for <max>; in the order of <order>, the
+ * plan's shards); their number, 0 when none routes (no owner row: any one shard answers).
+ */
+uint32_t plan_gsi_shards(const void *img, const struct plan_gsi *g,
+			 const struct ks_text_ctx *tc, const char *const *vals, uint32_t n,
+			 const char *const *order, uint32_t norder, const char **uids,
+			 uint32_t max);
+
+/* The text form of the binary-format value <data>/<len> of built-in type <oid> (bool,
+ * integers, floats, numeric, text-like, uuid), malloc'd; NULL when the router cannot read
+ * it (or no memory). What a bound value becomes in a text the router composes. */
+char *plan_binary_value(uint32_t oid, const char *data, int32_t len);
+
+#endif /* NEKI_PLAN_GSI_H */

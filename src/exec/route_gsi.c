@@ -1,0 +1,555 @@
+/*
+ * route_gsi.c - the steps of a statement on the owner of an enabled global secondary index
+ * (plan.gsi, src/router/plan_gsi.c), each a statement of its own routed like any other, its
+ * answer kept here (nothing of it reaches the client), in the statement's transaction (a
+ * write outside a block opens the Query's or batch's implicit one, so the owner rows and
+ * their lookup rows commit together; under __neki.tx_mode atomic with two-phase commit):
+ * - READ: the lookup query, then the statement on the shards of the owner keys it returned
+ *   (one shard when none: the statement's WHERE finds no row there either);
+ * - INSERT: the lookup INSERTs, then the statement (a duplicate of a unique GSI fails in the
+ *   first: 23505, and nothing is written);
+ * - DELETE: the statement with RETURNING of the lookup columns (its bound values written
+ *   into the text), then a DELETE of those lookup rows, then the client's `DELETE n`.
+ * Over the extended protocol the steps run as simple Queries (their values are constants),
+ * the statement itself at the Execute. Entry points: route_gsi_step(), route_gsi_take(),
+ * route_gsi_keep(), route_gsi_finished(), route_gsi_free().
+ */
+#include "neki/base.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "neki/merge.h"
+#include "neki/pktbuf.h"
+#include "neki/plan_gsi.h"
+#include "neki/proto.h"
+#include "neki/sqlscan.h"
+#include "route_int.h"
+#include "route_gsi.h"
+#include "route_subq.h"
+
+#define GSI_COLS 64			/* columns of a step's answer */
+#define GSI_TYPE_MAX 160
+
+enum gsi_phase {
+	G_STEPS,		/* READ / INSERT: the steps before the statement */
+	G_MAIN,			/* ... done: the statement runs next, as planned */
+	G_DELETE,		/* DELETE: the statement RETURNING the lookup columns */
+	G_LOOKUPS,		/* ... then the DELETEs of their lookup rows */
+};
+
+struct glookup {
+	char *table;
+	char **cols;
+	uint32_t *pos;
+	uint32_t ncols;
+};
+
+struct rgsi {
+	enum plan_gsi_kind kind;
+	enum gsi_phase phase;
+	bool ext;			/* the statement is an Execute */
+	bool capture;			/* a step runs */
+	char **texts;			/* the steps to run (owned, taken one by one) */
+	uint32_t ntexts, next;
+	/* the answer of the running step */
+	uint16_t ncols;
+	char (*types)[GSI_TYPE_MAX];	/* DELETE: each returned column's SQL type */
+	char **vals;			/* READ: the owner keys; DELETE: nrows x ncols values
+					 * (NULL for NULL) */
+	size_t nvals, cap, bytes;
+	uint64_t nrows;
+	struct glookup *lk;		/* DELETE: the lookup tables */
+	uint32_t nlk;
+};
+
+static void
+free_texts(struct rgsi *q)
+{
+	for (uint32_t i = 0; i < q->ntexts; i++)
+		free(q->texts[i]);
+	free(q->texts);
+	q->texts = NULL;
+	q->ntexts = q->next = 0;
+}
+
+void
+route_gsi_free(struct route *r)
+{
+	struct rgsi *q = r->gsi;
+
+	if (q == NULL)
+		return;
+	if (q->capture) {
+		r->subq_capture = false;
+		if (q->ext)
+			r->ext_exec = true;
+	}
+	free_texts(q);
+	for (size_t i = 0; i < q->nvals; i++)
+		free(q->vals[i]);
+	free(q->vals);
+	free(q->types);
+	for (uint32_t i = 0; i < q->nlk; i++) {
+		for (uint32_t k = 0; k < q->lk[i].ncols; k++)
+			free(q->lk[i].cols[k]);
+		free(q->lk[i].cols);
+		free(q->lk[i].pos);
+		free(q->lk[i].table);
+	}
+	free(q->lk);
+	free(q);
+	r->gsi = NULL;
+}
+
+bool
+route_gsi_capturing(const struct route *r)
+{
+	return r->gsi != NULL && r->gsi->capture;
+}
+
+static void
+gsi_resume(struct route *r)
+{
+	struct timeval tv = { 0, 0 };
+
+	r->resume = r->gsi->ext ? ROUTE_RESUME_EXEC : ROUTE_RESUME_NEXT;
+	if (r->gsi->ext)
+		r->busy = true;	/* the client waits with its Execute */
+	evtimer_add(r->ev_poll, &tv);
+}
+
+/* route_gsi_take: see route_gsi.h. */
+char *
+route_gsi_take(struct route *r, bool *simple)
+{
+	struct rgsi *q = r->gsi;
+	char *text;
+
+	*simple = false;
+	if (q == NULL || q->capture || q->phase == G_MAIN || q->next >= q->ntexts)
+		return NULL;
+	text = q->texts[q->next];
+	q->texts[q->next++] = NULL;
+	q->capture = r->subq_capture = true;
+	if (q->ext) {
+		*simple = true;
+		r->ext_exec = false;	/* (until the step ends) */
+	}
+	return text;
+}
+
+/* ---- starting ---- */
+
+static bool
+add_text(struct rgsi *q, char *text)
+{
+	char **nt;
+
+	if (text == NULL || (nt = realloc(q->texts, (q->ntexts + 1) * sizeof(*nt))) == NULL) {
+		free(text);
+		return false;
+	}
+	q->texts = nt;
+	q->texts[q->ntexts++] = text;
+	return true;
+}
+
+/* Bound value <v> as a constant of its declared type; false for a binary one the router
+ * cannot read. */
+static bool
+put_param(FILE *f, const struct plan_param *v)
+{
+	const char *type = v->type_oid ? merge_type_sql(v->type_oid) : NULL;
+
+	if (v->len < 0) {
+		fputs("NULL", f);
+		return true;
+	}
+	char *text = v->binary ? plan_binary_value(v->type_oid, (const char *)v->data, v->len) :
+		     NULL;
+
+	if (v->binary && text == NULL)
+		return false;
+	fputc('(', f);
+	if (text != NULL)
+		sql_put_literal(f, text, strlen(text));
+	else
+		sql_put_literal(f, (const char *)v->data, (size_t)v->len);
+	free(text);
+	if (type != NULL)
+		fprintf(f, "::%s", type);
+	fputc(')', f);
+	return true;
+}
+
+/* <sql> with each $n written as its bound value, without a final ';' (malloc'd), or NULL
+ * with <err>. */
+static char *
+inline_params(const char *sql, const struct plan_param *params, uint32_t nparams,
+	      struct nk_error *err)
+{
+	char *out = NULL;
+	size_t len = 0, end = strlen(sql);
+	FILE *f = open_memstream(&out, &len);
+	bool ok = f != NULL;
+
+	while (end > 0 && (sql[end - 1] == ';' || sql[end - 1] == ' ' || sql[end - 1] == '\n' ||
+			   sql[end - 1] == '\t' || sql[end - 1] == '\r'))
+		end--;
+	for (const char *p = sql; ok && p < sql + end;) {
+		const char *e = sql_skip_item(sql, p);
+		unsigned long n;
+		char *digits;
+
+		if (e == p && p[0] == '$' && p[1] >= '0' && p[1] <= '9' &&
+		    (p == sql || !sql_ident_char(p[-1]))) {
+			n = strtoul(p + 1, &digits, 10);
+			if (n == 0 || n > nparams || !put_param(f, &params[n - 1])) {
+				ok = false;
+				nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					     "a DELETE on the owner of a global secondary index "
+					     "cannot take parameter $%lu in this binary format", n);
+				break;
+			}
+			p = digits;
+			continue;
+		}
+		e = e != p ? e : p + 1;
+		fwrite(p, 1, (size_t)(e - p), f);
+		p = e;
+	}
+	if (f == NULL || fclose(f) != 0) {
+		free(out);
+		return nk_error_oom(err), NULL;
+	}
+	if (!ok) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static bool
+copy_lookups(struct rgsi *q, const struct plan_gsi *g)
+{
+	if ((q->lk = calloc(g->nlookups, sizeof(*q->lk))) == NULL)
+		return false;
+	q->nlk = g->nlookups;
+	for (uint32_t i = 0; i < g->nlookups; i++) {
+		const struct plan_gsi_lookup *s = &g->lookups[i];
+		struct glookup *d = &q->lk[i];
+
+		d->table = strdup(s->table);
+		d->cols = calloc(s->ncols, sizeof(*d->cols));
+		d->pos = calloc(s->ncols, sizeof(*d->pos));
+		if (d->table == NULL || d->cols == NULL || d->pos == NULL)
+			return false;
+		d->ncols = s->ncols;
+		for (uint32_t k = 0; k < s->ncols; k++) {
+			d->pos[k] = s->pos[k];
+			if ((d->cols[k] = strdup(s->cols[k])) == NULL)
+				return false;
+		}
+	}
+	return true;
+}
+
+/* The steps of statement <p> into <q>; false with <err>. */
+static bool
+gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
+	       const struct plan_param *params, uint32_t nparams, struct nk_error *err)
+{
+	const struct plan_gsi *g = p->gsi;
+	char *text;
+
+	if (g->kind != PLAN_GSI_DELETE) {
+		for (uint32_t i = 0; i < g->nfirst; i++)
+			if (!add_text(q, strdup(g->first[i])))
+				return nk_error_oom(err);
+		return true;
+	}
+	if ((text = inline_params(sql, params, nparams, err)) == NULL)
+		return false;
+	{
+		char *full = NULL;
+
+		if (asprintf(&full, "%s\n%s", text, g->returning) < 0)
+			full = NULL;
+		free(text);
+		if (!add_text(q, full) || !copy_lookups(q, g))
+			return nk_error_oom(err);
+	}
+	q->phase = G_DELETE;
+	return true;
+}
+
+/* READ: <p> narrowed to the shards of the keys the lookup returned. */
+static bool
+narrow(struct route *r, struct plan *p, const void *img)
+{
+	struct rgsi *q = r->gsi;
+	const char **uids = rarena_alloc(r->arena, (p->nshards + 1) * sizeof(*uids));
+	uint32_t n;
+
+	if (uids == NULL)
+		return false;
+	n = plan_gsi_shards(img, p->gsi, &r->ps.text_ctx, (const char *const *)q->vals,
+			    (uint32_t)q->nvals, p->shards, p->nshards, uids, p->nshards);
+	if (n == 0)		/* no owner row: any one shard answers, with no row */
+		uids[n++] = p->shards[0];
+	p->shards = uids;
+	p->nshards = n;
+	p->kind = n == 1 ? PLAN_SINGLE : PLAN_SHARD_SET;
+	return true;
+}
+
+/* route_gsi_step: see route_gsi.h. */
+bool
+route_gsi_step(struct route *r, struct plan *p, const char *sql,
+	       const struct plan_param *params, uint32_t nparams, const void *img,
+	       enum rstep *rc)
+{
+	struct rgsi *q = r->gsi;
+	struct nk_error err;
+
+	if (q != NULL && q->capture)
+		return false;		/* (a step's own statement) */
+	if (q != NULL && q->phase == G_MAIN) {	/* the statement after its steps */
+		bool ok = p->gsi->kind != PLAN_GSI_READ || narrow(r, p, img);
+
+		route_gsi_free(r);
+		if (!ok)
+			*rc = route_fail(r, (nk_error_oom(&err), &err));
+		return !ok;
+	}
+	route_gsi_free(r);
+	if (r->tx == 'E')
+		return false;		/* (refused as any statement there) */
+	if (p->gsi->client_returning) {	/* (its rows and the lookup columns: one list) */
+		*rc = route_fail(r, (nk_error_nk013(&err, 104), &err));
+		return true;
+	}
+	if ((q = r->gsi = calloc(1, sizeof(*q))) == NULL) {
+		*rc = route_fail(r, (nk_error_oom(&err), &err));
+		return true;
+	}
+	q->kind = p->gsi->kind;
+	q->ext = r->ext_exec;
+	/* a write outside a block: the Query's (batch's) implicit transaction holds it all */
+	if (!gsi_plan_steps(q, p, sql, params, nparams, &err) ||
+	    (q->kind != PLAN_GSI_READ && r->tx == 'I' && !route_implicit_begin(r) &&
+	     (nk_error_oom(&err), true))) {
+		route_gsi_free(r);
+		*rc = route_fail(r, &err);
+		return true;
+	}
+	gsi_resume(r);
+	*rc = RSTEP_ASYNC;
+	return true;
+}
+
+/* ---- a step's answer ---- */
+
+static bool
+keep_desc(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
+{
+	struct proto_column cols[GSI_COLS];
+	struct proto_rowdesc_msg m;
+	struct nk_error e;
+	size_t n;
+
+	if (q->ncols > 0 || q->phase == G_LOOKUPS || q->phase == G_MAIN)
+		return true;
+	if (!proto_parse_row_description(body, len, &m, &e))
+		return route_subq_refused(r, &e);
+	if ((n = proto_rowdesc_columns(&m, cols, GSI_COLS)) < m.ncols || n == 0)
+		return route_subq_refused(r, (nk_error_set(&e, ERRCODE_INTERNAL_ERROR,
+				   "a lookup step returned %u columns", m.ncols), &e));
+	free(q->types);
+	if ((q->types = calloc(n, sizeof(*q->types))) == NULL)
+		return route_subq_refused(r, (nk_error_oom(&e), &e));
+	for (size_t k = 0; q->phase == G_DELETE && k < n; k++)
+		if (!route_subq_type_sql(r, cols[k].type_oid, q->types[k], sizeof(q->types[k])))
+			return route_subq_refused(r, (nk_error_set(&e, ERRCODE_FEATURE_NOT_SUPPORTED,
+					   "the router cannot write a value of type %u of column "
+					   "\"%s\" of a global secondary index", cols[k].type_oid,
+					   cols[k].name), &e));
+	q->ncols = (uint16_t)n;
+	return true;
+}
+
+static bool
+keep_value(struct route *r, struct rgsi *q, const struct proto_value *v)
+{
+	struct nk_error e;
+	char *s = NULL;
+
+	if (q->nvals == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 16;
+		char **nv = realloc(q->vals, cap * sizeof(*nv));
+
+		if (nv == NULL)
+			return route_subq_refused(r, (nk_error_oom(&e), &e));
+		q->vals = nv;
+		q->cap = cap;
+	}
+	if (v->p != NULL && (s = strndup((const char *)v->p, v->len)) == NULL)
+		return route_subq_refused(r, (nk_error_oom(&e), &e));
+	q->vals[q->nvals++] = s;
+	q->bytes += (v->p != NULL ? v->len : 0) + sizeof(char *);
+	if (r->c.cfg->router_work_mem > 0 && (int64_t)q->bytes > r->c.cfg->router_work_mem) {
+		nk_error_set(&e, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+			     "the lookup rows of a global secondary index the router keeps for "
+			     "this statement are larger than router_work_mem allows");
+		nk_error_detail(&e, "They passed %zu bytes; router_work_mem is %lld bytes.",
+				q->bytes, (long long)r->c.cfg->router_work_mem);
+		nk_error_hint(&e, "Raise router_work_mem, or delete the rows in smaller "
+			      "batches.");
+		return route_subq_refused(r, &e);
+	}
+	return true;
+}
+
+static bool
+keep_row(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
+{
+	struct proto_value vals[GSI_COLS];
+	struct proto_datarow_msg m;
+	struct nk_error e;
+
+	if (r->has_err || q->phase == G_LOOKUPS || q->phase == G_MAIN)
+		return true;
+	if (!proto_parse_data_row(body, len, &m, &e))
+		return route_subq_refused(r, &e);
+	if (m.ncols != q->ncols || proto_datarow_values(&m, vals, GSI_COLS) != q->ncols)
+		return route_subq_refused(r, (nk_error_set(&e, ERRCODE_PROTOCOL_VIOLATION,
+				   "a shard's row has %u columns, its description %u", m.ncols,
+				   q->ncols), &e));
+	q->nrows++;
+	for (uint16_t k = 0; k < (q->phase == G_DELETE ? q->ncols : 1); k++)
+		if (!keep_value(r, q, &vals[k]) || r->has_err)
+			return true;
+	return true;
+}
+
+/* route_gsi_keep: see route_gsi.h. */
+bool
+route_gsi_keep(struct route *r, char type, const uint8_t *body, size_t len)
+{
+	return type == 'T' ? keep_desc(r, r->gsi, body, len) : keep_row(r, r->gsi, body, len);
+}
+
+/* ---- the next step ---- */
+
+/* The DELETE of lookup table <lk>'s rows among the returned ones (malloc'd), or NULL with
+ * *<none> when no returned row has one (a NULL column: ignore_null). */
+static char *
+lookup_delete(const struct rgsi *q, const struct glookup *lk, bool *none)
+{
+	char *out = NULL;
+	size_t len = 0;
+	uint64_t n = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	*none = false;
+	if (f == NULL)
+		return NULL;
+	fprintf(f, "DELETE FROM %s WHERE (", lk->table);
+	for (uint32_t k = 0; k < lk->ncols; k++)
+		fprintf(f, "%s%s", k ? ", " : "", lk->cols[k]);
+	fputs(") IN (VALUES ", f);
+	for (uint64_t row = 0; row < q->nrows; row++) {
+		char *const *v = &q->vals[row * q->ncols];
+		bool null = false;
+
+		for (uint32_t k = 0; k < lk->ncols; k++)
+			null = null || v[lk->pos[k]] == NULL;
+		if (null)
+			continue;
+		fputs(n++ ? ", (" : "(", f);
+		for (uint32_t k = 0; k < lk->ncols; k++) {
+			fputs(k ? ", " : "", f);
+			sql_put_literal(f, v[lk->pos[k]], strlen(v[lk->pos[k]]));
+			fprintf(f, "::%s", q->types[lk->pos[k]]);
+		}
+		fputc(')', f);
+	}
+	fputc(')', f);
+	if (fclose(f) != 0 || n == 0) {
+		*none = n == 0;
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* DELETE: the owner rows are gone; their lookup rows go next (or the answer, when none). */
+static bool
+delete_lookups(struct route *r, struct rgsi *q)
+{
+	struct nk_error e;
+
+	free_texts(q);
+	q->phase = G_LOOKUPS;
+	for (uint32_t i = 0; i < q->nlk && q->nrows > 0; i++) {
+		bool none;
+		char *text = lookup_delete(q, &q->lk[i], &none);
+
+		if ((text == NULL && !none) || (text != NULL && !add_text(q, text)))
+			return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
+	}
+	return true;
+}
+
+/* DELETE: all done; the client's answer. */
+static void
+delete_answer(struct route *r)
+{
+	char tag[64];
+	struct pktbuf pb;
+
+	snprintf(tag, sizeof(tag), "DELETE %" PRIu64, r->gsi->nrows);
+	route_gsi_free(r);
+	snprintf(r->last_tag, sizeof(r->last_tag), "DELETE");	/* (its portal's) */
+	if (r->ext_exec && r->ext_describe) {
+		pktbuf_init(&pb, 8);
+		pktbuf_write_no_data(&pb);
+		if (!route_send(r, &pb))
+			return;
+	}
+	route_stmt_finish(r, tag, NULL);
+}
+
+/* route_gsi_finished: see route_gsi.h. */
+bool
+route_gsi_finished(struct route *r)
+{
+	struct rgsi *q = r->gsi;
+
+	q->capture = r->subq_capture = false;
+	if (q->ext)
+		r->ext_exec = true;	/* (the Execute's again) */
+	if (r->has_err) {
+		route_gsi_free(r);
+		return false;
+	}
+	if (q->phase == G_DELETE && !delete_lookups(r, q)) {
+		route_gsi_free(r);
+		return false;
+	}
+	if (q->next >= q->ntexts && q->phase == G_LOOKUPS) {
+		delete_answer(r);
+		return true;
+	}
+	if (q->next >= q->ntexts)
+		q->phase = G_MAIN;	/* (READ keeps the keys it read) */
+	q->ncols = 0;
+	route_exec_reset(r);
+	gsi_resume(r);
+	return true;
+}

@@ -1,0 +1,40 @@
+/*
+ * route_gsi.h - the steps a statement on the owner of an enabled global secondary index
+ * runs besides its own (route_gsi.c; the plan's plan.gsi says which, neki/plan_gsi.h).
+ */
+#ifndef NEKI_EXEC_ROUTE_GSI_H
+#define NEKI_EXEC_ROUTE_GSI_H
+
+#include "neki/base.h"
+
+#include "neki/sbuf.h"
+
+struct link;
+struct plan;
+struct plan_param;
+struct route;
+
+/*
+ * Statement <p> (text <sql>, bound values <params>) has plan.gsi: true when this call
+ * answered it, *<rc> (its steps started: RSTEP_ASYNC; refused: RSTEP_STOP); false when
+ * <p> runs now as planned, narrowed to the owner shards its lookup read found (the
+ * statement after its steps, or one of the steps' own statements). <img>: the pinned
+ * topology image.
+ */
+bool route_gsi_step(struct route *r, struct plan *p, const char *sql,
+		    const struct plan_param *params, uint32_t nparams, const void *img,
+		    enum rstep *rc);
+/* The text of the step to route in place of the statement (owned by the caller), or NULL;
+ * <*simple>: a step of an Execute, run as a simple Query. */
+char *route_gsi_take(struct route *r, bool *simple);
+/* Is a step running (its answer kept here, through route_subq_answer())? */
+bool route_gsi_capturing(const struct route *r);
+/* A step's RowDescription or DataRow (<type> 'T' or 'D', its body <body>[0..len)), read
+ * by route_subq_keep(); false when the session closed (a failure is r->err). */
+bool route_gsi_keep(struct route *r, char type, const uint8_t *body, size_t len);
+/* A step's exec ended: true when the statement goes on (the next step, the statement
+ * itself, or its answer sent); false with its error in r->err. */
+bool route_gsi_finished(struct route *r);
+void route_gsi_free(struct route *r);
+
+#endif /* NEKI_EXEC_ROUTE_GSI_H */

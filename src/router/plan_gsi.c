@@ -1,0 +1,678 @@
+/*
+ * plan_gsi.c - a statement on the owner table of an enabled global secondary index (spec 6.2,
+ * 3.3): what it needs besides its own route (plan.gsi, neki/plan_gsi.h), or its refusal.
+ * - INSERT ... VALUES: the lookup row of each owner row (its indexed columns, the owner's
+ *   shard-key columns, for a non-unique GSI its primary-key columns), written first in the
+ *   same transaction: a unique GSI's lookup table has the indexed columns as its primary
+ *   key, so a duplicate anywhere fails there with 23505, whichever shard the owners live on.
+ *   A row whose indexed value is NULL has no lookup row under ignore_null, else 23502; an
+ *   indexed or key column the INSERT omits is NK306; a value that is not a constant or a
+ *   parameter, INSERT ... SELECT and ON CONFLICT are refused (0A000): the router cannot
+ *   know the lookup row before the owner row is written.
+ * - DELETE: the statement RETURNING the lookup columns of the rows it deleted, then those
+ *   lookup rows deleted; a DELETE with its own RETURNING is 104 (the executor refuses it:
+ *   its own step is that DELETE with RETURNING).
+ * - SELECT of the owner alone, scattered, with `col = v` or `col IN (...)` on the indexed
+ *   column of a one-column GSI as a conjunct of WHERE: the lookup read first, the statement
+ *   then sent to the shards of the owner keys it returned (its WHERE applied there as
+ *   written, so the rows are exactly the ones a scatter would find).
+ * - MERGE into an owner, a write to one in a WITH query: 104. Assigning an indexed or owner
+ *   primary-key column: 145 (plan.c). TRUNCATE of an owner without its lookup tables:
+ *   0A000 (with them, every shard truncates both: exact).
+ * Entry points: plan_gsi(), plan_gsi_truncate(), plan_gsi_shards(), plan_gsi_enabled().
+ */
+#include "neki/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "neki/plan_gsi.h"
+#include "neki/sqlscan.h"
+#include "neki/topology_image.h"
+#include "plan_int.h"
+
+#define GSI_COLS_MAX 32
+
+/* An enabled GSI of the owner, with the columns of its lookup rows. */
+struct gsi_ref {
+	struct topo_img_gsi g;
+	const char *cols[GSI_COLS_MAX];	/* indexed, owner key, owner primary key (distinct) */
+	char role[GSI_COLS_MAX];	/* 'i' indexed, 'k' owner key, 'p' owner primary key */
+	uint32_t ncols;
+};
+
+static bool
+same(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+static void
+add_col(struct gsi_ref *g, const char *col, char role)
+{
+	for (uint32_t i = 0; i < g->ncols; i++)
+		if (same(g->cols[i], col))
+			return;
+	if (g->ncols < GSI_COLS_MAX) {
+		g->role[g->ncols] = role;
+		g->cols[g->ncols++] = col;
+	}
+}
+
+static void
+add_list(const struct pctx *c, struct gsi_ref *g, uint32_t list, char role)
+{
+	for (uint32_t k = 0; k < topo_image_list_len(c->img, list); k++)
+		add_col(g, topo_image_list_str(c->img, list, k), role);
+}
+
+/* GSI number <i> of the image, when it is enabled and owned by <p>: *<out>. */
+static bool
+gsi_of(const struct pctx *c, const struct prel *p, uint32_t i, struct gsi_ref *out)
+{
+	topo_image_gsi(c->img, i, &out->g);
+	if (!out->g.enabled || !same(out->g.db, c->in->sess->db) ||
+	    !same(out->g.owner_table, p->r->name) ||
+	    (out->g.schema && !same(out->g.schema, p->schema)))
+		return false;
+	out->ncols = 0;
+	add_list(c, out, out->g.columns, 'i');
+	add_list(c, out, out->g.owner_sk_columns, 'k');
+	for (uint32_t k = 0; p->sharded && k < p->expr->ncolumns; k++)
+		add_col(out, p->expr->columns[k], 'k');	/* (owner_sk_columns inferred) */
+	add_list(c, out, out->g.owner_pk_columns, 'p');
+	return true;
+}
+
+/* plan_gsi_enabled: see plan_int.h. */
+bool
+plan_gsi_enabled(const struct pctx *c, const struct prel *p, const char **name)
+{
+	struct gsi_ref g;
+
+	for (uint32_t i = 0; i < topo_image_gsi_count(c->img); i++)
+		if (gsi_of(c, p, i, &g)) {
+			*name = g.g.name;
+			return true;
+		}
+	return false;
+}
+
+/* The text written to <f> (closed) as an arena string, or NULL with <err>. */
+static const char *
+arena_text(struct pctx *c, FILE *f, char **buf, size_t *len)
+{
+	const char *out;
+
+	if (fclose(f) != 0) {
+		free(*buf);
+		return nk_error_oom(c->err), NULL;
+	}
+	out = rarena_strndup(c->a, *buf, *len);
+	free(*buf);
+	return out != NULL ? out : (nk_error_oom(c->err), NULL);
+}
+
+/* `"schema"."table"` of GSI <g>'s lookup table. */
+static void
+put_lookup(FILE *f, const struct prel *owner, const struct gsi_ref *g)
+{
+	sql_put_ident(f, g->g.schema ? g->g.schema : owner->schema);
+	fputc('.', f);
+	sql_put_ident(f, g->g.table);
+}
+
+static bool
+add_first(struct pctx *c, struct plan_gsi *pg, const char *sql)
+{
+	const char **nf = rarena_alloc(c->a, (pg->nfirst + 1) * sizeof(*nf));
+
+	if (nf == NULL)
+		return nk_error_oom(c->err);
+	if (pg->nfirst)
+		memcpy(nf, pg->first, pg->nfirst * sizeof(*nf));
+	nf[pg->nfirst++] = sql;
+	pg->first = nf;
+	return true;
+}
+
+static struct plan_gsi *
+new_gsi(struct pctx *c, enum plan_gsi_kind kind, const char *name)
+{
+	struct plan_gsi *pg = rarena_alloc(c->a, sizeof(*pg));
+
+	if (pg == NULL)
+		return nk_error_oom(c->err), NULL;
+	memset(pg, 0, sizeof(*pg));
+	pg->kind = kind;
+	pg->name = name;
+	return pg;
+}
+
+/* ---- INSERT ---- */
+
+/* Position of <col> among the INSERT's cells, or -1. */
+static int
+cell_of(const struct pctx *c, const struct prel *t, const char *col)
+{
+	const struct stmt_insert *ins = c->s->insert;
+	const struct plan_catalog *cat = c->in->cat;
+
+	for (uint32_t i = 0; ins->cols && i < ins->ncols; i++)
+		if (same(ins->cols[i], col))
+			return (int)i;
+	for (uint32_t i = 0; !ins->cols && i < ins->ncols && cat && cat->column_name; i++)
+		if (same(cat->column_name(cat->arg, t->schema, t->r->name, i + 1), col))
+			return (int)i;
+	return -1;
+}
+
+/* The text of constant or parameter <v> with its folded unary minus (arena), or NULL for
+ * another value; false with <err>. */
+static bool
+value_text(struct pctx *c, const struct stmt_value *v, const char **text, bool *is_null)
+{
+	*text = NULL;
+	*is_null = v->kind == STMT_V_NULL;
+	if ((v->kind != STMT_V_SLOT && v->kind != STMT_V_CONST) ||
+	    !plan_value_text(c, v, text, is_null))
+		return v->kind != STMT_V_SLOT && v->kind != STMT_V_CONST;
+	if (*text != NULL && !*is_null && v->negate) {
+		char *neg = (*text)[0] == '-' ? NULL : rarena_alloc(c->a, strlen(*text) + 2);
+
+		if (neg != NULL) {
+			neg[0] = '-';
+			strcpy(neg + 1, *text);
+		}
+		*text = neg != NULL ? neg : *text + 1;
+	}
+	return true;
+}
+
+/* Cell <v> of column <col> as a constant (untyped: the lookup column's type decides), or
+ * *<is_null>; false with the refusal when it is neither. */
+static bool
+put_cell(struct pctx *c, FILE *f, const struct gsi_ref *g, const char *col,
+	 const struct stmt_value *v, bool *is_null)
+{
+	const char *text;
+
+	if (!value_text(c, v, &text, is_null))
+		return false;
+	if (*is_null)
+		return true;
+	if (text == NULL) {
+		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			     "the router cannot write the lookup row of global secondary index "
+			     "\"%s\": the value of column \"%s\" is not a constant or a parameter",
+			     g->g.name, col);
+		nk_error_hint(c->err, "Give the value of \"%s\" in VALUES as a constant or a "
+			      "parameter.", col);
+		return false;
+	}
+	sql_put_literal(f, text, strlen(text));
+	return true;
+}
+
+static bool
+null_refused(struct pctx *c, const struct gsi_ref *g, const char *col, char role)
+{
+	nk_error_set(c->err, ERRCODE_NOT_NULL_VIOLATION,
+		     "null value in column \"%s\" of relation \"%s\" violates global secondary "
+		     "index \"%s\"", col, g->g.owner_table, g->g.name);
+	nk_error_detail(c->err, role == 'i' ?
+			"The index is declared with \"ignore_null\": false." :
+			"Every lookup row names its owner row by this column.");
+	return false;
+}
+
+/* Row <row> of the VALUES list as lookup values into <f> after <sep>; *<skip> (nothing
+ * written) when its indexed value is NULL under ignore_null. */
+static bool
+put_row(struct pctx *c, FILE *f, const struct gsi_ref *g, const int *pos, uint32_t row,
+	const char *sep, bool *skip)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *tmp = open_memstream(&buf, &len);
+	bool is_null, ok = tmp != NULL;
+
+	*skip = false;
+	for (uint32_t k = 0; ok && k < g->ncols; k++) {
+		const struct stmt_value *v = &c->s->insert->rows[row].cells[pos[k]];
+
+		fputs(k ? ", " : "(", tmp);
+		ok = put_cell(c, tmp, g, g->cols[k], v, &is_null);
+		if (ok && is_null && g->role[k] == 'i' && g->g.ignore_null)
+			*skip = true;
+		else if (ok && is_null)
+			ok = null_refused(c, g, g->cols[k], g->role[k]);
+	}
+	if (tmp == NULL)
+		return nk_error_oom(c->err);
+	fputc(')', tmp);
+	if (fclose(tmp) != 0)
+		ok = nk_error_oom(c->err);
+	if (ok && !*skip) {
+		fputs(sep, f);
+		fwrite(buf, 1, len, f);
+	}
+	free(buf);
+	return ok;
+}
+
+static bool
+insert_refused(struct pctx *c, const struct gsi_ref *g, const char *what)
+{
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "%s into \"%s\" is not supported while global secondary index \"%s\" is "
+		     "enabled", what, g->g.owner_table, g->g.name);
+	nk_error_hint(c->err, "Insert the rows with INSERT ... VALUES: the router writes "
+		      "their lookup rows with them.");
+	return false;
+}
+
+/* The lookup INSERT of GSI <g> (none when every row is skipped). */
+static bool
+gsi_insert(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
+	   struct plan_gsi *pg)
+{
+	int pos[GSI_COLS_MAX];
+	char *buf = NULL;
+	size_t len = 0;
+	uint32_t nrows = 0;
+	FILE *f;
+
+	if (c->s->flags & STMT_F_FROM_SELECT)
+		return insert_refused(c, g, "INSERT ... SELECT");
+	if (c->s->flags & STMT_F_ON_CONFLICT)
+		return insert_refused(c, g, "INSERT ... ON CONFLICT");
+	for (uint32_t k = 0; k < g->ncols; k++)
+		if ((pos[k] = cell_of(c, t, g->cols[k])) < 0) {
+			nk_error_set(c->err, NK_ERRCODE_SHARD_KEY_MISSING,
+				     "column \"%s\" of global secondary index \"%s\" is required "
+				     "but missing from INSERT", g->cols[k], g->g.name);
+			nk_error_hint(c->err, "Give \"%s\" a value in the INSERT (not its "
+				      "default): the router writes it into the lookup row.",
+				      g->cols[k]);
+			return false;
+		}
+	if ((f = open_memstream(&buf, &len)) == NULL)
+		return nk_error_oom(c->err);
+	fputs("INSERT INTO ", f);
+	put_lookup(f, t, g);
+	for (uint32_t k = 0; k < g->ncols; k++) {
+		fputs(k ? ", " : " (", f);
+		sql_put_ident(f, g->cols[k]);
+	}
+	fputs(") VALUES ", f);
+	for (uint32_t r = 0; r < c->s->insert->nrows; r++) {
+		bool skip;
+
+		if (!put_row(c, f, g, pos, r, nrows ? ", " : "", &skip)) {
+			fclose(f);
+			free(buf);
+			return false;
+		}
+		nrows += !skip;
+	}
+	if (nrows == 0) {
+		fclose(f);
+		free(buf);
+		return true;
+	}
+	{
+		const char *sql = arena_text(c, f, &buf, &len);
+
+		return sql != NULL && add_first(c, pg, sql);
+	}
+}
+
+/* ---- DELETE ---- */
+
+/* Position of <col> in the RETURNING list <cols> (added when new). */
+static uint32_t
+returned(const char **cols, uint32_t *n, const char *col)
+{
+	for (uint32_t i = 0; i < *n; i++)
+		if (same(cols[i], col))
+			return i;
+	cols[*n] = col;
+	return (*n)++;
+}
+
+/* `"schema"."name"` (`"name"` when <schema> is NULL) in the arena, or NULL with <err>. */
+static const char *
+ident_text(struct pctx *c, const char *schema, const char *name)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (f == NULL)
+		return nk_error_oom(c->err), NULL;
+	if (schema != NULL) {
+		sql_put_ident(f, schema);
+		fputc('.', f);
+	}
+	sql_put_ident(f, name);
+	return arena_text(c, f, &buf, &len);
+}
+
+static bool
+gsi_delete_lookup(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
+		  struct plan_gsi_lookup *lk, const char **ret, uint32_t *nret)
+{
+	lk->table = ident_text(c, g->g.schema ? g->g.schema : t->schema, g->g.table);
+	lk->ncols = g->ncols;
+	lk->cols = rarena_alloc(c->a, g->ncols * sizeof(*lk->cols));
+	lk->pos = rarena_alloc(c->a, g->ncols * sizeof(*lk->pos));
+	if (lk->table == NULL)
+		return false;
+	if (lk->cols == NULL || lk->pos == NULL)
+		return nk_error_oom(c->err);
+	for (uint32_t k = 0; k < g->ncols; k++) {
+		if ((lk->cols[k] = ident_text(c, NULL, g->cols[k])) == NULL)
+			return false;
+		lk->pos[k] = returned(ret, nret, g->cols[k]);
+	}
+	return true;
+}
+
+/* `RETURNING "alias"."c1", ...` of the columns <ret>. */
+static const char *
+returning_text(struct pctx *c, const struct prel *t, const char **ret, uint32_t nret)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (f == NULL)
+		return nk_error_oom(c->err), NULL;
+	fputs("RETURNING ", f);
+	for (uint32_t i = 0; i < nret; i++) {
+		fputs(i ? ", " : "", f);
+		sql_put_ident(f, t->r->alias ? t->r->alias : t->r->name);
+		fputc('.', f);
+		sql_put_ident(f, ret[i]);
+	}
+	return arena_text(c, f, &buf, &len);
+}
+
+/* ---- SELECT ---- */
+
+/* A conjunct `col = v` / `col IN (...)` of <cd> on the owner (rels[0]), or NULL. */
+static const struct stmt_pred *
+indexed_pred(struct pctx *c, const struct stmt_cond *cd, const char *col)
+{
+	if (cd != NULL && cd->kind == STMT_C_PRED) {
+		const struct stmt_pred *p = cd->pred;
+
+		return (p->op == STMT_P_EQ || p->op == STMT_P_IN) && !p->lhs_is_expr &&
+		       same(p->column, col) && plan_resolve_col(c, 0, p->qual, col) == 0 ? p : NULL;
+	}
+	for (uint32_t i = 0; cd != NULL && cd->kind == STMT_C_AND && i < cd->nargs; i++) {
+		const struct stmt_pred *p = indexed_pred(c, cd->args[i], col);
+
+		if (p != NULL)
+			return p;
+	}
+	return NULL;
+}
+
+/* Does the statement read only the owner, every shard of it, in one scope? */
+static bool
+read_shape(const struct pctx *c, const struct prel *t)
+{
+	const struct plan *o = c->out;
+
+	return c->s->kind == STMT_SELECT && c->nrels == 1 && c->s->nscopes == 1 &&
+	       o->kind == PLAN_SCATTER && o->nshards > 1 && t->sharded && t->typed &&
+	       ks_expr_is_column(t->expr) &&
+	       !(c->s->flags & (STMT_F_UNION | STMT_F_INTERSECT | STMT_F_INTO));
+}
+
+/* The lookup read of one-column GSI <g> for predicate <pred>: false with <err>; *<done>
+ * when the plan has it (not when no value can match). */
+static bool
+gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
+	 const struct stmt_pred *pred, bool *done)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	uint32_t nvals = 0;
+	struct plan_gsi *pg;
+	const char *sql;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (f == NULL)
+		return nk_error_oom(c->err);
+	fputs("SELECT ", f);
+	sql_put_ident(f, t->key_col);
+	fputs(" FROM ", f);
+	put_lookup(f, t, g);
+	fputs(" WHERE ", f);
+	sql_put_ident(f, g->cols[0]);
+	fputs(" IN (", f);
+	for (uint32_t i = 0; i < pred->nvals; i++) {
+		const char *text;
+		bool is_null;
+
+		if (!value_text(c, &pred->vals[i], &text, &is_null) || (text == NULL && !is_null)) {
+			fclose(f);
+			free(buf);
+			nk_error_clear(c->err);	/* (an expression, or a value the router cannot
+						 * read: the scatter stands) */
+			return true;
+		}
+		if (is_null)
+			continue;
+		fputs(nvals++ ? ", " : "", f);
+		sql_put_literal(f, text, strlen(text));
+	}
+	fputc(')', f);
+	if ((sql = arena_text(c, f, &buf, &len)) == NULL)
+		return false;
+	if (nvals == 0)
+		return true;	/* (nothing equals NULL: the scatter finds no row) */
+	if ((pg = new_gsi(c, PLAN_GSI_READ, g->g.name)) == NULL || !add_first(c, pg, sql))
+		return false;
+	pg->owner = (struct plan_key){ t->res.group, t->res.index, t->col_type, -1, t->key_col };
+	c->out->gsi = pg;
+	if (c->out->level < PLAN_FANOUT_MULTI)
+		c->out->level = PLAN_FANOUT_MULTI;	/* (spec 3.2: GSI narrowing is multi) */
+	*done = true;
+	return true;
+}
+
+/* ---- the statement ---- */
+
+static bool
+plan_gsi_write(struct pctx *c, const struct prel *t)
+{
+	const char *ret[GSI_COLS_MAX * 4];
+	uint32_t nret = 0, n = topo_image_gsi_count(c->img);
+	struct plan_gsi *pg = NULL;
+	struct gsi_ref g;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (!gsi_of(c, t, i, &g))
+			continue;
+		if (c->s->kind == STMT_MERGE)
+			return nk_error_nk013(c->err, 104);
+		if (pg == NULL && (pg = new_gsi(c, c->s->kind == STMT_INSERT ? PLAN_GSI_INSERT :
+						PLAN_GSI_DELETE, g.g.name)) == NULL)
+			return false;
+		if (c->s->kind == STMT_INSERT && !gsi_insert(c, t, &g, pg))
+			return false;
+		if (c->s->kind == STMT_DELETE) {
+			struct plan_gsi_lookup *nl;
+
+			if (pg->nlookups >= 4 || nret + g.ncols > NK_ARRAY_LEN(ret))
+				return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+						    "a DELETE maintains 4 global secondary "
+						    "indexes at most");
+			nl = rarena_alloc(c->a, (pg->nlookups + 1) * sizeof(*nl));
+			if (nl == NULL)
+				return nk_error_oom(c->err);
+			if (pg->nlookups)
+				memcpy(nl, pg->lookups, pg->nlookups * sizeof(*nl));
+			pg->lookups = nl;
+			if (!gsi_delete_lookup(c, t, &g, &nl[pg->nlookups++], ret, &nret))
+				return false;
+		}
+	}
+	if (pg != NULL && c->s->kind == STMT_DELETE) {
+		pg->client_returning = (c->s->flags & STMT_F_RETURNING) != 0;
+		if ((pg->returning = returning_text(c, t, ret, nret)) == NULL)
+			return false;
+	}
+	if (pg != NULL && (pg->kind == PLAN_GSI_DELETE || pg->nfirst > 0))
+		c->out->gsi = pg;
+	return true;
+}
+
+/* A write to an owner that is not the statement's own (a data-modifying WITH query): its
+ * lookup rows would not follow, 104. */
+static bool
+check_cte_writes(struct pctx *c)
+{
+	const char *name;
+
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		const struct prel *p = &c->rels[i];
+		bool own = i == 0 && c->s->kind != STMT_SELECT;
+
+		if (p->r->is_target && !own && plan_gsi_enabled(c, p, &name))
+			return nk_error_nk013(c->err, 104);
+	}
+	return true;
+}
+
+/* plan_gsi: see plan_int.h. */
+bool
+plan_gsi(struct pctx *c)
+{
+	const struct prel *t = c->nrels ? &c->rels[0] : NULL;
+	uint32_t n = topo_image_gsi_count(c->img);
+	struct gsi_ref g;
+
+	if (t == NULL || n == 0 || c->in->sess->shard[0])
+		return true;
+	if (!check_cte_writes(c))
+		return false;
+	if (c->s->kind == STMT_INSERT || c->s->kind == STMT_DELETE || c->s->kind == STMT_MERGE)
+		return !t->r->is_target || plan_gsi_write(c, t);
+	if (!read_shape(c, t))
+		return true;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct stmt_pred *pred;
+		bool done = false;
+
+		if (!gsi_of(c, t, i, &g) || topo_image_list_len(c->img, g.g.columns) != 1 ||
+		    (pred = indexed_pred(c, c->s->scopes[0].where, g.cols[0])) == NULL)
+			continue;
+		if (!gsi_read(c, t, &g, pred, &done) || done)
+			return !nk_error_is_set(c->err);
+	}
+	return true;
+}
+
+/* plan_binary_value: see plan_gsi.h. */
+char *
+plan_binary_value(uint32_t oid, const char *data, int32_t len)
+{
+	enum ks_type type;
+	struct ks_value v;
+	struct nk_error err;
+	char buf[48], *out;
+
+	if (oid == 16 && len == 1)		/* bool */
+		return strdup(data[0] ? "t" : "f");
+	if (len < 0 || !ks_type_from_oid(oid, &type) || type == KS_TYPE_DATE ||
+	    type == KS_TYPE_TIMESTAMP || type == KS_TYPE_TIMESTAMPTZ || type == KS_TYPE_BYTEA ||
+	    !ks_value_from_binary(type, (const uint8_t *)data, (size_t)len, &v, &err))
+		return NULL;
+	buf[0] = '\0';
+	if (ks_type_is_integer(type))
+		snprintf(buf, sizeof(buf), "%lld", (long long)v.i);
+	else if (type == KS_TYPE_FLOAT4 || type == KS_TYPE_FLOAT8)
+		snprintf(buf, sizeof(buf), "%.17g", v.f);
+	else if (type == KS_TYPE_UUID)
+		for (int i = 0, o = 0; i < 16; i++)
+			o += snprintf(buf + o, sizeof(buf) - (size_t)o, "%s%02x",
+				      i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", v.uuid[i]);
+	out = ks_type_is_text(type) || type == KS_TYPE_NUMERIC ? strndup(v.bytes, v.len) :
+	      strdup(buf);
+	ks_value_cleanup(&v);
+	return out;
+}
+
+/* plan_gsi_truncate: see plan_int.h. */
+bool
+plan_gsi_truncate(struct pctx *c)
+{
+	const struct stmt *s = c->s;
+	struct topo_img_gsi g;
+
+	if (s->tag == NULL || strcmp(s->tag, "TruncateStmt") != 0)
+		return true;
+	for (uint32_t i = 0; i < s->nrels; i++) {
+		const char *schema = s->rels[i].schema ? s->rels[i].schema : c->in->sess->schema;
+
+		for (uint32_t k = 0; k < topo_image_gsi_count(c->img); k++) {
+			bool listed = false;
+
+			topo_image_gsi(c->img, k, &g);
+			if (!g.enabled || !same(g.db, c->in->sess->db) ||
+			    !same(g.owner_table, s->rels[i].name) ||
+			    (g.schema && !same(g.schema, schema)))
+				continue;
+			for (uint32_t j = 0; j < s->nrels; j++)
+				listed = listed || same(s->rels[j].name, g.table);
+			if (listed)
+				continue;
+			nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				     "TRUNCATE of \"%s\" must also truncate \"%s\", the lookup "
+				     "table of its global secondary index \"%s\"", g.owner_table,
+				     g.table, g.name);
+			nk_error_hint(c->err, "TRUNCATE %s, %s", g.owner_table, g.table);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* plan_gsi_shards: see plan_gsi.h. */
+uint32_t
+plan_gsi_shards(const void *img, const struct plan_gsi *g, const struct ks_text_ctx *tc,
+		const char *const *vals, uint32_t n, const char *const *order, uint32_t norder,
+		const char **uids, uint32_t max)
+{
+	bool all = false, *hit = calloc(norder + 1, sizeof(bool));
+	uint32_t out = 0;
+
+	for (uint32_t i = 0; hit != NULL && !all && i < n; i++) {
+		struct ks_value v;
+		struct nk_error err;
+		uint32_t range;
+		const char *uid = NULL;
+
+		if (vals[i] == NULL)
+			continue;	/* (a NULL key names no owner row) */
+		if (ks_value_from_text(g->owner.col_type, vals[i], strlen(vals[i]), tc, &v, &err)) {
+			if (topo_image_route(img, g->owner.group, g->owner.index, &v, &range, &err))
+				uid = topo_image_range_shard(img, g->owner.group, range);
+			ks_value_cleanup(&v);
+		}
+		all = uid == NULL;	/* (a key that does not route: every shard, no guess) */
+		for (uint32_t k = 0; uid != NULL && k < norder; k++)
+			hit[k] = hit[k] || same(order[k], uid);
+	}
+	for (uint32_t k = 0; k < norder && out < max; k++)
+		if (all || hit == NULL || hit[k])
+			uids[out++] = order[k];
+	free(hit);
+	return out;
+}

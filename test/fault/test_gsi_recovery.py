@@ -1,0 +1,103 @@
+"""
+Global secondary index writes under failure (issue 19's crash matrix): in __neki.tx_mode
+atomic an owner row and its lookup rows commit with two-phase commit, so a worker killed at
+each step of that commit (the failpoints of test_atomic_recovery.py) leaves, once the
+recovery ran, the owners and the lookups equal: both written or neither. A lookup shard
+stopped before the write fails the statement with nothing written anywhere, in either mode.
+"""
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+
+from conftest import make_private_dir, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "routing"))
+from test_routing import Store, routing_neki, sharded_database, SCHEMA  # noqa: E402
+from test_gsi import LOOKUPS, assert_lookups_match, gsi_topology  # noqa: E402
+from test_atomic_recovery import env, prepared, routed_again  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def store(pg_cluster):
+    if psycopg is None:
+        pytest.skip("python3-psycopg is not installed")
+    fp = Path(make_private_dir("neki-fp.")) / "failpoint"
+    with sharded_database(pg_cluster, "gsirec") as db, env(NEKI_TEST_FAILPOINT=fp), \
+            routing_neki(pg_cluster, db, gsi_topology(db), Store,
+                         settings={"atomic_recovery_grace": 2}) as st:
+        for sql in SCHEMA + LOOKUPS:
+            st.run(sql)
+        st.failpoint = fp
+        yield st
+
+
+def owner_far_from_lookup(store, start):
+    """(customer, order id) whose owner row and id lookup row are on different shards."""
+    for n in range(start, start + 500):
+        cid, oid = n, n * 7 + 1
+        plan = "\n".join(r[0] for r in store.run(
+            f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM orders_by_id WHERE id = {oid}"))
+        if store.customer_shard(cid) not in plan:
+            return cid, oid
+    raise AssertionError("no owner placed away from its lookup row")
+
+
+CASES = [("prepare:1", False), ("decision", True), ("commit_prepared:1", True)]
+
+
+@pytest.mark.parametrize("failpoint,committed", CASES)
+def test_worker_killed_during_a_gsi_write(store, failpoint, committed):
+    cid, oid = owner_far_from_lookup(store, 100 + 50 * [c[0] for c in CASES].index(failpoint))
+    try:
+        with store.connect(autocommit=True) as conn:
+            conn.execute("SET __neki.tx_mode = 'atomic'")
+            store.failpoint.write_text(failpoint + "\n")
+            with pytest.raises(psycopg.OperationalError):
+                conn.execute(f"INSERT INTO orders VALUES ({cid}, {oid}, 'new', 1)")
+        assert not store.failpoint.exists()
+        wait_until(lambda: prepared(store) == {}, 30, what="recovery")
+        routed_again(store)
+        owners = assert_lookups_match(store)
+        assert [(i, c) for i, c, _ in owners] == ([(oid, cid)] if committed else [])
+    finally:
+        store.failpoint.unlink(missing_ok=True)
+        routed_again(store)
+        store.run("DELETE FROM orders")
+    assert assert_lookups_match(store) == []
+
+
+@pytest.mark.parametrize("mode", ["multi", "atomic"])
+def test_a_stopped_lookup_shard_fails_the_write_whole(store, mode):
+    cid, oid = owner_far_from_lookup(store, 300 if mode == "multi" else 400)
+    plan = "\n".join(r[0] for r in store.run(
+        f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM orders_by_id WHERE id = {oid}"))
+    down = [s for s in store.cluster.shards if s in plan][0]
+    with store.connect(autocommit=True) as conn:
+        conn.execute(f"SET __neki.tx_mode = '{mode}'")    # (atomic checks every shard)
+        store.cluster.stop_server(down, mode="fast")
+        try:
+            with pytest.raises(psycopg.Error):
+                conn.execute(f"INSERT INTO orders VALUES ({cid}, {oid}, 'new', 1)")
+        finally:
+            store.cluster.start_server(down)
+    routed_again(store)
+    wait_until(lambda: prepared(store) == {}, 30, what="nothing left prepared")
+    assert assert_lookups_match(store) == []
+
+    def reachable():
+        try:
+            store.run(f"SELECT * FROM orders_by_id WHERE id = {oid}")
+            return True
+        except psycopg.Error:
+            return False
+    wait_until(reachable, 30, what=f"neki reaching {down} again")
+    with store.connect() as conn:       # the shard is back: the same write goes through
+        conn.execute(f"INSERT INTO orders VALUES ({cid}, {oid}, 'new', 1)")
+    assert [(i, c) for i, c, _ in assert_lookups_match(store)] == [(oid, cid)]
+    store.run("DELETE FROM orders")

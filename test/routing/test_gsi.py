@@ -1,0 +1,288 @@
+"""
+Global secondary indexes that work (issue 19; src/router/plan_gsi.c, src/exec/route_gsi.c):
+the storefront topology with its `orders_by_id` GSI enabled (orders are sharded by
+customer_id, the lookup table by id) and a non-unique GSI on orders.status. Every write to
+the owner keeps the lookup rows exactly equal to the owner rows (checked on the shards
+directly); a unique GSI refuses a duplicate anywhere with 23505; a read with the indexed
+column reads the lookup first and goes to the owner rows' shards only; the shapes the router
+cannot maintain are refused with their codes. Results are compared with the reference server
+holding every row.
+"""
+import threading
+
+import pytest
+
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+
+from test_routing import SCHEMA, Store, routing_neki, sharded_database, topology
+
+LOOKUPS = [
+    "CREATE TABLE orders_by_id (id bigint PRIMARY KEY, customer_id bigint NOT NULL)",
+    "CREATE TABLE orders_by_status (status text NOT NULL, customer_id bigint NOT NULL, "
+    "id bigint NOT NULL, PRIMARY KEY (status, customer_id, id))",
+]
+
+
+def gsi_topology(db):
+    doc = topology(db)
+    d = doc["databases"][db]
+    tables = d["schemas"]["public"]["tables"]
+    tables["orders"]["secondary_indexes"] = [
+        {"name": "orders_by_id", "columns": ["id"]},
+        {"name": "orders_by_status", "columns": ["status"]}]
+    tables["orders_by_status"] = {"shard_group": "customer_data",
+                                  "shard_index": "order_by_status"}
+    doc["shard_indexes"]["order_by_status"] = {"type": "xxhash", "columns": ["status"]}
+    d["global_secondary_indexes"]["orders_by_id"]["enabled"] = True
+    d["global_secondary_indexes"]["orders_by_status"] = {
+        "schema": "public", "table": "orders_by_status", "owner_table": "orders",
+        "columns": ["status"], "owner_sk_columns": ["customer_id"],
+        "owner_pk_columns": ["customer_id", "id"], "unique": False, "enabled": True}
+    return doc
+
+
+@pytest.fixture(scope="module")
+def gs(pg_cluster):
+    if psycopg is None:
+        pytest.skip("python3-psycopg is not installed")
+    with sharded_database(pg_cluster, "gsi") as db, \
+            routing_neki(pg_cluster, db, gsi_topology(db), Store) as st:
+        for sql in SCHEMA + LOOKUPS:
+            st.run(sql)
+        with st.ref() as conn:
+            for sql in SCHEMA:
+                conn.execute(sql)
+        yield st
+
+
+@pytest.fixture
+def st(gs):
+    """The owner and lookup tables empty, here and on the reference."""
+    for s in gs.cluster.shards:
+        gs.shard_rows(s, "TRUNCATE orders, orders_by_id, orders_by_status")
+    with gs.ref() as conn:
+        conn.execute("TRUNCATE orders")
+    return gs
+
+
+def everywhere(st, sql):
+    """The rows of <sql> run directly on every data shard, sorted."""
+    return sorted(r for s in st.cluster.shards for r in st.shard_rows(s, sql))
+
+
+def assert_lookups_match(st):
+    """Each lookup table holds exactly one row per owner row: nothing missing, no orphan."""
+    owners = everywhere(st, "SELECT id, customer_id, status FROM orders")
+    assert everywhere(st, "SELECT id, customer_id FROM orders_by_id") == \
+        sorted((i, c) for i, c, _ in owners)
+    assert everywhere(st, "SELECT status, customer_id, id FROM orders_by_status") == \
+        sorted((s, c, i) for i, c, s in owners)
+    return owners
+
+
+def both_run(st, sql, params=None):
+    """<sql> through neki (server-side binding when <params>) and on the reference."""
+    got = []
+    for connect in (st.connect, st.ref):
+        with connect() as conn:
+            try:
+                cur = conn.execute(sql, params) if params is not None else \
+                    psycopg.ClientCursor(conn).execute(sql)
+                rows = sorted(cur.fetchall()) if cur.description else None
+                got.append((cur.statusmessage, rows))
+            except psycopg.Error as e:
+                got.append((f"ERROR {e.diag.sqlstate} {e.diag.message_primary}", None))
+    assert got[0] == got[1], f"{sql}: neki {got[0]} != reference {got[1]}"
+    return got[0]
+
+
+def load(st, n=20):
+    for i in range(1, n + 1):
+        both_run(st, f"INSERT INTO orders VALUES ({i}, {i * 10}, "
+                     f"'{'paid' if i % 2 else 'new'}', {i}.5), ({i}, {i * 10 + 1}, 'new', 1)")
+    return assert_lookups_match(st)
+
+
+def neki_error(st, sql, params=None):
+    with st.connect() as conn:
+        with pytest.raises(psycopg.Error) as e:
+            if params is None:
+                psycopg.ClientCursor(conn).execute(sql)
+            else:
+                conn.execute(sql, params)
+    return e.value
+
+
+# ---- writes ---------------------------------------------------------------------------
+
+def test_insert_writes_lookup_rows(st):
+    owners = load(st)
+    assert len(owners) == 40
+    # several rows of several shards in one INSERT, and bound parameters (extended protocol)
+    both_run(st, "INSERT INTO orders VALUES (101, 5001, 'new', 1), (102, 5002, 'paid', 2), "
+                 "(103, 5003, 'new', 3)")
+    both_run(st, "INSERT INTO orders (id, customer_id, status) VALUES (%s, %s, %s)",
+             (6001, 104, "held"))
+    both_run(st, "INSERT INTO orders (id, customer_id, status, total) VALUES (%s, %s, %s, %s)",
+             (6002, 105, "new", 2.5))
+    assert len(assert_lookups_match(st)) == 45
+
+
+def test_unique_gsi_refuses_a_duplicate_on_any_shard(st):
+    load(st, 4)
+    # customer 33 lives on another shard than customer 1; id 10 is taken by customer 1
+    for sql, params in (("INSERT INTO orders VALUES (33, 10, 'new', 1)", None),
+                        ("INSERT INTO orders VALUES (%s, %s, 'new', 1)", (7, 20)),
+                        ("INSERT INTO orders VALUES (8, 900, 'new', 1), (9, 900, 'new', 1)",
+                         None)):
+        e = neki_error(st, sql, params)
+        assert e.diag.sqlstate == "23505", e
+        assert "already exists" in (e.diag.message_detail or ""), e
+    assert len(assert_lookups_match(st)) == 8
+
+
+def test_a_failed_transaction_keeps_no_lookup_row(st):
+    with st.connect() as conn:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO orders VALUES (1, 10, 'new', 1)")
+        conn.execute("INSERT INTO orders VALUES (%s, %s, 'new', 1)", (2, 20))
+        conn.execute("ROLLBACK")
+    # a Query whose later statement fails: its implicit transaction rolls back whole
+    e = neki_error(st, "INSERT INTO orders VALUES (3, 30, 'new', 1); SELECT 1/0")
+    assert e.diag.sqlstate == "22012"
+    assert assert_lookups_match(st) == []
+    with st.connect() as conn:
+        with conn.transaction():
+            conn.execute("INSERT INTO orders VALUES (4, 40, 'new', 1)")
+            conn.execute("DELETE FROM orders WHERE id = 40")
+            conn.execute("INSERT INTO orders VALUES (5, 40, 'new', 1)")
+    assert assert_lookups_match(st) == [(40, 5, "new")]
+
+
+def test_delete_removes_lookup_rows(st):
+    load(st)
+    assert both_run(st, "DELETE FROM orders WHERE customer_id = 3")[0] == "DELETE 2"
+    assert both_run(st, "DELETE FROM orders WHERE id = 41")[0] == "DELETE 1"
+    assert both_run(st, "DELETE FROM orders WHERE id = %s", (51,))[0] == "DELETE 1"
+    assert both_run(st, "DELETE FROM orders o WHERE o.status = 'paid' AND total > 10")[0] == \
+        "DELETE 5"
+    assert both_run(st, "DELETE FROM orders WHERE id = 99999")[0] == "DELETE 0"
+    assert len(assert_lookups_match(st)) == 31
+    assert both_run(st, "DELETE FROM orders")[0] == "DELETE 31"
+    assert assert_lookups_match(st) == []
+
+
+def test_refused_shapes(st):
+    load(st, 2)
+    cases = [
+        ("DELETE FROM orders WHERE id = 10 RETURNING id", "NK013", "104"),
+        ("UPDATE orders SET id = 12 WHERE id = 10", "NK013", "145"),
+        ("UPDATE orders SET status = 'x' WHERE id = 10", "NK013", "145"),
+        ("INSERT INTO orders SELECT customer_id, id + 1000, status, total FROM orders",
+         "0A000", "INSERT ... SELECT"),
+        ("INSERT INTO orders VALUES (1, 10, 'new', 1) ON CONFLICT DO NOTHING", "0A000",
+         "ON CONFLICT"),
+        ("INSERT INTO orders (customer_id, status) VALUES (1, 'new')", "NK306", '"id"'),
+        ("INSERT INTO orders (customer_id, id) VALUES (1, 77)", "NK306", '"status"'),
+        ("INSERT INTO orders VALUES (1, 10 + 5, 'new', 1)", "0A000", "not a constant"),
+        ("INSERT INTO orders VALUES (1, NULL, 'new', 1)", "23502", '"id"'),
+        ("MERGE INTO orders o USING orders s ON o.customer_id = s.customer_id "
+         "WHEN MATCHED THEN DELETE", "NK013", "104"),
+        ("WITH d AS (DELETE FROM orders WHERE id = 10 RETURNING 1) SELECT count(*) FROM d",
+         "NK013", "104"),
+        ("TRUNCATE orders", "0A000", 'must also truncate "orders_by_id"'),
+        ("TRUNCATE orders, orders_by_id", "0A000", 'must also truncate "orders_by_status"'),
+        ("EXPLAIN ANALYZE INSERT INTO orders VALUES (1, 12, 'new', 1)", "0A000",
+         "EXPLAIN ANALYZE of a write"),
+    ]
+    for sql, state, text in cases:
+        e = neki_error(st, sql)
+        assert e.diag.sqlstate == state, (sql, e)
+        assert text in str(e) or text in (e.diag.message_detail or ""), (sql, str(e))
+    # an UPDATE of the other columns keeps its lookup rows
+    assert both_run(st, "UPDATE orders SET total = 7 WHERE id = 10")[0] == "UPDATE 1"
+    assert len(assert_lookups_match(st)) == 4
+    # TRUNCATE of the owner with its lookup tables: both empty on every shard
+    assert st.run("TRUNCATE orders, orders_by_id, orders_by_status") is None
+    assert assert_lookups_match(st) == []
+
+
+def test_copy_from_into_an_owner_is_44(st):
+    with st.connect() as conn:
+        with pytest.raises(psycopg.Error) as e:
+            with conn.cursor().copy("COPY orders FROM STDIN") as cp:
+                cp.write_row((1, 10, "new", 1))
+    assert e.value.diag.sqlstate == "NK013" and "secondary index" in str(e.value)
+
+
+def test_uniqueness_race(st):
+    """Clients insert owners on every shard with ids from a small domain at once: the ids
+    end distinct, the lookups equal the owners, every refusal was 23505."""
+    errors, done = [], []
+
+    def client(k):
+        with st.connect(autocommit=True) as conn:
+            for n in range(25):
+                try:
+                    conn.execute("INSERT INTO orders VALUES (%s, %s, 'new', 1)",
+                                 (k * 1000 + n, (k * 7 + n * 3) % 30))
+                    done.append(1)
+                except psycopg.Error as e:
+                    errors.append(e.diag.sqlstate)
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    owners = assert_lookups_match(st)
+    ids = [i for i, _, _ in owners]
+    assert len(ids) == len(set(ids)) == len(done) == 30
+    assert set(errors) == {"23505"} and len(errors) == 150 - 30
+
+
+# ---- reads ----------------------------------------------------------------------------
+
+def test_read_through_the_lookup(st):
+    load(st)
+    for sql in ("SELECT * FROM orders WHERE id = 71",
+                "SELECT * FROM orders WHERE id IN (11, 71, 191, 5)",
+                "SELECT count(*), sum(total) FROM orders WHERE id = 30",
+                "SELECT status, count(*) FROM orders WHERE status = 'paid' GROUP BY status",
+                "SELECT id FROM orders WHERE id = 9999",
+                "SELECT id FROM orders WHERE id = 71 AND total > 100",
+                "SELECT * FROM orders WHERE id = 71 FOR UPDATE"):
+        both_run(st, sql)
+    both_run(st, "SELECT customer_id, status FROM orders WHERE id = %s", (131,))
+    both_run(st, "SELECT customer_id FROM orders WHERE status = %s ORDER BY 1", ("paid",))
+
+
+def test_read_goes_only_to_the_owner_shards(st):
+    """A row placed behind the router's back (no lookup row) on a shard holding none of the
+    owners found is not seen by a read routed through the lookup, which a scatter finds: the
+    read went to the owner rows' shards only."""
+    load(st, 4)     # customers 1 and 3 have a 'paid' order (ids 10 and 30)
+    owners = {st.customer_shard(1), st.customer_shard(3)}
+    stray = [s for s in st.cluster.shards if s not in owners][0]
+    st.shard_rows(stray, "INSERT INTO orders VALUES (1, 10, 'paid', 0)")
+    try:
+        assert st.run("SELECT customer_id, status FROM orders WHERE id = 10") == [(1, "paid")]
+        assert st.run("SELECT count(*) FROM orders WHERE status = 'paid'") == [(2,)]
+        assert st.run("SELECT count(*) FROM orders WHERE status || '' = 'paid'") == [(3,)]
+    finally:
+        st.shard_rows(stray, "DELETE FROM orders WHERE total = 0")
+
+
+def test_explain_shows_the_lookup(st):
+    rows = [r[0] for r in st.run("EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM orders WHERE id = 5")]
+    text = "\n".join(rows)
+    assert "Secondary Index: orders_by_id" in text, text
+    assert 'SELECT "customer_id" FROM "public"."orders_by_id" WHERE "id" IN (E\'5\')' \
+        in text, text
+    rows = [r[0] for r in st.run("EXPLAIN (NEKI_PLAN, FORMAT TEXT) INSERT INTO orders VALUES "
+                                 "(1, 5, 'new', 1)")]
+    text = "\n".join(rows)
+    assert 'INSERT INTO "public"."orders_by_id" ("id", "customer_id") VALUES ' \
+        "(E'5', E'1')" in text, text

@@ -1,0 +1,197 @@
+/*
+ * check_router_gsi.c - what the planner asks of a statement on the owner of an enabled
+ * global secondary index (src/router/plan_gsi.c): the storefront with its GSI orders_by_id
+ * (orders by id -> customer_id, lookup sharded by id) enabled. The lookup read of a
+ * scattered `id = v` / `id IN (...)`, the lookup INSERT of each VALUES row (bound values
+ * in text and binary), the RETURNING list and lookup of a DELETE, the refusals, and the
+ * shards plan_gsi_shards() picks from the keys a lookup returned. Added to the "router"
+ * suite by router_add_gsi_tests().
+ */
+#include "neki/base.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "neki/plan.h"
+#include "neki/plan_gsi.h"
+#include "topo_fixtures.h"
+#include "router_fixtures.h"
+
+static const struct plan_gsi *
+planned(struct rt_fx *fx, const char *sql, const struct plan_param *params, uint32_t n,
+	struct plan *p)
+{
+	struct nk_error err;
+
+	ck_assert_msg(rt_plan_storefront(fx, sql, NULL, params, n, p, &err), "%s: %s", sql,
+		      err.message);
+	return p->gsi;
+}
+
+START_TEST(test_gsi_read)
+{
+	struct rt_fx fx;
+	struct plan p;
+	const struct plan_gsi *g = planned(&fx, "SELECT * FROM orders WHERE id = 5", NULL, 0,
+					   &p);
+
+	ck_assert_ptr_nonnull(g);
+	ck_assert_int_eq(g->kind, PLAN_GSI_READ);
+	ck_assert_str_eq(g->name, "orders_by_id");
+	ck_assert_uint_eq(g->nfirst, 1);
+	ck_assert_str_eq(g->first[0], "SELECT \"customer_id\" FROM \"public\".\"orders_by_id\" "
+			 "WHERE \"id\" IN (E'5')");
+	ck_assert_int_eq(p.kind, PLAN_SCATTER);
+	ck_assert_int_eq(p.level, PLAN_FANOUT_MULTI);
+	rt_fx_done(&fx);
+	g = planned(&fx, "SELECT status FROM orders o WHERE o.id IN (7, -2) AND "
+		    "status = 'x'", NULL, 0, &p);
+	ck_assert_ptr_nonnull(g);
+	ck_assert_str_eq(g->first[0], "SELECT \"customer_id\" FROM \"public\".\"orders_by_id\" "
+			 "WHERE \"id\" IN (E'7', E'-2')");
+	rt_fx_done(&fx);
+	/* the shard key routes already; a join, an OR, an expression: no lookup */
+	ck_assert_ptr_null(planned(&fx, "SELECT * FROM orders WHERE customer_id = 3 AND id = 5",
+				   NULL, 0, &p));
+	rt_fx_done(&fx);
+	ck_assert_ptr_null(planned(&fx, "SELECT * FROM orders WHERE id = 5 OR status = 'x'",
+				   NULL, 0, &p));
+	rt_fx_done(&fx);
+	ck_assert_ptr_null(planned(&fx, "SELECT * FROM orders WHERE id + 0 = 5", NULL, 0, &p));
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_gsi_insert)
+{
+	static const uint8_t id_bin[8] = { 0, 0, 0, 0, 0, 0, 0x01, 0x00 };	/* 256 */
+	struct plan_param params[2] = {
+		{ (const uint8_t *)"9", 1, false, 0 }, { id_bin, 8, true, 20 },
+	};
+	struct rt_fx fx;
+	struct plan p;
+	const struct plan_gsi *g = planned(&fx, "INSERT INTO orders (customer_id, id, status) "
+					   "VALUES (1, 2, 'a'), (3, 4, 'it''s')", NULL, 0, &p);
+
+	ck_assert_ptr_nonnull(g);
+	ck_assert_int_eq(g->kind, PLAN_GSI_INSERT);
+	ck_assert_uint_eq(g->nfirst, 1);
+	ck_assert_str_eq(g->first[0], "INSERT INTO \"public\".\"orders_by_id\" (\"id\", "
+			 "\"customer_id\") VALUES (E'2', E'1'), (E'4', E'3')");
+	rt_fx_done(&fx);
+	g = planned(&fx, "INSERT INTO orders (customer_id, id) VALUES ($1, $2)", params, 2, &p);
+	ck_assert_str_eq(g->first[0], "INSERT INTO \"public\".\"orders_by_id\" (\"id\", "
+			 "\"customer_id\") VALUES (E'256', E'9')");
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_gsi_delete)
+{
+	struct rt_fx fx;
+	struct plan p;
+	const struct plan_gsi *g = planned(&fx, "DELETE FROM orders o WHERE o.status = 'x'",
+					   NULL, 0, &p);
+
+	ck_assert_ptr_nonnull(g);
+	ck_assert_int_eq(g->kind, PLAN_GSI_DELETE);
+	ck_assert_str_eq(g->returning, "RETURNING \"o\".\"id\", \"o\".\"customer_id\"");
+	ck_assert_uint_eq(g->nlookups, 1);
+	ck_assert_str_eq(g->lookups[0].table, "\"public\".\"orders_by_id\"");
+	ck_assert_uint_eq(g->lookups[0].ncols, 2);
+	ck_assert_str_eq(g->lookups[0].cols[1], "\"customer_id\"");
+	ck_assert_uint_eq(g->lookups[0].pos[1], 1);
+	ck_assert(!g->client_returning);
+	rt_fx_done(&fx);
+	g = planned(&fx, "DELETE FROM orders WHERE customer_id = 4 RETURNING *", NULL, 0, &p);
+	ck_assert(g->client_returning);		/* (the executor's 104) */
+	rt_fx_done(&fx);
+}
+END_TEST
+
+static const struct {
+	const char *sql, *sqlstate;
+	int code;
+	const char *text;
+} refusals[] = {
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT DO NOTHING", "0A000",
+	  0, "INSERT ... ON CONFLICT into \"orders\"" },
+	{ "INSERT INTO orders (customer_id, id) SELECT customer_id, id FROM orders", "0A000", 0,
+	  "INSERT ... SELECT into \"orders\"" },
+	{ "INSERT INTO orders (customer_id, status) VALUES (1, 'x')", "NK306", 0,
+	  "column \"id\" of global secondary index \"orders_by_id\" is required" },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, NULL)", "23502", 0,
+	  "null value in column \"id\"" },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2 * 3)", "0A000", 0,
+	  "is not a constant or a parameter" },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, DEFAULT)", "0A000", 0,
+	  "is not a constant or a parameter" },
+	{ "MERGE INTO orders o USING order_items i ON o.customer_id = i.customer_id "
+	  "WHEN MATCHED THEN DELETE", "NK013", 104, NULL },
+	{ "UPDATE orders SET id = 3 WHERE customer_id = 1", "NK013", 145, NULL },
+	{ "COPY orders FROM STDIN", "NK013", 44, NULL },
+	{ "EXPLAIN ANALYZE DELETE FROM orders WHERE customer_id = 1", "0A000", 0,
+	  "EXPLAIN ANALYZE of a write" },
+	{ "WITH d AS (DELETE FROM orders WHERE customer_id = 1 RETURNING 1) SELECT * FROM d",
+	  "NK013", 104, NULL },
+	{ "TRUNCATE orders", "0A000", 0, "must also truncate \"orders_by_id\"" },
+};
+
+START_TEST(test_gsi_refusals)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+
+	ck_assert_msg(!rt_plan_storefront(&fx, refusals[_i].sql, NULL, NULL, 0, &p, &err), "%s",
+		      refusals[_i].sql);
+	ck_assert_msg(strcmp(err.sqlstate, refusals[_i].sqlstate) == 0, "%s: %s %s",
+		      refusals[_i].sql, err.sqlstate, err.message);
+	if (refusals[_i].code)
+		ck_assert_int_eq(err.code, refusals[_i].code);
+	if (refusals[_i].text)
+		ck_assert_msg(strstr(err.message, refusals[_i].text) != NULL, "%s: %s",
+			      refusals[_i].sql, err.message);
+	rt_fx_done(&fx);
+}
+END_TEST
+
+START_TEST(test_gsi_shards)
+{
+	struct rt_fx fx;
+	struct plan p;
+	const struct plan_gsi *g = planned(&fx, "SELECT * FROM orders WHERE id = 5", NULL, 0,
+					   &p);
+	const char *a = rt_storefront_shard("c:1"), *b = rt_storefront_shard("c:2");
+	const char *vals[3] = { "1", NULL, "2" }, *uids[4];
+	uint32_t n;
+
+	n = plan_gsi_shards(rt_storefront_image(), g, NULL, vals, 3, p.shards, p.nshards,
+			    uids, 4);
+	ck_assert_uint_eq(n, strcmp(a, b) == 0 ? 1 : 2);
+	ck_assert(strcmp(uids[0], a) == 0 || strcmp(uids[0], b) == 0);
+	ck_assert_uint_eq(plan_gsi_shards(rt_storefront_image(), g, NULL, vals + 1, 1, p.shards,
+					  p.nshards, uids, 4), 0);
+	vals[1] = "not a number";	/* (a key that does not route: every shard, no guess) */
+	ck_assert_uint_eq(plan_gsi_shards(rt_storefront_image(), g, NULL, vals, 3, p.shards,
+					  p.nshards, uids, 4), p.nshards);
+	rt_fx_done(&fx);
+}
+END_TEST
+
+/* router_add_gsi_tests: see router_fixtures.h. */
+void
+router_add_gsi_tests(Suite *s)
+{
+	TCase *tc = tcase_create("gsi");
+
+	tcase_add_unchecked_fixture(tc, rt_storefront_gsi_setup, rt_storefront_teardown);
+	tcase_add_test(tc, test_gsi_read);
+	tcase_add_test(tc, test_gsi_insert);
+	tcase_add_test(tc, test_gsi_delete);
+	tcase_add_loop_test(tc, test_gsi_refusals, 0, NK_ARRAY_LEN(refusals));
+	tcase_add_test(tc, test_gsi_shards);
+	suite_add_tcase(s, tc);
+}
