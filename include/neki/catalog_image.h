@@ -192,6 +192,9 @@ bool cat_view_view_base(void *arg, const char *schema, const char *view, uint32_
 			const char **base_schema, const char **base_name);
 /* Whether the database has a user-defined aggregate <name> (plan_catalog 212). */
 bool cat_view_is_aggregate(void *arg, const char *name);
+/* plan_catalog.pk_column (neki/plan.h) over the view. */
+int cat_view_pk_column(void *arg, const char *schema, const char *table, uint32_t i,
+		       const char **col);
 /* The <i>th relation of the database; schema and name of a type (plan_catalog 333). */
 bool cat_view_table_at(void *arg, uint32_t i, const char **schema, const char **name);
 bool cat_view_type_name(void *arg, uint32_t oid, const char **schema, const char **name);

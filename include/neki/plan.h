@@ -51,6 +51,10 @@ struct plan_catalog {
 	/* Schema and name of type <oid>; false when unknown (333). */
 	bool (*type_name)(void *arg, uint32_t oid, const char **schema, const char **name);
 	bool (*is_aggregate)(void *arg, const char *name);	/* optional: a user aggregate? (212) */
+	/* Optional: column <i> of <schema>.<table>'s primary key into *<col>: 1; 0 past its end
+	 * (or none); -1 when the table is unknown (V11). */
+	int (*pk_column)(void *arg, const char *schema, const char *table, uint32_t i,
+			 const char **col);
 };
 
 enum plan_fanout {
@@ -77,6 +81,7 @@ struct plan_session {
 	const char *db;			/* borrowed: database name in the topology */
 	const char *schema;		/* borrowed: first schema of search_path ("public") */
 	bool in_transaction;
+	bool gsi_step;			/* a step the executor runs for a GSI: planned as is */
 	const char *tx_shard;		/* borrowed: a shard the transaction already uses; NULL */
 	const char *lock_shard;		/* borrowed: the shard whose link holds the session's
 					 * advisory locks; NULL when it holds none */

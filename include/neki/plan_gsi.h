@@ -14,17 +14,23 @@
 
 enum plan_gsi_kind {
 	PLAN_GSI_READ = 1,	/* read the lookup first, then the owner's shards it names */
-	PLAN_GSI_INSERT,	/* write the lookup rows first, then the owner rows */
+	PLAN_GSI_INSERT,	/* write the lookup rows first (constants), then the owner rows
+				 * (an INSERT with its own RETURNING) */
+	PLAN_GSI_INSERT_AFTER,	/* insert the owner rows RETURNING their lookup columns, then
+				 * those lookup rows (any other INSERT) */
 	PLAN_GSI_DELETE,	/* delete the owner rows RETURNING their lookup columns, then
 				 * those lookup rows */
 };
 
-/* DELETE: one GSI's lookup table and where its columns are in the RETURNING list. */
+/* INSERT_AFTER, DELETE: one GSI's lookup table and where its columns are in the RETURNING
+ * list (the indexed columns first). */
 struct plan_gsi_lookup {
+	const char *name;		/* the GSI */
 	const char *table;		/* "schema"."table", quoted */
 	const char **cols;		/* its columns, quoted */
 	uint32_t *pos;			/* each one's position in the RETURNING list */
-	uint32_t ncols;
+	uint32_t ncols, nindexed;
+	bool ignore_null;
 };
 
 struct plan_gsi {
@@ -32,8 +38,11 @@ struct plan_gsi {
 	const char *name;		/* the (first) GSI, for EXPLAIN */
 	const char **first;		/* READ: the lookup query; INSERT: the lookup INSERTs */
 	uint32_t nfirst;
-	const char *returning;		/* DELETE: "RETURNING ..." added to the statement */
-	struct plan_gsi_lookup *lookups;	/* DELETE: one per GSI */
+	const char *returning;		/* INSERT_AFTER, DELETE: "RETURNING ..." added to the
+					 * statement */
+	int32_t inserted_pos;		/* INSERT_AFTER with ON CONFLICT DO UPDATE: the returned
+					 * column saying the row was inserted (not updated); -1 */
+	struct plan_gsi_lookup *lookups;	/* INSERT_AFTER, DELETE: one per GSI */
 	uint32_t nlookups;
 	bool client_returning;		/* DELETE: the statement has its own RETURNING (104) */
 	struct plan_key owner;		/* READ: how an owner key routes (group, index, type) */

@@ -103,6 +103,28 @@ cat_view_column(void *arg, const char *schema, const char *table, uint32_t n,
 	return true;
 }
 
+int
+cat_view_pk_column(void *arg, const char *schema, const char *table, uint32_t i,
+		   const char **col)
+{
+	const struct cat_view *v = arg;
+	struct cat_img_table it;
+	struct cat_img_key k;
+	struct cat_column c;
+	uint32_t t = view_table(v, schema, table, &it);
+
+	if (t == CAT_IMG_NONE)
+		return -1;
+	if (it.nkeys == 0)
+		return 0;
+	cat_image_key(v->img, t, 0, &k);
+	if (!k.primary || i >= k.ncols)
+		return 0;
+	cat_image_column(v->img, t, cat_image_key_col(v->img, t, 0, i), &c);
+	*col = c.name;
+	return 1;
+}
+
 int64_t
 cat_view_seq_cache(void *arg, const char *schema, const char *name)
 {

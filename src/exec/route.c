@@ -840,10 +840,12 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 	pc = (struct plan_catalog){ &cv, cat_view_column_type, cat_view_column_name,
 				    cat_view_relkind, cv.version, cat_view_column,
 				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base,
-				    cat_view_table_at, cat_view_type_name, cat_view_is_aggregate };
+				    cat_view_table_at, cat_view_type_name, cat_view_is_aggregate,
+				    cat_view_pk_column };
 	if (!r->ext_exec && !sub_simple)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
+	r->ps.gsi_step = route_gsi_capturing(r);
 	r->ps.tx_shard = route_tx_shard(r, true);
 	r->ps.lock_shard = route_pin_lock_shard(r);
 	if (r->ext_exec && r->ext_norm != NULL)

@@ -6,10 +6,11 @@
  * their lookup rows commit together; under __neki.tx_mode atomic with two-phase commit):
  * - READ: the lookup query, then the statement on the shards of the owner keys it returned
  *   (one shard when none: the statement's WHERE finds no row there either);
- * - INSERT: the lookup INSERTs, then the statement (a duplicate of a unique GSI fails in the
- *   first: 23505, and nothing is written);
- * - DELETE: the statement with RETURNING of the lookup columns (its bound values written
- *   into the text), then a DELETE of those lookup rows, then the client's `DELETE n`.
+ * - INSERT_AFTER, DELETE: the statement with RETURNING of the lookup columns (its bound
+ *   values written into the text), then an INSERT (a duplicate of a unique GSI fails
+ *   there: 23505, and the transaction with it) or a DELETE of those lookup rows, then the
+ *   client's `INSERT 0 n` / `DELETE n`;
+ * - INSERT (one with its own RETURNING): the lookup INSERTs, then the statement.
  * Over the extended protocol the steps run as simple Queries (their values are constants),
  * the statement itself at the Execute. Entry points: route_gsi_step(), route_gsi_take(),
  * route_gsi_keep(), route_gsi_finished(), route_gsi_free().
@@ -38,15 +39,17 @@
 enum gsi_phase {
 	G_STEPS,		/* READ / INSERT: the steps before the statement */
 	G_MAIN,			/* ... done: the statement runs next, as planned */
-	G_DELETE,		/* DELETE: the statement RETURNING the lookup columns */
-	G_LOOKUPS,		/* ... then the DELETEs of their lookup rows */
+	G_RETURNING,		/* INSERT_AFTER, DELETE: the statement RETURNING the lookup
+				 * columns of its rows */
+	G_LOOKUPS,		/* ... then the INSERTs or DELETEs of their lookup rows */
 };
 
-struct glookup {
-	char *table;
+struct glookup {			/* a plan_gsi_lookup, owned */
+	char *name, *table;
 	char **cols;
 	uint32_t *pos;
-	uint32_t ncols;
+	uint32_t ncols, nindexed;
+	bool ignore_null;
 };
 
 struct rgsi {
@@ -63,8 +66,9 @@ struct rgsi {
 					 * (NULL for NULL) */
 	size_t nvals, cap, bytes;
 	uint64_t nrows;
-	struct glookup *lk;		/* DELETE: the lookup tables */
+	struct glookup *lk;		/* INSERT_AFTER, DELETE: the lookup tables */
 	uint32_t nlk;
+	int32_t inserted_pos;		/* plan_gsi.inserted_pos */
 };
 
 static void
@@ -100,6 +104,7 @@ route_gsi_free(struct route *r)
 		free(q->lk[i].cols);
 		free(q->lk[i].pos);
 		free(q->lk[i].table);
+		free(q->lk[i].name);
 	}
 	free(q->lk);
 	free(q);
@@ -212,7 +217,7 @@ inline_params(const char *sql, const struct plan_param *params, uint32_t nparams
 			if (n == 0 || n > nparams || !put_param(f, &params[n - 1])) {
 				ok = false;
 				nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
-					     "a DELETE on the owner of a global secondary index "
+					     "a write to the owner of a global secondary index "
 					     "cannot take parameter $%lu in this binary format", n);
 				break;
 			}
@@ -244,12 +249,15 @@ copy_lookups(struct rgsi *q, const struct plan_gsi *g)
 		const struct plan_gsi_lookup *s = &g->lookups[i];
 		struct glookup *d = &q->lk[i];
 
+		d->name = strdup(s->name);
 		d->table = strdup(s->table);
 		d->cols = calloc(s->ncols, sizeof(*d->cols));
 		d->pos = calloc(s->ncols, sizeof(*d->pos));
-		if (d->table == NULL || d->cols == NULL || d->pos == NULL)
+		if (d->name == NULL || d->table == NULL || d->cols == NULL || d->pos == NULL)
 			return false;
 		d->ncols = s->ncols;
+		d->nindexed = s->nindexed;
+		d->ignore_null = s->ignore_null;
 		for (uint32_t k = 0; k < s->ncols; k++) {
 			d->pos[k] = s->pos[k];
 			if ((d->cols[k] = strdup(s->cols[k])) == NULL)
@@ -267,7 +275,7 @@ gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
 	const struct plan_gsi *g = p->gsi;
 	char *text;
 
-	if (g->kind != PLAN_GSI_DELETE) {
+	if (g->kind == PLAN_GSI_READ || g->kind == PLAN_GSI_INSERT) {
 		for (uint32_t i = 0; i < g->nfirst; i++)
 			if (!add_text(q, strdup(g->first[i])))
 				return nk_error_oom(err);
@@ -284,7 +292,8 @@ gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
 		if (!add_text(q, full) || !copy_lookups(q, g))
 			return nk_error_oom(err);
 	}
-	q->phase = G_DELETE;
+	q->phase = G_RETURNING;
+	q->inserted_pos = g->inserted_pos;
 	return true;
 }
 
@@ -373,7 +382,7 @@ keep_desc(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 	free(q->types);
 	if ((q->types = calloc(n, sizeof(*q->types))) == NULL)
 		return route_subq_refused(r, (nk_error_oom(&e), &e));
-	for (size_t k = 0; q->phase == G_DELETE && k < n; k++)
+	for (size_t k = 0; q->phase == G_RETURNING && k < n; k++)
 		if (!route_subq_type_sql(r, cols[k].type_oid, q->types[k], sizeof(q->types[k])))
 			return route_subq_refused(r, (nk_error_set(&e, ERRCODE_FEATURE_NOT_SUPPORTED,
 					   "the router cannot write a value of type %u of column "
@@ -431,7 +440,7 @@ keep_row(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 				   "a shard's row has %u columns, its description %u", m.ncols,
 				   q->ncols), &e));
 	q->nrows++;
-	for (uint16_t k = 0; k < (q->phase == G_DELETE ? q->ncols : 1); k++)
+	for (uint16_t k = 0; k < (q->phase == G_RETURNING ? q->ncols : 1); k++)
 		if (!keep_value(r, q, &vals[k]) || r->has_err)
 			return true;
 	return true;
@@ -446,51 +455,83 @@ route_gsi_keep(struct route *r, char type, const uint8_t *body, size_t len)
 
 /* ---- the next step ---- */
 
-/* The DELETE of lookup table <lk>'s rows among the returned ones (malloc'd), or NULL with
- * *<none> when no returned row has one (a NULL column: ignore_null). */
+/* Returned row <v>'s values of lookup <lk> as a typed VALUES row into <f>. */
+static void
+put_lookup_row(FILE *f, const struct rgsi *q, const struct glookup *lk, char *const *v)
+{
+	fputc('(', f);
+	for (uint32_t k = 0; k < lk->ncols; k++) {
+		fputs(k ? ", " : "", f);
+		sql_put_literal(f, v[lk->pos[k]], strlen(v[lk->pos[k]]));
+		fprintf(f, "::%s", q->types[lk->pos[k]]);
+	}
+	fputc(')', f);
+}
+
+/* Does returned row <v> have a lookup row of <lk>? A NULL indexed value under ignore_null
+ * has none; a NULL otherwise is 23502 for an INSERT (<e>), none for a DELETE. */
+static bool
+has_lookup_row(const struct rgsi *q, const struct glookup *lk, char *const *v, bool *refused,
+	       struct nk_error *e)
+{
+	*refused = false;
+	if (q->inserted_pos >= 0 && (v[q->inserted_pos] == NULL || v[q->inserted_pos][0] != 't'))
+		return false;		/* (updated by ON CONFLICT: its lookup row stands) */
+	for (uint32_t k = 0; k < lk->ncols; k++) {
+		if (v[lk->pos[k]] != NULL)
+			continue;
+		if (q->kind == PLAN_GSI_DELETE || (k < lk->nindexed && lk->ignore_null))
+			return false;
+		nk_error_set(e, ERRCODE_NOT_NULL_VIOLATION, "null value in column %s of a row "
+			     "violates global secondary index \"%s\"", lk->cols[k], lk->name);
+		return !(*refused = true);
+	}
+	return true;
+}
+
+/* The DELETE or INSERT of lookup <lk>'s rows for the returned ones (malloc'd), or NULL: no
+ * returned row has one (*<none>), a refusal (<e>), no memory. */
 static char *
-lookup_delete(const struct rgsi *q, const struct glookup *lk, bool *none)
+lookup_step(const struct rgsi *q, const struct glookup *lk, bool *none, struct nk_error *e)
 {
 	char *out = NULL;
 	size_t len = 0;
 	uint64_t n = 0;
+	bool refused = false;
 	FILE *f = open_memstream(&out, &len);
 
 	*none = false;
 	if (f == NULL)
-		return NULL;
-	fprintf(f, "DELETE FROM %s WHERE (", lk->table);
+		return nk_error_oom(e), NULL;
+	fprintf(f, q->kind == PLAN_GSI_DELETE ? "DELETE FROM %s WHERE (" : "INSERT INTO %s (",
+		lk->table);
 	for (uint32_t k = 0; k < lk->ncols; k++)
 		fprintf(f, "%s%s", k ? ", " : "", lk->cols[k]);
-	fputs(") IN (VALUES ", f);
-	for (uint64_t row = 0; row < q->nrows; row++) {
+	fputs(q->kind == PLAN_GSI_DELETE ? ") IN (VALUES " : ") VALUES ", f);
+	for (uint64_t row = 0; row < q->nrows && !refused; row++) {
 		char *const *v = &q->vals[row * q->ncols];
-		bool null = false;
 
-		for (uint32_t k = 0; k < lk->ncols; k++)
-			null = null || v[lk->pos[k]] == NULL;
-		if (null)
+		if (!has_lookup_row(q, lk, v, &refused, e))
 			continue;
-		fputs(n++ ? ", (" : "(", f);
-		for (uint32_t k = 0; k < lk->ncols; k++) {
-			fputs(k ? ", " : "", f);
-			sql_put_literal(f, v[lk->pos[k]], strlen(v[lk->pos[k]]));
-			fprintf(f, "::%s", q->types[lk->pos[k]]);
-		}
-		fputc(')', f);
+		fputs(n++ ? ", " : "", f);
+		put_lookup_row(f, q, lk, v);
 	}
-	fputc(')', f);
-	if (fclose(f) != 0 || n == 0) {
-		*none = n == 0;
+	if (q->kind == PLAN_GSI_DELETE)
+		fputc(')', f);
+	if (fclose(f) != 0 || n == 0 || refused) {
+		*none = n == 0 && !refused;
+		if (!refused && !*none)
+			nk_error_oom(e);
 		free(out);
 		return NULL;
 	}
 	return out;
 }
 
-/* DELETE: the owner rows are gone; their lookup rows go next (or the answer, when none). */
+/* The owner rows are written (or gone): their lookup rows' steps next (or the answer,
+ * when none). */
 static bool
-delete_lookups(struct route *r, struct rgsi *q)
+lookup_steps(struct route *r, struct rgsi *q)
 {
 	struct nk_error e;
 
@@ -498,24 +539,27 @@ delete_lookups(struct route *r, struct rgsi *q)
 	q->phase = G_LOOKUPS;
 	for (uint32_t i = 0; i < q->nlk && q->nrows > 0; i++) {
 		bool none;
-		char *text = lookup_delete(q, &q->lk[i], &none);
+		char *text = lookup_step(q, &q->lk[i], &none, &e);
 
-		if ((text == NULL && !none) || (text != NULL && !add_text(q, text)))
+		if (text == NULL && !none)
+			return route_subq_refused(r, &e), false;
+		if (text != NULL && !add_text(q, text))
 			return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
 	}
 	return true;
 }
 
-/* DELETE: all done; the client's answer. */
+/* All done: the client's answer (DELETE n, INSERT 0 n). */
 static void
-delete_answer(struct route *r)
+write_answer(struct route *r)
 {
+	bool del = r->gsi->kind == PLAN_GSI_DELETE;
 	char tag[64];
 	struct pktbuf pb;
 
-	snprintf(tag, sizeof(tag), "DELETE %" PRIu64, r->gsi->nrows);
+	snprintf(tag, sizeof(tag), "%s %" PRIu64, del ? "DELETE" : "INSERT 0", r->gsi->nrows);
 	route_gsi_free(r);
-	snprintf(r->last_tag, sizeof(r->last_tag), "DELETE");	/* (its portal's) */
+	snprintf(r->last_tag, sizeof(r->last_tag), del ? "DELETE" : "INSERT 0");
 	if (r->ext_exec && r->ext_describe) {
 		pktbuf_init(&pb, 8);
 		pktbuf_write_no_data(&pb);
@@ -538,12 +582,12 @@ route_gsi_finished(struct route *r)
 		route_gsi_free(r);
 		return false;
 	}
-	if (q->phase == G_DELETE && !delete_lookups(r, q)) {
+	if (q->phase == G_RETURNING && !lookup_steps(r, q)) {
 		route_gsi_free(r);
 		return false;
 	}
 	if (q->next >= q->ntexts && q->phase == G_LOOKUPS) {
-		delete_answer(r);
+		write_answer(r);
 		return true;
 	}
 	if (q->next >= q->ntexts)

@@ -138,7 +138,9 @@ text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_ac
 		for (uint32_t i = 0; i < p->gsi->nfirst; i++)
 			xput(b, "%*sLookup First: %s\n", f, "", p->gsi->first[i]);
 		if (p->gsi->returning)
-			xput(b, "%*sLookup Rows Deleted After: %s\n", f, "", p->gsi->returning);
+			xput(b, "%*sLookup Rows %s After: %s\n", f, "",
+			     p->gsi->kind == PLAN_GSI_DELETE ? "Deleted" : "Written",
+			     p->gsi->returning);
 	}
 	for (uint32_t i = 0; act && i < act->nshards; i++)
 		xput(b, "%*sShard %s: actual rows=%llu time=%.3f ms\n", f, "",
@@ -216,7 +218,8 @@ json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act
 		xjson_str(b, p->gsi->name);
 		json_list(b, "Lookup First", p->gsi->first, p->gsi->nfirst);
 		if (p->gsi->returning) {
-			xput(b, ", \"Lookup Rows Deleted After\": ");
+			xput(b, ", \"Lookup Rows %s After\": ",
+			     p->gsi->kind == PLAN_GSI_DELETE ? "Deleted" : "Written");
 			xjson_str(b, p->gsi->returning);
 		}
 	}

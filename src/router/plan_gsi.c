@@ -1,14 +1,16 @@
 /*
  * plan_gsi.c - a statement on the owner table of an enabled global secondary index (spec 6.2,
  * 3.3): what it needs besides its own route (plan.gsi, neki/plan_gsi.h), or its refusal.
- * - INSERT ... VALUES: the lookup row of each owner row (its indexed columns, the owner's
- *   shard-key columns, for a non-unique GSI its primary-key columns), written first in the
- *   same transaction: a unique GSI's lookup table has the indexed columns as its primary
- *   key, so a duplicate anywhere fails there with 23505, whichever shard the owners live on.
- *   A row whose indexed value is NULL has no lookup row under ignore_null, else 23502; an
- *   indexed or key column the INSERT omits is NK306; a value that is not a constant or a
- *   parameter, INSERT ... SELECT and ON CONFLICT are refused (0A000): the router cannot
- *   know the lookup row before the owner row is written.
+ * - INSERT: the statement RETURNING the lookup columns of the rows it wrote (its indexed
+ *   columns, the owner's shard-key columns, for a non-unique GSI its primary-key columns;
+ *   with ON CONFLICT DO UPDATE also whether the row was inserted), then those lookup rows
+ *   inserted, in the same transaction: a unique GSI's lookup table has the indexed columns
+ *   as its primary key, so a duplicate anywhere fails there with 23505, whichever shard
+ *   the owners live on. Refused: ON CONFLICT without a conflict target, an INSERT ...
+ *   SELECT the router runs across shards (0A000). An INSERT with its own RETURNING writes
+ *   the lookup rows first instead, from its VALUES: each value a constant or a parameter
+ *   (0A000), no indexed column omitted (NK306), no SELECT, no ON CONFLICT (0A000). A NULL
+ *   indexed value has no lookup row under ignore_null, else 23502 (also a NULL owner key).
  * - DELETE: the statement RETURNING the lookup columns of the rows it deleted, then those
  *   lookup rows deleted; a DELETE with its own RETURNING is 104 (the executor refuses it:
  *   its own step is that DELETE with RETURNING).
@@ -33,6 +35,7 @@
 #include "plan_int.h"
 
 #define GSI_COLS_MAX 32
+#define GSI_LOOKUPS_MAX 4		/* GSIs one write maintains */
 
 /* An enabled GSI of the owner, with the columns of its lookup rows. */
 struct gsi_ref {
@@ -67,14 +70,39 @@ add_list(const struct pctx *c, struct gsi_ref *g, uint32_t list, char role)
 		add_col(g, topo_image_list_str(c->img, list, k), role);
 }
 
-/* GSI number <i> of the image, when it is enabled and owned by <p>: *<out>. */
+/* V11: is unique GSI <g>'s lookup primary key not its columns (the catalog knows the
+ * table)? Then the GSI is disabled: its lookup table would not keep values unique. */
+static bool
+lookup_pk_differs(const struct pctx *c, const struct topo_img_gsi *g, const char *schema)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	uint32_t n = topo_image_list_len(c->img, g->columns), k = 0;
+	const char *col;
+	int rc;
+
+	if (!g->unique || cat == NULL || cat->pk_column == NULL)
+		return false;
+	for (; (rc = cat->pk_column(cat->arg, schema, g->table, k, &col)) == 1; k++) {
+		bool in = false;
+
+		for (uint32_t j = 0; j < n; j++)
+			in = in || same(topo_image_list_str(c->img, g->columns, j), col);
+		if (!in)
+			return true;
+	}
+	return rc == 0 && k != n;
+}
+
+/* GSI number <i> of the image, when it is enabled (and not disabled by V11) and owned by
+ * <p>: *<out>. */
 static bool
 gsi_of(const struct pctx *c, const struct prel *p, uint32_t i, struct gsi_ref *out)
 {
 	topo_image_gsi(c->img, i, &out->g);
 	if (!out->g.enabled || !same(out->g.db, c->in->sess->db) ||
 	    !same(out->g.owner_table, p->r->name) ||
-	    (out->g.schema && !same(out->g.schema, p->schema)))
+	    (out->g.schema && !same(out->g.schema, p->schema)) ||
+	    lookup_pk_differs(c, &out->g, out->g.schema ? out->g.schema : p->schema))
 		return false;
 	out->ncols = 0;
 	add_list(c, out, out->g.columns, 'i');
@@ -207,8 +235,8 @@ put_cell(struct pctx *c, FILE *f, const struct gsi_ref *g, const char *col,
 			     "the router cannot write the lookup row of global secondary index "
 			     "\"%s\": the value of column \"%s\" is not a constant or a parameter",
 			     g->g.name, col);
-		nk_error_hint(c->err, "Give the value of \"%s\" in VALUES as a constant or a "
-			      "parameter.", col);
+		nk_error_hint(c->err, "Give the value of \"%s\" as a constant or a parameter, "
+			      "or leave out RETURNING.", col);
 		return false;
 	}
 	sql_put_literal(f, text, strlen(text));
@@ -266,10 +294,10 @@ static bool
 insert_refused(struct pctx *c, const struct gsi_ref *g, const char *what)
 {
 	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
-		     "%s into \"%s\" is not supported while global secondary index \"%s\" is "
-		     "enabled", what, g->g.owner_table, g->g.name);
-	nk_error_hint(c->err, "Insert the rows with INSERT ... VALUES: the router writes "
-		      "their lookup rows with them.");
+		     "%s ... RETURNING into \"%s\" is not supported while global secondary "
+		     "index \"%s\" is enabled", what, g->g.owner_table, g->g.name);
+	nk_error_hint(c->err, "Leave out RETURNING (the router then takes the lookup values "
+		      "from the rows written), or insert with INSERT ... VALUES.");
 	return false;
 }
 
@@ -293,8 +321,8 @@ gsi_insert(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 			nk_error_set(c->err, NK_ERRCODE_SHARD_KEY_MISSING,
 				     "column \"%s\" of global secondary index \"%s\" is required "
 				     "but missing from INSERT", g->cols[k], g->g.name);
-			nk_error_hint(c->err, "Give \"%s\" a value in the INSERT (not its "
-				      "default): the router writes it into the lookup row.",
+			nk_error_hint(c->err, "Give \"%s\" a value in the INSERT, or leave out "
+				      "RETURNING (the router then reads it from the rows written).",
 				      g->cols[k]);
 			return false;
 		}
@@ -360,12 +388,17 @@ ident_text(struct pctx *c, const char *schema, const char *name)
 	return arena_text(c, f, &buf, &len);
 }
 
+/* GSI <g>'s lookup table and columns into <lk>, its columns added to the RETURNING list
+ * <ret>. */
 static bool
-gsi_delete_lookup(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
-		  struct plan_gsi_lookup *lk, const char **ret, uint32_t *nret)
+gsi_lookup_of(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
+	      struct plan_gsi_lookup *lk, const char **ret, uint32_t *nret)
 {
+	lk->name = g->g.name;
+	lk->ignore_null = g->g.ignore_null;
 	lk->table = ident_text(c, g->g.schema ? g->g.schema : t->schema, g->g.table);
 	lk->ncols = g->ncols;
+	lk->nindexed = 0;
 	lk->cols = rarena_alloc(c->a, g->ncols * sizeof(*lk->cols));
 	lk->pos = rarena_alloc(c->a, g->ncols * sizeof(*lk->pos));
 	if (lk->table == NULL)
@@ -376,14 +409,37 @@ gsi_delete_lookup(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 		if ((lk->cols[k] = ident_text(c, NULL, g->cols[k])) == NULL)
 			return false;
 		lk->pos[k] = returned(ret, nret, g->cols[k]);
+		lk->nindexed += g->role[k] == 'i';
 	}
 	return true;
 }
 
-/* `RETURNING "alias"."c1", ...` of the columns <ret>. */
-static const char *
-returning_text(struct pctx *c, const struct prel *t, const char **ret, uint32_t nret)
+/* One more lookup of <pg> (INSERT_AFTER, DELETE): GSI <g>'s. */
+static bool
+add_lookup(struct pctx *c, const struct prel *t, const struct gsi_ref *g, struct plan_gsi *pg,
+	   const char **ret, uint32_t *nret, uint32_t max)
 {
+	struct plan_gsi_lookup *nl;
+
+	if (pg->nlookups >= GSI_LOOKUPS_MAX || *nret + g->ncols > max)
+		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "a statement maintains %d global secondary indexes at most",
+				    GSI_LOOKUPS_MAX);
+	if ((nl = rarena_alloc(c->a, (pg->nlookups + 1) * sizeof(*nl))) == NULL)
+		return nk_error_oom(c->err);
+	if (pg->nlookups)
+		memcpy(nl, pg->lookups, pg->nlookups * sizeof(*nl));
+	pg->lookups = nl;
+	return gsi_lookup_of(c, t, g, &nl[pg->nlookups++], ret, nret);
+}
+
+/* `RETURNING "alias"."c1", ...` of the columns <ret>, and `"alias".xmax = 0` (the row
+ * was inserted, not updated) when <inserted>. */
+static const char *
+returning_text(struct pctx *c, const struct prel *t, const char **ret, uint32_t nret,
+	       bool inserted)
+{
+	const char *q = t->r->alias ? t->r->alias : t->r->name;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -393,11 +449,48 @@ returning_text(struct pctx *c, const struct prel *t, const char **ret, uint32_t 
 	fputs("RETURNING ", f);
 	for (uint32_t i = 0; i < nret; i++) {
 		fputs(i ? ", " : "", f);
-		sql_put_ident(f, t->r->alias ? t->r->alias : t->r->name);
+		sql_put_ident(f, q);
 		fputc('.', f);
 		sql_put_ident(f, ret[i]);
 	}
+	if (inserted) {
+		fputs(", ", f);
+		sql_put_ident(f, q);
+		fputs(".xmax = 0", f);
+	}
 	return arena_text(c, f, &buf, &len);
+}
+
+/* INSERT_AFTER: what its RETURNING cannot follow. */
+static bool
+check_insert_after(struct pctx *c, const struct prel *t, const struct plan_gsi *pg)
+{
+	const struct stmt_insert *ins = c->s->insert;
+
+	if (c->out->op == PLAN_OP_INSERT_SELECT) {
+		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			     "an INSERT ... SELECT the router runs across shards into \"%s\" is "
+			     "not supported while global secondary index \"%s\" is enabled",
+			     t->r->name, pg->name);
+		nk_error_hint(c->err, "Select rows that live on the shards they are inserted "
+			      "into (the same shard key), or insert them with INSERT ... VALUES.");
+		return false;
+	}
+	if ((c->s->flags & STMT_F_ON_CONFLICT) && ins->nconflict_cols == 0 &&
+	    ins->conflict_constraint == NULL) {
+		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			     "ON CONFLICT without a conflict target is not supported on \"%s\" "
+			     "while global secondary index \"%s\" is enabled", t->r->name,
+			     pg->name);
+		nk_error_detail(c->err, "A conflict on the index's values would have to skip "
+				"the row, and they are checked on another shard.");
+		nk_error_hint(c->err, "Name the conflict target: ON CONFLICT (columns).");
+		return false;
+	}
+	for (uint32_t i = 0; i < ins->nset_cols; i++)
+		if (ins->set_cols[i] && plan_owner_gsi(c, t, ins->set_cols[i]))
+			return nk_error_nk013(c->err, 145);
+	return true;
 }
 
 /* ---- SELECT ---- */
@@ -488,48 +581,45 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 
 /* ---- the statement ---- */
 
+/* The kind of steps an INSERT or DELETE on <t> takes. */
+static enum plan_gsi_kind
+write_kind(const struct pctx *c)
+{
+	if (c->s->kind == STMT_DELETE)
+		return PLAN_GSI_DELETE;
+	return (c->s->flags & STMT_F_RETURNING) ? PLAN_GSI_INSERT : PLAN_GSI_INSERT_AFTER;
+}
+
 static bool
 plan_gsi_write(struct pctx *c, const struct prel *t)
 {
-	const char *ret[GSI_COLS_MAX * 4];
+	const char *ret[GSI_COLS_MAX * GSI_LOOKUPS_MAX];
 	uint32_t nret = 0, n = topo_image_gsi_count(c->img);
 	struct plan_gsi *pg = NULL;
 	struct gsi_ref g;
+	bool do_update = (c->s->flags & STMT_F_ON_CONFLICT_UPDATE) != 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		if (!gsi_of(c, t, i, &g))
 			continue;
 		if (c->s->kind == STMT_MERGE)
 			return nk_error_nk013(c->err, 104);
-		if (pg == NULL && (pg = new_gsi(c, c->s->kind == STMT_INSERT ? PLAN_GSI_INSERT :
-						PLAN_GSI_DELETE, g.g.name)) == NULL)
+		if (pg == NULL && (pg = new_gsi(c, write_kind(c), g.g.name)) == NULL)
 			return false;
-		if (c->s->kind == STMT_INSERT && !gsi_insert(c, t, &g, pg))
-			return false;
-		if (c->s->kind == STMT_DELETE) {
-			struct plan_gsi_lookup *nl;
-
-			if (pg->nlookups >= 4 || nret + g.ncols > NK_ARRAY_LEN(ret))
-				return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
-						    "a DELETE maintains 4 global secondary "
-						    "indexes at most");
-			nl = rarena_alloc(c->a, (pg->nlookups + 1) * sizeof(*nl));
-			if (nl == NULL)
-				return nk_error_oom(c->err);
-			if (pg->nlookups)
-				memcpy(nl, pg->lookups, pg->nlookups * sizeof(*nl));
-			pg->lookups = nl;
-			if (!gsi_delete_lookup(c, t, &g, &nl[pg->nlookups++], ret, &nret))
-				return false;
-		}
-	}
-	if (pg != NULL && c->s->kind == STMT_DELETE) {
-		pg->client_returning = (c->s->flags & STMT_F_RETURNING) != 0;
-		if ((pg->returning = returning_text(c, t, ret, nret)) == NULL)
+		if (pg->kind == PLAN_GSI_INSERT ? !gsi_insert(c, t, &g, pg) :
+		    !add_lookup(c, t, &g, pg, ret, &nret, NK_ARRAY_LEN(ret)))
 			return false;
 	}
-	if (pg != NULL && (pg->kind == PLAN_GSI_DELETE || pg->nfirst > 0))
-		c->out->gsi = pg;
+	if (pg == NULL || (pg->kind == PLAN_GSI_INSERT && pg->nfirst == 0))
+		return true;	/* (no enabled GSI; every row's lookup row skipped) */
+	if (pg->kind == PLAN_GSI_INSERT_AFTER && !check_insert_after(c, t, pg))
+		return false;
+	pg->client_returning = pg->kind == PLAN_GSI_DELETE && (c->s->flags & STMT_F_RETURNING);
+	pg->inserted_pos = pg->kind == PLAN_GSI_INSERT_AFTER && do_update ? (int32_t)nret : -1;
+	if (pg->kind != PLAN_GSI_INSERT &&
+	    (pg->returning = returning_text(c, t, ret, nret, pg->inserted_pos >= 0)) == NULL)
+		return false;
+	c->out->gsi = pg;
 	return true;
 }
 
@@ -558,8 +648,8 @@ plan_gsi(struct pctx *c)
 	uint32_t n = topo_image_gsi_count(c->img);
 	struct gsi_ref g;
 
-	if (t == NULL || n == 0 || c->in->sess->shard[0])
-		return true;
+	if (t == NULL || n == 0 || c->in->sess->shard[0] || c->in->sess->gsi_step)
+		return true;	/* (__neki.shard: the shard's own rows; a step: as written) */
 	if (!check_cte_writes(c))
 		return false;
 	if (c->s->kind == STMT_INSERT || c->s->kind == STMT_DELETE || c->s->kind == STMT_MERGE)
@@ -627,7 +717,8 @@ plan_gsi_truncate(struct pctx *c)
 			topo_image_gsi(c->img, k, &g);
 			if (!g.enabled || !same(g.db, c->in->sess->db) ||
 			    !same(g.owner_table, s->rels[i].name) ||
-			    (g.schema && !same(g.schema, schema)))
+			    (g.schema && !same(g.schema, schema)) ||
+			    lookup_pk_differs(c, &g, g.schema ? g.schema : schema))
 				continue;
 			for (uint32_t j = 0; j < s->nrels; j++)
 				listed = listed || same(s->rels[j].name, g.table);

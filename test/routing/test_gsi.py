@@ -23,6 +23,8 @@ LOOKUPS = [
     "CREATE TABLE orders_by_id (id bigint PRIMARY KEY, customer_id bigint NOT NULL)",
     "CREATE TABLE orders_by_status (status text NOT NULL, customer_id bigint NOT NULL, "
     "id bigint NOT NULL, PRIMARY KEY (status, customer_id, id))",
+    # V11: a unique GSI whose lookup primary key is not its columns is disabled
+    "CREATE TABLE status_once (status text, customer_id bigint PRIMARY KEY)",
 ]
 
 
@@ -35,12 +37,19 @@ def gsi_topology(db):
         {"name": "orders_by_status", "columns": ["status"]}]
     tables["orders_by_status"] = {"shard_group": "customer_data",
                                   "shard_index": "order_by_status"}
+    tables["status_once"] = {"shard_group": "authoritative"}
+    tables["orders"]["secondary_indexes"].append({"name": "status_once",
+                                                  "columns": ["status"]})
     doc["shard_indexes"]["order_by_status"] = {"type": "xxhash", "columns": ["status"]}
     d["global_secondary_indexes"]["orders_by_id"]["enabled"] = True
     d["global_secondary_indexes"]["orders_by_status"] = {
         "schema": "public", "table": "orders_by_status", "owner_table": "orders",
         "columns": ["status"], "owner_sk_columns": ["customer_id"],
         "owner_pk_columns": ["customer_id", "id"], "unique": False, "enabled": True}
+    d["global_secondary_indexes"]["status_once"] = {
+        "schema": "public", "table": "status_once", "owner_table": "orders",
+        "columns": ["status"], "owner_sk_columns": ["customer_id"], "unique": True,
+        "enabled": True}
     return doc
 
 
@@ -175,19 +184,54 @@ def test_delete_removes_lookup_rows(st):
     assert assert_lookups_match(st) == []
 
 
+def test_insert_shapes(st):
+    """Defaults, expressions, INSERT ... SELECT on the rows' own shards, ON CONFLICT with a
+    target, RETURNING with constants: each writes exactly its rows' lookup rows."""
+    load(st, 4)
+    for sql in ("INSERT INTO orders (customer_id, id) VALUES (5, 500)",
+                "INSERT INTO orders VALUES (6, 600 + 1, 'n' || 'ew', 1)",
+                "INSERT INTO orders SELECT customer_id, id + 1000, status, total FROM orders "
+                "WHERE total < 3",
+                "INSERT INTO orders VALUES (1, 10, 'x', 1), (7, 700, 'new', 1) "
+                "ON CONFLICT (customer_id, id) DO NOTHING",
+                "INSERT INTO orders AS o VALUES (1, 10, 'x', 9), (8, 800, 'new', 1) "
+                "ON CONFLICT (customer_id, id) DO UPDATE SET total = excluded.total",
+                "INSERT INTO orders VALUES (9, 900, 'new', 1) RETURNING id, status"):
+        both_run(st, sql)
+    both_run(st, "INSERT INTO orders VALUES (%s, %s, %s, %s) ON CONFLICT ON CONSTRAINT "
+                 "orders_pkey DO NOTHING", (10, 1000, "new", 2))
+    with st.ref() as conn:
+        want = sorted(conn.execute("SELECT id, customer_id, status FROM orders").fetchall())
+    assert assert_lookups_match(st) == want
+    # a duplicate of the unique GSI in an INSERT ... SELECT or an upsert: 23505, nothing kept
+    for sql in ("INSERT INTO orders SELECT customer_id, id - 10, status, total FROM orders "
+                "WHERE customer_id = 2 AND id = 20",
+                "INSERT INTO orders VALUES (11, 10, 'new', 1) ON CONFLICT (customer_id, id) "
+                "DO NOTHING"):
+        e = neki_error(st, sql)
+        assert e.diag.sqlstate == "23505", (sql, e)
+    assert assert_lookups_match(st) == want
+
+
 def test_refused_shapes(st):
     load(st, 2)
     cases = [
         ("DELETE FROM orders WHERE id = 10 RETURNING id", "NK013", "104"),
         ("UPDATE orders SET id = 12 WHERE id = 10", "NK013", "145"),
         ("UPDATE orders SET status = 'x' WHERE id = 10", "NK013", "145"),
-        ("INSERT INTO orders SELECT customer_id, id + 1000, status, total FROM orders",
-         "0A000", "INSERT ... SELECT"),
+        ("INSERT INTO orders VALUES (1, 10, 'new', 1) ON CONFLICT (customer_id, id) "
+         "DO UPDATE SET status = 'x'", "NK013", "145"),
         ("INSERT INTO orders VALUES (1, 10, 'new', 1) ON CONFLICT DO NOTHING", "0A000",
-         "ON CONFLICT"),
-        ("INSERT INTO orders (customer_id, status) VALUES (1, 'new')", "NK306", '"id"'),
-        ("INSERT INTO orders (customer_id, id) VALUES (1, 77)", "NK306", '"status"'),
-        ("INSERT INTO orders VALUES (1, 10 + 5, 'new', 1)", "0A000", "not a constant"),
+         "without a conflict target"),
+        ("INSERT INTO orders SELECT customer_id + 1, id + 5000, status, total FROM orders",
+         "0A000", "INSERT ... SELECT the router runs"),
+        ("INSERT INTO orders (customer_id, id) VALUES (1, 77) RETURNING id", "NK306",
+         '"status"'),
+        ("INSERT INTO orders VALUES (1, 10 + 5, 'new', 1) RETURNING id", "0A000",
+         "not a constant"),
+        ("INSERT INTO orders SELECT * FROM orders RETURNING id", "0A000",
+         "INSERT ... SELECT ... RETURNING"),
+        ("INSERT INTO orders VALUES (1, NULL, 'new', 1) RETURNING id", "23502", '"id"'),
         ("INSERT INTO orders VALUES (1, NULL, 'new', 1)", "23502", '"id"'),
         ("MERGE INTO orders o USING orders s ON o.customer_id = s.customer_id "
          "WHEN MATCHED THEN DELETE", "NK013", "104"),
@@ -275,6 +319,18 @@ def test_read_goes_only_to_the_owner_shards(st):
         st.shard_rows(stray, "DELETE FROM orders WHERE total = 0")
 
 
+def test_a_gsi_whose_lookup_key_differs_is_disabled(st):
+    """V11: status_once's lookup primary key is not (status): it is disabled (no lookup
+    rows written, no read through it: statuses repeat freely), and the log says why."""
+    load(st, 3)
+    assert st.shard_rows("auth", "SELECT count(*) FROM status_once") == [(0,)]
+    text = "\n".join(r[0] for r in st.run(
+        "EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM orders WHERE status = 'new'"))
+    assert "Secondary Index: orders_by_status" in text, text
+    st.neki.wait_log(r'global_secondary_indexes\.status_once: unique global secondary '
+                     r'index "status_once" is disabled')
+
+
 def test_explain_shows_the_lookup(st):
     rows = [r[0] for r in st.run("EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM orders WHERE id = 5")]
     text = "\n".join(rows)
@@ -282,7 +338,12 @@ def test_explain_shows_the_lookup(st):
     assert 'SELECT "customer_id" FROM "public"."orders_by_id" WHERE "id" IN (E\'5\')' \
         in text, text
     rows = [r[0] for r in st.run("EXPLAIN (NEKI_PLAN, FORMAT TEXT) INSERT INTO orders VALUES "
-                                 "(1, 5, 'new', 1)")]
+                                 "(1, 5, 'new', 1) RETURNING id")]
     text = "\n".join(rows)
     assert 'INSERT INTO "public"."orders_by_id" ("id", "customer_id") VALUES ' \
         "(E'5', E'1')" in text, text
+    rows = [r[0] for r in st.run("EXPLAIN (NEKI_PLAN, FORMAT TEXT) DELETE FROM orders o "
+                                 "WHERE id = 5")]
+    text = "\n".join(rows)
+    assert 'Lookup Rows Deleted After: RETURNING "o"."id", "o"."customer_id", "o"."status"' \
+        in text, text

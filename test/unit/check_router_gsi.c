@@ -73,17 +73,34 @@ START_TEST(test_gsi_insert)
 	struct rt_fx fx;
 	struct plan p;
 	const struct plan_gsi *g = planned(&fx, "INSERT INTO orders (customer_id, id, status) "
-					   "VALUES (1, 2, 'a'), (3, 4, 'it''s')", NULL, 0, &p);
+					   "VALUES (1, 2, 'a'), (3, 4, 'it''s') RETURNING id",
+					   NULL, 0, &p);
 
+	/* with its own RETURNING: the lookup rows first, from the constants */
 	ck_assert_ptr_nonnull(g);
 	ck_assert_int_eq(g->kind, PLAN_GSI_INSERT);
 	ck_assert_uint_eq(g->nfirst, 1);
 	ck_assert_str_eq(g->first[0], "INSERT INTO \"public\".\"orders_by_id\" (\"id\", "
 			 "\"customer_id\") VALUES (E'2', E'1'), (E'4', E'3')");
 	rt_fx_done(&fx);
-	g = planned(&fx, "INSERT INTO orders (customer_id, id) VALUES ($1, $2)", params, 2, &p);
+	g = planned(&fx, "INSERT INTO orders (customer_id, id) VALUES ($1, $2) RETURNING 1",
+		    params, 2, &p);
 	ck_assert_str_eq(g->first[0], "INSERT INTO \"public\".\"orders_by_id\" (\"id\", "
 			 "\"customer_id\") VALUES (E'256', E'9')");
+	rt_fx_done(&fx);
+	/* without: the rows written RETURNING their lookup values, then those */
+	g = planned(&fx, "INSERT INTO orders AS o (customer_id) VALUES (1), (2)", NULL, 0, &p);
+	ck_assert_int_eq(g->kind, PLAN_GSI_INSERT_AFTER);
+	ck_assert_str_eq(g->returning, "RETURNING \"o\".\"id\", \"o\".\"customer_id\"");
+	ck_assert_int_eq(g->inserted_pos, -1);
+	ck_assert_uint_eq(g->nlookups, 1);
+	ck_assert_uint_eq(g->lookups[0].nindexed, 1);
+	rt_fx_done(&fx);
+	g = planned(&fx, "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT "
+		    "(customer_id, id) DO UPDATE SET status = 'x'", NULL, 0, &p);
+	ck_assert_str_eq(g->returning, "RETURNING \"orders\".\"id\", "
+			 "\"orders\".\"customer_id\", \"orders\".xmax = 0");
+	ck_assert_int_eq(g->inserted_pos, 2);
 	rt_fx_done(&fx);
 }
 END_TEST
@@ -117,16 +134,20 @@ static const struct {
 	const char *text;
 } refusals[] = {
 	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT DO NOTHING", "0A000",
-	  0, "INSERT ... ON CONFLICT into \"orders\"" },
-	{ "INSERT INTO orders (customer_id, id) SELECT customer_id, id FROM orders", "0A000", 0,
-	  "INSERT ... SELECT into \"orders\"" },
-	{ "INSERT INTO orders (customer_id, status) VALUES (1, 'x')", "NK306", 0,
+	  0, "without a conflict target" },
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT (customer_id, id) "
+	  "DO UPDATE SET id = 3", "NK013", 145, NULL },
+	{ "INSERT INTO orders (customer_id, id) SELECT customer_id + 1, id FROM orders", "0A000",
+	  0, "INSERT ... SELECT the router runs" },
+	{ "INSERT INTO orders (customer_id, id) SELECT customer_id, id FROM orders RETURNING 1",
+	  "0A000", 0, "INSERT ... SELECT ... RETURNING into \"orders\"" },
+	{ "INSERT INTO orders (customer_id, status) VALUES (1, 'x') RETURNING 1", "NK306", 0,
 	  "column \"id\" of global secondary index \"orders_by_id\" is required" },
-	{ "INSERT INTO orders (customer_id, id) VALUES (1, NULL)", "23502", 0,
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, NULL) RETURNING 1", "23502", 0,
 	  "null value in column \"id\"" },
-	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2 * 3)", "0A000", 0,
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2 * 3) RETURNING 1", "0A000", 0,
 	  "is not a constant or a parameter" },
-	{ "INSERT INTO orders (customer_id, id) VALUES (1, DEFAULT)", "0A000", 0,
+	{ "INSERT INTO orders (customer_id, id) VALUES (1, DEFAULT) RETURNING 1", "0A000", 0,
 	  "is not a constant or a parameter" },
 	{ "MERGE INTO orders o USING order_items i ON o.customer_id = i.customer_id "
 	  "WHEN MATCHED THEN DELETE", "NK013", 104, NULL },
