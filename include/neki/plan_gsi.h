@@ -20,10 +20,13 @@ enum plan_gsi_kind {
 				 * those lookup rows (any other INSERT) */
 	PLAN_GSI_DELETE,	/* delete the owner rows RETURNING their lookup columns, then
 				 * those lookup rows */
+	PLAN_GSI_UPDATE,	/* lock the owner rows reading their lookup columns, update
+				 * exactly those rows RETURNING the new ones, then move the
+				 * lookup rows that changed */
 };
 
-/* INSERT_AFTER, DELETE: one GSI's lookup table and where its columns are in the RETURNING
- * list (the indexed columns first). */
+/* INSERT_AFTER, DELETE, UPDATE: one GSI's lookup table and where its columns are in the
+ * RETURNING list (the indexed columns first). */
 struct plan_gsi_lookup {
 	const char *name;		/* the GSI */
 	const char *table;		/* "schema"."table", quoted */
@@ -42,7 +45,16 @@ struct plan_gsi {
 					 * statement */
 	int32_t inserted_pos;		/* INSERT_AFTER with ON CONFLICT DO UPDATE: the returned
 					 * column saying the row was inserted (not updated); -1 */
-	struct plan_gsi_lookup *lookups;	/* INSERT_AFTER, DELETE: one per GSI */
+	const char *lock;		/* UPDATE: `SELECT ctid, <shard key>, <lookup columns>
+					 * FROM t WHERE (cond) FOR UPDATE` */
+	const char *update;		/* UPDATE: `UPDATE t SET ... FROM (VALUES `, then the
+					 * executor's rows (ctid, shard key, row number) of the
+					 * locked rows, then update_tail */
+	const char *update_tail;	/* `) AS __neki_v(...) WHERE (cond) AND ctid = ... AND
+					 * key = ... RETURNING __neki_v.__neki_n, <lookup columns>` */
+	uint32_t nkey;			/* UPDATE: the shard-key columns, after the ctid (or the
+					 * row number) in both lists */
+	struct plan_gsi_lookup *lookups;	/* INSERT_AFTER, DELETE, UPDATE: one per GSI */
 	uint32_t nlookups;
 	bool client_returning;		/* DELETE: the statement has its own RETURNING (104) */
 	struct plan_key owner;		/* READ: how an owner key routes (group, index, type) */

@@ -10,6 +10,8 @@
  *   values written into the text), then an INSERT (a duplicate of a unique GSI fails
  *   there: 23505, and the transaction with it) or a DELETE of those lookup rows, then the
  *   client's `INSERT 0 n` / `DELETE n`;
+ * - UPDATE: the rows locked (their ctid, shard key and lookup values read), exactly those
+ *   updated RETURNING the new values, then the changed lookup rows deleted and written;
  * - INSERT (one with its own RETURNING): the lookup INSERTs, then the statement.
  * Over the extended protocol the steps run as simple Queries (their values are constants),
  * the statement itself at the Execute. Entry points: route_gsi_step(), route_gsi_take(),
@@ -39,8 +41,9 @@
 enum gsi_phase {
 	G_STEPS,		/* READ / INSERT: the steps before the statement */
 	G_MAIN,			/* ... done: the statement runs next, as planned */
-	G_RETURNING,		/* INSERT_AFTER, DELETE: the statement RETURNING the lookup
-				 * columns of its rows */
+	G_LOCK,			/* UPDATE: the rows locked, their lookup columns read */
+	G_RETURNING,		/* INSERT_AFTER, DELETE, UPDATE: the statement RETURNING the
+				 * lookup columns of its rows */
 	G_LOOKUPS,		/* ... then the INSERTs or DELETEs of their lookup rows */
 };
 
@@ -66,7 +69,15 @@ struct rgsi {
 					 * (NULL for NULL) */
 	size_t nvals, cap, bytes;
 	uint64_t nrows;
-	struct glookup *lk;		/* INSERT_AFTER, DELETE: the lookup tables */
+	char **old;			/* UPDATE: the locked rows' values (as vals) */
+	uint64_t nold;
+	size_t nold_vals;
+	char *update, *update_tail;	/* UPDATE: plan_gsi.update (its values written in) and
+					 * .update_tail */
+	uint32_t nkey;
+	uint32_t off;			/* UPDATE: 1 (the lists start with the ctid or the row
+					 * number); 0 */
+	struct glookup *lk;		/* INSERT_AFTER, DELETE, UPDATE: the lookup tables */
 	uint32_t nlk;
 	int32_t inserted_pos;		/* plan_gsi.inserted_pos */
 };
@@ -97,6 +108,11 @@ route_gsi_free(struct route *r)
 	for (size_t i = 0; i < q->nvals; i++)
 		free(q->vals[i]);
 	free(q->vals);
+	for (size_t i = 0; i < q->nold_vals; i++)
+		free(q->old[i]);
+	free(q->old);
+	free(q->update);
+	free(q->update_tail);
 	free(q->types);
 	for (uint32_t i = 0; i < q->nlk; i++) {
 		for (uint32_t k = 0; k < q->lk[i].ncols; k++)
@@ -281,6 +297,19 @@ gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
 				return nk_error_oom(err);
 		return true;
 	}
+	q->inserted_pos = g->inserted_pos;
+	q->nkey = g->nkey;
+	if (!copy_lookups(q, g))
+		return nk_error_oom(err);
+	if (g->kind == PLAN_GSI_UPDATE) {	/* (the lock first; the update once it ran) */
+		q->phase = G_LOCK;
+		q->off = 1;
+		return (q->update = inline_params(g->update, params, nparams, err)) != NULL &&
+		       (q->update_tail = inline_params(g->update_tail, params, nparams,
+						       err)) != NULL &&
+		       add_text(q, inline_params(g->lock, params, nparams, err)) ?
+		       true : nk_error_is_set(err) ? false : nk_error_oom(err);
+	}
 	if ((text = inline_params(sql, params, nparams, err)) == NULL)
 		return false;
 	{
@@ -289,11 +318,10 @@ gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
 		if (asprintf(&full, "%s\n%s", text, g->returning) < 0)
 			full = NULL;
 		free(text);
-		if (!add_text(q, full) || !copy_lookups(q, g))
+		if (!add_text(q, full))
 			return nk_error_oom(err);
 	}
 	q->phase = G_RETURNING;
-	q->inserted_pos = g->inserted_pos;
 	return true;
 }
 
@@ -382,7 +410,7 @@ keep_desc(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 	free(q->types);
 	if ((q->types = calloc(n, sizeof(*q->types))) == NULL)
 		return route_subq_refused(r, (nk_error_oom(&e), &e));
-	for (size_t k = 0; q->phase == G_RETURNING && k < n; k++)
+	for (size_t k = 0; q->phase != G_STEPS && k < n; k++)
 		if (!route_subq_type_sql(r, cols[k].type_oid, q->types[k], sizeof(q->types[k])))
 			return route_subq_refused(r, (nk_error_set(&e, ERRCODE_FEATURE_NOT_SUPPORTED,
 					   "the router cannot write a value of type %u of column "
@@ -440,7 +468,7 @@ keep_row(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 				   "a shard's row has %u columns, its description %u", m.ncols,
 				   q->ncols), &e));
 	q->nrows++;
-	for (uint16_t k = 0; k < (q->phase == G_RETURNING ? q->ncols : 1); k++)
+	for (uint16_t k = 0; k < (q->phase == G_STEPS ? 1 : q->ncols); k++)
 		if (!keep_value(r, q, &vals[k]) || r->has_err)
 			return true;
 	return true;
@@ -455,7 +483,8 @@ route_gsi_keep(struct route *r, char type, const uint8_t *body, size_t len)
 
 /* ---- the next step ---- */
 
-/* Returned row <v>'s values of lookup <lk> as a typed VALUES row into <f>. */
+/* Returned row <v>'s values of lookup <lk> as a typed VALUES row into <f> (<v> past the
+ * leading column of an UPDATE's lists, q->off). */
 static void
 put_lookup_row(FILE *f, const struct rgsi *q, const struct glookup *lk, char *const *v)
 {
@@ -463,16 +492,16 @@ put_lookup_row(FILE *f, const struct rgsi *q, const struct glookup *lk, char *co
 	for (uint32_t k = 0; k < lk->ncols; k++) {
 		fputs(k ? ", " : "", f);
 		sql_put_literal(f, v[lk->pos[k]], strlen(v[lk->pos[k]]));
-		fprintf(f, "::%s", q->types[lk->pos[k]]);
+		fprintf(f, "::%s", q->types[q->off + lk->pos[k]]);
 	}
 	fputc(')', f);
 }
 
 /* Does returned row <v> have a lookup row of <lk>? A NULL indexed value under ignore_null
- * has none; a NULL otherwise is 23502 for an INSERT (<e>), none for a DELETE. */
+ * has none; a NULL otherwise is 23502 when writing it (<e>), none when deleting. */
 static bool
-has_lookup_row(const struct rgsi *q, const struct glookup *lk, char *const *v, bool *refused,
-	       struct nk_error *e)
+has_lookup_row(const struct rgsi *q, const struct glookup *lk, char *const *v, bool deleting,
+	       bool *refused, struct nk_error *e)
 {
 	*refused = false;
 	if (q->inserted_pos >= 0 && (v[q->inserted_pos] == NULL || v[q->inserted_pos][0] != 't'))
@@ -480,7 +509,7 @@ has_lookup_row(const struct rgsi *q, const struct glookup *lk, char *const *v, b
 	for (uint32_t k = 0; k < lk->ncols; k++) {
 		if (v[lk->pos[k]] != NULL)
 			continue;
-		if (q->kind == PLAN_GSI_DELETE || (k < lk->nindexed && lk->ignore_null))
+		if (deleting || (k < lk->nindexed && lk->ignore_null))
 			return false;
 		nk_error_set(e, ERRCODE_NOT_NULL_VIOLATION, "null value in column %s of a row "
 			     "violates global secondary index \"%s\"", lk->cols[k], lk->name);
@@ -489,10 +518,11 @@ has_lookup_row(const struct rgsi *q, const struct glookup *lk, char *const *v, b
 	return true;
 }
 
-/* The DELETE or INSERT of lookup <lk>'s rows for the returned ones (malloc'd), or NULL: no
- * returned row has one (*<none>), a refusal (<e>), no memory. */
+/* The DELETE (<deleting>) or INSERT of lookup <lk>'s rows for the returned rows <rows>
+ * (malloc'd), or NULL: none has one (*<none>), a refusal (<e>), no memory. */
 static char *
-lookup_step(const struct rgsi *q, const struct glookup *lk, bool *none, struct nk_error *e)
+lookup_step(const struct rgsi *q, const struct glookup *lk, char **const *rows, uint64_t nrows,
+	    bool deleting, bool *none, struct nk_error *e)
 {
 	char *out = NULL;
 	size_t len = 0;
@@ -503,20 +533,17 @@ lookup_step(const struct rgsi *q, const struct glookup *lk, bool *none, struct n
 	*none = false;
 	if (f == NULL)
 		return nk_error_oom(e), NULL;
-	fprintf(f, q->kind == PLAN_GSI_DELETE ? "DELETE FROM %s WHERE (" : "INSERT INTO %s (",
-		lk->table);
+	fprintf(f, deleting ? "DELETE FROM %s WHERE (" : "INSERT INTO %s (", lk->table);
 	for (uint32_t k = 0; k < lk->ncols; k++)
 		fprintf(f, "%s%s", k ? ", " : "", lk->cols[k]);
-	fputs(q->kind == PLAN_GSI_DELETE ? ") IN (VALUES " : ") VALUES ", f);
-	for (uint64_t row = 0; row < q->nrows && !refused; row++) {
-		char *const *v = &q->vals[row * q->ncols];
-
-		if (!has_lookup_row(q, lk, v, &refused, e))
+	fputs(deleting ? ") IN (VALUES " : ") VALUES ", f);
+	for (uint64_t row = 0; row < nrows && !refused; row++) {
+		if (!has_lookup_row(q, lk, rows[row], deleting, &refused, e))
 			continue;
 		fputs(n++ ? ", " : "", f);
-		put_lookup_row(f, q, lk, v);
+		put_lookup_row(f, q, lk, rows[row]);
 	}
-	if (q->kind == PLAN_GSI_DELETE)
+	if (deleting)
 		fputc(')', f);
 	if (fclose(f) != 0 || n == 0 || refused) {
 		*none = n == 0 && !refused;
@@ -528,38 +555,153 @@ lookup_step(const struct rgsi *q, const struct glookup *lk, bool *none, struct n
 	return out;
 }
 
+static bool
+add_step(struct route *r, struct rgsi *q, const struct glookup *lk, char **const *rows,
+	 uint64_t nrows, bool deleting)
+{
+	struct nk_error e;
+	bool none;
+	char *text = nrows ? lookup_step(q, lk, rows, nrows, deleting, &none, &e) : NULL;
+
+	if (nrows == 0 || (text == NULL && none))
+		return true;
+	if (text == NULL)
+		return route_subq_refused(r, &e), false;
+	if (!add_text(q, text))
+		return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
+	return true;
+}
+
+static bool
+same_value(const char *a, const char *b)
+{
+	return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+/* UPDATE: <olds>/<news> the rows (old and new values, past their leading column) whose
+ * <lk> columns changed; an updated row names its locked row by its number. */
+static uint64_t
+changed_rows(const struct rgsi *q, const struct glookup *lk, char ***olds, char ***news)
+{
+	uint64_t n = 0;
+
+	for (uint64_t row = 0; row < q->nrows; row++) {
+		char **v = &q->vals[row * q->ncols], **o;
+		uint64_t at = v[0] ? strtoull(v[0], NULL, 10) : q->nold;
+		bool changed = false;
+
+		if (at >= q->nold)
+			continue;	/* (cannot be: the row numbers are ours) */
+		o = &q->old[at * q->ncols];
+		for (uint32_t k = 0; k < lk->ncols; k++)
+			changed = changed || !same_value(o[1 + lk->pos[k]], v[1 + lk->pos[k]]);
+		if (changed) {
+			olds[n] = o + 1;
+			news[n++] = v + 1;
+		}
+	}
+	return n;
+}
+
+/* UPDATE: for each lookup, the old lookup rows of the rows whose values changed deleted,
+ * their new ones written. */
+static bool
+update_steps(struct route *r, struct rgsi *q)
+{
+	char ***olds = calloc(q->nrows + 1, sizeof(*olds));
+	char ***news = calloc(q->nrows + 1, sizeof(*news));
+	bool ok = olds != NULL && news != NULL;
+	struct nk_error e;
+
+	for (uint32_t i = 0; ok && i < q->nlk; i++) {
+		uint64_t n = changed_rows(q, &q->lk[i], olds, news);
+
+		ok = add_step(r, q, &q->lk[i], olds, n, true) &&
+		     add_step(r, q, &q->lk[i], news, n, false);
+	}
+	free(olds);
+	free(news);
+	if (!ok && !r->has_err)
+		route_subq_refused(r, (nk_error_oom(&e), &e));
+	return ok;
+}
+
 /* The owner rows are written (or gone): their lookup rows' steps next (or the answer,
  * when none). */
 static bool
 lookup_steps(struct route *r, struct rgsi *q)
 {
-	struct nk_error e;
+	char ***rows = NULL;
+	bool ok = true;
 
 	free_texts(q);
 	q->phase = G_LOOKUPS;
-	for (uint32_t i = 0; i < q->nlk && q->nrows > 0; i++) {
-		bool none;
-		char *text = lookup_step(q, &q->lk[i], &none, &e);
+	if (q->kind == PLAN_GSI_UPDATE)
+		return q->nrows == 0 || update_steps(r, q);
+	if (q->nrows > 0 && (rows = calloc(q->nrows, sizeof(*rows))) == NULL) {
+		struct nk_error e;
 
-		if (text == NULL && !none)
-			return route_subq_refused(r, &e), false;
-		if (text != NULL && !add_text(q, text))
-			return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
+		return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
 	}
+	for (uint64_t i = 0; i < q->nrows; i++)
+		rows[i] = &q->vals[i * q->ncols];
+	for (uint32_t i = 0; ok && i < q->nlk; i++)
+		ok = add_step(r, q, &q->lk[i], (char **const *)rows, q->nrows,
+			      q->kind == PLAN_GSI_DELETE);
+	free(rows);
+	return ok;
+}
+
+/* UPDATE: the rows are locked; the update of exactly those next: each one by its ctid and
+ * shard key (a ctid names a row of one shard only), with its number. */
+static bool
+update_after_lock(struct route *r, struct rgsi *q)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	struct nk_error e;
+
+	q->old = q->vals;
+	q->nold = q->nrows;
+	q->nold_vals = q->nvals;
+	q->vals = NULL;
+	q->nvals = q->cap = 0;
+	q->nrows = 0;
+	free_texts(q);
+	q->phase = G_RETURNING;
+	if (f == NULL)
+		return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
+	fputs(q->update, f);
+	for (uint64_t i = 0; i < q->nold; i++) {
+		char *const *v = &q->old[i * q->ncols];
+
+		fputs(i ? ", (" : "(", f);
+		for (uint32_t k = 0; k <= q->nkey; k++) {
+			fputs(k ? ", " : "", f);
+			sql_put_literal(f, v[k] ? v[k] : "", v[k] ? strlen(v[k]) : 0);
+			fprintf(f, "::%s", q->types[k]);
+		}
+		fprintf(f, ", %" PRIu64 ")", i);
+	}
+	fputs(q->update_tail, f);
+	if (fclose(f) != 0 || !add_text(q, out))
+		return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
 	return true;
 }
 
-/* All done: the client's answer (DELETE n, INSERT 0 n). */
+/* All done: the client's answer (DELETE n, INSERT 0 n, UPDATE n). */
 static void
 write_answer(struct route *r)
 {
-	bool del = r->gsi->kind == PLAN_GSI_DELETE;
+	const char *what = r->gsi->kind == PLAN_GSI_DELETE ? "DELETE" :
+			   r->gsi->kind == PLAN_GSI_UPDATE ? "UPDATE" : "INSERT 0";
 	char tag[64];
 	struct pktbuf pb;
 
-	snprintf(tag, sizeof(tag), "%s %" PRIu64, del ? "DELETE" : "INSERT 0", r->gsi->nrows);
+	snprintf(tag, sizeof(tag), "%s %" PRIu64, what, r->gsi->nrows);
 	route_gsi_free(r);
-	snprintf(r->last_tag, sizeof(r->last_tag), del ? "DELETE" : "INSERT 0");
+	snprintf(r->last_tag, sizeof(r->last_tag), "%s", what);	/* (its portal's) */
 	if (r->ext_exec && r->ext_describe) {
 		pktbuf_init(&pb, 8);
 		pktbuf_write_no_data(&pb);
@@ -582,7 +724,11 @@ route_gsi_finished(struct route *r)
 		route_gsi_free(r);
 		return false;
 	}
-	if (q->phase == G_RETURNING && !lookup_steps(r, q)) {
+	if (q->phase == G_LOCK && q->nrows == 0) {
+		q->phase = G_LOOKUPS;		/* (nothing to update: UPDATE 0) */
+		free_texts(q);
+	} else if (q->phase == G_LOCK ? !update_after_lock(r, q) :
+		   q->phase == G_RETURNING && !lookup_steps(r, q)) {
 		route_gsi_free(r);
 		return false;
 	}

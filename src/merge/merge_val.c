@@ -33,6 +33,7 @@ static const struct {
 	{ 23, MV_INT, "int4", 1007, "int4[]" },
 	{ 25, MV_TEXT, "text", 1009, "text[]" },
 	{ 26, MV_INT, "oid", 1028, "oid[]" },
+	{ 27, MV_UNSUPPORTED, "tid", 1010, "tid[]" },	/* (a ctid the router writes back) */
 	{ 114, MV_UNSUPPORTED, "json", 199, "json[]" },
 	{ 142, MV_UNSUPPORTED, "xml", 143, "xml[]" },
 	{ 650, MV_INET, "cidr", 651, "cidr[]" },

@@ -137,9 +137,13 @@ text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_ac
 		xput(b, "%*sSecondary Index: %s\n", f, "", p->gsi->name);
 		for (uint32_t i = 0; i < p->gsi->nfirst; i++)
 			xput(b, "%*sLookup First: %s\n", f, "", p->gsi->first[i]);
+		if (p->gsi->lock)
+			xput(b, "%*sLocked First: %s\n%*sThen: %s(VALUES <their keys>)\n", f, "",
+			     p->gsi->lock, f, "", p->gsi->update);
 		if (p->gsi->returning)
 			xput(b, "%*sLookup Rows %s After: %s\n", f, "",
-			     p->gsi->kind == PLAN_GSI_DELETE ? "Deleted" : "Written",
+			     p->gsi->kind == PLAN_GSI_DELETE ? "Deleted" :
+			     p->gsi->kind == PLAN_GSI_UPDATE ? "Moved" : "Written",
 			     p->gsi->returning);
 	}
 	for (uint32_t i = 0; act && i < act->nshards; i++)
@@ -217,9 +221,16 @@ json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act
 		xput(b, ", \"Secondary Index\": ");
 		xjson_str(b, p->gsi->name);
 		json_list(b, "Lookup First", p->gsi->first, p->gsi->nfirst);
+		if (p->gsi->lock) {
+			xput(b, ", \"Locked First\": ");
+			xjson_str(b, p->gsi->lock);
+			xput(b, ", \"Then\": ");
+			xjson_str(b, p->gsi->update);
+		}
 		if (p->gsi->returning) {
 			xput(b, ", \"Lookup Rows %s After\": ",
-			     p->gsi->kind == PLAN_GSI_DELETE ? "Deleted" : "Written");
+			     p->gsi->kind == PLAN_GSI_DELETE ? "Deleted" :
+			     p->gsi->kind == PLAN_GSI_UPDATE ? "Moved" : "Written");
 			xjson_str(b, p->gsi->returning);
 		}
 	}

@@ -1042,9 +1042,9 @@ plan_refuse_join(struct pctx *c)
 }
 
 /*
- * UPDATE / DELETE / MERGE shape checks on a sharded target: assigning the shard key or a
- * column a global secondary index declares or keeps in its lookup rows (145: the router
- * does not move lookup rows); MERGE inserting into a table keyed over several columns (10,
+ * UPDATE / DELETE / MERGE shape checks on a sharded target: assigning the shard key, or a
+ * column a global secondary index declares or keeps in its lookup rows unless it is an
+ * indexed column of an enabled one (145; plan_gsi.c moves those lookup rows); MERGE inserting into a table keyed over several columns (10,
  * as INSERT). The rest of what an enabled GSI needs: plan_gsi.c.
  */
 static bool
@@ -1058,7 +1058,8 @@ check_dml(struct pctx *c)
 		return true;
 	for (uint32_t i = 0; i < c->s->nset_cols; i++)
 		if (c->s->set_cols[i] && (plan_is_key_base(t, c->s->set_cols[i]) ||
-					  plan_owner_gsi(c, t, c->s->set_cols[i])))
+					  (plan_owner_gsi(c, t, c->s->set_cols[i]) &&
+					   !plan_gsi_assignable(c, t, c->s->set_cols[i]))))
 			return nk_error_nk013(c->err, 145);
 	if (c->s->nmerge_inserts > 0 && plan_multi_key(t))
 		return nk_error_nk013(c->err, 10);	/* MERGE ... INSERT: as INSERT (V3) */

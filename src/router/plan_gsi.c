@@ -18,8 +18,11 @@
  *   column of a one-column GSI as a conjunct of WHERE: the lookup read first, the statement
  *   then sent to the shards of the owner keys it returned (its WHERE applied there as
  *   written, so the rows are exactly the ones a scatter would find).
- * - MERGE into an owner, a write to one in a WITH query: 104. Assigning an indexed or owner
- *   primary-key column: 145 (plan.c). TRUNCATE of an owner without its lookup tables:
+ * - UPDATE assigning an indexed column: the rows locked with their lookup values read
+ *   (ctid, shard key), exactly those updated RETURNING the new ones, then the lookup rows
+ *   that changed moved; RETURNING is 104, FROM, subqueries and WITH 0A000.
+ * - MERGE into an owner, a write to one in a WITH query: 104. Assigning the shard key, an
+ *   owner primary-key column or a disabled GSI's column: 145 (plan.c). TRUNCATE of an owner without its lookup tables:
  *   0A000 (with them, every shard truncates both: exact).
  * Entry points: plan_gsi(), plan_gsi_truncate(), plan_gsi_shards(), plan_gsi_enabled().
  */
@@ -493,6 +496,187 @@ check_insert_after(struct pctx *c, const struct prel *t, const struct plan_gsi *
 	return true;
 }
 
+/* ---- UPDATE ---- */
+
+/* Is <col> an indexed column of an enabled GSI of <t>? */
+static bool
+indexed_by_enabled(const struct pctx *c, const struct prel *t, const char *col)
+{
+	struct gsi_ref g;
+
+	for (uint32_t i = 0; i < topo_image_gsi_count(c->img); i++)
+		for (uint32_t k = 0; gsi_of(c, t, i, &g) && k < g.ncols; k++)
+			if (g.role[k] == 'i' && same(g.cols[k], col))
+				return true;
+	return false;
+}
+
+/* plan_gsi_assignable: see plan_int.h. */
+bool
+plan_gsi_assignable(const struct pctx *c, const struct prel *t, const char *col)
+{
+	return c->s->kind == STMT_UPDATE &&
+	       (c->in->sess->gsi_step || indexed_by_enabled(c, t, col));
+}
+
+static bool
+update_refused(struct pctx *c, const struct prel *t, const char *why)
+{
+	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+		     "an UPDATE of an indexed column of \"%s\" %s is not supported", t->r->name,
+		     why);
+	nk_error_hint(c->err, "Update the rows of \"%s\" alone, selected by its own columns, "
+		      "without RETURNING.", t->r->name);
+	return false;
+}
+
+/* The text of tokens [<a>, <b>) of the statement (arena). */
+static const char *
+tok_text(struct pctx *c, const struct ptok *t, uint32_t a, uint32_t b)
+{
+	const char *sql = c->in->sql ? c->in->sql : c->s->sql;
+	const char *out = a < b ? rarena_strndup(c->a, sql + t[a].start,
+						 t[b - 1].start + t[b - 1].len - t[a].start) :
+				  NULL;
+
+	return out != NULL || a >= b ? out : (nk_error_oom(c->err), NULL);
+}
+
+/* `UPDATE <target> SET <assign> [WHERE <cond>]` split at its top-level SET and WHERE;
+ * false (with the refusal) for another shape (WITH, FROM). */
+static bool
+split_update(struct pctx *c, const struct prel *t, const char **target, const char **assign,
+	     const char **cond)
+{
+	const char *sql = c->in->sql ? c->in->sql : c->s->sql;
+	struct ptok *tk;
+	uint32_t n, set = 0, where = 0;
+	int depth = 0;
+
+	if (sql == NULL || !plan_lex(c->a, sql, &tk, &n))
+		return nk_error_oom(c->err);
+	uint32_t u = 0;
+
+	while (n > 0 && ptok_is(sql, &tk[n - 1], ";"))
+		n--;
+	if (n > 0 && ptok_is(sql, &tk[0], "explain"))	/* (EXPLAIN's statement) */
+		while (u < n && !ptok_is(sql, &tk[u], "update") && !ptok_is(sql, &tk[u], "with"))
+			u++;
+	if (u >= n || !ptok_is(sql, &tk[u], "update"))
+		return update_refused(c, t, "under WITH");
+	for (uint32_t i = u + 1; i < n; i++) {
+		depth += ptok_is(sql, &tk[i], "(") ? 1 : ptok_is(sql, &tk[i], ")") ? -1 : 0;
+		if (depth != 0)
+			continue;
+		if (set == 0 && ptok_is(sql, &tk[i], "set"))
+			set = i;
+		else if (set != 0 && where == 0 && ptok_is(sql, &tk[i], "where"))
+			where = i;
+		else if (set != 0 && where == 0 && ptok_is(sql, &tk[i], "from") &&
+			 !ptok_is(sql, &tk[i - 1], "distinct"))
+			return update_refused(c, t, "with FROM");
+	}
+	if (set < u + 2 || set + 1 >= (where ? where : n))
+		return update_refused(c, t, "in this form");
+	*target = tok_text(c, tk, u + 1, set);
+	*assign = tok_text(c, tk, set + 1, where ? where : n);
+	*cond = where ? tok_text(c, tk, where + 1, n) : NULL;
+	return *target != NULL && *assign != NULL && (where == 0 || *cond != NULL);
+}
+
+/* `<q>."c1", ...` of the columns <ret>[from..n) into <f>. */
+static void
+put_cols(FILE *f, const char *q, const char *const *ret, uint32_t from, uint32_t n)
+{
+	for (uint32_t i = from; i < n; i++) {
+		fputs(i > from ? ", " : "", f);
+		sql_put_ident(f, q);
+		fputc('.', f);
+		sql_put_ident(f, ret[i]);
+	}
+}
+
+/* The lock and update texts of <pg> from the list <ret> (the shard key first). */
+static bool
+update_texts(struct pctx *c, const struct prel *t, struct plan_gsi *pg, const char **ret,
+	     uint32_t nret)
+{
+	const char *target = NULL, *assign = NULL, *cond = NULL;
+	const char *q = t->r->alias ? t->r->alias : t->r->name;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (!split_update(c, t, &target, &assign, &cond) ||
+	    (f = open_memstream(&buf, &len)) == NULL)
+		return nk_error_is_set(c->err) ? false : nk_error_oom(c->err);
+	fputs("SELECT ", f);
+	sql_put_ident(f, q);
+	fputs(".ctid, ", f);
+	put_cols(f, q, ret, 0, nret);
+	fprintf(f, " FROM %s%s%s FOR UPDATE OF ", target, cond ? " WHERE " : "",
+		cond ? cond : "");
+	sql_put_ident(f, q);
+	if ((pg->lock = arena_text(c, f, &buf, &len)) == NULL ||
+	    (f = open_memstream(&buf, &len)) == NULL)
+		return nk_error_is_set(c->err) ? false : nk_error_oom(c->err);
+	fprintf(f, "UPDATE %s SET %s FROM (VALUES ", target, assign);
+	if ((pg->update = arena_text(c, f, &buf, &len)) == NULL ||
+	    (f = open_memstream(&buf, &len)) == NULL)
+		return nk_error_is_set(c->err) ? false : nk_error_oom(c->err);
+	fputs(") AS __neki_v(__neki_ctid", f);
+	for (uint32_t i = 0; i < pg->nkey; i++)
+		fprintf(f, ", __neki_k%u", i);
+	fprintf(f, ", __neki_n) WHERE (%s) AND ", cond ? cond : "true");
+	sql_put_ident(f, q);
+	fputs(".ctid = __neki_v.__neki_ctid", f);
+	for (uint32_t i = 0; i < pg->nkey; i++) {
+		fputs(" AND ", f);
+		put_cols(f, q, ret, i, i + 1);
+		fprintf(f, " = __neki_v.__neki_k%u", i);
+	}
+	fputs("\nRETURNING __neki_v.__neki_n, ", f);
+	put_cols(f, q, ret, 0, nret);
+	return (pg->update_tail = arena_text(c, f, &buf, &len)) != NULL;
+}
+
+/* An UPDATE assigning an indexed column of an enabled GSI: its steps (plan.gsi). */
+static bool
+plan_gsi_update(struct pctx *c, const struct prel *t)
+{
+	const char *ret[GSI_COLS_MAX * GSI_LOOKUPS_MAX];
+	uint32_t nret = 0;
+	struct plan_gsi *pg = NULL;
+	struct gsi_ref g;
+	bool assigns = false;
+
+	for (uint32_t i = 0; i < c->s->nset_cols; i++)
+		assigns = assigns || (c->s->set_cols[i] && indexed_by_enabled(c, t,
+									     c->s->set_cols[i]));
+	if (!assigns)
+		return true;
+	if (c->s->flags & STMT_F_RETURNING)
+		return nk_error_nk013(c->err, 104);
+	if (c->s->nrels != 1 || c->s->nscopes != 1)
+		return update_refused(c, t, "reading other tables or subqueries");
+	for (uint32_t k = 0; k < t->expr->ncolumns; k++)	/* (the shard key first) */
+		(void)returned(ret, &nret, t->expr->columns[k]);
+	for (uint32_t i = 0; i < topo_image_gsi_count(c->img); i++) {
+		if (!gsi_of(c, t, i, &g))
+			continue;
+		if (pg == NULL && (pg = new_gsi(c, PLAN_GSI_UPDATE, g.g.name)) == NULL)
+			return false;
+		if (!add_lookup(c, t, &g, pg, ret, &nret, NK_ARRAY_LEN(ret)))
+			return false;
+	}
+	pg->inserted_pos = -1;
+	pg->nkey = t->expr->ncolumns;
+	if (!update_texts(c, t, pg, ret, nret))
+		return false;
+	c->out->gsi = pg;
+	return true;
+}
+
 /* ---- SELECT ---- */
 
 /* A conjunct `col = v` / `col IN (...)` of <cd> on the owner (rels[0]), or NULL. */
@@ -654,6 +838,8 @@ plan_gsi(struct pctx *c)
 		return false;
 	if (c->s->kind == STMT_INSERT || c->s->kind == STMT_DELETE || c->s->kind == STMT_MERGE)
 		return !t->r->is_target || plan_gsi_write(c, t);
+	if (c->s->kind == STMT_UPDATE)
+		return !t->r->is_target || plan_gsi_update(c, t);
 	if (!read_shape(c, t))
 		return true;
 	for (uint32_t i = 0; i < n; i++) {

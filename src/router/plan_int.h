@@ -168,6 +168,9 @@ bool plan_check_dist(struct pctx *c);
 /* plan_gsi.c: what a statement on the owner of an enabled GSI needs besides its route
  * (plan.gsi), or its refusal; planned after the route. */
 bool plan_gsi(struct pctx *c);
+/* An UPDATE of <t> may assign GSI column <col>: an indexed column of an enabled GSI (the
+ * router moves its lookup rows), or the executor's own step. */
+bool plan_gsi_assignable(const struct pctx *c, const struct prel *t, const char *col);
 /* TRUNCATE naming the owner of an enabled GSI names its lookup table too, else 0A000. */
 bool plan_gsi_truncate(struct pctx *c);
 /* <p> owns an enabled GSI: *<name> (the first). */

@@ -115,6 +115,18 @@ def load(st, n=20):
     return assert_lookups_match(st)
 
 
+def race(clients, work):
+    """Run work(k) for k in range(clients) in threads at once; (errors' SQLSTATEs, count of
+    statements done) as work() reports them through its two lists."""
+    errors, done = [], []
+    threads = [threading.Thread(target=work, args=(k, errors, done)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors, done
+
+
 def neki_error(st, sql, params=None):
     with st.connect() as conn:
         with pytest.raises(psycopg.Error) as e:
@@ -217,8 +229,12 @@ def test_refused_shapes(st):
     load(st, 2)
     cases = [
         ("DELETE FROM orders WHERE id = 10 RETURNING id", "NK013", "104"),
-        ("UPDATE orders SET id = 12 WHERE id = 10", "NK013", "145"),
-        ("UPDATE orders SET status = 'x' WHERE id = 10", "NK013", "145"),
+        ("UPDATE orders SET customer_id = 12 WHERE id = 10", "NK013", "145"),
+        ("UPDATE orders SET id = 12 WHERE id = 10 RETURNING id", "NK013", "104"),
+        ("UPDATE orders o SET status = 'x' FROM customers c WHERE c.id = o.customer_id",
+         "0A000", "reading other tables"),
+        ("UPDATE orders SET status = 'x' WHERE id IN (SELECT id FROM orders_by_id)",
+         "0A000", "reading other tables"),
         ("INSERT INTO orders VALUES (1, 10, 'new', 1) ON CONFLICT (customer_id, id) "
          "DO UPDATE SET status = 'x'", "NK013", "145"),
         ("INSERT INTO orders VALUES (1, 10, 'new', 1) ON CONFLICT DO NOTHING", "0A000",
@@ -254,6 +270,54 @@ def test_refused_shapes(st):
     assert assert_lookups_match(st) == []
 
 
+def test_update_moves_lookup_rows(st):
+    """An UPDATE of indexed columns (any number of rows, either GSI, by the shard key or
+    scattered, bound values too) deletes the old lookup rows and writes the new ones; a
+    duplicate of the unique GSI fails whole with 23505."""
+    load(st, 6)
+    for sql, params in (("UPDATE orders SET id = id + 1000 WHERE customer_id = 3", None),
+                        ("UPDATE orders o SET status = 'shipped', total = o.total + 1 "
+                         "WHERE status = 'paid' AND total > 2", None),
+                        ("UPDATE orders SET status = %s WHERE id = %s", ("held", 21)),
+                        ("UPDATE orders SET id = %s, status = 'moved' WHERE id = %s",
+                         (9001, 41)),
+                        ("UPDATE orders SET status = status WHERE customer_id = 2", None),
+                        ("UPDATE orders SET id = 5 WHERE false", None)):
+        both_run(st, sql, params)
+    with st.ref() as conn:
+        want = sorted(conn.execute("SELECT id, customer_id, status FROM orders").fetchall())
+    assert assert_lookups_match(st) == want
+    for sql in ("UPDATE orders SET id = 10 WHERE id = 11",       # (10: customer 1's, same shard)
+                "UPDATE orders SET id = 10 WHERE id = 51"):      # (another shard's owner)
+        e = neki_error(st, sql)
+        assert e.diag.sqlstate == "23505", (sql, e)
+    assert assert_lookups_match(st) == want
+
+
+def test_updates_racing_keep_the_lookups_exact(st):
+    """Clients renumbering their own orders (each on its customer's shard) into ids from a
+    small shared domain at once: the lookup shards serialise them on the unique ids; every
+    refusal is 23505, the ids end distinct and the lookups equal the owners."""
+    load(st, 6)
+
+    def client(k, errors, done):
+        cid = k + 1
+        with st.connect(autocommit=True) as conn:
+            for n in range(15):
+                cur = conn.execute("SELECT id FROM orders WHERE customer_id = %s "
+                                   "ORDER BY id LIMIT 1", (cid,)).fetchone()
+                try:
+                    conn.execute("UPDATE orders SET id = %s WHERE customer_id = %s AND id = %s",
+                                 (5000 + (n * 7 + k) % 12, cid, cur[0]))
+                    done.append(1)
+                except psycopg.Error as e:
+                    errors.append(e.diag.sqlstate)
+    errors, done = race(6, client)
+    assert set(errors) <= {"23505"} and done, (errors, len(done))
+    owners = assert_lookups_match(st)
+    assert len(owners) == 12 and len({i for i, _, _ in owners}) == 12
+
+
 def test_copy_from_into_an_owner_is_44(st):
     with st.connect() as conn:
         with pytest.raises(psycopg.Error) as e:
@@ -265,9 +329,7 @@ def test_copy_from_into_an_owner_is_44(st):
 def test_uniqueness_race(st):
     """Clients insert owners on every shard with ids from a small domain at once: the ids
     end distinct, the lookups equal the owners, every refusal was 23505."""
-    errors, done = [], []
-
-    def client(k):
+    def client(k, errors, done):
         with st.connect(autocommit=True) as conn:
             for n in range(25):
                 try:
@@ -276,11 +338,7 @@ def test_uniqueness_race(st):
                     done.append(1)
                 except psycopg.Error as e:
                     errors.append(e.diag.sqlstate)
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors, done = race(6, client)
     owners = assert_lookups_match(st)
     ids = [i for i, _, _ in owners]
     assert len(ids) == len(set(ids)) == len(done) == 30

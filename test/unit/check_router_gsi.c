@@ -128,6 +128,30 @@ START_TEST(test_gsi_delete)
 }
 END_TEST
 
+START_TEST(test_gsi_update)
+{
+	struct rt_fx fx;
+	struct plan p;
+	const struct plan_gsi *g = planned(&fx, "UPDATE orders o SET id = o.id + 1, note = 'x' "
+					   "WHERE customer_id = 7;", NULL, 0, &p);
+
+	ck_assert_ptr_nonnull(g);
+	ck_assert_int_eq(g->kind, PLAN_GSI_UPDATE);
+	ck_assert_uint_eq(g->nkey, 1);
+	ck_assert_str_eq(g->lock, "SELECT \"o\".ctid, \"o\".\"customer_id\", \"o\".\"id\" FROM "
+			 "orders o WHERE customer_id = 7 FOR UPDATE OF \"o\"");
+	ck_assert_str_eq(g->update, "UPDATE orders o SET id = o.id + 1, note = 'x' FROM (VALUES ");
+	ck_assert_str_eq(g->update_tail, ") AS __neki_v(__neki_ctid, __neki_k0, __neki_n) WHERE "
+			 "(customer_id = 7) AND \"o\".ctid = __neki_v.__neki_ctid AND "
+			 "\"o\".\"customer_id\" = __neki_v.__neki_k0\nRETURNING __neki_v.__neki_n, "
+			 "\"o\".\"customer_id\", \"o\".\"id\"");
+	rt_fx_done(&fx);
+	/* not assigning an indexed column: no step */
+	ck_assert_ptr_null(planned(&fx, "UPDATE orders SET note = 'x' WHERE id = 1", NULL, 0, &p));
+	rt_fx_done(&fx);
+}
+END_TEST
+
 static const struct {
 	const char *sql, *sqlstate;
 	int code;
@@ -151,7 +175,11 @@ static const struct {
 	  "is not a constant or a parameter" },
 	{ "MERGE INTO orders o USING order_items i ON o.customer_id = i.customer_id "
 	  "WHEN MATCHED THEN DELETE", "NK013", 104, NULL },
-	{ "UPDATE orders SET id = 3 WHERE customer_id = 1", "NK013", 145, NULL },
+	{ "UPDATE orders SET customer_id = 3 WHERE id = 1", "NK013", 145, NULL },
+	{ "UPDATE orders SET id = 3 WHERE customer_id = 1 RETURNING id", "NK013", 104, NULL },
+	{ "UPDATE orders o SET id = 3 FROM order_items i WHERE i.customer_id = o.customer_id",
+	  "0A000", 0, "reading other tables" },
+	{ "WITH w AS (SELECT 1) UPDATE orders SET id = 3", "0A000", 0, NULL },
 	{ "COPY orders FROM STDIN", "NK013", 44, NULL },
 	{ "EXPLAIN ANALYZE DELETE FROM orders WHERE customer_id = 1", "0A000", 0,
 	  "EXPLAIN ANALYZE of a write" },
@@ -212,6 +240,7 @@ router_add_gsi_tests(Suite *s)
 	tcase_add_test(tc, test_gsi_read);
 	tcase_add_test(tc, test_gsi_insert);
 	tcase_add_test(tc, test_gsi_delete);
+	tcase_add_test(tc, test_gsi_update);
 	tcase_add_loop_test(tc, test_gsi_refusals, 0, NK_ARRAY_LEN(refusals));
 	tcase_add_test(tc, test_gsi_shards);
 	suite_add_tcase(s, tc);
