@@ -887,8 +887,11 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 		else if (sq == ROUTE_SEQ_ASYNC)
 			rc = RSTEP_ASYNC;
 		else if (p.gsi == NULL || st->kind == STMT_EXPLAIN ||
-			 !route_gsi_step(r, &p, sql, params, nparams, ref.data, &rc))
+			 !route_gsi_step(r, &p, in.sql, sql, params, nparams, ref.data, &rc)) {
+			if (p.gsi == NULL && r->gsi != NULL && !route_gsi_capturing(r))
+				route_gsi_free(r);	/* (not the statement it was for) */
 			rc = route_dispatch(r, &p, sql, ref.data);
+		}
 	}
 	cat_view_release(&cv);
 	shm_topo_unpin(&ref);

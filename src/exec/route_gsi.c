@@ -60,6 +60,7 @@ struct rgsi {
 	enum gsi_phase phase;
 	bool ext;			/* the statement is an Execute */
 	bool capture;			/* a step runs */
+	char *sql;			/* the statement's text as planned (G_MAIN is for it) */
 	char **texts;			/* the steps to run (owned, taken one by one) */
 	uint32_t ntexts, next;
 	/* the answer of the running step */
@@ -105,6 +106,7 @@ route_gsi_free(struct route *r)
 			r->ext_exec = true;
 	}
 	free_texts(q);
+	free(q->sql);
 	for (size_t i = 0; i < q->nvals; i++)
 		free(q->vals[i]);
 	free(q->vals);
@@ -347,7 +349,7 @@ narrow(struct route *r, struct plan *p, const void *img)
 
 /* route_gsi_step: see route_gsi.h. */
 bool
-route_gsi_step(struct route *r, struct plan *p, const char *sql,
+route_gsi_step(struct route *r, struct plan *p, const char *planned, const char *sql,
 	       const struct plan_param *params, uint32_t nparams, const void *img,
 	       enum rstep *rc)
 {
@@ -356,7 +358,7 @@ route_gsi_step(struct route *r, struct plan *p, const char *sql,
 
 	if (q != NULL && q->capture)
 		return false;		/* (a step's own statement) */
-	if (q != NULL && q->phase == G_MAIN) {	/* the statement after its steps */
+	if (q != NULL && q->phase == G_MAIN && strcmp(q->sql, planned) == 0) {	/* steps ran */
 		bool ok = p->gsi->kind != PLAN_GSI_READ || narrow(r, p, img);
 
 		route_gsi_free(r);
@@ -377,6 +379,11 @@ route_gsi_step(struct route *r, struct plan *p, const char *sql,
 	}
 	q->kind = p->gsi->kind;
 	q->ext = r->ext_exec;
+	if ((q->sql = strdup(planned)) == NULL) {
+		route_gsi_free(r);
+		*rc = route_fail(r, (nk_error_oom(&err), &err));
+		return true;
+	}
 	/* a write outside a block: the Query's (batch's) implicit transaction holds it all */
 	if (!gsi_plan_steps(q, p, sql, params, nparams, &err) ||
 	    (q->kind != PLAN_GSI_READ && r->tx == 'I' && !route_implicit_begin(r) &&

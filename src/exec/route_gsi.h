@@ -15,13 +15,14 @@ struct plan_param;
 struct route;
 
 /*
- * Statement <p> (text <sql>, bound values <params>) has plan.gsi: true when this call
+ * Statement <p> (planned from text <planned>, to run as <sql>: its sequence values filled
+ * in; bound values <params>) has plan.gsi: true when this call
  * answered it, *<rc> (its steps started: RSTEP_ASYNC; refused: RSTEP_STOP); false when
  * <p> runs now as planned, narrowed to the owner shards its lookup read found (the
  * statement after its steps, or one of the steps' own statements). <img>: the pinned
  * topology image.
  */
-bool route_gsi_step(struct route *r, struct plan *p, const char *sql,
+bool route_gsi_step(struct route *r, struct plan *p, const char *planned, const char *sql,
 		    const struct plan_param *params, uint32_t nparams, const void *img,
 		    enum rstep *rc);
 /* The text of the step to route in place of the statement (owned by the caller), or NULL;

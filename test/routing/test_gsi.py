@@ -358,6 +358,13 @@ def test_read_through_the_lookup(st):
                 "SELECT * FROM orders WHERE id = 71 FOR UPDATE"):
         both_run(st, sql)
     both_run(st, "SELECT customer_id, status FROM orders WHERE id = %s", (131,))
+    # several reads and writes in one Query, each with its own steps
+    both_run(st, "SELECT customer_id FROM orders WHERE id = 10; INSERT INTO orders VALUES "
+                 "(77, 7700, 'new', 1); SELECT customer_id FROM orders WHERE id IN (21, 7700)")
+    with st.connect() as conn:
+        for i in (10, 21, 7700, 31):
+            assert conn.execute("SELECT customer_id FROM orders WHERE id = %s",
+                                (i,)).fetchall() == [(i // 10 if i < 1000 else 77,)]
     both_run(st, "SELECT customer_id FROM orders WHERE status = %s ORDER BY 1", ("paid",))
 
 
