@@ -525,6 +525,29 @@ has_lookup_row(const struct rgsi *q, const struct glookup *lk, char *const *v, b
 	return true;
 }
 
+/* `<first indexed column> IN (v, ...) AND (` of the rows <rows> that have a lookup row of
+ * <lk> into <f>: a lookup table is sharded by its indexed columns (V10), so a DELETE of one
+ * goes to the shards that hold its rows. */
+static void
+put_first_col_in(FILE *f, const struct rgsi *q, const struct glookup *lk, char **const *rows,
+		 uint64_t nrows)
+{
+	struct glookup first = *lk;
+	struct nk_error e;
+	uint64_t n = 0;
+	bool refused;
+
+	first.ncols = 1;
+	fprintf(f, "%s IN (", lk->cols[0]);
+	for (uint64_t row = 0; row < nrows; row++) {
+		if (!has_lookup_row(q, lk, rows[row], true, &refused, &e))
+			continue;
+		fputs(n++ ? ", " : "", f);
+		put_lookup_row(f, q, &first, rows[row]);
+	}
+	fputs(n ? ") AND (" : "NULL) AND (", f);
+}
+
 /* The DELETE (<deleting>) or INSERT of lookup <lk>'s rows for the returned rows <rows>
  * (malloc'd), or NULL: none has one (*<none>), a refusal (<e>), no memory. */
 static char *
@@ -540,7 +563,9 @@ lookup_step(const struct rgsi *q, const struct glookup *lk, char **const *rows, 
 	*none = false;
 	if (f == NULL)
 		return nk_error_oom(e), NULL;
-	fprintf(f, deleting ? "DELETE FROM %s WHERE (" : "INSERT INTO %s (", lk->table);
+	fprintf(f, deleting ? "DELETE FROM %s WHERE " : "INSERT INTO %s (", lk->table);
+	if (deleting)		/* (the lookup's own key first: the DELETE goes to its shards) */
+		put_first_col_in(f, q, lk, rows, nrows);
 	for (uint32_t k = 0; k < lk->ncols; k++)
 		fprintf(f, "%s%s", k ? ", " : "", lk->cols[k]);
 	fputs(deleting ? ") IN (VALUES " : ") VALUES ", f);

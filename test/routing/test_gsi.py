@@ -295,27 +295,32 @@ def test_update_moves_lookup_rows(st):
 
 
 def test_updates_racing_keep_the_lookups_exact(st):
-    """Clients renumbering their own orders (each on its customer's shard) into ids from a
-    small shared domain at once: the lookup shards serialise them on the unique ids; every
-    refusal is 23505, the ids end distinct and the lookups equal the owners."""
+    """Clients updating indexed columns at once, each its own customer's orders (status
+    moves through the non-unique GSI, ids renumbered through the unique one), all of them
+    through the same lookup shards: the lookups equal the owners afterwards. (Unique ids
+    that two clients swap at once would wait on each other across two lookup shards, where
+    no Postgres sees the cycle: doc/router.md says so; the insert race covers the
+    conflicts.)"""
     load(st, 6)
 
     def client(k, errors, done):
         cid = k + 1
         with st.connect(autocommit=True) as conn:
             for n in range(15):
-                cur = conn.execute("SELECT id FROM orders WHERE customer_id = %s "
-                                   "ORDER BY id LIMIT 1", (cid,)).fetchone()
                 try:
-                    conn.execute("UPDATE orders SET id = %s WHERE customer_id = %s AND id = %s",
-                                 (5000 + (n * 7 + k) % 12, cid, cur[0]))
+                    if n % 2:
+                        conn.execute("UPDATE orders SET status = %s WHERE customer_id = %s",
+                                     (f"s{n}", cid))
+                    else:
+                        conn.execute("UPDATE orders SET id = id + 1000 WHERE customer_id = %s",
+                                     (cid,))
                     done.append(1)
                 except psycopg.Error as e:
                     errors.append(e.diag.sqlstate)
     errors, done = race(6, client)
-    assert set(errors) <= {"23505"} and done, (errors, len(done))
+    assert errors == [] and len(done) == 90, errors
     owners = assert_lookups_match(st)
-    assert len(owners) == 12 and len({i for i, _, _ in owners}) == 12
+    assert len(owners) == 12 and {s for _, _, s in owners} == {"s13"}
 
 
 def test_copy_from_into_an_owner_is_44(st):
