@@ -72,28 +72,33 @@ def test_worker_killed_during_a_gsi_write(store, failpoint, committed):
     assert assert_lookups_match(store) == []
 
 
-def every_shard_reachable(store):
-    """Until SET __neki.tx_mode = atomic (which checks every shard) goes through: a shard
-    another test restarted is up and every pool reaches it again."""
+def session_reaching_every_shard(store, mode):
+    """A session in tx mode <mode> whose worker reaches every shard: SET __neki.tx_mode =
+    atomic checks every shard, and a worker's pool holds off a server that failed for
+    server_login_retry, so each try is a new session (it may land on another worker)."""
+    held = []
+
     def ok():
+        conn = store.connect(autocommit=True)
         try:
-            with store.connect() as conn:
-                conn.execute("SET __neki.tx_mode = 'atomic'")
+            conn.execute("SET __neki.tx_mode = 'atomic'")
+            conn.execute(f"SET __neki.tx_mode = '{mode}'")
+            held.append(conn)
             return True
         except psycopg.Error:
+            conn.close()
             return False
-    wait_until(ok, 40, what="neki reaching every shard")
+    wait_until(ok, 40, what="a session reaching every shard")
+    return held[0]
 
 
 @pytest.mark.parametrize("mode", ["multi", "atomic"])
 def test_a_stopped_lookup_shard_fails_the_write_whole(store, mode):
-    every_shard_reachable(store)
     cid, oid = owner_far_from_lookup(store, 300 if mode == "multi" else 400)
     plan = "\n".join(r[0] for r in store.run(
         f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM orders_by_id WHERE id = {oid}"))
     down = [s for s in store.cluster.shards if s in plan][0]
-    with store.connect(autocommit=True) as conn:
-        conn.execute(f"SET __neki.tx_mode = '{mode}'")    # (atomic checks every shard)
+    with session_reaching_every_shard(store, mode) as conn:
         store.cluster.stop_server(down, mode="fast")
         try:
             with pytest.raises(psycopg.Error):
