@@ -262,7 +262,7 @@ struct cfg {
 	char *topology_file;
 	int64_t shm_size, router_work_mem;	/* bytes */
 	int sequence_batch;
-	double atomic_recovery_grace;	/* seconds (src/admin/recover.c) */
+	double atomic_recovery_grace, distributed_deadlock_timeout;	/* seconds (src/admin/) */
 	struct cfg_replica_settings replicas;	/* shards with standbys */
 
 	/* the other sections, in file order */

@@ -128,4 +128,14 @@ struct route_use {
 /* <r>'s use of the links of pool <sp> (NULL: of any pool) into <u>. */
 void route_pool_use(const struct route *r, const struct spool *sp, struct route_use *u);
 
+/* Each shard link <r> holds: <fn> gets its shard uid and backend pid (the rows the
+ * distributed deadlock detector maps lock waits with, src/admin/deadlock.c). */
+void route_foreach_link(const struct route *r,
+			void (*fn)(void *arg, const char *uid, uint32_t backend_pid), void *arg);
+/* The detector chose <r>'s statement waiting on shard <uid> in backend <backend_pid> to break
+ * a wait cycle across shards: cancel it there, its 57014 reaches the client as 40P01 with
+ * DETAIL <detail>. False when no such statement runs (the cycle is gone). */
+bool route_cancel_deadlocked(struct route *r, const char *uid, uint32_t backend_pid,
+			     const char *detail);
+
 #endif /* NEKI_EXEC_H */

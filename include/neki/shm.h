@@ -89,6 +89,9 @@ enum shm_cmd {
 					 * key[] the request number, name[0] 'L': listeners too */
 	SHM_CMD_TAKEOVER_DONE = 19,	/* the online restart took the sockets: close the
 					 * clients it could not take, with a FATAL */
+	SHM_CMD_DEADLOCK = 20,		/* cancel a statement to break a wait cycle across
+					 * shards: key[] the uint64_t client id and uint32_t
+					 * backend pid, name[] the shard, text[] the DETAIL */
 };
 
 /* One mailbox message. */

@@ -26,6 +26,7 @@
 #include "admin_int.h"
 #include "servers.h"
 #include "recover.h"
+#include "deadlock.h"
 
 static int forward_fd = -1;		/* owned: the internal socket (bound by the master) */
 static struct event *forward_ev;	/* owned */
@@ -223,6 +224,7 @@ admin_start(void)
 	shardfn_init(child_base());
 	servers_init(child_base());
 	recover_init(child_base());
+	deadlock_init(child_base());
 	adm_stats_tick();	/* the clock of the stats averages starts now */
 	metrics_init(child_base());
 }

@@ -276,6 +276,9 @@ NK_MUSTCHECK bool lists_gather_run(void (*run)(void *arg), void *arg);
 /* Inside a gathering: <fn> for every merged pool, with SHOW POOLS' 17 values (maxwait_us
  * holding the whole longest wait in microseconds). */
 void lists_foreach_pool(void (*fn)(void *arg, const char *const *vals), void *arg);
+/* ... <fn> for every row of <kind> with <ncols> values (their text). */
+void lists_foreach_row(char kind, size_t ncols, void (*fn)(void *arg, const char *const *v),
+		       void *arg);
 
 enum lists_what {
 	LISTS_USED_CLIENTS = 0,		/* logged-in clients */

@@ -473,6 +473,15 @@ lists_foreach_pool(void (*fn)(void *arg, const char *const *vals), void *arg)
 	free(ps);
 }
 
+void
+lists_foreach_row(char kind, size_t ncols, void (*fn)(void *arg, const char *const *v),
+		  void *arg)
+{
+	for (size_t i = 0; i < n_rows; i++)
+		if (rows[i].kind == kind && rows[i].n == ncols)
+			fn(arg, rows[i].v);
+}
+
 /* ---- counts for LISTS, USERS, DATABASES ---- */
 
 int64_t

@@ -183,6 +183,12 @@ static const struct cfg_setting cfg_table[] = {
 	  "refuse the simple query protocol (a defence against SQL injection): a Query message "
 	  "ends the session with FATAL \"PQexec disallowed\" (the console is exempt)",
 	  "", CFG_G_PROCESS, NULL },
+	{ "distributed_deadlock_timeout", CFG_T_TIME, O(distributed_deadlock_timeout), "1",
+	  0, 3600, true, true, NULL,
+	  "seconds a lock wait of a client's statement on a shard lasts before the admin "
+	  "process looks for a wait cycle across shards that no Postgres server can see; one "
+	  "found gets a statement of it canceled with 40P01 (0 = never look)",
+	  "s", CFG_G_NEKI, NULL },
 	{ "dns_max_ttl", CFG_T_TIME, O(dns_max_ttl), "15",
 	  0, CFG_TIME_MAX, true, false, NULL,
 	  "seconds a successful DNS lookup is cached",

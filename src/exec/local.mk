@@ -8,11 +8,13 @@ libneki_a_SOURCES += src/exec/route.c src/exec/route_exec.c src/exec/route_sql.c
 	src/exec/route_sets.c src/exec/route_hold.c src/exec/route_end.c src/exec/route_tx.c \
 	src/exec/route_client.c src/exec/route_target.c src/exec/route_ddl.c \
 	src/exec/route_access.c src/exec/route_compose.c src/exec/route_subq.c \
-	src/exec/route_svp.c src/exec/route_2pc.c src/exec/route_gsi.c
+	src/exec/route_svp.c src/exec/route_2pc.c src/exec/route_gsi.c \
+	src/exec/route_deadlock.c
 # links a session holds across transactions (LISTEN, advisory locks) and notifications
 libneki_a_SOURCES += src/exec/route_pin.c src/exec/route_listen.c
 noinst_HEADERS += include/neki/exec.h src/exec/route_int.h src/exec/route_oids.h \
 	src/exec/route_compose.h src/exec/route_subq.h src/exec/route_copy_int.h \
 	src/exec/route_loop.h src/exec/route_insel_int.h src/exec/route_client.h \
 	src/exec/route_target.h src/exec/route_state.h \
-	src/exec/route_svp.h src/exec/route_2pc.h src/exec/route_gsi.h
+	src/exec/route_svp.h src/exec/route_2pc.h src/exec/route_gsi.h \
+	src/exec/route_deadlock.h

@@ -23,6 +23,8 @@
 #include "route_client.h"
 #include "route_svp.h"
 #include "route_2pc.h"
+#include "route_deadlock.h"
+#include "route_loop.h"
 
 /* ---- per-shard pools ---- */
 
@@ -607,8 +609,20 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 	if (sh->prep_used)
 		route_prep_error(sh, l, pkt);
 	sh->failed = true;
-	if (r->combine == RX_PASS && !r->has_err && pkt->avail < pkt->len)
+	if ((sh->deadlock != NULL || r->combine == RX_PASS) && !r->has_err &&
+	    pkt->avail < pkt->len)
 		return route_need_whole(r, l, pkt);	/* its severity, its position may move */
+	if (sh->deadlock != NULL && !r->has_err) {
+		route_error_from_msg(pkt->data, pkt->len, &r->err);
+		if (route_deadlock_error(sh, &r->err)) {
+			r->has_err = true;
+			if (r->combine == RX_PASS && !r->subq_capture) {
+				r->err_forwarded = true;
+				route_send_err(r, &r->err);
+			}
+			return route_skip(l, pkt);
+		}
+	}
 	if (r->combine == RX_PASS && !r->has_err && !r->subq_capture &&
 	    !route_err_ends_backend(pkt)) {
 		struct pktbuf pb;
@@ -1024,6 +1038,8 @@ route_exec_reset(struct route *r)
 		route_prep_wait_clear(sh);
 		free(sh->sql);
 		sh->sql = NULL;
+		free(sh->deadlock);
+		sh->deadlock = NULL;
 		free(sh->ext_msg);
 		sh->ext_msg = NULL;
 		sh->ext_len = 0;

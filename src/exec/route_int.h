@@ -214,6 +214,8 @@ struct rshard {
 	bool dirty;			/* holds a value a fresh backend lacks: reset when it
 					 * goes back to the pool */
 	struct rtarget *tgt;		/* owned: standbys' pools, failover hold (route_target.c) */
+	char *deadlock;			/* owned: the DETAIL of the wait cycle across shards
+					 * its cancel breaks (route_deadlock.c); NULL */
 };
 
 /* What the current exec does once every target answered. */

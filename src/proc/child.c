@@ -452,6 +452,7 @@ handle_command(const struct shm_msg *m)
 	case SHM_CMD_RECONNECT:
 	case SHM_CMD_KILL:
 	case SHM_CMD_KILL_CLIENT:
+	case SHM_CMD_DEADLOCK:
 	case SHM_CMD_WAIT_CLOSE:
 		child_control(m);
 		break;

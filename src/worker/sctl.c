@@ -21,6 +21,8 @@
  *                  reads them all again.
  *   TAKEOVER_DONE  an online restart took the sockets SHOW FDS sent: close the clients it
  *                  could not take, each with a FATAL saying why (session_fds.c).
+ *   DEADLOCK       the admin's distributed deadlock detector chose a client: cancel its
+ *                  statement waiting on that shard's backend (exec/route_deadlock.c).
  *   SHUTDOWN WAIT_FOR_SERVERS pauses everything and fails the queued clients
  *                  ("server shutting down").
  *
@@ -36,6 +38,7 @@
 #include <string.h>
 
 #include "neki/clock.h"
+#include "neki/exec.h"
 #include "neki/log.h"
 #include "neki/session.h"
 #include "session_int.h"
@@ -291,6 +294,39 @@ sctl_kill_client(const struct shm_msg *m)
 		atomic_store(&shm_proc((unsigned)shm_self())->ctl_found_seq, m->seq);
 }
 
+/* DEADLOCK: the victim of a wait cycle across shards, when it is one of this worker's. */
+struct sctl_victim {
+	uint64_t id;
+	uint32_t backend_pid;
+	char uid[SHM_MSG_NAME_MAX];
+	const char *detail;
+};
+
+static void
+sctl_cancel_victim(struct session *s, void *arg)
+{
+	const struct sctl_victim *v = arg;
+
+	if (s->id == v->id && s->state != SESS_ST_CLOSED && s->route != NULL &&
+	    route_cancel_deadlocked(s->route, v->uid, v->backend_pid, v->detail))
+		sess_log(s, LOG_LVL_INFO, "distributed deadlock: canceled the statement waiting on "
+			 "shard %s (backend %u)", v->uid, v->backend_pid);
+}
+
+static void
+sctl_deadlock(const struct shm_msg *m)
+{
+	struct sctl_victim v = { .detail = m->text };
+
+	if (m->key_len != sizeof(v.id) + sizeof(v.backend_pid) ||
+	    memchr(m->text, '\0', sizeof(m->text)) == NULL)
+		return;
+	memcpy(&v.id, m->key, sizeof(v.id));
+	memcpy(&v.backend_pid, m->key + sizeof(v.id), sizeof(v.backend_pid));
+	snprintf(v.uid, sizeof(v.uid), "%s", m->name);
+	sess_foreach(sctl_cancel_victim, &v);
+}
+
 bool
 session_control(const struct shm_msg *m)
 {
@@ -314,6 +350,9 @@ session_control(const struct shm_msg *m)
 		break;
 	case SHM_CMD_KILL_CLIENT:
 		sctl_kill_client(m);
+		break;
+	case SHM_CMD_DEADLOCK:
+		sctl_deadlock(m);
 		break;
 	case SHM_CMD_RECONNECT:
 		sctl_reconnect(db);

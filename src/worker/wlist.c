@@ -3,7 +3,9 @@
  * POOLS, DNS_HOSTS, DNS_ZONES, MEM), written into its shm list area on SHM_CMD_LIST.
  * MEM rows ('m': name, size, used, free, memtotal) count this worker's live objects when
  * asked: sessions, links, pools, socket buffers, shared prepared statements. PEER_POOLS rows
- * ('e': peer_id and pgbouncer's four counters) are its cancel forwards per peer.
+ * ('e': peer_id and pgbouncer's four counters) are its cancel forwards per peer. LINK rows
+ * ('x': client id, shard uid, backend pid) are the shard links routed sessions hold, which
+ * the distributed deadlock detector maps the shards' lock waits with (admin/deadlock.c).
  *
  * The admin process formats and merges the rows of every worker; here each row is text
  * values in pgbouncer's column order (shm_list_put_row). `ptr` and `link` are the global
@@ -262,6 +264,33 @@ wl_server(struct link *l, void *arg)
 	wl_put(w, 's', r.vals, WL_COLS);
 }
 
+/* The shard links of a routed session: 'x' rows. */
+struct wl_links {
+	struct wl *w;
+	uint64_t id;
+};
+
+static void
+wl_route_link(void *arg, const char *uid, uint32_t backend_pid)
+{
+	const struct wl_links *x = arg;
+	char id[24], pid[16];
+	const char *vals[3] = { id, uid, pid };
+
+	snprintf(id, sizeof(id), "%" PRIu64, x->id);
+	snprintf(pid, sizeof(pid), "%" PRIu32, backend_pid);
+	wl_put(x->w, 'x', vals, 3);
+}
+
+static void
+wl_links(struct session *s, void *arg)
+{
+	struct wl_links x = { .w = arg, .id = s->id };
+
+	if (s->route != NULL && s->state != SESS_ST_CLOSED)
+		route_foreach_link(s->route, wl_route_link, &x);
+}
+
 /*
  * Count the clients of the pool being written: its logged-in clients (cl_active, or
  * cl_waiting while queued for a link: of any pool for a routed session, as SHOW CLIENTS
@@ -444,6 +473,7 @@ session_list_rows(void *buf, size_t cap, size_t *len)
 	struct dns *d = dns_process();
 
 	sess_foreach(wl_client, &w);
+	sess_foreach(wl_links, &w);
 	for (struct spool *sp = spool_first(); sp != NULL; sp = spool_next(sp))
 		wl_pool(&w, sp);
 	if (d != NULL) {

@@ -218,7 +218,7 @@ START_TEST(test_table_shape)
 		}
 	}
 	ck_assert_uint_eq(pgb, 101);
-	ck_assert_uint_eq(neki, 14);
+	ck_assert_uint_eq(neki, 15);
 	ck_assert_ptr_null(cfg_setting_find("bogus"));
 	ck_assert_ptr_null(cfg_setting_find("Listen_Port"));
 }
