@@ -226,8 +226,9 @@ static void
 dl_break(const size_t *path, size_t n)
 {
 	const struct dl_wait *v = &dl_waits[path[0]];
-	struct shm_msg m = { .cmd = SHM_CMD_DEADLOCK, .key_len = 12 };
-	uint64_t *seqs = calloc(shm_n_procs(), sizeof(*seqs));
+	struct shm_msg m = { .cmd = SHM_CMD_DEADLOCK,
+			     .key_len = sizeof(v->from) + sizeof(v->waiter) };
+	uint64_t *seqs;
 
 	for (size_t k = 1; k < n; k++)
 		if (dl_waits[path[k]].wait_s < v->wait_s)
@@ -235,11 +236,11 @@ dl_break(const size_t *path, size_t n)
 	if (v->from != dl_suspect || v->waiter != dl_suspect_pid) {
 		dl_suspect = v->from;		/* seen once: look again in a moment */
 		dl_suspect_pid = v->waiter;
-		free(seqs);
 		dl_schedule(DL_CONFIRM_MS);
 		return;
 	}
 	dl_suspect = 0;
+	seqs = calloc(shm_n_procs(), sizeof(*seqs));
 	memcpy(m.key, &v->from, sizeof(v->from));
 	memcpy(m.key + sizeof(v->from), &v->waiter, sizeof(v->waiter));
 	snprintf(m.name, sizeof(m.name), "%s", v->uid);
