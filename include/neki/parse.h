@@ -160,6 +160,7 @@ enum stmt_scope_flag {
 	STMT_SCF_RECURSIVE = 1u << 7,	/* a CTE of WITH RECURSIVE */
 	STMT_SCF_WRITE = 1u << 8,	/* a data-modifying CTE (INSERT/UPDATE/DELETE/MERGE) */
 	STMT_SCF_IN = 1u << 9,		/* SUBLINK: `x [NOT] IN (SELECT ...)` or `x = ANY (...)` */
+	STMT_SCF_GATHER_AGG = 1u << 10,	/* an aggregate the merge cannot combine (stmt.gather_agg) */
 };
 
 /* A window function call of a scope: its PARTITION BY items that are plain columns. */
@@ -515,6 +516,8 @@ struct stmt {
 	int32_t neki_loc;		/* the first one's byte offset in sql (-1: unknown) */
 	bool neki_in_from;		/* ... is a FROM item (RangeFunction) */
 	bool neki_alias;		/* ... with an alias, column list, ORDINALITY or LATERAL */
+	const char *gather_agg;		/* the top level's first aggregate call the merge
+					 * cannot combine (stmt_aggregate_class()); NULL none */
 	const char *sql;		/* the text it was parsed from; arena */
 	uint32_t nstatements;		/* statements in the text (the model is the first) */
 };
@@ -534,6 +537,16 @@ const char *stmt_kind_str(enum stmt_kind k);
 
 /* True when <name> (lowercase) is one of Postgres' built-in aggregates. */
 bool stmt_builtin_aggregate(const char *name);
+
+/* What the merge can do with built-in aggregate <name> across shards. */
+enum stmt_agg_class {
+	STMT_AGG_NONE = 0,	/* not a built-in aggregate */
+	STMT_AGG_COMBINED,	/* combined from the shards' partials (merge_agg.c) */
+	STMT_AGG_FLOAT_STATE,	/* corr, covar_*, regr_*: a float state SQL cannot read */
+	STMT_AGG_ORDERED_SET,	/* percentile_*, mode, the hypothetical-set ones */
+	STMT_AGG_UNCOMBINED,	/* any_value and the others without a combine */
+};
+enum stmt_agg_class stmt_aggregate_class(const char *name);
 
 /* True when <s> calls function <name> (lowercase, unqualified). */
 bool stmt_calls(const struct stmt *s, const char *name);

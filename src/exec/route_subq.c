@@ -313,19 +313,137 @@ rel_name_end(const char *sql, const struct stmt_rel *rel)
 	return e == p ? NULL : e;
 }
 
-/* The statement's text with table <rel> (a plain FROM item at its offset) read as a derived
- * table: `(SELECT * FROM name) [AS name]` (malloc'd), or NULL. */
-static char *
-wrapped_sql(const char *sql, const struct stmt_rel *rel)
+/* The end of a WHERE condition starting at <p>: the first clause keyword, ';' or closing
+ * parenthesis of its level. */
+static const char *
+where_end(const char *sql, const char *p)
 {
-	const char *p = sql + rel->loc, *e = rel_name_end(sql, rel);
-	char *out, *alias = NULL;
+	static const char *const next[] = { "group", "having", "window", "order", "limit",
+					     "offset", "fetch", "for", "union", "intersect",
+					     "except", "returning" };
+	int depth = 0;
+
+	for (; *p != '\0' && *p != ';' && !(*p == ')' && depth == 0); p++) {
+		const char *q = sql_skip_item(sql, p);
+
+		if (q != p) {
+			p = q - 1;
+			continue;
+		}
+		depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+		if (depth == 0 && (p == sql || !sql_ident_char(p[-1])) &&
+		    word_at(p, next, NK_ARRAY_LEN(next)))
+			return p;
+	}
+	return p;
+}
+
+/* Does [p, e) hold word <w>? */
+static bool
+holds_word(const char *sql, const char *p, const char *e, const char *w)
+{
+	for (; p < e; p++) {
+		const char *q = sql_skip_item(sql, p);
+
+		if (q != p)
+			p = q - 1;
+		else if ((p == sql || !sql_ident_char(p[-1])) && word_at(p, &w, 1))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The WHERE condition of the top level that reads table <rel> (stmt.rels[<ri>]) as its only
+ * FROM item: its span [*ws, *we) after `WHERE`, which the table's derived text takes over (so
+ * only the rows it keeps come through the router). False when there is none to move: another
+ * FROM item, a column list after the alias, a bound parameter or a subquery in it.
+ */
+static bool
+top_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e, const char **ws,
+	  const char **we)
+{
+	const struct stmt_scope *top = &own->scopes[0];
+	const struct stmt_node *nd;
+	const char *p = e;
+
+	if (own->kind != STMT_SELECT || own->nscopes == 0 || own->rels[ri].scope != 0 || top->from < 0 ||
+	    (uint32_t)top->from >= own->nnodes)
+		return false;
+	nd = &own->nodes[top->from];
+	if (nd->kind != STMT_N_REL || nd->ref != ri || nd->next >= 0)
+		return false;
+	static const char *const as[] = { "as" }, *const where[] = { "where" };
+
+	if (own->rels[ri].alias != NULL) {	/* [AS] alias */
+		p = past_blanks(sql, p);
+		p = past_blanks(sql, word_at(p, as, 1) ? p + 2 : p);
+		p = *p == '"' ? sql_skip_item(sql, p) : p;
+		while (sql_ident_char(*p))
+			p++;
+	}
+	p = past_blanks(sql, p);
+	if (!word_at(p, where, 1))
+		return false;
+	*ws = past_blanks(sql, p + 5);
+	*we = where_end(sql, *ws);
+	while (*we > *ws && ((*we)[-1] == ' ' || (*we)[-1] == '\t' || (*we)[-1] == '\n'))
+		(*we)--;
+	return !holds_word(sql, *ws, *we, "select") &&
+	       !route_sql_has_param(sql, (size_t)(*ws - sql), (size_t)(*we - sql));
+}
+
+/* What the router reads of table stmt.rels[<ri>] (a plain FROM item at its offset): `SELECT
+ * * FROM name [AS alias WHERE ...]` (malloc'd; NULL on no memory), the top level's WHERE
+ * moved in when the table is its only FROM item; *<rest>: where the statement goes on after
+ * what the derived table replaces, *<alias>: the name to give it there (NULL: the text
+ * after *<rest> has it). */
+static char *
+table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **rest,
+	     char **alias)
+{
+	const struct stmt_rel *rel = &own->rels[ri];
+	const char *p = sql + rel->loc, *e = rel_name_end(sql, rel), *ws = NULL, *we = NULL;
+	char *out;
 	int n;
 
-	if (e == NULL || (rel->alias == NULL && (alias = route_quote_ident(rel->name)) == NULL))
+	*alias = NULL;
+	if (e == NULL || (*alias = route_quote_ident(rel->alias ? rel->alias : rel->name)) == NULL)
 		return NULL;
-	n = asprintf(&out, "%.*s(SELECT * FROM %.*s)%s%s%s", (int)(p - sql), sql, (int)(e - p), p,
-		     alias ? " AS " : "", alias ? alias : "", e);
+	if (top_where(sql, own, ri, e, &ws, &we)) {
+		n = asprintf(&out, "SELECT * FROM %.*s%s%s WHERE %.*s%s", (int)(e - p), p,
+			     rel->alias ? " AS " : "", rel->alias ? *alias : "", (int)(we - ws), ws,
+			     memmem(ws, (size_t)(we - ws), "--", 2) ? "\n" : "");	/* (ends it) */
+		*rest = we;
+	} else {
+		n = asprintf(&out, "SELECT * FROM %.*s", (int)(e - p), p);
+		*rest = e;
+		if (rel->alias != NULL) {
+			free(*alias);
+			*alias = NULL;
+		}
+	}
+	if (n < 0) {
+		free(*alias);
+		return *alias = NULL, NULL;
+	}
+	return out;
+}
+
+/* The statement's text with table stmt.rels[<ri>] read as the derived table `(SELECT * FROM
+ * name ...) AS alias` (table_select(); malloc'd), or NULL. */
+static char *
+wrapped_sql(const char *sql, const struct stmt *own, uint32_t ri)
+{
+	const char *rest, *p = sql + own->rels[ri].loc;
+	char *alias, *first = table_select(sql, own, ri, &rest, &alias), *out;
+	int n;
+
+	if (first == NULL)
+		return NULL;
+	n = asprintf(&out, "%.*s(%s)%s%s %s", (int)(p - sql), sql, first, alias ? " AS " : "",
+		     alias ? alias : "", rest);
+	free(first);
 	free(alias);
 	return n < 0 ? NULL : out;
 }
@@ -410,12 +528,11 @@ route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
 		first = strndup(sql + start + 1, end - start - 2);
 	else if (inner != NULL && p->materialize == 0 && p->broadcast > 0 &&
 		 p->broadcast <= inner->nrels) {
-		const struct stmt_rel *rel = &inner->rels[p->broadcast - 1];
-		const char *e = rel_name_end(sql, rel);
+		const char *rest;
+		char *alias;
 
-		if (e != NULL && asprintf(&first, "SELECT * FROM %.*s", (int)(e - (sql + rel->loc)),
-					  sql + rel->loc) < 0)
-			first = NULL;
+		first = table_select(sql, inner, p->broadcast - 1, &rest, &alias);
+		free(alias);
 	}
 	if (first == NULL || (f = open_memstream(&out, &len)) == NULL) {
 		free(first);
@@ -466,7 +583,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 		own = parse_statement(r->arena, sql, norm, &err);
 	if (own != NULL && p->materialize == 0 && p->broadcast > 0 &&
 	    p->broadcast <= own->nrels) {	/* the table as a derived table, planned again */
-		if ((q = subq_next(r, sql, wrapped_sql(sql, &own->rels[p->broadcast - 1]),
+		if ((q = subq_next(r, sql, wrapped_sql(sql, own, p->broadcast - 1),
 				   &err)) == NULL)
 			return route_fail(r, refusal);
 		subq_resume(r);

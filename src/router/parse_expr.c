@@ -52,6 +52,35 @@ stmt_builtin_aggregate(const char *name)
 	return is_aggregate_name(name);
 }
 
+/* stmt_aggregate_class: see parse.h. The float statistics keep a transition state ({N, Sx,
+ * Sxx, ...} added up with Youngs-Cramer) that SQL cannot hand to the router, which could only
+ * approximate it; the ordered-set and hypothetical-set aggregates need every value of a
+ * group in one place; the others have no combine here. */
+enum stmt_agg_class
+stmt_aggregate_class(const char *name)
+{
+	static const char *const float_state[] = {
+		"corr", "covar_pop", "covar_samp", "regr_avgx", "regr_avgy", "regr_intercept",
+		"regr_r2", "regr_slope", "regr_sxx", "regr_sxy", "regr_syy",
+	};
+	static const char *const ordered_set[] = {
+		"percentile_cont", "percentile_disc", "mode", "rank", "dense_rank",
+		"percent_rank", "cume_dist",
+	};
+	static const char *const uncombined[] = {
+		"any_value", "json_agg_strict", "jsonb_agg_strict", "json_objectagg",
+		"json_arrayagg",
+	};
+
+	if (name_in(name, float_state, NK_ARRAY_LEN(float_state)))
+		return STMT_AGG_FLOAT_STATE;
+	if (name_in(name, ordered_set, NK_ARRAY_LEN(ordered_set)))
+		return STMT_AGG_ORDERED_SET;
+	if (name_in(name, uncombined, NK_ARRAY_LEN(uncombined)))
+		return STMT_AGG_UNCOMBINED;
+	return is_aggregate_name(name) ? STMT_AGG_COMBINED : STMT_AGG_NONE;
+}
+
 static bool
 is_srf_name(const char *name)
 {
@@ -191,6 +220,25 @@ pb_sublink(struct pb *b, const cJSON *sl)
 		b->s->shape |= STMT_SH_VALUES_SUBQUERY;
 }
 
+/* Aggregate call <fc> of <name> is one the merge cannot combine: a built-in without a
+ * combine, WITHIN GROUP, aggregate syntax on a name that is no built-in aggregate's. */
+static bool
+gathers(const cJSON *fc, const char *name)
+{
+	return stmt_aggregate_class(name) != STMT_AGG_COMBINED || jbool(fc, "agg_within_group");
+}
+
+/* An aggregate call of the top level; the first one the merge cannot combine (a built-in
+ * without a combine, WITHIN GROUP, aggregate syntax on a name that is no built-in
+ * aggregate's) is stmt.gather_agg. */
+static void
+note_top_agg(struct pb *b, const cJSON *fc, const char *name)
+{
+	b->s->flags |= STMT_F_AGG;
+	if (b->s->gather_agg == NULL && gathers(fc, name))
+		b->s->gather_agg = pb_strdup(b, name);
+}
+
 /* A window function call of <scope>: its PARTITION BY columns or the window it names. */
 static void
 pb_window(struct pb *b, const cJSON *over, uint16_t scope)
@@ -327,6 +375,8 @@ pb_funccall(struct pb *b, const cJSON *fc, bool top, uint16_t scope)
 		pb_window(b, jget(fc, "over"), scope);
 	else if (is_agg_call(fc, name) && scope < b->s->nscopes) {
 		b->s->scopes[scope].flags |= STMT_SCF_AGG;
+		if (gathers(fc, name))
+			b->s->scopes[scope].flags |= STMT_SCF_GATHER_AGG;
 		pb_outer_agg(b, fc, scope);
 	}
 	pb_func(b, name);
@@ -346,7 +396,7 @@ pb_funccall(struct pb *b, const cJSON *fc, bool top, uint16_t scope)
 	if (jget(fc, "over"))
 		b->s->flags |= STMT_F_WINDOW;
 	else if (is_agg_call(fc, name))
-		b->s->flags |= STMT_F_AGG;
+		note_top_agg(b, fc, name);
 }
 
 /* A sub-SELECT under <scope> (kind <kind>): INTERSECT/EXCEPT there is 151's shape. */

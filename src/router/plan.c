@@ -956,7 +956,7 @@ check_user_aggs(struct pctx *c)
 	for (uint32_t i = 0; cat && cat->is_aggregate && i < c->s->nfuncs; i++)
 		if (!stmt_builtin_aggregate(c->s->funcs[i]) &&
 		    cat->is_aggregate(cat->arg, c->s->funcs[i]))
-			return nk_error_nk013(c->err, 212);
+			return nk_error_nk013(c->err, 212) || plan_gather(c, 0);
 	return true;
 }
 
@@ -1012,7 +1012,11 @@ check_multi_shard(struct pctx *c)
 	if (f & STMT_F_WITH_TIES)
 		return nk_error_nk013(c->err, 138);
 	if ((f & STMT_F_WINDOW) && (f & STMT_F_AGG))
-		return nk_error_nk013(c->err, 149);
+		return nk_error_nk013(c->err, 149) || plan_gather(c, 0);
+	if (c->s->gather_agg != NULL && stmt_aggregate_class(c->s->gather_agg) > STMT_AGG_COMBINED)
+		return plan_refuse_aggregate(c->err, c->s->gather_agg) || plan_gather(c, 0);
+	if (c->s->gather_agg != NULL)	/* (aggregate syntax on an unknown name) */
+		return nk_error_nk013(c->err, 212) || plan_gather(c, 0);
 	if (c->s->shape & STMT_SH_AGG_SRF)
 		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 				    "set-returning function in the select list of "

@@ -138,6 +138,17 @@ plan_reads_outer(const struct pctx *c, uint16_t sc)
 	return false;
 }
 
+/* plan_scope_gathers: see plan_int.h. (A scope's subqueries are numbered after it.) */
+bool
+plan_scope_gathers(const struct pctx *c, uint16_t sc)
+{
+	for (uint16_t s = sc; s < c->s->nscopes; s++)
+		if (plan_within(c, s, sc) &&
+		    (c->s->scopes[s].flags & (STMT_SCF_GATHER_AGG | STMT_SCF_WINDOW)))
+			return true;
+	return false;
+}
+
 /* plan_evaluable_of: see plan_int.h. */
 uint16_t
 plan_evaluable_of(const struct pctx *c, uint16_t sc)
@@ -151,7 +162,7 @@ plan_evaluable_of(const struct pctx *c, uint16_t sc)
 				    (s->kind == STMT_SC_CTE &&
 				     !(s->flags & (STMT_SCF_RECURSIVE | STMT_SCF_WRITE)))) &&
 		    !plan_reads_outer(c, sc))
-			return sc;
+			return plan_scope_gathers(c, sc) ? 0 : sc;
 		sc = s->parent;
 	}
 	return 0;

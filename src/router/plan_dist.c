@@ -93,11 +93,20 @@ name_inner_rows(struct pctx *c, uint16_t sc)
 		if (!c->rels[i].sharded || !plan_within(c, s, sc))
 			continue;
 		if (s != sc && c->s->scopes[s].kind == STMT_SC_FROM &&
-		    !plan_reads_outer(c, s) && c->s->scopes[s].loc >= 0)
+		    !plan_reads_outer(c, s) && c->s->scopes[s].loc >= 0 && !plan_scope_gathers(c, s))
 			c->out->materialize = s;
 		else
 			plan_broadcast(c, (int32_t)i);
 	}
+}
+
+/* plan_gather: see plan_int.h. */
+bool
+plan_gather(struct pctx *c, uint16_t sc)
+{
+	if (c->s->kind == STMT_SELECT)
+		name_inner_rows(c, sc);
+	return false;
 }
 
 /* Scope <sc> (not the top) is refused: if it reads nothing of its outer query, the router
@@ -355,6 +364,10 @@ check_ops(struct dctx *d, uint16_t sc, const struct dist *from, bool dedup)
 
 	if (s->flags & STMT_SCF_LIMIT)
 		return refuse_op(at_scope(d, sc), "LIMIT or OFFSET", from->rel);
+	if ((s->flags & STMT_SCF_GATHER_AGG) &&
+	    !any_comp_key(d, sc, s->group, s->ngroup, from->comp))	/* (read its rows) */
+		return refuse_op(d->c, "an aggregate or GROUP BY", from->rel) ||
+		       plan_gather(d->c, sc);
 	if ((s->flags & STMT_SCF_AGG) && !any_comp_key(d, sc, s->group, s->ngroup, from->comp))
 		return refuse_op(at_scope(d, sc), "an aggregate or GROUP BY", from->rel);
 	if ((s->flags & STMT_SCF_DISTINCT) && !dedup &&
@@ -362,7 +375,7 @@ check_ops(struct dctx *d, uint16_t sc, const struct dist *from, bool dedup)
 		return refuse_op(at_scope(d, sc), "DISTINCT", from->rel);
 	for (uint32_t w = 0; w < s->nwindows; w++)
 		if (!any_comp_key(d, sc, s->windows[w].part, s->windows[w].npart, from->comp))
-			return nk_error_nk013(at_scope(d, sc)->err, 106);
+			return nk_error_nk013(d->c->err, 106) || plan_gather(d->c, sc);
 	return true;
 }
 
@@ -603,6 +616,20 @@ check_merge_inserts(struct pctx *c)
 	return true;
 }
 
+/* The top level's window functions over partitioned rows <top>: each shard computes them
+ * for its rows when every one is partitioned by the shard key; else the router reads the
+ * rows first (plan_gather()). */
+static bool
+check_top_windows(struct dctx *d, const struct dist *top)
+{
+	const struct stmt_scope *s = &d->c->s->scopes[0];
+
+	for (uint32_t w = 0; top->kind == DIST_PART && w < s->nwindows; w++)
+		if (!any_comp_key(d, 0, s->windows[w].part, s->windows[w].npart, top->comp))
+			return nk_error_nk013(d->c->err, 106) || plan_gather(d->c, 0);
+	return true;
+}
+
 /* plan_check_dist: see plan_int.h. */
 bool
 plan_check_dist(struct pctx *c)
@@ -623,7 +650,7 @@ plan_check_dist(struct pctx *c)
 	d.busy = rarena_alloc(c->a, c->s->nscopes);
 	if (!d.busy)
 		return nk_error_oom(c->err);
-	if (!scope_dist(&d, 0, false, &top))
+	if (!scope_dist(&d, 0, false, &top) || !check_top_windows(&d, &top))
 		return false;
 	for (uint16_t sc = 1; sc < c->s->nscopes; sc++) {
 		struct dist w;

@@ -101,9 +101,14 @@ void plan_set_single(struct pctx *c, const char *shard, enum plan_op op);
 bool plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b);
 /* The innermost subquery the executor could evaluate first holding scope <sc>, or <sc>
  * itself: a subquery in an expression, a derived table or a WITH query (not recursive, not
- * writing) whose text is known and that qualifies no column of its outer query; 0 when
- * none. What plan.materialize names. */
+ * writing) whose text is known, that qualifies no column of its outer query and holds no
+ * window or uncombined aggregate (plan_scope_gathers()); 0 when none. What plan.materialize
+ * names. */
 uint16_t plan_evaluable_of(const struct pctx *c, uint16_t sc);
+/* Does scope <sc> (or one inside it) hold a window function or an aggregate the merge cannot
+ * combine? Run on its own over several shards it would need its own rows read first, which
+ * the executor does not nest: its tables are read instead (plan.broadcast). */
+bool plan_scope_gathers(const struct pctx *c, uint16_t sc);
 /* Is scope <s> <sc> or inside it? */
 bool plan_within(const struct pctx *c, uint16_t s, uint16_t sc);
 /* Does scope <sc> qualify a column with a name no FROM item inside it defines (`k.code` of
@@ -113,6 +118,14 @@ bool plan_reads_outer(const struct pctx *c, uint16_t sc);
  * already (plan.materialize), name that table (a plain FROM item) for the executor to read
  * as a derived table, then evaluate first (plan.broadcast). */
 void plan_broadcast(struct pctx *c, int32_t i);
+/* Scope <sc> of a SELECT over several shards needs every row it reads in one place (a
+ * window not partitioned by the shard key, an aggregate the merge cannot combine): name a
+ * derived table inside it (plan.materialize) or a sharded table (plan.broadcast), so the
+ * router reads them first, one per round, and the scope runs over their rows. Returns
+ * false: the caller has set the refusal, which stands when no rows can be read so. */
+bool plan_gather(struct pctx *c, uint16_t sc);
+/* plan_merge_agg.c: 0A000 for built-in aggregate <name> that has no combine; false. */
+bool plan_refuse_aggregate(struct nk_error *err, const char *name);
 /* Reference table <p> has a copy on shard <uid>. */
 bool plan_ref_has_copy(const struct pctx *c, const struct prel *p, const char *uid);
 

@@ -1027,8 +1027,6 @@ build_select(struct pm *p, const cJSON *sel)
 		return nk_error_nk013(p->err, 126);
 	if (has_key(sel, "GroupingSet"))
 		return nk_error_nk013(p->err, 125);
-	if (has_key(sel, "over"))
-		return nk_error_nk013(p->err, 106);
 	p->end_tok = p->ntoks;
 	for (uint32_t t = 0; t < p->ntoks; t++)
 		if (pm_is(p, t, ";") && p->toks[t].depth == 0) {

@@ -12,6 +12,7 @@
 #include "neki/plan.h"
 
 #include "parse_int.h"
+#include "plan_int.h"
 #include "plan_merge_int.h"
 
 #include <stdarg.h>
@@ -61,45 +62,19 @@ static const struct {
 	{ "var_pop", PLAN_AGG_VARIANCE, PM_AGG_DISTINCT },
 };
 
-/*
- * Built-in aggregates without an exact combine, and why: the float statistics keep a
- * transition state ({N, Sx, Sxx, ...} added up with Youngs-Cramer) that SQL cannot hand to
- * the router, so the router could only approximate it; the ordered-set and hypothetical-set
- * aggregates need every value of a group in one place.
- */
-static const char *const float_aggs[] = {
-	"corr", "covar_pop", "covar_samp", "regr_avgx", "regr_avgy", "regr_intercept",
-	"regr_r2", "regr_slope", "regr_sxx", "regr_sxy", "regr_syy",
-};
-static const char *const set_aggs[] = {
-	"percentile_cont", "percentile_disc", "mode", "rank", "dense_rank", "percent_rank",
-	"cume_dist",
-};
-static const char *const other_aggs[] = {
-	"any_value", "json_agg_strict", "jsonb_agg_strict", "json_objectagg", "json_arrayagg",
-};
-
-static bool
-name_in(const char *name, const char *const *list, size_t n)
+/* plan_refuse_aggregate: see plan_int.h. */
+bool
+plan_refuse_aggregate(struct nk_error *err, const char *name)
 {
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(name, list[i]) == 0)
-			return true;
-	return false;
-}
-
-static int
-refuse_builtin(struct pm *p, const char *name)
-{
-	nk_error_set(p->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+	nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
 		     "aggregate %s() cannot be combined across shards", name);
-	if (name_in(name, float_aggs, NK_ARRAY_LEN(float_aggs)))
-		nk_error_detail(p->err, "Its double precision transition state cannot be read "
+	if (stmt_aggregate_class(name) == STMT_AGG_FLOAT_STATE)
+		nk_error_detail(err, "Its double precision transition state cannot be read "
 				"from the shards, and combining rounded results would not give "
 				"what one server gives.");
-	else if (name_in(name, set_aggs, NK_ARRAY_LEN(set_aggs)))
-		nk_error_detail(p->err, "It needs every value of a group in one place.");
-	return -1;
+	else if (stmt_aggregate_class(name) == STMT_AGG_ORDERED_SET)
+		nk_error_detail(err, "It needs every value of a group in one place.");
+	return false;
 }
 
 /* pm_agg_kind: see plan_merge_int.h. */
@@ -110,17 +85,13 @@ pm_agg_kind(struct pm *p, const cJSON *fc)
 
 	if (!name)
 		return 0;
-	if (jget(fc, "over")) {
-		nk_error_nk013(p->err, 106);
-		return -1;
-	}
+	if (jget(fc, "over"))
+		return 0;	/* a window call: the planner let each shard run it */
 	for (size_t i = 0; i < NK_ARRAY_LEN(merge_aggs); i++)
 		if (strcmp(name, merge_aggs[i].name) == 0)
 			return (int)merge_aggs[i].kind;
-	if (name_in(name, float_aggs, NK_ARRAY_LEN(float_aggs)) ||
-	    name_in(name, set_aggs, NK_ARRAY_LEN(set_aggs)) ||
-	    name_in(name, other_aggs, NK_ARRAY_LEN(other_aggs)))
-		return refuse_builtin(p, name);
+	if (stmt_aggregate_class(name) > STMT_AGG_COMBINED)
+		return plan_refuse_aggregate(p->err, name) ? 0 : -1;
 	if (jbool(fc, "agg_star") || jbool(fc, "agg_distinct") || jget(fc, "agg_order") ||
 	    jget(fc, "agg_filter") || jbool(fc, "agg_within_group")) {
 		nk_error_nk013(p->err, 212);

@@ -158,6 +158,9 @@ def test_memory_is_given_back(store):
 @pytest.mark.parametrize("sql", [
     "SELECT count(*) FROM countries WHERE name IN (SELECT name FROM customers)",
     "SELECT count(*) FROM customers a JOIN customers b ON a.name = b.name",
+    # a window or an aggregate without a combine: the table read first
+    "SELECT id, row_number() OVER (ORDER BY name) FROM customers",
+    "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY name) FROM customers",
 ])
 def test_rows_read_through_the_router_are_bounded(store, sql):
     """A subquery evaluated first, or a table read through the router for a join off the
@@ -171,3 +174,6 @@ def test_rows_read_through_the_router_are_bounded(store, sql):
         assert conn.execute("SELECT count(*) FROM customers").fetchone() == (NROWS,)
     store.compare("SELECT count(*) FROM customers WHERE left(name, 6) IN "
                   "(SELECT left(name, 6) FROM customers WHERE id < 100)")
+    # (a WHERE that keeps few rows goes with the read: under the bound)
+    store.compare("SELECT id, row_number() OVER (ORDER BY name DESC) FROM customers "
+                  "WHERE id < 200")

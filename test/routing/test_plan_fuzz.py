@@ -124,7 +124,8 @@ def regression_cases(data):
         ("WITH w AS (SELECT DISTINCT status FROM orders) SELECT * FROM w", None),
         ("WITH w AS (SELECT o.customer_id, count(*) FROM orders o RIGHT JOIN customers c ON "
          "o.customer_id = c.id GROUP BY o.customer_id) SELECT * FROM w", None),
-        ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM orders) s",
+        ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM orders) s", None),
+        ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM ONLY orders) s",
          ("NK013", "[106]")),
         ("SELECT * FROM (SELECT id, sum(total) OVER (PARTITION BY customer_id) FROM orders) s",
          None),

@@ -231,8 +231,8 @@ def test_correlated_subquery_equals_the_reference(st, sql):
     # an unqualified outer column is not seen: the subquery fails on its own
     ("SELECT code, (SELECT count(*) FROM customers c WHERE c.country = code) "
      "FROM countries", "0A000", "is not joined to its outer query by the shard key"),
-    ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM orders) s", "NK013",
-     "[106]"),
+    ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM ONLY orders) s",
+     "NK013", "[106]"),
 ])
 def test_what_cannot_be_evaluated_keeps_the_refusal(st, sql, sqlstate, message):
     """A subquery that fails on its own as correlated keeps the planner's refusal; one that

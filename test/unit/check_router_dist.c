@@ -151,6 +151,22 @@ static const struct {
 										"orders") },
 	{ "SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM orders) s",
 	  NK(106, "This window-function shape is unavailable across shards.") },
+	/* the top level needs every row in one place: the router reads the tables first */
+	{ "SELECT id, row_number() OVER (ORDER BY id) FROM orders",
+	  NK(106, "This window-function shape is unavailable across shards.") },
+	{ "SELECT o.id, rank() OVER (PARTITION BY c.country ORDER BY o.total) FROM orders o "
+	  "JOIN customers c ON c.id = o.customer_id",
+	  NK(106, "This window-function shape is unavailable across shards.") },
+	{ "SELECT id, row_number() OVER (ORDER BY id) FROM orders FOR UPDATE",
+	  NK(106, "This window-function shape is unavailable across shards.") },
+	{ "SELECT count(*), row_number() OVER () FROM orders",
+	  NK(149, "Window functions inside aggregates are unavailable.") },
+	{ "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY total) FROM orders", "0A000",
+	  "aggregate percentile_cont() cannot be combined across shards" },
+	{ "SELECT status, corr(total, id) FROM orders GROUP BY status", "0A000",
+	  "aggregate corr() cannot be combined across shards" },
+	{ "SELECT my_agg(DISTINCT total) FROM orders", NK(212, "User-defined aggregate transition "
+	  "functions are unavailable in the evaluation engine.") },
 	{ "SELECT * FROM (SELECT id FROM orders UNION SELECT id FROM customers) s",
 	  OP("UNION", "orders") },
 	{ "(SELECT id FROM customers ORDER BY id LIMIT 2) UNION ALL (SELECT id FROM customers)",
@@ -218,6 +234,7 @@ static const char *const not_evaluated[] = {
 	"FROM r WHERE n < 3) SELECT * FROM r",
 	"WITH i AS (INSERT INTO orders VALUES (5, 77) RETURNING *) SELECT * FROM i",
 	"SELECT generate_series(1, 2), count(*) FROM orders",
+	"SELECT id, row_number() OVER (ORDER BY id) FROM orders FOR UPDATE",
 	"UPDATE countries SET name = 'x' WHERE code IN (SELECT country FROM customers "
 	"WHERE id = 5)",
 	"DELETE FROM countries k WHERE NOT EXISTS (SELECT 1 FROM customers c WHERE "
@@ -295,6 +312,14 @@ static const struct {
 	  ALL4 },
 	{ "SELECT count(*) FROM countries k JOIN customers c ON c.country = k.code",
 	  PLAN_SCATTER, ALL4 },
+	/* windows partitioned by the shard key: each shard runs them */
+	{ "SELECT id, sum(total) OVER (PARTITION BY customer_id) FROM orders ORDER BY 2",
+	  PLAN_SCATTER, ALL4 },
+	{ "SELECT o.id, rank() OVER w FROM orders o JOIN customers c ON c.id = o.customer_id "
+	  "WINDOW w AS (PARTITION BY c.id ORDER BY o.total)", PLAN_SCATTER, ALL4 },
+	/* ... and on one shard anything goes */
+	{ "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY total), row_number() OVER () "
+	  "FROM orders WHERE customer_id = 5", PLAN_SINGLE, "c:5" },
 	{ "SELECT * FROM countries k, LATERAL (SELECT * FROM customers c WHERE "
 	  "c.country = k.code) x", PLAN_SCATTER, ALL4 },
 	/* a correlated subquery's own key predicate does not narrow the outer query */
