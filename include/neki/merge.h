@@ -25,6 +25,16 @@
 /* Shard number of the final combine query's messages. */
 #define MERGE_FINAL UINT32_MAX
 
+/* A user-defined enum type as the catalog knows it (merge_options.find_enum). */
+struct merge_enum {
+	char *sql_name;		/* "schema"."name", for casts in the final combine SQL */
+	char **labels;		/* in sort order (pg_enum.enumsortorder) */
+	uint32_t nlabels;
+};
+
+/* Frees what merge_options.find_enum filled in. */
+void merge_enum_free(struct merge_enum *e);
+
 struct merge_options {
 	const char *collation;	/* the database's LC_COLLATE; NULL, "C", "POSIX", "C.UTF-8": bytes */
 	int64_t limit;		/* plan_merge_bind(): -1 = none */
@@ -34,6 +44,11 @@ struct merge_options {
 				 * a portal or cursor read in parts) */
 	int64_t mem_max;	/* bytes of shard rows the merge may hold (router_work_mem);
 				 * 0 = no bound */
+	/* Type <oid> (a user-defined type's OID on the authoritative shard) of a result column,
+	 * when it is an enum the catalog knows: fills <out> (the merge owns it) and returns
+	 * true, so its values order by their labels' sort order. NULL: none is looked up. */
+	bool (*find_enum)(void *arg, uint32_t oid, struct merge_enum *out);
+	void *find_arg;
 };
 
 enum merge_state {

@@ -979,7 +979,7 @@ insel_setup(struct route *r, struct rinsel *x, struct nk_error *err)
 {
 	const struct plan *src = x->is->source;
 	struct plan_input in = { 0 };
-	struct merge_options opt = { r->collate, -1, 0, false, false, r->c.cfg->router_work_mem };
+	struct merge_options opt = route_merge_options(r);
 
 	for (uint32_t i = 0; i < src->nshards; i++) {
 		struct insel_shard *e = insel_add_shard(r, x, src->shards[i], err);

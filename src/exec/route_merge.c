@@ -42,6 +42,48 @@ route_db_collation(const struct cat_view *cv)
 	return d.collate;
 }
 
+/* Enum type <oid> of the authoritative shard in the catalog of database <arg>: its labels in
+ * sort order and its quoted name (merge_options.find_enum). */
+static bool
+find_enum(void *arg, uint32_t oid, struct merge_enum *out)
+{
+	struct cat_view cv;
+	struct cat_img_type ty;
+	uint32_t t;
+	char *qs = NULL, *qn = NULL;
+	bool ok = false;
+
+	cat_view_acquire(&cv, arg);
+	t = cv.img != NULL ? cat_image_find_type(cv.img, cv.db, oid) : CAT_IMG_NONE;
+	if (t != CAT_IMG_NONE)
+		cat_image_type(cv.img, t, &ty);
+	if (t != CAT_IMG_NONE && ty.typtype == CAT_TYPTYPE_ENUM &&
+	    (qs = route_quote_ident(ty.schema)) != NULL &&
+	    (qn = route_quote_ident(ty.name)) != NULL &&
+	    asprintf(&out->sql_name, "%s.%s", qs, qn) >= 0 &&
+	    (out->labels = calloc(ty.nlabels ? ty.nlabels : 1, sizeof(char *))) != NULL) {
+		ok = true;
+		for (out->nlabels = 0; ok && out->nlabels < ty.nlabels; out->nlabels++)
+			ok = (out->labels[out->nlabels] =
+				      strdup(cat_image_type_label(cv.img, t, out->nlabels))) != NULL;
+	}
+	free(qs);
+	free(qn);
+	cat_view_release(&cv);
+	if (!ok)
+		merge_enum_free(out);	/* (not an enum, or no memory: compared as before) */
+	return ok;
+}
+
+/* route_merge_options: see route_int.h. */
+struct merge_options
+route_merge_options(struct route *r)
+{
+	return (struct merge_options){ .collation = r->collate, .limit = -1, .offset = 0,
+				       .mem_max = r->c.cfg->router_work_mem,
+				       .find_enum = find_enum, .find_arg = r->db };
+}
+
 void
 route_merge_free(struct route *r)
 {
@@ -55,7 +97,7 @@ bool
 route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 {
 	struct plan_input in;
-	struct merge_options opt = { r->collate, -1, 0, false, false, r->c.cfg->router_work_mem };
+	struct merge_options opt = route_merge_options(r);
 
 	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
 	if (r->ext_exec) {	/* (a row limit goes through route_pull.c) */

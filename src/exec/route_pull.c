@@ -69,11 +69,10 @@ route_pull_new(struct route *r, const char *sql, const struct plan_input *in,
 	       const char *const *uids, uint32_t n, const char *mirror, bool cursor,
 	       struct nk_error *err)
 {
-	struct merge_options opt = { .collation = r->collate, .limit = -1, .offset = 0,
-				     .omit_rowdesc = true, .omit_tail = true,
-				     .mem_max = r->c.cfg->router_work_mem };
+	struct merge_options opt = route_merge_options(r);
 	struct rpull *pl = calloc(1, sizeof(*pl));
 
+	opt.omit_rowdesc = opt.omit_tail = true;
 	if (pl == NULL || (pl->arena = rarena_new()) == NULL ||
 	    (pl->mirror = strdup(mirror)) == NULL ||
 	    (pl->qmirror = route_quote_ident(mirror)) == NULL) {

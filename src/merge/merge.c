@@ -56,6 +56,8 @@ merge_new(const struct plan_merge *spec, uint32_t nshards, const struct merge_op
 	m->budget = -1;
 	m->mem_max = opt && opt->mem_max > 0 ? opt->mem_max : 0;
 	m->buffered = spec->grouped || (spec->distinct && !spec->distinct_on);
+	m->find_enum = opt ? opt->find_enum : NULL;
+	m->find_arg = opt ? opt->find_arg : NULL;
 	if (opt && !byte_order_locale(opt->collation)) {
 		m->loc = newlocale(LC_COLLATE_MASK, opt->collation, (locale_t)0);
 		if (!m->loc) {
@@ -102,6 +104,9 @@ merge_free(struct merge *m)
 		mrow_free(m->last, nc);
 	for (uint32_t i = 0; m->cols && i < nc; i++)
 		free((char *)m->cols[i].name);
+	for (uint32_t i = 0; m->enums && i < nc; i++)
+		merge_enum_free(&m->enums[i]);
+	free(m->enums);
 	if (m->loc)
 		freelocale(m->loc);
 	free(m->cols);
@@ -194,6 +199,32 @@ set_columns(struct merge *m, const struct proto_rowdesc_msg *rd, struct nk_error
 	return true;
 }
 
+/* merge_enum_free: see merge.h. */
+void
+merge_enum_free(struct merge_enum *e)
+{
+	for (uint32_t i = 0; e->labels && i < e->nlabels; i++)
+		free(e->labels[i]);
+	free(e->labels);
+	free(e->sql_name);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Column <i> of a user-defined type: an enum the catalog knows orders by its labels. */
+static bool
+find_enum(struct merge *m, uint32_t i, struct nk_error *err)
+{
+	if (m->find_enum == NULL || m->types[i].oid < 16384)	/* (FirstNormalObjectId) */
+		return true;
+	if (m->enums == NULL && (m->enums = calloc(m->ncols, sizeof(*m->enums))) == NULL)
+		return oom(err);
+	if (m->find_enum(m->find_arg, m->types[i].oid, &m->enums[i])) {
+		m->types[i].kind = MV_ENUM;
+		m->types[i].en = &m->enums[i];
+	}
+	return true;
+}
+
 /* The first RowDescription fixes the columns; later ones must agree in count. */
 static bool
 feed_rowdesc(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len,
@@ -221,6 +252,8 @@ feed_rowdesc(struct merge *m, struct mshard *sh, const uint8_t *body, size_t len
 		m->types[i].kind = mv_kind_of(m->cols[i].type_oid);
 		m->types[i].binary = m->cols[i].format == 1;
 		m->types[i].loc = m->loc;
+		if (m->types[i].kind == MV_UNSUPPORTED && !find_enum(m, i, err))
+			return false;
 	}
 	for (uint32_t k = 0; k < m->spec->nsort; k++)
 		if (m->spec->sort[k].byte_order)

@@ -173,7 +173,7 @@ cell(struct fsql *f, uint32_t col, const char *type, enum fcell_how how, bool sa
 static bool
 value_cell(struct merge *m, struct fsql *f, uint32_t c, struct nk_error *err)
 {
-	const char *type = mv_type_name(m->types[c].oid);
+	const char *type = mv_sql_name(&m->types[c]);
 
 	if (!type)
 		return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,

@@ -37,6 +37,11 @@ enum mv_kind {
 	MV_INET,	/* inet, cidr */
 	MV_BIT,		/* bit, varbit */
 	MV_ARRAY,	/* of an element type with one of the kinds above (merge_arr.c) */
+	MV_CHAR,	/* "char": one unsigned byte (merge_kinds.c) */
+	MV_MACADDR,	/* macaddr, macaddr8: the bytes (fixed-width lowercase hex in text) */
+	MV_MONEY,	/* an int8 count of the currency's smallest unit (merge_kinds.c) */
+	MV_RANGE,	/* of an ordered subtype: range_cmp (merge_range.c) */
+	MV_ENUM,	/* a user-defined enum: its labels' sort order (mv_type.en) */
 };
 
 struct mv_type {
@@ -44,6 +49,7 @@ struct mv_type {
 	enum mv_kind kind;
 	bool binary;		/* format code 1 */
 	locale_t loc;		/* text: strcoll_l under this locale; 0 = byte order */
+	const struct merge_enum *en;	/* MV_ENUM: its labels (owned by the merge) */
 };
 
 /* Kind of type <oid>; MV_UNSUPPORTED when values of it cannot be compared here. */
@@ -66,6 +72,12 @@ bool mv_cmp_array(const struct mv_type *t, const struct proto_value *a,
 		  const struct proto_value *b, int *out, struct nk_error *err) NK_MUSTCHECK;
 bool mv_cmp_kind(const struct mv_type *t, const struct proto_value *a,
 		 const struct proto_value *b, int *out, struct nk_error *err) NK_MUSTCHECK;
+/* mv_cmp() of MV_RANGE values (merge_range.c); the subtype of a range type (0: none). */
+bool mv_cmp_range(const struct mv_type *t, const struct proto_value *a,
+		  const struct proto_value *b, int *out, struct nk_error *err) NK_MUSTCHECK;
+uint32_t mv_range_subtype(uint32_t oid);
+/* The SQL name of column type <t> for a cast: a built-in's, or an enum's. NULL: none. */
+const char *mv_sql_name(const struct mv_type *t);
 
 /* Integer (int2/4/8, oid) and float values of either format; false when malformed. */
 bool mv_int(const struct mv_type *t, const struct proto_value *v, int64_t *out) NK_MUSTCHECK;
@@ -131,6 +143,9 @@ struct merge {
 	uint32_t nrows, cap;
 	uint32_t pos;			/* next result row to send */
 	struct mrow *last;		/* DISTINCT ON: last row sent */
+	struct merge_enum *enums;	/* ncols: the enum types of columns (find_enum) */
+	bool (*find_enum)(void *arg, uint32_t oid, struct merge_enum *out);
+	void *find_arg;
 	bool *final_col;		/* ncols: the value comes from the final combine SQL */
 	uint32_t nfinal;		/* final SQL columns (HAVING included) */
 	int16_t *final_fmt;		/* nfinal: formats of the final query's columns */

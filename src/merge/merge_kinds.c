@@ -6,6 +6,10 @@
  *   time      microseconds; timetz: the UTC time, then the zone (timetz_cmp)
  *   inet/cidr network_cmp: family, the common network bits, the mask length, the address
  *   bit       bit_cmp: the bits, a shorter string before a longer one with the same start
+ *   "char"    one unsigned byte (text: the byte, \ooo for one with the high bit, '' for 0)
+ *   money     cash_cmp: the int8 count of the smallest unit (text: its digits, whatever
+ *             lc_monetary writes around them; '-' or '(' makes it negative)
+ *   enum      enum_cmp: the labels' positions in the catalog's sort order
  * Entry point: mv_cmp_kind().
  */
 #include "neki/base.h"
@@ -226,6 +230,67 @@ bit_cmp(const struct mv_type *t, const struct proto_value *a, const struct proto
 	return true;
 }
 
+/* A "char" value: its byte. */
+static bool
+char_of(const struct mv_type *t, const struct proto_value *v, int64_t *out)
+{
+	const uint8_t *p = (const uint8_t *)v->p;
+
+	if (v->len == 0 || (t->binary && v->len == 1) || (!t->binary && v->len == 1)) {
+		*out = v->len ? p[0] : 0;
+		return true;
+	}
+	if (v->len == 4 && p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' &&
+	    p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {	/* (charout's \ooo) */
+		*out = (p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0');
+		return true;
+	}
+	return false;
+}
+
+/* A money value as its int8 count. */
+static bool
+money_of(const struct mv_type *t, const struct proto_value *v, int64_t *out)
+{
+	uint64_t u = 0;
+	bool neg = false, digits = false;
+
+	if (t->binary) {
+		if (v->len != 8)
+			return false;
+		*out = (int64_t)get_be((const uint8_t *)v->p, 8);
+		return true;
+	}
+	for (uint32_t i = 0; i < v->len; i++) {
+		char c = v->p[i];
+
+		if (c >= '0' && c <= '9') {
+			if (u > (UINT64_MAX - 9) / 10)
+				return false;
+			u = u * 10 + (uint64_t)(c - '0');
+			digits = true;
+		}
+		neg = neg || c == '-' || c == '(';
+	}
+	if (!digits || u > (uint64_t)INT64_MAX + neg)
+		return false;
+	*out = neg ? (int64_t)(0 - u) : (int64_t)u;
+	return true;
+}
+
+/* An enum value's position among its type's labels; false when it is none of them. */
+static bool
+enum_pos(const struct mv_type *t, const struct proto_value *v, int64_t *out)
+{
+	for (uint32_t i = 0; t->en != NULL && i < t->en->nlabels; i++)
+		if (strlen(t->en->labels[i]) == v->len &&
+		    memcmp(t->en->labels[i], v->p, v->len) == 0) {
+			*out = i;
+			return true;
+		}
+	return false;
+}
+
 static int
 cmp_wide(__int128 a, __int128 b)
 {
@@ -269,6 +334,23 @@ mv_cmp_kind(const struct mv_type *t, const struct proto_value *a, const struct p
 	case MV_BIT:
 		ok = bit_cmp(t, a, b, out);
 		break;
+	case MV_CHAR:
+	case MV_MONEY:
+		if ((ok = t->kind == MV_CHAR ? char_of(t, a, &ua) && char_of(t, b, &ub)
+					     : money_of(t, a, &ua) && money_of(t, b, &ub)))
+			*out = cmp_wide(ua, ub);
+		break;
+	case MV_ENUM:
+		if (enum_pos(t, a, &ua) && enum_pos(t, b, &ub)) {
+			*out = cmp_wide(ua, ub);
+			return true;
+		}
+		nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED, "cannot merge values of enum "
+			     "type %s across shards: a label is not in the router's catalog",
+			     t->en != NULL ? t->en->sql_name : "?");
+		nk_error_hint(err, "A label added on the shards directly, not through neki, is "
+			      "known after the next DDL through neki.");
+		return false;
 	default:
 		break;
 	}

@@ -26,7 +26,7 @@ static const struct {
 } mv_types[] = {
 	{ 16, MV_BOOL, "bool", 1000, "bool[]" },
 	{ 17, MV_BYTEA, "bytea", 1001, "bytea[]" },
-	{ 18, MV_UNSUPPORTED, "\"char\"", 1002, "\"char\"[]" },
+	{ 18, MV_CHAR, "\"char\"", 1002, "\"char\"[]" },
 	{ 19, MV_TEXT, "name", 1003, "name[]" },
 	{ 20, MV_INT, "int8", 1016, "int8[]" },
 	{ 21, MV_INT, "int2", 1005, "int2[]" },
@@ -39,9 +39,9 @@ static const struct {
 	{ 650, MV_INET, "cidr", 651, "cidr[]" },
 	{ 700, MV_FLOAT4, "float4", 1021, "float4[]" },
 	{ 701, MV_FLOAT8, "float8", 1022, "float8[]" },
-	{ 774, MV_UNSUPPORTED, "macaddr8", 775, "macaddr8[]" },
-	{ 790, MV_UNSUPPORTED, "money", 791, "money[]" },
-	{ 829, MV_UNSUPPORTED, "macaddr", 1040, "macaddr[]" },
+	{ 774, MV_MACADDR, "macaddr8", 775, "macaddr8[]" },
+	{ 790, MV_MONEY, "money", 791, "money[]" },
+	{ 829, MV_MACADDR, "macaddr", 1040, "macaddr[]" },
 	{ 869, MV_INET, "inet", 1041, "inet[]" },
 	{ 1042, MV_BPCHAR, "bpchar", 1014, "bpchar[]" },
 	{ 1043, MV_TEXT, "varchar", 1015, "varchar[]" },
@@ -56,12 +56,12 @@ static const struct {
 	{ 1700, MV_NUMERIC, "numeric", 1231, "numeric[]" },
 	{ 2950, MV_UUID, "uuid", 2951, "uuid[]" },
 	{ 3802, MV_UNSUPPORTED, "jsonb", 3807, "jsonb[]" },
-	{ 3904, MV_UNSUPPORTED, "int4range", 3905, "int4range[]" },
-	{ 3906, MV_UNSUPPORTED, "numrange", 3907, "numrange[]" },
-	{ 3908, MV_UNSUPPORTED, "tsrange", 3909, "tsrange[]" },
-	{ 3910, MV_UNSUPPORTED, "tstzrange", 3911, "tstzrange[]" },
-	{ 3912, MV_UNSUPPORTED, "daterange", 3913, "daterange[]" },
-	{ 3926, MV_UNSUPPORTED, "int8range", 3927, "int8range[]" },
+	{ 3904, MV_RANGE, "int4range", 3905, "int4range[]" },
+	{ 3906, MV_RANGE, "numrange", 3907, "numrange[]" },
+	{ 3908, MV_RANGE, "tsrange", 3909, "tsrange[]" },
+	{ 3910, MV_RANGE, "tstzrange", 3911, "tstzrange[]" },
+	{ 3912, MV_RANGE, "daterange", 3913, "daterange[]" },
+	{ 3926, MV_RANGE, "int8range", 3927, "int8range[]" },
 	{ 4451, MV_UNSUPPORTED, "int4multirange", 6150, "int4multirange[]" },
 	{ 4532, MV_UNSUPPORTED, "nummultirange", 6151, "nummultirange[]" },
 	{ 4533, MV_UNSUPPORTED, "tsmultirange", 6152, "tsmultirange[]" },
@@ -101,6 +101,13 @@ mv_type_name(uint32_t oid)
 		if (mv_types[i].oid == oid || mv_types[i].array == oid)
 			return mv_types[i].oid == oid ? mv_types[i].name : mv_types[i].array_name;
 	return NULL;
+}
+
+/* mv_sql_name: see merge_int.h. */
+const char *
+mv_sql_name(const struct mv_type *t)
+{
+	return t->en != NULL ? t->en->sql_name : mv_type_name(t->oid);
 }
 
 /* merge_type_sql: see neki/merge.h. */
@@ -347,6 +354,7 @@ mv_cmp(const struct mv_type *t, const struct proto_value *a, const struct proto_
 	case MV_BYTEA:
 	case MV_BOOL:
 	case MV_UUID:
+	case MV_MACADDR:
 		*out = cmp_bytes(a->p, a->len, b->p, b->len);
 		break;
 	case MV_DATE:
@@ -362,7 +370,12 @@ mv_cmp(const struct mv_type *t, const struct proto_value *a, const struct proto_
 	case MV_TIMETZ:
 	case MV_INET:
 	case MV_BIT:
+	case MV_CHAR:
+	case MV_MONEY:
+	case MV_ENUM:
 		return mv_cmp_kind(t, a, b, out, err);
+	case MV_RANGE:
+		return mv_cmp_range(t, a, b, out, err);
 	default:
 		return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
 				    "merging values of type %u across shards is not "

@@ -81,6 +81,17 @@ static const struct order_case text_orders[] = {
 	{ 1562, { "", "0", "00", "01", "1", "10", "1000000001", "11" } },
 	{ 1083, { "00:00:00", "07:30:00.5", "23:59:59.999999", "24:00:00" } },
 	{ 1266, { "12:00:00+01", "06:00:00-05", "12:00:00+00", "12:00:00-00:00:30" } },
+	/* ranges: empty first, then lower bounds (infinite, inclusive before exclusive), then
+	 * upper bounds (exclusive before inclusive, infinite last); quoted bounds */
+	{ 3906, { "empty", "(,1)", "(,)", "[-1.5,0)", "[1,2)", "[1,2]", "[1.0,)", "(1,2)",
+		  "[10,11)" } },
+	{ 3910, { "[\"2024-01-01 01:00:00+02\",)",	/* (23:00 the day before, UTC) */
+		  "[\"2024-01-01 00:00:00+00\",\"2024-01-02 00:00:00+00\")",
+		  "(\"2024-01-01 00:00:00+00\",)" } },
+	/* "char" as unsigned bytes (charout's \ooo above 127), money, macaddr */
+	{ 18, { "", "A", "a", "\\200", "\\310" } },
+	{ 790, { "-$1,000.00", "($2.00)", "-$0.01", "$0.00", "$9.99", "$1,000.00" } },
+	{ 829, { "00:00:00:00:00:00", "08:00:2b:01:02:03", "08:00:2b:01:02:0a", "ff:00:00:00:00:00" } },
 };
 
 START_TEST(test_order_text)
@@ -150,6 +161,12 @@ static const struct bin_case bin_orders[] = {
 	{ 17, { { "\x00", 1 }, { "\x00\x00", 2 }, { "\xff", 1 } } },
 	{ 2950, { { "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01", 16 },
 		  { "\x80\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", 16 } } },
+	/* int4range: empty, (,5), [1,5), [2,) (flags, then length-prefixed bounds) */
+	{ 3904, { { "\x01", 1 }, { "\x08\x00\x00\x00\x04\x00\x00\x00\x05", 9 },
+		  { "\x02\x00\x00\x00\x04\x00\x00\x00\x01\x00\x00\x00\x04\x00\x00\x00\x05", 17 },
+		  { "\x12\x00\x00\x00\x04\x00\x00\x00\x02", 9 } } },
+	{ 18, { { "\x01", 1 }, { "\x7f", 1 }, { "\x80", 1 } } },
+	{ 790, { { "\xff\xff\xff\xff\xff\xff\xff\x9c", 8 }, { "\x00\x00\x00\x00\x00\x00\x00\x01", 8 } } },
 };
 
 START_TEST(test_order_binary)
@@ -676,7 +693,8 @@ START_TEST(test_mem_bound)
 }
 END_TEST
 
-/* Malformed array, interval, inet and time values are errors, not crashes. */
+/* Malformed array, interval, inet, time, range, "char" and money values are errors, not
+ * crashes. */
 START_TEST(test_malformed_values)
 {
 	static const struct { uint32_t oid; const char *v; } bad[] = {
@@ -684,6 +702,8 @@ START_TEST(test_malformed_values)
 		{ 1007, "{\"1}" }, { 1007, "{,}" }, { 1007, "{{{{{{{1}}}}}}}" },
 		{ 1186, "@ 1 day" }, { 1186, "P1D" }, { 1186, "1 fortnight" },
 		{ 869, "10.0.0.300" }, { 869, "hello" }, { 1083, "noon" }, { 1266, "12:00:00" },
+		{ 3906, "[1,2" }, { 3906, "1,2)" }, { 3906, "[\"1,2)" }, { 3906, "[1,2,3)" },
+		{ 3906, "[x,2)" }, { 18, "ab" }, { 790, "free" },
 	};
 	struct plan_merge s;
 	struct plan_merge_col cols[1];
