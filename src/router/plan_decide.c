@@ -125,9 +125,19 @@ defined_in(const struct pctx *c, const char *name, uint16_t sc)
 	return false;
 }
 
+/* An unqualified column <col> named in scope <in> (inside <sc>) is a column of a table
+ * outside <sc>, as the catalog's columns tell. */
+static bool
+outer_column(struct pctx *c, uint16_t in, const char *qual, const char *col, uint16_t sc)
+{
+	int i = qual == NULL && col != NULL ? plan_resolve_col(c, in, NULL, col) : -1;
+
+	return i >= 0 && !plan_within(c, c->rels[i].r->scope, sc);
+}
+
 /* plan_reads_outer: see plan_int.h. */
 bool
-plan_reads_outer(const struct pctx *c, uint16_t sc)
+plan_reads_outer(struct pctx *c, uint16_t sc)
 {
 	for (uint32_t i = 0; i < c->s->nquals; i++) {
 		const struct stmt_qual *q = &c->s->quals[i];
@@ -135,23 +145,43 @@ plan_reads_outer(const struct pctx *c, uint16_t sc)
 		if (!q->defines && plan_within(c, q->scope, sc) && !defined_in(c, q->name, sc))
 			return true;
 	}
+	for (uint32_t i = 0; i < c->s->njoins; i++) {	/* `l_partkey = p_partkey` */
+		const struct stmt_join_eq *e = &c->s->joins[i];
+
+		if (plan_within(c, e->scope, sc) &&
+		    (outer_column(c, e->scope, e->lqual, e->lcol, sc) ||
+		     outer_column(c, e->scope, e->rqual, e->rcol, sc)))
+			return true;
+	}
 	return false;
 }
 
 /* plan_scope_gathers: see plan_int.h. (A scope's subqueries are numbered after it.) */
 bool
-plan_scope_gathers(const struct pctx *c, uint16_t sc)
+plan_scope_gathers(struct pctx *c, uint16_t sc)
 {
+	int64_t comp = -1;
+
 	for (uint16_t s = sc; s < c->s->nscopes; s++)
 		if (plan_within(c, s, sc) &&
 		    (c->s->scopes[s].flags & (STMT_SCF_GATHER_AGG | STMT_SCF_WINDOW)))
 			return true;
+	for (uint32_t i = 0; i < c->nrels; i++) {	/* sharded rows that meet off the key */
+		uint32_t k;
+
+		if (!free_sharded(c, i) || !plan_within(c, c->rels[i].r->scope, sc))
+			continue;
+		k = plan_comp(c, i);
+		if (comp >= 0 && comp != k)
+			return true;
+		comp = k;
+	}
 	return false;
 }
 
 /* plan_evaluable_of: see plan_int.h. */
 uint16_t
-plan_evaluable_of(const struct pctx *c, uint16_t sc)
+plan_evaluable_of(struct pctx *c, uint16_t sc)
 {
 	for (uint32_t guard = 0; sc != 0 && sc < c->s->nscopes && guard <= c->s->nscopes;
 	     guard++) {
@@ -182,24 +212,47 @@ plan_broadcast(struct pctx *c, int32_t i)
 		c->out->broadcast = (uint32_t)(r - c->s->rels) + 1;
 }
 
-/* Sharded components that meet on no one shard: one inside a subquery in an expression, a
+/* How many free sharded rels component <k> holds. */
+static uint32_t
+comp_size(struct pctx *c, uint32_t k)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->nrels; i++)
+		n += free_sharded(c, i) && plan_comp(c, i) == k;
+	return n;
+}
+
+/*
+ * Sharded components that meet on no one shard: one inside a subquery in an expression, a
  * derived table or a WITH query may be evaluated by the router first (plan.materialize; the
- * innermost: a scope's subqueries are numbered after it), else the last table of another
- * component than <first>'s (plan.broadcast); then the rest is planned again. */
+ * innermost: a scope's subqueries are numbered after it), else a table is read through the
+ * router (plan.broadcast): the last of the component with the fewest tables (a lone table
+ * beside co-located ones is more likely the dimension than the fact: without statistics,
+ * the co-located join stays on the shards), or the last table of another component than
+ * <first>'s when that one cannot be read so; then the rest is planned again.
+ */
 static bool
 refuse_components(struct pctx *c, int first)
 {
-	int32_t last = -1;
+	int32_t last = -1, pick = -1;
+	uint32_t fewest = UINT32_MAX;
 
 	for (uint32_t i = 0; i < c->nrels; i++) {
 		uint16_t sc = free_sharded(c, i) ? plan_evaluable_of(c, c->rels[i].r->scope) : 0;
+		uint32_t n = free_sharded(c, i) ? comp_size(c, plan_comp(c, i)) : UINT32_MAX;
 
 		if (sc > c->out->materialize)
 			c->out->materialize = sc;
 		if (free_sharded(c, i) && plan_comp(c, i) != plan_comp(c, (uint32_t)first))
 			last = (int32_t)i;
+		if (n <= fewest && n != UINT32_MAX) {
+			fewest = n;
+			pick = (int32_t)i;
+		}
 	}
-	plan_broadcast(c, last);
+	plan_broadcast(c, pick);
+	plan_broadcast(c, last);	/* (when <pick> cannot be read first) */
 	return plan_refuse_join(c);
 }
 

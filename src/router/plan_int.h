@@ -101,19 +101,22 @@ void plan_set_single(struct pctx *c, const char *shard, enum plan_op op);
 bool plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b);
 /* The innermost subquery the executor could evaluate first holding scope <sc>, or <sc>
  * itself: a subquery in an expression, a derived table or a WITH query (not recursive, not
- * writing) whose text is known, that qualifies no column of its outer query and holds no
- * window or uncombined aggregate (plan_scope_gathers()); 0 when none. What plan.materialize
- * names. */
-uint16_t plan_evaluable_of(const struct pctx *c, uint16_t sc);
-/* Does scope <sc> (or one inside it) hold a window function or an aggregate the merge cannot
- * combine? Run on its own over several shards it would need its own rows read first, which
- * the executor does not nest: its tables are read instead (plan.broadcast). */
-bool plan_scope_gathers(const struct pctx *c, uint16_t sc);
+ * writing) whose text is known, that qualifies no column of its outer query and would not
+ * need rows of its own read first (plan_scope_gathers()); 0 when none. What
+ * plan.materialize names. */
+uint16_t plan_evaluable_of(struct pctx *c, uint16_t sc);
+/* Is scope <sc> (or one inside it) planned on its own over several shards in need of rows
+ * read first: a window function, an aggregate the merge cannot combine, or sharded tables
+ * of components that meet off the shard key? The executor does not nest such reads: the
+ * tables are read instead (plan.broadcast), one per round. */
+bool plan_scope_gathers(struct pctx *c, uint16_t sc);
 /* Is scope <s> <sc> or inside it? */
 bool plan_within(const struct pctx *c, uint16_t s, uint16_t sc);
 /* Does scope <sc> qualify a column with a name no FROM item inside it defines (`k.code` of
- * its outer query: correlated)? Unqualified columns are not seen. */
-bool plan_reads_outer(const struct pctx *c, uint16_t sc);
+ * its outer query: correlated), or compare with = an unqualified column that the catalog
+ * finds only in a table outside it (`l_partkey = p_partkey`)? Other unqualified outer
+ * columns are not seen. */
+bool plan_reads_outer(struct pctx *c, uint16_t sc);
 /* The statement is refused for where the rows of rels[<i>] are: unless a scope is named
  * already (plan.materialize), name that table (a plain FROM item) for the executor to read
  * as a derived table, then evaluate first (plan.broadcast). */

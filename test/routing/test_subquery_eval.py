@@ -222,14 +222,19 @@ def test_in_a_transaction(st):
     "WHERE c.country = k.code) x ON true",
     "SELECT c.id, (SELECT max(o.total) FROM orders o WHERE o.id = c.id * 10) "
     "FROM customers c WHERE c.id < 6",
+    # an unqualified outer column in an = (the catalog finds it outside the subquery)
+    "SELECT code, (SELECT count(*) FROM customers c WHERE c.country = code) FROM countries",
+    "SELECT k.code FROM countries k WHERE EXISTS (SELECT 1 FROM orders o, customers c "
+    "WHERE o.customer_id = c.id AND country = code AND o.total > 30)",
 ])
 def test_correlated_subquery_equals_the_reference(st, sql):
     same(st, sql)
 
 
 @pytest.mark.parametrize("sql, sqlstate, message", [
-    # an unqualified outer column is not seen: the subquery fails on its own
-    ("SELECT code, (SELECT count(*) FROM customers c WHERE c.country = code) "
+    # an unqualified outer column other than in an = is not seen: the subquery fails on
+    # its own
+    ("SELECT code, (SELECT count(*) FROM customers c WHERE c.country < code) "
      "FROM countries", "0A000", "is not joined to its outer query by the shard key"),
     ("SELECT * FROM (SELECT id, row_number() OVER (ORDER BY id) FROM ONLY orders) s",
      "NK013", "[106]"),

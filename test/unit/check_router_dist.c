@@ -414,6 +414,46 @@ START_TEST(test_dist_planned)
 }
 END_TEST
 
+/* What the executor is told to read first (plan.broadcast, 1-based in stmt.rels; or the
+ * scope plan.materialize): the lone table beside co-located ones, a correlated subquery's
+ * table when the correlation is an unqualified outer column in an =, a join's tables rather
+ * than a derived table that would need reads of its own. */
+static const struct {
+	const char *sql;
+	const char *broadcast;	/* the table's name; NULL: none */
+	uint32_t materialize;
+} reads_first[] = {
+	{ "SELECT * FROM customers c JOIN orders o ON c.id = o.id JOIN order_items i "
+	  "ON i.customer_id = o.customer_id AND i.order_id = o.id", "customers", 0 },
+	{ "SELECT * FROM orders o JOIN order_items i ON i.customer_id = o.customer_id "
+	  "JOIN customers c ON c.id = o.id", "customers", 0 },
+	{ "SELECT code, (SELECT count(*) FROM customers c WHERE c.country = code) "
+	  "FROM countries", "customers", 0 },
+	{ "SELECT count(*) FROM (SELECT o.id FROM orders o JOIN customers c ON c.id = o.id) s",
+	  "customers", 0 },
+	{ "SELECT count(*) FROM (SELECT o.id FROM orders o JOIN order_items i ON "
+	  "i.customer_id = o.customer_id ORDER BY 1 LIMIT 3) s", NULL, 1 },
+};
+
+START_TEST(test_dist_reads_first)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+
+	ck_assert_msg(!dplan(&fx, reads_first[_i].sql, &p, &err), "%s: planned",
+		      reads_first[_i].sql);
+	const char *got = p.broadcast > 0 ? p.stmt->rels[p.broadcast - 1].name : NULL;
+
+	ck_assert_msg((got && reads_first[_i].broadcast ? strcmp(got, reads_first[_i].broadcast)
+							 == 0 : got == reads_first[_i].broadcast) &&
+		      p.materialize == reads_first[_i].materialize,
+		      "%s: broadcast %s materialize %u (%s)", reads_first[_i].sql,
+		      got ? got : "-", p.materialize, err.message);
+	rt_fx_done(&fx);
+}
+END_TEST
+
 /* router_add_dist_tests: see router_fixtures.h. */
 void
 router_add_dist_tests(Suite *s)
@@ -423,5 +463,6 @@ router_add_dist_tests(Suite *s)
 	tcase_add_unchecked_fixture(tc, setup_dist_image, teardown_dist_image);
 	tcase_add_loop_test(tc, test_dist_refused, 0, NK_ARRAY_LEN(refused));
 	tcase_add_loop_test(tc, test_dist_planned, 0, NK_ARRAY_LEN(planned));
+	tcase_add_loop_test(tc, test_dist_reads_first, 0, NK_ARRAY_LEN(reads_first));
 	suite_add_tcase(s, tc);
 }
