@@ -32,6 +32,10 @@ struct merge_enum {
 	uint32_t nlabels;
 };
 
+/* Does the merge order and group values of built-in type <oid> itself (merge_val.c's
+ * kinds, arrays of them)? */
+bool merge_orders_type(uint32_t oid);
+
 /* Frees what merge_options.find_enum filled in. */
 void merge_enum_free(struct merge_enum *e);
 

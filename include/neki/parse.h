@@ -182,6 +182,8 @@ struct stmt_scope {
 	struct stmt_colref *distinct;	/* DISTINCT ON items, or for DISTINCT the plain
 					 * columns of the select list */
 	uint32_t ndistinct;
+	struct stmt_colref *order;	/* ORDER BY's plain columns (positions resolved) */
+	uint32_t norder;
 	struct stmt_window *windows;	/* every window function call */
 	uint32_t nwindows;
 	struct stmt_colref test;	/* STMT_SCF_IN: the tested plain column (col NULL) */

@@ -55,6 +55,9 @@ struct plan_catalog {
 	 * (or none); -1 when the table is unknown (V11). */
 	int (*pk_column)(void *arg, const char *schema, const char *table, uint32_t i,
 			 const char **col);
+	/* Optional: whether the merge orders and groups values of type <oid> (a column's),
+	 * neki/merge.h's merge_orders_type() or an enum the catalog knows. */
+	bool (*merges_type)(void *arg, uint32_t oid);
 };
 
 enum plan_fanout {

@@ -841,7 +841,7 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 				    cat_view_relkind, cv.version, cat_view_column,
 				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base,
 				    cat_view_table_at, cat_view_type_name, cat_view_is_aggregate,
-				    cat_view_pk_column };
+				    cat_view_pk_column, route_merges_type };
 	if (!r->ext_exec && !sub_simple)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;

@@ -640,6 +640,8 @@ const char *route_db_collation(const struct cat_view *cv);
 /* The merge options of the session's merges: its collation, router_work_mem, the catalog's
  * enum types (looked up when a result column has one). */
 struct merge_options route_merge_options(struct route *r);
+/* plan_catalog.merges_type over a struct cat_view <arg>. */
+bool route_merges_type(void *arg, uint32_t oid);
 /* Make the exec set up on the targets run the merge step of SELECT <sql> (RX_MERGE). */
 NK_MUSTCHECK bool route_merge_setup(struct route *r, const char *sql, struct nk_error *err);
 /* A whole 'T', 'D' or 'C' of the target being read; false when the session closed. */

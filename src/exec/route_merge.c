@@ -75,6 +75,23 @@ find_enum(void *arg, uint32_t oid, struct merge_enum *out)
 	return ok;
 }
 
+/* route_merges_type: see route_int.h. */
+bool
+route_merges_type(void *arg, uint32_t oid)
+{
+	const struct cat_view *cv = arg;
+	struct cat_img_type ty;
+	uint32_t t;
+
+	if (merge_orders_type(oid))
+		return true;
+	t = cv->img != NULL ? cat_image_find_type(cv->img, cv->db, oid) : CAT_IMG_NONE;
+	if (t == CAT_IMG_NONE)
+		return true;	/* (not in the catalog: the merge decides when values come) */
+	cat_image_type(cv->img, t, &ty);
+	return ty.typtype == CAT_TYPTYPE_ENUM;
+}
+
 /* route_merge_options: see route_int.h. */
 struct merge_options
 route_merge_options(struct route *r)

@@ -83,6 +83,13 @@ mv_kind_of(uint32_t oid)
 	return MV_UNSUPPORTED;
 }
 
+/* merge_orders_type: see neki/merge.h. */
+bool
+merge_orders_type(uint32_t oid)
+{
+	return mv_kind_of(oid) != MV_UNSUPPORTED;
+}
+
 /* mv_elem_of: see merge_int.h. */
 uint32_t
 mv_elem_of(uint32_t oid)

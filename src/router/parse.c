@@ -608,6 +608,23 @@ pb_colrefs(struct pb *b, const cJSON *list, const cJSON *targets, bool restarget
 	return v;
 }
 
+/* The plain columns ORDER BY items (SortBy) of <sel> name. */
+static struct stmt_colref *
+pb_sort_colrefs(struct pb *b, const cJSON *sel, uint32_t *n)
+{
+	const cJSON *list = jget(sel, "sortClause"), *it;
+	int cnt = cJSON_GetArraySize(list);
+	struct stmt_colref *v;
+
+	*n = 0;
+	if (cnt <= 0 || !(v = pb_alloc(b, (size_t)cnt * sizeof(*v))))
+		return NULL;
+	cJSON_ArrayForEach(it, list)
+		if (item_colref(b, jget(jas(it, "SortBy"), "node"), jget(sel, "targetList"), &v[*n]))
+			(*n)++;
+	return v;
+}
+
 /* Windows named by OVER w / OVER (w ...): the PARTITION BY of the WINDOW clause entry. */
 static void
 pb_window_refs(struct pb *b, const cJSON *sel, struct stmt_scope *sc)
@@ -654,6 +671,8 @@ pb_scope_clauses(struct pb *b, const cJSON *sel, uint16_t scope)
 		sc->distinct = plain ? pb_colrefs(b, targets, NULL, true, &sc->ndistinct) :
 				       pb_colrefs(b, dc, targets, false, &sc->ndistinct);
 	}
+	sc = &b->s->scopes[scope];
+	sc->order = pb_sort_colrefs(b, sel, &sc->norder);
 	sc = &b->s->scopes[scope];
 	if (cJSON_GetArraySize(targets) == 1 &&
 	    !pb_colref(b, jget(jas(cJSON_GetArrayItem(targets, 0), "ResTarget"), "val"),

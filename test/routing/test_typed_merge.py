@@ -5,6 +5,7 @@ ordered, grouped and aggregated through neki over 4 shards, with psycopg text an
 cursors, compared with the reference server holding every row (issue 20). The customers
 (and orders) table of the storefront topology carries the typed columns.
 """
+import re
 import sys
 from pathlib import Path
 
@@ -80,10 +81,13 @@ def test_typed_merge_through_neki(store, kind, sql, binary):
 
 MORE = {"m": "mood", "r": "numrange", "ir": "int4range", "dr": "daterange",
         "tr": "tstzrange", "ch": '"char"', "mo": "money", "mac": "macaddr",
-        "mac8": "macaddr8"}
+        "mac8": "macaddr8",
+        # (types the merge cannot order: the rows are read first, a shard orders them)
+        "j": "jsonb", "pr": "pair", "ma": "mood[]"}
 MORE_SCHEMA = [
     "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')",
     "ALTER TYPE mood ADD VALUE 'meh' BEFORE 'ok'",     # sort order is not OID order
+    "CREATE TYPE pair AS (a int, b text)",
     "CREATE TABLE orders (customer_id bigint NOT NULL, id bigint NOT NULL, " +
     ", ".join(f"{c} {t}" for c, t in MORE.items()) + ", PRIMARY KEY (customer_id, id))"]
 
@@ -105,6 +109,9 @@ def more_values(i):
         f"{(i % 9 - 4) * 1.25:.2f}",
         f"08:00:2b:01:02:{i % 13:02x}",
         f"08:00:2b:01:02:03:04:{i % 17:02x}",
+        f'{{"k": {i % 3}, "v": [{i % 5}, "x{i % 2}"]}}' if i % 6 else "[]",
+        f"({i % 4},b{i % 3})" if i % 5 else "(,)",
+        "{" + ",".join(["sad", "meh", "ok", "happy"][(i + k) % 4] for k in range(i % 3)) + "}",
     ]
 
 
@@ -138,6 +145,9 @@ MORE_QUERIES = [q for c in MORE for q in (
 @pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
 @pytest.mark.parametrize("sql", MORE_QUERIES)
 def test_more_types_through_neki(more, sql, binary):
+    if binary and re.search(r"\bma\b", sql):
+        pytest.skip("a binary array of a user-defined type carries its element type's OID, "
+                    "which differs between the reference and the shards")
     got = fetch(more.connect, sql, binary)
     want = fetch(more.ref, sql, binary)
     assert [repr(r) for r in got] == [repr(r) for r in want], sql

@@ -188,7 +188,7 @@ fx_is_aggregate(void *arg, const char *name)
 static const struct plan_catalog fx_cat = { NULL, fx_column_type, fx_column_name, fx_relkind,
 					    1, fx_column, fx_seq_cache, fx_inh_children,
 					    fx_view_base, fx_table_at, fx_type_name,
-					    fx_is_aggregate, NULL };
+					    fx_is_aggregate, NULL, NULL };
 
 static void
 build_image(struct topo_model *m)
