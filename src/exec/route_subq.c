@@ -363,18 +363,17 @@ static bool
 top_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e, const char **ws,
 	  const char **we)
 {
-	const struct stmt_scope *top = &own->scopes[0];
+	static const char *const as[] = { "as" }, *const where[] = { "where" };
 	const struct stmt_node *nd;
 	const char *p = e;
+	int32_t from = own->nscopes > 0 ? own->scopes[0].from : -1;
 
-	if (own->kind != STMT_SELECT || own->nscopes == 0 || own->rels[ri].scope != 0 || top->from < 0 ||
-	    (uint32_t)top->from >= own->nnodes)
+	if (own->kind != STMT_SELECT || own->rels[ri].scope != 0 || from < 0 ||
+	    (uint32_t)from >= own->nnodes)
 		return false;
-	nd = &own->nodes[top->from];
+	nd = &own->nodes[from];
 	if (nd->kind != STMT_N_REL || nd->ref != ri || nd->next >= 0)
 		return false;
-	static const char *const as[] = { "as" }, *const where[] = { "where" };
-
 	if (own->rels[ri].alias != NULL) {	/* [AS] alias */
 		p = past_blanks(sql, p);
 		p = past_blanks(sql, word_at(p, as, 1) ? p + 2 : p);

@@ -809,6 +809,16 @@ usable_value(const struct stmt_value *v)
 	return v->kind == STMT_V_SLOT || v->kind == STMT_V_CONST;
 }
 
+/* Does IN list predicate <p> hold a usable value? */
+static bool
+in_has_value(const struct stmt_pred *p)
+{
+	for (uint32_t i = 0; i < p->nvals; i++)
+		if (usable_value(&p->vals[i]))
+			return true;
+	return false;
+}
+
 static struct stmt_cond *
 cond_new(struct pb *b, enum stmt_cond_kind kind)
 {
@@ -842,8 +852,9 @@ pred_leaf(struct pb *b, const cJSON *lhs, enum stmt_pred_op op, const cJSON *ite
 			pb_value(b, it, scope, &p->vals[i++]);
 	}
 	p->nvals = n;
-	for (i = 0; i < n; i++)
-		if (!usable_value(&p->vals[i]))
+	for (i = 0; i < n; i++)	/* (a NULL of an IN list beside values matches no row) */
+		if (!usable_value(&p->vals[i]) &&
+		    !(op == STMT_P_IN && p->vals[i].kind == STMT_V_NULL && in_has_value(p)))
 			return cond_new(b, STMT_C_OTHER);
 	c = cond_new(b, STMT_C_PRED);
 	if (c)

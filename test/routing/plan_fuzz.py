@@ -10,7 +10,7 @@ LEFT, RIGHT and FULL, with the sharded table on either side of a reference table
 table-less source, LATERAL subqueries, derived tables and CTEs (MATERIALIZED or not,
 referenced once or twice), filters on the shard key (=, IN, = ANY, OR) and not, EXISTS / NOT
 EXISTS / IN / NOT IN / scalar subqueries correlated on the key, on another column or not at
-all, aggregates with GROUP BY / HAVING, DISTINCT, ORDER BY / LIMIT / OFFSET (also inside
+all, aggregates with GROUP BY / HAVING (ordered-set ones too), DISTINCT, ORDER BY / LIMIT / OFFSET (also inside
 subqueries), window functions, set-returning functions and volatile calls in the select
 list, UNION / UNION ALL; and UPDATE / DELETE with RETURNING (run in a transaction that is
 rolled back, compared by RETURNING and by the table's contents after).
@@ -479,7 +479,9 @@ class Gen:
             fn = self.pick([f"row_number() OVER (PARTITION BY {part.expr} ORDER BY {order})",
                             f"count(*) OVER (PARTITION BY {part.expr})",
                             "count(*) OVER ()",
-                            f"rank() OVER (ORDER BY {part.expr})"])
+                            f"rank() OVER (ORDER BY {part.expr})",
+                            f"dense_rank() OVER (PARTITION BY {part.expr} ORDER BY {order})",
+                            f"(lag({part.expr}) OVER (ORDER BY {order}) IS NULL)::int"])
             return fn, "int"
         if kind == "volatile":     # values differ by shard, row counts must not
             return self.pick(["(random() < 2)::int", "(now() IS NOT NULL)::int",
@@ -516,9 +518,15 @@ class Gen:
         for _ in range(self.r.randint(1, 2)):
             c = self.pick(src.cols)
             num = c.typ in ("int", "num")
-            fn = self.pick(["count(*)", "count", "min", "max", "count distinct"] +
-                           (["sum", "avg"] if num else []))
-            if fn == "count(*)":
+            fn = self.pick(["count(*)", "count", "min", "max", "count distinct",
+                            "percentile_disc", "mode"] +
+                           (["sum", "avg", "percentile_cont"] if num else []))
+            if fn in ("percentile_disc", "mode"):     # (every value of a group in one place)
+                arg = "0.5" if fn == "percentile_disc" else ""
+                items.append((f"{fn}({arg}) WITHIN GROUP (ORDER BY {c.expr})", c.typ))
+            elif fn == "percentile_cont":
+                items.append((f"percentile_cont(0.25) WITHIN GROUP (ORDER BY {c.expr})", "num"))
+            elif fn == "count(*)":
                 items.append(("count(*)", "int"))
             elif fn == "count":
                 items.append((f"count({c.expr})", "int"))

@@ -356,6 +356,8 @@ def test_read_through_the_lookup(st):
     load(st)
     for sql in ("SELECT * FROM orders WHERE id = 71",
                 "SELECT * FROM orders WHERE id IN (11, 71, 191, 5)",
+                "SELECT * FROM orders WHERE id IN (11, NULL, 71)",
+                "SELECT * FROM orders WHERE id = ANY (ARRAY[NULL, 191])",
                 "SELECT count(*), sum(total) FROM orders WHERE id = 30",
                 "SELECT status, count(*) FROM orders WHERE status = 'paid' GROUP BY status",
                 "SELECT id FROM orders WHERE id = 9999",

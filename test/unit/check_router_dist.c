@@ -312,6 +312,9 @@ static const struct {
 	  ALL4 },
 	{ "SELECT count(*) FROM countries k JOIN customers c ON c.country = k.code",
 	  PLAN_SCATTER, ALL4 },
+	/* a NULL in an IN list matches no row (and the list is still the key's) */
+	{ "SELECT * FROM customers WHERE id IN (5, NULL)", PLAN_SINGLE, "c:5" },
+	{ "SELECT * FROM customers WHERE id = ANY (ARRAY[NULL, 5])", PLAN_SINGLE, "c:5" },
 	/* windows partitioned by the shard key: each shard runs them */
 	{ "SELECT id, sum(total) OVER (PARTITION BY customer_id) FROM orders ORDER BY 2",
 	  PLAN_SCATTER, ALL4 },
