@@ -580,6 +580,8 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	if (st->sql == NULL || strcmp(st->sql, sql) != 0)	/* (the cached model's text
 								 * differs: its offsets too) */
 		own = parse_statement(r->arena, sql, norm, &err);
+	if (own != NULL && own->cursor != NULL && own->cursor->query != NULL)
+		own = own->cursor->query;	/* DECLARE: its query's (offsets in <sql>) */
 	if (own != NULL && p->materialize == 0 && p->broadcast > 0 &&
 	    p->broadcast <= own->nrels) {	/* the table as a derived table, planned again */
 		if ((q = subq_next(r, sql, wrapped_sql(sql, own, p->broadcast - 1),

@@ -28,9 +28,13 @@ plan_cursor(struct pctx *c)
 		return true;
 	if (!cur->query || !(ip = rarena_alloc(c->a, sizeof(*ip))))
 		return nk_error_oom(c->err);
-	/* the query is planned as if it ran by itself (fan-out limit included) */
-	if (!plan_build(c->a, cur->query, c->in, ip, c->err))
+	/* the query is planned as if it ran by itself (fan-out limit included); what it
+	 * would read first is read first for the DECLARE (route_subq.c) */
+	if (!plan_build(c->a, cur->query, c->in, ip, c->err)) {
+		c->out->materialize = ip->materialize;
+		c->out->broadcast = ip->broadcast;
 		return false;
+	}
 	c->out->inner = ip;
 	return true;
 }

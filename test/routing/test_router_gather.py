@@ -187,3 +187,30 @@ def test_what_cannot_be_read_first_keeps_the_refusal(loaded, sql, sqlstate, mess
         assert e.value.diag.sqlstate == sqlstate
         assert message in str(e.value)
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT id, row_number() OVER (ORDER BY total, id) FROM orders WHERE total > 5",
+    "SELECT c.name, o.id FROM customers c JOIN orders o ON o.id = c.id * 10 ORDER BY 2",
+    "SELECT status, percentile_disc(0.5) WITHIN GROUP (ORDER BY id) FROM orders "
+    "GROUP BY status ORDER BY 1",
+])
+def test_cursor_over_rows_read_first(loaded, query):  # noqa: F811
+    """DECLARE CURSOR of such a query reads the tables first too; FETCH returns the
+    reference's rows, in parts."""
+    got = []
+    for connect in (loaded.connect, loaded.ref):
+        with connect() as conn:		# (autocommit: the block is the statements')
+            cur = psycopg.ClientCursor(conn)
+            cur.execute("BEGIN")
+            cur.execute(f"DECLARE gather_c CURSOR FOR {query}")
+            rows = []
+            while True:
+                cur.execute("FETCH 7 FROM gather_c")
+                part = cur.fetchall()
+                rows.extend(part)
+                if len(part) < 7:
+                    break
+            cur.execute("ROLLBACK")
+            got.append(rows)
+    assert got[0] == got[1] and got[0], query
