@@ -17,6 +17,8 @@
 
 /* The end of a quoted run opened at s[i] by <q> ('' or "" doubled inside), <esc>: with
  * backslash escapes. */
+#define SKIP_WINDOW 4096	/* bytes sql_skip_item() measures before scanning an item */
+
 static size_t
 scan_quoted(const char *s, size_t i, size_t n, char q, bool esc)
 {
@@ -132,11 +134,21 @@ sql_scan_item(const char *s, size_t i, size_t n, enum sql_item *kind)
 const char *
 sql_skip_item(const char *sql, const char *p)
 {
-	size_t i = (size_t)(p - sql);
-	size_t n = i + strlen(p);
+	size_t i = (size_t)(p - sql), n, end;
 	enum sql_item kind;
+	char c = p[0];
 
-	return sql + sql_scan_item(sql, i, n, &kind);
+	/* (no item starts here: the common case, without measuring the rest of the text) */
+	if (c != '\'' && c != '"' && c != '$' && !(c == '-' && p[1] == '-') &&
+	    !(c == '/' && p[1] == '*') && !(c != '\0' && p[1] == '\'') &&
+	    !((c == 'u' || c == 'U') && p[1] == '&'))
+		return p;
+	n = i + strnlen(p, SKIP_WINDOW);	/* (an item is scanned in a window of the text; one
+						 * that does not end inside it, with all of it) */
+	end = sql_scan_item(sql, i, n, &kind);
+	if (end == n && n - i == SKIP_WINDOW)
+		end = sql_scan_item(sql, i, n + strlen(sql + n), &kind);
+	return sql + end;
 }
 
 void

@@ -180,6 +180,31 @@ START_TEST(test_sql_scan_item)
 }
 END_TEST
 
+/* sql_skip_item() on items longer than the window it measures first: the same end as a
+ * scan of the whole text, terminated or not, whatever follows. */
+START_TEST(test_sql_skip_long_items)
+{
+	static const char *const shapes[][2] = { { "'", "' x" }, { "'", "" },
+						 { "$t$", "$t$ x" }, { "/* ", " */ x" },
+						 { "E'", "\\'' x" }, { "\"", "\" x" } };
+	static const size_t lens[] = { 4090, 4094, 4095, 4096, 4097, 10000 };
+	static char sql[10100];
+
+	for (size_t l = 0; l < NK_ARRAY_LEN(lens); l++)
+		for (size_t k = 0; k < NK_ARRAY_LEN(shapes); k++) {
+			size_t a = strlen(shapes[k][0]), e;
+			enum sql_item kind;
+
+			memcpy(sql, shapes[k][0], a);
+			memset(sql + a, 'a', lens[l]);
+			strcpy(sql + a + lens[l], shapes[k][1]);
+			e = sql_scan_item(sql, 0, strlen(sql), &kind);
+			ck_assert_msg(e > lens[l], "%zu %s", lens[l], shapes[k][0]);
+			ck_assert_ptr_eq(sql_skip_item(sql, sql), sql + e);
+		}
+}
+END_TEST
+
 Suite *
 common_suite(void)
 {
@@ -194,6 +219,7 @@ common_suite(void)
 	tcase_add_test(ti, test_intern_shares_and_frees);
 	tcase_add_test(ti, test_hashes);
 	tcase_add_loop_test(ti, test_sql_scan_item, 0, (int)NK_ARRAY_LEN(scan_cases));
+	tcase_add_test(ti, test_sql_skip_long_items);
 	suite_add_tcase(s, ti);
 	return s;
 }
