@@ -793,7 +793,11 @@ values_sql(struct rsubq *q)
 
 	if (q->rows == NULL || fflush(q->rows) != 0 || (f = open_memstream(&out, &len)) == NULL)
 		return NULL;
-	fprintf(f, "(SELECT %s FROM (VALUES ", q->names);
+	fputs("(WITH __neki_rows(", f);
+	for (uint16_t k = 0; k < q->ncols; k++)
+		fprintf(f, "%sc%u", k ? ", " : "", k + 1u);
+	fputs(") AS MATERIALIZED (VALUES ", f);	/* (read again cheaply: a correlated
+						 * subquery over them scans a tuplestore) */
 	if (q->nrows > 0) {
 		fwrite(q->rows_buf, 1, q->rows_len, f);
 	} else {
@@ -802,10 +806,8 @@ values_sql(struct rsubq *q)
 			fprintf(f, "%sNULL::%s", k ? ", " : "", q->types[k]);
 		fputc(')', f);
 	}
-	fputs(") AS __neki_subquery(", f);
-	for (uint16_t k = 0; k < q->ncols; k++)
-		fprintf(f, "%sc%u", k ? ", " : "", k + 1u);
-	fputs(q->nrows > 0 ? "))" : ") WHERE false)", f);
+	fprintf(f, ") SELECT %s FROM __neki_rows AS __neki_subquery%s)", q->names,
+		q->nrows > 0 ? "" : " WHERE false");
 	if (fclose(f) != 0) {
 		free(out);
 		return NULL;
