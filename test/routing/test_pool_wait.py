@@ -183,3 +183,60 @@ def test_concurrent_scatters_share_one_link_per_shard(tight):
     assert not errors, errors
     assert len(done) == 4 * len(sessions)
     assert time.monotonic() - t0 < 30
+
+
+def test_rows_read_first_under_contention(tight):
+    """Statements that read tables through the router first (a window over every shard, an
+    ordered-set aggregate, a join off the key: several rounds each) from 8 sessions at
+    once, one link per shard, with writers beside them: every statement finishes with the
+    right rows, far below query_wait_timeout (a round holding a link while waiting for
+    another's would stall them)."""
+    with tight.connect() as c:
+        c.execute("INSERT INTO orders SELECT g % 2 + 1, 1000 + g, 'new', g "
+                  "FROM generate_series(1, 40) g")
+    queries = {
+        "SELECT id, row_number() OVER (ORDER BY id) FROM orders WHERE id <= 1040":
+            [(1000 + g, g) for g in range(1, 41)],
+        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY id) FROM orders "
+        "WHERE id <= 1040": [(1020,)],
+        "SELECT c.name, count(*) FROM customers c JOIN orders o ON o.id - 999 = c.id "
+        "WHERE o.id <= 1040 AND c.id <= 2 GROUP BY 1 ORDER BY 1": [("two", 1)],
+    }
+    errors, done = [], []
+    start = threading.Barrier(10)
+
+    def reader(c):
+        try:
+            start.wait(10)
+            for _ in range(4):
+                for sql, want in queries.items():
+                    got = c.execute(sql).fetchall()
+                    assert sorted(got) == sorted(want), (sql, got)
+            done.append(1)
+        except (psycopg.Error, AssertionError) as e:
+            errors.append(e)
+
+    def writer(c, base):
+        try:
+            start.wait(10)
+            for i in range(20):
+                c.execute("INSERT INTO orders VALUES (%s, %s, 'w', 1)", (i % 2 + 1, base + i))
+            done.append(1)
+        except psycopg.Error as e:
+            errors.append(e)
+    sessions = [tight.connect() for _ in range(10)]
+    threads = [threading.Thread(target=reader, args=(c,)) for c in sessions[:8]] + \
+        [threading.Thread(target=writer, args=(c, 5000 + 100 * k))
+         for k, c in enumerate(sessions[8:])]
+    t0 = time.monotonic()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        for c in sessions:
+            c.close()
+    assert not errors, errors[:3]
+    assert len(done) == 10
+    assert time.monotonic() - t0 < 20
