@@ -520,6 +520,8 @@ struct stmt {
 	bool neki_alias;		/* ... with an alias, column list, ORDINALITY or LATERAL */
 	const char *gather_agg;		/* the top level's first aggregate call the merge
 					 * cannot combine (stmt_aggregate_class()); NULL none */
+	struct stmt_colref float_arg;	/* a plain column the top level's stddev / variance
+					 * reads (col NULL: none): of a float type, 0A000 */
 	const char *sql;		/* the text it was parsed from; arena */
 	uint32_t nstatements;		/* statements in the text (the model is the first) */
 };

@@ -230,13 +230,20 @@ gathers(const cJSON *fc, const char *name)
 
 /* An aggregate call of the top level; the first one the merge cannot combine (a built-in
  * without a combine, WITHIN GROUP, aggregate syntax on a name that is no built-in
- * aggregate's) is stmt.gather_agg. */
+ * aggregate's) is stmt.gather_agg; a variance's plain column is stmt.float_arg. */
 static void
 note_top_agg(struct pb *b, const cJSON *fc, const char *name)
 {
+	static const char *const variances[] = { "stddev", "stddev_samp", "stddev_pop",
+						 "variance", "var_samp", "var_pop" };
+
 	b->s->flags |= STMT_F_AGG;
 	if (b->s->gather_agg == NULL && gathers(fc, name))
 		b->s->gather_agg = pb_strdup(b, name);
+	if (b->s->float_arg.col == NULL && !jbool(fc, "agg_distinct") &&
+	    name_in(name, variances, NK_ARRAY_LEN(variances)) &&
+	    !pb_colref(b, cJSON_GetArrayItem(jget(fc, "args"), 0), &b->s->float_arg))
+		b->s->float_arg.col = NULL;	/* (the planner asks the column's type) */
 }
 
 /* A window function call of <scope>: its PARTITION BY columns or the window it names. */

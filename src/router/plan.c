@@ -993,11 +993,9 @@ check_multi_shard_shape(struct pctx *c)
 	return true;
 }
 
-/* The table column <ref> of the top level names: a FROM item's, or one of a derived table
- * of the top level's FROM that has such a column (`(SELECT * FROM orders) orders`, how a
- * table read through the router first is written); NULL when none. */
-static const struct prel *
-top_column_rel(struct pctx *c, const struct stmt_colref *ref)
+/* plan_top_column_rel: see plan_int.h. */
+const struct prel *
+plan_top_column_rel(struct pctx *c, const struct stmt_colref *ref)
 {
 	int i = plan_resolve_col(c, 0, ref->qual, ref->col);
 
@@ -1009,32 +1007,6 @@ top_column_rel(struct pctx *c, const struct stmt_colref *ref)
 			i = (int)k;
 	}
 	return i >= 0 && !c->rels[i].r->is_cte_ref && c->rels[i].schema ? &c->rels[i] : NULL;
-}
-
-/* The top level's GROUP BY, DISTINCT and ORDER BY columns over several shards: one of a
- * type the merge cannot order (jsonb, a composite or other user-defined type, an array of
- * enums) has its rows read first and ordered by a shard (plan_gather()). */
-static bool
-check_key_types(struct pctx *c)
-{
-	const struct plan_catalog *cat = c->in->cat;
-	const struct stmt_scope *s = c->s->nscopes ? &c->s->scopes[0] : NULL;
-	const struct stmt_colref *lists[3] = { s ? s->group : NULL, s ? s->distinct : NULL,
-					      s ? s->order : NULL };
-	uint32_t counts[3] = { s ? s->ngroup : 0, s ? s->ndistinct : 0, s ? s->norder : 0 };
-
-	for (int l = 0; cat && cat->merges_type && cat->column_type && l < 3; l++)
-		for (uint32_t k = 0; k < counts[l]; k++) {
-			const struct prel *p = top_column_rel(c, &lists[l][k]);
-			uint32_t oid = p ? cat->column_type(cat->arg, p->schema, p->r->name,
-							    lists[l][k].col) : 0;
-
-			if (oid != 0 && !cat->merges_type(cat->arg, oid))
-				return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
-						    "merging values of type %u across shards is "
-						    "not supported", oid) || plan_gather(c, 0);
-		}
-	return true;
 }
 
 /* Checks of multi-shard SELECT shapes (spec 3.3 "Rejected multi-shard shapes"). */
@@ -1065,7 +1037,7 @@ check_multi_shard(struct pctx *c)
 		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
 				    "set-returning function in the select list of "
 				    "an aggregate query is unavailable across shards");
-	return check_key_types(c);
+	return plan_check_gather_types(c);
 }
 
 /* A table of the FROM / USING list of an UPDATE / DELETE (top scope, not the target). */

@@ -29,7 +29,9 @@
  *   row would be written on the source row's shard whatever its key (121).
  * A refusal for a part of a subquery in an expression or of a WITH query names that scope
  * in plan.materialize: the executor evaluates it first when it is not correlated
- * (route_subq.c) and plans the statement again over its rows.
+ * (route_subq.c) and plans the statement again over its rows. A level that needs every row
+ * in one place (windows off the key, aggregates without a combine, keys of types the merge
+ * cannot order: plan_gather(), plan_check_gather_types()) names what to read first.
  */
 #include "neki/base.h"
 
@@ -107,6 +109,58 @@ plan_gather(struct pctx *c, uint16_t sc)
 	if (c->s->kind == STMT_SELECT)
 		name_inner_rows(c, sc);
 	return false;
+}
+
+/* The top level's GROUP BY, DISTINCT and ORDER BY columns over several shards: one of a
+ * type the merge cannot order (jsonb, a composite or other user-defined type, an array of
+ * enums) has its rows read first and ordered by a shard (plan_gather()). */
+static bool
+check_key_types(struct pctx *c)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	const struct stmt_scope *s = c->s->nscopes ? &c->s->scopes[0] : NULL;
+	const struct stmt_colref *lists[3] = { s ? s->group : NULL, s ? s->distinct : NULL,
+					      s ? s->order : NULL };
+	uint32_t counts[3] = { s ? s->ngroup : 0, s ? s->ndistinct : 0, s ? s->norder : 0 };
+
+	for (int l = 0; cat && cat->merges_type && cat->column_type && l < 3; l++)
+		for (uint32_t k = 0; k < counts[l]; k++) {
+			const struct prel *p = plan_top_column_rel(c, &lists[l][k]);
+			uint32_t oid = p ? cat->column_type(cat->arg, p->schema, p->r->name,
+							    lists[l][k].col) : 0;
+
+			if (oid != 0 && !cat->merges_type(cat->arg, oid))
+				return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+						    "merging values of type %u across shards is "
+						    "not supported", oid) || plan_gather(c, 0);
+		}
+	return true;
+}
+
+/* stddev / variance of a real or double precision column over several shards: the shards'
+ * float states cannot be combined (merge_agg.c), so its rows are read first and one shard
+ * aggregates them (plan_gather()). */
+static bool
+check_float_variance(struct pctx *c)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	const struct prel *p = c->s->float_arg.col ? plan_top_column_rel(c, &c->s->float_arg) : NULL;
+	uint32_t oid = p && cat && cat->column_type ? cat->column_type(cat->arg, p->schema,
+								       p->r->name,
+								       c->s->float_arg.col) : 0;
+
+	if (oid == 700 || oid == 701)	/* float4, float8 */
+		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
+				    "stddev and variance of real or double precision values "
+				    "cannot be combined across shards") || plan_gather(c, 0);
+	return true;
+}
+
+/* plan_check_gather_types: see plan_int.h. */
+bool
+plan_check_gather_types(struct pctx *c)
+{
+	return check_key_types(c) && check_float_variance(c);
 }
 
 /* Scope <sc> (not the top) is refused: if it reads nothing of its outer query, the router

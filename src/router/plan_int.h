@@ -127,6 +127,14 @@ void plan_broadcast(struct pctx *c, int32_t i);
  * router reads them first, one per round, and the scope runs over their rows. Returns
  * false: the caller has set the refusal, which stands when no rows can be read so. */
 bool plan_gather(struct pctx *c, uint16_t sc);
+/* Key columns (GROUP BY, DISTINCT, ORDER BY) of a type the merge cannot order, and stddev /
+ * variance of a float column, at the top level of a SELECT over several shards: refused
+ * with what to read first (plan_gather()); true when there is none. */
+bool plan_check_gather_types(struct pctx *c);
+/* The table column <ref> of the top level names: a FROM item's, or one of a derived table
+ * of the top level's FROM that has such a column (`(SELECT * FROM orders) orders`, how a
+ * table read through the router first is written); NULL when none. */
+const struct prel *plan_top_column_rel(struct pctx *c, const struct stmt_colref *ref);
 /* plan_merge_agg.c: 0A000 for built-in aggregate <name> that has no combine; false. */
 bool plan_refuse_aggregate(struct nk_error *err, const char *name);
 /* Reference table <p> has a copy on shard <uid>. */

@@ -214,3 +214,22 @@ def test_cursor_over_rows_read_first(loaded, query):  # noqa: F811
             cur.execute("ROLLBACK")
             got.append(rows)
     assert got[0] == got[1] and got[0], query
+
+
+def test_float_variance_reads_the_rows_first(loaded):  # noqa: F811
+    """stddev / variance of a double precision column over several shards: the shards'
+    float states cannot be combined, so the table is read first and one shard aggregates
+    (0A000 before). Compared rounded: a float sum depends on the order rows are added in."""
+    for connect in (loaded.connect, loaded.ref):
+        with connect() as conn:
+            conn.execute("ALTER TABLE order_items ADD COLUMN weight float8")
+            conn.execute("UPDATE order_items SET weight = qty * 1.5 + customer_id / 7.0")
+    try:
+        same(loaded, "SELECT round(stddev(weight)::numeric, 9), "
+                     "round(var_pop(weight)::numeric, 9) FROM order_items")
+        same(loaded, "SELECT sku, round(variance(weight)::numeric, 9) FROM order_items "
+                     "WHERE qty > 0 GROUP BY sku")
+    finally:
+        for connect in (loaded.connect, loaded.ref):
+            with connect() as conn:
+                conn.execute("ALTER TABLE order_items DROP COLUMN weight")
