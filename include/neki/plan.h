@@ -621,11 +621,16 @@ struct plan_merge {
 	struct plan_merge_count limit, offset;
 };
 
+/* 0A000 for stddev / variance of real or double precision values across shards (their
+ * float state cannot be read from the shards): the planner's and the merge's; false. */
+bool plan_refuse_float_variance(struct nk_error *err);
+
 /*
  * Merge spec of a SELECT going to several shards, from the text <sql> the executor sends (the
  * plan's query: literals normalised to $k). Allocated in <a>. Refuses shapes that cannot be
  * merged exactly with NK013 (124 INTERSECT/EXCEPT, 125 grouping sets, 126 TABLESAMPLE,
- * 138 WITH TIES, 106 window functions, 212 user-defined aggregates) or 0A000 naming the shape.
+ * 138 WITH TIES, 212 user-defined aggregates) or 0A000 naming the shape (a window function
+ * is the shards' own: the planner lets only windows partitioned by the shard key through).
  */
 bool plan_merge_build(struct rarena *a, const char *sql, struct plan_merge *out,
 		      struct nk_error *err) NK_MUSTCHECK;

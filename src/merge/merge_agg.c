@@ -705,14 +705,8 @@ merge_agg_check_types(struct merge *m, struct nk_error *err)
 		}
 		switch (a->kind) {
 		case PLAN_AGG_VARIANCE:
-			if (a->carrier < m->ncols && m->types[a->carrier].oid != 1700) {
-				nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
-					     "stddev and variance of real or double "
-					     "precision values cannot be combined across shards");
-				nk_error_detail(err, "Their double precision transition state "
-						"cannot be read from the shards.");
-				return false;
-			}
+			if (a->carrier < m->ncols && m->types[a->carrier].oid != 1700)
+				return plan_refuse_float_variance(err);
 			break;
 		case PLAN_AGG_BIT_AND:
 		case PLAN_AGG_BIT_OR:

@@ -150,9 +150,7 @@ check_float_variance(struct pctx *c)
 								       c->s->float_arg.col) : 0;
 
 	if (oid == 700 || oid == 701)	/* float4, float8 */
-		return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
-				    "stddev and variance of real or double precision values "
-				    "cannot be combined across shards") || plan_gather(c, 0);
+		return plan_refuse_float_variance(c->err) || plan_gather(c, 0);
 	return true;
 }
 

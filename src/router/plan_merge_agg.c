@@ -62,6 +62,17 @@ static const struct {
 	{ "var_pop", PLAN_AGG_VARIANCE, PM_AGG_DISTINCT },
 };
 
+/* plan_refuse_float_variance: see plan.h. */
+bool
+plan_refuse_float_variance(struct nk_error *err)
+{
+	nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED, "stddev and variance of real or "
+		     "double precision values cannot be combined across shards");
+	nk_error_detail(err, "Their double precision transition state cannot be read from the "
+			"shards.");
+	return false;
+}
+
 /* plan_refuse_aggregate: see plan_int.h. */
 bool
 plan_refuse_aggregate(struct nk_error *err, const char *name)

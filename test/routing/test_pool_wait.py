@@ -43,6 +43,14 @@ def one_per_worker(connect, workers=2, seconds=20):
     return [found[w] for w in sorted(found)]
 
 
+def run_all(threads, seconds=60):
+    """Start <threads>, then wait for each (at most <seconds> apiece)."""
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(seconds)
+
+
 def alternate(sessions, sql, rounds=6):
     """Run <sql> on each session in turn, <rounds> times; the longest statement's seconds."""
     worst = 0.0
@@ -171,12 +179,8 @@ def test_concurrent_scatters_share_one_link_per_shard(tight):
             # cold pools every round: room in every pool is no promise to anyone
             with tight.neki.admin_connect() as adm:
                 adm.execute("RECONNECT", prepare=False)
-            threads = [threading.Thread(target=loop, args=(c,)) for c in sessions]
             start.reset()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(60)
+            run_all([threading.Thread(target=loop, args=(c,)) for c in sessions])
     finally:
         for c in sessions:
             c.close()
@@ -230,10 +234,7 @@ def test_rows_read_first_under_contention(tight):
          for k, c in enumerate(sessions[8:])]
     t0 = time.monotonic()
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        run_all(threads)
     finally:
         for c in sessions:
             c.close()
