@@ -23,10 +23,13 @@ enum plan_gsi_kind {
 	PLAN_GSI_UPDATE,	/* lock the owner rows reading their lookup columns, update
 				 * exactly those rows RETURNING the new ones, then move the
 				 * lookup rows that changed */
+	PLAN_GSI_COPY,		/* COPY FROM: each input row's lookup columns read as it
+				 * passes, those lookup rows inserted after the owner rows */
 };
 
-/* INSERT_AFTER, DELETE, UPDATE: one GSI's lookup table and where its columns are in the
- * RETURNING list (the indexed columns first). */
+/* INSERT_AFTER, DELETE, UPDATE, COPY: one GSI's lookup table and where its columns are in
+ * the RETURNING list (COPY: the list of fields read from each row; the indexed columns
+ * first). */
 struct plan_gsi_lookup {
 	const char *name;		/* the GSI */
 	const char *table;		/* "schema"."table", quoted */
@@ -34,6 +37,13 @@ struct plan_gsi_lookup {
 	uint32_t *pos;			/* each one's position in the RETURNING list */
 	uint32_t ncols, nindexed;
 	bool ignore_null;
+};
+
+/* COPY: an input field the lookup rows are made of. */
+struct plan_gsi_field {
+	const char *column;		/* the owner's column (unquoted) */
+	uint32_t field;			/* its number in each input row */
+	uint32_t type_oid;		/* its type (0: unknown) */
 };
 
 struct plan_gsi {
@@ -54,8 +64,11 @@ struct plan_gsi {
 					 * key = ... RETURNING __neki_v.__neki_n, <lookup columns>` */
 	uint32_t nkey;			/* UPDATE: the shard-key columns, after the ctid (or the
 					 * row number) in both lists */
-	struct plan_gsi_lookup *lookups;	/* INSERT_AFTER, DELETE, UPDATE: one per GSI */
+	struct plan_gsi_lookup *lookups;	/* INSERT_AFTER, DELETE, UPDATE, COPY: one per
+						 * GSI */
 	uint32_t nlookups;
+	const struct plan_gsi_field *fields;	/* COPY: the fields read from each row */
+	uint32_t nfields;
 	bool client_returning;		/* DELETE: the statement has its own RETURNING (104) */
 	struct plan_key owner;		/* READ: how an owner key routes (group, index, type) */
 };

@@ -16,11 +16,13 @@
 #include <event2/event.h>
 
 #include "neki/pktbuf.h"
+#include "neki/plan_gsi.h"
 #include "neki/proto.h"
 #include "neki/proc.h"
 #include "route_copy_int.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_gsi.h"
 
 #define COPY_FLUSH_BYTES (64 * 1024)	/* a shard's CopyData is sent at this size */
 #define COPY_QUEUE_HIGH (1024 * 1024)	/* stop reading the client above this queue */
@@ -239,6 +241,66 @@ copy_route_row(struct route *r, struct rcopy *c, const uint8_t *row, size_t len,
 	return ok;
 }
 
+/* Field <k> of plan.gsi's of complete row <row>/<len> as text (malloc'd) into *<out>
+ * (NULL for NULL); false with <err>. */
+static bool
+copy_gsi_field(struct rcopy *c, uint32_t k, const uint8_t *row, size_t len, char **out,
+	       struct nk_error *err)
+{
+	const struct plan_gsi_field *f = &c->plan.gsi->fields[k];
+	const uint8_t *val = NULL;
+	size_t vlen = 0;
+	bool binary = c->opts.fmt == COPY_FMT_BINARY;
+
+	*out = NULL;
+	switch (copy_row_key(&c->gsi_opts[k], row, binary ? len :
+			     copy_row_content(&c->scan, len), c->val, &val, &vlen)) {
+	case COPY_KEY_NULL:
+		return true;
+	case COPY_KEY_MISSING:
+		nk_error_set(err, ERRCODE_BAD_COPY_FILE_FORMAT, "missing data for column \"%s\"",
+			     f->column);
+		copy_context(c, err, row, len, NULL, NULL, 0);
+		return false;
+	case COPY_KEY_OK:
+		break;
+	}
+	*out = binary ? plan_binary_value(f->type_oid, (const char *)val, (int32_t)vlen) :
+	       strndup((const char *)val, vlen);
+	if (*out != NULL)
+		return true;
+	if (!binary)
+		return nk_error_oom(err);
+	nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED, "the router cannot read the binary "
+		     "value of column \"%s\" (type %u) for its global secondary index",
+		     f->column, f->type_oid);
+	nk_error_hint(err, "COPY the rows in text or CSV format.");
+	copy_context(c, err, row, len, NULL, NULL, 0);
+	return false;
+}
+
+/* The lookup columns of one complete row, kept for its lookup rows (route_gsi.c). */
+static bool
+copy_gsi_fields(struct route *r, struct rcopy *c, const uint8_t *row, size_t len,
+		struct nk_error *err)
+{
+	uint32_t n = c->plan.gsi->nfields;
+	char **vals = calloc(n, sizeof(*vals));
+	bool ok = vals != NULL;
+
+	for (uint32_t k = 0; ok && k < n; k++)
+		ok = copy_gsi_field(c, k, row, len, &vals[k], err);
+	if (ok)
+		ok = route_gsi_copy_keep(r, vals, err);
+	else if (vals != NULL)
+		for (uint32_t k = 0; k < n; k++)
+			free(vals[k]);
+	else
+		nk_error_oom(err);
+	free(vals);
+	return ok;
+}
+
 /* Every target gets this row (header lines, the binary header). */
 static bool
 copy_put_all(struct route *r, struct rcopy *c, const uint8_t *row, size_t len)
@@ -275,7 +337,8 @@ copy_row(struct route *r, struct rcopy *c, const uint8_t *row, size_t len)
 	c->line += 1 + c->scan.row_lines;	/* Postgres' line number (CSV quotes count) */
 	if (c->line == 1 + c->scan.row_lines && c->header)
 		return copy_put_all(r, c, row, len);
-	if (!copy_route_row(r, c, row, len, &tg, &err)) {
+	if (!copy_route_row(r, c, row, len, &tg, &err) ||
+	    (c->gsi_opts != NULL && !copy_gsi_fields(r, c, row, len, &err))) {
 		copy_fail_row(r, c, &err);
 		return true;
 	}
@@ -714,6 +777,7 @@ route_copy_free(struct route *r)
 	free(c->gmsg);
 	free(c->carry);
 	free(c->val);
+	free(c->gsi_opts);
 	free(c);
 	r->copy = NULL;
 }
@@ -759,6 +823,31 @@ copy_options(struct rcopy *c, const struct stmt_copy *cp, struct nk_error *err)
 	return true;
 }
 
+/* The owner of an enabled GSI (plan.gsi, r->gsi kept by route_gsi_step()): how each of
+ * its fields is read from a row. */
+static bool
+copy_gsi_options(struct route *r, struct rcopy *c, const struct stmt_copy *cp,
+		 struct nk_error *err)
+{
+	const struct plan_gsi *g = c->plan.gsi;
+
+	if (g == NULL || g->kind != PLAN_GSI_COPY || r->gsi == NULL)
+		return true;
+	if ((c->gsi_opts = calloc(g->nfields, sizeof(*c->gsi_opts))) == NULL)
+		return nk_error_oom(err);
+	for (uint32_t k = 0; k < g->nfields; k++) {
+		struct copy_opts *o = &c->gsi_opts[k];
+
+		*o = c->opts;
+		o->key_pos = g->fields[k].field;
+		o->force_null = copy_force_has(cp->force_null, cp->nforce_null,
+					       cp->force_null_all, g->fields[k].column);
+		o->force_not_null = copy_force_has(cp->force_not_null, cp->nforce_not_null,
+						   cp->force_not_null_all, g->fields[k].column);
+	}
+	return true;
+}
+
 /* A sharded table's COPY: rows are routed by key (the topology stays pinned till the end). */
 static bool
 copy_routed_setup(struct route *r, struct rcopy *c, const struct plan *p, const void *img,
@@ -777,7 +866,7 @@ copy_routed_setup(struct route *r, struct rcopy *c, const struct plan *p, const 
 	c->in.topo = c->ref.data;
 	c->in.sess = &r->ps;
 	snprintf(c->key_col, sizeof(c->key_col), "%s", p->key.column);
-	if (!copy_options(c, p->stmt->copy, err))
+	if (!copy_options(c, p->stmt->copy, err) || !copy_gsi_options(r, c, p->stmt->copy, err))
 		return false;
 	for (uint32_t i = 0; i < r->ntg; i++)
 		if ((c->t[i].ring = calloc(COPY_RING, sizeof(uint32_t))) == NULL)
@@ -846,6 +935,13 @@ route_copy_finished(struct route *r)
 		total = r->sh[r->tg[0]].count;
 	snprintf(tag, sizeof(tag), "COPY %llu", (unsigned long long)total);
 	route_copy_free(r);
+	if (!failed && r->gsi != NULL) {	/* the rows' lookup rows, then the answer */
+		if (route_gsi_copied(r))
+			return;
+		failed = r->has_err;
+		err = r->err;
+	}
+	route_gsi_free(r);
 	route_copy_done(r, tag, failed ? &err : NULL);
 }
 

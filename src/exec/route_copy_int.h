@@ -8,7 +8,9 @@
  * a reference or unsharded table's input goes unchanged to every target. The header line /
  * binary header goes to every shard. A bad row or a shard's error sends CopyFail to the
  * other shards; the client gets the first error, its CONTEXT line renumbered to the input's.
- * Reading the client stops while a shard's send queue is long (back-pressure).
+ * Reading the client stops while a shard's send queue is long (back-pressure). Into the
+ * owner of an enabled global secondary index, each row's lookup columns are read too and
+ * kept (route_gsi_copy_keep()); their lookup rows are inserted once every row passed.
  */
 #ifndef NEKI_WORKER_ROUTE_COPY_INT_H
 #define NEKI_WORKER_ROUTE_COPY_INT_H
@@ -160,6 +162,7 @@ struct rcopy {
 	uint8_t *val;			/* owned: unescaped key value */
 	size_t vcap;
 	bool bin_trailer;		/* binary: the trailer came */
+	struct copy_opts *gsi_opts;	/* owned: plan.gsi's fields, each read as a key is */
 	struct event *ev_wait;		/* owned: back-pressure poll */
 	struct rcopy_target t[32];	/* by target number */
 };

@@ -13,9 +13,12 @@
  * - UPDATE: the rows locked (their ctid, shard key and lookup values read), exactly those
  *   updated RETURNING the new values, then the changed lookup rows deleted and written;
  * - INSERT (one with its own RETURNING): the lookup INSERTs, then the statement.
+ * - COPY: the COPY runs (route_copy.c hands each row's lookup columns to
+ *   route_gsi_copy_keep()), then the INSERTs of those lookup rows, then `COPY n`.
  * Over the extended protocol the steps run as simple Queries (their values are constants),
  * the statement itself at the Execute. Entry points: route_gsi_step(), route_gsi_take(),
- * route_gsi_keep(), route_gsi_finished(), route_gsi_free().
+ * route_gsi_keep(), route_gsi_copy_keep(), route_gsi_copied(), route_gsi_finished(),
+ * route_gsi_free().
  */
 #include "neki/base.h"
 
@@ -37,6 +40,7 @@
 
 #define GSI_COLS 64			/* columns of a step's answer */
 #define GSI_TYPE_MAX 160
+#define GSI_STEP_ROWS 1000		/* lookup rows per INSERT or DELETE step */
 
 enum gsi_phase {
 	G_STEPS,		/* READ / INSERT: the steps before the statement */
@@ -45,6 +49,7 @@ enum gsi_phase {
 	G_RETURNING,		/* INSERT_AFTER, DELETE, UPDATE: the statement RETURNING the
 				 * lookup columns of its rows */
 	G_LOOKUPS,		/* ... then the INSERTs or DELETEs of their lookup rows */
+	G_COPY,			/* COPY: its rows pass, their lookup columns kept */
 };
 
 struct glookup {			/* a plan_gsi_lookup, owned */
@@ -303,6 +308,8 @@ gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
 	q->nkey = g->nkey;
 	if (!copy_lookups(q, g))
 		return nk_error_oom(err);
+	if (g->kind == PLAN_GSI_COPY)
+		return true;	/* (the COPY first; the steps once its rows passed) */
 	if (g->kind == PLAN_GSI_UPDATE) {	/* (the lock first; the update once it ran) */
 		q->phase = G_LOCK;
 		q->off = 1;
@@ -324,6 +331,23 @@ gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
 			return nk_error_oom(err);
 	}
 	q->phase = G_RETURNING;
+	return true;
+}
+
+/* COPY: the kept fields' SQL types (none for one the catalog does not name: the lookup
+ * table's column gives it); then the COPY runs, its rows kept as they pass. */
+static bool
+copy_start(struct route *r, struct rgsi *q, const struct plan_gsi *g)
+{
+	q->phase = G_COPY;
+	q->ncols = (uint16_t)g->nfields;
+	if ((q->types = calloc(g->nfields + 1, sizeof(*q->types))) == NULL)
+		return false;
+	for (uint32_t k = 0; k < g->nfields; k++)
+		if (g->fields[k].type_oid == 0 ||
+		    !route_subq_type_sql(r, g->fields[k].type_oid, q->types[k],
+					 sizeof(q->types[k])))
+			q->types[k][0] = '\0';
 	return true;
 }
 
@@ -392,6 +416,13 @@ route_gsi_step(struct route *r, struct plan *p, const char *planned, const char 
 		*rc = route_fail(r, &err);
 		return true;
 	}
+	if (q->kind == PLAN_GSI_COPY) {
+		if (copy_start(r, q, p->gsi))
+			return false;	/* (the COPY runs now) */
+		route_gsi_free(r);
+		*rc = route_fail(r, (nk_error_oom(&err), &err));
+		return true;
+	}
 	gsi_resume(r);
 	*rc = RSTEP_ASYNC;
 	return true;
@@ -427,36 +458,67 @@ keep_desc(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 	return true;
 }
 
+/* Keep value <s> (owned; NULL for NULL) of <len> bytes; false with <e> past
+ * router_work_mem (or no memory). */
+static bool
+push_value(const struct route *r, struct rgsi *q, char *s, size_t len, struct nk_error *e)
+{
+	if (q->nvals == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 16;
+		char **nv = realloc(q->vals, cap * sizeof(*nv));
+
+		if (nv == NULL) {
+			free(s);
+			return nk_error_oom(e);
+		}
+		q->vals = nv;
+		q->cap = cap;
+	}
+	q->vals[q->nvals++] = s;
+	q->bytes += len + sizeof(char *);
+	if (r->c.cfg->router_work_mem > 0 && (int64_t)q->bytes > r->c.cfg->router_work_mem) {
+		nk_error_set(e, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+			     "the lookup rows of a global secondary index the router keeps for "
+			     "this statement are larger than router_work_mem allows");
+		nk_error_detail(e, "They passed %zu bytes; router_work_mem is %lld bytes.",
+				q->bytes, (long long)r->c.cfg->router_work_mem);
+		nk_error_hint(e, "Raise router_work_mem, or write the rows in smaller "
+			      "batches.");
+		return false;
+	}
+	return true;
+}
+
 static bool
 keep_value(struct route *r, struct rgsi *q, const struct proto_value *v)
 {
 	struct nk_error e;
 	char *s = NULL;
 
-	if (q->nvals == q->cap) {
-		size_t cap = q->cap ? q->cap * 2 : 16;
-		char **nv = realloc(q->vals, cap * sizeof(*nv));
-
-		if (nv == NULL)
-			return route_subq_refused(r, (nk_error_oom(&e), &e));
-		q->vals = nv;
-		q->cap = cap;
-	}
 	if (v->p != NULL && (s = strndup((const char *)v->p, v->len)) == NULL)
 		return route_subq_refused(r, (nk_error_oom(&e), &e));
-	q->vals[q->nvals++] = s;
-	q->bytes += (v->p != NULL ? v->len : 0) + sizeof(char *);
-	if (r->c.cfg->router_work_mem > 0 && (int64_t)q->bytes > r->c.cfg->router_work_mem) {
-		nk_error_set(&e, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
-			     "the lookup rows of a global secondary index the router keeps for "
-			     "this statement are larger than router_work_mem allows");
-		nk_error_detail(&e, "They passed %zu bytes; router_work_mem is %lld bytes.",
-				q->bytes, (long long)r->c.cfg->router_work_mem);
-		nk_error_hint(&e, "Raise router_work_mem, or delete the rows in smaller "
-			      "batches.");
+	if (!push_value(r, q, s, v->p != NULL ? v->len : 0, &e))
 		return route_subq_refused(r, &e);
-	}
 	return true;
+}
+
+/* route_gsi_copy_keep: see route_gsi.h. */
+bool
+route_gsi_copy_keep(struct route *r, char **vals, struct nk_error *err)
+{
+	struct rgsi *q = r->gsi;
+	uint16_t k = 0;
+
+	for (; k < q->ncols; k++)
+		if (!push_value(r, q, vals[k], vals[k] ? strlen(vals[k]) : 0, err))
+			break;
+	if (k == q->ncols) {
+		q->nrows++;
+		return true;
+	}
+	while (++k < q->ncols)
+		free(vals[k]);
+	return false;
 }
 
 static bool
@@ -497,9 +559,12 @@ put_lookup_row(FILE *f, const struct rgsi *q, const struct glookup *lk, char *co
 {
 	fputc('(', f);
 	for (uint32_t k = 0; k < lk->ncols; k++) {
+		const char *type = q->types[q->off + lk->pos[k]];
+
 		fputs(k ? ", " : "", f);
 		sql_put_literal(f, v[lk->pos[k]], strlen(v[lk->pos[k]]));
-		fprintf(f, "::%s", q->types[q->off + lk->pos[k]]);
+		if (type[0] != '\0')
+			fprintf(f, "::%s", type);
 	}
 	fputc(')', f);
 }
@@ -587,20 +652,26 @@ lookup_step(const struct rgsi *q, const struct glookup *lk, char **const *rows, 
 	return out;
 }
 
+/* The DELETE (<deleting>) or INSERT steps of lookup <lk>'s rows for <rows>, at most
+ * GSI_STEP_ROWS of them each. */
 static bool
 add_step(struct route *r, struct rgsi *q, const struct glookup *lk, char **const *rows,
 	 uint64_t nrows, bool deleting)
 {
 	struct nk_error e;
 	bool none;
-	char *text = nrows ? lookup_step(q, lk, rows, nrows, deleting, &none, &e) : NULL;
 
-	if (nrows == 0 || (text == NULL && none))
-		return true;
-	if (text == NULL)
-		return route_subq_refused(r, &e), false;
-	if (!add_text(q, text))
-		return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
+	for (uint64_t at = 0; at < nrows; at += GSI_STEP_ROWS) {
+		uint64_t n = nrows - at < GSI_STEP_ROWS ? nrows - at : GSI_STEP_ROWS;
+		char *text = lookup_step(q, lk, rows + at, n, deleting, &none, &e);
+
+		if (text == NULL && none)
+			continue;
+		if (text == NULL)
+			return route_subq_refused(r, &e), false;
+		if (!add_text(q, text))
+			return route_subq_refused(r, (nk_error_oom(&e), &e)), false;
+	}
 	return true;
 }
 
@@ -727,7 +798,8 @@ static void
 write_answer(struct route *r)
 {
 	const char *what = r->gsi->kind == PLAN_GSI_DELETE ? "DELETE" :
-			   r->gsi->kind == PLAN_GSI_UPDATE ? "UPDATE" : "INSERT 0";
+			   r->gsi->kind == PLAN_GSI_UPDATE ? "UPDATE" :
+			   r->gsi->kind == PLAN_GSI_COPY ? "COPY" : "INSERT 0";
 	char tag[64];
 	struct pktbuf pb;
 
@@ -741,6 +813,19 @@ write_answer(struct route *r)
 			return;
 	}
 	route_stmt_finish(r, tag, NULL);
+}
+
+/* route_gsi_copied: see route_gsi.h. */
+bool
+route_gsi_copied(struct route *r)
+{
+	struct rgsi *q = r->gsi;
+
+	if (!lookup_steps(r, q) || q->ntexts == 0)
+		return false;
+	route_exec_reset(r);
+	gsi_resume(r);
+	return true;
 }
 
 /* route_gsi_finished: see route_gsi.h. */

@@ -33,6 +33,12 @@ bool route_gsi_capturing(const struct route *r);
 /* A step's RowDescription or DataRow (<type> 'T' or 'D', its body <body>[0..len)), read
  * by route_subq_keep(); false when the session closed (a failure is r->err). */
 bool route_gsi_keep(struct route *r, char type, const uint8_t *body, size_t len);
+/* COPY: the lookup columns <vals>[0..n) (owned, NULL for NULL; n the plan's nfields) of
+ * a row that passed; false with <err> (past router_work_mem: the COPY fails). */
+bool route_gsi_copy_keep(struct route *r, char **vals, struct nk_error *err);
+/* COPY: every row passed: true when their lookup rows' steps started (`COPY n` after
+ * them); false when none has one, or with r->err. */
+bool route_gsi_copied(struct route *r);
 /* A step's exec ended: true when the statement goes on (the next step, the statement
  * itself, or its answer sent); false with its error in r->err. */
 bool route_gsi_finished(struct route *r);

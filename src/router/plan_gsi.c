@@ -21,10 +21,14 @@
  * - UPDATE assigning an indexed column: the rows locked with their lookup values read
  *   (ctid, shard key), exactly those updated RETURNING the new ones, then the lookup rows
  *   that changed moved; RETURNING is 104, FROM, subqueries and WITH 0A000.
+ * - COPY FROM into an owner: each row's lookup columns are read from the input as it
+ *   passes (every one must be in it: 44), those lookup rows inserted after the COPY, in its
+ *   transaction, as an INSERT_AFTER's are.
  * - MERGE into an owner, a write to one in a WITH query: 104. Assigning the shard key, an
  *   owner primary-key column or a disabled GSI's column: 145 (plan.c). TRUNCATE of an owner without its lookup tables:
  *   0A000 (with them, every shard truncates both: exact).
- * Entry points: plan_gsi(), plan_gsi_truncate(), plan_gsi_shards(), plan_gsi_enabled().
+ * Entry points: plan_gsi(), plan_gsi_copy(), plan_gsi_truncate(), plan_gsi_shards(),
+ * plan_gsi_enabled().
  */
 #include "neki/base.h"
 
@@ -802,6 +806,68 @@ plan_gsi_write(struct pctx *c, const struct prel *t)
 	pg->inserted_pos = pg->kind == PLAN_GSI_INSERT_AFTER && do_update ? (int32_t)nret : -1;
 	if (pg->kind != PLAN_GSI_INSERT &&
 	    (pg->returning = returning_text(c, t, ret, nret, pg->inserted_pos >= 0)) == NULL)
+		return false;
+	c->out->gsi = pg;
+	return true;
+}
+
+/* ---- COPY FROM ---- */
+
+/* The fields of the COPY's input that the lookup columns <ret> are, into <pg>; NK013 44
+ * when the input lacks one (its value would come from a default the router cannot see). */
+static bool
+copy_fields(struct pctx *c, const struct prel *t, struct plan_gsi *pg, const char **ret,
+	    uint32_t nret)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	struct plan_gsi_field *f = rarena_alloc(c->a, nret * sizeof(*f));
+
+	if (f == NULL)
+		return nk_error_oom(c->err);
+	for (uint32_t k = 0; k < nret; k++) {
+		int at = plan_copy_field(c, t, ret[k]);
+
+		if (at < 0) {
+			nk_error_nk013(c->err, 44);
+			nk_error_detail(c->err, "Column \"%s\" of a global secondary index is not "
+					"in the COPY's column list; the router writes each row's "
+					"lookup row from the row's own fields.", ret[k]);
+			nk_error_hint(c->err, "Name the column in the COPY's column list.");
+			return false;
+		}
+		f[k].column = ret[k];
+		f[k].field = (uint32_t)at;
+		f[k].type_oid = cat != NULL && cat->column_type != NULL ?
+				cat->column_type(cat->arg, t->schema, t->r->name, ret[k]) : 0;
+	}
+	pg->fields = f;
+	pg->nfields = nret;
+	return true;
+}
+
+/* plan_gsi_copy: see plan_int.h. */
+bool
+plan_gsi_copy(struct pctx *c, const struct prel *t)
+{
+	const char *ret[GSI_COLS_MAX * GSI_LOOKUPS_MAX];
+	uint32_t nret = 0, n = topo_image_gsi_count(c->img);
+	struct plan_gsi *pg = NULL;
+	struct gsi_ref g;
+
+	if (c->in->sess->shard[0])
+		return true;	/* (__neki.shard: the shard's own rows) */
+	for (uint32_t i = 0; i < n; i++) {
+		if (!gsi_of(c, t, i, &g))
+			continue;
+		if (pg == NULL && (pg = new_gsi(c, PLAN_GSI_COPY, g.g.name)) == NULL)
+			return false;
+		if (!add_lookup(c, t, &g, pg, ret, &nret, NK_ARRAY_LEN(ret)))
+			return false;
+	}
+	if (pg == NULL)
+		return true;
+	pg->inserted_pos = -1;
+	if (!copy_fields(c, t, pg, ret, nret))
 		return false;
 	c->out->gsi = pg;
 	return true;

@@ -197,10 +197,15 @@ bool plan_gsi(struct pctx *c);
 bool plan_gsi_assignable(const struct pctx *c, const struct prel *t, const char *col);
 /* TRUNCATE naming the owner of an enabled GSI names its lookup table too, else 0A000. */
 bool plan_gsi_truncate(struct pctx *c);
+/* COPY FROM into <t>: plan.gsi of kind COPY when <t> owns an enabled GSI, each lookup
+ * column read from the input (NK013 44 when the COPY does not give one). */
+bool plan_gsi_copy(struct pctx *c, const struct prel *t);
 /* <p> owns an enabled GSI: *<name> (the first). */
 bool plan_gsi_enabled(const struct pctx *c, const struct prel *p, const char **name);
 
 /* plan_util.c */
+/* Field number of column <col> of <p> in each row of the COPY's input, or -1. */
+int plan_copy_field(const struct pctx *c, const struct prel *p, const char *col);
 /* plan_binary_value() (neki/plan_gsi.h) into *<out> in the arena; false when the router
  * cannot read the value (or no memory: <err>). */
 bool plan_binary_text(struct pctx *c, uint32_t oid, const char *data, int32_t len,

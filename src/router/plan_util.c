@@ -360,21 +360,22 @@ plan_owner_gsi(const struct pctx *c, const struct prel *p, const char *column)
 }
 
 /* Position of the shard key in COPY's input columns, or -1. */
-static int
-copy_key_pos(struct pctx *c, const struct prel *p)
+/* plan_copy_field: see plan_int.h. */
+int
+plan_copy_field(const struct pctx *c, const struct prel *p, const char *col)
 {
 	const struct stmt_copy *cp = c->s->copy;
 	const struct plan_catalog *cat = c->in->cat;
 
 	for (uint32_t i = 0; i < cp->ncols; i++)
-		if (streq(cp->cols[i], p->key_col))
+		if (streq(cp->cols[i], col))
 			return (int)i;
 	for (uint32_t i = 0; !cp->ncols && cat && cat->column_name; i++) {
 		const char *name = cat->column_name(cat->arg, p->schema, p->r->name, i + 1);
 
 		if (!name)
 			break;
-		if (streq(name, p->key_col))
+		if (streq(name, col))
 			return (int)i;
 	}
 	return -1;
@@ -410,7 +411,6 @@ copy_sharded(struct pctx *c, struct prel *p)
 {
 	const struct stmt_copy *cp = c->s->copy;
 	struct plan *o = c->out;
-	const char *gsi;
 
 	if (cp->has_file || cp->is_program)
 		return nk_error_nk013(c->err, 41);
@@ -428,8 +428,8 @@ copy_sharded(struct pctx *c, struct prel *p)
 		return nk_error_nk013(c->err, 53);
 	if (p->expr->ncolumns > 1)
 		return nk_error_nk013(c->err, 45);
-	if (plan_gsi_enabled(c, p, &gsi))	/* (the rows' lookup rows are not written) */
-		return nk_error_nk013(c->err, 44);
+	if (!plan_gsi_copy(c, p))		/* (the rows' lookup rows: plan.gsi) */
+		return false;
 	if (copy_omits_sequence(c, p))
 		return nk_error_nk013(c->err, 51);
 	o->op = PLAN_OP_COPY;
@@ -438,7 +438,7 @@ copy_sharded(struct pctx *c, struct prel *p)
 	o->key.index = p->res.index;
 	o->key.col_type = p->col_type;
 	o->key.column = p->key_col;
-	o->key.col_pos = copy_key_pos(c, p);
+	o->key.col_pos = plan_copy_field(c, p, p->key_col);
 	if (o->key.col_pos < 0)
 		return nk_error_set(c->err, NK_ERRCODE_SHARD_KEY_MISSING,
 				    "shard-key column \"%s\" of primary index 0 "

@@ -323,12 +323,145 @@ def test_updates_racing_keep_the_lookups_exact(st):
     assert len(owners) == 12 and {s for _, _, s in owners} == {"s13"}
 
 
-def test_copy_from_into_an_owner_is_44(st):
+def copy_rows(conn, sql, rows=None, data=None):
+    """COPY FROM STDIN through <conn>: <rows> written as rows, or the bytes <data>; the
+    status line."""
+    with conn.cursor() as cur:
+        with cur.copy(sql) as cp:
+            if data is not None:
+                cp.write(data)
+            for row in rows or ():
+                cp.write_row(row)
+        return cur.statusmessage
+
+
+def both_copy(st, sql, rows=None, data=None):
+    """The same COPY through neki and on the reference: the same status or error."""
+    got = []
+    for connect in (st.connect, st.ref):
+        with connect() as conn:
+            try:
+                got.append(copy_rows(conn, sql, rows, data))
+            except psycopg.Error as e:
+                got.append(f"ERROR {e.diag.sqlstate}")
+    assert got[0] == got[1], f"{sql}: neki {got[0]} != reference {got[1]}"
+    return got[0]
+
+
+def test_copy_from_writes_lookup_rows(st):
+    """COPY FROM into the owner writes each row's lookup rows in its transaction, in text,
+    CSV (quoted values, a column list in another order) and binary format; more rows than
+    one lookup step holds."""
+    assert both_copy(st, "COPY orders FROM STDIN",
+                     [(c, c * 10 + k, "new" if k else "paid", k) for c in range(1, 9)
+                      for k in range(3)]) == "COPY 24"
+    assert both_copy(st, "COPY orders (status, id, customer_id) FROM STDIN (FORMAT csv)",
+                     data=b'"a,b",501,51\n"say ""hi""",502,52\nnew,503,53\n') == "COPY 3"
+    with st.connect() as conn:
+        with conn.cursor() as cur:
+            with cur.copy("COPY orders (customer_id, id, status) FROM STDIN "
+                          "(FORMAT binary)") as cp:
+                cp.set_types(["int8", "int8", "text"])
+                for k in range(5):
+                    cp.write_row((60 + k, 600 + k, f"bin{k}"))
+    with st.ref() as conn:
+        conn.execute("INSERT INTO orders (customer_id, id, status) "
+                     "SELECT 60 + k, 600 + k, 'bin' || k FROM generate_series(0, 4) k")
+    # 2500 rows: the lookup INSERTs go in steps of 1000 rows
+    assert both_copy(st, "COPY orders (customer_id, id, status) FROM STDIN (FORMAT csv)",
+                     data="".join(f"{1000 + k % 40},{10000 + k},s{k % 7}\n"
+                                  for k in range(2500)).encode()) == "COPY 2500"
+    owners = assert_lookups_match(st)
+    assert len(owners) == 24 + 3 + 5 + 2500
+    assert both_run(st, "SELECT customer_id, id, status FROM orders WHERE id IN "
+                        "(11, 501, 502, 603, 12345)")[1] == \
+        [(1, 11, "new"), (51, 501, "a,b"), (52, 502, 'say "hi"'), (63, 603, "bin3"),
+         (1025, 12345, "s0")]
+
+
+def test_copy_from_duplicate_fails_whole(st):
+    """A unique GSI's duplicate in a COPY, against a row on another shard or inside the
+    COPY itself, fails it with 23505 and keeps none of its rows (nor their lookup rows);
+    in a transaction block the block fails and its earlier rows go with it."""
+    load(st, 4)
+    for rows in ([(33, 100, "new", 1), (34, 10, "new", 1)],      # id 10: customer 1's
+                 [(35, 700, "new", 1), (36, 700, "new", 1)]):    # twice in the COPY
+        with st.connect() as conn:     # (the reference has no unique id)
+            with pytest.raises(psycopg.Error) as e:
+                copy_rows(conn, "COPY orders FROM STDIN", rows)
+        assert e.value.diag.sqlstate == "23505", e.value
+    with st.connect() as conn:
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO orders VALUES (40, 800, 'new', 1)")
+        with pytest.raises(psycopg.Error) as e:
+            copy_rows(conn, "COPY orders FROM STDIN", [(41, 801, "x", 1), (42, 20, "x", 1)])
+        assert e.value.diag.sqlstate == "23505"
+        assert "already exists" in (e.value.diag.message_detail or "")
+        conn.execute("ROLLBACK")
+        conn.execute("BEGIN")
+        assert copy_rows(conn, "COPY orders FROM STDIN", [(43, 900, "x", 1)]) == "COPY 1"
+        conn.execute("ROLLBACK")
+    assert len(assert_lookups_match(st)) == 8
+    with st.connect() as conn:
+        with conn.transaction():
+            assert copy_rows(conn, "COPY orders FROM STDIN", [(44, 901, "x", 1)]) == "COPY 1"
+            conn.execute("DELETE FROM orders WHERE id = 901")
+            assert copy_rows(conn, "COPY orders FROM STDIN", [(45, 901, "y", 1)]) == "COPY 1"
+    assert (901, 45, "y") in assert_lookups_match(st)
+
+
+def test_copy_from_under_atomic_commit(st):
+    """Under __neki.tx_mode atomic the COPY's owner rows and lookup rows on several shards
+    commit with two-phase commit: all of them, and a failed one leaves no prepared
+    transaction behind."""
+    with st.connect(autocommit=True) as conn:
+        conn.execute("SET __neki.tx_mode = 'atomic'")
+        assert copy_rows(conn, "COPY orders FROM STDIN",
+                         [(c, 70 + c, "new", 1) for c in range(1, 13)]) == "COPY 12"
+        with pytest.raises(psycopg.Error) as e:
+            copy_rows(conn, "COPY orders FROM STDIN", [(20, 900, "new", 1), (21, 71, "x", 1)])
+        assert e.value.diag.sqlstate == "23505"
+    assert len(assert_lookups_match(st)) == 12
+    assert everywhere(st, "SELECT gid FROM pg_prepared_xacts") == []
+
+
+def test_copy_from_refusals(st):
+    """A COPY whose input lacks a lookup column (status would come from its default) is
+    NK013 44 naming the column; a NULL indexed value is refused as an INSERT's is; a bad
+    row fails the COPY with nothing kept."""
     with st.connect() as conn:
         with pytest.raises(psycopg.Error) as e:
-            with conn.cursor().copy("COPY orders FROM STDIN") as cp:
-                cp.write_row((1, 10, "new", 1))
+            copy_rows(conn, "COPY orders (customer_id, id) FROM STDIN", [(1, 10)])
     assert e.value.diag.sqlstate == "NK013" and "secondary index" in str(e.value)
+    assert '"status"' in (e.value.diag.message_detail or "")
+    with st.connect() as conn:
+        with pytest.raises(psycopg.Error) as e:
+            copy_rows(conn, "COPY orders FROM STDIN", data=b"1\t10\t\\N\t1\n")
+    assert e.value.diag.sqlstate == "23502"
+    with st.connect() as conn:
+        with pytest.raises(psycopg.Error) as e:
+            copy_rows(conn, "COPY orders FROM STDIN", data=b"1\t10\tnew\t1\n2\t20\n")
+    assert e.value.diag.sqlstate == "22P04"
+    assert assert_lookups_match(st) == []
+
+
+def test_copy_race_keeps_lookups_exact(st):
+    """Clients COPY batches of owners with ids from a small domain at once: every COPY
+    commits whole or not at all, the ids end distinct and the lookups equal the owners."""
+    def client(k, errors, done):
+        with st.connect(autocommit=True) as conn:
+            for n in range(6):
+                rows = [(k * 100 + n * 10 + j, (k * 7 + n * 5 + j * 3) % 40, "new", 1)
+                        for j in range(4)]
+                try:
+                    copy_rows(conn, "COPY orders FROM STDIN", rows)
+                    done.append(len(rows))
+                except psycopg.Error as e:
+                    errors.append(e.diag.sqlstate)
+    errors, done = race(5, client)
+    assert errors and done and set(errors) <= {"23505", "40P01"}, errors
+    owners = assert_lookups_match(st)
+    assert len(owners) == sum(done) and len({i for i, _, _ in owners}) == len(owners)
 
 
 def test_uniqueness_race(st):

@@ -3,7 +3,8 @@
  * global secondary index (src/router/plan_gsi.c): the storefront with its GSI orders_by_id
  * (orders by id -> customer_id, lookup sharded by id) enabled. The lookup read of a
  * scattered `id = v` / `id IN (...)`, the lookup INSERT of each VALUES row (bound values
- * in text and binary), the RETURNING list and lookup of a DELETE, the refusals, and the
+ * in text and binary), the RETURNING list and lookup of a DELETE, the fields a COPY reads
+ * for its lookup rows, the refusals, and the
  * shards plan_gsi_shards() picks from the keys a lookup returned. Added to the "router"
  * suite by router_add_gsi_tests().
  */
@@ -134,6 +135,30 @@ START_TEST(test_gsi_delete)
 }
 END_TEST
 
+START_TEST(test_gsi_copy)
+{
+	struct rt_fx fx;
+	struct plan p;
+	const struct plan_gsi *g = planned(&fx, "COPY orders (status, id, customer_id) FROM STDIN",
+					   NULL, 0, &p);
+
+	ck_assert_ptr_nonnull(g);
+	ck_assert_int_eq(g->kind, PLAN_GSI_COPY);
+	ck_assert_int_eq(p.op, PLAN_OP_COPY);
+	ck_assert_uint_eq(g->nlookups, 1);
+	ck_assert_str_eq(g->lookups[0].table, "\"public\".\"orders_by_id\"");
+	ck_assert_uint_eq(g->nfields, 2);	/* id, customer_id: fields 1 and 2 of a row */
+	ck_assert_str_eq(g->fields[0].column, "id");
+	ck_assert_uint_eq(g->fields[0].field, 1);
+	ck_assert_str_eq(g->fields[1].column, "customer_id");
+	ck_assert_uint_eq(g->fields[1].field, 2);
+	ck_assert_uint_eq(g->lookups[0].pos[0], 0);
+	ck_assert_uint_eq(g->lookups[0].pos[1], 1);
+	ck_assert_int_eq(g->inserted_pos, -1);
+	rt_fx_done(&fx);
+}
+END_TEST
+
 START_TEST(test_gsi_update)
 {
 	struct rt_fx fx;
@@ -186,7 +211,7 @@ static const struct {
 	{ "UPDATE orders o SET id = 3 FROM order_items i WHERE i.customer_id = o.customer_id",
 	  "0A000", 0, "reading other tables" },
 	{ "WITH w AS (SELECT 1) UPDATE orders SET id = 3", "0A000", 0, NULL },
-	{ "COPY orders FROM STDIN", "NK013", 44, NULL },
+	{ "COPY orders (customer_id, status) FROM STDIN", "NK013", 44, NULL },
 	{ "EXPLAIN ANALYZE DELETE FROM orders WHERE customer_id = 1", "0A000", 0,
 	  "EXPLAIN ANALYZE of a write" },
 	{ "WITH d AS (DELETE FROM orders WHERE customer_id = 1 RETURNING 1) SELECT * FROM d",
@@ -246,6 +271,7 @@ router_add_gsi_tests(Suite *s)
 	tcase_add_test(tc, test_gsi_read);
 	tcase_add_test(tc, test_gsi_insert);
 	tcase_add_test(tc, test_gsi_delete);
+	tcase_add_test(tc, test_gsi_copy);
 	tcase_add_test(tc, test_gsi_update);
 	tcase_add_loop_test(tc, test_gsi_refusals, 0, NK_ARRAY_LEN(refusals));
 	tcase_add_test(tc, test_gsi_shards);
