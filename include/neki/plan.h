@@ -85,6 +85,7 @@ struct plan_session {
 	const char *schema;		/* borrowed: first schema of search_path ("public") */
 	bool in_transaction;
 	bool gsi_step;			/* a step the executor runs for a GSI: planned as is */
+	bool explain;			/* the statement of a plain EXPLAIN: it reads no row */
 	const char *tx_shard;		/* borrowed: a shard the transaction already uses; NULL */
 	const char *lock_shard;		/* borrowed: the shard whose link holds the session's
 					 * advisory locks; NULL when it holds none */

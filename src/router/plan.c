@@ -1091,7 +1091,7 @@ plan_dml(struct pctx *c)
 {
 	if (c->s->flags & STMT_F_INTO)
 		return nk_error_nk013(c->err, 1);
-	if (!plan_resolve_rels(c))
+	if (!plan_resolve_rels(c) || !plan_gsi_refuse_lookups(c))
 		return false;
 	if (c->s->kind == STMT_INSERT)
 		return plan_insert(c) && plan_calls(c) && check_multi_shard_shape(c) &&

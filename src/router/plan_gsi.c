@@ -24,11 +24,13 @@
  * - COPY FROM into an owner: each row's lookup columns are read from the input as it
  *   passes (every one must be in it: 44), those lookup rows inserted after the COPY, in its
  *   transaction, as an INSERT_AFTER's are.
- * - MERGE into an owner, a write to one in a WITH query: 104. Assigning the shard key, an
+ * - MERGE into an owner, a write to one in a WITH query: 104.
+ * - A statement naming the lookup table of an enabled GSI: 0A000 (spec 3.3), but for the
+ *   router's own steps, a plain EXPLAIN and a TRUNCATE with its owner. Assigning the shard key, an
  *   owner primary-key column or a disabled GSI's column: 145 (plan.c). TRUNCATE of an owner without its lookup tables:
  *   0A000 (with them, every shard truncates both: exact).
- * Entry points: plan_gsi(), plan_gsi_copy(), plan_gsi_truncate(), plan_gsi_shards(),
- * plan_gsi_enabled().
+ * Entry points: plan_gsi(), plan_gsi_copy(), plan_gsi_refuse_lookups(), plan_gsi_truncate(),
+ * plan_gsi_shards(), plan_gsi_enabled().
  */
 #include "neki/base.h"
 
@@ -873,6 +875,43 @@ plan_gsi_copy(struct pctx *c, const struct prel *t)
 	return true;
 }
 
+/* Is <p> the lookup table of an enabled GSI (not disabled by V11)? *<g> then. */
+static bool
+lookup_of(const struct pctx *c, const struct prel *p, struct topo_img_gsi *g)
+{
+	for (uint32_t i = 0; i < topo_image_gsi_count(c->img); i++) {
+		topo_image_gsi(c->img, i, g);
+		if (g->enabled && same(g->db, c->in->sess->db) && same(g->table, p->r->name) &&
+		    (g->schema == NULL || same(g->schema, p->schema)) &&
+		    !lookup_pk_differs(c, g, g->schema ? g->schema : p->schema))
+			return true;
+	}
+	return false;
+}
+
+/* plan_gsi_refuse_lookups: see plan_int.h. */
+bool
+plan_gsi_refuse_lookups(struct pctx *c)
+{
+	struct topo_img_gsi g;
+
+	if (c->in->sess->gsi_step || c->in->sess->explain)
+		return true;
+	for (uint32_t i = 0; i < c->nrels; i++) {
+		if (!lookup_of(c, &c->rels[i], &g))
+			continue;
+		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED, "relation \"%s\" is the lookup "
+			     "table of global secondary index \"%s\" and cannot be read or "
+			     "written through the router", g.table, g.name);
+		nk_error_detail(c->err, "The router keeps its rows equal to the rows of \"%s\".",
+				g.owner_table);
+		nk_error_hint(c->err, "Query \"%s\" by the indexed columns: the router reads "
+			      "the lookup table itself.", g.owner_table);
+		return false;
+	}
+	return true;
+}
+
 /* A write to an owner that is not the statement's own (a data-modifying WITH query): its
  * lookup rows would not follow, 104. */
 static bool
@@ -964,22 +1003,24 @@ plan_gsi_truncate(struct pctx *c)
 		const char *schema = s->rels[i].schema ? s->rels[i].schema : c->in->sess->schema;
 
 		for (uint32_t k = 0; k < topo_image_gsi_count(c->img); k++) {
-			bool listed = false;
+			bool owner, listed = false;
 
 			topo_image_gsi(c->img, k, &g);
+			owner = same(g.owner_table, s->rels[i].name);
 			if (!g.enabled || !same(g.db, c->in->sess->db) ||
-			    !same(g.owner_table, s->rels[i].name) ||
+			    !(owner || same(g.table, s->rels[i].name)) ||
 			    (g.schema && !same(g.schema, schema)) ||
 			    lookup_pk_differs(c, &g, g.schema ? g.schema : schema))
 				continue;
 			for (uint32_t j = 0; j < s->nrels; j++)
-				listed = listed || same(s->rels[j].name, g.table);
+				listed = listed || same(s->rels[j].name, owner ? g.table : g.owner_table);
 			if (listed)
 				continue;
 			nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
-				     "TRUNCATE of \"%s\" must also truncate \"%s\", the lookup "
-				     "table of its global secondary index \"%s\"", g.owner_table,
-				     g.table, g.name);
+				     "TRUNCATE of \"%s\" must also truncate \"%s\", the %s of its "
+				     "global secondary index \"%s\"", s->rels[i].name,
+				     owner ? g.table : g.owner_table,
+				     owner ? "lookup table" : "owner", g.name);
 			nk_error_hint(c->err, "TRUNCATE %s, %s", g.owner_table, g.table);
 			return false;
 		}

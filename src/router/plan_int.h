@@ -195,11 +195,15 @@ bool plan_gsi(struct pctx *c);
 /* An UPDATE of <t> may assign GSI column <col>: an indexed column of an enabled GSI (the
  * router moves its lookup rows), or the executor's own step. */
 bool plan_gsi_assignable(const struct pctx *c, const struct prel *t, const char *col);
-/* TRUNCATE naming the owner of an enabled GSI names its lookup table too, else 0A000. */
+/* TRUNCATE naming the owner of an enabled GSI names its lookup table too, and the other
+ * way round, else 0A000. */
 bool plan_gsi_truncate(struct pctx *c);
 /* COPY FROM into <t>: plan.gsi of kind COPY when <t> owns an enabled GSI, each lookup
  * column read from the input (NK013 44 when the COPY does not give one). */
 bool plan_gsi_copy(struct pctx *c, const struct prel *t);
+/* A statement naming the lookup table of an enabled GSI is 0A000 (spec 3.3), but for the
+ * executor's own steps (plan_session.gsi_step) and a plain EXPLAIN. */
+bool plan_gsi_refuse_lookups(struct pctx *c);
 /* <p> owns an enabled GSI: *<name> (the first). */
 bool plan_gsi_enabled(const struct pctx *c, const struct prel *p, const char **name);
 

@@ -468,6 +468,8 @@ plan_copy(struct pctx *c)
 	if (!plan_resolve_rels(c) || c->nrels == 0)
 		return c->nrels == 0 ? nk_error_nk013(c->err, 20) : false;
 	p = &c->rels[0];
+	if (!c->in->sess->shard[0] && !plan_gsi_refuse_lookups(c))
+		return false;
 	if (cp->is_from && cat && cat->relkind && cat->relkind(cat->arg, p->schema, p->r->name) == 'm')
 		return nk_error_nk013(c->err, 56);
 	if (p->sharded)
@@ -524,6 +526,7 @@ plan_explain_stmt(struct pctx *c)
 		return nk_error_oom(c->err);
 	if (e->neki_plan && !e->analyze)
 		sess.fanout = PLAN_FANOUT_SCATTER;	/* the limit applies to ANALYZE only */
+	sess.explain = !e->analyze;
 	in.sess = &sess;
 	if (!plan_build(c->a, e->inner, &in, ip, c->err)) {
 		if (e->neki_plan && !e->analyze) {	/* (route_subq.c shows what is read first) */

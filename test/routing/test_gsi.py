@@ -234,7 +234,10 @@ def test_refused_shapes(st):
         ("UPDATE orders o SET status = 'x' FROM customers c WHERE c.id = o.customer_id",
          "0A000", "reading other tables"),
         ("UPDATE orders SET status = 'x' WHERE id IN (SELECT id FROM orders_by_id)",
-         "0A000", "reading other tables"),
+         "0A000", '"orders_by_id" is the lookup table of global secondary index'),
+        ("SELECT * FROM orders_by_id", "0A000", "cannot be read or written through"),
+        ("INSERT INTO orders_by_status VALUES ('x', 1, 2)", "0A000", "is the lookup table"),
+        ("TRUNCATE orders_by_id", "0A000", 'must also truncate "orders", the owner'),
         ("INSERT INTO orders VALUES (1, 10, 'new', 1) ON CONFLICT (customer_id, id) "
          "DO UPDATE SET status = 'x'", "NK013", "145"),
         ("INSERT INTO orders VALUES (1, 10, 'new', 1) ON CONFLICT DO NOTHING", "0A000",
@@ -262,6 +265,12 @@ def test_refused_shapes(st):
         e = neki_error(st, sql)
         assert e.diag.sqlstate == state, (sql, e)
         assert text in str(e) or text in (e.diag.message_detail or ""), (sql, str(e))
+    with st.connect() as conn:
+        with pytest.raises(psycopg.Error) as e:
+            copy_rows(conn, "COPY orders_by_id FROM STDIN", [(1, 2)])
+    assert e.value.diag.sqlstate == "0A000" and "lookup table" in str(e.value)
+    # a plain EXPLAIN reads no row: it may name one
+    assert st.run("EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT * FROM orders_by_id WHERE id = 10")
     # an UPDATE of the other columns keeps its lookup rows
     assert both_run(st, "UPDATE orders SET total = 7 WHERE id = 10")[0] == "UPDATE 1"
     assert len(assert_lookups_match(st)) == 4

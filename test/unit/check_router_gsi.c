@@ -159,6 +159,20 @@ START_TEST(test_gsi_copy)
 }
 END_TEST
 
+/* A plain EXPLAIN may name a lookup table (it reads no row); the statement itself not. */
+START_TEST(test_gsi_lookup_explained)
+{
+	struct rt_fx fx;
+	struct plan p;
+	struct nk_error err;
+
+	ck_assert_msg(rt_plan_storefront(&fx, "EXPLAIN (NEKI_PLAN) SELECT * FROM orders_by_id "
+					 "WHERE id = 3", NULL, NULL, 0, &p, &err), "%s",
+		      err.message);
+	rt_fx_done(&fx);
+}
+END_TEST
+
 START_TEST(test_gsi_update)
 {
 	struct rt_fx fx;
@@ -217,6 +231,14 @@ static const struct {
 	{ "WITH d AS (DELETE FROM orders WHERE customer_id = 1 RETURNING 1) SELECT * FROM d",
 	  "NK013", 104, NULL },
 	{ "TRUNCATE orders", "0A000", 0, "must also truncate \"orders_by_id\"" },
+	{ "TRUNCATE orders_by_id", "0A000", 0, "must also truncate \"orders\", the owner" },
+	{ "SELECT * FROM orders_by_id WHERE id = 3", "0A000", 0,
+	  "\"orders_by_id\" is the lookup table of global secondary index" },
+	{ "DELETE FROM orders_by_id", "0A000", 0, "is the lookup table" },
+	{ "SELECT * FROM orders o JOIN orders_by_id l USING (id)", "0A000", 0,
+	  "is the lookup table" },
+	{ "COPY orders_by_id TO STDOUT", "0A000", 0, "is the lookup table" },
+	{ "EXPLAIN ANALYZE SELECT * FROM orders_by_id", "0A000", 0, "is the lookup table" },
 };
 
 START_TEST(test_gsi_refusals)
@@ -272,6 +294,7 @@ router_add_gsi_tests(Suite *s)
 	tcase_add_test(tc, test_gsi_insert);
 	tcase_add_test(tc, test_gsi_delete);
 	tcase_add_test(tc, test_gsi_copy);
+	tcase_add_test(tc, test_gsi_lookup_explained);
 	tcase_add_test(tc, test_gsi_update);
 	tcase_add_loop_test(tc, test_gsi_refusals, 0, NK_ARRAY_LEN(refusals));
 	tcase_add_test(tc, test_gsi_shards);
