@@ -831,7 +831,8 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 		return false;	/* (the client is gone) */
 	if (r->combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
 		return route_seq_msg(r, l, pkt);
-	if (r->subq_capture && r->combine != RX_MERGE && strchr("TDC", pkt->type) != NULL)
+	if (r->subq_capture && r->combine != RX_MERGE && r->combine != RX_INSEL &&
+	    strchr("TDC", pkt->type) != NULL)	/* (merge, INSERT ... SELECT: theirs kept) */
 		return route_subq_answer(r, l, pkt);
 	if (r->combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
 		return route_pull_answer(r, sh, l, pkt);

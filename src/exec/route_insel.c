@@ -22,7 +22,8 @@
  * fetched (back-pressure), nor is any while targets have rows waiting, so memory is bounded
  * by a few rounds of rows. Each row's shard is the target key's value routed as COPY does
  * (plan_route_text); identity/serial columns the INSERT omits get router-reserved values.
- * RETURNING rows go to the client in source order. Entry points: route_insel_start(),
+ * RETURNING rows go to the client in source order (a GSI step's are kept: route_gsi.c
+ * writes the lookup rows of the rows written). Entry points: route_insel_start(),
  * route_insel_msg(), route_insel_next(), route_insel_client_ready(), route_insel_free().
  */
 #include "neki/base.h"
@@ -38,6 +39,7 @@
 #include "neki/proto.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_subq.h"
 
 #include "route_insel_int.h"
 
@@ -477,6 +479,8 @@ insel_on_desc(struct route *r, struct rinsel *x, struct insel_shard *e, enum ins
 		if (x->rowdesc_sent || (r->ext_exec && !r->ext_describe))
 			return insel_skip(l, pkt);
 		x->rowdesc_sent = true;
+		if (r->subq_capture)	/* (a step of a GSI: its RETURNING kept) */
+			return route_subq_keep(r, pkt->data, pkt->len) && insel_skip(l, pkt);
 		r->c.stats->total_sent += pkt->len;
 		sbuf_forward(link_sbuf(l), r->c.sb, pkt->len);
 		return true;
@@ -741,10 +745,27 @@ insel_round(struct route *r, struct rinsel *x, bool *started, struct nk_error *e
 
 /* ---- after a round ---- */
 
+/* Rows <pb> to the client, or kept when they are a GSI step's RETURNING (route_gsi.c
+ * reads them through route_subq_keep()). False when the session is gone. */
+static bool
+insel_out(struct route *r, struct pktbuf *pb)
+{
+	bool ok;
+
+	if (!r->subq_capture) {
+		r->c.stats->total_sent += pb->len;
+		return route_send(r, pb);
+	}
+	ok = route_subq_keep(r, pb->buf, pb->len);
+	pktbuf_cleanup(pb);
+	return ok;
+}
+
 /*
  * The round's RETURNING rows to the client in source order: each target returned its rows
  * in the order of its VALUES (sent[]); a target whose ON CONFLICT DO NOTHING skipped rows
- * returned fewer, which keep their order among themselves. False when the client is gone.
+ * returned fewer, which keep their order among themselves (a GSI step's: kept, insel_out()).
+ * False when the client is gone.
  */
 static bool
 insel_send_returned(struct route *r, struct rinsel *x)
@@ -774,8 +795,7 @@ insel_send_returned(struct route *r, struct rinsel *x)
 		pktbuf_put_bytes(&pb, x->s[best].ret[pos[best]].msg, x->s[best].ret[pos[best]].len);
 		pos[best]++;
 		if (pb.len >= 65536) {
-			r->c.stats->total_sent += pb.len;
-			if (!route_send(r, &pb))
+			if (!insel_out(r, &pb))
 				return false;
 			pktbuf_init(&pb, 4096);
 		}
@@ -784,8 +804,7 @@ insel_send_returned(struct route *r, struct rinsel *x)
 		pktbuf_cleanup(&pb);
 		return true;
 	}
-	r->c.stats->total_sent += pb.len;
-	return route_send(r, &pb);
+	return insel_out(r, &pb);
 }
 
 /* The statement ended (<err> NULL: its tag); the next statement or the Query's end. */
@@ -804,6 +823,18 @@ insel_finish(struct route *r, const struct nk_error *err)
 		e = *err;
 	route_insel_free(r);
 	route_exec_reset(r);
+	if (r->subq_capture) {	/* a GSI step (its RETURNING kept): the statement goes on */
+		if (err != NULL && !r->has_err) {
+			r->err = e;
+			r->has_err = true;
+		}
+		if (route_subq_finished(r) && !r->has_err)
+			return;
+		e = r->err;
+		r->has_err = false;
+		route_stmt_finish(r, NULL, &e);
+		return;
+	}
 	if (nodata) {
 		pktbuf_init(&pb, 8);
 		pktbuf_write_no_data(&pb);

@@ -6,8 +6,9 @@
  *   with ON CONFLICT DO UPDATE also whether the row was inserted), then those lookup rows
  *   inserted, in the same transaction: a unique GSI's lookup table has the indexed columns
  *   as its primary key, so a duplicate anywhere fails there with 23505, whichever shard
- *   the owners live on. Refused: ON CONFLICT without a conflict target, an INSERT ...
- *   SELECT the router runs across shards (0A000). An INSERT with its own RETURNING writes
+ *   the owners live on (also an INSERT ... SELECT the router runs across shards: its
+ *   batch INSERTs carry the RETURNING). Refused: ON CONFLICT without a conflict target
+ *   (0A000). An INSERT with its own RETURNING writes
  *   the lookup rows first instead, from its VALUES: each value a constant or a parameter
  *   (0A000), no indexed column omitted (NK306), no SELECT, no ON CONFLICT (0A000). A NULL
  *   indexed value has no lookup row under ignore_null, else 23502 (also a NULL owner key).
@@ -476,15 +477,6 @@ check_insert_after(struct pctx *c, const struct prel *t, const struct plan_gsi *
 {
 	const struct stmt_insert *ins = c->s->insert;
 
-	if (c->out->op == PLAN_OP_INSERT_SELECT) {
-		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
-			     "an INSERT ... SELECT the router runs across shards into \"%s\" is "
-			     "not supported while global secondary index \"%s\" is enabled",
-			     t->r->name, pg->name);
-		nk_error_hint(c->err, "Select rows that live on the shards they are inserted "
-			      "into (the same shard key), or insert them with INSERT ... VALUES.");
-		return false;
-	}
 	if ((c->s->flags & STMT_F_ON_CONFLICT) && ins->nconflict_cols == 0 &&
 	    ins->conflict_constraint == NULL) {
 		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,

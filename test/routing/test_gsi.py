@@ -242,8 +242,6 @@ def test_refused_shapes(st):
          "DO UPDATE SET status = 'x'", "NK013", "145"),
         ("INSERT INTO orders VALUES (1, 10, 'new', 1) ON CONFLICT DO NOTHING", "0A000",
          "without a conflict target"),
-        ("INSERT INTO orders SELECT customer_id + 1, id + 5000, status, total FROM orders",
-         "0A000", "INSERT ... SELECT the router runs"),
         ("INSERT INTO orders (customer_id, id) VALUES (1, 77) RETURNING id", "NK306",
          '"status"'),
         ("INSERT INTO orders VALUES (1, 10 + 5, 'new', 1) RETURNING id", "0A000",
@@ -277,6 +275,34 @@ def test_refused_shapes(st):
     # TRUNCATE of the owner with its lookup tables: both empty on every shard
     assert st.run("TRUNCATE orders, orders_by_id, orders_by_status") is None
     assert assert_lookups_match(st) == []
+
+
+def test_insert_select_the_router_runs_writes_lookup_rows(st):
+    """INSERT ... SELECT whose rows move to other shards (the router reads the source and
+    writes each row where it belongs) RETURNING the lookup columns of the rows it wrote,
+    then their lookup rows: over both protocols, with ON CONFLICT DO NOTHING (a skipped
+    row gets none), a duplicate id failing it whole, a rolled-back block keeping none."""
+    load(st, 6)
+    assert both_run(st, "INSERT INTO orders SELECT customer_id + 100, id + 5000, status, "
+                        "total FROM orders")[0] == "INSERT 0 12"
+    assert both_run(st, "INSERT INTO orders SELECT customer_id + %s, id + %s, status, total "
+                        "FROM orders WHERE customer_id = %s", (300, 9000, 2))[0] == "INSERT 0 2"
+    assert both_run(st, "DELETE FROM orders WHERE id = 5040")[0] == "DELETE 1"
+    assert both_run(st, "INSERT INTO orders SELECT customer_id + 100, id + 5000, 'again', "
+                        "total FROM orders WHERE customer_id IN (1, 2, 3, 4) "
+                        "ON CONFLICT (customer_id, id) DO NOTHING")[0] == "INSERT 0 1"
+    assert len(assert_lookups_match(st)) == 12 + 12 + 2
+    e = neki_error(st, "INSERT INTO orders SELECT customer_id + 700, id, status, total "
+                       "FROM orders WHERE customer_id = 4")
+    assert e.diag.sqlstate == "23505" and "already exists" in (e.diag.message_detail or "")
+    with st.connect() as conn:
+        conn.execute("BEGIN")
+        cur = conn.execute("INSERT INTO orders SELECT customer_id + 800, id + 80000, status, "
+                           "total FROM orders WHERE customer_id < 100")
+        assert cur.statusmessage == "INSERT 0 12"
+        conn.execute("ROLLBACK")
+    owners = assert_lookups_match(st)
+    assert len(owners) == 26 and (5040, 104, "again") in owners
 
 
 def test_update_moves_lookup_rows(st):

@@ -206,8 +206,6 @@ static const struct {
 	  0, "without a conflict target" },
 	{ "INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT (customer_id, id) "
 	  "DO UPDATE SET id = 3", "NK013", 145, NULL },
-	{ "INSERT INTO orders (customer_id, id) SELECT customer_id + 1, id FROM orders", "0A000",
-	  0, "INSERT ... SELECT the router runs" },
 	{ "INSERT INTO orders (customer_id, id) SELECT customer_id, id FROM orders RETURNING 1",
 	  "0A000", 0, "INSERT ... SELECT ... RETURNING into \"orders\"" },
 	{ "INSERT INTO orders (customer_id, status) VALUES (1, 'x') RETURNING 1", "NK306", 0,
