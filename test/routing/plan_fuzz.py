@@ -12,8 +12,10 @@ referenced once or twice), filters on the shard key (=, IN, = ANY, OR) and not, 
 EXISTS / IN / NOT IN / scalar subqueries correlated on the key, on another column or not at
 all, aggregates with GROUP BY / HAVING (ordered-set ones too), DISTINCT, ORDER BY / LIMIT / OFFSET (also inside
 subqueries), window functions, set-returning functions and volatile calls in the select
-list, UNION / UNION ALL; and UPDATE / DELETE with RETURNING (run in a transaction that is
-rolled back, compared by RETURNING and by the table's contents after).
+list, UNION / UNION ALL; and UPDATE / DELETE with RETURNING, INSERT ... SELECT (rows kept
+on their shards, moved, or sent to one; ON CONFLICT, RETURNING) and MERGE (UPDATE, DELETE,
+INSERT, DO NOTHING) (run in a transaction that is rolled back, compared by RETURNING and by
+the table's contents after).
 
 Every query runs through neki and on the reference server holding every row. It passes when
 the results are equal (as multisets, or in order when its top level orders every column),
@@ -634,18 +636,89 @@ class Gen:
             sql = f"DELETE FROM {target} {a}{' USING ' + using if using else ''}{where}{ret}"
         return Query(sql, [], kind="dml", target=target)
 
+    def insert_select(self):
+        """INSERT ... SELECT of a table's rows into the same table under new keys: kept on
+        their shards, moved to others, or all to one; from a subquery-filtered, ordered and
+        limited, or joined source; ON CONFLICT and RETURNING or not. (The source is keyed
+        by the table's own primary key, so no two rows collide unless the shift folds them:
+        then both servers fail alike.)"""
+        target = self.r.choices(["orders", "order_items", "customers"], [4, 2, 2])[0]
+        src, _, a = self.table(target)
+        new_key = self.pick([f"{a}.customer_id", f"{a}.customer_id + {self.pick([1, 7])}",
+                             self.key_lit("cust")])
+        exprs = {"orders": [new_key, f"{a}.id + 100000", self.pick([f"{a}.status", "'ins'"]),
+                            f"{a}.total"],
+                 "order_items": [new_key, f"{a}.order_id", f"{a}.line + 1000",
+                                 f"{a}.sku", f"{a}.qty"],
+                 "customers": [f"{a}.id + {self.pick([100000, 100007])}", f"{a}.name",
+                               f"{a}.country"]}[target]
+        where = self.where(src, 1)
+        tail = ""
+        if self.chance(0.25):           # (by the source's primary key: no ties)
+            tail = (f" ORDER BY {', '.join(f'{a}.{c}' for c in TABLES[target][1])} "
+                    f"LIMIT {self.pick([1, 3, 10])}")
+        cols = ", ".join(c for c, _, _ in TABLES[target][0])
+        pk = ", ".join(TABLES[target][1])
+        conflict = ""
+        if self.chance(0.3):
+            first = TABLES[target][0][2 if target != "customers" else 1][0]
+            conflict = self.pick([" ON CONFLICT DO NOTHING",
+                                  f" ON CONFLICT ({pk}) DO NOTHING",
+                                  f" ON CONFLICT ({pk}) DO UPDATE SET {first} = "
+                                  f"excluded.{first}"])
+        ret = f" RETURNING {cols}" if self.chance(0.4) else ""
+        sql = (f"INSERT INTO {target} ({cols}) SELECT {', '.join(exprs)} FROM {src.text}"
+               f"{where}{tail}{conflict}{ret}")
+        return Query(sql, [], kind="dml", target=target)
+
+    def merge(self):
+        """MERGE into orders from order_items, orders or a table-less source, matched on
+        the key and the order id (co-located or not), with UPDATE / DELETE / INSERT / DO
+        NOTHING actions."""
+        src, name, a = self.pick([self.table("order_items"), self.table("orders"),
+                                  (self.tableless(1), None, None)])
+        if name == "order_items":
+            on_key, on_id, ins = (f"{a}.customer_id", f"{a}.order_id",
+                                  f"({a}.customer_id, {a}.order_id * 10 + {a}.line, 'm', "
+                                  f"{a}.qty)")
+        elif name == "orders":
+            shift = self.pick(["", " + 1"])
+            on_key, on_id, ins = (f"{a}.customer_id{shift}", f"{a}.id + 5",
+                                  f"({a}.customer_id{shift}, {a}.id + 5, {a}.status, "
+                                  f"{a}.total)")
+        else:
+            c = src.cols[0].expr
+            on_key, on_id, ins = (c, f"{c} * 10", f"({c}, {c} * 10 + 7, 'v', 1)")
+        on = f"t.customer_id = {on_key} AND t.id = {on_id}"
+        if self.chance(0.3):
+            on = f"t.customer_id = {on_key}"
+        matched = self.pick(["UPDATE SET status = 'mrg'", "DELETE",
+                             "UPDATE SET total = coalesce(t.total, 0) + 1", "DO NOTHING"])
+        cond = self.pick(["", " AND t.status <> 'void'"])
+        whens = [f"WHEN MATCHED{cond} THEN {matched}"]
+        if self.chance(0.7):
+            whens.append(f"WHEN NOT MATCHED THEN INSERT VALUES {ins}")
+        self.r.shuffle(whens)
+        sql = f"MERGE INTO orders t USING {src.text} ON {on} {' '.join(whens)}"
+        return Query(sql, [], kind="dml", target="orders")
+
     # -- statements
 
     def gen(self):
         self.n_alias = 0
         self.ctes = []
-        kind = self.r.choices(["select", "union", "tableless", "dml"], [12, 2, 1, 2])[0]
+        kind = self.r.choices(["select", "union", "tableless", "dml", "insert", "merge"],
+                              [12, 2, 1, 2, 1, 1])[0]
         if kind == "select":
             q = self.select(0)
         elif kind == "union":
             q = self.union(0)
         elif kind == "tableless":
             q = self.tableless_top(0)
+        elif kind == "insert":
+            q = self.insert_select()
+        elif kind == "merge":
+            q = self.merge()
         else:
             q = self.dml()
         if self.ctes:
