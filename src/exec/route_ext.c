@@ -337,6 +337,26 @@ enum rext_what {
 	REXT_EXECUTE = 1u << 3,		/* ... Execute of it */
 };
 
+
+/* The Parse types <o>[0..noids) of a composed text <query> for the Execute's bound values:
+ * each value the text no longer reads (an evaluated subquery held it) declared text or
+ * bytea, so that Postgres need not infer its type; the number of types. */
+static uint16_t
+unread_params_typed(const struct route *r, const char *query, uint32_t *o, uint16_t noids)
+{
+	uint32_t n = r->ext_nparams < 256 ? r->ext_nparams : 256;
+	bool used[256] = { false };
+
+	route_sql_params(query, used, n);
+	for (uint32_t i = 0; i < n; i++) {
+		if (i >= noids)
+			o[i] = 0;
+		if (!used[i])
+			o[i] = r->ext_params[i].binary ? 17 : 25;	/* bytea, text */
+	}
+	return (uint16_t)(n > noids ? n : noids);
+}
+
 /*
  * The messages every target gets: Parse of portal <x>'s statement (<x> NULL: of <st>), then
  * <what> (enum rext_what), then Sync. With a row limit the shard's portal is the portal's
@@ -363,6 +383,8 @@ route_ext_msgs_text(struct route *r, const struct rportal *x, const struct rstmt
 		for (uint16_t i = 0; i < noids && i < 256; i++)
 			o[i] = (uint32_t)oids[i * 4] << 24 | (uint32_t)oids[i * 4 + 1] << 16 |
 			       (uint32_t)oids[i * 4 + 2] << 8 | oids[i * 4 + 3];
+		if (text != NULL && bind)	/* (a composed text may no longer read some) */
+			noids = unread_params_typed(r, query, o, noids);
 		pktbuf_write_parse(&pb, "", query, o, noids < 256 ? noids : 256);
 	}
 	if (what & REXT_DESCRIBE_S)

@@ -187,81 +187,6 @@ add_text(struct rgsi *q, char *text)
 	return true;
 }
 
-/* Bound value <v> as a constant of its declared type; false for a binary one the router
- * cannot read. */
-static bool
-put_param(FILE *f, const struct plan_param *v)
-{
-	const char *type = v->type_oid ? merge_type_sql(v->type_oid) : NULL;
-
-	if (v->len < 0) {
-		fputs("NULL", f);
-		return true;
-	}
-	char *text = v->binary ? plan_binary_value(v->type_oid, (const char *)v->data, v->len) :
-		     NULL;
-
-	if (v->binary && text == NULL)
-		return false;
-	fputc('(', f);
-	if (text != NULL)
-		sql_put_literal(f, text, strlen(text));
-	else
-		sql_put_literal(f, (const char *)v->data, (size_t)v->len);
-	free(text);
-	if (type != NULL)
-		fprintf(f, "::%s", type);
-	fputc(')', f);
-	return true;
-}
-
-/* <sql> with each $n written as its bound value, without a final ';' (malloc'd), or NULL
- * with <err>. */
-static char *
-inline_params(const char *sql, const struct plan_param *params, uint32_t nparams,
-	      struct nk_error *err)
-{
-	char *out = NULL;
-	size_t len = 0, end = strlen(sql);
-	FILE *f = open_memstream(&out, &len);
-	bool ok = f != NULL;
-
-	while (end > 0 && (sql[end - 1] == ';' || sql[end - 1] == ' ' || sql[end - 1] == '\n' ||
-			   sql[end - 1] == '\t' || sql[end - 1] == '\r'))
-		end--;
-	for (const char *p = sql; ok && p < sql + end;) {
-		const char *e = sql_skip_item(sql, p);
-		unsigned long n;
-		char *digits;
-
-		if (e == p && p[0] == '$' && p[1] >= '0' && p[1] <= '9' &&
-		    (p == sql || !sql_ident_char(p[-1]))) {
-			n = strtoul(p + 1, &digits, 10);
-			if (n == 0 || n > nparams || !put_param(f, &params[n - 1])) {
-				ok = false;
-				nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
-					     "a write to the owner of a global secondary index "
-					     "cannot take parameter $%lu in this binary format", n);
-				break;
-			}
-			p = digits;
-			continue;
-		}
-		e = e != p ? e : p + 1;
-		fwrite(p, 1, (size_t)(e - p), f);
-		p = e;
-	}
-	if (f == NULL || fclose(f) != 0) {
-		free(out);
-		return nk_error_oom(err), NULL;
-	}
-	if (!ok) {
-		free(out);
-		return NULL;
-	}
-	return out;
-}
-
 static bool
 copy_lookups(struct rgsi *q, const struct plan_gsi *g)
 {
@@ -313,13 +238,13 @@ gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
 	if (g->kind == PLAN_GSI_UPDATE) {	/* (the lock first; the update once it ran) */
 		q->phase = G_LOCK;
 		q->off = 1;
-		return (q->update = inline_params(g->update, params, nparams, err)) != NULL &&
-		       (q->update_tail = inline_params(g->update_tail, params, nparams,
+		return (q->update = route_sql_inline_params(g->update, params, nparams, err)) != NULL &&
+		       (q->update_tail = route_sql_inline_params(g->update_tail, params, nparams,
 						       err)) != NULL &&
-		       add_text(q, inline_params(g->lock, params, nparams, err)) ?
+		       add_text(q, route_sql_inline_params(g->lock, params, nparams, err)) ?
 		       true : nk_error_is_set(err) ? false : nk_error_oom(err);
 	}
-	if ((text = inline_params(sql, params, nparams, err)) == NULL)
+	if ((text = route_sql_inline_params(sql, params, nparams, err)) == NULL)
 		return false;
 	{
 		char *full = NULL;

@@ -603,6 +603,10 @@ char *route_insert_part(const char *sql, const uint32_t *starts, const uint32_t 
  * end) of <sql> hold one (outside quotes and comments)? */
 void route_sql_params(const char *sql, bool *used, uint32_t max);
 bool route_sql_has_param(const char *sql, size_t start, size_t end);
+/* <sql> with each $n written as its bound value <params>[n-1], a typed constant, without a
+ * final ';' (malloc'd); NULL with <err> (0A000: a binary value the router cannot read). */
+char *route_sql_inline_params(const char *sql, const struct plan_param *params,
+			      uint32_t nparams, struct nk_error *err);
 /* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
 void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
 /* Read an ErrorResponse message (whole, with type and length) into <out>. */

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "neki/merge.h"
+#include "neki/plan_gsi.h"
 #include "neki/proto.h"
 #include "neki/sqlscan.h"
 #include "route_int.h"
@@ -244,6 +246,81 @@ route_sql_has_param(const char *sql, size_t start, size_t end)
 		p++;
 	}
 	return false;
+}
+
+/* Bound value <v> as a constant of its declared type; false for a binary one the router
+ * cannot read. */
+static bool
+put_param(FILE *f, const struct plan_param *v)
+{
+	const char *type = v->type_oid ? merge_type_sql(v->type_oid) : NULL;
+
+	if (v->len < 0) {
+		fputs("NULL", f);
+		return true;
+	}
+	char *text = v->binary ? plan_binary_value(v->type_oid, (const char *)v->data, v->len) :
+		     NULL;
+
+	if (v->binary && text == NULL)
+		return false;
+	fputc('(', f);
+	if (text != NULL)
+		sql_put_literal(f, text, strlen(text));
+	else
+		sql_put_literal(f, (const char *)v->data, (size_t)v->len);
+	free(text);
+	if (type != NULL)
+		fprintf(f, "::%s", type);
+	fputc(')', f);
+	return true;
+}
+
+/* route_sql_inline_params: see route_int.h. */
+char *
+route_sql_inline_params(const char *sql, const struct plan_param *params, uint32_t nparams,
+	      struct nk_error *err)
+{
+	char *out = NULL;
+	size_t len = 0, end = strlen(sql);
+	FILE *f = open_memstream(&out, &len);
+	bool ok = f != NULL;
+
+	while (end > 0 && (sql[end - 1] == ';' || sql[end - 1] == ' ' || sql[end - 1] == '\n' ||
+			   sql[end - 1] == '\t' || sql[end - 1] == '\r'))
+		end--;
+	for (const char *p = sql; ok && p < sql + end;) {
+		const char *e = sql_skip_item(sql, p);
+		unsigned long n;
+		char *digits;
+
+		if (e == p && p[0] == '$' && p[1] >= '0' && p[1] <= '9' &&
+		    (p == sql || !sql_ident_char(p[-1]))) {
+			n = strtoul(p + 1, &digits, 10);
+			if (n == 0 || n > nparams || !put_param(f, &params[n - 1])) {
+				ok = false;
+				nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+					     "the router cannot write parameter $%lu into the "
+					     "statement it runs for this one: its binary format is "
+					     "not one it reads", n);
+				break;
+			}
+			p = digits;
+			continue;
+		}
+		e = e != p ? e : p + 1;
+		fwrite(p, 1, (size_t)(e - p), f);
+		p = e;
+	}
+	if (f == NULL || fclose(f) != 0) {
+		free(out);
+		return nk_error_oom(err), NULL;
+	}
+	if (!ok) {
+		free(out);
+		return NULL;
+	}
+	return out;
 }
 
 /* ---- the statements of a Query, error fields ---- */

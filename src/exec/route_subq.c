@@ -14,9 +14,10 @@
  * derived table the next round evaluates. A subquery that
  * reads a column of its outer query cannot run on its own (42P01 / 42703 there): the
  * statement keeps the planner's refusal. Several such subqueries are evaluated one after the
- * other (ROUTE_SUBQ_ROUNDS at most). At an Execute (extended protocol) the subquery, when
- * it holds no parameter, runs as a simple Query and the statement again at the Execute, its
- * Parse carrying the new text (route_ext_composed()). Entry points: route_subq_start(), route_subq_take(), route_subq_answer(),
+ * other (ROUTE_SUBQ_ROUNDS at most). At an Execute (extended protocol) the subquery runs as
+ * a simple Query, the bound values it reads written in as typed constants (a binary one of
+ * a type the router cannot read: 0A000), and the statement again at the Execute, its Parse
+ * carrying the new text (route_ext_composed(); a value it no longer reads declared text). Entry points: route_subq_start(), route_subq_take(), route_subq_answer(),
  * route_subq_keep(), route_subq_finished(), route_subq_free().
  */
 #include "neki/base.h"
@@ -357,7 +358,7 @@ holds_word(const char *sql, const char *p, const char *e, const char *w)
  * The WHERE condition of the top level that reads table <rel> (stmt.rels[<ri>]) as its only
  * FROM item: its span [*ws, *we) after `WHERE`, which the table's derived text takes over (so
  * only the rows it keeps come through the router). False when there is none to move: another
- * FROM item, a column list after the alias, a bound parameter or a subquery in it.
+ * FROM item, a column list after the alias, a subquery in it.
  */
 static bool
 top_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e, const char **ws,
@@ -388,40 +389,51 @@ top_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e, c
 	*we = where_end(sql, *ws);
 	while (*we > *ws && ((*we)[-1] == ' ' || (*we)[-1] == '\t' || (*we)[-1] == '\n'))
 		(*we)--;
-	return !holds_word(sql, *ws, *we, "select") &&
-	       !route_sql_has_param(sql, (size_t)(*ws - sql), (size_t)(*we - sql));
+	return !holds_word(sql, *ws, *we, "select");
 }
 
 /* What the router reads of table stmt.rels[<ri>] (a plain FROM item at its offset): `SELECT
  * * FROM name [AS alias WHERE ...]` (malloc'd; NULL on no memory), the top level's WHERE
- * moved in when the table is its only FROM item; *<rest>: where the statement goes on after
- * what the derived table replaces, *<alias>: the name to give it there (NULL: the text
- * after *<rest> has it). */
+ * moved in when the table is its only FROM item (copied, its bound values <params> written
+ * in, when it reads some: the statement keeps it then); *<rest>: where the statement goes
+ * on after what the derived table replaces, *<alias>: the name to give it there (NULL: the
+ * text after *<rest> has it). */
 static char *
 table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **rest,
-	     char **alias)
+	     char **alias, const struct plan_param *params, uint32_t nparams)
 {
 	const struct stmt_rel *rel = &own->rels[ri];
 	const char *p = sql + rel->loc, *e = rel_name_end(sql, rel), *ws = NULL, *we = NULL;
-	char *out;
+	char *out, *cond = NULL;
 	int n;
 
 	*alias = NULL;
 	if (e == NULL || (*alias = route_quote_ident(rel->alias ? rel->alias : rel->name)) == NULL)
 		return NULL;
-	if (top_where(sql, own, ri, e, &ws, &we)) {
-		n = asprintf(&out, "SELECT * FROM %.*s%s%s WHERE %.*s%s", (int)(e - p), p,
-			     rel->alias ? " AS " : "", rel->alias ? *alias : "", (int)(we - ws), ws,
-			     memmem(ws, (size_t)(we - ws), "--", 2) ? "\n" : "");	/* (ends it) */
-		*rest = we;
+	if (top_where(sql, own, ri, e, &ws, &we) &&
+	    (cond = strndup(ws, (size_t)(we - ws))) != NULL &&
+	    route_sql_has_param(cond, 0, strlen(cond))) {
+		struct nk_error err;
+		char *inlined = route_sql_inline_params(cond, params, nparams, &err);
+
+		free(cond);	/* (a value the router cannot read: the table whole) */
+		cond = inlined;
+		ws = we = NULL;	/* (the statement keeps its WHERE) */
+	}
+	if (cond != NULL) {
+		n = asprintf(&out, "SELECT * FROM %.*s%s%s WHERE %s%s", (int)(e - p), p,
+			     rel->alias ? " AS " : "", rel->alias ? *alias : "", cond,
+			     strstr(cond, "--") ? "\n" : "");	/* (ends it) */
+		*rest = we != NULL ? we : e;
 	} else {
 		n = asprintf(&out, "SELECT * FROM %.*s", (int)(e - p), p);
 		*rest = e;
-		if (rel->alias != NULL) {
-			free(*alias);
-			*alias = NULL;
-		}
 	}
+	if (*rest == e && rel->alias != NULL) {
+		free(*alias);
+		*alias = NULL;
+	}
+	free(cond);
 	if (n < 0) {
 		free(*alias);
 		return *alias = NULL, NULL;
@@ -432,10 +444,12 @@ table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **
 /* The statement's text with table stmt.rels[<ri>] read as the derived table `(SELECT * FROM
  * name ...) AS alias` (table_select(); malloc'd), or NULL. */
 static char *
-wrapped_sql(const char *sql, const struct stmt *own, uint32_t ri)
+wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint32_t ri)
 {
 	const char *rest, *p = sql + own->rels[ri].loc;
-	char *alias, *first = table_select(sql, own, ri, &rest, &alias), *out;
+	char *alias, *first = table_select(sql, own, ri, &rest, &alias,
+					   r->ext_exec ? r->ext_params : NULL,
+					   r->ext_exec ? r->ext_nparams : 0), *out;
 	int n;
 
 	if (first == NULL)
@@ -445,6 +459,23 @@ wrapped_sql(const char *sql, const struct stmt *own, uint32_t ri)
 	free(first);
 	free(alias);
 	return n < 0 ? NULL : out;
+}
+
+/* The text inside the parentheses [start, end) of <sql>, the subquery to run on its own
+ * (malloc'd): at an Execute, with the bound values it reads written in as constants. NULL
+ * with <err> (a binary value the router cannot read) or without (no memory: oom set). */
+static char *
+subq_text(struct route *r, const char *sql, size_t start, size_t end, struct nk_error *err)
+{
+	char *text = strndup(sql + start + 1, end - start - 2), *inlined;
+
+	if (text == NULL)
+		return nk_error_oom(err), NULL;
+	if (!r->ext_exec || !route_sql_has_param(text, 0, strlen(text)))
+		return text;
+	inlined = route_sql_inline_params(text, r->ext_params, r->ext_nparams, err);
+	free(text);
+	return inlined;
 }
 
 /* The state of the statement's evaluations (rounds kept), its next text <next> (owned). */
@@ -530,7 +561,7 @@ route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
 		const char *rest;
 		char *alias;
 
-		first = table_select(sql, inner, p->broadcast - 1, &rest, &alias);
+		first = table_select(sql, inner, p->broadcast - 1, &rest, &alias, NULL, 0);
 		free(alias);
 	}
 	if (first == NULL || (f = open_memstream(&out, &len)) == NULL) {
@@ -574,7 +605,9 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	const struct stmt *own = st;
 	struct nk_error err;
 	size_t start, end;
+	char *text;
 
+	nk_error_clear(&err);
 	if (q != NULL && (q->capture || q->rounds >= ROUTE_SUBQ_ROUNDS))
 		return route_fail(r, refusal);	/* (a subquery inside the one evaluated) */
 	if (st->sql == NULL || strcmp(st->sql, sql) != 0)	/* (the cached model's text
@@ -584,7 +617,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 		own = own->cursor->query;	/* DECLARE: its query's (offsets in <sql>) */
 	if (own != NULL && p->materialize == 0 && p->broadcast > 0 &&
 	    p->broadcast <= own->nrels) {	/* the table as a derived table, planned again */
-		if ((q = subq_next(r, sql, wrapped_sql(sql, own, p->broadcast - 1),
+		if ((q = subq_next(r, sql, wrapped_sql(r, sql, own, p->broadcast - 1),
 				   &err)) == NULL)
 			return route_fail(r, refusal);
 		subq_resume(r);
@@ -592,10 +625,10 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	}
 	if (own == NULL || p->materialize >= own->nscopes ||
 	    !subq_span(sql, &own->scopes[p->materialize], &start, &end) ||
-	    (r->ext_exec && route_sql_has_param(sql, start, end)))
-		return route_fail(r, refusal);	/* (a bound value: not run on its own) */
-	if ((q = subq_next(r, sql, strndup(sql + start + 1, end - start - 2), &err)) == NULL)
-		return route_fail(r, &err);	/* (the text inside the parentheses) */
+	    (text = subq_text(r, sql, start, end, &err)) == NULL)
+		return route_fail(r, nk_error_is_set(&err) ? &err : refusal);
+	if ((q = subq_next(r, sql, text, &err)) == NULL)
+		return route_fail(r, &err);
 	q->start = start;
 	q->end = end;
 	q->refusal = *refusal;
