@@ -15,7 +15,6 @@
 #include "neki/sqlscan.h"
 #include "neki/parse.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,27 +42,70 @@ struct norm_lex {
 	bool after_list_start;	/* the last token was BY or ',' inside such a list */
 };
 
-static void
+/* ASCII classes (the SQL lexer's, whatever the C locale): one table lookup per byte. */
+enum { CH_SPACE = 1, CH_IDENT_START = 2, CH_IDENT = 4, CH_DIGIT = 8 };
+
+static const uint8_t char_class[256] = {
+	['\t'] = CH_SPACE, ['\n'] = CH_SPACE, ['\v'] = CH_SPACE, ['\f'] = CH_SPACE,
+	['\r'] = CH_SPACE, [' '] = CH_SPACE,
+	['0' ... '9'] = CH_IDENT | CH_DIGIT, ['$'] = CH_IDENT,
+	['A' ... 'Z'] = CH_IDENT_START | CH_IDENT, ['a' ... 'z'] = CH_IDENT_START | CH_IDENT,
+	['_'] = CH_IDENT_START | CH_IDENT, [0x80 ... 0xff] = CH_IDENT_START | CH_IDENT,
+};
+
+static inline bool
+is_space(char c)
+{
+	return (char_class[(unsigned char)c] & CH_SPACE) != 0;
+}
+
+static inline bool
+is_digit(char c)
+{
+	return (char_class[(unsigned char)c] & CH_DIGIT) != 0;
+}
+
+static inline bool
+is_ident_start(char c)
+{
+	return (char_class[(unsigned char)c] & CH_IDENT_START) != 0;
+}
+
+static inline bool
+is_ident_char(char c)
+{
+	return (char_class[(unsigned char)c] & CH_IDENT) != 0;
+}
+
+/* Grow the key for <n> more bytes (rarely: it starts at twice the text's size). */
+static bool
+out_grow(struct norm_lex *l, size_t n)
+{
+	size_t cap = (l->ocap + n + 1) * 2;
+	char *o = rarena_alloc(l->a, cap);
+
+	if (!o) {
+		l->oom = true;
+		return false;
+	}
+	if (l->olen)
+		memcpy(o, l->out, l->olen);
+	l->out = o;
+	l->ocap = cap;
+	return true;
+}
+
+/* Append <p>[0..n) to the key (terminated once, at the end). */
+static inline void
 out_put(struct norm_lex *l, const char *p, size_t n)
 {
-	if (l->oom)
+	if (l->olen + n + 1 > l->ocap && !out_grow(l, n))
 		return;
-	if (l->olen + n + 1 > l->ocap) {
-		size_t cap = (l->ocap + n + 1) * 2;
-		char *o = rarena_alloc(l->a, cap);
-
-		if (!o) {
-			l->oom = true;
-			return;
-		}
-		if (l->olen)
-			memcpy(o, l->out, l->olen);
-		l->out = o;
-		l->ocap = cap;
-	}
-	memcpy(l->out + l->olen, p, n);
+	if (n == 1)
+		l->out[l->olen] = *p;
+	else
+		memcpy(l->out + l->olen, p, n);
 	l->olen += n;
-	l->out[l->olen] = '\0';
 }
 
 /* Start a token: emit the pending separator. */
@@ -86,7 +128,7 @@ skip_space(struct norm_lex *l)
 		enum sql_item it;
 		size_t e;
 
-		if (isspace((unsigned char)s[l->pos])) {
+		if (is_space(s[l->pos])) {
 			l->pos++;
 			continue;
 		}
@@ -100,48 +142,45 @@ skip_space(struct norm_lex *l)
 	return l->pos > start;
 }
 
-/* ASCII classes (the SQL lexer's, whatever the C locale). */
-static inline bool
-is_ident_start(char c)
-{
-	unsigned char u = (unsigned char)c;
-
-	return ((u | 0x20) >= 'a' && (u | 0x20) <= 'z') || u == '_' || u >= 0x80;
-}
-
-static inline bool
-is_ident_char(char c)
-{
-	return is_ident_start(c) || (c >= '0' && c <= '9') || c == '$';
-}
-
 /*
  * Keywords after which a '-' is unary (the parser folds it into a following number), by
- * first letter, each followed by a space: a word is lowered once and compared with the few
- * of its letter.
+ * first letter: a word is compared, lowered, with the few of its letter and length.
  */
 static bool
 keyword_before_operand(const char *w, size_t n)
 {
-	static const char *const by_letter[26] = {
-		['a' - 'a'] = "and any all array ", ['b' - 'a'] = "between by ",
-		['c' - 'a'] = "case ", ['d' - 'a'] = "distinct ", ['e' - 'a'] = "else ",
-		['f' - 'a'] = "fetch first ", ['h' - 'a'] = "having ", ['i' - 'a'] = "in is ilike ",
-		['l' - 'a'] = "limit like ", ['n' - 'a'] = "not next ", ['o' - 'a'] = "or offset on ",
-		['r' - 'a'] = "returning return ", ['s' - 'a'] = "select set some ",
-		['t' - 'a'] = "then ", ['u' - 'a'] = "using ", ['v' - 'a'] = "values ",
-		['w' - 'a'] = "where when ",
+	struct kw {
+		uint8_t len;
+		char word[10];
+	};
+	static const struct kw by_letter[26][5] = {
+		['a' - 'a'] = { { 3, "and" }, { 3, "any" }, { 3, "all" }, { 5, "array" } },
+		['b' - 'a'] = { { 7, "between" }, { 2, "by" } }, ['c' - 'a'] = { { 4, "case" } },
+		['d' - 'a'] = { { 8, "distinct" } }, ['e' - 'a'] = { { 4, "else" } },
+		['f' - 'a'] = { { 5, "fetch" }, { 5, "first" } }, ['h' - 'a'] = { { 6, "having" } },
+		['i' - 'a'] = { { 2, "in" }, { 2, "is" }, { 5, "ilike" } },
+		['l' - 'a'] = { { 5, "limit" }, { 4, "like" } },
+		['n' - 'a'] = { { 3, "not" }, { 4, "next" } },
+		['o' - 'a'] = { { 2, "or" }, { 6, "offset" }, { 2, "on" } },
+		['r' - 'a'] = { { 9, "returning" }, { 6, "return" } },
+		['s' - 'a'] = { { 6, "select" }, { 3, "set" }, { 4, "some" } },
+		['t' - 'a'] = { { 4, "then" } }, ['u' - 'a'] = { { 5, "using" } },
+		['v' - 'a'] = { { 6, "values" } }, ['w' - 'a'] = { { 5, "where" }, { 4, "when" } },
 	};
 	unsigned first = (unsigned)((unsigned char)w[0] | 0x20) - 'a';
-	char low[9];
 
-	if (n < 2 || n > sizeof(low) || first >= 26 || by_letter[first] == NULL)
+	if (n < 2 || n > 9 || first >= 26)
 		return false;
-	for (size_t i = 0; i < n; i++)
-		low[i] = (char)(w[i] | 0x20);	/* (a non-letter matches no keyword either way) */
-	for (const char *k = by_letter[first], *e; (e = strchr(k, ' ')) != NULL; k = e + 1)
-		if ((size_t)(e - k) == n && memcmp(k, low, n) == 0)
+	for (const struct kw *k = by_letter[first]; k->len != 0; k++) {
+		size_t i = 1;
+
+		if (k->len != n)
+			continue;
+		while (i < n && (char)(w[i] | 0x20) == k->word[i])	/* (no non-letter matches) */
+			i++;
+		if (i == n)
 			return true;
+	}
 	return false;
 }
 
@@ -188,19 +227,19 @@ lex_number(struct norm_lex *l)
 	bool neg = l->minus_out != SIZE_MAX && !l->prev_operand_end;
 	char *v;
 
-	while (isdigit((unsigned char)s[l->pos]))
+	while (is_digit(s[l->pos]))
 		l->pos++;
 	if (s[l->pos] == '.' && s[l->pos + 1] != '.') {
 		l->pos++;
-		while (isdigit((unsigned char)s[l->pos]))
+		while (is_digit(s[l->pos]))
 			l->pos++;
 	}
 	if ((s[l->pos] == 'e' || s[l->pos] == 'E') &&
-	    (isdigit((unsigned char)s[l->pos + 1]) ||
+	    (is_digit(s[l->pos + 1]) ||
 	     ((s[l->pos + 1] == '+' || s[l->pos + 1] == '-') &&
-	      isdigit((unsigned char)s[l->pos + 2])))) {
+	      is_digit(s[l->pos + 2])))) {
 		l->pos += 2;
-		while (isdigit((unsigned char)s[l->pos]))
+		while (is_digit(s[l->pos]))
 			l->pos++;
 	}
 	n = l->pos - start;
@@ -247,7 +286,7 @@ lex_string(struct norm_lex *l)
 		while (s[save] == '\'' && memchr(s + end, '\n', save - end)) {
 			l->pos = sql_scan_item(s, save, l->len, &it);
 			end = save = l->pos;
-			while (isspace((unsigned char)s[save]))
+			while (is_space(s[save]))
 				save++;
 		}
 		out_put(l, s + start, end - start);
@@ -291,9 +330,9 @@ lex_dollar(struct norm_lex *l)
 	size_t start = l->pos;
 
 	tok_begin(l);
-	if (isdigit((unsigned char)s[l->pos + 1])) {
+	if (is_digit(s[l->pos + 1])) {
 		l->pos++;	/* $n: counted by prescan_params() */
-		while (isdigit((unsigned char)s[l->pos]))
+		while (is_digit(s[l->pos]))
 			l->pos++;
 		out_put(l, s + start, l->pos - start);
 		return;
@@ -366,8 +405,8 @@ lex_token(struct norm_lex *l)
 	char c = s[l->pos];
 	bool was_minus = false;
 
-	if (isdigit((unsigned char)c) ||
-	    (c == '.' && isdigit((unsigned char)s[l->pos + 1]))) {
+	if (is_digit(c) ||
+	    (c == '.' && is_digit(s[l->pos + 1]))) {
 		lex_number(l);
 		l->prev_operand_end = true;
 		l->after_list_start = false;
@@ -416,7 +455,7 @@ prescan_params(const char *sql)
 	for (const char *p = strchr(sql, '$'); p; p = strchr(p + 1, '$')) {
 		unsigned long n;
 
-		if (!isdigit((unsigned char)p[1]) || (p > sql && is_ident_char(p[-1])))
+		if (!is_digit(p[1]) || (p > sql && is_ident_char(p[-1])))
 			continue;
 		n = strtoul(p + 1, NULL, 10);
 		if (n > max && n < 65536)
@@ -439,7 +478,7 @@ parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out)
 	l.len = strlen(sql);
 	l.minus_out = SIZE_MAX;
 	l.maxparam = prescan_params(sql);
-	l.ocap = strlen(sql) + 32;
+	l.ocap = 2 * l.len + 32;	/* ($k for a one-digit literal: rarely more) */
 	l.out = rarena_alloc(a, l.ocap);
 	if (!l.out)
 		return false;
@@ -452,8 +491,9 @@ parse_normalize(struct rarena *a, const char *sql, struct parse_norm *out)
 	}
 	if (l.oom)
 		return false;
+	l.out[l.olen] = '\0';	/* (out_put() keeps room for it) */
 	out->key = l.out;
-	out->key_hash = nk_hash64_str(l.out);
+	out->key_hash = nk_hash64(l.out, l.olen);
 	out->nparams = l.maxparam;
 	out->lits = l.lits;
 	out->nlits = l.nlits;
