@@ -522,6 +522,9 @@ struct stmt {
 					 * cannot combine (stmt_aggregate_class()); NULL none */
 	struct stmt_colref float_arg;	/* a plain column the top level's stddev / variance
 					 * reads (col NULL: none): of a float type, 0A000 */
+	const char **cols_read;		/* every column name a column reference names, once
+					 * ("*" for a star; a covering GSI read checks them) */
+	uint32_t ncols_read;
 	const char *sql;		/* the text it was parsed from; arena */
 	uint32_t nstatements;		/* statements in the text (the model is the first) */
 };

@@ -71,6 +71,9 @@ struct plan_gsi {
 	uint32_t nfields;
 	bool client_returning;		/* DELETE: the statement has its own RETURNING (104) */
 	struct plan_key owner;		/* READ: how an owner key routes (group, index, type) */
+	const char *cover;		/* READ of a unique GSI holding every column the
+					 * statement reads: the statement on the lookup table,
+					 * run instead (NULL: the lookup, then the owner) */
 };
 
 /*

@@ -814,7 +814,7 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 	struct plan p;
 	struct nk_error err;
 	enum rstep rc;
-	bool cfailed, sub_simple = false;
+	bool cfailed, sub_simple = false, cover = false;
 	char *composed = route_compose_take(r, &cfailed, &err);	/* (a call's rows in its place) */
 
 	if (cfailed)
@@ -822,7 +822,7 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 	if (composed == NULL && r->subq != NULL)	/* (a subquery, or its statement again) */
 		composed = route_subq_take(r, &sub_simple);
 	if (composed == NULL && r->gsi != NULL)		/* (a step of a secondary index) */
-		composed = route_gsi_take(r, &sub_simple);
+		composed = route_gsi_take(r, &sub_simple, &cover);
 	if (composed != NULL)
 		sql = composed;
 	if (composed != NULL && r->ext_exec && !route_ext_composed(r, composed)) {
@@ -845,7 +845,7 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 	if (!r->ext_exec && !sub_simple)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
-	r->ps.gsi_step = route_gsi_capturing(r);
+	r->ps.gsi_step = route_gsi_capturing(r) || cover;
 	r->ps.tx_shard = route_tx_shard(r, true);
 	r->ps.lock_shard = route_pin_lock_shard(r);
 	if (r->ext_exec && r->ext_norm != NULL)

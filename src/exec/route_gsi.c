@@ -5,7 +5,9 @@
  * write outside a block opens the Query's or batch's implicit one, so the owner rows and
  * their lookup rows commit together; under __neki.tx_mode atomic with two-phase commit):
  * - READ: the lookup query, then the statement on the shards of the owner keys it returned
- *   (one shard when none: the statement's WHERE finds no row there either);
+ *   (one shard when none: the statement's WHERE finds no row there either); covered by a
+ *   unique GSI's lookup (plan_gsi.cover): that text in place of the statement, its rows the
+ *   client's;
  * - INSERT_AFTER, DELETE: the statement with RETURNING of the lookup columns (its bound
  *   values written into the text), then an INSERT (a duplicate of a unique GSI fails
  *   there: 23505, and the transaction with it) or a DELETE of those lookup rows, then the
@@ -50,6 +52,7 @@ enum gsi_phase {
 				 * lookup columns of its rows */
 	G_LOOKUPS,		/* ... then the INSERTs or DELETEs of their lookup rows */
 	G_COPY,			/* COPY: its rows pass, their lookup columns kept */
+	G_COVER,		/* READ covered by the lookup: the statement on it, next */
 };
 
 struct glookup {			/* a plan_gsi_lookup, owned */
@@ -153,16 +156,21 @@ gsi_resume(struct route *r)
 
 /* route_gsi_take: see route_gsi.h. */
 char *
-route_gsi_take(struct route *r, bool *simple)
+route_gsi_take(struct route *r, bool *simple, bool *cover)
 {
 	struct rgsi *q = r->gsi;
 	char *text;
 
-	*simple = false;
+	*simple = *cover = false;
 	if (q == NULL || q->capture || q->phase == G_MAIN || q->next >= q->ntexts)
 		return NULL;
 	text = q->texts[q->next];
 	q->texts[q->next++] = NULL;
+	if (q->phase == G_COVER) {	/* the statement itself, on the lookup table */
+		*cover = true;
+		route_gsi_free(r);
+		return text;
+	}
 	q->capture = r->subq_capture = true;
 	if (q->ext) {
 		*simple = true;
@@ -223,6 +231,10 @@ gsi_plan_steps(struct rgsi *q, const struct plan *p, const char *sql,
 	const struct plan_gsi *g = p->gsi;
 	char *text;
 
+	if (g->kind == PLAN_GSI_READ && g->cover != NULL) {
+		q->phase = G_COVER;
+		return add_text(q, strdup(g->cover)) || nk_error_oom(err);
+	}
 	if (g->kind == PLAN_GSI_READ || g->kind == PLAN_GSI_INSERT) {
 		for (uint32_t i = 0; i < g->nfirst; i++)
 			if (!add_text(q, strdup(g->first[i])))

@@ -26,8 +26,9 @@ bool route_gsi_step(struct route *r, struct plan *p, const char *planned, const 
 		    const struct plan_param *params, uint32_t nparams, const void *img,
 		    enum rstep *rc);
 /* The text of the step to route in place of the statement (owned by the caller), or NULL;
- * <*simple>: a step of an Execute, run as a simple Query. */
-char *route_gsi_take(struct route *r, bool *simple);
+ * <*simple>: a step of an Execute, run as a simple Query; <*cover>: the statement itself on
+ * the lookup table of a covering GSI (its rows the client's; planned as is; r->gsi freed). */
+char *route_gsi_take(struct route *r, bool *simple, bool *cover);
 /* Is a step running (its answer kept here, through route_subq_answer())? */
 bool route_gsi_capturing(const struct route *r);
 /* A step's RowDescription or DataRow (<type> 'T' or 'D', its body <body>[0..len)), read

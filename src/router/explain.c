@@ -135,7 +135,10 @@ text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_ac
 	xput(b, "\n");
 	if (p->gsi) {
 		xput(b, "%*sSecondary Index: %s\n", f, "", p->gsi->name);
-		for (uint32_t i = 0; i < p->gsi->nfirst; i++)
+		if (p->gsi->cover)
+			xput(b, "%*sCovered By Lookup: %s\n", f, "",
+			     plan_explained_text(p->gsi->cover));
+		for (uint32_t i = 0; !p->gsi->cover && i < p->gsi->nfirst; i++)
 			xput(b, "%*sLookup First: %s\n", f, "", p->gsi->first[i]);
 		if (p->gsi->lock)
 			xput(b, "%*sLocked First: %s\n%*sThen: %s(VALUES <their keys>)\n", f, "",
@@ -220,7 +223,12 @@ json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act
 	if (p->gsi) {
 		xput(b, ", \"Secondary Index\": ");
 		xjson_str(b, p->gsi->name);
-		json_list(b, "Lookup First", p->gsi->first, p->gsi->nfirst);
+		if (p->gsi->cover) {
+			xput(b, ", \"Covered By Lookup\": ");
+			xjson_str(b, plan_explained_text(p->gsi->cover));
+		} else {
+			json_list(b, "Lookup First", p->gsi->first, p->gsi->nfirst);
+		}
 		if (p->gsi->lock) {
 			xput(b, ", \"Locked First\": ");
 			xjson_str(b, p->gsi->lock);

@@ -772,6 +772,37 @@ pb_statement(struct pb *b, const cJSON *stmt)
 	pb_utility(b, tag, jbody(stmt));
 }
 
+/* Every column name the column references under <n> name, once, into <s>'s cols_read ("*"
+ * for a star). */
+static void
+pb_cols_read(struct pb *b, struct stmt *s, const cJSON *n, uint32_t *cap)
+{
+	const cJSON *f;
+
+	if (!n || (!cJSON_IsArray(n) && !cJSON_IsObject(n)))
+		return;
+	cJSON_ArrayForEach(f, n) {
+		const cJSON *fields = f->string && strcmp(f->string, "ColumnRef") == 0 ?
+				      jget(f, "fields") : NULL;
+		int nf = cJSON_GetArraySize(fields);
+		const char *name = nf > 0 ? jsval(cJSON_GetArrayItem(fields, nf - 1)) : NULL;
+		const char **slot;
+		uint32_t k = 0;
+
+		if (fields == NULL) {
+			pb_cols_read(b, s, f, cap);
+			continue;
+		}
+		name = name != NULL ? name : "*";
+		while (k < s->ncols_read && strcmp(s->cols_read[k], name) != 0)
+			k++;
+		if (k == s->ncols_read &&
+		    (slot = pb_push(b, (void **)&s->cols_read, &s->ncols_read, cap,
+				    sizeof(*slot))) != NULL)
+			*slot = pb_strdup(b, name);
+	}
+}
+
 /* Translate the JSON text <json> into <b>->s. */
 static bool
 pb_translate(struct pb *b, const char *json, struct nk_error *err)
@@ -791,6 +822,13 @@ pb_translate(struct pb *b, const char *json, struct nk_error *err)
 		b->s->kind = STMT_EMPTY;
 	else
 		pb_statement(b, jget(cJSON_GetArrayItem(stmts, 0), "stmt"));
+	if (b->s->kind == STMT_SELECT || (b->s->explain != NULL && b->s->explain->inner != NULL &&
+					  b->s->explain->inner->kind == STMT_SELECT)) {
+		uint32_t cap = 0;	/* (what a covering GSI read checks) */
+
+		pb_cols_read(b, b->s->kind == STMT_SELECT ? b->s : b->s->explain->inner,
+			     jget(cJSON_GetArrayItem(stmts, 0), "stmt"), &cap);
+	}
 	cJSON_Delete(tree);
 	if (b->oom)
 		return nk_error_oom(err);

@@ -18,7 +18,9 @@
  * - SELECT of the owner alone, scattered, with `col = v` or `col IN (...)` on the indexed
  *   column of a one-column GSI as a conjunct of WHERE: the lookup read first, the statement
  *   then sent to the shards of the owner keys it returned (its WHERE applied there as
- *   written, so the rows are exactly the ones a scatter would find).
+ *   written, so the rows are exactly the ones a scatter would find). A unique GSI that
+ *   holds every column the statement reads (same types, no locking clause) covers it: the
+ *   statement runs on the lookup table instead (plan_gsi.cover), one round trip.
  * - UPDATE assigning an indexed column: the rows locked with their lookup values read
  *   (ctid, shard key), exactly those updated RETURNING the new ones, then the lookup rows
  *   that changed moved; RETURNING is 104, FROM, subqueries and WITH 0A000.
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "neki/plan_gsi.h"
 #include "neki/sqlscan.h"
@@ -708,6 +711,96 @@ read_shape(const struct pctx *c, const struct prel *t)
 	       !(c->s->flags & (STMT_F_UNION | STMT_F_INTERSECT | STMT_F_INTO));
 }
 
+
+/* [*start, *end) of <sql>: the table name (qualified or not) after the top level's FROM of a
+ * one-table SELECT (read_shape()), past ONLY. */
+static bool
+from_table_span(const char *sql, size_t *start, size_t *end)
+{
+	int depth = 0;
+
+	for (const char *p = sql, *e; *p != '\0'; p = e) {
+		if ((e = sql_skip_item(sql, p)) != p)
+			continue;	/* (a quoted name, string or comment) */
+		for (e = p; sql_ident_char(*e); e++)
+			;
+		if (e == p) {
+			depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+			e = p + 1;
+			continue;
+		}
+		if (depth != 0 || e - p != 4 || strncasecmp(p, "from", 4) != 0)
+			continue;
+		p = e + strspn(e, " \t\r\n");
+		if (strncasecmp(p, "only", 4) == 0 && !sql_ident_char(p[4]))
+			p += 4 + strspn(p + 4, " \t\r\n");
+		*start = (size_t)(p - sql);
+		for (;;) {
+			const char *q = *p == '"' ? sql_skip_item(sql, p) : p;
+
+			if (q == p)
+				while (sql_ident_char(*q))
+					q++;
+			if (q == p)
+				return false;
+			p = q;
+			if (*p != '.')
+				break;
+			p++;
+		}
+		*end = (size_t)(p - sql);
+		return true;
+	}
+	return false;
+}
+
+/* Does unique GSI <g> hold every column the statement reads, with the owner's types? */
+static bool
+covers(const struct pctx *c, const struct prel *t, const struct gsi_ref *g)
+{
+	const struct plan_catalog *cat = c->in->cat;
+	const char *schema = g->g.schema ? g->g.schema : t->schema;
+
+	if (!g->g.unique || (c->s->flags & STMT_F_LOCKING) || cat == NULL ||
+	    cat->column_type == NULL || c->s->ncols_read == 0 || c->in->sql == NULL)
+		return false;
+	for (uint32_t k = 0; k < c->s->ncols_read; k++) {
+		const char *col = c->s->cols_read[k];
+		uint32_t type = cat->column_type(cat->arg, t->schema, t->r->name, col);
+		bool held = false;
+
+		for (uint32_t i = 0; i < g->ncols; i++)
+			held = held || same(g->cols[i], col);
+		if (!held || type == 0 ||
+		    cat->column_type(cat->arg, schema, g->g.table, col) != type)
+			return false;	/* (a star, another column, another type) */
+	}
+	return true;
+}
+
+/* The statement's text reading <g>'s lookup table in place of <t> (`FROM lookup AS t`),
+ * when the GSI covers it; NULL otherwise (or on no memory: <err>). */
+static const char *
+cover_text(struct pctx *c, const struct prel *t, const struct gsi_ref *g)
+{
+	const char *sql = c->in->sql;
+	char *buf = NULL;
+	size_t len = 0, start, end;
+	FILE *f;
+
+	if (!covers(c, t, g) || !from_table_span(sql, &start, &end) ||
+	    (f = open_memstream(&buf, &len)) == NULL)
+		return NULL;
+	fwrite(sql, 1, start, f);
+	put_lookup(f, t, g);
+	if (t->r->alias == NULL) {
+		fputs(" AS ", f);
+		sql_put_ident(f, t->r->name);
+	}
+	fputs(sql + end, f);
+	return arena_text(c, f, &buf, &len);
+}
+
 /* The lookup read of one-column GSI <g> for predicate <pred>: false with <err>; *<done>
  * when the plan has it (not when no value can match). */
 static bool
@@ -754,6 +847,9 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 	if ((pg = new_gsi(c, PLAN_GSI_READ, g->g.name)) == NULL || !add_first(c, pg, sql))
 		return false;
 	pg->owner = (struct plan_key){ t->res.group, t->res.index, t->col_type, -1, t->key_col };
+	pg->cover = cover_text(c, t, g);
+	if (nk_error_is_set(c->err))
+		return false;
 	c->out->gsi = pg;
 	if (c->out->level < PLAN_FANOUT_MULTI)
 		c->out->level = PLAN_FANOUT_MULTI;	/* (spec 3.2: GSI narrowing is multi) */

@@ -159,6 +159,36 @@ START_TEST(test_gsi_copy)
 }
 END_TEST
 
+/* A read of only the unique GSI's columns runs on its lookup table; another column, a star
+ * or FOR UPDATE: the lookup first, then the owner. */
+START_TEST(test_gsi_cover)
+{
+	struct rt_fx fx;
+	struct plan p;
+	const struct plan_gsi *g = planned(&fx, "SELECT o.customer_id FROM ONLY orders o "
+					   "WHERE o.id = 5", NULL, 0, &p);
+
+	ck_assert_ptr_nonnull(g);
+	ck_assert_ptr_nonnull(g->cover);
+	ck_assert_str_eq(g->cover, "SELECT o.customer_id FROM ONLY \"public\".\"orders_by_id\" "
+			 "o WHERE o.id = 5");
+	rt_fx_done(&fx);
+	g = planned(&fx, "SELECT count(*) FROM public.orders WHERE id IN (5, 6)", NULL, 0, &p);
+	ck_assert_str_eq(g->cover, "SELECT count(*) FROM \"public\".\"orders_by_id\" AS "
+			 "\"orders\" WHERE id IN (5, 6)");
+	rt_fx_done(&fx);
+	g = planned(&fx, "SELECT customer_id, status FROM orders WHERE id = 5", NULL, 0, &p);
+	ck_assert_ptr_null(g->cover);
+	rt_fx_done(&fx);
+	g = planned(&fx, "SELECT * FROM orders WHERE id = 5", NULL, 0, &p);
+	ck_assert_ptr_null(g->cover);
+	rt_fx_done(&fx);
+	g = planned(&fx, "SELECT customer_id FROM orders WHERE id = 5 FOR UPDATE", NULL, 0, &p);
+	ck_assert_ptr_null(g->cover);
+	rt_fx_done(&fx);
+}
+END_TEST
+
 /* A plain EXPLAIN may name a lookup table (it reads no row); the statement itself not. */
 START_TEST(test_gsi_lookup_explained)
 {
@@ -293,6 +323,7 @@ router_add_gsi_tests(Suite *s)
 	tcase_add_test(tc, test_gsi_delete);
 	tcase_add_test(tc, test_gsi_copy);
 	tcase_add_test(tc, test_gsi_lookup_explained);
+	tcase_add_test(tc, test_gsi_cover);
 	tcase_add_test(tc, test_gsi_update);
 	tcase_add_loop_test(tc, test_gsi_refusals, 0, NK_ARRAY_LEN(refusals));
 	tcase_add_test(tc, test_gsi_shards);

@@ -295,6 +295,7 @@ plan_sql_cat(struct rt_fx *fx, const char *sql, const struct plan_session *sess,
 	in.params = params;
 	in.nparams = nparams;
 	in.norm = &fx->norm;
+	in.sql = sql;
 	in.unknown = u;
 	nk_error_clear(err);
 	return plan_build(fx->a, fx->s, &in, out, err);
