@@ -38,10 +38,13 @@ def ledger(pg_cluster):
         yield st
 
 
-def recorders_on_both_workers(st, first_who, n=8):
-    """<n> Recorders (not started), with at least one on each of the two workers: {pid: []}."""
+def recorders_on_both_workers(st, first_who, n=8, attempts=400):
+    """<n> Recorders (not started), half on each of the two workers: {pid: []}. The kernel
+    hands a connection to whichever worker accepts first, and a worker busy with the load
+    beside may take few, so connections are tried (each closed when its worker has its
+    half) up to <attempts> times."""
     recs, by_worker = [], {}
-    for k in range(n * 4):
+    for k in range(attempts):
         r = Recorder(st, first_who + k)
         pid = worker_of(st.neki, r.conn)
         if len(by_worker.get(pid, [])) >= n // 2:
