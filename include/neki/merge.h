@@ -21,6 +21,7 @@
 #include "neki/error.h"
 #include "neki/pktbuf.h"
 #include "neki/plan.h"
+#include "neki/plan_merge.h"
 
 /* Shard number of the final combine query's messages. */
 #define MERGE_FINAL UINT32_MAX

@@ -8,6 +8,7 @@
 #include "neki/base.h"
 
 #include "neki/plan.h"
+#include "neki/plan_cursor.h"
 
 struct plan_param;
 struct plan_setval;

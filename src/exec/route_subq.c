@@ -34,6 +34,7 @@
 #include "neki/parse.h"
 #include "neki/proto.h"
 #include "neki/sqlscan.h"
+#include "neki/plan_explain.h"
 #include "route_int.h"
 #include "route_client.h"
 #include "route_gsi.h"

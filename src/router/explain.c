@@ -12,6 +12,7 @@
 #include "neki/base.h"
 
 #include "neki/plan.h"
+#include "neki/plan_explain.h"
 #include "neki/plan_gsi.h"
 
 #include <stdarg.h>
@@ -289,7 +290,7 @@ explain_json(struct sbuf_x *b, const struct plan *p, const struct plan_actual *a
 	xput(b, "}]");
 }
 
-/* plan_explain_analyze: see plan.h. */
+/* plan_explain_analyze: see neki/plan_explain.h. */
 char *
 plan_explain_analyze(const struct plan *p, bool json, const struct plan_actual *act)
 {
@@ -308,7 +309,7 @@ plan_explain_analyze(const struct plan *p, bool json, const struct plan_actual *
 	return b.p;
 }
 
-/* plan_explain: see plan.h. */
+/* plan_explain: see neki/plan_explain.h. */
 char *
 plan_explain(const struct plan *p, bool json)
 {

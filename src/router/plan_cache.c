@@ -9,6 +9,7 @@
 #include "neki/base.h"
 
 #include "neki/plan.h"
+#include "neki/plan_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ struct plan_cache {
 	struct plan_cache_stats stats;
 };
 
-/* plan_cache_new: see plan.h. */
+/* plan_cache_new: see neki/plan_cache.h. */
 struct plan_cache *
 plan_cache_new(uint32_t max_entries)
 {
@@ -102,7 +103,7 @@ pc_remove(struct plan_cache *c, struct pc_entry *e)
 	c->count--;
 }
 
-/* plan_cache_free: see plan.h. */
+/* plan_cache_free: see neki/plan_cache.h. */
 void
 plan_cache_free(struct plan_cache *c)
 {
@@ -130,7 +131,7 @@ pc_find(const struct plan_cache *c, const char *key, uint64_t h)
 	return NULL;
 }
 
-/* plan_cache_get: see plan.h. An entry of another revision is dropped. */
+/* plan_cache_get: see neki/plan_cache.h. An entry of another revision is dropped. */
 const struct stmt *
 plan_cache_get(struct plan_cache *c, const struct parse_norm *norm, uint64_t topo_rev,
 	       uint64_t cat_ver)
@@ -160,7 +161,7 @@ is_shared_kind(enum stmt_kind k)
 	       k == STMT_MERGE;
 }
 
-/* plan_cache_put: see plan.h. */
+/* plan_cache_put: see neki/plan_cache.h. */
 const struct stmt *
 plan_cache_put(struct plan_cache *c, const char *sql, const struct parse_norm *norm,
 	       uint64_t topo_rev, uint64_t cat_ver, struct nk_error *err)
@@ -205,14 +206,14 @@ plan_cache_put(struct plan_cache *c, const char *sql, const struct parse_norm *n
 	return s;
 }
 
-/* plan_cache_memo: see plan.h. */
+/* plan_cache_memo: see neki/plan_cache.h. */
 struct plan_memo *
 plan_cache_memo(struct plan_cache *c)
 {
 	return c->last ? &c->last->memo : NULL;
 }
 
-/* plan_cache_stats: see plan.h. */
+/* plan_cache_stats: see neki/plan_cache.h. */
 void
 plan_cache_stats(const struct plan_cache *c, struct plan_cache_stats *out)
 {

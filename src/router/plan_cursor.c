@@ -9,6 +9,7 @@
  */
 #include "neki/base.h"
 
+#include "neki/plan_cursor.h"
 #include "plan_int.h"
 
 #include <string.h>
@@ -39,7 +40,7 @@ plan_cursor(struct pctx *c)
 	return true;
 }
 
-/* plan_cursor_query: see plan.h. */
+/* plan_cursor_query: see neki/plan_cursor.h. */
 const char *
 plan_cursor_query(const struct stmt *s)
 {
@@ -91,7 +92,7 @@ fetch_absolute(const struct plan_cursor_pos *pos, int64_t count, struct plan_fet
 	step(f, PLAN_FETCH_FORWARD, 1, true);
 }
 
-/* plan_fetch_plan: see plan.h. */
+/* plan_fetch_plan: see neki/plan_cursor.h. */
 void
 plan_fetch_plan(const struct plan_cursor_pos *pos, enum stmt_fetch_dir dir, int64_t count,
 		bool is_move, struct plan_fetch *out)
@@ -146,7 +147,7 @@ plan_fetch_plan(const struct plan_cursor_pos *pos, enum stmt_fetch_dir dir, int6
 	step(out, forward ? PLAN_FETCH_FORWARD : PLAN_FETCH_BACKWARD, count, true);
 }
 
-/* plan_cursor_moved: see plan.h. */
+/* plan_cursor_moved: see neki/plan_cursor.h. */
 void
 plan_cursor_moved(struct plan_cursor_pos *pos, enum plan_fetch_op op, int64_t count,
 		  uint64_t n)

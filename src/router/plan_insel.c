@@ -12,6 +12,7 @@
  * WITH (117: the rows are read through a cursor). Entry: plan_insert_select().
  */
 #include "neki/base.h"
+#include "neki/plan_explain.h"
 
 #include <string.h>
 #include <strings.h>

@@ -8,6 +8,7 @@
 #include "neki/base.h"
 
 #include "neki/plan.h"
+#include "neki/plan_merge.h"
 #include "neki/topology_image.h"
 
 #define PLAN_RENDER_MAX 256

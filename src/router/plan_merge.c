@@ -1038,7 +1038,7 @@ build_select(struct pm *p, const cJSON *sel)
 	return build_plain(p, sel);
 }
 
-/* plan_merge_build: see plan.h. */
+/* plan_merge_build: see neki/plan_merge.h. */
 bool
 plan_merge_build(struct rarena *a, const char *sql, struct plan_merge *out, struct nk_error *err)
 {
@@ -1115,7 +1115,7 @@ bind_count(const struct plan_merge_count *c, const struct plan_input *in, int64_
 	return true;
 }
 
-/* plan_merge_bind: see plan.h. */
+/* plan_merge_bind: see neki/plan_merge.h. */
 bool
 plan_merge_bind(const struct plan_merge *m, const struct plan_input *in, int64_t *limit,
 		int64_t *offset, struct nk_error *err)

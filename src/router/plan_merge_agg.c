@@ -62,7 +62,7 @@ static const struct {
 	{ "var_pop", PLAN_AGG_VARIANCE, PM_AGG_DISTINCT },
 };
 
-/* plan_refuse_float_variance: see plan.h. */
+/* plan_refuse_float_variance: see neki/plan_merge.h. */
 bool
 plan_refuse_float_variance(struct nk_error *err)
 {

@@ -8,6 +8,7 @@
 #include "neki/base.h"
 
 #include "neki/plan.h"
+#include "neki/plan_merge.h"
 
 #include <cjson/cJSON.h>
 

@@ -18,6 +18,8 @@
 #include <strings.h>
 
 #include "neki/plan_gsi.h"
+#include "neki/plan_explain.h"
+#include "neki/plan_settings.h"
 #include "plan_int.h"
 
 static bool
@@ -139,7 +141,7 @@ neki_store(struct plan_session *sess, const struct neki_setting *st, const char 
 		snprintf(dst, cap, "%s", v);
 }
 
-/* plan_neki_apply: see plan.h. */
+/* plan_neki_apply: see neki/plan_settings.h. */
 bool
 plan_neki_apply(struct plan_session *sess, const char *name, const char *value,
 		struct nk_error *err)
@@ -179,7 +181,7 @@ plan_neki_apply(struct plan_session *sess, const char *name, const char *value,
 	return bad_value(err, name, value, st);
 }
 
-/* plan_neki_show: see plan.h. */
+/* plan_neki_show: see neki/plan_settings.h. */
 const char *
 plan_neki_show(const struct plan_session *sess, const char *name)
 {
@@ -227,14 +229,14 @@ topo_has_shard(const void *img, const char *uid)
 	return false;
 }
 
-/* plan_neki_is_setting: see plan.h. */
+/* plan_neki_is_setting: see neki/plan_settings.h. */
 bool
 plan_neki_is_setting(const char *name)
 {
 	return neki_find(name) != NULL;
 }
 
-/* plan_neki_apply_checked: see plan.h. */
+/* plan_neki_apply_checked: see neki/plan_settings.h. */
 bool
 plan_neki_apply_checked(struct plan_session *sess, const void *img, const char *name,
 			const char *value, struct nk_error *err)
@@ -483,7 +485,7 @@ plan_copy(struct pctx *c)
 
 /* ---- EXPLAIN ---- */
 
-/* plan_explained_text: see plan.h. */
+/* plan_explained_text: see neki/plan_explain.h. */
 const char *
 plan_explained_text(const char *key)
 {

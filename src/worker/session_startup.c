@@ -21,6 +21,7 @@
 #include "neki/log.h"
 #include "neki/pktbuf.h"
 #include "neki/plan.h"
+#include "neki/plan_settings.h"
 #include "neki/proto.h"
 #include "neki/shm.h"
 #include "neki/tls.h"

@@ -12,6 +12,8 @@
 
 #include "neki/parse.h"
 #include "neki/plan.h"
+#include "neki/plan_explain.h"
+#include "neki/plan_cache.h"
 #include "neki/topology.h"
 #include "neki/topology_image.h"
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "neki/plan.h"
+#include "neki/plan_cursor.h"
 #include "router_fixtures.h"
 
 /* ---- the statement model ---- */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "neki/plan.h"
+#include "neki/plan_explain.h"
 #include "neki/topology.h"
 #include "neki/topology_image.h"
 #include "router_fixtures.h"

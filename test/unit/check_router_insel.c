@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "neki/plan.h"
+#include "neki/plan_explain.h"
 #include "router_fixtures.h"
 
 #define ALL_CUST "shard-a,shard-b,shard-c,shard-d"

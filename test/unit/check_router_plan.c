@@ -13,6 +13,9 @@
 
 #include "neki/config.h"
 #include "neki/plan.h"
+#include "neki/plan_settings.h"
+#include "neki/plan_explain.h"
+#include "neki/plan_cache.h"
 #include "neki/target.h"
 #include "neki/topology.h"
 #include "neki/topology_image.h"
