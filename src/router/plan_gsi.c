@@ -712,8 +712,26 @@ read_shape(const struct pctx *c, const struct prel *t)
 }
 
 
-/* [*start, *end) of <sql>: the table name (qualified or not) after the top level's FROM of a
- * one-table SELECT (read_shape()), past ONLY. */
+/* The end of the name (qualified or not, quoted or not) at <p> of <sql>; NULL when none. */
+static const char *
+past_name(const char *sql, const char *p)
+{
+	for (;;) {
+		const char *q = *p == '"' ? sql_skip_item(sql, p) : p;
+
+		if (q == p)	/* (not quoted) */
+			while (sql_ident_char(*q))
+				q++;
+		if (q == p)
+			return NULL;
+		if (*q != '.')
+			return q;
+		p = q + 1;
+	}
+}
+
+/* [*start, *end) of <sql>: the table name after the top level's FROM of a one-table SELECT
+ * (read_shape()), past ONLY. */
 static bool
 from_table_span(const char *sql, size_t *start, size_t *end)
 {
@@ -722,8 +740,9 @@ from_table_span(const char *sql, size_t *start, size_t *end)
 	for (const char *p = sql, *e; *p != '\0'; p = e) {
 		if ((e = sql_skip_item(sql, p)) != p)
 			continue;	/* (a quoted name, string or comment) */
-		for (e = p; sql_ident_char(*e); e++)
-			;
+		e = p;
+		while (sql_ident_char(*e))
+			e++;
 		if (e == p) {
 			depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
 			e = p + 1;
@@ -734,21 +753,10 @@ from_table_span(const char *sql, size_t *start, size_t *end)
 		p = e + strspn(e, " \t\r\n");
 		if (strncasecmp(p, "only", 4) == 0 && !sql_ident_char(p[4]))
 			p += 4 + strspn(p + 4, " \t\r\n");
+		if ((e = past_name(sql, p)) == NULL)
+			return false;
 		*start = (size_t)(p - sql);
-		for (;;) {
-			const char *q = *p == '"' ? sql_skip_item(sql, p) : p;
-
-			if (q == p)
-				while (sql_ident_char(*q))
-					q++;
-			if (q == p)
-				return false;
-			p = q;
-			if (*p != '.')
-				break;
-			p++;
-		}
-		*end = (size_t)(p - sql);
+		*end = (size_t)(e - sql);
 		return true;
 	}
 	return false;
