@@ -11,6 +11,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -636,21 +637,23 @@ def test_disconnect_and_discard_all_release_locks(pins):
 
 # ---- setval ----------------------------------------------------------------------------
 
-def worker_conns(pins, n=2):
+def worker_conns(pins, n=2, attempts=1000):
     """One open neki connection on each of the <n> workers (the BackendKeyData pid names
-    the worker); the extra connections opened on the way are closed."""
-    found, spare = {}, []
-    for _ in range(200):
+    the worker). The workers share the listening socket and whichever wakes first accepts,
+    so one of them may take many in a row: each extra connection is closed at once (kept,
+    they would reach max_client_conn), and a run of them is followed by a short pause."""
+    found = {}
+    for k in range(attempts):
         if len(found) == n:
             break
         conn = pins.connect()
         worker = conn.info.backend_pid >> 20
         if worker in found:
-            spare.append(conn)
+            conn.close()
+            if k % 50 == 49:
+                time.sleep(0.01)
         else:
             found[worker] = conn
-    for conn in spare:
-        conn.close()
     assert len(found) == n, "could not reach every worker"
     return [found[k] for k in sorted(found)]
 
