@@ -29,9 +29,10 @@
  *   transaction, as an INSERT_AFTER's are.
  * - MERGE into an owner, a write to one in a WITH query: 104.
  * - A statement naming the lookup table of an enabled GSI: 0A000 (spec 3.3), but for the
- *   router's own steps, a plain EXPLAIN and a TRUNCATE with its owner. Assigning the shard key, an
- *   owner primary-key column or a disabled GSI's column: 145 (plan.c). TRUNCATE of an owner without its lookup tables:
- *   0A000 (with them, every shard truncates both: exact).
+ *   router's own steps, a plain EXPLAIN and a TRUNCATE with its owner.
+ * - Assigning the shard key, an owner primary-key column or a disabled GSI's column: 145
+ *   (plan.c). TRUNCATE of an owner without its lookup tables, or of a lookup table without
+ *   its owner: 0A000 (with both, every shard truncates both: exact).
  * Entry points: plan_gsi(), plan_gsi_copy(), plan_gsi_refuse_lookups(), plan_gsi_truncate(),
  * plan_gsi_shards(), plan_gsi_enabled().
  */
@@ -710,7 +711,6 @@ read_shape(const struct pctx *c, const struct prel *t)
 	       ks_expr_is_column(t->expr) &&
 	       !(c->s->flags & (STMT_F_UNION | STMT_F_INTERSECT | STMT_F_INTO));
 }
-
 
 /* The end of the name (qualified or not, quoted or not) at <p> of <sql>; NULL when none. */
 static const char *
