@@ -338,9 +338,23 @@ enum rext_what {
 };
 
 
-/* The Parse types <o>[0..noids) of a composed text <query> for the Execute's bound values:
- * each value the text no longer reads (an evaluated subquery held it) declared text or
- * bytea, so that Postgres need not infer its type; the number of types. */
+/* The Parse types <oids>[0..noids) a client declared (network order) into <o>; their
+ * number (at most 256). */
+static uint16_t
+declared_types(const uint8_t *oids, uint16_t noids, uint32_t *o)
+{
+	uint16_t n = noids < 256 ? noids : 256;
+
+	for (uint16_t i = 0; i < n; i++)
+		o[i] = (uint32_t)oids[i * 4] << 24 | (uint32_t)oids[i * 4 + 1] << 16 |
+		       (uint32_t)oids[i * 4 + 2] << 8 | oids[i * 4 + 3];
+	return n;
+}
+
+/* The Parse types <o>[0..noids) of a text <query> for the Execute's bound values: each
+ * value the text does not read (an evaluated subquery held it, another shard's part of an
+ * INSERT has it) declared text or bytea, so that Postgres need not infer its type; the
+ * number of types. */
 static uint16_t
 unread_params_typed(const struct route *r, const char *query, uint32_t *o, uint16_t noids)
 {
@@ -380,12 +394,10 @@ route_ext_msgs_text(struct route *r, const struct rportal *x, const struct rstmt
 	r->ext_pst = named != NULL ? r->ext_pst : NULL;
 	pktbuf_init(&pb, (named != NULL ? 0 : strlen(query)) + 64 + (bind ? x->bind_len : 0));
 	if (named == NULL) {
-		for (uint16_t i = 0; i < noids && i < 256; i++)
-			o[i] = (uint32_t)oids[i * 4] << 24 | (uint32_t)oids[i * 4 + 1] << 16 |
-			       (uint32_t)oids[i * 4 + 2] << 8 | oids[i * 4 + 3];
+		noids = declared_types(oids, noids, o);
 		if (text != NULL && bind)	/* (a composed text may no longer read some) */
 			noids = unread_params_typed(r, query, o, noids);
-		pktbuf_write_parse(&pb, "", query, o, noids < 256 ? noids : 256);
+		pktbuf_write_parse(&pb, "", query, o, noids);
 	}
 	if (what & REXT_DESCRIBE_S)
 		pktbuf_write_describe(&pb, 'S', "");
@@ -471,8 +483,8 @@ route_ext_composed(struct route *r, const char *sql)
 bool
 route_ext_part(struct route *r, struct rshard *sh)
 {
-	uint32_t n = r->ext_nparams < 256 ? r->ext_nparams : 256, o[256];
-	bool used[256] = { false };
+	uint32_t o[256];
+	uint16_t n;
 	size_t first;
 	struct pktbuf pb;
 
@@ -480,17 +492,10 @@ route_ext_part(struct route *r, struct rshard *sh)
 		return false;
 	first = 1 + ((size_t)r->ext_msg[1] << 24 | (size_t)r->ext_msg[2] << 16 |
 		     (size_t)r->ext_msg[3] << 8 | r->ext_msg[4]);
-	route_sql_params(sh->sql, used, n);
-	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t *b = i < r->xportal->noids ? r->xportal->oids + i * 4 : NULL;
-
-		o[i] = b != NULL ? (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
-				   (uint32_t)b[2] << 8 | b[3] : 0;
-		if (!used[i])
-			o[i] = r->ext_params[i].binary ? 17 : 25;	/* bytea, text */
-	}
-	pktbuf_init(&pb, strlen(sh->sql) + 16 + 4 * n + r->ext_len);
-	pktbuf_write_parse(&pb, "", sh->sql, o, (uint16_t)n);
+	n = declared_types(r->xportal->oids, r->xportal->noids, o);
+	n = unread_params_typed(r, sh->sql, o, n);
+	pktbuf_init(&pb, strlen(sh->sql) + 16 + 4 * (size_t)n + r->ext_len);
+	pktbuf_write_parse(&pb, "", sh->sql, o, n);
 	pktbuf_put_bytes(&pb, r->ext_msg + first, r->ext_len - first);
 	if (pktbuf_failed(&pb)) {
 		pktbuf_cleanup(&pb);
