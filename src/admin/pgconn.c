@@ -200,6 +200,10 @@ pgc_free_later(struct pgc *c)
 
 	c->on_notify = NULL;
 	c->on_state = NULL;
+	for (struct pgc_query *q = c->head; q != NULL; q = q->next)
+		q->cb = NULL;	/* (as pgc_free: no callback after) */
+	for (struct pgc_query *q = c->failed; q != NULL; q = q->next)
+		q->cb = NULL;
 	if (event_base_once(c->base, -1, EV_TIMEOUT, free_later_cb, c, &zero) == -1)
 		log_warn("could not free a probe connection");
 }

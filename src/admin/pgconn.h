@@ -26,7 +26,7 @@ typedef void (*pgc_state_fn)(void *arg, bool up);
 struct pgc *pgc_new(struct event_base *base, const char *name);
 /* Close the connection, fail queued queries, free <c>. Callbacks are not called after. */
 void pgc_free(struct pgc *c);
-/* pgc_free() from the loop: safe inside one of <c>'s own callbacks. */
+/* pgc_free() from the loop: safe inside one of <c>'s own callbacks; no callback after. */
 void pgc_free_later(struct pgc *c);
 /* Use <conninfo> from now on (reconnects when it changed). */
 void pgc_set_conninfo(struct pgc *c, const char *conninfo);
