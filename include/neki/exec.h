@@ -111,6 +111,8 @@ const char *route_sql_skip_token(const char *sql, const char *p);
 
 /* Is a Query, exec or round of <r> running? */
 bool route_is_busy(const struct route *r);
+/* The topology revision the running statement of <r> was planned with; 0 when none runs. */
+uint64_t route_busy_revision(const struct route *r);
 /* Is an extended-protocol batch of <r> open (an exec, a failed one skipping to Sync, a Sync
  * owed)? */
 bool route_in_ext_batch(const struct route *r);

@@ -92,6 +92,8 @@ struct plan_session {
 	const char *lock_shard;		/* borrowed: the shard whose link holds the session's
 					 * advisory locks; NULL when it holds none */
 	struct ks_text_ctx text_ctx;	/* TimeZone for timestamptz keys */
+	uint64_t revision;		/* the topology revision the last statement was planned
+					 * with (the executor sets it; route_busy_revision) */
 };
 
 /* Defaults: scatter, multi, no shard, primary, prefer/prefer/none, schema "public". */

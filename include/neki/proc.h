@@ -55,6 +55,9 @@ struct child_spec {
 	bool (*on_list)(void *buf, size_t cap, size_t *len);
 	/* SHM_CMD_FDS: send this process's sockets to the admin (SHOW FDS). NULL: ignored. */
 	void (*on_fds)(const struct shm_msg *m);
+	/* The oldest topology revision a running statement was planned with, 0 when none:
+	 * the process reports no newer revision than that as switched to. NULL: none. */
+	uint64_t (*oldest_planned_revision)(void);
 };
 
 /* Run the child's loop until it is told to exit; never returns. */

@@ -42,6 +42,10 @@ void session_cancel_forwarded(const uint8_t *key, size_t len);
  */
 void session_pools_wake(void);
 
+/* The oldest topology revision a running statement of this worker was planned with; 0 when
+ * none runs (child_spec.oldest_planned_revision). */
+uint64_t session_oldest_planned_revision(void);
+
 /*
  * SHOW FDS (SHM_CMD_FDS, src/worker/session_fds.c): send this worker's sockets and their rows
  * to the admin over the descriptor channel (neki/fdchan.h); key[] holds the request number,

@@ -848,6 +848,7 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 	if (!r->ext_exec && !sub_simple)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
+	r->ps.revision = ref.revision;
 	r->ps.gsi_step = route_gsi_capturing(r) || cover;
 	r->ps.tx_shard = route_tx_shard(r, true);
 	r->ps.lock_shard = route_pin_lock_shard(r);

@@ -12,6 +12,12 @@ route_is_busy(const struct route *r)
 	return r->busy;
 }
 
+uint64_t
+route_busy_revision(const struct route *r)
+{
+	return r->busy ? r->ps.revision : 0;
+}
+
 bool
 route_in_ext_batch(const struct route *r)
 {

@@ -118,10 +118,17 @@ void
 child_switch_topology(void)
 {
 	static uint64_t seen = UINT64_MAX; /* what slot->revision_seen holds: store on a change */
-	uint64_t rev = shm_topo_revision();
+	uint64_t rev = shm_topo_revision(), oldest;
 
 	if (slot == NULL)
 		return;		/* not in child_run (the executor's unit tests) */
+	if (rev == seen)
+		return;
+	/* a statement planned with an older revision still runs: not switched yet (the tick
+	 * looks again); a GSI build waits for exactly this (doc/topology.md) */
+	oldest = spec.oldest_planned_revision != NULL ? spec.oldest_planned_revision() : 0;
+	if (oldest != 0 && oldest < rev)
+		rev = oldest;
 	if (rev != seen) {
 		seen = rev;
 		atomic_store(&slot->revision_seen, rev);

@@ -85,6 +85,24 @@ sess_foreach(void (*fn)(struct session *s, void *arg), void *arg)
 			fn(container_of(n, struct session, node), arg);
 }
 
+static void
+oldest_planned(struct session *s, void *arg)
+{
+	uint64_t *low = arg, rev = s->route != NULL ? route_busy_revision(s->route) : 0;
+
+	if (rev != 0 && (*low == 0 || rev < *low))
+		*low = rev;
+}
+
+uint64_t
+session_oldest_planned_revision(void)
+{
+	uint64_t low = 0;
+
+	sess_foreach(oldest_planned, &low);
+	return low;
+}
+
 void
 sess_foreach_closing(bool (*fn)(struct session *s, void *arg), void *arg)
 {

@@ -38,6 +38,7 @@ worker_main(unsigned slot)
 		.on_stop_servers = session_shutdown_servers,
 		.on_list = session_list_rows,
 		.on_fds = session_fds,
+		.oldest_planned_revision = session_oldest_planned_revision,
 	};
 
 	child_run(&s);
