@@ -102,6 +102,7 @@ struct topo_gsi {
 	struct topo_strlist owner_pk_columns;
 	bool has_owner_sk, has_owner_pk;
 	bool unique, ignore_null, enabled;
+	bool write_only;		/* enabled: maintained, not read through (a build) */
 };
 
 struct topo_database {

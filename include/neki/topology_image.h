@@ -110,6 +110,7 @@ struct topo_img_gsi {
 	const char *db, *name, *schema, *table, *owner_table;	/* schema NULL when omitted */
 	uint32_t columns, owner_sk_columns, owner_pk_columns;	/* lists of strings */
 	bool unique, ignore_null, enabled;
+	bool write_only;	/* enabled, maintained, not read through (__neki.gsi_build) */
 };
 
 uint32_t topo_image_gsi_count(const void *img);

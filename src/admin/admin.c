@@ -27,6 +27,7 @@
 #include "servers.h"
 #include "recover.h"
 #include "deadlock.h"
+#include "gsibuild.h"
 
 static int forward_fd = -1;		/* owned: the internal socket (bound by the master) */
 static struct event *forward_ev;	/* owned */
@@ -225,6 +226,7 @@ admin_start(void)
 	servers_init(child_base());
 	recover_init(child_base());
 	deadlock_init(child_base());
+	gsibuild_init(child_base());
 	adm_stats_tick();	/* the clock of the stats averages starts now */
 	metrics_init(child_base());
 }

@@ -5,11 +5,9 @@
  *   flatjson.c  the flat JSON objects neki itself reads (options, the cache file wrapper)
  *   result.c    building RowDescription / DataRow / CommandComplete replies
  *   console.c   the console connection state machine (startup, auth, simple query)
- *   fdchan.c    the workers' descriptor channel to the admin (neki/fdchan.h)
  *   fds.c       SHOW FDS: every process's sockets, passed on for the online restart
  *   nekifn.c    the __neki function table: arguments, roles, handlers
- *   revision.c  the topology revisions: validate, store, cache, publish, follow
- *   store.c     the SQL of the durable store and the router registry
+ *   revision.c  the topology revisions: validate, store (its SQL too), cache, publish
  *   pgconn.c    the libpq adapter (the only file that includes libpq-fe.h)
  *   catload.c   loading the catalog (src/catalog) and publishing it into shm
  *   catcheck.c  set_data_topology's fresh catalog check of the new document's databases
@@ -152,6 +150,7 @@ struct adm_result {
 	size_t nsel;
 	size_t map[ADM_RESULT_MAX_COLS]; /* sent column i is produced column map[i] */
 	char bad_col[ADM_NAME_MAX];	/* a selected column the function lacks ("" = none) */
+	struct nk_error *error;		/* owned: the first error appended; NULL */
 };
 
 void adm_result_init(struct adm_result *r);
@@ -169,7 +168,6 @@ void adm_result_error(struct adm_result *r, const struct nk_error *err);
 /* An error the console sends: "pooler error: <msg>" (WARNING) with log_pooler_errors on. */
 void adm_pooler_error(const struct nk_error *err);
 void adm_result_notice(struct adm_result *r, const struct nk_error *err);
-
 
 /* ---- console.c / nekifn.c: requests ---- */
 
@@ -195,18 +193,20 @@ struct adm_req {
 	const struct adm_fn *fn;	/* borrowed: the function table row */
 	void *state;			/* owned by the function (freed by its handler) */
 	struct adm_req *next;		/* revision.c's queues */
+	void (*done)(void *arg, const struct nk_error *err);	/* an internal request's end */
+	void *done_arg;
 };
 
 /* Run the call of <req> (nekifn.c). Ends with adm_req_finish(), now or later. */
 void nekifn_start(struct adm_req *req);
-
 /* Send <req>'s reply (when its client is still there), resume the client, free <req>;
- * adm_req_fail: with the error <err> as that reply. */
+ * adm_req_fail: with the error <err> as that reply. adm_req_internal: a request of the admin
+ * itself (no client; user "neki"), whose end calls <done> with its first error or NULL. */
+struct adm_req *adm_req_internal(void (*done)(void *arg, const struct nk_error *err), void *arg);
 void adm_req_finish(struct adm_req *req);
 void adm_req_fail(struct adm_req *req, const struct nk_error *err);
 
-/* Run the console command <sql> (not a __neki call) of <req> (cmd.c); ends with
- * adm_req_finish(), now or once every worker has acted. */
+/* Run console command <sql> (not a __neki call) of <req> (cmd.c); adm_req_finish() ends it. */
 void adm_command(struct adm_req *req, const char *sql);
 
 /* ---- stats.c ---- */

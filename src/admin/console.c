@@ -545,9 +545,26 @@ adm_req_finish(struct adm_req *req)
 		if (c->state == CON_ST_BUSY)
 			con_set_state(c, CON_ST_IDLE);
 	}
+	if (req->done != NULL)
+		req->done(req->done_arg, req->res.error);
 	adm_call_cleanup(&req->call);
 	adm_result_cleanup(&req->res);
 	free(req);
+}
+
+struct adm_req *
+adm_req_internal(void (*done)(void *arg, const struct nk_error *err), void *arg)
+{
+	struct adm_req *req = calloc(1, sizeof(*req));
+
+	if (req == NULL)
+		return NULL;
+	adm_result_init(&req->res);
+	snprintf(req->user, sizeof(req->user), "neki");
+	req->access = ADM_ACCESS_ADMIN;
+	req->done = done;
+	req->done_arg = arg;
+	return req;
 }
 
 /* A whole message after login. */

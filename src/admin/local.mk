@@ -5,10 +5,10 @@ libneki_a_SOURCES += src/admin/admin.c src/admin/call.c src/admin/catcheck.c src
 	src/admin/metrics.c
 noinst_HEADERS += include/neki/admin.h src/admin/admin_int.h src/admin/servers.h \
 	src/admin/pgconn.h src/admin/recover.h src/admin/deadlock.h src/admin/catoids.h src/admin/nekidesc.h \
-	src/admin/epoch.h
+	src/admin/epoch.h src/admin/gsibuild.h src/admin/gsibuild_int.h
 libneki_a_SOURCES += src/admin/catload.c src/admin/catoids.c src/admin/nekidesc.c src/admin/shardfn.c src/admin/servers.c \
 	src/admin/switchover.c src/admin/ddlsync.c src/admin/advisor.c \
 	src/admin/activity.c src/admin/recover.c src/admin/epoch.c \
-	src/admin/deadlock.c
+	src/admin/deadlock.c src/admin/gsibuild.c src/admin/gsibuild_scan.c
 # the online restart (-R): SHOW FDS
 libneki_a_SOURCES += src/admin/fds.c

@@ -55,6 +55,11 @@ static const struct adm_col c_resolve[] = {
 	{ "note", ADM_T_TEXT },
 };
 
+static const struct adm_col c_gsi_build[] = {
+	{ "gsi_name", ADM_T_TEXT }, { "revision", ADM_T_INT8 }, { "rows_written", ADM_T_INT8 },
+	{ "rows_verified", ADM_T_INT8 }, { "passes", ADM_T_INT4 },
+};
+
 #define DESC(fn, cols) { fn, cols, NK_ARRAY_LEN(cols) }
 
 static const struct {
@@ -68,7 +73,7 @@ static const struct {
 	DESC("list_shards", c_shards), DESC("list_topology_revisions", c_revisions),
 	DESC("notification_queue_usage", c_queue), DESC("check_schema", c_check),
 	DESC("stat_get_activity", c_activity), DESC("list_metafuncs", c_metafuncs),
-	DESC("resolve_transaction", c_resolve),
+	DESC("resolve_transaction", c_resolve), DESC("gsi_build", c_gsi_build),
 	/* delete_shard returns no rows: it only ever explains why neki does not delete */
 };
 

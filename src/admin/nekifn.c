@@ -7,6 +7,7 @@
 #include "neki/base.h"
 
 #include "admin_int.h"
+#include "gsibuild.h"
 #include "nekidesc.h"
 #include "recover.h"
 
@@ -257,6 +258,18 @@ fn_resolve(struct adm_req *req, const struct fn_val *a)
 	recover_resolve(req, a[0].is_null ? NULL : a[0].text, a[1].is_null ? NULL : a[1].text);
 }
 
+static void
+fn_gsi_build(struct adm_req *req, const struct fn_val *a)
+{
+	if (a[0].is_null || (a[2].is_null ? false : a[2].secs <= 0)) {
+		fail(req, ERRCODE_INVALID_PARAMETER_VALUE,
+		     "the index name must not be null, and the timeout must be positive");
+		return;
+	}
+	gsibuild_start(req, a[0].text, a[1].is_null ? NULL : a[1].text,
+		       a[2].is_null ? FN_DEFAULT_WAIT_SECS : a[2].secs);
+}
+
 static const struct adm_fn functions[] = {
 	{ "set_data_topology", { { "data_topology_json", FN_T_TEXT, NULL },
 				 { "overwrite", FN_T_BOOL, NULL },
@@ -295,6 +308,10 @@ static const struct adm_fn functions[] = {
 	{ "resolve_transaction", { { "gid", FN_T_TEXT, NULL }, { "outcome", FN_T_TEXT, NULL } },
 	  2, FN_ROLE_OPERATOR, fn_resolve, "transactions", "commit or abort an in-doubt atomic "
 	  "transaction (neki's own recovery decides it otherwise)" },
+	{ "gsi_build", { { "gsi_name", FN_T_TEXT, NULL }, { "database", FN_T_TEXT, "NULL" },
+			 { "timeout", FN_T_INTERVAL, "NULL" } }, 3, FN_ROLE_OPERATOR,
+	  fn_gsi_build, "topology", "build a global secondary index on an owner with rows, "
+	  "online: write-only, backfill, verify, enable" },
 };
 
 /* list_metafuncs(): one row per function of the table above. */

@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "neki/config.h"
@@ -44,6 +45,7 @@ void
 adm_result_cleanup(struct adm_result *r)
 {
 	pktbuf_cleanup(&r->pb);
+	free(r->error);
 }
 
 void
@@ -132,6 +134,8 @@ adm_result_error(struct adm_result *r, const struct nk_error *err)
 {
 	adm_pooler_error(err);
 	pktbuf_write_error(&r->pb, err);
+	if (r->error == NULL && (r->error = malloc(sizeof(*r->error))) != NULL)
+		*r->error = *err;
 }
 
 void

@@ -33,6 +33,8 @@
  * - Assigning the shard key, an owner primary-key column or a disabled GSI's column: 145
  *   (plan.c). TRUNCATE of an owner without its lookup tables, or of a lookup table without
  *   its owner: 0A000 (with both, every shard truncates both: exact).
+ * - A write-only GSI ("write_only": true, what __neki.gsi_build sets while it backfills)
+ *   is maintained as every enabled one, and never read through.
  * Entry points: plan_gsi(), plan_gsi_copy(), plan_gsi_refuse_lookups(), plan_gsi_truncate(),
  * plan_gsi_shards(), plan_gsi_enabled().
  */
@@ -1047,7 +1049,8 @@ plan_gsi(struct pctx *c)
 		const struct stmt_pred *pred;
 		bool done = false;
 
-		if (!gsi_of(c, t, i, &g) || topo_image_list_len(c->img, g.g.columns) != 1 ||
+		if (!gsi_of(c, t, i, &g) || g.g.write_only ||	/* (being built: not read) */
+		    topo_image_list_len(c->img, g.g.columns) != 1 ||
 		    (pred = indexed_pred(c, c->s->scopes[0].where, g.cols[0])) == NULL)
 			continue;
 		if (!gsi_read(c, t, &g, pred, &done) || done)

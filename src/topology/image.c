@@ -222,7 +222,8 @@ fill_gsis(struct img_w *w, size_t dbn, uint32_t dbs, uint32_t *n)
 			image_str(&w->a, gs->owner_table), w_strlist(w, &gs->columns),
 			w_strlist(w, &gs->owner_sk_columns), w_strlist(w, &gs->owner_pk_columns),
 			(gs->unique ? IMG_GSI_UNIQUE : 0) | (gs->ignore_null ? IMG_GSI_IGNORE_NULL : 0) |
-				(gs->enabled ? IMG_GSI_ENABLED : 0),
+				(gs->enabled ? IMG_GSI_ENABLED : 0) |
+				(gs->write_only ? IMG_GSI_WRITE_ONLY : 0),
 		};
 
 		if (out)

@@ -94,5 +94,6 @@ struct img_gsi {
 #define IMG_GSI_UNIQUE 1u
 #define IMG_GSI_IGNORE_NULL 2u
 #define IMG_GSI_ENABLED 4u
+#define IMG_GSI_WRITE_ONLY 8u
 
 #endif /* NEKI_TOPOLOGY_IMAGE_INT_H */

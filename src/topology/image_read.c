@@ -446,4 +446,5 @@ topo_image_gsi(const void *img, uint32_t n, struct topo_img_gsi *out)
 	out->unique = (g->flags & IMG_GSI_UNIQUE) != 0;
 	out->ignore_null = (g->flags & IMG_GSI_IGNORE_NULL) != 0;
 	out->enabled = (g->flags & IMG_GSI_ENABLED) != 0;
+	out->write_only = (g->flags & IMG_GSI_WRITE_ONLY) != 0;
 }

@@ -488,7 +488,7 @@ read_gsi_cb(struct jr *r, const cJSON *n, void *e)
 {
 	static const char *const keys[] = { "schema", "table", "owner_table", "columns",
 					    "owner_sk_columns", "owner_pk_columns", "unique",
-					    "ignore_null", "enabled", NULL };
+					    "ignore_null", "enabled", "write_only", NULL };
 	struct topo_gsi *g = e;
 
 	if (!jr_expect(r, n, cJSON_IsObject(n), "an object"))
@@ -503,6 +503,7 @@ read_gsi_cb(struct jr *r, const cJSON *n, void *e)
 	g->unique = jr_bool(r, n, "unique");
 	g->ignore_null = jr_bool(r, n, "ignore_null");
 	g->enabled = jr_bool(r, n, "enabled");
+	g->write_only = jr_bool(r, n, "write_only");
 }
 
 static void
@@ -680,6 +681,8 @@ write_gsi(struct jw *w, cJSON *gsis, const struct topo_gsi *g)
 	jw_bool(w, o, "unique", g->unique);
 	jw_bool(w, o, "ignore_null", g->ignore_null);
 	jw_bool(w, o, "enabled", g->enabled);
+	if (g->write_only)
+		jw_bool(w, o, "write_only", true);
 }
 
 static void

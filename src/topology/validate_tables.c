@@ -290,6 +290,10 @@ check_gsi(const struct vt_ctx *c, const struct topo_gsi *g)
 	if (!g->unique && (!g->has_owner_pk || g->owner_pk_columns.n == 0))
 		add_forceable(c->f, base, "gsi/owner-pk-columns",
 			      "a non-unique global secondary index needs owner_pk_columns");
+	if (g->write_only && !g->enabled)
+		add_forceable(c->f, pathf(p, "%s.write_only", base), "gsi/write-only",
+			      "a write-only global secondary index must be enabled (write_only: the "
+			      "router maintains its lookup rows but does not read through them)");
 	if (!g->table || !g->owner_table)
 		return;	/* missing: reported by the reader */
 	sc = gsi_schema(c, g, base);

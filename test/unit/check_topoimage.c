@@ -146,6 +146,37 @@ START_TEST(test_image_round_trip)
 }
 END_TEST
 
+/* A write-only GSI (what __neki.gsi_build declares): the flag in the model, the image and the
+ * canonical JSON (only when set). */
+START_TEST(test_image_gsi_write_only)
+{
+	struct topo_model *m = fx_storefront();
+	struct topo_gsi *g = &m->dbs[0].gsis[0];
+	struct topo_img_gsi out;
+	size_t len;
+	void *img;
+	char *json;
+
+	json = topo_to_json(m, false);
+	ck_assert_ptr_null(strstr(json, "write_only"));
+	free(json);
+	g->enabled = g->write_only = true;
+	img = build(m, 7, &len);
+	topo_image_gsi(img, 0, &out);
+	ck_assert(out.enabled && out.write_only);
+	json = topo_to_json(m, false);
+	ck_assert_ptr_nonnull(strstr(json, "\"write_only\":true"));
+	free(json);
+	free(img);
+	g->write_only = false;
+	img = build(m, 8, &len);
+	topo_image_gsi(img, 0, &out);
+	ck_assert(out.enabled && !out.write_only);
+	free(img);
+	topo_model_free(m);
+}
+END_TEST
+
 /* The bytes mean the same anywhere: copy them, destroy the original and the model. */
 START_TEST(test_image_relocatable)
 {
@@ -236,6 +267,7 @@ topology_add_image_tests(TCase *tc)
 {
 	tcase_add_test(tc, test_image_round_trip);
 	tcase_add_test(tc, test_image_relocatable);
+	tcase_add_test(tc, test_image_gsi_write_only);
 	tcase_add_test(tc, test_image_deterministic_and_checked);
 	tcase_add_test(tc, test_image_modulo_and_range);
 }

@@ -219,6 +219,10 @@ static const struct rule_case rule_cases[] = {
 	  "infer them from" },
 	{ AMBIGUOUS_DOC, "databases.db.global_secondary_indexes.x.schema", "gsi/schema-ambiguous",
 	  "22023", "lookup table \"lk\" is in several schemas: set \"schema\"" },
+	{ GSI_DOC(USERS_SI("['email']"), "auth", GSI_OK_BODY(",'write_only':true")),
+	  "databases.db.global_secondary_indexes.by_email.write_only", "gsi/write-only", "22023",
+	  "a write-only global secondary index must be enabled (write_only: the router maintains "
+	  "its lookup rows but does not read through them)" },
 };
 
 static void
