@@ -604,7 +604,8 @@ conns_of(struct gb *b, const void *img, uint32_t g, struct gb_conn **out, size_t
 {
 	static const char *const settings =
 		"SELECT set_config('TimeZone', 'UTC', false), set_config('DateStyle', 'ISO, YMD', "
-		"false), set_config('extra_float_digits', '3', false)";
+		"false), set_config('extra_float_digits', '3', false), set_config('lock_timeout', "
+		"'" GB_LOCK_TIMEOUT "', false)";
 	size_t count = topo_image_group_shard_count(img, g);
 
 	if ((*out = calloc(count, sizeof(**out))) == NULL)

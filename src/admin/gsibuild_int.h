@@ -21,6 +21,9 @@
 #define GB_RECHECK_MS 200
 #define GB_POLL_MS 100
 #define GB_MAX_COLS 16
+/* A lock the build waits for longer (an owner row a transaction holds, a wait cycle with
+ * one over two shards that no server sees) fails it with 55P03: a new call resumes. */
+#define GB_LOCK_TIMEOUT "30s"
 
 enum gb_step {
 	GB_PREP,	/* the owner's primary key and column types, the lookup's key */

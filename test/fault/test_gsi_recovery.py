@@ -4,8 +4,11 @@ atomic an owner row and its lookup rows commit with two-phase commit, so a worke
 each step of that commit (the failpoints of test_atomic_recovery.py) leaves, once the
 recovery ran, the owners and the lookups equal: both written or neither. A lookup shard
 stopped before the write fails the statement with nothing written anywhere, in either mode.
+A shard stopped during __neki.gsi_build fails the call, leaves the index write-only, and a
+new call builds it.
 """
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,8 +21,9 @@ except ImportError:
 from conftest import make_private_dir, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "routing"))
-from test_routing import Store, routing_neki, sharded_database, SCHEMA  # noqa: E402
+from test_routing import Store, routing_neki, sharded_database, SCHEMA, topology  # noqa: E402
 from test_gsi import LOOKUPS, assert_lookups_match, gsi_topology  # noqa: E402
+from test_gsi_build import LOOKUP, assert_exact, build, declared  # noqa: E402
 from test_atomic_recovery import env, prepared, routed_again  # noqa: E402
 
 
@@ -129,3 +133,58 @@ def test_a_stopped_lookup_shard_fails_the_write_whole(store, mode):
         except psycopg.Error:
             return False
     wait_until(cleaned, 40, what="the rows deleted")
+
+
+@pytest.fixture(scope="module")
+def building(pg_cluster):
+    """The storefront with orders_by_id declared disabled: for __neki.gsi_build."""
+    if psycopg is None:
+        pytest.skip("python3-psycopg is not installed")
+    with sharded_database(pg_cluster, "gsibf") as db, \
+            routing_neki(pg_cluster, db, topology(db), Store) as st:
+        for sql in SCHEMA + [LOOKUP]:
+            st.run(sql)
+        yield st
+
+
+def test_a_shard_stopped_during_a_gsi_build(building):
+    """The build waits on a shard for a transaction older than its write-only revision; the
+    shard stops meanwhile: the call fails naming it, the index stays write-only (maintained),
+    nothing crashes, and a new call once the shard is back builds it exactly."""
+    st = building
+    rows = ", ".join(f"({i % 97 + 1}, {i}, 'new', 1)" for i in range(1, 3001))
+    st.run(f"INSERT INTO orders VALUES {rows}")
+    down = st.customer_shard(2)
+    old = st.cluster.connect(down, dbname=st.db, autocommit=False)
+    old.execute("SELECT 1 FROM orders LIMIT 1")      # (its transaction stays open)
+    result = {}
+
+    def call():
+        try:
+            result["row"] = build(st, "'orders_by_id'", "timeout => '60 s'")
+        except psycopg.Error as e:
+            result["error"] = e
+
+    t = threading.Thread(target=call)
+    t.start()
+    stopped = False
+    try:
+        wait_until(lambda: declared(st).get("write_only") is True, 30,
+                   what="the index write-only")
+        st.cluster.stop_server(down, mode="fast")
+        stopped = True
+        t.join(60)
+    finally:
+        old.close()
+        if stopped:
+            st.cluster.start_server(down)
+    e = result.get("error")
+    assert e is not None and "row" not in result, result
+    assert e.diag.sqlstate.startswith("08") or e.diag.sqlstate == "57P01", e.diag.sqlstate
+    assert down in (e.diag.message_detail or ""), e.diag.message_detail
+    assert declared(st).get("write_only") is True
+    routed_again(st)
+    out = build(st)
+    assert out["rows_verified"] == 3000
+    assert len(assert_exact(st)) == 3000
+    assert declared(st)["enabled"] is True and "write_only" not in declared(st)
