@@ -132,6 +132,11 @@ bool plan_refuse_float_variance(struct nk_error *err);
 bool plan_merge_build(struct rarena *a, const char *sql, struct plan_merge *out,
 		      struct nk_error *err) NK_MUSTCHECK;
 
+/* plan_merge_build() through the cache of the specifications of the texts built last
+ * (src/router/plan_merge_cache.c): what the executor calls. The same answer, in <a>. */
+bool plan_merge_cached(struct rarena *a, const char *sql, struct plan_merge *out,
+		       struct nk_error *err) NK_MUSTCHECK;
+
 /* LIMIT and OFFSET values of this execution (-1: no LIMIT; 0: no OFFSET). */
 bool plan_merge_bind(const struct plan_merge *m, const struct plan_input *in, int64_t *limit,
 		     int64_t *offset, struct nk_error *err) NK_MUSTCHECK;

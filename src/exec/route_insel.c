@@ -1033,7 +1033,7 @@ insel_setup(struct route *r, struct rinsel *x, struct nk_error *err)
 		return true;
 	in.params = r->ext_exec ? r->ext_params : NULL;
 	in.nparams = r->ext_exec ? r->ext_nparams : 0;
-	if (!plan_merge_build(r->arena, x->is->source_sql, &x->spec, err) ||
+	if (!plan_merge_cached(r->arena, x->is->source_sql, &x->spec, err) ||
 	    !plan_merge_bind(&x->spec, &in, &opt.limit, &opt.offset, err) ||
 	    (x->mg = merge_new(&x->spec, x->nsrc, &opt, err)) == NULL)
 		return false;

@@ -1,7 +1,7 @@
 /*
  * route_merge.c - a SELECT over several shards whose result needs a merge step (ORDER BY,
  * LIMIT/OFFSET, aggregates, GROUP BY, HAVING, DISTINCT, UNION): the executor sends the
- * rewritten shard query of the merge spec (plan_merge_build) to every target in parallel,
+ * rewritten shard query of the merge spec (plan_merge_cached) to every target in parallel,
  * reads every target as its answers come, feeds every shard's RowDescription / DataRow /
  * CommandComplete into the merge (merge.h) and streams what the merge lets out; a shard the
  * merge holds enough rows of, or every shard while the client's queue is long, is paused
@@ -122,7 +122,7 @@ route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 		in.nparams = r->ext_nparams;
 		opt.omit_rowdesc = !r->ext_describe;
 	}
-	if (!plan_merge_build(r->arena, sql, &r->mspec, err) ||
+	if (!plan_merge_cached(r->arena, sql, &r->mspec, err) ||
 	    !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) ||
 	    (r->ext_exec && !route_ext_merge_msgs(r, r->mspec.shard_sql, false, err)))
 		return false;

@@ -85,7 +85,7 @@ route_pull_new(struct route *r, const char *sql, const struct plan_input *in,
 		snprintf(pl->uid[i], sizeof(pl->uid[i]), "%s", uids[i]);
 	pl->cursor = cursor;
 	pl->pos.at_start = true;
-	if (!plan_merge_build(pl->arena, sql, &pl->spec, err) ||
+	if (!plan_merge_cached(pl->arena, sql, &pl->spec, err) ||
 	    !plan_merge_bind(&pl->spec, in, &opt.limit, &opt.offset, err) ||
 	    (pl->merge = merge_new(&pl->spec, pl->n, &opt, err)) == NULL) {
 		route_pull_free(pl);

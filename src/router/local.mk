@@ -18,5 +18,5 @@ noinst_HEADERS += include/neki/plan.h include/neki/plan_gsi.h include/neki/plan_
 	include/neki/target.h
 # the merge spec of multi-shard SELECTs and the shard query rewrite (src/merge runs it)
 libneki_a_SOURCES += src/router/plan_merge.c src/router/plan_merge_agg.c \
-	src/router/plan_merge_text.c
+	src/router/plan_merge_text.c src/router/plan_merge_cache.c
 noinst_HEADERS += src/router/plan_merge_int.h

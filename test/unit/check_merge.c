@@ -18,6 +18,7 @@
 #include "neki/parse.h"
 #include "neki/plan.h"
 #include "neki/proto.h"
+#include "neki/rarena.h"
 #include "merge_fixtures.h"
 #include "suites.h"
 
@@ -801,6 +802,75 @@ START_TEST(test_spec)
 }
 END_TEST
 
+static void
+same_expr(const struct plan_merge_expr *a, const struct plan_merge_expr *b)
+{
+	ck_assert_uint_eq(a->nagg, b->nagg);
+	ck_assert((a->text == NULL) == (b->text == NULL));
+	for (uint32_t i = 0; a->text != NULL && i <= a->nagg; i++)
+		ck_assert_pstr_eq(a->text[i], b->text[i]);
+	for (uint32_t i = 0; i < a->nagg; i++)
+		ck_assert_uint_eq(a->agg[i], b->agg[i]);
+}
+
+/* Every field of <a> and <b> the same, and none of <b>'s arrays the memory of <a>'s. */
+static void
+same_spec(const struct plan_merge *a, const struct plan_merge *b)
+{
+	ck_assert_str_eq(a->shard_sql, b->shard_sql);
+	ck_assert_ptr_ne(a->shard_sql, b->shard_sql);
+	ck_assert(a->nvisible == b->nvisible && a->star == b->star && a->ncols == b->ncols &&
+		  a->naggs == b->naggs && a->grouped == b->grouped && a->ngroup == b->ngroup &&
+		  a->has_having == b->has_having && a->nsort == b->nsort &&
+		  a->distinct == b->distinct && a->distinct_on == b->distinct_on);
+	ck_assert(memcmp(&a->limit, &b->limit, sizeof(a->limit)) == 0 &&
+		  memcmp(&a->offset, &b->offset, sizeof(a->offset)) == 0);
+	for (uint32_t i = 0; i < a->ncols; i++) {
+		ck_assert(a->cols[i].kind == b->cols[i].kind && a->cols[i].agg == b->cols[i].agg);
+		same_expr(&a->cols[i].expr, &b->cols[i].expr);
+	}
+	for (uint32_t i = 0; i < a->naggs; i++) {
+		const struct plan_merge_agg *x = &a->aggs[i], *y = &b->aggs[i];
+
+		ck_assert(x->kind == y->kind && x->col == y->col && x->col2 == y->col2 &&
+			  x->col3 == y->col3 && x->nkeys == y->nkeys && x->keycol == y->keycol &&
+			  x->sample == y->sample && x->root == y->root && x->carrier == y->carrier);
+		ck_assert_pstr_eq(x->delim, y->delim);
+		ck_assert_pstr_eq(x->final, y->final);
+	}
+	ck_assert(a->ngroup == 0 || memcmp(a->group_cols, b->group_cols,
+					   a->ngroup * sizeof(*a->group_cols)) == 0);
+	ck_assert(a->nsort == 0 || memcmp(a->sort, b->sort, a->nsort * sizeof(*a->sort)) == 0);
+	same_expr(&a->having, &b->having);
+}
+
+/* plan_merge_cached gives plan_merge_build's spec, built (a miss) or copied (a hit, the
+ * caller's arena reset between: the cache keeps its own copy). */
+START_TEST(test_spec_cached)
+{
+	static const char *const more[] = {
+		"SELECT g, avg(x), stddev(x), string_agg(y, ',' ORDER BY y DESC) FROM t GROUP BY g "
+		"HAVING count(DISTINCT y) > 1 ORDER BY g LIMIT $1",
+		"SELECT DISTINCT ON (a) a, b FROM t ORDER BY a, b DESC",
+		"SELECT a FROM t UNION SELECT b FROM u ORDER BY 1",
+	};
+	const char *sql = _i < (int)NK_ARRAY_LEN(spec_cases) ? spec_cases[_i].sql :
+			  more[_i - NK_ARRAY_LEN(spec_cases)];
+	struct rarena *a = rarena_new(), *b = rarena_new();
+	struct plan_merge built, cached;
+	struct nk_error err;
+
+	ck_assert(plan_merge_build(a, sql, &built, &err));
+	for (int round = 0; round < 2; round++) {
+		rarena_reset(b);
+		ck_assert_msg(plan_merge_cached(b, sql, &cached, &err), "%s: %s", sql, err.message);
+		same_spec(&built, &cached);
+	}
+	rarena_free(a);
+	rarena_free(b);
+}
+END_TEST
+
 struct refuse_case {
 	const char *sql, *sqlstate;
 	int code;
@@ -929,6 +999,7 @@ merge_suite(void)
 	tcase_add_test(tc, test_pull_rows_in_parts);
 	tcase_add_test(tc, test_pull_rows_buffered);
 	tcase_add_loop_test(tc, test_spec, 0, NK_ARRAY_LEN(spec_cases));
+	tcase_add_loop_test(tc, test_spec_cached, 0, NK_ARRAY_LEN(spec_cases) + 3);
 	tcase_add_loop_test(tc, test_spec_refused, 0, NK_ARRAY_LEN(refuse_cases));
 	tcase_add_test(tc, test_spec_bind);
 	suite_add_tcase(s, tc);
