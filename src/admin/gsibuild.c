@@ -47,6 +47,42 @@
 static struct event_base *gb_base;
 static struct gb *running;
 
+/* The last build that ended (gsi_build_status). */
+static struct {
+	bool set;
+	char name[ADM_NAME_MAX], db[ADM_NAME_MAX], state[32];
+	char error[NK_ERR_MSG_MAX];
+	size_t pass;
+	uint64_t written, scanned;
+	time_t started, ended;
+} last_build;
+
+/* What each step does, for gsi_build_status. */
+static const char *const step_names[] = {
+	[GB_PREP] = "preparing", [GB_TRUNCATE] = "emptying the lookup table",
+	[GB_WRITE_ONLY] = "making it write-only", [GB_ROUTERS] = "waiting for the routers",
+	[GB_OLD_TX] = "waiting for older transactions", [GB_FILL] = "filling",
+	[GB_DUPS] = "checking duplicates", [GB_ORPHANS] = "checking lookup rows",
+	[GB_RECHECK] = "checking lookup rows again", [GB_ENABLE] = "enabling",
+	[GB_REVERT] = "disabling it again",
+};
+
+/* Keep <b>'s end for gsi_build_status: <state>, <err> (NULL: none). */
+static void
+keep_end(const struct gb *b, const char *state, const struct nk_error *err)
+{
+	last_build.set = true;
+	snprintf(last_build.name, sizeof(last_build.name), "%s", b->name);
+	snprintf(last_build.db, sizeof(last_build.db), "%s", b->db);
+	snprintf(last_build.state, sizeof(last_build.state), "%s", state);
+	snprintf(last_build.error, sizeof(last_build.error), "%s", err ? err->message : "");
+	last_build.pass = b->pass;
+	last_build.written = b->written;
+	last_build.scanned = b->scanned_pass;
+	last_build.started = b->started;
+	last_build.ended = time(NULL);
+}
+
 /* ---- the end ---- */
 
 static void
@@ -99,15 +135,8 @@ gb_reply(struct gb *b)
 	log_info("gsi_build %s: enabled in revision %" PRIu64 " (%" PRIu64 " lookup rows "
 		 "written, %" PRIu64 " owner rows verified)", b->name, b->revision, b->written,
 		 b->scanned_pass);
+	keep_end(b, "enabled", NULL);
 	adm_req_finish(b->req);
-	gb_free(b);
-}
-
-static void
-gb_end_error(struct gb *b)
-{
-	log_warn("gsi_build %s failed: %s", b->name, b->err.message);
-	adm_req_fail(b->req, &b->err);
 	gb_free(b);
 }
 
@@ -116,6 +145,16 @@ static bool
 write_only_now(const struct gb *b)
 {
 	return !b->was_disabled || b->step >= GB_ROUTERS;
+}
+
+static void
+gb_end_error(struct gb *b)
+{
+	log_warn("gsi_build %s failed: %s", b->name, b->err.message);
+	keep_end(b, b->step == GB_REVERT ? "failed, disabled again" :
+		 write_only_now(b) ? "failed, write-only" : "failed", &b->err);
+	adm_req_fail(b->req, &b->err);
+	gb_free(b);
 }
 
 /* Fail with <err>; <revert>: a duplicate or a NULL, the GSI goes back to disabled. */
@@ -772,9 +811,66 @@ gsibuild_start(struct adm_req *req, const char *name, const char *db, double tim
 		return;
 	}
 	running = b;
+	b->started = time(NULL);
 	log_info("gsi_build %s: started (%s)", b->name,
 		 b->was_disabled ? "disabled" : "write-only: resumed");
 	gb_next(b);
+}
+
+static void
+put_time(char *buf, size_t len, time_t t)
+{
+	struct tm tm;
+
+	buf[0] = '\0';
+	if (t != 0 && gmtime_r(&t, &tm) != NULL)
+		strftime(buf, len, "%Y-%m-%d %H:%M:%S+00", &tm);
+}
+
+/* The current shard of the running build's step. */
+static const char *
+step_shard(const struct gb *b)
+{
+	if (b->step == GB_OLD_TX || b->step == GB_FILL || b->step == GB_DUPS)
+		return b->cur < b->noc ? b->oc[b->cur].uid : NULL;
+	if (b->step == GB_ORPHANS)
+		return b->cur < b->nlk ? b->lk[b->cur].uid : NULL;
+	return NULL;
+}
+
+/* gsibuild_status: see gsibuild.h. */
+void
+gsibuild_status(struct adm_req *req)
+{
+	size_t ncols;
+	const struct adm_col *cols = nekidesc_cols("gsi_build_status", &ncols);
+	char n[3][24], t[2][40];
+	const char *v[10];
+
+	adm_result_columns(&req->res, cols, ncols);
+	if (running != NULL) {
+		snprintf(n[0], sizeof(n[0]), "%zu", running->pass + (running->step == GB_FILL));
+		snprintf(n[1], sizeof(n[1]), "%" PRIu64, running->written);
+		snprintf(n[2], sizeof(n[2]), "%" PRIu64, running->scanned_pass);
+		put_time(t[0], sizeof(t[0]), running->started);
+		v[0] = running->name, v[1] = running->db, v[2] = step_names[running->step];
+		v[3] = step_shard(running), v[4] = n[0], v[5] = n[1], v[6] = n[2], v[7] = t[0];
+		v[8] = NULL, v[9] = NULL;
+		adm_result_row(&req->res, v);
+	}
+	if (last_build.set) {
+		snprintf(n[0], sizeof(n[0]), "%zu", last_build.pass);
+		snprintf(n[1], sizeof(n[1]), "%" PRIu64, last_build.written);
+		snprintf(n[2], sizeof(n[2]), "%" PRIu64, last_build.scanned);
+		put_time(t[0], sizeof(t[0]), last_build.started);
+		put_time(t[1], sizeof(t[1]), last_build.ended);
+		v[0] = last_build.name, v[1] = last_build.db, v[2] = last_build.state, v[3] = NULL;
+		v[4] = n[0], v[5] = n[1], v[6] = n[2], v[7] = t[0], v[8] = t[1];
+		v[9] = last_build.error[0] ? last_build.error : NULL;
+		adm_result_row(&req->res, v);
+	}
+	adm_result_complete(&req->res, "SELECT", true);
+	adm_req_finish(req);
 }
 
 /* gsibuild_init: see gsibuild.h. */

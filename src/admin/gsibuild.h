@@ -18,4 +18,8 @@ void gsibuild_init(struct event_base *base);
  */
 void gsibuild_start(struct adm_req *req, const char *name, const char *db, double timeout_s);
 
+/* __neki.gsi_build_status(): the build running (its step, shard and counts) and the last
+ * one that ended on this host (its outcome and error), one row each. */
+void gsibuild_status(struct adm_req *req);
+
 #endif /* NEKI_ADMIN_GSIBUILD_H */

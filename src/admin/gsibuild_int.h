@@ -8,6 +8,7 @@
 #include "neki/base.h"
 
 #include <stdio.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -80,6 +81,7 @@ struct gb {
 	bool *hit, *kept;		/* GB_ORPHANS, GB_RECHECK: per chunk row */
 	uint64_t written, written_pass, scanned_pass, revision;
 	char since[64];
+	time_t started;
 	struct event *timer;
 	struct nk_error err;
 };

@@ -60,6 +60,13 @@ static const struct adm_col c_gsi_build[] = {
 	{ "rows_verified", ADM_T_INT8 }, { "passes", ADM_T_INT4 },
 };
 
+static const struct adm_col c_gsi_status[] = {
+	{ "gsi_name", ADM_T_TEXT }, { "database", ADM_T_TEXT }, { "state", ADM_T_TEXT },
+	{ "shard_uid", ADM_T_TEXT }, { "pass", ADM_T_INT4 }, { "rows_written", ADM_T_INT8 },
+	{ "rows_scanned", ADM_T_INT8 }, { "started_at", ADM_T_TIMESTAMPTZ },
+	{ "ended_at", ADM_T_TIMESTAMPTZ }, { "error", ADM_T_TEXT },
+};
+
 #define DESC(fn, cols) { fn, cols, NK_ARRAY_LEN(cols) }
 
 static const struct {
@@ -74,6 +81,7 @@ static const struct {
 	DESC("notification_queue_usage", c_queue), DESC("check_schema", c_check),
 	DESC("stat_get_activity", c_activity), DESC("list_metafuncs", c_metafuncs),
 	DESC("resolve_transaction", c_resolve), DESC("gsi_build", c_gsi_build),
+	DESC("gsi_build_status", c_gsi_status),
 	/* delete_shard returns no rows: it only ever explains why neki does not delete */
 };
 

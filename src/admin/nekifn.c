@@ -270,6 +270,13 @@ fn_gsi_build(struct adm_req *req, const struct fn_val *a)
 		       a[2].is_null ? FN_DEFAULT_WAIT_SECS : a[2].secs);
 }
 
+static void
+fn_gsi_build_status(struct adm_req *req, const struct fn_val *a)
+{
+	(void)a;
+	gsibuild_status(req);
+}
+
 static const struct adm_fn functions[] = {
 	{ "set_data_topology", { { "data_topology_json", FN_T_TEXT, NULL },
 				 { "overwrite", FN_T_BOOL, NULL },
@@ -312,6 +319,9 @@ static const struct adm_fn functions[] = {
 			 { "timeout", FN_T_INTERVAL, "NULL" } }, 3, FN_ROLE_OPERATOR,
 	  fn_gsi_build, "topology", "build a global secondary index on an owner with rows, "
 	  "online: write-only, backfill, verify, enable" },
+	{ "gsi_build_status", { { NULL, 0, NULL } }, 0, FN_ROLE_VIEWER, fn_gsi_build_status,
+	  "topology", "the global secondary index build running on this host, and the last one "
+	  "that ended" },
 };
 
 /* list_metafuncs(): one row per function of the table above. */

@@ -258,6 +258,13 @@ def test_wait_for_topology_waits_for_statements_planned_before(st):
     assert ended and ended[0] <= waited
 
 
+def status(st):
+    """__neki.gsi_build_status() as dicts: the running build first, then the last one."""
+    with st.neki.admin_connect() as conn:
+        cur = conn.execute("SELECT * FROM __neki.gsi_build_status()")
+        return [dict(zip([d.name for d in cur.description], r)) for r in cur.fetchall()]
+
+
 def test_an_older_transaction_is_waited_for_and_a_timeout_leaves_it_write_only(st):
     load(st, 50)
     shard = st.customer_shard(2)
@@ -269,8 +276,22 @@ def test_an_older_transaction_is_waited_for_and_a_timeout_leaves_it_write_only(s
         assert shard in e.value.diag.message_detail
         assert "resumes" in e.value.diag.message_hint
         assert declared(st).get("write_only") is True
+        ended = status(st)[-1]
+        assert ended["state"] == "failed, write-only" and "timed out" in ended["error"]
+        # again, while the transaction stays open: the build waits for it, as its status says
+        result = {}
+        t = threading.Thread(target=lambda: result.update(row=build(st)))
+        t.start()
+        try:
+            wait_until(lambda: (status(st)[0]["state"], status(st)[0]["shard_uid"]) ==
+                       ("waiting for older transactions", shard), 30, what="the build waits")
+        finally:
+            old.rollback()
+            t.join(60)
     finally:
         old.close()
-    out = build(st)
-    assert out["rows_written"] == 50
+    assert result["row"]["rows_written"] == 50
     assert len(assert_exact(st)) == 50
+    ended = status(st)
+    assert len(ended) == 1 and ended[0]["state"] == "enabled" and ended[0]["error"] is None
+    assert (ended[0]["rows_written"], ended[0]["rows_scanned"], ended[0]["pass"]) == (50, 50, 2)
