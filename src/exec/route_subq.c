@@ -255,19 +255,112 @@ query_open_before(const char *sql, size_t loc)
 	return NULL;
 }
 
+/* <sql> past `EXPLAIN [(options)] [ANALYZE] [VERBOSE]` (its statement's first token). */
+static const char *
+past_explain(const char *sql)
+{
+	static const char *const explain[] = { "explain" };
+	static const char *const opts[] = { "analyze", "analyse", "verbose" };
+	const char *p = past_blanks(sql, sql);
+
+	if (!word_at(p, explain, 1))
+		return p;
+	p = past_blanks(sql, p + 7);
+	if (*p == '(' && (p = past_group(sql, p)) == NULL)
+		return sql + strlen(sql);
+	for (p = past_blanks(sql, p); word_at(p, opts, 3); p = past_blanks(sql, p))
+		while (sql_ident_char(*p))
+			p++;
+	return p;
+}
+
+/* The end of arm text [arm, p) without its trailing blanks. */
+static size_t
+arm_end(const char *sql, const char *arm, const char *p)
+{
+	while (p > arm && (p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n' || p[-1] == '\r'))
+		p--;
+	return (size_t)(p - sql);
+}
+
+/*
+ * The arm of the top level's set operation holding offset <loc> (plan_top_arm()):
+ * [*start, *end). The arms run from the first SELECT / VALUES / TABLE or '(' (after a WITH
+ * list: the first SELECT, VALUES or TABLE) to each UNION / INTERSECT / EXCEPT, the last one
+ * up to the ORDER BY / LIMIT / OFFSET / FETCH / FOR of the whole, a ';' or the end.
+ */
+static bool
+top_arm_span(const char *sql, size_t loc, size_t *start, size_t *end)
+{
+	static const char *const setops[] = { "union", "intersect", "except" };
+	static const char *const tail[] = { "order", "limit", "offset", "fetch", "for" };
+	static const char *const heads[] = { "select", "values", "table" };
+	static const char *const with[] = { "with" }, *const quant[] = { "all", "distinct" };
+	const char *p = past_explain(sql), *arm = word_at(p, with, 1) ? NULL : p;
+	size_t depth = 0;
+
+	if (arm != NULL && *arm != '(' && !word_at(arm, heads, 3))
+		return false;	/* (DECLARE ... CURSOR FOR: not here) */
+	while (*p != '\0' && !(depth == 0 && *p == ';')) {
+		const char *e = sql_skip_item(sql, p);
+		bool word = depth == 0 && sql_ident_char(*p) && (p == sql || !sql_ident_char(p[-1]));
+
+		if (e != p) {
+			p = e;
+			continue;
+		}
+		if (word && arm == NULL && word_at(p, heads, 3)) {
+			arm = p;
+		} else if (word && arm != NULL && word_at(p, setops, 3)) {
+			if ((size_t)(arm - sql) <= loc && loc < (size_t)(p - sql))
+				break;
+			while (sql_ident_char(*p))
+				p++;
+			p = past_blanks(sql, p);
+			if (word_at(p, quant, 2))
+				while (sql_ident_char(*p))
+					p++;
+			arm = past_blanks(sql, p);
+			p = arm;
+			continue;
+		} else if (word && arm != NULL && word_at(p, tail, 5)) {
+			break;
+		}
+		if (*p == '(')
+			depth++;
+		else if (*p == ')' && depth > 0)
+			depth--;
+		p++;
+	}
+	if (arm == NULL || (size_t)(arm - sql) > loc || loc >= (size_t)(p - sql))
+		return false;
+	*start = (size_t)(arm - sql);
+	*end = arm_end(sql, arm, p);
+	return *end > *start;
+}
+
 /*
  * The parenthesised text of scope <sc> in <sql>: [*start, *end). A subquery in an
  * expression is the first group after its SubLink's offset (EXISTS, IN, the operator, ANY,
  * or the '(' itself); a WITH query's, the first after its name and column list; a derived
- * table's, the innermost parenthesised query holding its first token.
+ * table's, the innermost parenthesised query holding its first token; an arm of the top
+ * level's set operation, its text (*<bare> when it is not parenthesised).
  */
 static bool
-subq_span(const char *sql, const struct stmt_scope *sc, size_t *start, size_t *end)
+subq_span(const char *sql, const struct stmt_scope *sc, size_t *start, size_t *end, bool *bare)
 {
 	const char *p, *close;
 
+	*bare = false;
 	if (sc->loc < 0 || (size_t)sc->loc >= strlen(sql))
 		return false;
+	if (sc->kind == STMT_SC_SETOP) {
+		if (!top_arm_span(sql, (size_t)sc->loc, start, end))
+			return false;
+		p = sql + *start;
+		*bare = *p != '(' || past_group(sql, p) != sql + *end;
+		return true;
+	}
 	p = sql + sc->loc;
 	if (sc->kind == STMT_SC_CTE && (p = past_cte_name(sql, p)) == NULL)
 		return false;
@@ -466,9 +559,11 @@ wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint
  * (malloc'd): at an Execute, with the bound values it reads written in as constants. NULL
  * with <err> (a binary value the router cannot read) or without (no memory: oom set). */
 static char *
-subq_text(struct route *r, const char *sql, size_t start, size_t end, struct nk_error *err)
+subq_text(struct route *r, const char *sql, size_t start, size_t end, bool bare,
+	  struct nk_error *err)
 {
-	char *text = strndup(sql + start + 1, end - start - 2), *inlined;
+	char *text = bare ? strndup(sql + start, end - start) :
+		     strndup(sql + start + 1, end - start - 2), *inlined;
 
 	if (text == NULL)
 		return nk_error_oom(err), NULL;
@@ -549,14 +644,16 @@ route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
 	char *first = NULL, *plan, *out = NULL;
 	size_t start, end, len = 0;
 	struct nk_error err;
+	bool bare;
 	FILE *f;
 
 	if (st->sql == NULL || strcmp(st->sql, sql) != 0)
 		own = parse_statement(r->arena, sql, norm, &err);
 	inner = own != NULL && own->explain != NULL ? own->explain->inner : NULL;
 	if (inner != NULL && p->materialize > 0 && p->materialize < inner->nscopes &&
-	    subq_span(sql, &inner->scopes[p->materialize], &start, &end))
-		first = strndup(sql + start + 1, end - start - 2);
+	    subq_span(sql, &inner->scopes[p->materialize], &start, &end, &bare))
+		first = bare ? strndup(sql + start, end - start) :
+			strndup(sql + start + 1, end - start - 2);
 	else if (inner != NULL && p->materialize == 0 && p->broadcast > 0 &&
 		 p->broadcast <= inner->nrels) {
 		const char *rest;
@@ -606,6 +703,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	const struct stmt *own = st;
 	struct nk_error err;
 	size_t start, end;
+	bool bare;
 	char *text;
 
 	nk_error_clear(&err);
@@ -625,8 +723,8 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 		return RSTEP_ASYNC;
 	}
 	if (own == NULL || p->materialize >= own->nscopes ||
-	    !subq_span(sql, &own->scopes[p->materialize], &start, &end) ||
-	    (text = subq_text(r, sql, start, end, &err)) == NULL)
+	    !subq_span(sql, &own->scopes[p->materialize], &start, &end, &bare) ||
+	    (text = subq_text(r, sql, start, end, bare, &err)) == NULL)
 		return route_fail(r, nk_error_is_set(&err) ? &err : refusal);
 	if ((q = subq_next(r, sql, text, &err)) == NULL)
 		return route_fail(r, &err);

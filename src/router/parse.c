@@ -682,6 +682,18 @@ pb_scope_clauses(struct pb *b, const cJSON *sel, uint16_t scope)
 }
 
 /* An INTERSECT / EXCEPT / UNION [ALL] of two arms, each its own scope. */
+/* An arm of a set operation: its scope, its offset (the first one inside it: an arm of the
+ * top level may be evaluated first, src/exec/route_subq.c finds its text around it). */
+static void
+pb_arm(struct pb *b, const cJSON *arm, uint16_t scope)
+{
+	uint16_t sc = pb_scope_new(b, scope, STMT_SC_SETOP);
+
+	if (sc != scope && sc < b->s->nscopes)
+		b->s->scopes[sc].loc = min_location(arm);
+	pb_select(b, arm, sc, false);
+}
+
 static void
 pb_setop(struct pb *b, const cJSON *sel, uint16_t scope, const char *op)
 {
@@ -696,8 +708,8 @@ pb_setop(struct pb *b, const cJSON *sel, uint16_t scope, const char *op)
 		if (jget(sel, "limitCount") || jget(sel, "limitOffset"))
 			sc->flags |= STMT_SCF_LIMIT;
 	}
-	pb_select(b, jget(sel, "larg"), pb_scope_new(b, scope, STMT_SC_SETOP), false);
-	pb_select(b, jget(sel, "rarg"), pb_scope_new(b, scope, STMT_SC_SETOP), false);
+	pb_arm(b, jget(sel, "larg"), scope);
+	pb_arm(b, jget(sel, "rarg"), scope);
 }
 
 void

@@ -107,6 +107,25 @@ plan_within(const struct pctx *c, uint16_t s, uint16_t sc)
 	return false;
 }
 
+/* plan_top_arm: see plan_int.h. */
+bool
+plan_top_arm(const struct pctx *c, uint16_t sc)
+{
+	const struct stmt *s = c->s;
+
+	if (s->kind != STMT_SELECT || sc == 0 || sc >= s->nscopes ||
+	    s->scopes[sc].kind != STMT_SC_SETOP || s->scopes[sc].loc < 0)
+		return false;
+	for (uint32_t k = sc + 1u; k < s->nscopes; k++)
+		if (s->scopes[k].parent == sc && s->scopes[k].kind == STMT_SC_SETOP)
+			return false;	/* (a set operation itself: its arms are) */
+	for (uint32_t p = s->scopes[sc].parent, guard = 0; p != 0 && guard <= s->nscopes;
+	     p = s->scopes[p].parent, guard++)
+		if (s->scopes[p].kind != STMT_SC_SETOP)
+			return false;
+	return true;
+}
+
 /* Is <name> a table or alias of a FROM item inside scope <sc>? */
 static bool
 defined_in(const struct pctx *c, const char *name, uint16_t sc)
@@ -188,7 +207,7 @@ plan_evaluable_of(struct pctx *c, uint16_t sc)
 		const struct stmt_scope *s = &c->s->scopes[sc];
 
 		if (s->loc >= 0 && (s->kind == STMT_SC_SUBLINK || s->kind == STMT_SC_FROM ||
-				    s->kind == STMT_SC_LATERAL ||
+				    s->kind == STMT_SC_LATERAL || plan_top_arm(c, sc) ||
 				    (s->kind == STMT_SC_CTE &&
 				     !(s->flags & (STMT_SCF_RECURSIVE | STMT_SCF_WRITE)))) &&
 		    !plan_reads_outer(c, sc))

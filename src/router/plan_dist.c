@@ -451,6 +451,40 @@ check_sublinks(struct dctx *d, uint16_t sc)
 	return true;
 }
 
+/* Does an arm of the top level's set operation under <sc> read a sharded table with
+ * <flags> in its own clauses (0: any)? The first such arm, else 0: evaluated first
+ * (plan.materialize), its rows a constant arm, the statement planned again. */
+static uint16_t
+sharded_top_arm(struct pctx *c, uint16_t sc, uint32_t flags)
+{
+	for (uint32_t k = sc + 1u; k < c->s->nscopes; k++) {
+		if (!plan_within(c, (uint16_t)k, sc) || !plan_top_arm(c, (uint16_t)k) ||
+		    (flags != 0 && !(c->s->scopes[k].flags & flags)))
+			continue;
+		for (uint32_t i = 0; i < c->nrels; i++)
+			if (c->rels[i].sharded && plan_within(c, c->rels[i].r->scope, (uint16_t)k))
+				return (uint16_t)k;
+	}
+	return 0;
+}
+
+/* An arm of the top UNION over sharded rows whose own clauses need all of its rows (an
+ * aggregate, GROUP BY, HAVING, LIMIT or OFFSET, or DISTINCT under UNION ALL: the merge
+ * combines the union's rows, not an arm's) is evaluated first. */
+static bool
+refuse_gathering_arm(struct pctx *c, uint16_t sc, bool all)
+{
+	uint16_t arm = sharded_top_arm(c, sc, STMT_SCF_AGG | STMT_SCF_LIMIT |
+				       (all ? STMT_SCF_DISTINCT : 0));
+
+	if (arm == 0 || c->out->materialize != 0)
+		return true;
+	c->out->materialize = arm;
+	return nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED, "a UNION arm with "
+			    "aggregates, GROUP BY, HAVING, LIMIT or OFFSET (or DISTINCT under "
+			    "UNION ALL) is not merged across shards");
+}
+
 /* UNION [ALL] / INTERSECT / EXCEPT scope <sc> over its two arms. */
 static bool
 setop_dist(struct dctx *d, uint16_t sc, bool dedup, struct dist *out)
@@ -478,8 +512,15 @@ setop_dist(struct dctx *d, uint16_t sc, bool dedup, struct dist *out)
 		return nk_error_nk013(at_scope(d, sc)->err, sc == 0 ? 124 : 151);
 	if ((fl & STMT_SCF_UNION) && !removes)
 		return refuse_op(at_scope(d, sc), "UNION", out->rel);
-	if (none && !dedup && !removes)
-		return refuse_none_arm(at_scope(d, sc));
+	if (none && !dedup && !removes) {
+		struct pctx *c = at_scope(d, sc);
+
+		if (c->out->materialize == 0)	/* (an arm of the top level's: read first) */
+			c->out->materialize = sharded_top_arm(c, sc, 0);
+		return refuse_none_arm(c);
+	}
+	if (sc == 0 && !refuse_gathering_arm(d->c, sc, !(fl & STMT_SCF_UNION)))
+		return false;
 	out->comp = d->c->nrels + d->fresh++;
 	if (sc != 0 && (fl & STMT_SCF_LIMIT))
 		return refuse_op(at_scope(d, sc), "LIMIT or OFFSET", out->rel);

@@ -101,8 +101,8 @@ void plan_set_single(struct pctx *c, const char *shard, enum plan_op op);
 /* Sharded rels <a> and <b> give equal keys the same shard (same group, equivalent index). */
 bool plan_colocated(const struct pctx *c, const struct prel *a, const struct prel *b);
 /* The innermost subquery the executor could evaluate first holding scope <sc>, or <sc>
- * itself: a subquery in an expression, a derived table or a WITH query (not recursive, not
- * writing) whose text is known, that qualifies no column of its outer query and would not
+ * itself: a subquery in an expression, a derived table, a WITH query (not recursive, not
+ * writing) or an arm of the top level's set operation (plan_top_arm()) whose text is known, that qualifies no column of its outer query and would not
  * need rows of its own read first (plan_scope_gathers()); 0 when none. What
  * plan.materialize names. */
 uint16_t plan_evaluable_of(struct pctx *c, uint16_t sc);
@@ -113,6 +113,10 @@ uint16_t plan_evaluable_of(struct pctx *c, uint16_t sc);
 bool plan_scope_gathers(struct pctx *c, uint16_t sc);
 /* Is scope <s> <sc> or inside it? */
 bool plan_within(const struct pctx *c, uint16_t s, uint16_t sc);
+/* Is scope <sc> an arm of the top level's set operation (of a SELECT: every scope above it a
+ * set operation) and no set operation itself? The executor can evaluate it first (its text
+ * is an arm between the set operation's keywords). */
+bool plan_top_arm(const struct pctx *c, uint16_t sc);
 /* Does scope <sc> qualify a column with a name no FROM item inside it defines (`k.code` of
  * its outer query: correlated), or compare with = an unqualified column that the catalog
  * finds only in a table outside it (`l_partkey = p_partkey`)? Other unqualified outer

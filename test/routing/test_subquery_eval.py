@@ -123,6 +123,43 @@ def test_uncorrelated_subquery_equals_the_reference(st, sql):
     same(st, sql)
 
 
+@pytest.mark.parametrize("sql", [
+    # an arm of the top level's UNION ALL without a sharded table: the sharded arms are read
+    # first, so the arm runs once (on one shard), not once per shard
+    "SELECT id FROM orders UNION ALL SELECT 1",
+    "SELECT id, status FROM orders WHERE total > 50 UNION ALL SELECT 0, 'none' "
+    "ORDER BY 1 DESC LIMIT 4",
+    "SELECT code FROM countries UNION ALL SELECT status FROM orders",
+    "VALUES (1::bigint) UNION ALL SELECT id FROM orders WHERE id < 30 ORDER BY 1",
+    "SELECT id FROM orders WHERE id < 40 UNION ALL SELECT '7' UNION ALL "
+    "SELECT customer_id FROM order_items WHERE qty > 1",
+    "(SELECT id FROM orders ORDER BY id LIMIT 3) UNION ALL (SELECT 42) ORDER BY 1",
+    "WITH w AS (SELECT 5 AS n) SELECT n FROM w UNION ALL SELECT id FROM orders -- (\n",
+    "/* UNION ( */ SELECT 'x' AS \"union\", id FROM customers UNION ALL SELECT 'y', 2",
+    # an arm whose own clauses need every row of it (aggregates, GROUP BY, LIMIT, DISTINCT
+    # under UNION ALL): read first, under UNION or UNION ALL
+    "(SELECT status, count(*) FROM orders GROUP BY status) UNION "
+    "(SELECT code, 1 FROM countries)",
+    "(SELECT customer_id, count(*) FROM orders GROUP BY customer_id) UNION ALL "
+    "(SELECT id, 0 FROM customers WHERE id < 3)",
+    "SELECT DISTINCT status FROM orders UNION ALL SELECT DISTINCT sku FROM order_items",
+    "(SELECT max(total) FROM orders) UNION ALL (SELECT min(total) FROM orders) ORDER BY 1",
+    "TABLE orders",
+    "VALUES (1::bigint, 2::bigint, 'a', 3) UNION ALL SELECT 2+2, 57, 'b', 4 UNION ALL TABLE orders",
+])
+def test_union_arms_evaluated_first_equal_the_reference(st, sql):
+    same(st, sql)
+
+
+def test_explain_shows_the_union_arm_evaluated_first(st):
+    with st.connect() as conn:
+        lines = [r[0] for r in psycopg.ClientCursor(conn).execute(
+            "EXPLAIN (NEKI_PLAN, FORMAT TEXT) SELECT id FROM orders UNION ALL "
+            "SELECT 1 ORDER BY 1").fetchall()]
+    assert lines[:2] == ["Router Evaluation", "  Evaluated First: SELECT id FROM orders"], lines
+    assert any("Scatter" in line for line in lines[2:-1]), lines
+
+
 def test_writes_with_an_evaluated_subquery(st):
     """UPDATE and DELETE over several shards with a subquery over sharded rows."""
     for sql in ["UPDATE orders SET status = 'big' WHERE total > (SELECT avg(total) FROM orders)",

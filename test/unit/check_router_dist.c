@@ -227,8 +227,6 @@ static const struct {
  * a scope to evaluate (plan.materialize) or a table to read through the router
  * (plan.broadcast), route_subq.c. */
 static const char *const not_evaluated[] = {
-	"SELECT id FROM customers UNION ALL SELECT 1",
-	"SELECT id FROM customers UNION ALL SELECT 1 FROM countries",
 	"WITH w AS (SELECT * FROM orders) SELECT 1",
 	"WITH d AS (DELETE FROM orders WHERE total > 10) SELECT 1",
 	"WITH RECURSIVE r(n) AS (SELECT customer_id FROM orders UNION ALL SELECT n + 1 "
