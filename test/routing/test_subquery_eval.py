@@ -151,6 +151,16 @@ def test_union_arms_evaluated_first_equal_the_reference(st, sql):
     same(st, sql)
 
 
+def test_union_arm_evaluated_first_with_bound_values(st):
+    """Over the extended protocol: the arm read first gets the values it reads written in."""
+    sql = "SELECT id FROM orders WHERE id > %s UNION ALL SELECT %s::bigint ORDER BY 1"
+    got = []
+    for connect in (st.connect, st.ref):
+        with connect() as conn:
+            got.append(conn.execute(sql, (60, 7)).fetchall())
+    assert got[0] == got[1] and (7,) in got[0], got
+
+
 def test_explain_shows_the_union_arm_evaluated_first(st):
     with st.connect() as conn:
         lines = [r[0] for r in psycopg.ClientCursor(conn).execute(
