@@ -252,18 +252,20 @@ row_dest(struct gb *b, const void *img, size_t row, size_t *dest, struct nk_erro
 				&v, err))
 		return false;
 	e = topo_image_index_expr(img, b->lindex);
-	ok = ks_expr_is_column(e) ? topo_image_route(img, b->lgroup, b->lindex, &v, &range, err)
-	     : (ks_expr_eval(e, &v, &out, err) &&
-		topo_image_route(img, b->lgroup, b->lindex, &out, &range, err));
-	if (!ks_expr_is_column(e) && ok)
+	if (ks_expr_is_column(e)) {
+		ok = topo_image_route(img, b->lgroup, b->lindex, &v, &range, err);
+	} else if ((ok = ks_expr_eval(e, &v, &out, err))) {
+		ok = topo_image_route(img, b->lgroup, b->lindex, &out, &range, err);
 		ks_value_cleanup(&out);
+	}
 	ks_value_cleanup(&v);
 	for (size_t i = 0; ok && i < b->nlk; i++)
 		if (strcmp(b->lk[i].uid, topo_image_range_shard(img, b->lgroup, range)) == 0)
 			*dest = i;
-	return ok && *dest != SIZE_MAX ? true :
-	       ok ? nk_error_set(err, ERRCODE_CONNECTION_EXCEPTION, "a lookup row of \"%s\" "
-				 "routes to a shard the build does not know", b->name) : false;
+	if (ok && *dest == SIZE_MAX)
+		return nk_error_set(err, ERRCODE_CONNECTION_EXCEPTION, "a lookup row of \"%s\" "
+				    "routes to a shard the build does not know", b->name);
+	return ok;
 }
 
 static void
@@ -433,8 +435,9 @@ fill_pass_end(struct gb *b)
 	if (b->pass == GB_PASSES) {
 		nk_error_set(&e, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "global secondary index "
 			     "\"%s\" kept missing lookup rows", b->name);
-		nk_error_detail(&e, "Pass %zu wrote %" PRIu64 " lookup rows the passes before had "
-				"written or found.", b->pass, b->written_pass);
+		nk_error_detail(&e, "Pass %zu still found %" PRIu64 " owner rows without their "
+				"lookup row (rows whose primary key moved behind each pass?).",
+				b->pass, b->written_pass);
 		gb_fail(b, &e, false);
 		return;
 	}

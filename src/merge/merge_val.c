@@ -148,11 +148,33 @@ cmp_i64(int64_t a, int64_t b)
 	return a < b ? -1 : a > b;
 }
 
+/* An integer's text form (Postgres' output: an optional '-', digits) without copying it:
+ * read at every comparison of a sort key. */
+static bool
+mv_int_text(const uint8_t *p, uint32_t len, int64_t *out)
+{
+	const uint8_t *e = p + len;
+	bool neg = len > 0 && (*p == '-' || *p == '+') ? *p++ == '-' : false;
+	uint64_t u = 0;
+
+	if (p == e)
+		return false;
+	for (; p < e; p++) {
+		uint64_t d = (uint64_t)(*p - '0');
+
+		if (*p < '0' || *p > '9' || u > (UINT64_MAX - d) / 10)
+			return false;
+		u = u * 10 + d;
+	}
+	if (u > (uint64_t)INT64_MAX + (neg ? 1 : 0))
+		return false;
+	*out = neg ? (int64_t)(0 - u) : (int64_t)u;
+	return true;
+}
+
 bool
 mv_int(const struct mv_type *t, const struct proto_value *v, int64_t *out)
 {
-	char buf[32];
-	char *end;
 	uint64_t u = 0;
 
 	if (t->binary) {
@@ -165,12 +187,7 @@ mv_int(const struct mv_type *t, const struct proto_value *v, int64_t *out)
 		*out = (int64_t)u;
 		return true;
 	}
-	if (v->len == 0 || v->len >= sizeof(buf))
-		return false;
-	memcpy(buf, v->p, v->len);
-	buf[v->len] = '\0';
-	*out = strtoll(buf, &end, 10);
-	return *end == '\0';
+	return mv_int_text(v->p, v->len, out);
 }
 
 bool

@@ -130,7 +130,7 @@ def regression_cases(data):
         ("SELECT * FROM (SELECT id, sum(total) OVER (PARTITION BY customer_id) FROM orders) s",
          None),
         # set operations and statements without sharded rows in FROM
-        ("SELECT id FROM customers UNION ALL SELECT 1", ("0A000", "UNION ALL arm")),
+        ("SELECT id FROM customers UNION ALL SELECT 1", None),   # (its arm read first)
         ("SELECT status FROM orders UNION SELECT 'x'", None),
         ("WITH d AS (DELETE FROM orders WHERE total > 1000) SELECT 1",
          ("0A000", "reads no sharded table in its FROM clause")),
