@@ -28,6 +28,7 @@
 
 #include <event2/event.h>
 
+#include "neki/clock.h"
 #include "neki/config.h"
 #include "neki/dns.h"
 #include "neki/log.h"
@@ -35,6 +36,7 @@
 #include "neki/tls.h"
 
 #define CHILD_CTL_POLL_MS 20		/* held commands and shutdown conditions are polled */
+#define CHILD_SWITCH_LOOK_MS 10		/* a held topology switch: sessions looked at again */
 
 enum child_exit_mode {
 	CHILD_RUN = 0,			/* serving */
@@ -118,16 +120,22 @@ void
 child_switch_topology(void)
 {
 	static uint64_t seen = UINT64_MAX; /* what slot->revision_seen holds: store on a change */
-	uint64_t rev = shm_topo_revision(), oldest;
+	static uint64_t held_ms;	/* a statement planned before held the switch then */
+	uint64_t rev = shm_topo_revision(), oldest, now;
 
 	if (slot == NULL)
 		return;		/* not in child_run (the executor's unit tests) */
 	if (rev == seen)
 		return;
-	/* a statement planned with an older revision still runs: not switched yet (the tick
-	 * looks again); a GSI build waits for exactly this (doc/topology.md) */
+	/* a statement planned with an older revision still runs: not switched yet (looked at
+	 * again at most every CHILD_SWITCH_LOOK_MS, so a long statement does not make every
+	 * other one walk the sessions); a GSI build waits for exactly this (doc/topology.md) */
+	now = nk_now_ms();
+	if (held_ms != 0 && now - held_ms < CHILD_SWITCH_LOOK_MS)
+		return;
 	oldest = spec.oldest_planned_revision != NULL ? spec.oldest_planned_revision() : 0;
-	if (oldest != 0 && oldest < rev)
+	held_ms = oldest != 0 && oldest < rev ? now : 0;
+	if (held_ms != 0)
 		rev = oldest;
 	if (rev != seen) {
 		seen = rev;
