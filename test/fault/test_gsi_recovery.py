@@ -21,9 +21,9 @@ except ImportError:
 from conftest import make_private_dir, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "routing"))
-from test_routing import Store, routing_neki, sharded_database, SCHEMA, topology  # noqa: E402
+from test_routing import Store, routing_neki, sharded_database, SCHEMA  # noqa: E402
 from test_gsi import LOOKUPS, assert_lookups_match, gsi_topology  # noqa: E402
-from test_gsi_build import LOOKUP, assert_exact, build, declared  # noqa: E402
+from test_gsi_build import assert_exact, build, building_store, declared  # noqa: E402
 from test_atomic_recovery import env, prepared, routed_again  # noqa: E402
 
 
@@ -137,13 +137,7 @@ def test_a_stopped_lookup_shard_fails_the_write_whole(store, mode):
 
 @pytest.fixture(scope="module")
 def building(pg_cluster):
-    """The storefront with orders_by_id declared disabled: for __neki.gsi_build."""
-    if psycopg is None:
-        pytest.skip("python3-psycopg is not installed")
-    with sharded_database(pg_cluster, "gsibf") as db, \
-            routing_neki(pg_cluster, db, topology(db), Store) as st:
-        for sql in SCHEMA + [LOOKUP]:
-            st.run(sql)
+    with building_store(pg_cluster, "gsibf") as st:
         yield st
 
 

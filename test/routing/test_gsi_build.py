@@ -10,6 +10,7 @@ disabled with 23505; the write-only state is maintained but not read, and a buil
 from it. Also: wait_for_data_topology returns only once no statement planned with an older
 revision still runs (what the build's first wait relies on).
 """
+import contextlib
 import json
 import threading
 import time
@@ -36,14 +37,22 @@ def gsi_state(st, **flags):
     return doc
 
 
-@pytest.fixture(scope="module")
-def gb(pg_cluster):
+@contextlib.contextmanager
+def building_store(cluster, prefix):
+    """The storefront (its orders_by_id declared disabled) with its schema and lookup table,
+    for __neki.gsi_build (test/fault/test_gsi_recovery.py builds under a stopped shard)."""
     if psycopg is None:
         pytest.skip("python3-psycopg is not installed")
-    with sharded_database(pg_cluster, "gsib") as db, \
-            routing_neki(pg_cluster, db, topology(db), Store) as st:
+    with sharded_database(cluster, prefix) as db, \
+            routing_neki(cluster, db, topology(db), Store) as st:
         for sql in SCHEMA + [LOOKUP]:
             st.run(sql)
+        yield st
+
+
+@pytest.fixture(scope="module")
+def gb(pg_cluster):
+    with building_store(pg_cluster, "gsib") as st:
         yield st
 
 
