@@ -220,6 +220,23 @@ send_sql(struct gb *b, struct gb_conn *c, char *sql, pgc_done_fn cb, void *arg)
 	return true;
 }
 
+/* The rows of <res> as the chunk (<ncols> columns), its last row's key (<nkey> columns at
+ * <pos>, or the first ones) where the next chunk starts (none after an empty chunk: its
+ * shard is done); false when out of memory (the build failed). */
+static bool
+take_chunk(struct gb *b, const struct pgc_res *res, size_t ncols, size_t nkey,
+	   const size_t *pos)
+{
+	gb_rows_clear(&b->last);
+	b->last.ncols = nkey;
+	if (!rows_keep(&b->chunk, res, ncols) ||
+	    (b->chunk.n > 0 && !rows_add(&b->last, &b->chunk, b->chunk.n - 1, 0, pos))) {
+		gb_oom(b);
+		return false;
+	}
+	return true;
+}
+
 /* ---- GB_FILL ---- */
 
 /* The lookup shard of chunk row <row> (SIZE_MAX: no lookup row); false with <err>. */
@@ -400,20 +417,12 @@ fill_rows_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 
 	if (gb_failed(b, err, b->oc[b->cur].uid))
 		return;
-	if (!rows_keep(&b->chunk, res, b->npk + b->nlc)) {
-		gb_oom(b);
+	if (!take_chunk(b, res, b->npk + b->nlc, b->npk, NULL))
 		return;
-	}
 	b->scanned_pass += b->chunk.n;
 	if (b->chunk.n == 0) {
 		b->pending = 1;
 		fill_part_done(b);
-		return;
-	}
-	gb_rows_clear(&b->last);
-	b->last.ncols = b->npk;
-	if (!rows_add(&b->last, &b->chunk, b->chunk.n - 1, 0, NULL)) {
-		gb_oom(b);
 		return;
 	}
 	fill_route(b);
@@ -654,22 +663,16 @@ orphan_rows_cb(void *arg, const struct pgc_res *res, const struct nk_error *err)
 
 	if (gb_failed(b, err, b->lk[b->cur].uid))
 		return;
-	if (!rows_keep(&b->chunk, res, b->nlc)) {
-		gb_oom(b);
+	if (!take_chunk(b, res, b->nlc, b->nkey, b->lkpos))
 		return;
-	}
 	if (b->chunk.n == 0) {
 		b->cur++;
-		gb_rows_clear(&b->last);
 		gb_orphan_chunk(b);
 		return;
 	}
-	gb_rows_clear(&b->last);
-	b->last.ncols = b->nkey;
 	free(b->hit);
 	b->pending = 0;
-	if (!rows_add(&b->last, &b->chunk, b->chunk.n - 1, 0, b->lkpos) ||
-	    (b->hit = calloc(b->chunk.n, sizeof(bool))) == NULL ||
+	if ((b->hit = calloc(b->chunk.n, sizeof(bool))) == NULL ||
 	    !ask_exists(b, b->oc, b->noc, b->owner, orphan_hit_cb))
 		gb_oom(b);
 }

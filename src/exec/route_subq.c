@@ -555,6 +555,15 @@ wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint
 	return n < 0 ? NULL : out;
 }
 
+/* The query of span [start, end) of <sql>: inside its parentheses, or all of it when <bare>
+ * (an arm that has none); malloc'd, NULL on no memory. */
+static char *
+span_query(const char *sql, size_t start, size_t end, bool bare)
+{
+	return bare ? strndup(sql + start, end - start) :
+		      strndup(sql + start + 1, end - start - 2);
+}
+
 /* The text inside the parentheses [start, end) of <sql>, the subquery to run on its own
  * (malloc'd): at an Execute, with the bound values it reads written in as constants. NULL
  * with <err> (a binary value the router cannot read) or without (no memory: oom set). */
@@ -562,8 +571,7 @@ static char *
 subq_text(struct route *r, const char *sql, size_t start, size_t end, bool bare,
 	  struct nk_error *err)
 {
-	char *text = bare ? strndup(sql + start, end - start) :
-		     strndup(sql + start + 1, end - start - 2), *inlined;
+	char *text = span_query(sql, start, end, bare), *inlined;
 
 	if (text == NULL)
 		return nk_error_oom(err), NULL;
@@ -652,8 +660,7 @@ route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
 	inner = own != NULL && own->explain != NULL ? own->explain->inner : NULL;
 	if (inner != NULL && p->materialize > 0 && p->materialize < inner->nscopes &&
 	    subq_span(sql, &inner->scopes[p->materialize], &start, &end, &bare))
-		first = bare ? strndup(sql + start, end - start) :
-			strndup(sql + start + 1, end - start - 2);
+		first = span_query(sql, start, end, bare);
 	else if (inner != NULL && p->materialize == 0 && p->broadcast > 0 &&
 		 p->broadcast <= inner->nrels) {
 		const char *rest;
