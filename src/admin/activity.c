@@ -21,6 +21,7 @@
 #include "neki/byteorder.h"
 #include "neki/clock.h"
 #include "neki/log.h"
+#include "neki/memstream.h"
 #include "neki/shm.h"
 #include "neki/proc.h"
 
@@ -53,7 +54,7 @@ rows_text(const struct pktbuf *pb)
 {
 	char *out = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
+	FILE *f = nk_memstream(&out, &len);
 
 	if (f == NULL)
 		return NULL;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "neki/log.h"
+#include "neki/memstream.h"
 #include "neki/shm.h"
 #include "neki/topology.h"
 #include "neki/proc.h"
@@ -209,7 +210,7 @@ rules_query(const char *db, const struct pgc_res *res)
 	const struct topo_model *m = rev_get()->model;
 	char *out = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
+	FILE *f = nk_memstream(&out, &len);
 
 	if (f == NULL)
 		return NULL;

@@ -38,6 +38,7 @@
 
 #include "neki/clock.h"
 #include "neki/log.h"
+#include "neki/memstream.h"
 #include "neki/shm.h"
 #include "neki/sqlscan.h"
 #include "neki/sqlstate.h"
@@ -615,7 +616,7 @@ qualified(const char *schema, const char *table)
 {
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = nk_memstream(&buf, &len);
 
 	if (f == NULL)
 		return NULL;

@@ -17,6 +17,7 @@
 
 #include "neki/keyspace.h"
 #include "neki/log.h"
+#include "neki/memstream.h"
 #include "neki/shm.h"
 #include "neki/sqlscan.h"
 #include "neki/sqlstate.h"
@@ -146,7 +147,7 @@ exists_sql(const struct gb *b, const char *table, const struct gb_rows *r, size_
 {
 	char *buf = NULL, lead[32];
 	size_t len = 0, any = 0;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = nk_memstream(&buf, &len);
 
 	if (f == NULL)
 		return NULL;
@@ -189,7 +190,7 @@ chunk_sql(const struct gb *b, const char *lead, const char *table, char *const *
 {
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = nk_memstream(&buf, &len);
 
 	if (f == NULL)
 		return NULL;
@@ -359,7 +360,7 @@ insert_sql(const struct gb *b, size_t i)
 {
 	char *buf = NULL;
 	size_t len = 0, any = 0;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = nk_memstream(&buf, &len);
 
 	if (f == NULL)
 		return NULL;
@@ -502,7 +503,7 @@ dups_sql(const struct gb *b)
 {
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = nk_memstream(&buf, &len);
 
 	if (f == NULL)
 		return NULL;

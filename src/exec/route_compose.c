@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "neki/admin.h"
+#include "neki/memstream.h"
 #include "neki/parse.h"
 #include "route_compose.h"
 #include "route_int.h"
@@ -70,7 +71,7 @@ rows_sql(const struct rcompose *c, const struct arelay_rows *rs)
 {
 	char *out = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
+	FILE *f = nk_memstream(&out, &len);
 
 	if (f == NULL)
 		return NULL;

@@ -227,9 +227,9 @@ route_send_named(struct route *r, struct rshard *sh)
 
 /* Send the statement of the current exec to <sh> (lazy BEGIN first inside a transaction). */
 static bool
-route_send_one(struct route *r, struct rshard *sh)
+route_send_msgs(struct route *r, struct rshard *sh)
 {
-	if (sh->link == NULL || !route_send_tx(r, sh))
+	if (!route_send_tx(r, sh))
 		return false;
 	sh->sent = true;
 	if (r->an.on && !r->merge_final)
@@ -243,6 +243,22 @@ route_send_one(struct route *r, struct rshard *sh)
 		       route_pin_after_send(r, sh);
 	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql) &&
 	       route_pin_after_send(r, sh);
+}
+
+/* route_send_msgs() with the link corked: what goes before the statement (the lazy BEGIN,
+ * savepoints, pending SETs, a Parse) leaves with it in one write. */
+static bool
+route_send_one(struct route *r, struct rshard *sh)
+{
+	bool ok;
+
+	if (sh->link == NULL)
+		return false;
+	sbuf_set_cork(link_sbuf(sh->link), SBUF_CORK_ON);
+	ok = route_send_msgs(r, sh);
+	if (sh->link != NULL)
+		sbuf_set_cork(link_sbuf(sh->link), SBUF_CORK_OFF);
+	return ok;
 }
 
 static void

@@ -31,6 +31,7 @@
 
 #include <event2/event.h>
 
+#include "neki/memstream.h"
 #include "neki/merge.h"
 #include "neki/pktbuf.h"
 #include "neki/plan_gsi.h"
@@ -560,7 +561,7 @@ lookup_step(const struct rgsi *q, const struct glookup *lk, char **const *rows, 
 	size_t len = 0;
 	uint64_t n = 0;
 	bool refused = false;
-	FILE *f = open_memstream(&out, &len);
+	FILE *f = nk_memstream(&out, &len);
 
 	*none = false;
 	if (f == NULL)
@@ -699,7 +700,7 @@ update_after_lock(struct route *r, struct rgsi *q)
 {
 	char *out = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
+	FILE *f = nk_memstream(&out, &len);
 	struct nk_error e;
 
 	q->old = q->vals;

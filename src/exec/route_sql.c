@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "neki/memstream.h"
 #include "neki/merge.h"
 #include "neki/plan_gsi.h"
 #include "neki/proto.h"
@@ -283,7 +284,7 @@ route_sql_inline_params(const char *sql, const struct plan_param *params, uint32
 {
 	char *out = NULL;
 	size_t len = 0, end = strlen(sql);
-	FILE *f = open_memstream(&out, &len);
+	FILE *f = nk_memstream(&out, &len);
 	bool ok = f != NULL;
 
 	while (end > 0 && (sql[end - 1] == ';' || sql[end - 1] == ' ' || sql[end - 1] == '\n' ||

@@ -30,6 +30,7 @@
 #include <event2/event.h>
 
 #include "neki/catalog_image.h"
+#include "neki/memstream.h"
 #include "neki/merge.h"
 #include "neki/parse.h"
 #include "neki/proto.h"
@@ -669,7 +670,7 @@ route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
 		first = table_select(sql, inner, p->broadcast - 1, &rest, &alias, NULL, 0);
 		free(alias);
 	}
-	if (first == NULL || (f = open_memstream(&out, &len)) == NULL) {
+	if (first == NULL || (f = nk_memstream(&out, &len)) == NULL) {
 		free(first);
 		return NULL;
 	}
@@ -823,7 +824,7 @@ keep_desc(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 	free(q->names);
 	q->names = NULL;
 	if ((q->types = calloc(n, sizeof(*q->types))) == NULL ||
-	    (f = open_memstream(&q->names, &names_len)) == NULL)
+	    (f = nk_memstream(&q->names, &names_len)) == NULL)
 		return route_subq_refused(r, (nk_error_oom(&e), &e));
 	for (size_t k = 0; k < n; k++) {
 		char *qn = route_quote_ident(cols[k].name);
@@ -839,7 +840,7 @@ keep_desc(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 			return route_subq_refused(r, &e);
 		}
 	}
-	if (fclose(f) != 0 || (q->rows = open_memstream(&q->rows_buf, &q->rows_len)) == NULL)
+	if (fclose(f) != 0 || (q->rows = nk_memstream(&q->rows_buf, &q->rows_len)) == NULL)
 		return route_subq_refused(r, (nk_error_oom(&e), &e));
 	q->ncols = (uint16_t)n;
 	return true;
@@ -930,7 +931,7 @@ values_sql(struct rsubq *q)
 	size_t len = 0;
 	FILE *f;
 
-	if (q->rows == NULL || fflush(q->rows) != 0 || (f = open_memstream(&out, &len)) == NULL)
+	if (q->rows == NULL || fflush(q->rows) != 0 || (f = nk_memstream(&out, &len)) == NULL)
 		return NULL;
 	fputs("(WITH __neki_rows(", f);
 	for (uint16_t k = 0; k < q->ncols; k++)

@@ -7,7 +7,9 @@
  * A unary minus in front of a number joins the literal when what precedes it cannot end an
  * operand (an operator, '(', ',', '[' or a keyword such as WHERE/AND/IN): the parser folds
  * those into the constant too. Other literal forms (E'', N'', B'', X'', U&'', $tag$...$tag$)
- * and strings continued over a newline stay verbatim in the key. Entry: parse_normalize().
+ * and strings continued over a newline stay verbatim in the key, but for an E'' string
+ * without a backslash, which is the standard string of the same value (the router's own
+ * statements quote so). Entry: parse_normalize().
  */
 #include "neki/base.h"
 
@@ -266,9 +268,10 @@ lex_number(struct norm_lex *l)
 	}
 }
 
-/* A standard string '...' ('' inside) at l->pos: a literal unless continued. */
+/* A standard string '...' ('' inside) at l->pos, or an escape string without a backslash
+ * (E'...': the same value) when <prefix> is 1: a literal unless continued. */
 static void
-lex_string(struct norm_lex *l)
+lex_string(struct norm_lex *l, size_t prefix)
 {
 	const char *s = l->s;
 	size_t start = l->pos, end, save;
@@ -295,7 +298,7 @@ lex_string(struct norm_lex *l)
 	v = rarena_alloc(l->a, end - start);
 	if (v) {
 		w = v;
-		for (size_t i = start + 1; i + 1 < end; i++) {
+		for (size_t i = start + prefix + 1; i + 1 < end; i++) {
 			*w++ = s[i];
 			if (s[i] == '\'')
 				i++;
@@ -374,13 +377,34 @@ by_track(struct norm_lex *l, const char *w, size_t n)
 	l->after_list_start = false;
 }
 
-/* An identifier or keyword; prefixed strings (E'', B'', X'', N'', U&'') verbatim. */
+/* E'...' at l->pos holding no backslash: the value of '...' (what the router's own
+ * statements write, whatever standard_conforming_strings is). */
+static bool
+plain_escape_string(const struct norm_lex *l)
+{
+	enum sql_item it;
+	size_t end;
+
+	if ((l->s[l->pos] | 0x20) != 'e' || l->s[l->pos + 1] != '\'')
+		return false;
+	end = sql_scan_item(l->s, l->pos, l->len, &it);
+	return it != SQL_ITEM_NONE && memchr(l->s + l->pos, '\\', end - l->pos) == NULL;
+}
+
+/* An identifier or keyword; prefixed strings (B'', X'', N'', U&'', E'' with a backslash)
+ * verbatim. */
 static void
 lex_word(struct norm_lex *l)
 {
 	const char *s = l->s;
 	size_t start = l->pos;
 
+	if (plain_escape_string(l)) {
+		lex_string(l, 1);
+		l->prev_operand_end = true;
+		l->after_list_start = false;
+		return;
+	}
 	tok_begin(l);
 	while (is_ident_char(s[l->pos]))
 		l->pos++;
@@ -411,7 +435,7 @@ lex_token(struct norm_lex *l)
 		l->prev_operand_end = true;
 		l->after_list_start = false;
 	} else if (c == '\'') {
-		lex_string(l);
+		lex_string(l, 0);
 		l->prev_operand_end = true;
 		l->after_list_start = false;
 	} else if (c == '"') {

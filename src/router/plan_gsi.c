@@ -45,6 +45,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "neki/memstream.h"
 #include "neki/plan_gsi.h"
 #include "neki/sqlscan.h"
 #include "neki/topology_image.h"
@@ -279,7 +280,7 @@ put_row(struct pctx *c, FILE *f, const struct gsi_ref *g, const int *pos, uint32
 {
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *tmp = open_memstream(&buf, &len);
+	FILE *tmp = nk_memstream(&buf, &len);
 	bool is_null, ok = tmp != NULL;
 
 	*skip = false;
@@ -342,7 +343,7 @@ gsi_insert(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 				      g->cols[k]);
 			return false;
 		}
-	if ((f = open_memstream(&buf, &len)) == NULL)
+	if ((f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_oom(c->err);
 	fputs("INSERT INTO ", f);
 	put_lookup(f, t, g);
@@ -392,7 +393,7 @@ ident_text(struct pctx *c, const char *schema, const char *name)
 {
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = nk_memstream(&buf, &len);
 
 	if (f == NULL)
 		return nk_error_oom(c->err), NULL;
@@ -458,7 +459,7 @@ returning_text(struct pctx *c, const struct prel *t, const char **ret, uint32_t 
 	const char *q = t->r->alias ? t->r->alias : t->r->name;
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = nk_memstream(&buf, &len);
 
 	if (f == NULL)
 		return nk_error_oom(c->err), NULL;
@@ -612,7 +613,7 @@ update_texts(struct pctx *c, const struct prel *t, struct plan_gsi *pg, const ch
 	FILE *f;
 
 	if (!split_update(c, t, &target, &assign, &cond) ||
-	    (f = open_memstream(&buf, &len)) == NULL)
+	    (f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_is_set(c->err) ? false : nk_error_oom(c->err);
 	fputs("SELECT ", f);
 	sql_put_ident(f, q);
@@ -622,11 +623,11 @@ update_texts(struct pctx *c, const struct prel *t, struct plan_gsi *pg, const ch
 		cond ? cond : "");
 	sql_put_ident(f, q);
 	if ((pg->lock = arena_text(c, f, &buf, &len)) == NULL ||
-	    (f = open_memstream(&buf, &len)) == NULL)
+	    (f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_is_set(c->err) ? false : nk_error_oom(c->err);
 	fprintf(f, "UPDATE %s SET %s FROM (VALUES ", target, assign);
 	if ((pg->update = arena_text(c, f, &buf, &len)) == NULL ||
-	    (f = open_memstream(&buf, &len)) == NULL)
+	    (f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_is_set(c->err) ? false : nk_error_oom(c->err);
 	fputs(") AS __neki_v(__neki_ctid", f);
 	for (uint32_t i = 0; i < pg->nkey; i++)
@@ -799,7 +800,7 @@ cover_text(struct pctx *c, const struct prel *t, const struct gsi_ref *g)
 	FILE *f;
 
 	if (!covers(c, t, g) || !from_table_span(sql, &start, &end) ||
-	    (f = open_memstream(&buf, &len)) == NULL)
+	    (f = nk_memstream(&buf, &len)) == NULL)
 		return NULL;
 	fwrite(sql, 1, start, f);
 	put_lookup(f, t, g);
@@ -822,7 +823,7 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 	uint32_t nvals = 0;
 	struct plan_gsi *pg;
 	const char *sql;
-	FILE *f = open_memstream(&buf, &len);
+	FILE *f = nk_memstream(&buf, &len);
 
 	if (f == NULL)
 		return nk_error_oom(c->err);

@@ -25,6 +25,7 @@
 #include "neki/admin_relay.h"
 #include "neki/exec.h"
 #include "neki/log.h"
+#include "neki/memstream.h"
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "neki/sbuf.h"
@@ -59,7 +60,7 @@ nx_substitute(const char *sql, char *const *vals, uint16_t *maxn)
 {
 	char *out = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
+	FILE *f = nk_memstream(&out, &len);
 	bool ok = f != NULL;
 
 	*maxn = 0;

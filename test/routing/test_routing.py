@@ -350,6 +350,25 @@ def test_placement_follows_the_routing_value(loaded):
         assert loaded.shard_rows(server, "SELECT count(*) FROM countries") == [(2,)]
 
 
+def test_escape_string_literals_route_by_their_value(loaded):
+    # E'' without a backslash normalises like '': every INSERT after the first reuses the
+    # cached model, and each still goes where its own value routes (and reads find it)
+    ids = list(range(501, 531))
+    with loaded.connect() as conn:
+        for i in ids:
+            conn.execute(f"INSERT INTO customers VALUES (E'{i}'::int, E'e {i}', 'FR')")
+    try:
+        rows = loaded.placement("customers", "id")
+        for i in ids:
+            assert [s for s, v in rows.items() if i in v] == [loaded.customer_shard(i)], i
+        with loaded.connect() as conn:
+            for i in ids:
+                assert conn.execute(f"SELECT name FROM customers WHERE id = E'{i}'::int"
+                                    ).fetchall() == [(f"e {i}",)], i
+    finally:
+        loaded.run(f"DELETE FROM customers WHERE id BETWEEN {ids[0]} AND {ids[-1]}")
+
+
 def test_writes_and_multi_row_insert_split(loaded):
     loaded.compare("UPDATE orders SET status = 'shipped' WHERE customer_id = 5 AND id = 50")
     loaded.compare("SELECT status FROM orders WHERE customer_id = 5")

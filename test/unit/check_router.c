@@ -36,6 +36,10 @@ static const struct norm_case norm_cases[] = {
 	{ "SELECT E'a\\'b', $$x 1$$, x'0f', \"col 1\" FROM t /* c 2 */ WHERE t1.a = .5",
 	  "SELECT E'a\\'b', $$x 1$$, x'0f', \"col 1\" FROM t WHERE t1.a = $1", { ".5" } },
 	{ "SELECT 'a'\n'b'", "SELECT 'a'\n'b'", { NULL } },
+	/* an escape string without a backslash is the standard string of its value */
+	{ "INSERT INTO t VALUES (E'u1'::text, e'it''s', E'a\\nb')",
+	  "INSERT INTO t VALUES ($1::text, $2, E'a\\nb')", { "u1", "it's" } },
+	{ "SELECT E'a'\n'b', E''", "SELECT E'a'\n'b', $1", { "" } },
 	{ "INSERT INTO t VALUES (1, 'x'), (2, NULL)", "INSERT INTO t VALUES ($1, $2), ($3, NULL)",
 	  { "1", "x", "2" } },
 	{ "SELECT * FROM t WHERE a = 1::int8", "SELECT * FROM t WHERE a = $1::int8", { "1" } },
@@ -76,6 +80,23 @@ START_TEST(test_normalize_shares_key)
 END_TEST
 
 /* ---- the statement model ---- */
+
+/* An E'' literal the normaliser made a slot is a slot of the model too (its location is the
+ * one libpg_query gives the constant): a cached model then routes by each execution's value. */
+START_TEST(test_model_escape_string_slot)
+{
+	struct rt_fx fx;
+	const struct stmt *s = rt_parse(&fx, "SELECT * FROM public.orders o WHERE "
+					     "o.customer_id = E'42'::int8");
+	const struct stmt_cond *w = s->scopes[0].where;
+
+	ck_assert_int_eq(w->kind, STMT_C_PRED);
+	ck_assert_str_eq(w->pred->lhs, "customer_id");
+	ck_assert_int_eq(w->pred->vals[0].kind, STMT_V_SLOT);
+	ck_assert_uint_eq(w->pred->vals[0].slot, 0);
+	rt_fx_done(&fx);
+}
+END_TEST
 
 START_TEST(test_model_select_where)
 {
@@ -447,6 +468,7 @@ router_suite(void)
 	tcase_add_loop_test(tc, test_normalize, 0, NK_ARRAY_LEN(norm_cases));
 	tcase_add_test(tc, test_normalize_shares_key);
 	tcase_add_test(tc, test_model_select_where);
+	tcase_add_test(tc, test_model_escape_string_slot);
 	tcase_add_test(tc, test_model_expr_lhs_and_any_array);
 	tcase_add_test(tc, test_model_joins);
 	tcase_add_test(tc, test_model_insert);
