@@ -165,6 +165,13 @@ route_attach(struct rshard *sh, struct link *l)
 	return route_sets_replay(sh, l, true);
 }
 
+/* Does the statement to <sh> need the lazy BEGIN first? */
+static bool
+route_begins(const struct route *r, const struct rshard *sh)
+{
+	return r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->after == RX_AFTER_STMT;
+}
+
 /* Inside a transaction: the lazy BEGIN, then the transaction's settings so far (so that its
  * ROLLBACK undoes them on this link too); outside one, those of an extended-protocol batch. */
 static bool
@@ -172,7 +179,7 @@ route_send_tx(struct route *r, struct rshard *sh)
 {
 	if (!route_2pc_wait_send(r, sh))
 		return false;
-	if (r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->after == RX_AFTER_STMT) {
+	if (route_begins(r, sh)) {
 		if (!route_link_query(sh->link, r->begin_sql))
 			return false;
 		sh->swallow++;
@@ -245,15 +252,18 @@ route_send_msgs(struct route *r, struct rshard *sh)
 	       route_pin_after_send(r, sh);
 }
 
-/* route_send_msgs() with the link corked: what goes before the statement (the lazy BEGIN,
- * savepoints, pending SETs, a Parse) leaves with it in one write. */
+/* route_send_msgs(), the link corked when the lazy BEGIN (and its savepoints) or pending
+ * SETs go first: they leave with the statement in one write. */
 static bool
 route_send_one(struct route *r, struct rshard *sh)
 {
-	bool ok;
+	bool cork, ok;
 
 	if (sh->link == NULL)
 		return false;
+	cork = route_begins(r, sh) || sh->pend_applied < r->gucs.npend;
+	if (!cork)
+		return route_send_msgs(r, sh);
 	sbuf_set_cork(link_sbuf(sh->link), SBUF_CORK_ON);
 	ok = route_send_msgs(r, sh);
 	if (sh->link != NULL)
