@@ -86,6 +86,9 @@ struct route_2pc {
 	uint32_t order[ROUTE_SHARDS_MAX];	/* the participants' r->sh indexes, uid order */
 	uint32_t n;
 	uint32_t prepared;		/* bit i: its PREPARE went through */
+	uint32_t early;			/* bit i: r->sh[i] got its PREPARE with the statement
+					 * that ended the implicit transaction (t->d and t->gid
+					 * chosen then): route_2pc_with_prepare() */
 	uint32_t attempts;		/* COMMIT PREPARED rounds made (TPC_ATTEMPTS at most) */
 	struct tpc_wait {		/* what this session's next statement on a shard waits for */
 		char uid[PLAN_SHARD_MAX];
@@ -363,14 +366,14 @@ tpc_abort(struct route *r)
 	tpc_start(r, ok, &err);
 }
 
-/* The decision: the row and COMMIT in the decision participant's transaction. */
-static void
-tpc_decide(struct route *r)
+/* The decision's exec: the row and COMMIT in the decision participant's transaction. False
+ * with <err>: set up (an error of the exec's start) or not (<*built> false: no memory). */
+static bool
+tpc_decide_setup(struct route *r, bool *built, struct nk_error *err)
 {
 	struct route_2pc *t = r->tpc;
 	char parts[ROUTE_SHARDS_MAX * (PLAN_SHARD_MAX + 1) + 1] = "";
 	char *sql, *tail, *del;
-	struct nk_error err;
 	size_t len = 0;
 	bool ok;
 
@@ -390,15 +393,28 @@ tpc_decide(struct route *r)
 		      "VALUES (" : TPC_ENSURE_SQL "INSERT INTO " NK_2PC_TABLE
 		      " (gid, commit, participants) VALUES (", tail);
 	free(tail);
-	if (sql == NULL) {
-		nk_error_oom(&err);
-		t->failed = true;
-		t->err = err;
+	*built = sql != NULL;
+	if (sql == NULL)
+		return nk_error_oom(err);
+	ok = tpc_exec(r, TPC_DECIDE, 1u << t->d, sql, 0, NULL, err);
+	free(sql);
+	return ok;
+}
+
+/* The decision, now: its exec started, or everything rolled back when it could not be
+ * built. */
+static void
+tpc_decide(struct route *r)
+{
+	struct nk_error err;
+	bool built, ok = tpc_decide_setup(r, &built, &err);
+
+	if (!built) {
+		r->tpc->failed = true;
+		r->tpc->err = err;
 		tpc_abort(r);
 		return;
 	}
-	ok = tpc_exec(r, TPC_DECIDE, 1u << t->d, sql, 0, NULL, &err);
-	free(sql);
 	tpc_start(r, ok, &err);
 }
 
@@ -553,6 +569,83 @@ tpc_probe_or_plan(struct route *r, struct nk_error *err)
 	return tpc_plan(r, err);
 }
 
+/* The COMMIT of a transaction whose last participant was prepared with its statement
+ * (t->early): the others but the decision one were writers there and then, so only the
+ * decision and the COMMIT PREPAREDs are left. Failpoint prepare:k (k >= 1): the early
+ * PREPAREs count. */
+static enum rstep
+tpc_commit_early(struct route *r)
+{
+	struct route_2pc *t = r->tpc;
+	struct nk_error err;
+	bool built;
+	int k = tpc_failpoint("prepare");
+
+	t->prepared = t->part = t->early;
+	t->early = 0;
+	for (uint32_t i = 0; i < r->nsh; i++)
+		if (t->prepared & (1u << i))
+			r->sh[i].in_tx = false;		/* prepared */
+	if (k > 0 && k <= __builtin_popcount(t->prepared))
+		tpc_crash(t, "prepare");
+	route_set_busy(r);
+	if (t->writes == (t->prepared | 1u << t->d) && t->reads == 0 && t->plain == 0) {
+		if (tpc_decide_setup(r, &built, &err))
+			return route_exec_run(r);
+	} else {		/* (not the participants seen at the PREPARE: never so) */
+		nk_error_set(&err, ERRCODE_INTERNAL_ERROR, "the participants of transaction %s "
+			     "changed after its PREPARE", t->gid);
+	}
+	t->failed = true;
+	t->err = err;
+	tpc_abort(r);
+	return RSTEP_ASYNC;
+}
+
+/* route_2pc_with_prepare: see route_2pc.h. */
+char *
+route_2pc_with_prepare(struct route *r, const struct rshard *sh, const char *sql)
+{
+	struct route_2pc *t = r->tpc;
+	uint32_t self = (uint32_t)(sh - r->sh), d = UINT32_MAX;
+	struct nk_error err;
+	char *prep, *out;
+
+	if (r->ps.tx_mode != PLAN_TX_ATOMIC || sh->in_tx || r->ntg != 1 || t == NULL ||
+	    t->unchecked || tpc_failpoint("prepare") == 0 || route_2pc_refused(r, &err))
+		return NULL;
+	for (uint32_t i = 0; i < r->nsh; i++) {
+		const struct rshard *o = &r->sh[i];
+
+		if (i == self || !o->in_tx)
+			continue;
+		if (d != UINT32_MAX || !o->tx_data || !o->tx_write)
+			return NULL;	/* (more participants, a reader: the COMMIT's rounds) */
+		d = i;			/* the one writer before: it decides */
+	}
+	if (d == UINT32_MAX)
+		return NULL;		/* (one shard: a plain COMMIT) */
+	tpc_gid(t, r, r->sh[d].uid);
+	if ((prep = tpc_sql(t->gid, "PREPARE TRANSACTION ", "")) == NULL)
+		return NULL;
+	if (asprintf(&out, "%s\n;%s", sql, prep) == -1)
+		out = NULL;
+	free(prep);
+	if (out != NULL) {
+		t->early = 1u << self;
+		t->d = d;
+	}
+	return out;
+}
+
+/* route_2pc_forget_early: see route_2pc.h. */
+void
+route_2pc_forget_early(struct route *r)
+{
+	if (r->tpc != NULL)
+		r->tpc->early = 0;
+}
+
 /* route_2pc_commit: see route_2pc.h. */
 enum rstep
 route_2pc_commit(struct route *r, const char *const *uids, uint32_t n, const char *tag)
@@ -581,6 +674,8 @@ route_2pc_commit(struct route *r, const char *const *uids, uint32_t n, const cha
 			else
 				t->writes |= 1u << i;
 		}
+	if (t->early != 0)
+		return tpc_commit_early(r);
 	if (t->unchecked)	/* (once per session: then as after SET's check) */
 		ok = tpc_exec(r, TPC_VERIFY, t->reads | t->writes, TPC_MPX_SQL, 0, NULL, &err);
 	else

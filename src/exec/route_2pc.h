@@ -27,6 +27,16 @@ bool route_2pc_refused(const struct route *r, struct nk_error *err);
  * the decision one, the decision row committed there, then COMMIT PREPARED. */
 enum rstep route_2pc_commit(struct route *r, const char *const *uids, uint32_t n,
 			    const char *tag);
+/* The text to send to <sh> in place of <sql>, the statement that ends the implicit
+ * transaction (a GSI's last step, route_gsi_last_step()): <sql>, then
+ * PREPARE TRANSACTION in the same Query, when the transaction will commit atomically, <sh>
+ * is new to it and every other participant wrote (the first of them in uid order decides).
+ * Its COMMIT is then one round shorter: the decision, then COMMIT PREPARED. NULL: send <sql>
+ * as it is (also on no memory). */
+char *route_2pc_with_prepare(struct route *r, const struct rshard *sh, const char *sql);
+/* The transaction rolls back: the statement that would have prepared a participant failed
+ * (so did its PREPARE, which came after it). */
+void route_2pc_forget_early(struct route *r);
 /* SET __neki.tx_mode = atomic: every shard of topology image <img> is checked first
  * (max_prepared_transactions above 0, the decision table there: created when missing). */
 enum rstep route_2pc_check(struct route *r, const void *img);

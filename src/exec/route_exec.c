@@ -23,6 +23,7 @@
 #include "route_client.h"
 #include "route_svp.h"
 #include "route_2pc.h"
+#include "route_gsi.h"
 #include "route_deadlock.h"
 #include "route_loop.h"
 
@@ -236,6 +237,17 @@ route_send_named(struct route *r, struct rshard *sh)
 static bool
 route_send_msgs(struct route *r, struct rshard *sh)
 {
+	char *with_prepare = NULL;
+	bool ok;
+
+	if (route_gsi_last_step(r) && !r->ext_exec && sh->ext_msg == NULL &&
+	    (with_prepare = route_2pc_with_prepare(r, sh, sh->sql != NULL ? sh->sql :
+						    r->stmt_sql)) != NULL) {
+		ok = route_send_tx(r, sh) && route_link_query(sh->link, with_prepare) &&
+		     route_pin_after_send(r, sh);
+		free(with_prepare);
+		return ok;
+	}
 	if (!route_send_tx(r, sh))
 		return false;
 	sh->sent = true;

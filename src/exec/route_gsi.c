@@ -68,6 +68,9 @@ struct rgsi {
 	enum plan_gsi_kind kind;
 	enum gsi_phase phase;
 	bool ext;			/* the statement is an Execute */
+	bool own_tx;			/* outside a block, the statement alone in its Query (or
+					 * the last Execute before Sync): its implicit
+					 * transaction ends with it */
 	bool capture;			/* a step runs */
 	char *sql;			/* the statement's text as planned (G_MAIN is for it) */
 	char **texts;			/* the steps to run (owned, taken one by one) */
@@ -142,6 +145,16 @@ bool
 route_gsi_capturing(const struct route *r)
 {
 	return r->gsi != NULL && r->gsi->capture;
+}
+
+/* route_gsi_last_step: see route_gsi.h. */
+bool
+route_gsi_last_step(const struct route *r)
+{
+	const struct rgsi *q = r->gsi;
+
+	return q != NULL && q->capture && q->own_tx && q->phase == G_LOOKUPS &&
+	       q->next == q->ntexts;
 }
 
 static void
@@ -346,7 +359,9 @@ route_gsi_step(struct route *r, struct plan *p, const char *planned, const char 
 		*rc = route_fail(r, (nk_error_oom(&err), &err));
 		return true;
 	}
-	/* a write outside a block: the Query's (batch's) implicit transaction holds it all */
+	/* a write outside a block: the Query's (batch's) implicit transaction holds it all (a
+	 * Query of several statements, a batch with more after this Execute, began it already) */
+	q->own_tx = r->tx == 'I';
 	if (!gsi_plan_steps(q, p, sql, params, nparams, &err) ||
 	    (q->kind != PLAN_GSI_READ && r->tx == 'I' && !route_implicit_begin(r) &&
 	     (nk_error_oom(&err), true))) {

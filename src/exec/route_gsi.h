@@ -31,6 +31,9 @@ bool route_gsi_step(struct route *r, struct plan *p, const char *planned, const 
 char *route_gsi_take(struct route *r, bool *simple, bool *cover);
 /* Is a step running (its answer kept here, through route_subq_answer())? */
 bool route_gsi_capturing(const struct route *r);
+/* Is the running step the last of a statement that ends its implicit transaction (alone in
+ * its Query, or its batch's last Execute)? Its shard may then prepare with it (route_2pc.h). */
+bool route_gsi_last_step(const struct route *r);
 /* A step's RowDescription or DataRow (<type> 'T' or 'D', its body <body>[0..len)), read
  * by route_subq_keep(); false when the session closed (a failure is r->err). */
 bool route_gsi_keep(struct route *r, char type, const uint8_t *body, size_t len);

@@ -36,6 +36,8 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 		r->commit_failed = true;	/* (answered when the ROLLBACK is done) */
 		commit = false;
 	}
+	if (!commit)
+		route_2pc_forget_early(r);
 	free(r->begin_sql);
 	r->begin_sql = NULL;
 	route_svp_end(r);

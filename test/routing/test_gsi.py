@@ -25,6 +25,9 @@ LOOKUPS = [
     "id bigint NOT NULL, PRIMARY KEY (status, customer_id, id))",
     # V11: a unique GSI whose lookup primary key is not its columns is disabled
     "CREATE TABLE status_once (status text, customer_id bigint PRIMARY KEY)",
+    # members: an owner of one unique GSI (one lookup shard per write)
+    "CREATE TABLE members (customer_id bigint PRIMARY KEY, email text NOT NULL)",
+    "CREATE TABLE members_by_email (email text PRIMARY KEY, customer_id bigint NOT NULL)",
 ]
 
 
@@ -41,6 +44,16 @@ def gsi_topology(db):
     tables["orders"]["secondary_indexes"].append({"name": "status_once",
                                                   "columns": ["status"]})
     doc["shard_indexes"]["order_by_status"] = {"type": "xxhash", "columns": ["status"]}
+    doc["shard_indexes"]["member_by_email"] = {"type": "xxhash", "columns": ["email"]}
+    tables["members"] = {"shard_group": "customer_data",
+                         "secondary_indexes": [{"name": "members_by_email",
+                                                "columns": ["email"]}]}
+    tables["members_by_email"] = {"shard_group": "customer_data",
+                                  "shard_index": "member_by_email"}
+    d["global_secondary_indexes"]["members_by_email"] = {
+        "schema": "public", "table": "members_by_email", "owner_table": "members",
+        "columns": ["email"], "owner_sk_columns": ["customer_id"], "unique": True,
+        "enabled": True}
     d["global_secondary_indexes"]["orders_by_id"]["enabled"] = True
     d["global_secondary_indexes"]["orders_by_status"] = {
         "schema": "public", "table": "orders_by_status", "owner_table": "orders",
@@ -516,6 +529,36 @@ def test_uniqueness_race(st):
     ids = [i for i, _, _ in owners]
     assert len(ids) == len(set(ids)) == len(done) == 30
     assert set(errors) == {"23505"} and len(errors) == 150 - 30
+
+
+def test_uniqueness_race_under_atomic_commit(st):
+    """Under __neki.tx_mode atomic, clients insert members (one unique GSI: the owner's shard
+    and one lookup shard, which prepares with its lookup INSERT) with emails from a small
+    domain, over the simple and the extended protocol: the emails end distinct, the lookup
+    equals the owners, every refusal was 23505, and no transaction stays prepared."""
+    for s in st.cluster.shards:
+        st.shard_rows(s, "TRUNCATE members, members_by_email")
+
+    def client(k, errors, done):
+        with st.connect(autocommit=True) as conn:
+            conn.execute("SET __neki.tx_mode = 'atomic'")
+            for n in range(20):
+                cid, email = k * 1000 + n, f"m{(k * 7 + n * 3) % 25}"
+                try:
+                    if k % 2:
+                        conn.execute("INSERT INTO members VALUES (%s, %s)", (cid, email))
+                    else:
+                        psycopg.ClientCursor(conn).execute(
+                            f"INSERT INTO members VALUES ({cid}, '{email}')")
+                    done.append(1)
+                except psycopg.Error as e:
+                    errors.append(e.diag.sqlstate)
+    errors, done = race(6, client)
+    owners = everywhere(st, "SELECT email, customer_id FROM members")
+    assert everywhere(st, "SELECT email, customer_id FROM members_by_email") == owners
+    assert len({e for e, _ in owners}) == len(owners) == len(done) == 25
+    assert set(errors) == {"23505"} and len(errors) == 120 - 25
+    assert everywhere(st, "SELECT gid FROM pg_prepared_xacts") == []
 
 
 # ---- reads ----------------------------------------------------------------------------
