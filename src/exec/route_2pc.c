@@ -26,8 +26,9 @@
  * COMMIT PREPARED rounds fail instead (removed when the commit ends), probe_error the round
  * asking the readers (removed then). Entry points:
  * route_2pc_wanted(), route_2pc_reads(), route_2pc_refused(), route_2pc_commit(),
- * route_2pc_check(), route_2pc_options(), route_2pc_finished(), route_2pc_wait_send(),
- * route_2pc_free().
+ * route_2pc_with_prepare() (a last statement on a new shard prepares with it: the COMMIT
+ * starts at the decision), route_2pc_forget_early(), route_2pc_check(),
+ * route_2pc_options(), route_2pc_finished(), route_2pc_wait_send(), route_2pc_free().
  */
 #include "neki/base.h"
 
