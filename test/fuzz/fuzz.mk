@@ -19,7 +19,7 @@ CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -I. $(DEP_CFLAGS) $(SAN) \
 	-Wmissing-prototypes -Wpointer-arith -MMD -MP
 
 # The modules the targets reach (the linker takes from the archive what each one needs).
-LIB_SRCS := $(addprefix src/common/,error.c log.c hash.c image_area.c rarena.c sqlscan.c) \
+LIB_SRCS := $(addprefix src/common/,error.c log.c hash.c image_area.c memstream.c rarena.c sqlscan.c) \
 	$(wildcard src/proto/*.c) \
 	$(addprefix src/config/,cfg.c ini.c sections.c settings.c shards.c shard_servers.c) \
 	$(wildcard src/topology/*.c src/router/*.c src/merge/*.c) \
