@@ -22,6 +22,8 @@
 #include <string.h>
 #include <strings.h>
 
+#define NORM_BY_MAX 16
+
 struct norm_lex {
 	const char *s;		/* the SQL text */
 	size_t len;		/* its bytes */
@@ -39,9 +41,14 @@ struct norm_lex {
 	size_t minus_src;	/* its source offset */
 	bool minus_space;	/* a space was emitted before that '-' */
 	bool prev_operand_end;	/* the token before that '-' (or the last one) ends an operand */
-	int by_state;		/* 1: after ORDER/GROUP, 2: in a BY list where a number is a
-				 * column position (kept verbatim), 0 otherwise */
-	bool after_list_start;	/* the last token was BY or ',' inside such a list */
+	/* ORDER BY / GROUP BY lists, where a number starting an item is a column position
+	 * (kept verbatim): the parenthesis depth of each open list, innermost last */
+	uint16_t depth;		/* parentheses open */
+	uint16_t by_depth[NORM_BY_MAX];
+	uint8_t nby;
+	bool by_pending;	/* the last word was ORDER or GROUP */
+	bool by_all;		/* lists nested past NORM_BY_MAX: every number verbatim */
+	bool after_list_start;	/* the last token was BY or ',' of the innermost list */
 };
 
 /* ASCII classes (the SQL lexer's, whatever the C locale): one table lookup per byte. */
@@ -245,7 +252,7 @@ lex_number(struct norm_lex *l)
 			l->pos++;
 	}
 	n = l->pos - start;
-	if (l->after_list_start && !neg) {
+	if ((l->after_list_start || l->by_all) && !neg) {
 		tok_begin(l);
 		out_put(l, s + start, n);	/* ORDER BY 2: a position, not a value */
 		return;
@@ -352,29 +359,61 @@ word_is(const char *w, size_t n, const char *kw)
 	return (w[0] | 0x20) == kw[0] && strlen(kw) == n && strncasecmp(w, kw, n) == 0;
 }
 
-/* Track ORDER BY / GROUP BY lists, whose bare integers are column positions. */
+/* Does word <w> end an ORDER BY / GROUP BY list at its own depth? */
+static bool
+ends_by_list(const char *w, size_t n)
+{
+	static const char *const words[] = { "limit", "offset", "fetch", "for", "having",
+					     "window", "union", "intersect", "except", "returning",
+					     "order" };
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (word_is(w, n, words[i]))
+			return true;
+	return false;
+}
+
+/* Track ORDER BY / GROUP BY lists, whose bare integers are column positions: a list opens
+ * at BY after ORDER or GROUP and ends at a word that ends it, at the ')' closing its
+ * depth, or at ';'. */
 static void
 by_track(struct norm_lex *l, const char *w, size_t n)
 {
-	if (l->by_state == 0 && n != 5) {
-		l->after_list_start = false;
-		return;
-	}
-	if (word_is(w, n, "order") || word_is(w, n, "group")) {
-		l->by_state = 1;
-	} else if (l->by_state == 1 && word_is(w, n, "by")) {
-		l->by_state = 2;
+	bool pending = l->by_pending;
+
+	l->by_pending = false;
+	l->after_list_start = false;
+	if (pending && word_is(w, n, "by")) {
+		if (l->nby == NORM_BY_MAX)
+			l->by_all = true;
+		else
+			l->by_depth[l->nby++] = l->depth;
 		l->after_list_start = true;
 		return;
-	} else if (l->by_state == 2 && (word_is(w, n, "asc") || word_is(w, n, "desc") ||
-					word_is(w, n, "nulls") || word_is(w, n, "first") ||
-					word_is(w, n, "last"))) {
-		l->after_list_start = false;
-		return;
-	} else {
-		l->by_state = 0;
 	}
+	if (l->nby > 0 && l->by_depth[l->nby - 1] == l->depth && ends_by_list(w, n))
+		l->nby--;
+	l->by_pending = n == 5 && (word_is(w, n, "order") || word_is(w, n, "group"));
+}
+
+/* Punctuation <c> for the lists of by_track(). */
+static void
+by_punct(struct norm_lex *l, char c)
+{
+	l->by_pending = false;
 	l->after_list_start = false;
+	if (c == '(') {
+		l->depth++;
+	} else if (c == ')') {
+		l->depth -= l->depth > 0;
+		while (l->nby > 0 && l->by_depth[l->nby - 1] > l->depth)
+			l->nby--;
+	} else if (c == ';') {
+		l->nby = 0;
+		l->depth = 0;
+	} else if (c == ',') {
+		l->after_list_start = l->nby > 0 && l->by_depth[l->nby - 1] == l->depth;
+	}
 }
 
 /* E'...' at l->pos holding no backslash: the value of '...' (what the router's own
@@ -461,9 +500,7 @@ lex_token(struct norm_lex *l)
 		l->pos++;
 		if (!was_minus)
 			l->prev_operand_end = c == ')' || c == ']';
-		l->after_list_start = l->by_state == 2 && c == ',';
-		if (c == '(' || c == ')' || c == ';')
-			l->by_state = 0;
+		by_punct(l, c);
 	}
 	if (!was_minus)
 		l->minus_out = SIZE_MAX;

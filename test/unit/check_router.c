@@ -36,6 +36,15 @@ static const struct norm_case norm_cases[] = {
 	{ "SELECT E'a\\'b', $$x 1$$, x'0f', \"col 1\" FROM t /* c 2 */ WHERE t1.a = .5",
 	  "SELECT E'a\\'b', $$x 1$$, x'0f', \"col 1\" FROM t WHERE t1.a = $1", { ".5" } },
 	{ "SELECT 'a'\n'b'", "SELECT 'a'\n'b'", { NULL } },
+	/* every item of a BY list that starts with a number is a position, whatever comes
+	 * before it; the list ends at LIMIT, HAVING, ... or the ')' of its depth */
+	{ "SELECT n FROM t ORDER BY n, 1, f(2), 3 LIMIT 7",
+	  "SELECT n FROM t ORDER BY n, 1, f($1), 3 LIMIT $2", { "2", "7" } },
+	{ "SELECT f(x) FROM t GROUP BY f(x), 2 HAVING count(*) > 3 ORDER BY 1, x + 1",
+	  "SELECT f(x) FROM t GROUP BY f(x), 2 HAVING count(*) > $1 ORDER BY 1, x + $2",
+	  { "3", "1" } },
+	{ "SELECT rank() OVER (ORDER BY a, 2), 3 FROM t WHERE b = 4",
+	  "SELECT rank() OVER (ORDER BY a, 2), $1 FROM t WHERE b = $2", { "3", "4" } },
 	/* an escape string without a backslash is the standard string of its value */
 	{ "INSERT INTO t VALUES (E'u1'::text, e'it''s', E'a\\nb')",
 	  "INSERT INTO t VALUES ($1::text, $2, E'a\\nb')", { "u1", "it's" } },
