@@ -359,6 +359,9 @@ struct route {
 	/* RX_MERGE (route_merge.c) */
 	const char *collate;		/* borrowed while planning: the database's LC_COLLATE */
 	struct plan_merge mspec;	/* in arena */
+	const struct parse_norm *mnorm;	/* simple protocol: mspec is of this normalised text
+					 * (in arena), its $k the literals of msrc (in arena) */
+	const char *msrc;
 	struct merge *merge;		/* owned: freed with the exec */
 	bool merge_final;		/* the exec runs the merge's final combine query */
 	bool merge_streams;		/* every target is read as its answers come */
@@ -607,6 +610,11 @@ bool route_sql_has_param(const char *sql, size_t start, size_t end);
  * final ';' (malloc'd); NULL with <err> (0A000: a binary value the router cannot read). */
 char *route_sql_inline_params(const char *sql, const struct plan_param *params,
 			      uint32_t nparams, struct nk_error *err);
+/* <text> (a rewrite of <src>'s normalised form <norm>, which has no $n of its own) with each
+ * $k written as literal k's token from <src>, without a final ';' (malloc'd); NULL with
+ * <err>. */
+char *route_sql_inline_literals(const char *text, const struct parse_norm *norm,
+				const char *src, struct nk_error *err);
 /* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
 void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
 /* Read an ErrorResponse message (whole, with type and length) into <out>. */

@@ -110,24 +110,67 @@ route_merge_free(struct route *r)
 	r->merge_streams = false;
 }
 
+/*
+ * Simple protocol: the spec of <sql>'s normalised text (its literals $k), so that the same
+ * statement with other values finds it in the cache; LIMIT / OFFSET bound from the literals
+ * (into <in>), the shard text with them written back. False (nothing set) when the text has
+ * a comment (the key has none), no literal, a $n of its own, or a normalised form the spec
+ * cannot be built from (a typed literal such as `interval '1 day'`: that failure is cached
+ * too): the text itself then.
+ */
+static bool
+merge_by_key(struct route *r, const char *sql, struct plan_input *in, char **shard_sql)
+{
+	struct parse_norm *n = rarena_alloc(r->arena, sizeof(*n));
+	struct plan_param *params;
+	struct nk_error e;
+
+	if (strstr(sql, "--") != NULL || strstr(sql, "/*") != NULL)
+		return false;		/* (its comments go to the shards: a planner hint) */
+	if (n == NULL || !parse_normalize(r->arena, sql, n) || n->nlits == 0 || n->nparams > 0 ||
+	    (params = rarena_alloc(r->arena, n->nlits * sizeof(*params))) == NULL ||
+	    !plan_merge_cached(r->arena, n->key, &r->mspec, &e))
+		return false;
+	for (uint32_t k = 0; k < n->nlits; k++)
+		params[k] = (struct plan_param){ (const uint8_t *)n->lits[k].value,
+						 (int32_t)strlen(n->lits[k].value), false, 0 };
+	in->params = params;
+	in->nparams = n->nlits;
+	if ((r->msrc = rarena_strdup(r->arena, sql)) == NULL ||
+	    (*shard_sql = route_sql_inline_literals(r->mspec.shard_sql, n, sql, &e)) == NULL)
+		return false;
+	r->mnorm = n;
+	return true;
+}
+
 bool
 route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 {
 	struct plan_input in;
 	struct merge_options opt = route_merge_options(r);
+	char *keyed = NULL;
+	bool ok;
 
 	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
+	r->mnorm = NULL;
 	if (r->ext_exec) {	/* (a row limit goes through route_pull.c) */
 		in.params = r->ext_params;
 		in.nparams = r->ext_nparams;
 		opt.omit_rowdesc = !r->ext_describe;
 	}
-	if (!plan_merge_cached(r->arena, sql, &r->mspec, err) ||
-	    !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) ||
-	    (r->ext_exec && !route_ext_merge_msgs(r, r->mspec.shard_sql, false, err)))
+	if (!r->ext_exec && merge_by_key(r, sql, &in, &keyed)) {
+		ok = plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) &&
+		     (route_keep_sql(r, keyed) || nk_error_oom(err));
+		free(keyed);
+		if (!ok)
+			return false;
+	} else if (!plan_merge_cached(r->arena, sql, &r->mspec, err) ||
+		   !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) ||
+		   (r->ext_exec && !route_ext_merge_msgs(r, r->mspec.shard_sql, false, err))) {
 		return false;
-	if (!route_keep_sql(r, r->mspec.shard_sql))
+	} else if (!route_keep_sql(r, r->mspec.shard_sql)) {
 		return nk_error_oom(err);
+	}
 	route_merge_free(r);
 	if ((r->merge = merge_new(&r->mspec, r->ntg, &opt, err)) == NULL)
 		return false;
@@ -263,7 +306,8 @@ route_merge_final(struct route *r)
 			event_active(r->ev, EV_TIMEOUT, 0);
 			return true;
 		}
-	} else if ((sh->sql = strdup(sql)) == NULL) {
+	} else if ((sh->sql = r->mnorm != NULL ?	/* (its $k: the statement's literals) */
+		    route_sql_inline_literals(sql, r->mnorm, r->msrc, &err) : strdup(sql)) == NULL) {
 		route_client_fatal(r, "out of memory");
 		return true;
 	}

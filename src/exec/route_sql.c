@@ -277,10 +277,12 @@ put_param(FILE *f, const struct plan_param *v)
 	return true;
 }
 
-/* route_sql_inline_params: see route_int.h. */
-char *
-route_sql_inline_params(const char *sql, const struct plan_param *params, uint32_t nparams,
-	      struct nk_error *err)
+/* <sql> without a final ';', each $n (outside quotes and comments) written by <put>(f, n,
+ * <ctx>, err) (false with <err>), into a new string; NULL with <err>. */
+static char *
+inline_dollars(const char *sql, bool (*put)(FILE *, unsigned long, const void *,
+					    struct nk_error *),
+	       const void *ctx, struct nk_error *err)
 {
 	char *out = NULL;
 	size_t len = 0, end = strlen(sql);
@@ -292,20 +294,11 @@ route_sql_inline_params(const char *sql, const struct plan_param *params, uint32
 		end--;
 	for (const char *p = sql; ok && p < sql + end;) {
 		const char *e = sql_skip_item(sql, p);
-		unsigned long n;
 		char *digits;
 
 		if (e == p && p[0] == '$' && p[1] >= '0' && p[1] <= '9' &&
 		    (p == sql || !sql_ident_char(p[-1]))) {
-			n = strtoul(p + 1, &digits, 10);
-			if (n == 0 || n > nparams || !put_param(f, &params[n - 1])) {
-				ok = false;
-				nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
-					     "the router cannot write parameter $%lu into the "
-					     "statement it runs for this one: its binary format is "
-					     "not one it reads", n);
-				break;
-			}
+			ok = put(f, strtoul(p + 1, &digits, 10), ctx, err);
 			p = digits;
 			continue;
 		}
@@ -322,6 +315,57 @@ route_sql_inline_params(const char *sql, const struct plan_param *params, uint32
 		return NULL;
 	}
 	return out;
+}
+
+struct bound_params {
+	const struct plan_param *params;
+	uint32_t n;
+};
+
+static bool
+put_bound(FILE *f, unsigned long n, const void *ctx, struct nk_error *err)
+{
+	const struct bound_params *b = ctx;
+
+	if (n >= 1 && n <= b->n && put_param(f, &b->params[n - 1]))
+		return true;
+	return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
+			    "the router cannot write parameter $%lu into the statement it runs "
+			    "for this one: its binary format is not one it reads", n);
+}
+
+/* route_sql_inline_params: see route_int.h. */
+char *
+route_sql_inline_params(const char *sql, const struct plan_param *params, uint32_t nparams,
+	      struct nk_error *err)
+{
+	struct bound_params b = { params, nparams };
+
+	return inline_dollars(sql, put_bound, &b, err);
+}
+
+/* (the literals of a normalised text: slot k is $k, the text has no $n of its own) */
+static bool
+put_literal(FILE *f, unsigned long n, const void *ctx, struct nk_error *err)
+{
+	const struct parse_norm *norm = ((const void *const *)ctx)[0];
+	const char *src = ((const void *const *)ctx)[1];
+
+	if (n < 1 || n > norm->nlits)
+		return nk_error_set(err, ERRCODE_INTERNAL_ERROR, "$%lu is not a literal of the "
+				    "statement", n);
+	fwrite(src + norm->lits[n - 1].start, 1, norm->lits[n - 1].len, f);
+	return true;
+}
+
+/* route_sql_inline_literals: see route_int.h. */
+char *
+route_sql_inline_literals(const char *text, const struct parse_norm *norm, const char *src,
+			  struct nk_error *err)
+{
+	const void *ctx[2] = { norm, src };
+
+	return inline_dollars(text, put_literal, ctx, err);
 }
 
 /* ---- the statements of a Query, error fields ---- */

@@ -5,7 +5,9 @@
  * many times the cost of the rest of the routed path. A specification depends on the text
  * alone (no catalog, no setting), so an entry never goes stale; PMC_ENTRIES of them, the
  * least recently used replaced, each in its own arena, texts up to PMC_TEXT_MAX bytes.
- * A hit is copied into the caller's arena (the caller may hold it past any eviction).
+ * A hit is copied into the caller's arena (the caller may hold it past any eviction). A
+ * text whose specification cannot be built is kept too, with its error (a refusal, or a
+ * normalised text the grammar does not take: the executor then uses the text itself).
  * Entry point: plan_merge_cached().
  */
 #include "neki/base.h"
@@ -25,6 +27,7 @@ struct pmc_entry {
 	char *sql;			/* in arena */
 	struct rarena *arena;		/* owned */
 	struct plan_merge spec;		/* in arena */
+	struct nk_error *failed;	/* in arena: why it has no spec; NULL: it has one */
 };
 
 static struct pmc_entry entries[PMC_ENTRIES];	/* (a process has one thread) */
@@ -96,9 +99,11 @@ find(uint64_t hash, const char *sql)
 	return NULL;
 }
 
-/* Keep <spec> of <sql> in the least recently used entry (nothing when out of memory). */
+/* Keep <spec> of <sql>, or its build's error <failed>, in the least recently used entry
+ * (nothing when out of memory). */
 static void
-keep(uint64_t hash, const char *sql, const struct plan_merge *spec)
+keep(uint64_t hash, const char *sql, const struct plan_merge *spec,
+     const struct nk_error *failed)
 {
 	struct pmc_entry *e = &entries[0];
 
@@ -109,8 +114,16 @@ keep(uint64_t hash, const char *sql, const struct plan_merge *spec)
 	if (e->arena == NULL && (e->arena = rarena_new()) == NULL)
 		return;
 	rarena_reset(e->arena);
-	if ((e->sql = rarena_strdup(e->arena, sql)) == NULL || !copy_spec(e->arena, spec, &e->spec))
+	e->failed = NULL;
+	if ((e->sql = rarena_strdup(e->arena, sql)) == NULL)
 		return;
+	if (failed != NULL) {
+		if ((e->failed = rarena_alloc(e->arena, sizeof(*failed))) == NULL)
+			return;
+		*e->failed = *failed;
+	} else if (!copy_spec(e->arena, spec, &e->spec)) {
+		return;
+	}
 	e->hash = hash;
 	e->used = ++clock_tick;
 }
@@ -126,11 +139,18 @@ plan_merge_cached(struct rarena *a, const char *sql, struct plan_merge *out,
 
 	if (e != NULL) {
 		e->used = ++clock_tick;
+		if (e->failed != NULL) {
+			*err = *e->failed;
+			return false;
+		}
 		return copy_spec(a, &e->spec, out) || nk_error_oom(err);
 	}
-	if (!plan_merge_build(a, sql, out, err))
+	if (!plan_merge_build(a, sql, out, err)) {
+		if (len <= PMC_TEXT_MAX && strcmp(err->sqlstate, ERRCODE_OUT_OF_MEMORY) != 0)
+			keep(hash, sql, NULL, err);
 		return false;
+	}
 	if (len <= PMC_TEXT_MAX)
-		keep(hash, sql, out);
+		keep(hash, sql, out, NULL);
 	return true;
 }

@@ -290,6 +290,26 @@ def test_cross_shard_order_limit_distinct(loaded):
         loaded.both("UPDATE orders SET total = customer_id * 2 WHERE id % 10 = 1")
 
 
+def test_cross_shard_merges_of_one_shape_with_other_values(loaded):
+    # a merged statement's spec is kept by its normalised text: the same shape with other
+    # literals (LIMIT, HAVING, expressions, the WHERE) reuses it and still answers as the
+    # reference; positions in BY lists, typed literals and comments are kept apart
+    for k, m in ((5, 3), (11, 7), (0, 1), (30, 40)):
+        loaded.compare(f"SELECT id, name FROM customers WHERE id > {k} "
+                       f"ORDER BY country DESC, id LIMIT {m}", ordered=True)
+        loaded.compare(f"SELECT country, count(*), sum(id) * {m} FROM customers "
+                       f"WHERE id > {k} GROUP BY country HAVING count(*) > {m} ORDER BY 1")
+        loaded.compare(f"SELECT country, 'x{k}' AS tag, min(name) FROM customers "
+                       f"GROUP BY country ORDER BY 1 LIMIT {m}", ordered=True)
+    for order in ("2, 1", "1, 2", "country, 1", "country, 2", "country, 2 DESC"):
+        loaded.compare(f"SELECT id % 3, id, country FROM customers "
+                       f"ORDER BY {order}, 2 LIMIT 6", ordered=True)
+    for k in (1, 2):
+        loaded.compare(f"SELECT date '2020-01-01' + {k} AS d, count(*) FROM customers "
+                       f"GROUP BY 1")
+        loaded.compare(f"/* hint {k} */ SELECT max(id) FROM customers WHERE id < {k * 10}")
+
+
 def test_cross_shard_merge_in_a_transaction(loaded):
     """The merge (and its final combine query for avg) sees the transaction's own writes."""
     want = loaded.run("SELECT avg(total), count(*) FROM orders")
