@@ -162,12 +162,26 @@ tpc_done_sql(const struct route *r, const struct route_2pc *t)
 
 /* ---- failpoints (tests only) ---- */
 
+/* The file NEKI_TEST_FAILPOINT names (NULL: none), looked up once per process. */
+static const char *
+tpc_failpoint_path(void)
+{
+	static const char *path;
+	static bool looked;
+
+	if (!looked) {
+		path = getenv("NEKI_TEST_FAILPOINT");
+		looked = true;
+	}
+	return path;
+}
+
 /* The count of failpoint <name> in the file NEKI_TEST_FAILPOINT names ("name:k"; "name"
  * alone is 0); -1 when it is not set. */
 static int
 tpc_failpoint(const char *name)
 {
-	const char *path = getenv("NEKI_TEST_FAILPOINT");
+	const char *path = tpc_failpoint_path();
 	size_t n = strlen(name);
 	char fp[64] = "";
 	FILE *f;
@@ -188,7 +202,7 @@ static void
 tpc_crash(const struct route_2pc *t, const char *where)
 {
 	log_warn("S: failpoint %s reached (%s): the worker kills itself", where, t->gid);
-	(void)unlink(getenv("NEKI_TEST_FAILPOINT"));
+	(void)unlink(tpc_failpoint_path());
 	raise(SIGKILL);
 }
 
@@ -814,7 +828,7 @@ tpc_probed(struct route *r)
 		return;
 	}
 	if (tpc_failpoint("probe_error") >= 0)
-		(void)unlink(getenv("NEKI_TEST_FAILPOINT"));	/* (one shot) */
+		(void)unlink(tpc_failpoint_path());	/* (one shot) */
 	tpc_rollback_all(r);
 }
 
@@ -921,7 +935,7 @@ tpc_finished(struct route *r)
 		return;
 	}
 	if (tpc_failpoint("commit_prepared_error") >= 0)
-		(void)unlink(getenv("NEKI_TEST_FAILPOINT"));	/* (one shot) */
+		(void)unlink(tpc_failpoint_path());	/* (one shot) */
 	for (uint32_t i = 0; i < r->nsh; i++) {
 		if (!(failed & (1u << i)))
 			continue;
