@@ -17,4 +17,4 @@ noinst_HEADERS += include/neki/exec.h src/exec/route_int.h src/exec/route_oids.h
 	src/exec/route_loop.h src/exec/route_insel_int.h src/exec/route_client.h \
 	src/exec/route_target.h src/exec/route_state.h \
 	src/exec/route_svp.h src/exec/route_2pc.h src/exec/route_gsi.h \
-	src/exec/route_deadlock.h
+	src/exec/route_deadlock.h src/exec/route_sqltext.h

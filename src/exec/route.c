@@ -5,10 +5,8 @@
  * topology image, the catalog view and the session's __neki settings; then the plan runs:
  * the router answers PLAN_ROUTER itself (transactions, SET/SHOW, __neki.*, EXPLAIN
  * (NEKI_PLAN)), every other kind becomes an exec on shard links (route_exec.c). The router
- * owns ReadyForQuery and the transaction status the client sees. Entry points:
- * route_session_start(), route_session_free(), route_on_pkt() (neki/exec.h); the end of an
- * exec is route_end.c, transactions route_tx.c.
- */
+ * owns ReadyForQuery and the transaction status the client sees. Entry points: (neki/exec.h)
+ * route_session_start(), route_session_free(), route_on_pkt(); exec ends: route_end.c. */
 #include "neki/base.h"
 
 #include <stdio.h>
@@ -31,6 +29,7 @@
 #include "route_gsi.h"
 #include "route_subq.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_target.h"
 #include "route_loop.h"
 #include "route_client.h"

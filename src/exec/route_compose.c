@@ -24,6 +24,7 @@
 #include "neki/parse.h"
 #include "route_compose.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_client.h"
 
 /* The statement waiting for its call's rows. */

@@ -21,6 +21,7 @@
 #include "neki/proc.h"
 #include "route_copy_int.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_client.h"
 #include "route_gsi.h"
 

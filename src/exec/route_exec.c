@@ -17,6 +17,7 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_subq.h"
 #include "route_oids.h"
 #include "route_target.h"

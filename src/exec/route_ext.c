@@ -25,6 +25,7 @@
 #include "neki/proto.h"
 #include "route_compose.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_client.h"
 #include "route_loop.h"
 
@@ -675,7 +676,7 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	if (m.nparams > 256)
 		return nk_error_set(err, ERRCODE_PROGRAM_LIMIT_EXCEEDED,
 				    "too many parameters in a merged SELECT");
-	route_merge_oids(&r->mspec, r->xportal, &m, sql, m.nparams, o);
+	route_merge_oids(&r->ms.spec, r->xportal, &m, sql, m.nparams, o);
 	pktbuf_init(&pb, strlen(sql) + 64 + (r->xportal != NULL ? r->xportal->bind_len : 0));
 	pktbuf_write_parse(&pb, "", sql, o, m.nparams);
 	pktbuf_begin(&pb, 'B');
@@ -687,7 +688,7 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	pktbuf_put_bytes(&pb, m.params, m.params_len);
 	ok = final ? route_merge_final_formats(&pb, r->merge) ||
 		     nk_error_oom(err)
-		   : route_merge_formats(&pb, &m, &r->mspec, err);
+		   : route_merge_formats(&pb, &m, &r->ms.spec, err);
 	pktbuf_end(&pb);
 	if (!final)
 		pktbuf_write_describe(&pb, 'P', "");	/* the merge needs the columns */

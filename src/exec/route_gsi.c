@@ -38,6 +38,7 @@
 #include "neki/proto.h"
 #include "neki/sqlscan.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_gsi.h"
 #include "route_subq.h"
 

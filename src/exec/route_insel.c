@@ -42,6 +42,7 @@
 #include "route_subq.h"
 
 #include "route_insel_int.h"
+#include "route_sqltext.h"
 
 /* ---- small helpers ---- */
 

@@ -249,6 +249,14 @@ enum route_resume {
 	ROUTE_RESUME_HOLD,	/* the first message, once topology and catalog are loaded */
 };
 
+/* The specification of an exec's merge (route_merge.c). */
+struct rmerge_spec {
+	struct plan_merge spec;		/* in arena */
+	const struct parse_norm *norm;	/* simple protocol: spec is of this normalised text (in
+					 * arena), its $k the literals of src (in arena); NULL */
+	const char *src;
+};
+
 struct route {
 	struct exec_client c;		/* the client (neki/exec.h) */
 	struct rarena *arena;		/* owned: per statement */
@@ -358,10 +366,7 @@ struct route {
 	struct nk_error commit_err;	/* what the client is told then */
 	/* RX_MERGE (route_merge.c) */
 	const char *collate;		/* borrowed while planning: the database's LC_COLLATE */
-	struct plan_merge mspec;	/* in arena */
-	const struct parse_norm *mnorm;	/* simple protocol: mspec is of this normalised text
-					 * (in arena), its $k the literals of msrc (in arena) */
-	const char *msrc;
+	struct rmerge_spec ms;		/* the merge's specification */
 	struct merge *merge;		/* owned: freed with the exec */
 	bool merge_final;		/* the exec runs the merge's final combine query */
 	bool merge_streams;		/* every target is read as its answers come */
@@ -593,30 +598,6 @@ void route_give_back(struct rshard *sh, struct link *l);
 
 /* ---- route_sql.c ---- */
 
-/*
- * Split INSERT ... VALUES <sql> into prefix, rows and suffix: <starts>/<lens> receive up to
- * <max> row spans (each "(...)"), *<n> the row count. False when the text has no VALUES list.
- */
-bool route_values_rows(const char *sql, uint32_t *starts, uint32_t *lens, uint32_t max,
-		       uint32_t *n);
-/* <sql> with only the VALUES rows <rows>[0..n) (malloc'd; NULL on no memory). */
-char *route_insert_part(const char *sql, const uint32_t *starts, const uint32_t *lens,
-			uint32_t nall, const uint32_t *rows, uint32_t n);
-/* Mark in <used>[0..max) the parameters $n (n <= max) that <sql> references; does [start,
- * end) of <sql> hold one (outside quotes and comments)? */
-void route_sql_params(const char *sql, bool *used, uint32_t max);
-bool route_sql_has_param(const char *sql, size_t start, size_t end);
-/* <sql> with each $n written as its bound value <params>[n-1], a typed constant, without a
- * final ';' (malloc'd); NULL with <err> (0A000: a binary value the router cannot read). */
-char *route_sql_inline_params(const char *sql, const struct plan_param *params,
-			      uint32_t nparams, struct nk_error *err);
-/* <text> (a rewrite of <src>'s normalised form <norm>, which has no $n of its own) with each
- * $k written as literal k's token from <src>, without a final ';' (malloc'd); NULL with
- * <err>. */
-char *route_sql_inline_literals(const char *text, const struct parse_norm *norm,
-				const char *src, struct nk_error *err);
-/* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
-void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
 /* Read an ErrorResponse message (whole, with type and length) into <out>. */
 void route_error_from_msg(const uint8_t *msg, uint32_t len, struct nk_error *out);
 /* Append "<word> on shards a, b" of the targets [0, upto) to <err>'s DETAIL. */

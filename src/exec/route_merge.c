@@ -25,6 +25,7 @@
 #include "neki/merge.h"
 #include "neki/pktbuf.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_subq.h"
 #include "route_client.h"
 
@@ -129,17 +130,17 @@ merge_by_key(struct route *r, const char *sql, struct plan_input *in, char **sha
 		return false;		/* (its comments go to the shards: a planner hint) */
 	if (n == NULL || !parse_normalize(r->arena, sql, n) || n->nlits == 0 || n->nparams > 0 ||
 	    (params = rarena_alloc(r->arena, n->nlits * sizeof(*params))) == NULL ||
-	    !plan_merge_cached(r->arena, n->key, &r->mspec, &e))
+	    !plan_merge_cached(r->arena, n->key, &r->ms.spec, &e))
 		return false;
 	for (uint32_t k = 0; k < n->nlits; k++)
 		params[k] = (struct plan_param){ (const uint8_t *)n->lits[k].value,
 						 (int32_t)strlen(n->lits[k].value), false, 0 };
 	in->params = params;
 	in->nparams = n->nlits;
-	if ((r->msrc = rarena_strdup(r->arena, sql)) == NULL ||
-	    (*shard_sql = route_sql_inline_literals(r->mspec.shard_sql, n, sql, &e)) == NULL)
+	if ((r->ms.src = rarena_strdup(r->arena, sql)) == NULL ||
+	    (*shard_sql = route_sql_inline_literals(r->ms.spec.shard_sql, n, sql, &e)) == NULL)
 		return false;
-	r->mnorm = n;
+	r->ms.norm = n;
 	return true;
 }
 
@@ -152,27 +153,27 @@ route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 	bool ok;
 
 	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
-	r->mnorm = NULL;
+	r->ms.norm = NULL;
 	if (r->ext_exec) {	/* (a row limit goes through route_pull.c) */
 		in.params = r->ext_params;
 		in.nparams = r->ext_nparams;
 		opt.omit_rowdesc = !r->ext_describe;
 	}
 	if (!r->ext_exec && merge_by_key(r, sql, &in, &keyed)) {
-		ok = plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) &&
+		ok = plan_merge_bind(&r->ms.spec, &in, &opt.limit, &opt.offset, err) &&
 		     (route_keep_sql(r, keyed) || nk_error_oom(err));
 		free(keyed);
 		if (!ok)
 			return false;
-	} else if (!plan_merge_cached(r->arena, sql, &r->mspec, err) ||
-		   !plan_merge_bind(&r->mspec, &in, &opt.limit, &opt.offset, err) ||
-		   (r->ext_exec && !route_ext_merge_msgs(r, r->mspec.shard_sql, false, err))) {
+	} else if (!plan_merge_cached(r->arena, sql, &r->ms.spec, err) ||
+		   !plan_merge_bind(&r->ms.spec, &in, &opt.limit, &opt.offset, err) ||
+		   (r->ext_exec && !route_ext_merge_msgs(r, r->ms.spec.shard_sql, false, err))) {
 		return false;
-	} else if (!route_keep_sql(r, r->mspec.shard_sql)) {
+	} else if (!route_keep_sql(r, r->ms.spec.shard_sql)) {
 		return nk_error_oom(err);
 	}
 	route_merge_free(r);
-	if ((r->merge = merge_new(&r->mspec, r->ntg, &opt, err)) == NULL)
+	if ((r->merge = merge_new(&r->ms.spec, r->ntg, &opt, err)) == NULL)
 		return false;
 	r->combine = RX_MERGE;
 	r->merge_streams = true;
@@ -306,8 +307,8 @@ route_merge_final(struct route *r)
 			event_active(r->ev, EV_TIMEOUT, 0);
 			return true;
 		}
-	} else if ((sh->sql = r->mnorm != NULL ?	/* (its $k: the statement's literals) */
-		    route_sql_inline_literals(sql, r->mnorm, r->msrc, &err) : strdup(sql)) == NULL) {
+	} else if ((sh->sql = r->ms.norm != NULL ?	/* (its $k: the statement's literals) */
+		    route_sql_inline_literals(sql, r->ms.norm, r->ms.src, &err) : strdup(sql)) == NULL) {
 		route_client_fatal(r, "out of memory");
 		return true;
 	}

@@ -16,6 +16,7 @@
 
 #include "neki/pktbuf.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 
 #define ROUTE_PREP_PARAMS_MAX 256
 #define ROUTE_PREP_NAME_MAX 256	/* bytes of a statement name (Postgres: 63) */

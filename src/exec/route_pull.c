@@ -25,6 +25,7 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_client.h"
 
 #define ROUTE_PULL_CHUNK 256			/* rows one shard pull asks for */

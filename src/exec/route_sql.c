@@ -19,6 +19,7 @@
 #include "neki/proto.h"
 #include "neki/sqlscan.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 
 void
 route_sql_params(const char *sql, bool *used, uint32_t max)

@@ -37,6 +37,7 @@
 #include "neki/sqlscan.h"
 #include "neki/plan_explain.h"
 #include "route_int.h"
+#include "route_sqltext.h"
 #include "route_client.h"
 #include "route_gsi.h"
 #include "route_subq.h"

@@ -1,0 +1,38 @@
+/*
+ * route_sqltext.h - the executor's SQL text helpers (src/exec/route_sql.c) that need no
+ * session: the VALUES splitter, parameters and literals written into a text, command tags.
+ */
+#ifndef NEKI_EXEC_ROUTE_SQLTEXT_H
+#define NEKI_EXEC_ROUTE_SQLTEXT_H
+
+#include "neki/base.h"
+
+#include "neki/error.h"
+#include "neki/plan.h"
+
+/*
+ * Split INSERT ... VALUES <sql> into prefix, rows and suffix: <starts>/<lens> receive up to
+ * <max> row spans (each "(...)"), *<n> the row count. False when the text has no VALUES list.
+ */
+bool route_values_rows(const char *sql, uint32_t *starts, uint32_t *lens, uint32_t max,
+		       uint32_t *n);
+/* <sql> with only the VALUES rows <rows>[0..n) (malloc'd; NULL on no memory). */
+char *route_insert_part(const char *sql, const uint32_t *starts, const uint32_t *lens,
+			uint32_t nall, const uint32_t *rows, uint32_t n);
+/* Mark in <used>[0..max) the parameters $n (n <= max) that <sql> references; does [start,
+ * end) of <sql> hold one (outside quotes and comments)? */
+void route_sql_params(const char *sql, bool *used, uint32_t max);
+bool route_sql_has_param(const char *sql, size_t start, size_t end);
+/* <sql> with each $n written as its bound value <params>[n-1], a typed constant, without a
+ * final ';' (malloc'd); NULL with <err> (0A000: a binary value the router cannot read). */
+char *route_sql_inline_params(const char *sql, const struct plan_param *params,
+			      uint32_t nparams, struct nk_error *err);
+/* <text> (a rewrite of <src>'s normalised form <norm>, which has no $n of its own) with each
+ * $k written as literal k's token from <src>, without a final ';' (malloc'd); NULL with
+ * <err>. */
+char *route_sql_inline_literals(const char *text, const struct parse_norm *norm,
+				const char *src, struct nk_error *err);
+/* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
+void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
+
+#endif /* NEKI_EXEC_ROUTE_SQLTEXT_H */
