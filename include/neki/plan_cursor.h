@@ -8,7 +8,7 @@
 
 #include "neki/base.h"
 
-#include "neki/parse.h"
+#include "neki/parse_kinds.h"
 
 /* The text of the query of DECLARE <s> (stmt->cursor->op STMT_CUR_DECLARE): borrowed. */
 const char *plan_cursor_query(const struct stmt *s);

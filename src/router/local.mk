@@ -3,7 +3,7 @@
 libneki_a_SOURCES += src/router/parse.c src/router/parse_dml.c src/router/parse_expr.c src/router/parse_util.c \
 	src/router/normalize.c src/router/parse_plpgsql.c \
 	src/router/parse_cursor.c src/router/parse_guard.c
-noinst_HEADERS += include/neki/router.h include/neki/parse.h src/router/parse_int.h \
+noinst_HEADERS += include/neki/router.h include/neki/parse.h include/neki/parse_kinds.h src/router/parse_int.h \
 	include/neki/normalize.h include/neki/parse_split.h
 libneki_a_SOURCES += src/router/plan.c src/router/plan_insert.c src/router/plan_util.c \
 	src/router/plan_cache.c src/router/explain.c src/router/sequence.c \

@@ -9,6 +9,7 @@
 #include "neki/base.h"
 
 #include "neki/parse.h"
+#include "neki/parse_kinds.h"
 
 #include <cjson/cJSON.h>
 

@@ -7,6 +7,7 @@
 
 #include "neki/base.h"
 
+#include "neki/parse_kinds.h"
 #include "neki/plan.h"
 #include "neki/plan_merge.h"
 #include "neki/topology_image.h"

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "neki/parse.h"
+#include "neki/parse_kinds.h"
 #include "router_fixtures.h"
 #include "suites.h"
 

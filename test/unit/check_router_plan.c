@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "neki/config.h"
+#include "neki/parse_kinds.h"
 #include "neki/plan.h"
 #include "neki/plan_settings.h"
 #include "neki/plan_explain.h"
