@@ -19,6 +19,7 @@
 
 #include "neki/auth.h"
 #include "neki/config.h"
+#include "neki/config_settings.h"
 #include "neki/log.h"
 #include "neki/shm.h"
 

@@ -29,6 +29,7 @@
 
 #include "neki/clock.h"
 #include "neki/config.h"
+#include "neki/config_settings.h"
 #include "neki/log.h"
 #include "neki/shm.h"
 #include "neki/tls.h"

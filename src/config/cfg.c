@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "neki/log.h"
+#include "neki/config_settings.h"
 
 enum cfg_section {
 	CFG_SECT_NONE = 0,	/* before the first section header */

@@ -13,6 +13,7 @@
 #include "neki/base.h"
 
 #include "neki/config.h"
+#include "neki/config_settings.h"
 #include "neki/error.h"
 
 /* SQLSTATE of every configuration error (config_file_error). */

@@ -30,6 +30,7 @@
 
 #include "neki/clock.h"
 #include "neki/config.h"
+#include "neki/config_settings.h"
 #include "neki/dns.h"
 #include "neki/log.h"
 #include "neki/shm_wait.h"

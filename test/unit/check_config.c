@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "neki/config.h"
+#include "neki/config_settings.h"
 #include "neki/error.h"
 #include "neki/plan.h"
 #include "suites.h"
