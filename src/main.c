@@ -43,6 +43,7 @@
 #include "neki/sdnotify.h"
 #include "neki/session.h"
 #include "neki/shm.h"
+#include "neki/shm_counter.h"
 #include "neki/shm_names.h"
 #include "neki/shm_wait.h"
 #include "neki/takeover.h"

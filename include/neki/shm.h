@@ -22,7 +22,9 @@
  *     requests workers make after DDL (a counter the admin polls);
  *   - the setval() generation cells (shm_seq_*).
  * Everything shared is a C11 atomic; no locks. Entry points: shm_create(),
- * shm_attach_self(), shm_proc(), shm_mbox_*, shm_counter_*, shm_topo_*, shm_cat_*.
+ * shm_attach_self(), shm_proc(), shm_mbox_*, shm_topo_*, shm_cat_*; the counters, the list
+ * areas, the per-database stats and the setval() cells have their own headers
+ * (neki/shm_counter.h, shm_list.h, shm_dbstats.h, shm_seq.h).
  */
 #ifndef NEKI_SHM_H
 #define NEKI_SHM_H
@@ -284,77 +286,6 @@ void shm_stats_publish(struct shm_proc *p, const struct shm_stats *s);
 void shm_stats_read(const struct shm_proc *p, struct shm_stats *out);
 
 /*
- * List areas (shm_list.c): the console's SHOW CLIENTS / SERVERS / POOLS / ... asks every
- * worker for its rows. The admin bumps slot i's request number and posts SHM_CMD_LIST; the
- * worker writes its rows (at most shm_list_capacity() bytes) into the area and marks that
- * request done, whatever else its mailbox is waiting for. One request at a time per area
- * (the admin serialises them).
- */
-/* Admin: ask slot <i> for its rows. Returns the request number, 0 when its mailbox is full. */
-NK_MUSTCHECK uint64_t shm_list_request(unsigned i);
-/* Admin: the rows of request <req> of slot <i> when done (NULL while not), <*len> bytes. */
-const void *shm_list_result(unsigned i, uint64_t req, size_t *len, bool *truncated);
-/* Owner: the area to write into (<*cap> bytes) and the request number asked for. */
-void *shm_list_area(unsigned i, size_t *cap, uint64_t *req);
-/* Owner: <len> bytes of rows (<truncated>: some did not fit) answer request <req>. */
-void shm_list_done(unsigned i, uint64_t req, size_t len, bool truncated);
-/* Bytes of one list area. */
-size_t shm_list_capacity(void);
-
-#define SHM_LIST_MAX_COLS 40	/* values per row */
-
-/*
- * Append one row of <n> text values (NULL pointer = SQL NULL) of kind <kind> (a letter the
- * writer and the reader agree on) to <buf> (<cap> bytes, <*len> used). False when it does
- * not fit (nothing written).
- */
-NK_MUSTCHECK bool shm_list_put_row(void *buf, size_t cap, size_t *len, char kind,
-				   const char *const *vals, size_t n);
-/*
- * Read the row at <*pos> of <data> (<len> bytes): its kind, its values (borrowed from
- * <data>, NULL for SQL NULL) into vals[SHM_LIST_MAX_COLS] and their number. False at the
- * end or on malformed bytes.
- */
-NK_MUSTCHECK bool shm_list_next_row(const void *data, size_t len, size_t *pos, char *kind,
-				    const char **vals, size_t *n);
-
-/*
- * Per-database stats (shm_dbstats.c). The owner process counts into plain process-local
- * counters (shm_dbstats_get: no atomics on the hot path) and copies them into its slot's
- * area once a second (shm_dbstats_publish, a seqlock); readers copy an area out
- * (shm_dbstats_read) and add the processes up by name.
- */
-/* The counters of database <name> in this process (created on first use; never NULL). */
-struct shm_stats *shm_dbstats_get(const char *name);
-/* Publish this process's per-database counters into slot <i>'s area. */
-void shm_dbstats_publish(unsigned i);
-/* Start from what slot <i>'s area holds (a restarted child keeps its slot's totals). */
-void shm_dbstats_restore(unsigned i);
-/* The sum of this process's per-database counters into <out>. */
-void shm_dbstats_total(struct shm_stats *out);
-/*
- * Copy slot <i>'s published entries into <out> (room for SHM_DB_STATS_MAX); returns how
- * many. A consistent copy (retries while the owner writes).
- */
-size_t shm_dbstats_read(unsigned i, struct shm_dbstat *out);
-
-/*
- * setval() generations (shm_seq.c): one counter per cell, a sequence's cell chosen by a
- * hash of <db>.<schema>.<name>. A worker that ran setval() bumps it; every worker compares
- * the generation with the one its reserved values of that sequence were taken under and
- * drops them when it moved (two sequences sharing a cell only drop values early). Without a
- * segment (unit tests) the cells are process-local.
- */
-uint64_t shm_seq_generation(const char *db, const char *schema, const char *name);
-void shm_seq_bump(const char *db, const char *schema, const char *name);
-/* Every sequence's generation moves (DDL that may restart, drop or rename sequences). */
-void shm_seq_bump_all(void);
-/* A worker ran setval(): the admin tells the other neki hosts (shm_seq_announced() is the
- * count it compares with what it told). */
-void shm_seq_announce(void);
-uint64_t shm_seq_announced(void);
-
-/*
  * Post <msg> to slot <i>'s mailbox and wake it. Returns the message's sequence
  * number (> 0; wait with shm_mbox_acked() >= seq), or 0 when the mailbox is full.
  */
@@ -387,30 +318,6 @@ bool shm_mbox_broadcast_done(const uint64_t *seqs);
 
 /* Receiver: clear the eventfd's count (call before draining the mailbox). */
 void shm_mbox_drain_eventfd(struct shm_proc *p);
-
-/*
- * Global counter <idx>: take one unit unless that would exceed <limit> (limit <= 0
- * means no limit). The calling process's share is recorded in its slot.
- */
-NK_MUSTCHECK bool shm_counter_try_acquire(unsigned idx, int64_t limit);
-
-/* Give back one unit of counter <idx> taken by this process. */
-void shm_counter_release(unsigned idx);
-/* One unit of <idx> held by process <from> is held by process <to> from now on (a link that
- * moves there): the global count stays, the shares follow, so reclaims stay right. */
-void shm_counter_share_move(unsigned idx, unsigned from, unsigned to);
-
-/* Current value of counter <idx>. */
-int64_t shm_counter_get(unsigned idx);
-
-/* Counter <idx> used as a cursor: add one and return the value before (no share recorded). */
-uint64_t shm_counter_next(unsigned idx);
-
-/* Cursor <idx>: move it from <from> to <from> + 1 unless another process moved it first. */
-void shm_counter_advance(unsigned idx, uint64_t from);
-
-/* Master: give back every unit slot <i>'s (dead) process still held. */
-void shm_counter_reclaim(unsigned i);
 
 /*
  * Topology images. The writer claims a free slot, writes up to shm_topo_capacity()

@@ -40,6 +40,8 @@
 #include "neki/sbuf.h"
 #include "neki/spool.h"
 #include "neki/shm.h"
+#include "neki/shm_list.h"
+#include "neki/shm_dbstats.h"
 #include "neki/tls.h"
 #include "neki/proc.h"
 

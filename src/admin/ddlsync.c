@@ -26,6 +26,7 @@
 
 #include "neki/log.h"
 #include "neki/shm.h"
+#include "neki/shm_seq.h"
 
 #define DDLSYNC_POLL_MS 20
 

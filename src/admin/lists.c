@@ -25,6 +25,7 @@
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/proc.h"
+#include "neki/shm_list.h"
 
 #define LISTS_POLL_MS 5
 #define LISTS_TIMEOUT_MS 3000

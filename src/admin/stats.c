@@ -26,6 +26,7 @@
 #include "neki/config.h"
 #include "neki/log.h"
 #include "neki/shm.h"
+#include "neki/shm_dbstats.h"
 
 #define USEC UINT64_C(1000000)
 

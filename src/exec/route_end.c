@@ -18,6 +18,7 @@
 #include "neki/pktbuf.h"
 #include "neki/proc.h"
 #include "neki/proto.h"
+#include "neki/shm_seq.h"
 #include "route_int.h"
 #include "route_subq.h"
 #include "route_loop.h"

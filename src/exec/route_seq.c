@@ -26,6 +26,7 @@
 #include "neki/proto.h"
 #include "neki/sequence.h"
 #include "neki/shm.h"
+#include "neki/shm_seq.h"
 #include "route_int.h"
 #include "route_client.h"
 

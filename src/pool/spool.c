@@ -42,6 +42,7 @@
 #include "neki/proto.h"
 #include "neki/session.h"
 #include "neki/shm.h"
+#include "neki/shm_counter.h"
 #include "neki/spool.h"
 #include "neki/shm_names.h"
 #include "neki/shm_wait.h"

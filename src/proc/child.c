@@ -35,6 +35,8 @@
 #include "neki/log.h"
 #include "neki/shm_wait.h"
 #include "neki/tls.h"
+#include "neki/shm_dbstats.h"
+#include "neki/shm_list.h"
 
 #define CHILD_CTL_POLL_MS 20		/* held commands and shutdown conditions are polled */
 #define CHILD_SWITCH_LOOK_MS 10		/* a held topology switch: sessions looked at again */

@@ -5,4 +5,6 @@ libneki_a_SOURCES += src/shm/shm.c src/shm/shm_mbox.c src/shm/shm_counter.c src/
 	src/shm/shm_welcome.c src/shm/shm_servers.c src/shm/shm_epoch.c
 noinst_HEADERS += include/neki/shm.h include/neki/shm_wait.h include/neki/shm_names.h \
 	include/neki/shm_welcome.h include/neki/shm_servers.h include/neki/shm_epoch.h \
+	include/neki/shm_list.h include/neki/shm_dbstats.h include/neki/shm_seq.h \
+	include/neki/shm_counter.h \
 	src/shm/shm_int.h

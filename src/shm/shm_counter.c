@@ -11,6 +11,7 @@
 #include "neki/base.h"
 
 #include "neki/shm.h"
+#include "neki/shm_counter.h"
 
 #include "shm_int.h"
 

@@ -12,6 +12,7 @@
 #include "neki/base.h"
 
 #include "neki/shm.h"
+#include "neki/shm_dbstats.h"
 
 #include <stdio.h>
 #include <string.h>

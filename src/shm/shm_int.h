@@ -13,6 +13,8 @@
 #include <stdatomic.h>
 
 #include "neki/shm.h"
+#include "neki/shm_counter.h"
+#include "neki/shm_dbstats.h"
 #include "neki/shm_names.h"
 #include "neki/shm_servers.h"
 #include "neki/shm_welcome.h"

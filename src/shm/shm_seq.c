@@ -14,6 +14,7 @@
 
 #include "neki/hash.h"
 #include "neki/shm.h"
+#include "neki/shm_seq.h"
 
 static _Atomic uint64_t local_gen[SHM_SEQ_GENS];	/* no segment: this process's cells */
 static _Atomic uint64_t local_all;

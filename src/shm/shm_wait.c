@@ -13,6 +13,7 @@
 #include "neki/base.h"
 
 #include "neki/shm_wait.h"
+#include "neki/shm_counter.h"
 
 #include <errno.h>
 #include <unistd.h>

@@ -30,6 +30,7 @@
 #include "neki/proc.h"
 #include "neki/clock.h"
 #include "neki/exec.h"
+#include "neki/shm_dbstats.h"
 #include "session_int.h"
 
 #define SESS_JANITOR_MS 100		/* how often timeouts are checked */

@@ -33,6 +33,7 @@
 #include "neki/pktbuf.h"
 #include "neki/takeover.h"
 #include "neki/proc.h"
+#include "neki/shm_dbstats.h"
 #include "session_int.h"
 
 /* The four parameters a row carries, as the server names them. */

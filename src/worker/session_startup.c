@@ -24,6 +24,7 @@
 #include "neki/plan_settings.h"
 #include "neki/proto.h"
 #include "neki/shm.h"
+#include "neki/shm_dbstats.h"
 #include "neki/tls.h"
 #include "neki/topology_image.h"
 #include "neki/proc.h"

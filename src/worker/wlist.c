@@ -28,6 +28,7 @@
 
 #include "neki/dns.h"
 #include "neki/shm.h"
+#include "neki/shm_list.h"
 #include "neki/tls.h"
 #include "neki/exec.h"
 #include "session_int.h"

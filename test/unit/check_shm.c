@@ -16,6 +16,10 @@
 
 #include "neki/clock.h"
 #include "neki/shm.h"
+#include "neki/shm_counter.h"
+#include "neki/shm_seq.h"
+#include "neki/shm_list.h"
+#include "neki/shm_dbstats.h"
 #include "neki/shm_servers.h"
 #include "suites.h"
 
