@@ -31,42 +31,15 @@
 #include "neki/prepared.h"
 #include "neki/spool.h"
 #include "neki/varcache.h"
+#include "sctl.h"
+#include "session_cancel.h"
+#include "session_sp.h"
 
 struct event;
 struct pktbuf;
 struct spool;
 struct arelay;
 struct route;
-
-/* ---- session_sp.c: search_path changes, transactional ---- */
-
-#define SP_NAMES_MAX 8		/* statements / portals that change search_path, per client */
-#define SP_STAGED_MAX 32	/* statements sent and not yet committed or rolled back */
-
-/* One statement's bearing on search_path: SET value (NULL arg: reset) or a savepoint op. */
-struct sp_effect {
-	enum sp_op_kind kind;
-	char *arg;			/* owned where stored */
-};
-
-struct sp_entry {
-	bool used;
-	char *name;			/* owned: client-side statement / portal name */
-	struct sp_effect eff;
-};
-
-struct sp_staged {
-	uint64_t gen;			/* sync point whose ReadyForQuery ends its batch */
-	struct sp_effect eff;		/* arg owned */
-};
-
-struct sess_sp {
-	struct sp_entry stmts[SP_NAMES_MAX];
-	struct sp_entry portals[SP_NAMES_MAX];
-	struct sp_staged staged[SP_STAGED_MAX];
-	size_t n;			/* staged[0..n) */
-	bool saw_commit, saw_rollback, saw_error; /* since the last ReadyForQuery 'I' */
-};
 
 /*
  * A link-less client's Parse / Close batch (session_fwd.c, sess_prep_batch_here): its link
@@ -352,26 +325,6 @@ void sess_reqs_cleanup(struct session *s);
 NK_MUSTCHECK bool sess_track_request(struct session *s, enum req_kind kind, bool swallow,
 				     struct prep_stmt *st);
 
-/* ---- session_cancel.c ---- */
-
-/* Choose the session's BackendKeyData (worker index encoded in the pid). */
-void sess_cancel_key_init(struct session *s);
-/* A CancelRequest packet arrived on a new connection (body: pid, key). */
-void sess_cancel_request(uint32_t pid, uint32_t key);
-/* Send a CancelRequest for the query running on <s>'s link (query_timeout, forwarded cancel). */
-/*
- * SHOW PEER_POOLS figures of this worker, one call per peer forwarded to: requests in flight,
- * queued, sent and waiting for the peer to close, connecting (or resolving).
- */
-void sess_cancel_peer_rows(void (*fn)(void *arg, int peer, int active, int waiting, int sent,
-				      int login), void *arg);
-void sess_cancel_backend(struct session *s);
-/* The session janitor's tick (monotonic <now>): drop the peer forwards queued longer than
- * cancel_wait_timeout. */
-void sess_cancel_janitor(uint64_t now);
-/* Send a CancelRequest for the query running on <l> (its backend's own pid and key). */
-void sess_cancel_link(struct link *l);
-
 /* ---- session_route.c ---- */
 
 /* Give a session of a sharded database its route (s->route), with the session as its
@@ -425,52 +378,10 @@ int sess_nekiext_try_kept(struct session *s, const struct sbuf_pkt *pkt);
 bool sess_nekiext_pkt(struct session *s, const struct sbuf_pkt *pkt);
 void sess_nekiext_free(struct session *s);
 
-/* ---- session_sp.c ---- */
-
-/* A Query was sent (after syncs_sent counted it): stage its search_path change. */
-void sp_on_query(struct session *s, const struct query_effects *fx);
-/* Does a client message of <type> need sp_on_client_ext() (whole packet)? */
-bool sp_wants(const struct session *s, uint8_t type);
-/* A whole Parse / Bind / Execute / Close packet (<pkt>, <len> bytes) is being sent. */
-void sp_on_client_ext(struct session *s, const uint8_t *pkt, uint32_t len);
-/* A server CommandComplete / ErrorResponse; a ReadyForQuery with <status> on link <l>. */
-void sp_on_server(struct session *s, const struct sbuf_pkt *pkt);
-void sp_on_ready(struct session *s, struct link *l, char status);
-/* Forget staged changes (new link, broken link) / everything (session end). */
-void sp_reset(struct session *s);
-void sp_cleanup(struct session *s);
-
 /*
  * Is [databases] entry <d> a sharded logical database (DESIGN.md 5): topology=yes, or named
  * in the published topology's `databases` ("*" never is)? The one place that decides it.
  */
 bool sess_db_is_sharded(const struct cfg_database *d);
-
-/*
- * linkmove.c: hand the idle link <l> of <sp> to the worker whose client waits longest for a
- * link of that pool (true: it left; the pool forgets it); start taking the links other
- * workers hand this one (from the worker's start).
- */
-NK_MUSTCHECK bool linkmove_send(const struct spool *sp, struct link *l);
-NK_MUSTCHECK bool linkmove_start(struct event_base *base);
-/*
- * SUSPEND (sctl.c): stop reading every client at rest (logged in, nothing buffered either
- * way, nothing on its link the session layer must match later) and its link, then freeze the
- * pools (pool_suspend); returns how many clients, then links, could not be yet. With <force>
- * (suspend_timeout passed) the clients are closed ("suspend_timeout") instead.
- * sess_resume_all() reads them all again.
- */
-size_t sess_suspend_step(bool force);
-void sess_resume_all(void);
-
-/* ---- sctl.c: the console's pooling commands ---- */
-
-/* PAUSE / KILL in force for database <db> (or for all) / DISABLE in force for <db>. */
-bool sctl_db_paused(const char *db);
-bool sctl_db_disabled(const char *db);
-/* SHUTDOWN WAIT_FOR_SERVERS is in progress: a client needing a link is closed. */
-bool sctl_shutting_down(void);
-/* SUSPEND is in force (sessions and pools are not touched until RESUME). */
-bool sctl_is_suspended(void);
 
 #endif /* NEKI_WORKER_SESSION_INT_H */
