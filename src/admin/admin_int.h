@@ -1,8 +1,10 @@
 /*
  * admin_int.h - private interfaces of the admin process (src/admin/).
  *
- *   call.c      recognise `SELECT [* FROM] __neki.<fn>(args)` and decode the literals
- *   flatjson.c  the flat JSON objects neki itself reads (options, the cache file wrapper)
+ *   call.c      recognise `SELECT [* FROM] __neki.<fn>(args)` and decode the literals (call.h)
+ *   flatjson.c  the flat JSON objects neki itself reads (options, the cache file wrapper;
+ *               flatjson.h)
+ *   stats.c     SHOW STATS / TOTALS / STATS_AVERAGES..., the log_stats line (stats.h)
  *   result.c    building RowDescription / DataRow / CommandComplete replies
  *   console.c   the console connection state machine (startup, auth, simple query)
  *   fds.c       SHOW FDS: every process's sockets, passed on for the online restart
@@ -26,99 +28,12 @@
 #include "neki/pktbuf.h"
 #include "neki/scram.h"
 #include "neki/shm.h"
+#include "call.h"
+#include "flatjson.h"
 #include "pgconn.h"
 
 struct event_base;
 struct topo_model;
-
-/* ---- call.c ---- */
-
-#define ADM_CALL_MAX_ARGS 8
-#define ADM_NAME_MAX 64
-
-enum adm_arg_kind {
-	ADM_ARG_NULL = 0,
-	ADM_ARG_STRING = 1,	/* '...', E'...', $$...$$ */
-	ADM_ARG_NUMBER = 2,	/* text holds the digits as written (with sign) */
-	ADM_ARG_BOOL = 3,	/* text holds "true" or "false" */
-};
-
-struct adm_arg {
-	enum adm_arg_kind kind;
-	char *text;			/* owned: decoded value; NULL for ADM_ARG_NULL */
-	char cast[ADM_NAME_MAX];	/* last ::type, lowercased; "" when none */
-	char name[ADM_NAME_MAX];	/* named notation `name => value`; "" when positional */
-};
-
-struct adm_call {
-	char fn[ADM_NAME_MAX];		/* function name, lowercased (without __neki.) */
-	bool from_form;			/* SELECT <cols> FROM __neki.fn(...) */
-	char cols[ADM_CALL_MAX_ARGS][ADM_NAME_MAX]; /* selected columns ("*" = all) */
-	size_t ncols;
-	struct adm_arg args[ADM_CALL_MAX_ARGS];
-	size_t nargs;
-};
-
-enum adm_call_parse_result {
-	ADM_CALL_NOT_NEKI = 0,	/* not a __neki call: the console handles it */
-	ADM_CALL_OK = 1,	/* <call> filled (free with adm_call_cleanup) */
-	ADM_CALL_ERROR = 2,	/* a __neki call with a syntax error: <err> set (42601) */
-};
-
-/*
- * Recognise <sql> as `SELECT * FROM __neki.fn(args)`, `SELECT col, ... FROM __neki.fn(args)`
- * or `SELECT __neki.fn(args)`, with an optional `;`. Arguments are literals: strings
- * (standard, E'' escapes, dollar quoting), numbers, true/false, NULL, each with optional
- * `::type` casts and optional `name =>` notation. Comments are skipped.
- */
-enum adm_call_parse_result adm_call_parse(const char *sql, struct adm_call *call,
-					  struct nk_error *err);
-
-/* Free the argument texts of <call> (safe on a zeroed or failed call). */
-void adm_call_cleanup(struct adm_call *call);
-
-/*
- * Parse an interval literal: "<n>" seconds, "<n> <unit>" (ms, s, min, h, d and their long
- * forms, several parts allowed) or "HH:MM:SS". Returns false when not understood.
- */
-NK_MUSTCHECK bool adm_parse_interval(const char *text, double *seconds);
-
-/* ---- flatjson.c ---- */
-
-#define ADM_JSON_MAX_KEYS 16
-
-enum adm_json_kind {
-	ADM_JSON_NULL = 0,
-	ADM_JSON_STRING = 1,
-	ADM_JSON_NUMBER = 2,
-	ADM_JSON_BOOL = 3,
-	ADM_JSON_NESTED = 4,	/* an object or array (text holds it verbatim) */
-};
-
-struct adm_json_member {
-	char *key;			/* owned, unescaped */
-	enum adm_json_kind kind;
-	char *text;			/* owned: unescaped string, number text, "true"/"false" */
-};
-
-struct adm_json_obj {
-	struct adm_json_member m[ADM_JSON_MAX_KEYS];
-	size_t n;
-};
-
-/*
- * Parse <text> as one JSON object of scalar members (nested values are kept verbatim).
- * Returns false with <err> (22P02 "invalid input syntax for type json") otherwise.
- */
-NK_MUSTCHECK bool adm_json_parse(const char *text, struct adm_json_obj *obj, struct nk_error *err);
-void adm_json_cleanup(struct adm_json_obj *obj);
-/* The member <key>, or NULL. */
-const struct adm_json_member *adm_json_get(const struct adm_json_obj *obj, const char *key);
-
-/* Append <s> to <out> as a JSON string (quoted, escaped). <out> grows; false on no memory. */
-NK_MUSTCHECK bool adm_json_put_string(char **out, size_t *len, size_t *cap, const char *s);
-/* Append <s> as is. */
-NK_MUSTCHECK bool adm_json_put_raw(char **out, size_t *len, size_t *cap, const char *s);
 
 /* ---- result.c ---- */
 
@@ -208,35 +123,6 @@ void adm_req_fail(struct adm_req *req, const struct nk_error *err);
 
 /* Run console command <sql> (not a __neki call) of <req> (cmd.c); adm_req_finish() ends it. */
 void adm_command(struct adm_req *req, const char *sql);
-
-/* ---- stats.c ---- */
-
-/* Once a second (follow.c's tick): every stats_period, the snapshots and the log_stats line. */
-void adm_stats_tick(void);
-
-/* One database's stats: the live sums over every process and the older snapshot. */
-struct stats_row {
-	char name[SHM_MSG_NAME_MAX];
-	struct shm_stats cur;
-	struct shm_stats older;
-};
-
-/*
- * The databases' rows, sorted by name, the admin database `pgbouncer` included; <total>
- * gets the sum of everything (unlisted overflow too). Caller frees; NULL (n 0) on no memory.
- */
-struct stats_row *stats_rows(size_t *n, struct shm_stats *total);
-/* pgbouncer's calc_average of <cur> against <old> over the time since <old> was taken. */
-void stats_average(const struct shm_stats *cur, const struct shm_stats *old,
-		   struct shm_stats *avg);
-/* The totals' older snapshot. */
-const struct shm_stats *stats_total_older(void);
-/* pgbouncer's name of stats field <k> (SHOW TOTALS without the total_/avg_ prefix). */
-const char *stats_field_name(size_t k);
-void stats_show_stats(struct adm_result *r);
-void stats_show_totals_by_db(struct adm_result *r);
-void stats_show_averages(struct adm_result *r);
-void stats_show_totals(struct adm_result *r);
 
 /* cmd_ctl.c: the control commands (admin only) and SET. */
 void ctl_command(struct adm_req *req, const char *verb, const char *arg, const char *sql);
@@ -498,5 +384,7 @@ bool follow_query_params(const char *sql, size_t n, const char *const *params, p
 			 void *arg);
 /* This host's id in __neki.routers ("<hostname>:<listen_port>"). */
 const char *follow_host_id(void);
+
+#include "stats.h"
 
 #endif /* NEKI_ADMIN_ADMIN_INT_H */

@@ -4,6 +4,7 @@ libneki_a_SOURCES += src/admin/admin.c src/admin/call.c src/admin/catcheck.c src
 	src/admin/result.c src/admin/revision.c src/admin/stats.c src/admin/lists.c \
 	src/admin/metrics.c
 noinst_HEADERS += include/neki/admin.h src/admin/admin_int.h src/admin/servers.h \
+	src/admin/call.h src/admin/flatjson.h src/admin/stats.h \
 	src/admin/pgconn.h src/admin/recover.h src/admin/deadlock.h src/admin/catoids.h src/admin/nekidesc.h \
 	src/admin/epoch.h src/admin/gsibuild.h src/admin/gsibuild_int.h
 libneki_a_SOURCES += src/admin/catload.c src/admin/catoids.c src/admin/nekidesc.c src/admin/shardfn.c src/admin/servers.c \
