@@ -25,20 +25,34 @@
 #include "neki/proc.h"
 #include "neki/plan_explain.h"
 #include "neki/plan_settings.h"
-#include "route_compose.h"
-#include "route_gsi.h"
-#include "route_subq.h"
 #include "route_int.h"
-#include "route_sqltext.h"
-#include "route_target.h"
-#include "route_loop.h"
-#include "route_client.h"
-#include "route_svp.h"
 #include "route_2pc.h"
+#include "route_client.h"
+#include "route_compose.h"
+#include "route_copy.h"
+#include "route_cursor.h"
+#include "route_ddl.h"
+#include "route_exec.h"
+#include "route_explain.h"
+#include "route_ext.h"
+#include "route_gsi.h"
+#include "route_hold.h"
+#include "route_insel.h"
+#include "route_listen.h"
+#include "route_loop.h"
+#include "route_merge.h"
+#include "route_pin.h"
+#include "route_portal.h"
+#include "route_prep.h"
+#include "route_pull.h"
+#include "route_seq.h"
+#include "route_sets.h"
+#include "route_sqltext.h"
+#include "route_subq.h"
+#include "route_svp.h"
+#include "route_target.h"
 
 #define ROUTE_CACHE_ENTRIES 1024
-#define ROUTE_OID_TEXT 25
-#define ROUTE_OID_JSON 114
 
 /* Flags whose statements need a merge step across shards (issue 7's src/merge plugs in). */
 #define ROUTE_MERGE_FLAGS (STMT_F_AGG | STMT_F_ORDER | STMT_F_LIMIT | STMT_F_OFFSET | \
@@ -132,8 +146,8 @@ route_fail(struct route *r, const struct nk_error *err)
 	return RSTEP_STOP;
 }
 
-/* A one-column result: <name> of type <oid>, rows <vals>[0..n), then <tag>. */
-static bool
+/* route_reply_rows: see route_loop.h. */
+bool
 route_reply_rows(struct route *r, const char *name, uint32_t oid, const char *const *vals,
 		 size_t n, const char *tag)
 {
@@ -370,135 +384,6 @@ route_neki(struct route *r, const struct plan *p, const void *img)
 	       RSTEP_DONE : RSTEP_STOP;
 }
 
-/* The plan's rows as a `QUERY PLAN` result (text: one row per line); <text> is freed. */
-static enum rstep
-route_explain_reply(struct route *r, char *text, bool json)
-{
-	const char *lines[256];
-	size_t n = 0;
-	struct nk_error err;
-	bool ok;
-
-	if (text == NULL) {
-		nk_error_oom(&err);
-		return route_fail(r, &err);
-	}
-	if (json) {
-		lines[n++] = text;
-	} else {
-		for (char *l = text; l != NULL && *l != '\0' && n < 256;) {
-			char *nl = strchr(l, '\n');
-
-			lines[n++] = l;
-			if (nl != NULL)
-				*nl++ = '\0';
-			l = nl;
-		}
-	}
-	ok = route_reply_rows(r, "QUERY PLAN", json ? ROUTE_OID_JSON : ROUTE_OID_TEXT, lines, n,
-			      "EXPLAIN");
-	free(text);
-	return ok ? RSTEP_DONE : RSTEP_STOP;
-}
-
-static enum rstep route_shards(struct route *r, const struct plan *p, const char *sql);
-
-/* <p> with its strings in the statement arena (the topology image is unpinned before the
- * exec ends). */
-static struct plan *
-route_plan_copy(struct route *r, const struct plan *p)
-{
-	struct plan *c = rarena_alloc(r->arena, sizeof(*c));
-	const char **v = rarena_alloc(r->arena, (p->nshards + p->nvalues + 1) * sizeof(*v));
-
-	if (c == NULL || v == NULL)
-		return NULL;
-	*c = *p;
-	c->group = p->group != NULL ? rarena_strdup(r->arena, p->group) : NULL;
-	c->shards = v;
-	c->values = v + p->nshards;
-	for (uint32_t i = 0; i < p->nshards; i++)
-		if ((v[i] = rarena_strdup(r->arena, p->shards[i])) == NULL)
-			return NULL;
-	for (uint32_t i = 0; i < p->nvalues; i++)
-		if ((v[p->nshards + i] = rarena_strdup(r->arena, p->values[i])) == NULL)
-			return NULL;
-	return c;
-}
-
-/* EXPLAIN (NEKI_PLAN [, ANALYZE]): the plan; with ANALYZE the explained statement runs
- * first (its result dropped) and route_analyze_reply() answers. */
-static enum rstep
-route_explain(struct route *r, const struct plan *p, const char *sql)
-{
-	bool json = !p->stmt->explain->format_text;
-	struct nk_error err;
-	enum rstep rc;
-
-	if (!p->stmt->explain->analyze)
-		return route_explain_reply(r, plan_explain(p->inner, json), json);
-	if (r->ext_exec) {
-		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
-			     "EXPLAIN (NEKI_PLAN, ANALYZE) is not supported with the "
-			     "extended query protocol yet");
-		nk_error_hint(&err, "Use the simple query protocol.");
-		return route_fail(r, &err);
-	}
-	if (p->inner->op == PLAN_OP_INSERT_SELECT) {
-		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
-			     "EXPLAIN (NEKI_PLAN, ANALYZE) of an INSERT ... SELECT "
-			     "the router runs across shards is not supported yet");
-		nk_error_hint(&err, "Run the statement itself, or EXPLAIN (NEKI_PLAN) without "
-			      "ANALYZE.");
-		return route_fail(r, &err);
-	}
-	if (p->inner->nfills > 0 || p->inner->nnextvals > 0) {
-		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
-			     "EXPLAIN (NEKI_PLAN, ANALYZE) of a statement taking "
-			     "sequence values from the router is not supported yet");
-		nk_error_hint(&err, "Run the statement itself, or EXPLAIN (NEKI_PLAN) without "
-			      "ANALYZE.");
-		return route_fail(r, &err);
-	}
-	if ((r->an.plan = route_plan_copy(r, p->inner)) == NULL) {
-		nk_error_oom(&err);
-		return route_fail(r, &err);
-	}
-	r->an.on = true;
-	r->an.json = json;
-	r->an.rows = 0;
-	r->an.start_us = nk_now_us();
-	rc = route_shards(r, p->inner, plan_explained_text(sql));
-	if (rc != RSTEP_ASYNC)
-		r->an.on = false;
-	return rc;
-}
-
-/* ANALYZE: the explained statement ran; answer with the plan and its actuals. */
-bool
-route_analyze_reply(struct route *r)
-{
-	struct plan_actual_shard sa[ROUTE_SHARDS_MAX];
-	struct plan_actual act = { sa, r->ntg, 0, 0 };
-	bool merged = r->combine == RX_MERGE;
-
-	for (uint32_t i = 0; i < r->ntg; i++) {
-		const struct rshard *sh = &r->sh[r->tg[i]];
-
-		sa[i].shard = sh->uid;
-		sa[i].rows = sh->a_rows > 0 || !sh->counted ? sh->a_rows : sh->count;
-		sa[i].ms = (double)(sh->a_done_us - sh->a_sent_us) / 1000.0;
-		act.rows += sa[i].rows;
-	}
-	if (merged)
-		act.rows = r->an.rows;
-	else if (r->combine == RX_FIRST && r->ntg > 0)
-		act.rows = sa[0].rows;	/* every copy of a reference table */
-	act.total_ms = (double)(nk_now_us() - r->an.start_us) / 1000.0;
-	return route_explain_reply(r, plan_explain_analyze(r->an.plan, r->an.json, &act),
-				   r->an.json) == RSTEP_DONE;
-}
-
 /*
  * DISCARD ALL (the session's SETs, prepared statements, sequence state and what its held
  * links hold: UNLISTEN *, every advisory lock; not inside a transaction block, as Postgres)
@@ -698,7 +583,8 @@ route_split(struct route *r, const struct plan *p, const char *sql)
 	return route_exec_run(r);
 }
 
-static enum rstep
+/* route_shards: see route_loop.h. */
+enum rstep
 route_shards(struct route *r, const struct plan *p, const char *sql)
 {
 	struct nk_error err;

@@ -44,9 +44,12 @@
 #include "neki/topology_image.h"
 #include "neki/twophase.h"
 #include "route_int.h"
-#include "route_loop.h"
 #include "route_2pc.h"
 #include "route_client.h"
+#include "route_exec.h"
+#include "route_loop.h"
+#include "route_portal.h"
+#include "route_sqltext.h"
 
 #define TPC_GID_MAX NK_2PC_GID_MAX
 #define TPC_ENSURE_SQL NK_2PC_ENSURE_SQL

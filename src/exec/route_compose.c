@@ -22,10 +22,10 @@
 #include "neki/admin.h"
 #include "neki/memstream.h"
 #include "neki/parse.h"
-#include "route_compose.h"
 #include "route_int.h"
-#include "route_sqltext.h"
 #include "route_client.h"
+#include "route_compose.h"
+#include "route_sqltext.h"
 
 /* The statement waiting for its call's rows. */
 struct rcompose {

@@ -19,11 +19,13 @@
 #include "neki/plan_gsi.h"
 #include "neki/proto.h"
 #include "neki/proc.h"
-#include "route_copy_int.h"
 #include "route_int.h"
-#include "route_sqltext.h"
 #include "route_client.h"
+#include "route_copy.h"
+#include "route_copy_int.h"
+#include "route_exec.h"
 #include "route_gsi.h"
+#include "route_sqltext.h"
 
 #define COPY_FLUSH_BYTES (64 * 1024)	/* a shard's CopyData is sent at this size */
 #define COPY_QUEUE_HIGH (1024 * 1024)	/* stop reading the client above this queue */

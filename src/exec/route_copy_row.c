@@ -4,7 +4,8 @@
  * backslash; CSV rows at a line end outside quotes (an escape other than the quote char
  * protects a quote or escape inside quotes); a line end is "
 ", "
-" or "", as the
+" or "
+", as the
  * first line's, and another one later is Postgres' 22P04; "\." ends the input (text:
  * anywhere; CSV: alone on a line). Binary rows are tuples of length-prefixed fields after
  * the file header. The rules are Postgres' (copyfromparse.c) as far as the row boundaries,

@@ -21,6 +21,10 @@
 #include "neki/proto.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_cursor.h"
+#include "route_portal.h"
+#include "route_pull.h"
+#include "route_state.h"
 
 static enum rstep
 cursor_missing(struct route *r, const char *name)

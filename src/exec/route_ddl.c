@@ -15,6 +15,7 @@
 #include "neki/proto.h"
 #include "neki/shm.h"
 #include "route_int.h"
+#include "route_ddl.h"
 
 /* route_ddl_target: see route_int.h. */
 void

@@ -23,11 +23,16 @@
 #include "neki/pktbuf.h"
 #include "neki/proc.h"
 #include "neki/proto.h"
-#include "route_compose.h"
 #include "route_int.h"
-#include "route_sqltext.h"
 #include "route_client.h"
+#include "route_compose.h"
+#include "route_exec.h"
+#include "route_ext.h"
 #include "route_loop.h"
+#include "route_portal.h"
+#include "route_prep.h"
+#include "route_sets.h"
+#include "route_sqltext.h"
 
 /* ---- statements and portals ---- */
 

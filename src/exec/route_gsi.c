@@ -38,8 +38,9 @@
 #include "neki/proto.h"
 #include "neki/sqlscan.h"
 #include "route_int.h"
-#include "route_sqltext.h"
+#include "route_exec.h"
 #include "route_gsi.h"
+#include "route_sqltext.h"
 #include "route_subq.h"
 
 #define GSI_COLS 64			/* columns of a step's answer */

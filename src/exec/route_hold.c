@@ -30,6 +30,7 @@
 #include "neki/shm.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_hold.h"
 
 #define ROUTE_HOLD_POLL_MS 20
 #define ROUTE_FETCH_GAP_US 1000000

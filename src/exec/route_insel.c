@@ -39,6 +39,11 @@
 #include "neki/proto.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_exec.h"
+#include "route_insel.h"
+#include "route_merge.h"
+#include "route_portal.h"
+#include "route_seq.h"
 #include "route_subq.h"
 
 #include "route_insel_int.h"

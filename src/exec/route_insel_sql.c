@@ -14,6 +14,7 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "route_insel_int.h"
+#include "route_portal.h"
 #include "route_sqltext.h"
 
 /* ---- messages ---- */

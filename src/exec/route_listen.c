@@ -29,6 +29,8 @@
 #include "neki/topology_image.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_listen.h"
+#include "route_pin.h"
 
 #define ROUTE_NOTES_MAX (1u << 20)	/* held bytes before the listening link is paused */
 

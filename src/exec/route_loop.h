@@ -13,6 +13,13 @@
 
 /* ---- route.c ---- */
 
+#define ROUTE_OID_TEXT 25
+#define ROUTE_OID_JSON 114
+
+/* A one-column result: <name> of type <oid> (ROUTE_OID_*), rows <vals>[0..n), then <tag>;
+ * false when the client is gone. */
+bool route_reply_rows(struct route *r, const char *name, uint32_t oid, const char *const *vals,
+		      size_t n, const char *tag);
 /* Send <err> as ErrorResponse (a client gone closes the session). */
 void route_send_err(struct route *r, const struct nk_error *err);
 /* CommandComplete <tag>; false when the client is gone. */
@@ -23,8 +30,9 @@ bool route_reply_notice(struct route *r, const char *sqlstate, const char *msg);
 uint32_t route_tx_shards(const struct route *r, const char **uids);
 /* The Query ended: its implicit transaction ends first, then ReadyForQuery. */
 void route_query_end(struct route *r);
-/* EXPLAIN ANALYZE: the explained statement ran; answer with the plan and its actuals. */
-bool route_analyze_reply(struct route *r);
+/* Run plan <p> (text <sql>) on its shards: an exec set up and started (a merge, an INSERT
+ * split, a portal fetched in parts as the plan says). */
+enum rstep route_shards(struct route *r, const struct plan *p, const char *sql);
 /* One statement: normalise, look up or parse, plan, run. */
 enum rstep route_stmt(struct route *r, const char *sql, bool multi,
 		      const struct plan_param *params, uint32_t nparams);

@@ -25,9 +25,14 @@
 #include "neki/merge.h"
 #include "neki/pktbuf.h"
 #include "route_int.h"
+#include "route_client.h"
+#include "route_exec.h"
+#include "route_ext.h"
+#include "route_insel.h"
+#include "route_merge.h"
+#include "route_pull.h"
 #include "route_sqltext.h"
 #include "route_subq.h"
-#include "route_client.h"
 
 #define ROUTE_MERGE_QUEUE_MAX 256	/* rows the merge holds of one shard before pausing it */
 #define ROUTE_MERGE_CLIENT_MAX (256 * 1024)	/* client queue bytes before holding shards */

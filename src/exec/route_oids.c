@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "neki/catalog_image.h"
-#include "route_client.h"
 #include "route_int.h"
+#include "route_client.h"
 
 #define ROIDS_FIRST_USER 16384	/* FirstNormalObjectId: OIDs below are built-in */
 

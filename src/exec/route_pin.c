@@ -28,6 +28,7 @@
 #include "neki/proto.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_pin.h"
 
 /* What the backend holds: listening channels (after commit) and advisory locks. */
 #define ROUTE_PIN_PROBE_SQL \

@@ -26,6 +26,11 @@
 #include "neki/proto.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_ext.h"
+#include "route_pin.h"
+#include "route_portal.h"
+#include "route_pull.h"
+#include "route_state.h"
 #include "route_svp.h"
 
 /* The unnamed portal's mirror: a name of its own, so that the router's unnamed Binds (a

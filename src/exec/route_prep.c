@@ -16,6 +16,8 @@
 
 #include "neki/pktbuf.h"
 #include "route_int.h"
+#include "route_ext.h"
+#include "route_prep.h"
 #include "route_sqltext.h"
 
 #define ROUTE_PREP_PARAMS_MAX 256

@@ -25,8 +25,14 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "route_int.h"
-#include "route_sqltext.h"
 #include "route_client.h"
+#include "route_exec.h"
+#include "route_ext.h"
+#include "route_merge.h"
+#include "route_portal.h"
+#include "route_pull.h"
+#include "route_sqltext.h"
+#include "route_state.h"
 
 #define ROUTE_PULL_CHUNK 256			/* rows one shard pull asks for */
 #define ROUTE_PULL_CLIENT_MAX (256 * 1024)	/* client queue bytes before a round waits */

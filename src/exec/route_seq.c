@@ -29,6 +29,9 @@
 #include "neki/shm_seq.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_exec.h"
+#include "route_ext.h"
+#include "route_seq.h"
 
 #define ROUTE_SEQ_SQL_MAX 2048
 #define ROUTE_SEQ_FILLS_MAX 32	/* identity/serial columns of one table the router fills */

@@ -36,6 +36,8 @@
 #include "neki/pool.h"
 #include "route_int.h"
 #include "route_client.h"
+#include "route_exec.h"
+#include "route_sets.h"
 
 /* What a link that is behind or dirty runs to be like a fresh backend: RESET ALL does not
  * reset role (Postgres' GUC_NO_RESET_ALL); session_authorization cannot be SET (NK013 27). */

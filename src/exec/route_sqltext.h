@@ -1,6 +1,7 @@
 /*
- * route_sqltext.h - the executor's SQL text helpers (src/exec/route_sql.c) that need no
- * session: the VALUES splitter, parameters and literals written into a text, command tags.
+ * route_sqltext.h - the executor's SQL text helpers (src/exec/route_sql.c): the VALUES
+ * splitter, parameters and literals written into a text, command tags (none of which need a
+ * session), a shard's error read, and the split of a Query into its statements.
  */
 #ifndef NEKI_EXEC_ROUTE_SQLTEXT_H
 #define NEKI_EXEC_ROUTE_SQLTEXT_H
@@ -9,6 +10,8 @@
 
 #include "neki/error.h"
 #include "neki/plan.h"
+
+struct route;
 
 /*
  * Split INSERT ... VALUES <sql> into prefix, rows and suffix: <starts>/<lens> receive up to
@@ -34,5 +37,19 @@ char *route_sql_inline_literals(const char *text, const struct parse_norm *norm,
 				const char *src, struct nk_error *err);
 /* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
 void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
+
+/* Read an ErrorResponse message (whole, with type and length) into <out>. */
+void route_error_from_msg(const uint8_t *msg, uint32_t len, struct nk_error *out);
+/* Append "<word> on shards a, b" of the targets [0, upto) to <err>'s DETAIL. */
+void route_detail_shards(struct route *r, struct nk_error *err, const char *what,
+			 uint32_t from, uint32_t upto);
+
+/*
+ * The statements of r->query into r->spans / r->nspans (in r->query_arena): a text of one
+ * statement (no ';' but maybe a final one) needs no scanner's split (its syntax errors come
+ * from its analysis; whitespace before it is kept, so the shard's error positions stay those
+ * of the client's text); any other goes through parse_split(). False with <err> set.
+ */
+NK_MUSTCHECK bool route_query_split(struct route *r, struct nk_error *err);
 
 #endif /* NEKI_EXEC_ROUTE_SQLTEXT_H */

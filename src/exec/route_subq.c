@@ -37,9 +37,11 @@
 #include "neki/sqlscan.h"
 #include "neki/plan_explain.h"
 #include "route_int.h"
-#include "route_sqltext.h"
 #include "route_client.h"
+#include "route_exec.h"
 #include "route_gsi.h"
+#include "route_pull.h"
+#include "route_sqltext.h"
 #include "route_subq.h"
 
 #define ROUTE_SUBQ_ROUNDS 16		/* rounds of one statement (two per table read) */

@@ -23,6 +23,8 @@
 #include "neki/pktbuf.h"
 #include "route_int.h"
 #include "route_loop.h"
+#include "route_portal.h"
+#include "route_sets.h"
 #include "route_svp.h"
 
 struct svp_entry {

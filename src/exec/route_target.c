@@ -27,8 +27,8 @@
 #include "neki/target.h"
 #include "neki/proc.h"
 #include "route_int.h"
-#include "route_target.h"
 #include "route_client.h"
+#include "route_target.h"
 
 #define RTARGET_POLL_MS 20
 #define RTARGET_HOLD_GAP_US 2000000	/* holds closer than this are one hold (its clock) */

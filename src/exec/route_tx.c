@@ -14,9 +14,11 @@
 #include "neki/pktbuf.h"
 #include "neki/proto.h"
 #include "route_int.h"
-#include "route_loop.h"
-#include "route_svp.h"
 #include "route_2pc.h"
+#include "route_loop.h"
+#include "route_portal.h"
+#include "route_sets.h"
+#include "route_svp.h"
 
 static int
 route_uid_cmp(const void *a, const void *b)
