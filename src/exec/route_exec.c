@@ -248,19 +248,16 @@ route_send_named(struct route *r, struct rshard *sh)
 static bool
 route_send_msgs(struct route *r, struct rshard *sh)
 {
-	char *with_prepare = NULL;
+	const char *sql = sh->sql != NULL ? sh->sql : r->stmt_sql;
+	char *with_prepare = NULL;	/* (decided before the BEGIN makes <sh> a participant) */
 	bool ok;
 
-	if (route_gsi_last_step(r) && !r->ext_exec && sh->ext_msg == NULL &&
-	    (with_prepare = route_2pc_with_prepare(r, sh, sh->sql != NULL ? sh->sql :
-						    r->stmt_sql)) != NULL) {
-		ok = route_send_tx(r, sh) && route_link_query(sh->link, with_prepare) &&
-		     route_pin_after_send(r, sh);
+	if (route_gsi_last_step(r) && !r->ext_exec && sh->ext_msg == NULL)
+		with_prepare = route_2pc_with_prepare(r, sh, sql);
+	if (!route_send_tx(r, sh)) {
 		free(with_prepare);
-		return ok;
-	}
-	if (!route_send_tx(r, sh))
 		return false;
+	}
 	sh->sent = true;
 	if (r->an.on && !r->merge_final)
 		sh->a_sent_us = nk_now_us();
@@ -271,8 +268,10 @@ route_send_msgs(struct route *r, struct rshard *sh)
 		return (r->ext_pst != NULL ? route_send_named(r, sh) :
 			route_oids_send(r, sh, r->ext_msg, r->ext_len)) &&
 		       route_pin_after_send(r, sh);
-	return route_link_query(sh->link, sh->sql != NULL ? sh->sql : r->stmt_sql) &&
-	       route_pin_after_send(r, sh);
+	ok = route_link_query(sh->link, with_prepare != NULL ? with_prepare : sql) &&
+	     route_pin_after_send(r, sh);
+	free(with_prepare);
+	return ok;
 }
 
 /* route_send_msgs(), the link corked when the lazy BEGIN (and its savepoints) or pending
