@@ -47,6 +47,8 @@ struct norm_lex {
 	uint16_t by_depth[NORM_BY_MAX];
 	uint8_t nby;
 	bool by_pending;	/* the last word was ORDER or GROUP */
+	uint8_t on_pending;	/* 1: the last word was DISTINCT, 2: DISTINCT ON (its '('
+				 * opens a list whose numbers are positions too) */
 	bool by_all;		/* lists nested past NORM_BY_MAX: every number verbatim */
 	bool after_list_start;	/* the last token was BY or ',' of the innermost list */
 };
@@ -373,9 +375,11 @@ ends_by_list(const char *w, size_t n)
 	return false;
 }
 
+static void by_open(struct norm_lex *l);
+
 /* Track ORDER BY / GROUP BY lists, whose bare integers are column positions: a list opens
- * at BY after ORDER or GROUP and ends at a word that ends it, at the ')' closing its
- * depth, or at ';'. */
+ * at BY after ORDER or GROUP (or inside DISTINCT ON's parentheses) and ends at a word that
+ * ends it, at the ')' closing its depth, or at ';'. */
 static void
 by_track(struct norm_lex *l, const char *w, size_t n)
 {
@@ -384,26 +388,41 @@ by_track(struct norm_lex *l, const char *w, size_t n)
 	l->by_pending = false;
 	l->after_list_start = false;
 	if (pending && word_is(w, n, "by")) {
-		if (l->nby == NORM_BY_MAX)
-			l->by_all = true;
-		else
-			l->by_depth[l->nby++] = l->depth;
-		l->after_list_start = true;
+		by_open(l);
+		l->on_pending = 0;
 		return;
 	}
 	if (l->nby > 0 && l->by_depth[l->nby - 1] == l->depth && ends_by_list(w, n))
 		l->nby--;
 	l->by_pending = n == 5 && (word_is(w, n, "order") || word_is(w, n, "group"));
+	l->on_pending = l->on_pending == 1 && word_is(w, n, "on") ? 2 :
+			word_is(w, n, "distinct") ? 1 : 0;
+}
+
+/* Open a list at the current depth (its first item starts now). */
+static void
+by_open(struct norm_lex *l)
+{
+	if (l->nby == NORM_BY_MAX)
+		l->by_all = true;
+	else
+		l->by_depth[l->nby++] = l->depth;
+	l->after_list_start = true;
 }
 
 /* Punctuation <c> for the lists of by_track(). */
 static void
 by_punct(struct norm_lex *l, char c)
 {
+	bool on = l->on_pending == 2;
+
 	l->by_pending = false;
+	l->on_pending = 0;
 	l->after_list_start = false;
 	if (c == '(') {
 		l->depth++;
+		if (on)
+			by_open(l);	/* DISTINCT ON (1, 2): positions */
 	} else if (c == ')') {
 		l->depth -= l->depth > 0;
 		while (l->nby > 0 && l->by_depth[l->nby - 1] > l->depth)

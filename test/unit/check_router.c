@@ -43,6 +43,8 @@ static const struct norm_case norm_cases[] = {
 	{ "SELECT f(x) FROM t GROUP BY f(x), 2 HAVING count(*) > 3 ORDER BY 1, x + 1",
 	  "SELECT f(x) FROM t GROUP BY f(x), 2 HAVING count(*) > $1 ORDER BY 1, x + $2",
 	  { "3", "1" } },
+	{ "SELECT DISTINCT ON (1, f(2)) a, b FROM t WHERE c = 5 ORDER BY 1",
+	  "SELECT DISTINCT ON (1, f($1)) a, b FROM t WHERE c = $2 ORDER BY 1", { "2", "5" } },
 	{ "SELECT rank() OVER (ORDER BY a, 2), 3 FROM t WHERE b = 4",
 	  "SELECT rank() OVER (ORDER BY a, 2), $1 FROM t WHERE b = $2", { "3", "4" } },
 	/* an escape string without a backslash is the standard string of its value */
