@@ -1152,7 +1152,7 @@ plan_build_memo(struct rarena *a, const struct stmt *s, const struct plan_input 
 		ok = plan_dml(&c);
 	else
 		ok = plan_utility(&c);
-	if (ok && memo && !in->sess->gsi_step)	/* (a step's plan lacks its GSI's) */
+	if (ok && memo)
 		plan_memo_record(&c, memo);
 	return ok && plan_check_session(&c);
 }

@@ -197,6 +197,7 @@ plan_cache_put(struct plan_cache *c, const char *sql, const struct parse_norm *n
 	e->topo_rev = topo_rev;
 	e->cat_ver = cat_ver;
 	e->arena = a;
+	e->memo.arena = a;	/* (a kept plan's GSI part lives with the model) */
 	e->stmt = s;
 	e->chain = c->buckets[h & (c->nbuckets - 1)];
 	c->buckets[h & (c->nbuckets - 1)] = e;

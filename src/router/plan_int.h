@@ -242,6 +242,8 @@ struct plan_memo {
 	enum ks_type col_type;
 	uint32_t nparams;		/* of the execution planned */
 	bool extended, multi;
+	bool gsi_step;			/* planned as a GSI's step (the plan has no GSI part) */
+	struct rarena *arena;		/* the cache entry's: where tmpl.gsi is kept */
 	char db[PLAN_MEMO_NAME], schema[PLAN_MEMO_NAME];
 };
 

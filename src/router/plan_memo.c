@@ -7,12 +7,16 @@
  * execution it applies to (same database, schema and protocol; __neki.shard unset) routes
  * its value and takes the kept plan with that shard, without resolving the table, reading
  * the catalog or walking the WHERE clause again. A value that does not route (NULL, not of
- * the key's type) plans fully, so its answer is the planner's own.
+ * the key's type) plans fully, so its answer is the planner's own. An INSERT into the owner
+ * of GSIs keeps its GSI part too (the RETURNING text and the lookup tables: none of it
+ * depends on the values), copied into the cache entry's arena; a GSI step's plan (which has
+ * none) is kept apart from a client's of the same text.
  */
 #include "neki/base.h"
 
 #include <string.h>
 
+#include "neki/plan_gsi.h"
 #include "plan_int.h"
 
 #define MEMO_FAILS_MAX 4	/* plans not kept before the memo stops trying */
@@ -72,7 +76,47 @@ keepable(const struct pctx *c)
 	       !o->setvals &&
 	       !o->set_configs && !o->show_value && !o->inner && !o->insel &&
 	       o->pin == PLAN_PIN_NONE && !o->queue_usage && !o->route_by_fill && !o->has_key &&
-	       !o->gsi;
+	       (!o->gsi || (o->gsi->kind == PLAN_GSI_INSERT_AFTER && !o->gsi->nfirst &&
+			    !o->gsi->lock && !o->gsi->update && !o->gsi->nfields &&
+			    !o->gsi->cover));
+}
+
+static bool
+keep_str(struct rarena *a, const char **s)
+{
+	return *s == NULL || (*s = rarena_strdup(a, *s)) != NULL;
+}
+
+/* An INSERT_AFTER's GSI part <g> (nothing in it depends on the values) again in <a>. */
+static struct plan_gsi *
+keep_gsi(struct rarena *a, const struct plan_gsi *g)
+{
+	struct plan_gsi *k = rarena_alloc(a, sizeof(*k));
+	struct plan_gsi_lookup *lk = rarena_alloc(a, (g->nlookups + 1) * sizeof(*lk));
+
+	if (k == NULL || lk == NULL)
+		return NULL;
+	*k = *g;
+	k->lookups = lk;
+	if (!keep_str(a, &k->name) || !keep_str(a, &k->returning))
+		return NULL;
+	for (uint32_t i = 0; i < g->nlookups; i++) {
+		const struct plan_gsi_lookup *src = &g->lookups[i];
+		const char **cols = rarena_alloc(a, (src->ncols + 1) * sizeof(*cols));
+		uint32_t *pos = rarena_alloc(a, (src->ncols + 1) * sizeof(*pos));
+
+		lk[i] = *src;
+		if (cols == NULL || pos == NULL || !keep_str(a, &lk[i].name) ||
+		    !keep_str(a, &lk[i].table))
+			return NULL;
+		for (uint32_t j = 0; j < src->ncols; j++)
+			if ((cols[j] = rarena_strdup(a, src->cols[j])) == NULL)
+				return NULL;
+		memcpy(pos, src->pos, src->ncols * sizeof(*pos));
+		lk[i].cols = cols;
+		lk[i].pos = pos;
+	}
+	return k;
 }
 
 /* plan_memo_record: see plan_int.h. */
@@ -89,6 +133,11 @@ plan_memo_record(struct pctx *c, struct plan_memo *m)
 		return;
 	}
 	m->tmpl = *c->out;
+	if (c->out->gsi != NULL &&
+	    (m->arena == NULL || (m->tmpl.gsi = keep_gsi(m->arena, c->out->gsi)) == NULL)) {
+		m->fails++;
+		return;
+	}
 	m->tmpl.stmt = NULL;
 	m->tmpl.query = NULL;
 	m->tmpl.group = NULL;
@@ -108,6 +157,7 @@ plan_memo_record(struct pctx *c, struct plan_memo *m)
 	m->nparams = c->in->nparams;
 	m->extended = c->in->extended;
 	m->multi = c->in->multi_statement;
+	m->gsi_step = sess->gsi_step;
 	strcpy(m->db, sess->db);
 	strcpy(m->schema, sess->schema);
 	m->set = true;
@@ -120,6 +170,7 @@ applies(const struct pctx *c, const struct plan_memo *m)
 
 	return m->set && c->in->norm && !sess->shard[0] && m->nparams == c->in->nparams &&
 	       m->extended == c->in->extended && m->multi == c->in->multi_statement &&
+	       m->gsi_step == sess->gsi_step &&
 	       sess->db && sess->schema && strcmp(m->db, sess->db) == 0 &&
 	       strcmp(m->schema, sess->schema) == 0;
 }

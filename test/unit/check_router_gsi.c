@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "neki/plan.h"
+#include "neki/plan_cache.h"
 #include "neki/plan_gsi.h"
 #include "topo_fixtures.h"
 #include "router_fixtures.h"
@@ -109,6 +110,37 @@ START_TEST(test_gsi_insert)
 			 "\"orders\".\"customer_id\", \"orders\".xmax = 0");
 	ck_assert_int_eq(g->inserted_pos, 2);
 	rt_fx_done(&fx);
+}
+END_TEST
+
+/* An INSERT into the owner is kept in its statement's memo with its GSI part: the next
+ * executions (other values) replay it and get what planning them afresh gives. */
+START_TEST(test_gsi_insert_memo)
+{
+	struct plan_cache *pc = plan_cache_new(16);
+	struct plan_cache_stats st;
+	char sql[160];
+
+	ck_assert_ptr_nonnull(pc);
+	for (int i = 1; i <= 6; i++) {
+		struct rarena *a = rarena_new();
+		struct plan p;
+
+		snprintf(sql, sizeof(sql), "INSERT INTO orders (customer_id, id, status) "
+			 "VALUES (%d, %d, 'new')", i * 7, i * 100);
+		rt_plan_memo_vs_fresh(pc, sql, a, &p);
+		ck_assert_ptr_nonnull(p.gsi);
+		ck_assert_int_eq(p.gsi->kind, PLAN_GSI_INSERT_AFTER);
+		ck_assert_str_eq(p.gsi->returning, "RETURNING \"orders\".\"id\", "
+				 "\"orders\".\"customer_id\"");
+		ck_assert_str_eq(p.shards[0], rt_storefront_shard(i == 1 ? "c:7" :
+				 i == 2 ? "c:14" : i == 3 ? "c:21" : i == 4 ? "c:28" :
+				 i == 5 ? "c:35" : "c:42"));
+		rarena_free(a);
+	}
+	plan_cache_stats(pc, &st);
+	ck_assert_uint_eq(st.memo_replays, 5);
+	plan_cache_free(pc);
 }
 END_TEST
 
@@ -320,6 +352,7 @@ router_add_gsi_tests(Suite *s)
 	tcase_add_unchecked_fixture(tc, rt_storefront_gsi_setup, rt_storefront_teardown);
 	tcase_add_test(tc, test_gsi_read);
 	tcase_add_test(tc, test_gsi_insert);
+	tcase_add_test(tc, test_gsi_insert_memo);
 	tcase_add_test(tc, test_gsi_delete);
 	tcase_add_test(tc, test_gsi_copy);
 	tcase_add_test(tc, test_gsi_lookup_explained);

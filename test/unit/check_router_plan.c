@@ -14,6 +14,7 @@
 #include "neki/config.h"
 #include "neki/parse_kinds.h"
 #include "neki/plan.h"
+#include "neki/plan_gsi.h"
 #include "neki/plan_settings.h"
 #include "neki/plan_explain.h"
 #include "neki/plan_cache.h"
@@ -1828,11 +1829,13 @@ expect_same_plan(const char *sql, bool ok1, const struct plan *p1, const struct 
 	ck_assert_uint_eq(p1->nfills, p2->nfills);
 }
 
-/* Plan <sql> through cache <pc> with its memo, and afresh; both must agree. */
+/* Plan <sql> through cache <pc> with its memo (into <kept> in <a>, when given), and
+ * afresh; both must agree. */
 static void
-memo_vs_fresh(struct plan_cache *pc, const char *sql, const struct plan_session *sess)
+memo_plan(struct plan_cache *pc, const char *sql, const struct plan_session *sess,
+	  struct rarena *keep, struct plan *kept)
 {
-	struct rarena *a = rarena_new(), *b = rarena_new();
+	struct rarena *a = keep != NULL ? keep : rarena_new(), *b = rarena_new();
 	struct parse_norm n1, n2;
 	struct plan_input in;
 	struct plan p1, p2;
@@ -1855,8 +1858,45 @@ memo_vs_fresh(struct plan_cache *pc, const char *sql, const struct plan_session 
 	in.norm = &n2;
 	ok2 = plan_build(b, s2, &in, &p2, &e2);
 	expect_same_plan(sql, ok1, &p1, &e1, ok2, &p2, &e2);
-	rarena_free(a);
+	ck_assert_int_eq(p1.gsi != NULL, p2.gsi != NULL);
+	if (p1.gsi != NULL) {
+		ck_assert_int_eq(p1.gsi->kind, p2.gsi->kind);
+		ck_assert_str_eq(p1.gsi->returning ? p1.gsi->returning : "-",
+				 p2.gsi->returning ? p2.gsi->returning : "-");
+		ck_assert_uint_eq(p1.gsi->nlookups, p2.gsi->nlookups);
+		for (uint32_t i = 0; i < p1.gsi->nlookups; i++) {
+			ck_assert_str_eq(p1.gsi->lookups[i].table, p2.gsi->lookups[i].table);
+			ck_assert_uint_eq(p1.gsi->lookups[i].ncols, p2.gsi->lookups[i].ncols);
+			for (uint32_t k = 0; k < p1.gsi->lookups[i].ncols; k++) {
+				ck_assert_str_eq(p1.gsi->lookups[i].cols[k],
+						 p2.gsi->lookups[i].cols[k]);
+				ck_assert_uint_eq(p1.gsi->lookups[i].pos[k],
+						  p2.gsi->lookups[i].pos[k]);
+			}
+		}
+	}
+	if (kept != NULL)
+		*kept = p1;
+	else
+		rarena_free(a);
 	rarena_free(b);
+}
+
+static void
+memo_vs_fresh(struct plan_cache *pc, const char *sql, const struct plan_session *sess)
+{
+	memo_plan(pc, sql, sess, NULL, NULL);
+}
+
+/* rt_plan_memo_vs_fresh: see router_fixtures.h. */
+void
+rt_plan_memo_vs_fresh(struct plan_cache *pc, const char *sql, struct rarena *a,
+		      struct plan *kept)
+{
+	struct plan_session sess;
+
+	plan_session_init(&sess, "store");
+	memo_plan(pc, sql, &sess, a, kept);
 }
 
 START_TEST(test_plan_memo_matches_planning)

@@ -35,6 +35,7 @@ struct nk_error;
 /* The storefront fixture of check_router_plan.c: its image (set up / torn down as an
  * unchecked fixture), a plan of <sql> over it and its catalog (<sess> NULL: defaults), the
  * shard of a key ("c:42" customer_data, "p:abc" catalog through lower()). */
+struct plan_cache;
 void rt_storefront_setup(void);
 /* The same with the GSI orders_by_id enabled (check_router_gsi.c). */
 void rt_storefront_gsi_setup(void);
@@ -44,6 +45,10 @@ bool rt_plan_storefront(struct rt_fx *fx, const char *sql, const struct plan_ses
 			struct nk_error *err);
 const char *rt_storefront_shard(const char *key);
 const void *rt_storefront_image(void);
+/* <sql> planned twice over the storefront image, through plan cache <pc> with its memo
+ * (into <kept>, in <a>) and afresh; the two must agree (check_router_plan.c's checks). */
+void rt_plan_memo_vs_fresh(struct plan_cache *pc, const char *sql, struct rarena *a,
+			   struct plan *kept);
 
 /* INSERT ... SELECT plans (check_router_insel.c). */
 void router_add_insel_tests(Suite *s);
