@@ -128,7 +128,7 @@ START_TEST(test_gsi_insert_memo)
 
 		snprintf(sql, sizeof(sql), "INSERT INTO orders (customer_id, id, status) "
 			 "VALUES (%d, %d, 'new')", i * 7, i * 100);
-		rt_plan_memo_vs_fresh(pc, sql, a, &p);
+		rt_plan_memo_vs_fresh(pc, sql, false, a, &p);
 		ck_assert_ptr_nonnull(p.gsi);
 		ck_assert_int_eq(p.gsi->kind, PLAN_GSI_INSERT_AFTER);
 		ck_assert_str_eq(p.gsi->returning, "RETURNING \"orders\".\"id\", "
@@ -140,6 +140,19 @@ START_TEST(test_gsi_insert_memo)
 	}
 	plan_cache_stats(pc, &st);
 	ck_assert_uint_eq(st.memo_replays, 5);
+	/* a step's plan of a lookup-table INSERT is kept for steps only: a client's statement
+	 * of the same text is still refused (0A000), as planning it afresh says */
+	for (int i = 0; i < 3; i++) {
+		struct rarena *a = rarena_new();
+		struct plan p;
+
+		snprintf(sql, sizeof(sql), "INSERT INTO orders_by_id (id, customer_id) VALUES "
+			 "(%d, %d)", i + 500, i + 3);
+		rt_plan_memo_vs_fresh(pc, sql, i < 2, a, &p);
+		rarena_free(a);
+	}
+	plan_cache_stats(pc, &st);
+	ck_assert_uint_eq(st.memo_replays, 6);
 	plan_cache_free(pc);
 }
 END_TEST

@@ -1890,12 +1890,13 @@ memo_vs_fresh(struct plan_cache *pc, const char *sql, const struct plan_session 
 
 /* rt_plan_memo_vs_fresh: see router_fixtures.h. */
 void
-rt_plan_memo_vs_fresh(struct plan_cache *pc, const char *sql, struct rarena *a,
+rt_plan_memo_vs_fresh(struct plan_cache *pc, const char *sql, bool gsi_step, struct rarena *a,
 		      struct plan *kept)
 {
 	struct plan_session sess;
 
 	plan_session_init(&sess, "store");
+	sess.gsi_step = gsi_step;
 	memo_plan(pc, sql, &sess, a, kept);
 }
 

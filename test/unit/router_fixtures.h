@@ -45,10 +45,11 @@ bool rt_plan_storefront(struct rt_fx *fx, const char *sql, const struct plan_ses
 			struct nk_error *err);
 const char *rt_storefront_shard(const char *key);
 const void *rt_storefront_image(void);
-/* <sql> planned twice over the storefront image, through plan cache <pc> with its memo
- * (into <kept>, in <a>) and afresh; the two must agree (check_router_plan.c's checks). */
-void rt_plan_memo_vs_fresh(struct plan_cache *pc, const char *sql, struct rarena *a,
-			   struct plan *kept);
+/* <sql> planned twice over the storefront image (<gsi_step>: as a GSI's step), through
+ * plan cache <pc> with its memo (into <kept>, in <a>) and afresh; the two must agree
+ * (check_router_plan.c's checks). */
+void rt_plan_memo_vs_fresh(struct plan_cache *pc, const char *sql, bool gsi_step,
+			   struct rarena *a, struct plan *kept);
 
 /* INSERT ... SELECT plans (check_router_insel.c). */
 void router_add_insel_tests(Suite *s);
