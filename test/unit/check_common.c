@@ -1,10 +1,11 @@
 /*
- * check_common.c - unit tests for src/common: struct nk_error, the NK013 catalog and
- * interned strings.
+ * check_common.c - unit tests for src/common: struct nk_error, the NK013 catalog,
+ * interned strings, hashes, the SQL scanner and nk_memstream().
  */
 #include "neki/base.h"
 
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "neki/hash.h"
 #include "neki/sqlscan.h"
 #include "neki/intern.h"
+#include "neki/memstream.h"
 #include "suites.h"
 
 START_TEST(test_nk013_message_form)
@@ -205,6 +207,39 @@ START_TEST(test_sql_skip_long_items)
 }
 END_TEST
 
+/* nk_memstream(): open_memstream()'s contract (the string and its size after each flush and
+ * at the close, NUL-terminated, the caller's to free), empty and past many doublings. */
+START_TEST(test_memstream)
+{
+	char *buf = NULL, big[5000];
+	size_t len = 99;
+	FILE *f = nk_memstream(&buf, &len);
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert(fclose(f) == 0);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_str_eq(buf, "");
+	ck_assert_uint_eq(len, 0);
+	free(buf);
+	f = nk_memstream(&buf, &len);
+	fprintf(f, "INSERT %d", 42);
+	ck_assert(fflush(f) == 0);
+	ck_assert_str_eq(buf, "INSERT 42");
+	ck_assert_uint_eq(len, 9);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	for (int i = 0; i < 20; i++)
+		fputs(big, f);
+	fputc('!', f);
+	ck_assert(fclose(f) == 0);
+	ck_assert_uint_eq(len, 9 + 20 * (sizeof(big) - 1) + 1);
+	ck_assert_uint_eq(strlen(buf), len);
+	ck_assert_int_eq(buf[len - 1], '!');
+	ck_assert_int_eq(buf[9], 'x');
+	free(buf);
+}
+END_TEST
+
 Suite *
 common_suite(void)
 {
@@ -220,6 +255,7 @@ common_suite(void)
 	tcase_add_test(ti, test_hashes);
 	tcase_add_loop_test(ti, test_sql_scan_item, 0, (int)NK_ARRAY_LEN(scan_cases));
 	tcase_add_test(ti, test_sql_skip_long_items);
+	tcase_add_test(ti, test_memstream);
 	suite_add_tcase(s, ti);
 	return s;
 }
