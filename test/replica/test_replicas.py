@@ -465,8 +465,12 @@ def test_metrics_show_the_primary_and_the_lag_of_each_server(rep):
         other.start()
 
         def samples():
-            with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
-                text = r.read().decode()
+            try:	# (the admin process opens the metrics port once it runs: polled)
+                with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics",
+                                            timeout=5) as r:
+                    text = r.read().decode()
+            except OSError:
+                return {}
             return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1])
                     for ln in text.splitlines() if ln and not ln.startswith("#")}
         key = 'neki_shard_server_lag_seconds{shard="shard-a",server="1"}'
