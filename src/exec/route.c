@@ -756,6 +756,8 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 		enum route_seq_rc sq = ROUTE_SEQ_READY;
 		bool planned;
 
+		r->ms.stmt_norm = norm;
+		r->ms.stmt_sql = r->ext_exec ? NULL : sql;
 		if (r->ext_exec)
 			r->xrows = route_stmt_returns_rows(st);
 		planned = plan_build_memo(r->arena, st, &in, plan_cache_memo(route_cache), &p,

@@ -179,6 +179,10 @@ struct rmerge_spec {
 	const struct parse_norm *norm;	/* simple protocol: spec is of this normalised text (in
 					 * arena), its $k the literals of src (in arena); NULL */
 	const char *src;
+	/* the running statement's normalisation (stmt_run()'s), for a merge of that same text
+	 * (stmt_sql) not to normalise it again */
+	struct parse_norm stmt_norm;
+	const char *stmt_sql;
 };
 
 struct route {

@@ -133,7 +133,11 @@ merge_by_key(struct route *r, const char *sql, struct plan_input *in, char **sha
 
 	if (strstr(sql, "--") != NULL || strstr(sql, "/*") != NULL)
 		return false;		/* (its comments go to the shards: a planner hint) */
-	if (n == NULL || !parse_normalize(r->arena, sql, n) || n->nlits == 0 || n->nparams > 0 ||
+	if (n != NULL && sql == r->ms.stmt_sql)
+		*n = r->ms.stmt_norm;	/* (the statement's own: normalised once) */
+	else if (n != NULL && !parse_normalize(r->arena, sql, n))
+		return false;
+	if (n == NULL || n->nlits == 0 || n->nparams > 0 ||
 	    (params = rarena_alloc(r->arena, n->nlits * sizeof(*params))) == NULL ||
 	    !plan_merge_cached(r->arena, n->key, &r->ms.spec, &e))
 		return false;
