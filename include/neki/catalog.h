@@ -78,6 +78,9 @@ struct cat_table {
 	const char *name;
 	enum cat_relkind kind;
 	bool is_partition;		/* attached partition of a partitioned table */
+	bool rewrites_insert;		/* a rule or a BEFORE INSERT row trigger (its own or a
+					 * partition's): the stored row may differ from the
+					 * inserted one */
 	struct cat_column *cols;	/* attnum order */
 	size_t ncols;
 	struct cat_key *keys;		/* primary key first, then unique constraints by name */

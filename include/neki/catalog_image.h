@@ -82,6 +82,7 @@ struct cat_img_table {
 	uint32_t oid;
 	enum cat_relkind kind;
 	bool is_partition;
+	bool rewrites_insert;		/* cat_table.rewrites_insert */
 	uint32_t ncols, nkeys, nchildren;
 	struct cat_seq seq;		/* sequences only */
 };
@@ -195,6 +196,8 @@ bool cat_view_is_aggregate(void *arg, const char *name);
 /* plan_catalog.pk_column (neki/plan.h) over the view. */
 int cat_view_pk_column(void *arg, const char *schema, const char *table, uint32_t i,
 		       const char **col);
+/* plan_catalog.rewrites_insert (neki/plan.h) over the view. */
+bool cat_view_rewrites_insert(void *arg, const char *schema, const char *table);
 /* The <i>th relation of the database; schema and name of a type (plan_catalog 333). */
 bool cat_view_table_at(void *arg, uint32_t i, const char **schema, const char **name);
 bool cat_view_type_name(void *arg, uint32_t oid, const char **schema, const char **name);

@@ -60,6 +60,9 @@ struct plan_catalog {
 	/* Optional: whether the merge orders and groups values of type <oid> (a column's),
 	 * neki/merge.h's merge_orders_type() or an enum the catalog knows. */
 	bool (*merges_type)(void *arg, uint32_t oid);
+	/* Optional: whether a rule or a BEFORE INSERT row trigger on <schema>.<table> (or a
+	 * partition) may store another row than the one inserted (true when unknown). */
+	bool (*rewrites_insert)(void *arg, const char *schema, const char *table);
 };
 
 enum plan_fanout {

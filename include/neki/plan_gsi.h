@@ -12,6 +12,8 @@
 #include "neki/keyspace.h"
 #include "neki/plan.h"
 
+#define PLAN_GSI_LOOKUPS_MAX 4		/* GSIs one write maintains */
+
 enum plan_gsi_kind {
 	PLAN_GSI_READ = 1,	/* read the lookup first, then the owner's shards it names */
 	PLAN_GSI_INSERT,	/* write the lookup rows first (constants), then the owner rows
@@ -51,6 +53,12 @@ struct plan_gsi {
 	const char *name;		/* the (first) GSI, for EXPLAIN */
 	const char **first;		/* READ: the lookup query; INSERT: the lookup INSERTs */
 	uint32_t nfirst;
+	const char **alongside;		/* INSERT_AFTER of one VALUES row whose lookup values
+					 * are all given (plan_gsi_insert.c): each GSI's lookup
+					 * INSERT over the statement's slots ($k: slot k - 1),
+					 * run beside the statement when they route to one
+					 * shard each and none is NULL; NULL: after it */
+	uint32_t nalongside;
 	const char *returning;		/* INSERT_AFTER, DELETE: "RETURNING ..." added to the
 					 * statement */
 	int32_t inserted_pos;		/* INSERT_AFTER with ON CONFLICT DO UPDATE: the returned

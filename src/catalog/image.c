@@ -123,7 +123,8 @@ fill_table(struct cimg_w *w, const struct cat_table *t, uint32_t tn, uint32_t *c
 		t->seq.start, t->seq.increment, t->seq.min, t->seq.max, t->seq.cache,
 		t->seq.type_oid, t->seq.cycle, image_str(&w->a, t->schema),
 		image_str(&w->a, t->name), t->oid,
-		t->kind, t->is_partition, *col, (uint32_t)t->ncols, *key, (uint32_t)t->nkeys,
+		t->kind, t->is_partition, t->rewrites_insert, *col, (uint32_t)t->ncols, *key,
+		(uint32_t)t->nkeys,
 		fill_children(w, t),
 	};
 

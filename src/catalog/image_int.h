@@ -45,6 +45,7 @@ struct cimg_table {
 	uint32_t oid;
 	uint32_t kind;			/* enum cat_relkind */
 	uint32_t is_partition;
+	uint32_t rewrites_insert;
 	uint32_t first_col, ncols;
 	uint32_t first_key, nkeys;
 	uint32_t children;		/* list of strings: schema, name, schema, name, ... */

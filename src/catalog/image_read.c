@@ -247,6 +247,7 @@ cat_image_table(const void *img, uint32_t t, struct cat_img_table *out)
 	out->oid = it->oid;
 	out->kind = (enum cat_relkind)it->kind;
 	out->is_partition = it->is_partition != 0;
+	out->rewrites_insert = it->rewrites_insert != 0;
 	out->ncols = it->ncols;
 	out->nkeys = it->nkeys;
 	out->nchildren = list(img, it->children)[0] / 2;

@@ -173,6 +173,7 @@ read_relation(struct loader *l, size_t row, struct cat_table *t)
 	t->name = text(l, row, 3);
 	t->kind = relkind_of(letter(l, row, 4));
 	t->is_partition = flag(l, row, 5);
+	t->rewrites_insert = flag(l, row, 6);
 }
 
 static void

@@ -4,7 +4,9 @@
  * Every row has CAT_LOAD_COLS text columns: a kind letter, then the kind's values (NULL
  * when unused). load.c reads them; the kinds and their values:
  *   d  datname, datcollate, datctype
- *   r  oid, schema, name, relkind, relispartition
+ *   r  oid, schema, name, relkind, relispartition, rewrites_insert (a rule, or a BEFORE
+ *      INSERT row trigger of its own (not a foreign key's) on it or a partition: the row it
+ *      stores may differ from the one inserted)
  *   a  attrelid, attnum, attname, atttypid, atttypmod, attnotnull, attidentity, atthasdef,
  *      attgenerated
  *   t  oid, schema, typname, typlen, typbyval, typcategory, typtype, typbasetype, typelem
@@ -26,7 +28,11 @@
 
 static const char load_sql[] =
 	"WITH RECURSIVE rels AS ("
-	" SELECT c.oid, n.nspname, c.relname, c.relkind, c.relispartition"
+	" SELECT c.oid, n.nspname, c.relname, c.relkind, c.relispartition,"
+	" c.relkind IN ('r', 'p') AND (c.relhasrules OR EXISTS (SELECT 1"
+	" FROM pg_catalog.pg_trigger tg WHERE (tg.tgrelid = c.oid OR (c.relkind = 'p'"
+	" AND tg.tgrelid IN (SELECT relid FROM pg_catalog.pg_partition_tree(c.oid))))"
+	" AND NOT tg.tgisinternal AND (tg.tgtype & 7) = 7)) AS rewrites_insert"
 	" FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
 	" WHERE c.relkind IN ('r', 'p', 'v', 'm', 'S', 'i', 'I', 'f')"
 	" AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', '__neki')"
@@ -42,7 +48,7 @@ static const char load_sql[] =
 	" NULL::text, NULL::text, NULL::text, NULL::text, NULL::text"
 	" FROM pg_catalog.pg_database WHERE datname = current_database()"
 	" UNION ALL SELECT 'r', oid::text, nspname::text, relname::text, relkind::text,"
-	" relispartition::text, NULL, NULL, NULL, NULL FROM rels"
+	" relispartition::text, rewrites_insert::text, NULL, NULL, NULL FROM rels"
 	" UNION ALL SELECT 'a', attrelid::text, attnum::text, attname::text, atttypid::text,"
 	" atttypmod::text, attnotnull::text, attidentity::text, atthasdef::text,"
 	" attgenerated::text FROM atts"

@@ -6,6 +6,7 @@
  * cat_view_release() and the callbacks cat_view_column_type(), cat_view_column_name(),
  * cat_view_relkind(), cat_view_column(), cat_view_seq_cache(), cat_view_inh_children(),
  * cat_view_view_base(), cat_view_table_at(), cat_view_type_name(), cat_view_is_aggregate(),
+ * cat_view_pk_column(), cat_view_rewrites_insert(),
  * and the authoritative OIDs cat_view_type_oid(), cat_view_shard_has_oids().
  */
 #include "neki/base.h"
@@ -101,6 +102,14 @@ cat_view_column(void *arg, const char *schema, const char *table, uint32_t n,
 		return false;
 	cat_image_column(v->img, t, n - 1, out);
 	return true;
+}
+
+bool
+cat_view_rewrites_insert(void *arg, const char *schema, const char *table)
+{
+	struct cat_img_table it;
+
+	return view_table(arg, schema, table, &it) == CAT_IMG_NONE || it.rewrites_insert;
 }
 
 int

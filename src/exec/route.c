@@ -690,6 +690,43 @@ route_subq_explained(struct route *r, const struct stmt *st, const char *sql,
 	return route_explain_reply(r, text, st->explain != NULL && !st->explain->format_text);
 }
 
+/* route_text_shard: see route_loop.h. */
+bool
+route_text_shard(struct route *r, const struct plan_input *in, const char *sql, char *uid)
+{
+	struct plan_unknown unknown = { NULL, NULL };
+	struct plan_input sub = *in;
+	struct parse_norm norm;
+	const struct stmt *st;
+	struct nk_error err;
+	struct plan p;
+	bool step = r->ps.gsi_step, ok;
+
+	nk_error_clear(&err);
+	if (!parse_normalize(r->arena, sql, &norm) ||
+	    ((st = plan_cache_get(route_cache, &norm, r->ps.revision, in->cat->version)) == NULL &&
+	     (st = plan_cache_put(route_cache, sql, &norm, r->ps.revision, in->cat->version,
+				  &err)) == NULL) ||
+	    st->kind != STMT_INSERT)
+		return false;
+	sub.params = NULL;
+	sub.nparams = 0;
+	sub.norm = &norm;
+	sub.extended = sub.multi_statement = false;
+	sub.sql = sql;
+	sub.unknown = &unknown;
+	r->ps.gsi_step = true;
+	ok = plan_build_memo(r->arena, st, &sub, plan_cache_memo(route_cache), &p, &err) &&
+	     unknown.table == NULL && p.kind == PLAN_SINGLE && p.nshards == 1 && p.gsi == NULL &&
+	     p.nfills == 0 && p.nnextvals == 0 && p.nset_configs == 0 &&
+	     (p.op != PLAN_OP_INSERT_SPLIT || p.nparts < 2) &&
+	     strlen(p.shards[0]) < PLAN_SHARD_MAX;
+	r->ps.gsi_step = step;
+	if (ok)
+		strcpy(uid, p.shards[0]);
+	return ok;
+}
+
 static enum rstep
 stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *params,
 	 uint32_t nparams)
@@ -729,7 +766,8 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 				    cat_view_relkind, cv.version, cat_view_column,
 				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base,
 				    cat_view_table_at, cat_view_type_name, cat_view_is_aggregate,
-				    cat_view_pk_column, route_merges_type };
+				    cat_view_pk_column, route_merges_type,
+				    cat_view_rewrites_insert };
 	if (!r->ext_exec && !sub_simple)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
@@ -778,7 +816,7 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 		else if (sq == ROUTE_SEQ_ASYNC)
 			rc = RSTEP_ASYNC;
 		else if (p.gsi == NULL || st->kind == STMT_EXPLAIN ||
-			 !route_gsi_step(r, &p, in.sql, sql, params, nparams, ref.data, &rc)) {
+			 !route_gsi_step(r, &p, &in, sql, &rc)) {
 			if (p.gsi == NULL && r->gsi != NULL && !route_gsi_capturing(r))
 				route_gsi_free(r);	/* (not the statement it was for) */
 			rc = route_dispatch(r, &p, sql, ref.data);

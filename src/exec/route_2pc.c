@@ -629,7 +629,7 @@ route_2pc_with_prepare(struct route *r, const struct rshard *sh, const char *sql
 	struct nk_error err;
 	char *prep, *out;
 
-	if (r->ps.tx_mode != PLAN_TX_ATOMIC || sh->in_tx || r->ntg != 1 || t == NULL ||
+	if (r->ps.tx_mode != PLAN_TX_ATOMIC || sh->in_tx || r->ntg > 2 || t == NULL ||
 	    t->unchecked || tpc_failpoint("prepare") == 0 || route_2pc_refused(r, &err))
 		return NULL;
 	for (uint32_t i = 0; i < r->nsh; i++) {
@@ -643,6 +643,8 @@ route_2pc_with_prepare(struct route *r, const struct rshard *sh, const char *sql
 	}
 	if (d == UINT32_MAX)
 		return NULL;		/* (one shard: a plain COMMIT) */
+	if (r->ntg == 2 && (r->tg_mask & (1u << d)) == 0)
+		return NULL;		/* (the exec's other shard is not the one deciding) */
 	tpc_gid(t, r, r->sh[d].uid);
 	if ((prep = tpc_sql(t->gid, "PREPARE TRANSACTION ", "")) == NULL)
 		return NULL;
@@ -657,11 +659,25 @@ route_2pc_with_prepare(struct route *r, const struct rshard *sh, const char *sql
 }
 
 /* route_2pc_forget_early: see route_2pc.h. */
-void
+bool
 route_2pc_forget_early(struct route *r)
 {
-	if (r->tpc != NULL)
-		r->tpc->early = 0;
+	struct route_2pc *t = r->tpc;
+	bool ok = true;
+
+	if (t == NULL)
+		return true;
+	for (uint32_t k = 0; k < r->ntg && t->early != 0; k++) {
+		struct rshard *sh = &r->sh[r->tg[k]];
+
+		if ((t->early & (1u << r->tg[k])) != 0 && sh->link != NULL &&
+		    link_tx_status(sh->link) == 'I') {	/* (its PREPARE ran) */
+			free(sh->sql);
+			ok = (sh->sql = tpc_sql(t->gid, "ROLLBACK PREPARED ", "")) != NULL;
+		}
+	}
+	t->early = 0;
+	return ok;
 }
 
 /* route_2pc_commit: see route_2pc.h. */

@@ -30,13 +30,15 @@ enum rstep route_2pc_commit(struct route *r, const char *const *uids, uint32_t n
 /* The text to send to <sh> in place of <sql>, the statement that ends the implicit
  * transaction (a GSI's last step, route_gsi_last_step()): <sql>, then
  * PREPARE TRANSACTION in the same Query, when the transaction will commit atomically, <sh>
- * is new to it and every other participant wrote (the first of them in uid order decides).
- * Its COMMIT is then one round shorter: the decision, then COMMIT PREPARED. NULL: send <sql>
- * as it is (also on no memory). */
+ * is new to it and the one other participant wrote (it decides; when the exec has two
+ * shards, it is the other). Its COMMIT is then one round shorter: the decision, then
+ * COMMIT PREPARED. NULL: send <sql> as it is (also on no memory). */
 char *route_2pc_with_prepare(struct route *r, const struct rshard *sh, const char *sql);
-/* The transaction rolls back: the statement that would have prepared a participant failed
- * (so did its PREPARE, which came after it). */
-void route_2pc_forget_early(struct route *r);
+/* The transaction rolls back, its ROLLBACK exec set up: a participant that was to prepare
+ * with its statement and did (the statement beside it failed) gets ROLLBACK PREPARED
+ * instead; one whose statement failed (its PREPARE with it) the ROLLBACK. False on no
+ * memory. */
+bool route_2pc_forget_early(struct route *r);
 /* SET __neki.tx_mode = atomic: every shard of topology image <img> is checked first
  * (max_prepared_transactions above 0, the decision table there: created when missing). */
 enum rstep route_2pc_check(struct route *r, const void *img);

@@ -11,7 +11,10 @@
  * - INSERT_AFTER, DELETE: the statement with RETURNING of the lookup columns (its bound
  *   values written into the text), then an INSERT (a duplicate of a unique GSI fails
  *   there: 23505, and the transaction with it) or a DELETE of those lookup rows, then the
- *   client's `INSERT 0 n` / `DELETE n`;
+ *   client's `INSERT 0 n` / `DELETE n`; a one-row INSERT planned with its lookup INSERTs
+ *   (plan_gsi.alongside, each routed to one shard, no value NULL) runs them in the same
+ *   round instead (beside_start(): on the owner's shard as WITH queries of the statement,
+ *   elsewhere in one Query; a lookup shard apart prepares with it under atomic commit);
  * - UPDATE: the rows locked (their ctid, shard key and lookup values read), exactly those
  *   updated RETURNING the new values, then the changed lookup rows deleted and written;
  * - INSERT (one with its own RETURNING): the lookup INSERTs, then the statement.
@@ -40,6 +43,7 @@
 #include "route_int.h"
 #include "route_exec.h"
 #include "route_gsi.h"
+#include "route_loop.h"
 #include "route_sqltext.h"
 #include "route_subq.h"
 
@@ -74,6 +78,8 @@ struct rgsi {
 					 * the last Execute before Sync): its implicit
 					 * transaction ends with it */
 	bool capture;			/* a step runs */
+	bool beside;			/* INSERT_AFTER: its lookup INSERTs run beside it, in
+					 * one round (plan_gsi.alongside) */
 	char *sql;			/* the statement's text as planned (G_MAIN is for it) */
 	char **texts;			/* the steps to run (owned, taken one by one) */
 	uint32_t ntexts, next;
@@ -155,8 +161,8 @@ route_gsi_last_step(const struct route *r)
 {
 	const struct rgsi *q = r->gsi;
 
-	return q != NULL && q->capture && q->own_tx && q->phase == G_LOOKUPS &&
-	       q->next == q->ntexts;
+	return q != NULL && q->capture && q->own_tx &&
+	       (q->beside || (q->phase == G_LOOKUPS && q->next == q->ntexts));
 }
 
 static void
@@ -324,12 +330,108 @@ narrow(struct route *r, struct plan *p, const void *img)
 	return true;
 }
 
+/* ---- the lookup rows written beside the statement ---- */
+
+/* The texts of the round beside an INSERT (<q>'s one text, on shard <owner>) and its lookup
+ * INSERTs <texts>[0..n) (on <uids>): the owner's shard runs those that route there as WITH
+ * queries of the statement (one statement: one count, one error), each other shard its own
+ * in one Query. The exec is set up, the owner's shard first (route_2pc_with_prepare()
+ * prepares the other when it is sent after it). */
+static bool
+beside_exec(struct route *r, struct rgsi *q, const char *owner, char *const *texts,
+	    const char (*uids)[PLAN_SHARD_MAX], uint32_t n, struct nk_error *err)
+{
+	const char *tg[1 + PLAN_GSI_LOOKUPS_MAX] = { owner };
+	char *own = NULL;
+	size_t len = 0;
+	uint32_t ntg = 1, nwith = 0;
+	FILE *f = nk_memstream(&own, &len);
+	bool ok;
+
+	if (f == NULL)
+		return nk_error_oom(err);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t k = 0;
+
+		if (strcmp(uids[i], owner) == 0) {
+			fprintf(f, "%s__neki_gsi%u AS (%s)", nwith++ ? ", " : "WITH ", i, texts[i]);
+			continue;
+		}
+		while (k < ntg && strcmp(tg[k], uids[i]) != 0)
+			k++;
+		if (k == ntg)
+			tg[ntg++] = uids[i];
+	}
+	fprintf(f, "%s%s", nwith ? " " : "", q->texts[0]);
+	if (fclose(f) != 0) {
+		free(own);
+		return nk_error_oom(err);
+	}
+	ok = route_exec_setup(r, tg, ntg, own, err);
+	free(own);
+	for (uint32_t k = 1; ok && k < ntg; k++) {
+		struct rshard *sh = &r->sh[r->tg[k]];
+		char *text = NULL;
+		size_t tl = 0;
+
+		if ((f = nk_memstream(&text, &tl)) == NULL)
+			return nk_error_oom(err);
+		for (uint32_t i = 0, m = 0; i < n; i++)
+			if (strcmp(uids[i], tg[k]) == 0)
+				fprintf(f, "%s%s", m++ ? ";\n" : "", texts[i]);
+		if (fclose(f) != 0 || (sh->sql = text) == NULL)
+			ok = nk_error_oom(err);
+	}
+	return ok;
+}
+
+/* INSERT_AFTER planned with its lookup INSERTs beside it (plan_gsi.alongside): their
+ * values written in and each planned; when none is NULL and each goes to one shard, the
+ * statement (RETURNING its lookup columns: its rows counted) and they run in one round,
+ * true (*<rc>); false: the steps one after the other (nothing changed). */
+static bool
+beside_start(struct route *r, struct rgsi *q, const struct plan *p, const struct plan_input *in,
+	     enum rstep *rc)
+{
+	const struct plan_gsi *g = p->gsi;
+	char *texts[PLAN_GSI_LOOKUPS_MAX] = { NULL };
+	char uids[PLAN_GSI_LOOKUPS_MAX][PLAN_SHARD_MAX], owner[PLAN_SHARD_MAX];
+	uint32_t n = g->nalongside;
+	struct nk_error err;
+	bool ok = true, has_null = false;
+
+	if (n == 0 || n > PLAN_GSI_LOOKUPS_MAX || p->kind != PLAN_SINGLE || p->nshards != 1 ||
+	    (p->op == PLAN_OP_INSERT_SPLIT && p->nparts > 1) || in->norm == NULL ||
+	    q->phase != G_RETURNING || q->ntexts != 1 || strlen(p->shards[0]) >= sizeof(owner))
+		return false;
+	strcpy(owner, p->shards[0]);
+	nk_error_clear(&err);
+	for (uint32_t i = 0; ok && i < n; i++)	/* (all written before any is planned: the
+						 * plans may take <g> from the cache) */
+		ok = (texts[i] = route_sql_inline_slots(g->alongside[i], in->norm, in->sql,
+							in->params, in->nparams, &has_null,
+							&err)) != NULL && !has_null;
+	for (uint32_t i = 0; ok && i < n; i++)
+		ok = route_text_shard(r, in, texts[i], uids[i]);
+	if (ok) {
+		q->beside = q->capture = r->subq_capture = true;
+		if (q->ext)
+			r->ext_exec = false;	/* (a simple Query, until the round ends) */
+		*rc = beside_exec(r, q, owner, texts, (const char (*)[PLAN_SHARD_MAX])uids, n,
+				  &err) ? route_exec_run(r) : route_fail(r, &err);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		free(texts[i]);
+	return ok;
+}
+
 /* route_gsi_step: see route_gsi.h. */
 bool
-route_gsi_step(struct route *r, struct plan *p, const char *planned, const char *sql,
-	       const struct plan_param *params, uint32_t nparams, const void *img,
+route_gsi_step(struct route *r, struct plan *p, const struct plan_input *in, const char *sql,
 	       enum rstep *rc)
 {
+	const char *planned = in->sql;
+	const void *img = in->topo;
 	struct rgsi *q = r->gsi;
 	struct nk_error err;
 
@@ -364,7 +466,7 @@ route_gsi_step(struct route *r, struct plan *p, const char *planned, const char 
 	/* a write outside a block: the Query's (batch's) implicit transaction holds it all (a
 	 * Query of several statements, a batch with more after this Execute, began it already) */
 	q->own_tx = r->tx == 'I';
-	if (!gsi_plan_steps(q, p, sql, params, nparams, &err) ||
+	if (!gsi_plan_steps(q, p, sql, in->params, in->nparams, &err) ||
 	    (q->kind != PLAN_GSI_READ && r->tx == 'I' && !route_implicit_begin(r) &&
 	     (nk_error_oom(&err), true))) {
 		route_gsi_free(r);
@@ -378,6 +480,8 @@ route_gsi_step(struct route *r, struct plan *p, const char *planned, const char 
 		*rc = route_fail(r, (nk_error_oom(&err), &err));
 		return true;
 	}
+	if (q->kind == PLAN_GSI_INSERT_AFTER && beside_start(r, q, p, in, rc))
+		return true;
 	gsi_resume(r);
 	*rc = RSTEP_ASYNC;
 	return true;
@@ -393,8 +497,8 @@ keep_desc(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 	struct nk_error e;
 	size_t n;
 
-	if (q->ncols > 0 || q->phase == G_LOOKUPS || q->phase == G_MAIN)
-		return true;
+	if (q->ncols > 0 || q->phase == G_LOOKUPS || q->phase == G_MAIN || q->beside)
+		return true;	/* (beside: its rows are only counted) */
 	if (!proto_parse_row_description(body, len, &m, &e))
 		return route_subq_refused(r, &e);
 	if ((n = proto_rowdesc_columns(&m, cols, GSI_COLS)) < m.ncols || n == 0)
@@ -485,6 +589,10 @@ keep_row(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 
 	if (r->has_err || q->phase == G_LOOKUPS || q->phase == G_MAIN)
 		return true;
+	if (q->beside) {
+		q->nrows++;
+		return true;
+	}
 	if (!proto_parse_data_row(body, len, &m, &e))
 		return route_subq_refused(r, &e);
 	if (m.ncols != q->ncols || proto_datarow_values(&m, vals, GSI_COLS) != q->ncols)
@@ -798,6 +906,9 @@ route_gsi_finished(struct route *r)
 	}
 	if (q->phase == G_LOCK && q->nrows == 0) {
 		q->phase = G_LOOKUPS;		/* (nothing to update: UPDATE 0) */
+		free_texts(q);
+	} else if (q->beside) {
+		q->phase = G_LOOKUPS;		/* (written with the rows) */
 		free_texts(q);
 	} else if (q->phase == G_LOCK ? !update_after_lock(r, q) :
 		   q->phase == G_RETURNING && !lookup_steps(r, q)) {

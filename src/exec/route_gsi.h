@@ -11,20 +11,18 @@
 
 struct link;
 struct plan;
-struct plan_param;
+struct plan_input;
 struct route;
 
 /*
- * Statement <p> (planned from text <planned>, to run as <sql>: its sequence values filled
- * in; bound values <params>) has plan.gsi: true when this call
- * answered it, *<rc> (its steps started: RSTEP_ASYNC; refused: RSTEP_STOP); false when
- * <p> runs now as planned, narrowed to the owner shards its lookup read found (the
- * statement after its steps, or one of the steps' own statements). <img>: the pinned
- * topology image.
+ * Statement <p> (planned as <in> says, from its text in->sql, to run as <sql>: its sequence
+ * values filled in) has plan.gsi: true when this call answered it, *<rc> (its steps
+ * started: RSTEP_ASYNC; refused: RSTEP_STOP); false when <p> runs now as planned, narrowed
+ * to the owner shards its lookup read found (the statement after its steps, or one of the
+ * steps' own statements). in->topo: the pinned topology image.
  */
-bool route_gsi_step(struct route *r, struct plan *p, const char *planned, const char *sql,
-		    const struct plan_param *params, uint32_t nparams, const void *img,
-		    enum rstep *rc);
+bool route_gsi_step(struct route *r, struct plan *p, const struct plan_input *in,
+		    const char *sql, enum rstep *rc);
 /* The text of the step to route in place of the statement (owned by the caller), or NULL;
  * <*simple>: a step of an Execute, run as a simple Query; <*cover>: the statement itself on
  * the lookup table of a covering GSI (its rows the client's; planned as is; r->gsi freed). */
@@ -32,7 +30,8 @@ char *route_gsi_take(struct route *r, bool *simple, bool *cover);
 /* Is a step running (its answer kept here, through route_subq_answer())? */
 bool route_gsi_capturing(const struct route *r);
 /* Is the running step the last of a statement that ends its implicit transaction (alone in
- * its Query, or its batch's last Execute)? Its shard may then prepare with it (route_2pc.h). */
+ * its Query, or its batch's last Execute)? Its shard may then prepare with it (route_2pc.h):
+ * the last lookup step, or the lookup INSERTs run beside the statement on another shard. */
 bool route_gsi_last_step(const struct route *r);
 /* A step's RowDescription or DataRow (<type> 'T' or 'D', its body <body>[0..len)), read
  * by route_subq_keep(); false when the session closed (a failure is r->err). */

@@ -33,6 +33,11 @@ void route_query_end(struct route *r);
 /* Run plan <p> (text <sql>) on its shards: an exec set up and started (a merge, an INSERT
  * split, a portal fetched in parts as the plan says). */
 enum rstep route_shards(struct route *r, const struct plan *p, const char *sql);
+/* The shard INSERT <sql> (a step's, planned as one: r->ps.gsi_step) runs on alone, planned
+ * as <in> says, into <uid> (PLAN_SHARD_MAX bytes); false when it goes to more than one, or
+ * another plan (the router's steps, sequence values, a table the catalog lacks). */
+bool route_text_shard(struct route *r, const struct plan_input *in, const char *sql,
+		      char *uid);
 /* One statement: normalise, look up or parse, plan, run. */
 enum rstep route_stmt(struct route *r, const char *sql, bool multi,
 		      const struct plan_param *params, uint32_t nparams);

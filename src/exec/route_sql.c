@@ -369,6 +369,39 @@ route_sql_inline_literals(const char *text, const struct parse_norm *norm, const
 	return inline_dollars(text, put_literal, ctx, err);
 }
 
+/* (a statement's slots: its bound parameters, then its normalised literals) */
+struct slot_values {
+	const struct parse_norm *norm;
+	const char *src;
+	struct bound_params b;
+	bool *has_null;
+};
+
+static bool
+put_slot(FILE *f, unsigned long n, const void *ctx, struct nk_error *err)
+{
+	const struct slot_values *s = ctx;
+	const void *lits[2] = { s->norm, s->src };
+
+	if (n < 1 || n > s->norm->nparams)
+		return put_literal(f, n - s->norm->nparams, lits, err);
+	if (n <= s->b.n && s->b.params[n - 1].len < 0)
+		*s->has_null = true;
+	return put_bound(f, n, &s->b, err);
+}
+
+/* route_sql_inline_slots: see route_sqltext.h. */
+char *
+route_sql_inline_slots(const char *text, const struct parse_norm *norm, const char *src,
+		       const struct plan_param *params, uint32_t nparams, bool *has_null,
+		       struct nk_error *err)
+{
+	struct slot_values s = { norm, src, { params, nparams }, has_null };
+
+	*has_null = false;
+	return inline_dollars(text, put_slot, &s, err);
+}
+
 /* ---- the statements of a Query, error fields ---- */
 
 /*

@@ -35,6 +35,12 @@ char *route_sql_inline_params(const char *sql, const struct plan_param *params,
  * <err>. */
 char *route_sql_inline_literals(const char *text, const struct parse_norm *norm,
 				const char *src, struct nk_error *err);
+/* <text> with each $k written as slot k - 1 of the statement <src> (normalised as <norm>,
+ * bound values <params>): a bound value as route_sql_inline_params() writes it, a literal
+ * as its token; *<has_null>: a bound value was NULL. Malloc'd; NULL with <err>. */
+char *route_sql_inline_slots(const char *text, const struct parse_norm *norm, const char *src,
+			     const struct plan_param *params, uint32_t nparams, bool *has_null,
+			     struct nk_error *err);
 /* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
 void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
 

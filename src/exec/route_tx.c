@@ -38,13 +38,12 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 		r->commit_failed = true;	/* (answered when the ROLLBACK is done) */
 		commit = false;
 	}
-	if (!commit)
-		route_2pc_forget_early(r);
 	free(r->begin_sql);
 	r->begin_sql = NULL;
 	route_svp_end(r);
 	route_portals_tx_end(r, commit && r->tx == 'T');	/* its portals end with it */
 	if (n == 0) {
+		(void)route_2pc_forget_early(r);	/* (no exec: nothing to roll back) */
 		route_sets_end(r, commit, true);
 		r->tx = 'I';
 		return tag[0] == '\0' || route_reply_tag(r, tag) ? RSTEP_DONE : RSTEP_STOP;
@@ -52,7 +51,8 @@ route_tx_end(struct route *r, bool commit, const char *tag)
 	qsort(uids, n, sizeof(uids[0]), route_uid_cmp);
 	if (commit && r->tx == 'T' && route_2pc_wanted(r))
 		return route_2pc_commit(r, uids, n, tag);
-	if (!route_tx_end_setup(r, uids, n, commit, tag, &err))
+	if (!route_tx_end_setup(r, uids, n, commit, tag, &err) ||
+	    (!commit && !route_2pc_forget_early(r) && (nk_error_oom(&err), true)))
 		return route_fail(r, &err);
 	return route_exec_run(r);
 }

@@ -144,6 +144,8 @@ text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_ac
 		if (p->gsi->lock)
 			xput(b, "%*sLocked First: %s\n%*sThen: %s(VALUES <their keys>)\n", f, "",
 			     p->gsi->lock, f, "", p->gsi->update);
+		for (uint32_t i = 0; i < p->gsi->nalongside; i++)
+			xput(b, "%*sLookup Rows Written Beside: %s\n", f, "", p->gsi->alongside[i]);
 		if (p->gsi->returning)
 			xput(b, "%*sLookup Rows %s After: %s\n", f, "",
 			     p->gsi->kind == PLAN_GSI_DELETE ? "Deleted" :
@@ -236,6 +238,9 @@ json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act
 			xput(b, ", \"Then\": ");
 			xjson_str(b, p->gsi->update);
 		}
+		if (p->gsi->nalongside > 0)
+			json_list(b, "Lookup Rows Written Beside", p->gsi->alongside,
+				  p->gsi->nalongside);
 		if (p->gsi->returning) {
 			xput(b, ", \"Lookup Rows %s After\": ",
 			     p->gsi->kind == PLAN_GSI_DELETE ? "Deleted" :

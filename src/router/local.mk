@@ -10,11 +10,11 @@ libneki_a_SOURCES += src/router/plan.c src/router/plan_insert.c src/router/plan_
 	src/router/plan_seq.c src/router/plan_rewrite.c src/router/plan_fn.c \
 	src/router/plan_cursor.c src/router/plan_insel.c \
 	src/router/plan_dist.c src/router/plan_memo.c src/router/plan_decide.c \
-	src/router/plan_gsi.c \
+	src/router/plan_gsi.c src/router/plan_gsi_insert.c \
 	src/router/target.c
 noinst_HEADERS += include/neki/plan.h include/neki/plan_gsi.h include/neki/plan_cache.h \
 	include/neki/plan_cursor.h include/neki/plan_explain.h include/neki/plan_merge.h \
-	include/neki/plan_settings.h src/router/plan_int.h include/neki/sequence.h \
+	include/neki/plan_settings.h src/router/plan_int.h src/router/plan_gsi_int.h include/neki/sequence.h \
 	include/neki/target.h
 # the merge spec of multi-shard SELECTs and the shard query rewrite (src/merge runs it)
 libneki_a_SOURCES += src/router/plan_merge.c src/router/plan_merge_agg.c \

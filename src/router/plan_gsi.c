@@ -50,29 +50,14 @@
 #include "neki/sqlscan.h"
 #include "neki/topology_image.h"
 #include "plan_int.h"
+#include "plan_gsi_int.h"
 
-#define GSI_COLS_MAX 32
-#define GSI_LOOKUPS_MAX 4		/* GSIs one write maintains */
-
-/* An enabled GSI of the owner, with the columns of its lookup rows. */
-struct gsi_ref {
-	struct topo_img_gsi g;
-	const char *cols[GSI_COLS_MAX];	/* indexed, owner key, owner primary key (distinct) */
-	char role[GSI_COLS_MAX];	/* 'i' indexed, 'k' owner key, 'p' owner primary key */
-	uint32_t ncols;
-};
-
-static bool
-same(const char *a, const char *b)
-{
-	return a && b && strcmp(a, b) == 0;
-}
 
 static void
 add_col(struct gsi_ref *g, const char *col, char role)
 {
 	for (uint32_t i = 0; i < g->ncols; i++)
-		if (same(g->cols[i], col))
+		if (gsi_same(g->cols[i], col))
 			return;
 	if (g->ncols < GSI_COLS_MAX) {
 		g->role[g->ncols] = role;
@@ -103,7 +88,7 @@ lookup_pk_differs(const struct pctx *c, const struct topo_img_gsi *g, const char
 		bool in = false;
 
 		for (uint32_t j = 0; j < n; j++)
-			in = in || same(topo_image_list_str(c->img, g->columns, j), col);
+			in = in || gsi_same(topo_image_list_str(c->img, g->columns, j), col);
 		if (!in)
 			return true;
 	}
@@ -116,9 +101,9 @@ static bool
 gsi_of(const struct pctx *c, const struct prel *p, uint32_t i, struct gsi_ref *out)
 {
 	topo_image_gsi(c->img, i, &out->g);
-	if (!out->g.enabled || !same(out->g.db, c->in->sess->db) ||
-	    !same(out->g.owner_table, p->r->name) ||
-	    (out->g.schema && !same(out->g.schema, p->schema)) ||
+	if (!out->g.enabled || !gsi_same(out->g.db, c->in->sess->db) ||
+	    !gsi_same(out->g.owner_table, p->r->name) ||
+	    (out->g.schema && !gsi_same(out->g.schema, p->schema)) ||
 	    lookup_pk_differs(c, &out->g, out->g.schema ? out->g.schema : p->schema))
 		return false;
 	out->ncols = 0;
@@ -144,9 +129,9 @@ plan_gsi_enabled(const struct pctx *c, const struct prel *p, const char **name)
 	return false;
 }
 
-/* The text written to <f> (closed) as an arena string, or NULL with <err>. */
-static const char *
-arena_text(struct pctx *c, FILE *f, char **buf, size_t *len)
+/* plan_gsi_text: see plan_gsi_int.h. */
+const char *
+plan_gsi_text(struct pctx *c, FILE *f, char **buf, size_t *len)
 {
 	const char *out;
 
@@ -159,26 +144,27 @@ arena_text(struct pctx *c, FILE *f, char **buf, size_t *len)
 	return out != NULL ? out : (nk_error_oom(c->err), NULL);
 }
 
-/* `"schema"."table"` of GSI <g>'s lookup table. */
-static void
-put_lookup(FILE *f, const struct prel *owner, const struct gsi_ref *g)
+/* plan_gsi_put_lookup: see plan_gsi_int.h. */
+void
+plan_gsi_put_lookup(FILE *f, const struct prel *owner, const struct gsi_ref *g)
 {
 	sql_put_ident(f, g->g.schema ? g->g.schema : owner->schema);
 	fputc('.', f);
 	sql_put_ident(f, g->g.table);
 }
 
-static bool
-add_first(struct pctx *c, struct plan_gsi *pg, const char *sql)
+/* plan_gsi_add_text: see plan_gsi_int.h. */
+bool
+plan_gsi_add_text(struct pctx *c, const char ***list, uint32_t *n, const char *sql)
 {
-	const char **nf = rarena_alloc(c->a, (pg->nfirst + 1) * sizeof(*nf));
+	const char **nf = rarena_alloc(c->a, (*n + 1) * sizeof(*nf));
 
 	if (nf == NULL)
 		return nk_error_oom(c->err);
-	if (pg->nfirst)
-		memcpy(nf, pg->first, pg->nfirst * sizeof(*nf));
-	nf[pg->nfirst++] = sql;
-	pg->first = nf;
+	if (*n)
+		memcpy(nf, *list, *n * sizeof(*nf));
+	nf[(*n)++] = sql;
+	*list = nf;
 	return true;
 }
 
@@ -197,183 +183,6 @@ new_gsi(struct pctx *c, enum plan_gsi_kind kind, const char *name)
 
 /* ---- INSERT ---- */
 
-/* Position of <col> among the INSERT's cells, or -1. */
-static int
-cell_of(const struct pctx *c, const struct prel *t, const char *col)
-{
-	const struct stmt_insert *ins = c->s->insert;
-	const struct plan_catalog *cat = c->in->cat;
-
-	for (uint32_t i = 0; ins->cols && i < ins->ncols; i++)
-		if (same(ins->cols[i], col))
-			return (int)i;
-	for (uint32_t i = 0; !ins->cols && i < ins->ncols && cat && cat->column_name; i++)
-		if (same(cat->column_name(cat->arg, t->schema, t->r->name, i + 1), col))
-			return (int)i;
-	return -1;
-}
-
-/* The text of constant or parameter <v> with its folded unary minus (arena), or NULL for
- * another value; false with <err>. */
-static bool
-value_text(struct pctx *c, const struct stmt_value *v, const char **text, bool *is_null)
-{
-	*text = NULL;
-	*is_null = v->kind == STMT_V_NULL;
-	if ((v->kind != STMT_V_SLOT && v->kind != STMT_V_CONST) ||
-	    !plan_value_text(c, v, text, is_null))
-		return v->kind != STMT_V_SLOT && v->kind != STMT_V_CONST;
-	if (*text != NULL && !*is_null && v->negate) {
-		char *neg = (*text)[0] == '-' ? NULL : rarena_alloc(c->a, strlen(*text) + 2);
-
-		if (neg != NULL) {
-			neg[0] = '-';
-			strcpy(neg + 1, *text);
-		}
-		*text = neg != NULL ? neg : *text + 1;
-	}
-	return true;
-}
-
-/* Cell <v> of column <col> as a constant (untyped: the lookup column's type decides), or
- * *<is_null>; false with the refusal when it is neither. */
-static bool
-put_cell(struct pctx *c, FILE *f, const struct gsi_ref *g, const char *col,
-	 const struct stmt_value *v, bool *is_null)
-{
-	const char *text;
-
-	if (!value_text(c, v, &text, is_null))
-		return false;
-	if (*is_null)
-		return true;
-	if (text == NULL) {
-		nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
-			     "the router cannot write the lookup row of global secondary index "
-			     "\"%s\": the value of column \"%s\" is not a constant or a parameter",
-			     g->g.name, col);
-		nk_error_hint(c->err, "Give the value of \"%s\" as a constant or a parameter, "
-			      "or leave out RETURNING.", col);
-		return false;
-	}
-	sql_put_literal(f, text, strlen(text));
-	return true;
-}
-
-static bool
-null_refused(struct pctx *c, const struct gsi_ref *g, const char *col, char role)
-{
-	nk_error_set(c->err, ERRCODE_NOT_NULL_VIOLATION,
-		     "null value in column \"%s\" of relation \"%s\" violates global secondary "
-		     "index \"%s\"", col, g->g.owner_table, g->g.name);
-	nk_error_detail(c->err, role == 'i' ?
-			"The index is declared with \"ignore_null\": false." :
-			"Every lookup row names its owner row by this column.");
-	return false;
-}
-
-/* Row <row> of the VALUES list as lookup values into <f> after <sep>; *<skip> (nothing
- * written) when its indexed value is NULL under ignore_null. */
-static bool
-put_row(struct pctx *c, FILE *f, const struct gsi_ref *g, const int *pos, uint32_t row,
-	const char *sep, bool *skip)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *tmp = nk_memstream(&buf, &len);
-	bool is_null, ok = tmp != NULL;
-
-	*skip = false;
-	for (uint32_t k = 0; ok && k < g->ncols; k++) {
-		const struct stmt_value *v = &c->s->insert->rows[row].cells[pos[k]];
-
-		fputs(k ? ", " : "(", tmp);
-		ok = put_cell(c, tmp, g, g->cols[k], v, &is_null);
-		if (ok && is_null && g->role[k] == 'i' && g->g.ignore_null)
-			*skip = true;
-		else if (ok && is_null)
-			ok = null_refused(c, g, g->cols[k], g->role[k]);
-	}
-	if (tmp == NULL)
-		return nk_error_oom(c->err);
-	fputc(')', tmp);
-	if (fclose(tmp) != 0)
-		ok = nk_error_oom(c->err);
-	if (ok && !*skip) {
-		fputs(sep, f);
-		fwrite(buf, 1, len, f);
-	}
-	free(buf);
-	return ok;
-}
-
-static bool
-insert_refused(struct pctx *c, const struct gsi_ref *g, const char *what)
-{
-	nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
-		     "%s ... RETURNING into \"%s\" is not supported while global secondary "
-		     "index \"%s\" is enabled", what, g->g.owner_table, g->g.name);
-	nk_error_hint(c->err, "Leave out RETURNING (the router then takes the lookup values "
-		      "from the rows written), or insert with INSERT ... VALUES.");
-	return false;
-}
-
-/* The lookup INSERT of GSI <g> (none when every row is skipped). */
-static bool
-gsi_insert(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
-	   struct plan_gsi *pg)
-{
-	int pos[GSI_COLS_MAX];
-	char *buf = NULL;
-	size_t len = 0;
-	uint32_t nrows = 0;
-	FILE *f;
-
-	if (c->s->flags & STMT_F_FROM_SELECT)
-		return insert_refused(c, g, "INSERT ... SELECT");
-	if (c->s->flags & STMT_F_ON_CONFLICT)
-		return insert_refused(c, g, "INSERT ... ON CONFLICT");
-	for (uint32_t k = 0; k < g->ncols; k++)
-		if ((pos[k] = cell_of(c, t, g->cols[k])) < 0) {
-			nk_error_set(c->err, NK_ERRCODE_SHARD_KEY_MISSING,
-				     "column \"%s\" of global secondary index \"%s\" is required "
-				     "but missing from INSERT", g->cols[k], g->g.name);
-			nk_error_hint(c->err, "Give \"%s\" a value in the INSERT, or leave out "
-				      "RETURNING (the router then reads it from the rows written).",
-				      g->cols[k]);
-			return false;
-		}
-	if ((f = nk_memstream(&buf, &len)) == NULL)
-		return nk_error_oom(c->err);
-	fputs("INSERT INTO ", f);
-	put_lookup(f, t, g);
-	for (uint32_t k = 0; k < g->ncols; k++) {
-		fputs(k ? ", " : " (", f);
-		sql_put_ident(f, g->cols[k]);
-	}
-	fputs(") VALUES ", f);
-	for (uint32_t r = 0; r < c->s->insert->nrows; r++) {
-		bool skip;
-
-		if (!put_row(c, f, g, pos, r, nrows ? ", " : "", &skip)) {
-			fclose(f);
-			free(buf);
-			return false;
-		}
-		nrows += !skip;
-	}
-	if (nrows == 0) {
-		fclose(f);
-		free(buf);
-		return true;
-	}
-	{
-		const char *sql = arena_text(c, f, &buf, &len);
-
-		return sql != NULL && add_first(c, pg, sql);
-	}
-}
-
 /* ---- DELETE ---- */
 
 /* Position of <col> in the RETURNING list <cols> (added when new). */
@@ -381,7 +190,7 @@ static uint32_t
 returned(const char **cols, uint32_t *n, const char *col)
 {
 	for (uint32_t i = 0; i < *n; i++)
-		if (same(cols[i], col))
+		if (gsi_same(cols[i], col))
 			return i;
 	cols[*n] = col;
 	return (*n)++;
@@ -402,7 +211,7 @@ ident_text(struct pctx *c, const char *schema, const char *name)
 		fputc('.', f);
 	}
 	sql_put_ident(f, name);
-	return arena_text(c, f, &buf, &len);
+	return plan_gsi_text(c, f, &buf, &len);
 }
 
 /* GSI <g>'s lookup table and columns into <lk>, its columns added to the RETURNING list
@@ -475,7 +284,7 @@ returning_text(struct pctx *c, const struct prel *t, const char **ret, uint32_t 
 		sql_put_ident(f, q);
 		fputs(".xmax = 0", f);
 	}
-	return arena_text(c, f, &buf, &len);
+	return plan_gsi_text(c, f, &buf, &len);
 }
 
 /* INSERT_AFTER: what its RETURNING cannot follow. */
@@ -511,7 +320,7 @@ indexed_by_enabled(const struct pctx *c, const struct prel *t, const char *col)
 
 	for (uint32_t i = 0; i < topo_image_gsi_count(c->img); i++)
 		for (uint32_t k = 0; gsi_of(c, t, i, &g) && k < g.ncols; k++)
-			if (g.role[k] == 'i' && same(g.cols[k], col))
+			if (g.role[k] == 'i' && gsi_same(g.cols[k], col))
 				return true;
 	return false;
 }
@@ -622,11 +431,11 @@ update_texts(struct pctx *c, const struct prel *t, struct plan_gsi *pg, const ch
 	fprintf(f, " FROM %s%s%s FOR UPDATE OF ", target, cond ? " WHERE " : "",
 		cond ? cond : "");
 	sql_put_ident(f, q);
-	if ((pg->lock = arena_text(c, f, &buf, &len)) == NULL ||
+	if ((pg->lock = plan_gsi_text(c, f, &buf, &len)) == NULL ||
 	    (f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_is_set(c->err) ? false : nk_error_oom(c->err);
 	fprintf(f, "UPDATE %s SET %s FROM (VALUES ", target, assign);
-	if ((pg->update = arena_text(c, f, &buf, &len)) == NULL ||
+	if ((pg->update = plan_gsi_text(c, f, &buf, &len)) == NULL ||
 	    (f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_is_set(c->err) ? false : nk_error_oom(c->err);
 	fputs(") AS __neki_v(__neki_ctid", f);
@@ -642,7 +451,7 @@ update_texts(struct pctx *c, const struct prel *t, struct plan_gsi *pg, const ch
 	}
 	fputs("\nRETURNING __neki_v.__neki_n, ", f);
 	put_cols(f, q, ret, 0, nret);
-	return (pg->update_tail = arena_text(c, f, &buf, &len)) != NULL;
+	return (pg->update_tail = plan_gsi_text(c, f, &buf, &len)) != NULL;
 }
 
 /* An UPDATE assigning an indexed column of an enabled GSI: its steps (plan.gsi). */
@@ -692,7 +501,7 @@ indexed_pred(struct pctx *c, const struct stmt_cond *cd, const char *col)
 		const struct stmt_pred *p = cd->pred;
 
 		return (p->op == STMT_P_EQ || p->op == STMT_P_IN) && !p->lhs_is_expr &&
-		       same(p->column, col) && plan_resolve_col(c, 0, p->qual, col) == 0 ? p : NULL;
+		       gsi_same(p->column, col) && plan_resolve_col(c, 0, p->qual, col) == 0 ? p : NULL;
 	}
 	for (uint32_t i = 0; cd != NULL && cd->kind == STMT_C_AND && i < cd->nargs; i++) {
 		const struct stmt_pred *p = indexed_pred(c, cd->args[i], col);
@@ -781,7 +590,7 @@ covers(const struct pctx *c, const struct prel *t, const struct gsi_ref *g)
 		bool held = false;
 
 		for (uint32_t i = 0; i < g->ncols; i++)
-			held = held || same(g->cols[i], col);
+			held = held || gsi_same(g->cols[i], col);
 		if (!held || type == 0 ||
 		    cat->column_type(cat->arg, schema, g->g.table, col) != type)
 			return false;	/* (a star, another column, another type) */
@@ -803,13 +612,13 @@ cover_text(struct pctx *c, const struct prel *t, const struct gsi_ref *g)
 	    (f = nk_memstream(&buf, &len)) == NULL)
 		return NULL;
 	fwrite(sql, 1, start, f);
-	put_lookup(f, t, g);
+	plan_gsi_put_lookup(f, t, g);
 	if (t->r->alias == NULL) {
 		fputs(" AS ", f);
 		sql_put_ident(f, t->r->name);
 	}
 	fputs(sql + end, f);
-	return arena_text(c, f, &buf, &len);
+	return plan_gsi_text(c, f, &buf, &len);
 }
 
 /* The lookup read of one-column GSI <g> for predicate <pred>: false with <err>; *<done>
@@ -830,7 +639,7 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 	fputs("SELECT ", f);
 	sql_put_ident(f, t->key_col);
 	fputs(" FROM ", f);
-	put_lookup(f, t, g);
+	plan_gsi_put_lookup(f, t, g);
 	fputs(" WHERE ", f);
 	sql_put_ident(f, g->cols[0]);
 	fputs(" IN (", f);
@@ -838,7 +647,7 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 		const char *text;
 		bool is_null;
 
-		if (!value_text(c, &pred->vals[i], &text, &is_null) || (text == NULL && !is_null)) {
+		if (!plan_gsi_value_text(c, &pred->vals[i], &text, &is_null) || (text == NULL && !is_null)) {
 			fclose(f);
 			free(buf);
 			nk_error_clear(c->err);	/* (an expression, or a value the router cannot
@@ -851,11 +660,11 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 		sql_put_literal(f, text, strlen(text));
 	}
 	fputc(')', f);
-	if ((sql = arena_text(c, f, &buf, &len)) == NULL)
+	if ((sql = plan_gsi_text(c, f, &buf, &len)) == NULL)
 		return false;
 	if (nvals == 0)
 		return true;	/* (nothing equals NULL: the scatter finds no row) */
-	if ((pg = new_gsi(c, PLAN_GSI_READ, g->g.name)) == NULL || !add_first(c, pg, sql))
+	if ((pg = new_gsi(c, PLAN_GSI_READ, g->g.name)) == NULL || !plan_gsi_add_text(c, &pg->first, &pg->nfirst, sql))
 		return false;
 	pg->owner = (struct plan_key){ t->res.group, t->res.index, t->col_type, -1, t->key_col };
 	pg->cover = cover_text(c, t, g);
@@ -886,7 +695,7 @@ plan_gsi_write(struct pctx *c, const struct prel *t)
 	uint32_t nret = 0, n = topo_image_gsi_count(c->img);
 	struct plan_gsi *pg = NULL;
 	struct gsi_ref g;
-	bool do_update = (c->s->flags & STMT_F_ON_CONFLICT_UPDATE) != 0;
+	bool do_update = (c->s->flags & STMT_F_ON_CONFLICT_UPDATE) != 0, along_failed = false;
 
 	for (uint32_t i = 0; i < n; i++) {
 		if (!gsi_of(c, t, i, &g))
@@ -895,9 +704,20 @@ plan_gsi_write(struct pctx *c, const struct prel *t)
 			return nk_error_nk013(c->err, 104);
 		if (pg == NULL && (pg = new_gsi(c, write_kind(c), g.g.name)) == NULL)
 			return false;
-		if (pg->kind == PLAN_GSI_INSERT ? !gsi_insert(c, t, &g, pg) :
+		if (pg->kind == PLAN_GSI_INSERT ? !plan_gsi_insert_first(c, t, &g, pg) :
 		    !add_lookup(c, t, &g, pg, ret, &nret, NK_ARRAY_LEN(ret)))
 			return false;
+		if (pg->kind == PLAN_GSI_INSERT_AFTER &&
+		    (pg->nlookups == 1 ? plan_gsi_alongside_shape(c, t) : pg->alongside != NULL) &&
+		    !plan_gsi_alongside(c, t, &g, pg)) {
+			if (nk_error_is_set(c->err))
+				return false;
+			along_failed = true;
+		}
+	}
+	if (pg != NULL && along_failed) {	/* (all of them beside it, or none) */
+		pg->alongside = NULL;
+		pg->nalongside = 0;
 	}
 	if (pg == NULL || (pg->kind == PLAN_GSI_INSERT && pg->nfirst == 0))
 		return true;	/* (no enabled GSI; every row's lookup row skipped) */
@@ -980,8 +800,8 @@ lookup_of(const struct pctx *c, const struct prel *p, struct topo_img_gsi *g)
 {
 	for (uint32_t i = 0; i < topo_image_gsi_count(c->img); i++) {
 		topo_image_gsi(c->img, i, g);
-		if (g->enabled && same(g->db, c->in->sess->db) && same(g->table, p->r->name) &&
-		    (g->schema == NULL || same(g->schema, p->schema)) &&
+		if (g->enabled && gsi_same(g->db, c->in->sess->db) && gsi_same(g->table, p->r->name) &&
+		    (g->schema == NULL || gsi_same(g->schema, p->schema)) &&
 		    !lookup_pk_differs(c, g, g->schema ? g->schema : p->schema))
 			return true;
 	}
@@ -1106,14 +926,14 @@ plan_gsi_truncate(struct pctx *c)
 			bool owner, listed = false;
 
 			topo_image_gsi(c->img, k, &g);
-			owner = same(g.owner_table, s->rels[i].name);
-			if (!g.enabled || !same(g.db, c->in->sess->db) ||
-			    !(owner || same(g.table, s->rels[i].name)) ||
-			    (g.schema && !same(g.schema, schema)) ||
+			owner = gsi_same(g.owner_table, s->rels[i].name);
+			if (!g.enabled || !gsi_same(g.db, c->in->sess->db) ||
+			    !(owner || gsi_same(g.table, s->rels[i].name)) ||
+			    (g.schema && !gsi_same(g.schema, schema)) ||
 			    lookup_pk_differs(c, &g, g.schema ? g.schema : schema))
 				continue;
 			for (uint32_t j = 0; j < s->nrels; j++)
-				listed = listed || same(s->rels[j].name, owner ? g.table : g.owner_table);
+				listed = listed || gsi_same(s->rels[j].name, owner ? g.table : g.owner_table);
 			if (listed)
 				continue;
 			nk_error_set(c->err, ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -1152,7 +972,7 @@ plan_gsi_shards(const void *img, const struct plan_gsi *g, const struct ks_text_
 		}
 		all = uid == NULL;	/* (a key that does not route: every shard, no guess) */
 		for (uint32_t k = 0; uid != NULL && k < norder; k++)
-			hit[k] = hit[k] || same(order[k], uid);
+			hit[k] = hit[k] || gsi_same(order[k], uid);
 	}
 	for (uint32_t k = 0; k < norder && out < max; k++)
 		if (all || hit == NULL || hit[k])

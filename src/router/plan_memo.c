@@ -8,8 +8,8 @@
  * its value and takes the kept plan with that shard, without resolving the table, reading
  * the catalog or walking the WHERE clause again. A value that does not route (NULL, not of
  * the key's type) plans fully, so its answer is the planner's own. An INSERT into the owner
- * of GSIs keeps its GSI part too (the RETURNING text and the lookup tables: none of it
- * depends on the values), copied into the cache entry's arena; a GSI step's plan (which has
+ * of GSIs keeps its GSI part too (the RETURNING text, the lookup tables and the lookup
+ * INSERTs over the statement's slots: none of it depends on the values), copied into the cache entry's arena; a GSI step's plan (which has
  * none) is kept apart from a client's of the same text.
  */
 #include "neki/base.h"
@@ -100,6 +100,12 @@ keep_gsi(struct rarena *a, const struct plan_gsi *g)
 	k->lookups = lk;
 	if (!keep_str(a, &k->name) || !keep_str(a, &k->returning))
 		return NULL;
+	if (g->nalongside > 0 &&
+	    (k->alongside = rarena_alloc(a, g->nalongside * sizeof(*k->alongside))) == NULL)
+		return NULL;
+	for (uint32_t i = 0; i < g->nalongside; i++)
+		if ((k->alongside[i] = rarena_strdup(a, g->alongside[i])) == NULL)
+			return NULL;
 	for (uint32_t i = 0; i < g->nlookups; i++) {
 		const struct plan_gsi_lookup *src = &g->lookups[i];
 		const char **cols = rarena_alloc(a, (src->ncols + 1) * sizeof(*cols));

@@ -164,7 +164,7 @@ cat_view_base(void *arg, const char *schema, const char *view, uint32_t i, const
 
 static const struct plan_catalog cat = { NULL, cat_column_type, cat_column_name, cat_relkind, 1,
 					 cat_column, cat_seq_cache, NULL, cat_view_base, NULL,
-					 NULL, NULL, NULL, NULL };
+					 NULL, NULL, NULL, NULL, NULL };
 
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)

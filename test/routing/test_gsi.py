@@ -17,6 +17,7 @@ try:
 except ImportError:
     psycopg = None
 
+from conftest import wait_until
 from test_routing import SCHEMA, Store, routing_neki, sharded_database, topology
 
 LOOKUPS = [
@@ -559,6 +560,111 @@ def test_uniqueness_race_under_atomic_commit(st):
     assert len({e for e, _ in owners}) == len(owners) == len(done) == 25
     assert set(errors) == {"23505"} and len(errors) == 120 - 25
     assert everywhere(st, "SELECT gid FROM pg_prepared_xacts") == []
+
+
+def shard_of_plan(st, sql):
+    """The one shard EXPLAIN (NEKI_PLAN) routes <sql> to."""
+    text = "\n".join(r[0] for r in st.run(f"EXPLAIN (NEKI_PLAN, FORMAT TEXT) {sql}"))
+    line = next(l for l in text.splitlines() if "Shards:" in l)
+    found = [s for s in st.cluster.shards if s in line]
+    assert len(found) == 1, text
+    return found[0]
+
+
+def member_apart(st):
+    """A member (customer id, email) whose row and lookup row live on different shards, and
+    those two shards."""
+    for cid in range(7000, 7100):
+        email = f"apart{cid}"
+        owner = shard_of_plan(st, f"INSERT INTO members VALUES ({cid}, '{email}')")
+        lookup = shard_of_plan(st, f"INSERT INTO members_by_email VALUES ('{email}', {cid})")
+        if owner != lookup:
+            return cid, email, owner, lookup
+    raise AssertionError("no member apart from its lookup row")
+
+
+@pytest.mark.parametrize("extended", [False, True], ids=["simple", "extended"])
+def test_lookup_row_goes_beside_the_owner_row(st, extended):
+    """A one-row INSERT of given values sends its lookup row in the same round as its owner
+    row, the lookup shard prepared with it under atomic commit: while another transaction
+    holds the owner row's key, the lookup shard has prepared already. When the owner row then
+    fails (the key was taken), that prepared lookup row is rolled back: the client gets the
+    owner's 23505 and its session goes on, nothing stays prepared, no lookup row is left."""
+    for s in st.cluster.shards:
+        st.shard_rows(s, "TRUNCATE members, members_by_email")
+    cid, email, owner, lookup = member_apart(st)
+    result = []
+
+    def insert(conn):
+        try:
+            if extended:
+                conn.execute("INSERT INTO members VALUES (%s, %s)", (cid, email))
+            else:
+                psycopg.ClientCursor(conn).execute(f"INSERT INTO members VALUES ({cid}, '{email}')")
+            result.append("ok")
+        except psycopg.Error as e:
+            result.append((e.diag.sqlstate, e.diag.message_primary))
+
+    def prepared(server):
+        return st.shard_rows(server, "SELECT gid FROM pg_prepared_xacts "
+                                     "WHERE database = current_database()")
+
+    with st.connect(autocommit=True) as conn:
+        conn.execute("SET __neki.tx_mode = 'atomic'")
+        conn.execute("SELECT count(*) FROM members").fetchall()	# (links to every shard)
+        holder = st.cluster.connect(owner, dbname=st.db, autocommit=False)
+        try:
+            holder.execute("INSERT INTO members VALUES (%s, 'held')", (cid,))
+            t = threading.Thread(target=insert, args=(conn,))
+            t.start()
+            wait_until(lambda: len(prepared(lookup)) == 1, 20,
+                       what="the lookup shard to prepare while the owner row waits")
+            assert not result
+        finally:
+            holder.commit()
+            holder.close()
+        t.join(30)
+        assert result == [("23505",
+                           'duplicate key value violates unique constraint "members_pkey"')]
+        wait_until(lambda: not prepared(lookup), 20, what="the lookup row rolled back")
+        assert everywhere(st, "SELECT email FROM members_by_email") == []
+        assert conn.execute("SELECT 1").fetchall() == [(1,)]
+    assert everywhere(st, "SELECT gid FROM pg_prepared_xacts") == []
+
+
+def test_a_trigger_that_changes_the_row_is_followed(st):
+    """A BEFORE INSERT trigger on the owner may store another value than the one given: the
+    catalog says so, and the lookup row is then written from the row stored (the statement
+    RETURNING it first), never from the VALUES; without the trigger, beside it again."""
+    for s in st.cluster.shards:
+        st.shard_rows(s, "TRUNCATE members, members_by_email")
+    explain = "EXPLAIN (NEKI_PLAN, FORMAT TEXT) INSERT INTO members VALUES (1, 'a')"
+    beside = 'Lookup Rows Written Beside: INSERT INTO "public"."members_by_email" ' \
+             '("email", "customer_id") VALUES ($2, $1)'
+    assert beside in "\n".join(r[0] for r in st.run(explain))
+    st.run("CREATE FUNCTION lower_email() RETURNS trigger LANGUAGE plpgsql AS "
+           "$$BEGIN NEW.email := lower(NEW.email); RETURN NEW; END$$")
+    st.run("CREATE TRIGGER members_lower BEFORE INSERT ON members FOR EACH ROW "
+           "EXECUTE FUNCTION lower_email()")
+    try:
+        assert "Written Beside" not in "\n".join(r[0] for r in st.run(explain))
+        with st.connect(autocommit=True) as conn:
+            for tx_mode in ("multi", "atomic"):
+                conn.execute(f"SET __neki.tx_mode = '{tx_mode}'")
+                for k in range(8):
+                    cid = 100 * (tx_mode == "atomic") + k
+                    if k % 2:
+                        conn.execute("INSERT INTO members VALUES (%s, %s)", (cid, f"MiXeD{cid}"))
+                    else:
+                        psycopg.ClientCursor(conn).execute(
+                            f"INSERT INTO members VALUES ({cid}, 'MiXeD{cid}')")
+    finally:
+        st.run("DROP TRIGGER members_lower ON members")
+        st.run("DROP FUNCTION lower_email()")
+    owners = everywhere(st, "SELECT email, customer_id FROM members")
+    assert len(owners) == 16 and all(e == e.lower() for e, _ in owners), owners
+    assert everywhere(st, "SELECT email, customer_id FROM members_by_email") == owners
+    assert beside in "\n".join(r[0] for r in st.run(explain))
 
 
 # ---- reads ----------------------------------------------------------------------------

@@ -63,7 +63,7 @@ d_column_name(void *arg, const char *schema, const char *table, uint32_t attnum)
 }
 
 static const struct plan_catalog dcat = { NULL, d_column_type, d_column_name, NULL, 1, NULL,
-					  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+					  NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
 
 static void
 setup_dist_image(void)

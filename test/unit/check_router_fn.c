@@ -64,7 +64,7 @@ fn_column_type(void *arg, const char *schema, const char *table, const char *col
 }
 
 static const struct plan_catalog fn_cat = { NULL, fn_column_type, NULL, NULL, 1, NULL, NULL,
-					    NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+					    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
 
 static void
 setup_fn_image(void)

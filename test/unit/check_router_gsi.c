@@ -113,6 +113,57 @@ START_TEST(test_gsi_insert)
 }
 END_TEST
 
+/* A one-row INSERT whose lookup values are all given writes its lookup row beside it: the
+ * lookup INSERT over the statement's slots ($k: slot k - 1; a negative number is one
+ * literal); not when a value is an expression, a default, a cast literal, several rows,
+ * ON CONFLICT, a WITH query, or a trigger may change the row stored. */
+START_TEST(test_gsi_insert_alongside)
+{
+	static const char *const not_beside[] = {
+		"INSERT INTO orders (customer_id, id) VALUES (1, 2), (3, 4)",
+		"INSERT INTO orders (customer_id, id) VALUES (1, 2 + 1)",
+		"INSERT INTO orders (customer_id) VALUES (1)",
+		"INSERT INTO orders (customer_id, id) VALUES (1, '2'::int8)",
+		"INSERT INTO orders (customer_id, id) VALUES (1, 2) ON CONFLICT (customer_id, id) "
+		"DO NOTHING",
+		"WITH x AS (SELECT 1) INSERT INTO orders (customer_id, id) VALUES (1, 2)",
+	};
+	struct plan_param params[2] = {
+		{ (const uint8_t *)"9", 1, false, 0 }, { (const uint8_t *)"10", 2, false, 0 },
+	};
+	struct rt_fx fx;
+	struct plan p;
+	const struct plan_gsi *g = planned(&fx, "INSERT INTO orders (customer_id, status, id) "
+					   "VALUES (1, 'a', 2)", NULL, 0, &p);
+
+	ck_assert_int_eq(g->kind, PLAN_GSI_INSERT_AFTER);
+	ck_assert_uint_eq(g->nalongside, 1);
+	ck_assert_str_eq(g->alongside[0], "INSERT INTO \"public\".\"orders_by_id\" (\"id\", "
+			 "\"customer_id\") VALUES ($3, $1)");
+	ck_assert_ptr_nonnull(g->returning);	/* (the rows still counted by it) */
+	rt_fx_done(&fx);
+	g = planned(&fx, "INSERT INTO orders (customer_id, id) VALUES (1, - 2)", NULL, 0, &p);
+	ck_assert_str_eq(g->alongside[0], "INSERT INTO \"public\".\"orders_by_id\" (\"id\", "
+			 "\"customer_id\") VALUES ($2, $1)");
+	rt_fx_done(&fx);
+	g = planned(&fx, "INSERT INTO orders (customer_id, id) VALUES ($1, $2)", params, 2, &p);
+	ck_assert_str_eq(g->alongside[0], "INSERT INTO \"public\".\"orders_by_id\" (\"id\", "
+			 "\"customer_id\") VALUES ($2, $1)");
+	rt_fx_done(&fx);
+	for (size_t i = 0; i < NK_ARRAY_LEN(not_beside); i++) {
+		g = planned(&fx, not_beside[i], NULL, 0, &p);
+		ck_assert_ptr_nonnull(g);
+		ck_assert_msg(g->nalongside == 0 && g->alongside == NULL, "%s", not_beside[i]);
+		rt_fx_done(&fx);
+	}
+	rt_storefront_rewrites_orders(true);
+	g = planned(&fx, "INSERT INTO orders (customer_id, id) VALUES (1, 2)", NULL, 0, &p);
+	rt_storefront_rewrites_orders(false);
+	ck_assert_uint_eq(g->nalongside, 0);
+	rt_fx_done(&fx);
+}
+END_TEST
+
 /* An INSERT into the owner is kept in its statement's memo with its GSI part: the next
  * executions (other values) replay it and get what planning them afresh gives. */
 START_TEST(test_gsi_insert_memo)
@@ -366,6 +417,7 @@ router_add_gsi_tests(Suite *s)
 	tcase_add_test(tc, test_gsi_read);
 	tcase_add_test(tc, test_gsi_insert);
 	tcase_add_test(tc, test_gsi_insert_memo);
+	tcase_add_test(tc, test_gsi_insert_alongside);
 	tcase_add_test(tc, test_gsi_delete);
 	tcase_add_test(tc, test_gsi_copy);
 	tcase_add_test(tc, test_gsi_lookup_explained);

@@ -60,7 +60,7 @@ mk_column_name(void *arg, const char *schema, const char *table, uint32_t attnum
 }
 
 static const struct plan_catalog mk_cat = { NULL, mk_column_type, mk_column_name, NULL, 1,
-					    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+					    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
 
 static void
 setup_mk_image(void)

@@ -132,6 +132,8 @@ fx_column(void *arg, const char *schema, const char *table, uint32_t attnum,
 	out->name = fx_column_name(arg, schema, table, attnum);
 	if (!out->name)
 		return false;
+	out->type_oid = fx_column_type(arg, schema, table, out->name);
+	out->typmod = -1;
 	for (size_t i = 0; i < NK_ARRAY_LEN(seqs); i++) {
 		if (strcmp(seqs[i].table, table) != 0 || strcmp(seqs[i].column, out->name) != 0)
 			continue;
@@ -190,10 +192,21 @@ fx_is_aggregate(void *arg, const char *name)
 	return strcmp(name, "balk") == 0 || strcmp(name, "sum") == 0;
 }
 
+static bool fx_orders_rewritten;	/* rt_storefront_rewrites_orders() */
+
+/* A BEFORE INSERT trigger on orders, when the test says so. */
+static bool
+fx_rewrites_insert(void *arg, const char *schema, const char *table)
+{
+	(void)arg;
+	(void)schema;
+	return fx_orders_rewritten && strcmp(table, "orders") == 0;
+}
+
 static const struct plan_catalog fx_cat = { NULL, fx_column_type, fx_column_name, fx_relkind,
 					    1, fx_column, fx_seq_cache, fx_inh_children,
 					    fx_view_base, fx_table_at, fx_type_name,
-					    fx_is_aggregate, NULL, NULL };
+					    fx_is_aggregate, NULL, NULL, fx_rewrites_insert };
 
 static void
 build_image(struct topo_model *m)
@@ -2041,6 +2054,12 @@ const char *
 rt_storefront_shard(const char *key)
 {
 	return shard_of(key);
+}
+
+void
+rt_storefront_rewrites_orders(bool on)
+{
+	fx_orders_rewritten = on;
 }
 
 const void *

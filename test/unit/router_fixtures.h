@@ -45,6 +45,8 @@ bool rt_plan_storefront(struct rt_fx *fx, const char *sql, const struct plan_ses
 			struct nk_error *err);
 const char *rt_storefront_shard(const char *key);
 const void *rt_storefront_image(void);
+/* The storefront's catalog says a BEFORE INSERT trigger is on orders (<on>) or not. */
+void rt_storefront_rewrites_orders(bool on);
 /* <sql> planned twice over the storefront image (<gsi_step>: as a GSI's step), through
  * plan cache <pc> with its memo (into <kept>, in <a>) and afresh; the two must agree
  * (check_router_plan.c's checks). */
