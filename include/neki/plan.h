@@ -333,6 +333,9 @@ struct plan {
 	struct plan *inner;		/* the plan of EXPLAIN's statement, DECLARE's query */
 	struct plan_insel *insel;	/* PLAN_OP_INSERT_SELECT; NULL otherwise */
 	struct plan_gsi *gsi;		/* an owner of enabled GSIs: plan_gsi.h; NULL */
+	const char *gsi_not_used;	/* a non-unique GSI the read could go through, left
+					 * out: its lookups lately led to every shard (the
+					 * scatter costs less, plan_gsi_cost_scatter()); NULL */
 	bool bad_param;			/* refused: a bound value not of its type (Bind's) */
 	uint16_t materialize;		/* refused for this scope: evaluate it first; 0 */
 	uint32_t broadcast;		/* refused for stmt.rels[broadcast - 1]: evaluate it */

@@ -79,6 +79,8 @@ struct plan_gsi {
 	uint32_t nfields;
 	bool client_returning;		/* DELETE: the statement has its own RETURNING (104) */
 	struct plan_key owner;		/* READ: how an owner key routes (group, index, type) */
+	bool unique;			/* READ: through a unique GSI (else its lookups are
+					 * counted: plan_gsi_cost_observe()) */
 	const char *cover;		/* READ of a unique GSI holding every column the
 					 * statement reads: the statement on the lookup table,
 					 * run instead (NULL: the lookup, then the owner) */
@@ -93,6 +95,15 @@ uint32_t plan_gsi_shards(const void *img, const struct plan_gsi *g,
 			 const struct ks_text_ctx *tc, const char *const *vals, uint32_t n,
 			 const char *const *order, uint32_t norder, const char **uids,
 			 uint32_t max);
+
+/* Would a read through non-unique GSI <name> of database <db> cost more than the scatter
+ * it replaces: did its lookups lately lead to every shard (src/router/plan_gsi_cost.c)?
+ * <count>: the read is planned to run (every so many of them read the lookup again, false);
+ * false for an EXPLAIN's look. */
+bool plan_gsi_cost_scatter(const char *db, const char *name, bool count);
+/* A lookup through non-unique GSI <name> of <db> led to <hit> of the <of> shards its
+ * statement was planned on. */
+void plan_gsi_cost_observe(const char *db, const char *name, uint32_t hit, uint32_t of);
 
 /* The text form of the binary-format value <data>/<len> of built-in type <oid> (bool,
  * integers, floats, numeric, text-like, uuid), malloc'd; NULL when the router cannot read

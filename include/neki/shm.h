@@ -36,11 +36,12 @@
 #include "neki/shm_names.h"
 
 #define SHM_MAGIC UINT64_C(0x314d48534b454e)	/* "NEKSHM1" */
-#define SHM_LAYOUT_VERSION 10
+#define SHM_LAYOUT_VERSION 11
 #define SHM_CACHE_LINE 64
 #define SHM_MAX_PROCS 1025		/* 1024 workers + the admin */
 #define SHM_TOPO_SLOTS 4
 #define SHM_CAT_SLOTS 4		/* catalog image slots (same rules as the topology ones) */
+#define SHM_GSI_COSTS 64	/* non-unique GSIs whose reads' cost is estimated */
 /* global pool counters: max_client_conn, then seven ranges of one id per name (spool.c) */
 #define SHM_N_COUNTERS (1 + 7 * SHM_NAMES_IDS)
 #define SHM_N_WAITS (3 * SHM_NAMES_IDS)	/* waits per pool, db and user id (shm_wait.h) */
@@ -215,6 +216,7 @@ struct shm_header {
 	_Atomic uint32_t advice_seq;		/* shm_advice_*: odd while being written */
 	_Atomic uint64_t advice_version;	/* the schema version the advice is of */
 	_Atomic uint64_t tx_epoch;		/* neki/shm_epoch.h: global ids' epoch (0 = none yet) */
+	_Alignas(SHM_CACHE_LINE) _Atomic uint64_t gsi_cost[SHM_GSI_COSTS][2]; /* shm_gsi_cost.h */
 	char advice[SHM_ADVICE_MAX];		/* the advisor's findings after DDL */
 };
 

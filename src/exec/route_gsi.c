@@ -322,6 +322,8 @@ narrow(struct route *r, struct plan *p, const void *img)
 		return false;
 	n = plan_gsi_shards(img, p->gsi, &r->ps.text_ctx, (const char *const *)q->vals,
 			    (uint32_t)q->nvals, p->shards, p->nshards, uids, p->nshards);
+	if (!p->gsi->unique)		/* (what the next reads' plans estimate from) */
+		plan_gsi_cost_observe(r->db, p->gsi->name, n, p->nshards);
 	if (n == 0)		/* no owner row: any one shard answers, with no row */
 		uids[n++] = p->shards[0];
 	p->shards = uids;

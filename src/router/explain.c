@@ -152,6 +152,9 @@ text_route(struct sbuf_x *b, const struct plan *p, int col, const struct plan_ac
 			     p->gsi->kind == PLAN_GSI_UPDATE ? "Moved" : "Written",
 			     p->gsi->returning);
 	}
+	if (p->gsi_not_used)
+		xput(b, "%*sSecondary Index Not Used: %s (its lookups led to every shard: the "
+		     "scatter costs less)\n", f, "", p->gsi_not_used);
 	for (uint32_t i = 0; act && i < act->nshards; i++)
 		xput(b, "%*sShard %s: actual rows=%llu time=%.3f ms\n", f, "",
 		     act->shards[i].shard, (unsigned long long)act->shards[i].rows,
@@ -247,6 +250,10 @@ json_route(struct sbuf_x *b, const struct plan *p, const struct plan_actual *act
 			     p->gsi->kind == PLAN_GSI_UPDATE ? "Moved" : "Written");
 			xjson_str(b, p->gsi->returning);
 		}
+	}
+	if (p->gsi_not_used) {
+		xput(b, ", \"Secondary Index Not Used\": ");
+		xjson_str(b, p->gsi_not_used);
 	}
 	if (act) {
 		xput(b, ", \"Actual\": [");

@@ -10,7 +10,7 @@ libneki_a_SOURCES += src/router/plan.c src/router/plan_insert.c src/router/plan_
 	src/router/plan_seq.c src/router/plan_rewrite.c src/router/plan_fn.c \
 	src/router/plan_cursor.c src/router/plan_insel.c \
 	src/router/plan_dist.c src/router/plan_memo.c src/router/plan_decide.c \
-	src/router/plan_gsi.c src/router/plan_gsi_insert.c \
+	src/router/plan_gsi.c src/router/plan_gsi_insert.c src/router/plan_gsi_cost.c \
 	src/router/target.c
 noinst_HEADERS += include/neki/plan.h include/neki/plan_gsi.h include/neki/plan_cache.h \
 	include/neki/plan_cursor.h include/neki/plan_explain.h include/neki/plan_merge.h \

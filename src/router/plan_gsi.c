@@ -632,9 +632,14 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 	uint32_t nvals = 0;
 	struct plan_gsi *pg;
 	const char *sql;
-	FILE *f = nk_memstream(&buf, &len);
+	FILE *f;
 
-	if (f == NULL)
+	if (!g->g.unique &&
+	    plan_gsi_cost_scatter(c->in->sess->db, g->g.name, !c->in->sess->explain)) {
+		c->out->gsi_not_used = g->g.name;	/* (the scatter costs less) */
+		return true;
+	}
+	if ((f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_oom(c->err);
 	fputs("SELECT ", f);
 	sql_put_ident(f, t->key_col);
@@ -647,7 +652,8 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 		const char *text;
 		bool is_null;
 
-		if (!plan_gsi_value_text(c, &pred->vals[i], &text, &is_null) || (text == NULL && !is_null)) {
+		if (!plan_gsi_value_text(c, &pred->vals[i], &text, &is_null) ||
+		    (text == NULL && !is_null)) {
 			fclose(f);
 			free(buf);
 			nk_error_clear(c->err);	/* (an expression, or a value the router cannot
@@ -664,8 +670,10 @@ gsi_read(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
 		return false;
 	if (nvals == 0)
 		return true;	/* (nothing equals NULL: the scatter finds no row) */
-	if ((pg = new_gsi(c, PLAN_GSI_READ, g->g.name)) == NULL || !plan_gsi_add_text(c, &pg->first, &pg->nfirst, sql))
+	if ((pg = new_gsi(c, PLAN_GSI_READ, g->g.name)) == NULL ||
+	    !plan_gsi_add_text(c, &pg->first, &pg->nfirst, sql))
 		return false;
+	pg->unique = g->g.unique;
 	pg->owner = (struct plan_key){ t->res.group, t->res.index, t->col_type, -1, t->key_col };
 	pg->cover = cover_text(c, t, g);
 	if (nk_error_is_set(c->err))

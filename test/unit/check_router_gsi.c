@@ -164,6 +164,30 @@ START_TEST(test_gsi_insert_alongside)
 }
 END_TEST
 
+/* The estimate of a non-unique GSI: unknown, used; its lookups leading to every shard, the
+ * scatter planned instead, but every 16th read measures again (and so do the reads after
+ * it until its lookup reports); a lookup leading to one shard of four brings it back. An
+ * EXPLAIN's look counts nothing. */
+START_TEST(test_gsi_cost_estimate)
+{
+	ck_assert(!plan_gsi_cost_scatter("db", "by_status", true));
+	plan_gsi_cost_observe("db", "by_status", 4, 4);
+	ck_assert(!plan_gsi_cost_scatter("other_db", "by_status", true));
+	for (int i = 0; i < 40; i++)
+		ck_assert(plan_gsi_cost_scatter("db", "by_status", false));
+	for (int i = 1; i < 16; i++)
+		ck_assert_msg(plan_gsi_cost_scatter("db", "by_status", true), "read %d", i);
+	ck_assert(!plan_gsi_cost_scatter("db", "by_status", true));	/* the 16th: a probe */
+	ck_assert(!plan_gsi_cost_scatter("db", "by_status", true));	/* (planned again) */
+	plan_gsi_cost_observe("db", "by_status", 4, 4);
+	ck_assert(plan_gsi_cost_scatter("db", "by_status", true));
+	plan_gsi_cost_observe("db", "by_status", 1, 4);
+	ck_assert(!plan_gsi_cost_scatter("db", "by_status", true));
+	plan_gsi_cost_observe("db", "by_status", 3, 4);	/* (an average below every shard) */
+	ck_assert(!plan_gsi_cost_scatter("db", "by_status", true));
+}
+END_TEST
+
 /* An INSERT into the owner is kept in its statement's memo with its GSI part: the next
  * executions (other values) replay it and get what planning them afresh gives. */
 START_TEST(test_gsi_insert_memo)
@@ -418,6 +442,7 @@ router_add_gsi_tests(Suite *s)
 	tcase_add_test(tc, test_gsi_insert);
 	tcase_add_test(tc, test_gsi_insert_memo);
 	tcase_add_test(tc, test_gsi_insert_alongside);
+	tcase_add_test(tc, test_gsi_cost_estimate);
 	tcase_add_test(tc, test_gsi_delete);
 	tcase_add_test(tc, test_gsi_copy);
 	tcase_add_test(tc, test_gsi_lookup_explained);
