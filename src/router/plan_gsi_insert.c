@@ -141,6 +141,19 @@ insert_refused(struct pctx *c, const struct gsi_ref *g, const char *what)
 	return false;
 }
 
+/* `INSERT INTO "schema"."lookup" ("c1", ...) VALUES ` of GSI <g>'s lookup rows. */
+static void
+put_insert_head(FILE *f, const struct prel *t, const struct gsi_ref *g)
+{
+	fputs("INSERT INTO ", f);
+	plan_gsi_put_lookup(f, t, g);
+	for (uint32_t k = 0; k < g->ncols; k++) {
+		fputs(k ? ", " : " (", f);
+		sql_put_ident(f, g->cols[k]);
+	}
+	fputs(") VALUES ", f);
+}
+
 /* plan_gsi_insert_first: see plan_gsi_int.h. */
 bool
 plan_gsi_insert_first(struct pctx *c, const struct prel *t, const struct gsi_ref *g,
@@ -168,13 +181,7 @@ plan_gsi_insert_first(struct pctx *c, const struct prel *t, const struct gsi_ref
 		}
 	if ((f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_oom(c->err);
-	fputs("INSERT INTO ", f);
-	plan_gsi_put_lookup(f, t, g);
-	for (uint32_t k = 0; k < g->ncols; k++) {
-		fputs(k ? ", " : " (", f);
-		sql_put_ident(f, g->cols[k]);
-	}
-	fputs(") VALUES ", f);
+	put_insert_head(f, t, g);
 	for (uint32_t r = 0; r < c->s->insert->nrows; r++) {
 		bool skip;
 
@@ -247,30 +254,24 @@ plan_gsi_alongside(struct pctx *c, const struct prel *t, const struct gsi_ref *g
 	char *buf = NULL;
 	size_t len = 0;
 	const char *sql;
+	int pos[GSI_COLS_MAX];
 	FILE *f;
-	int pos;
 
 	for (uint32_t k = 0; k < g->ncols; k++) {
 		const struct stmt_value *v;
 
-		if ((pos = cell_of(c, t, g->cols[k])) < 0)
+		if ((pos[k] = cell_of(c, t, g->cols[k])) < 0)
 			return false;	/* (a default fills it: the stored row says) */
-		v = &row[pos];
+		v = &row[pos[k]];
 		if (v->kind != STMT_V_SLOT || v->negate || v->is_array || v->cast != NULL ||
 		    !same_type(c, t, g, g->cols[k]))
 			return false;
 	}
 	if ((f = nk_memstream(&buf, &len)) == NULL)
 		return nk_error_oom(c->err);
-	fputs("INSERT INTO ", f);
-	plan_gsi_put_lookup(f, t, g);
-	for (uint32_t k = 0; k < g->ncols; k++) {
-		fputs(k ? ", " : " (", f);
-		sql_put_ident(f, g->cols[k]);
-	}
-	fputs(") VALUES (", f);
+	put_insert_head(f, t, g);
 	for (uint32_t k = 0; k < g->ncols; k++)
-		fprintf(f, "%s$%u", k ? ", " : "", row[cell_of(c, t, g->cols[k])].slot + 1);
+		fprintf(f, "%s$%u", k ? ", " : "(", row[pos[k]].slot + 1);
 	fputc(')', f);
 	return (sql = plan_gsi_text(c, f, &buf, &len)) != NULL &&
 	       plan_gsi_add_text(c, &pg->alongside, &pg->nalongside, sql);
