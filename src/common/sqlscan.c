@@ -166,11 +166,15 @@ sql_put_ident(FILE *f, const char *name)
 void
 sql_put_literal(FILE *f, const char *p, size_t len)
 {
+	size_t run = 0;		/* (the bytes since the last doubled one: one write) */
+
 	fputs("E'", f);
 	for (size_t i = 0; i < len; i++) {
-		if (p[i] == '\\' || p[i] == '\'')
-			fputc(p[i], f);
-		fputc(p[i], f);
+		if (p[i] != '\\' && p[i] != '\'')
+			continue;
+		fwrite(p + run, 1, i + 1 - run, f);
+		run = i;	/* (it again: doubled) */
 	}
+	fwrite(p + run, 1, len - run, f);
 	fputc('\'', f);
 }

@@ -288,25 +288,28 @@ inline_dollars(const char *sql, bool (*put)(FILE *, unsigned long, const void *,
 	char *out = NULL;
 	size_t len = 0, end = strlen(sql);
 	FILE *f = nk_memstream(&out, &len);
+	const char *p = sql, *run = sql;	/* (the text since the last $n: one write) */
 	bool ok = f != NULL;
 
 	while (end > 0 && (sql[end - 1] == ';' || sql[end - 1] == ' ' || sql[end - 1] == '\n' ||
 			   sql[end - 1] == '\t' || sql[end - 1] == '\r'))
 		end--;
-	for (const char *p = sql; ok && p < sql + end;) {
+
+	while (ok && p < sql + end) {
 		const char *e = sql_skip_item(sql, p);
 		char *digits;
 
 		if (e == p && p[0] == '$' && p[1] >= '0' && p[1] <= '9' &&
 		    (p == sql || !sql_ident_char(p[-1]))) {
+			fwrite(run, 1, (size_t)(p - run), f);
 			ok = put(f, strtoul(p + 1, &digits, 10), ctx, err);
-			p = digits;
+			p = run = digits;
 			continue;
 		}
-		e = e != p ? e : p + 1;
-		fwrite(p, 1, (size_t)(e - p), f);
-		p = e;
+		p = e != p ? e : p + 1;
 	}
+	if (ok && f != NULL)
+		fwrite(run, 1, (size_t)(p - run), f);
 	if (f == NULL || fclose(f) != 0) {
 		free(out);
 		return nk_error_oom(err), NULL;

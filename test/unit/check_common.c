@@ -209,6 +209,30 @@ END_TEST
 
 /* nk_memstream(): open_memstream()'s contract (the string and its size after each flush and
  * at the close, NUL-terminated, the caller's to free), empty and past many doublings. */
+/* sql_put_literal(): an E'' constant of any bytes, each quote and backslash doubled (at
+ * either end, side by side, none at all). */
+START_TEST(test_sql_put_literal)
+{
+	static const char *const cases[][2] = {
+		{ "", "E''" }, { "abc", "E'abc'" }, { "it's", "E'it''s'" },
+		{ "'", "E''''" }, { "''", "E''''''" }, { "a\\b", "E'a\\\\b'" },
+		{ "\\'x'\\", "E'\\\\''x''\\\\'" },
+	};
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = nk_memstream(&buf, &len);
+
+		ck_assert_ptr_nonnull(f);
+		sql_put_literal(f, cases[i][0], strlen(cases[i][0]));
+		ck_assert_int_eq(fclose(f), 0);
+		ck_assert_str_eq(buf, cases[i][1]);
+		free(buf);
+	}
+}
+END_TEST
+
 START_TEST(test_memstream)
 {
 	char *buf = NULL, big[5000];
@@ -255,6 +279,7 @@ common_suite(void)
 	tcase_add_test(ti, test_hashes);
 	tcase_add_loop_test(ti, test_sql_scan_item, 0, (int)NK_ARRAY_LEN(scan_cases));
 	tcase_add_test(ti, test_sql_skip_long_items);
+	tcase_add_test(ti, test_sql_put_literal);
 	tcase_add_test(ti, test_memstream);
 	suite_add_tcase(s, ti);
 	return s;

@@ -24,7 +24,10 @@
 #include "neki/topology.h"
 #include "neki/topology_image.h"
 #include "neki/varcache.h"
+#include "neki/normalize.h"
+#include "neki/rarena.h"
 #include "../../src/exec/route_int.h"
+#include "../../src/exec/route_sqltext.h"
 #include "evloop.h"
 #include "suites.h"
 #include "topo_fixtures.h"
@@ -316,6 +319,39 @@ START_TEST(test_neki_settings)
 }
 END_TEST
 
+/* The texts the executor writes for its steps: each $n (outside quotes, comments and
+ * identifiers) becomes the bound value or the statement's literal; the rest stays as it
+ * is, a final ';' dropped. */
+START_TEST(test_inline_texts)
+{
+	struct plan_param params[2] = {
+		{ (const uint8_t *)"it's", 4, false, 0 }, { NULL, -1, false, 0 },
+	};
+	const char *src = "INSERT INTO t VALUES ($1, 5, 'x''y', $2)";
+	struct parse_norm norm;
+	struct rarena *a = rarena_new();
+	struct nk_error err;
+	bool has_null;
+	char *out;
+
+	ck_assert(parse_normalize(a, src, &norm));
+	ck_assert_uint_eq(norm.nparams, 2);
+	out = route_sql_inline_params("SELECT $1, '$1', \"$2\", x$1 -- $2\n, $2;", params, 2,
+				      &err);
+	ck_assert_str_eq(out, "SELECT (E'it''s'), '$1', \"$2\", x$1 -- $2\n, NULL");
+	free(out);
+	out = route_sql_inline_slots("VALUES ($4, $3, $1)", &norm, src, params, 2, &has_null,
+				     &err);
+	ck_assert_str_eq(out, "VALUES ('x''y', 5, (E'it''s'))");
+	ck_assert(!has_null);
+	free(out);
+	out = route_sql_inline_slots("VALUES ($2)", &norm, src, params, 2, &has_null, &err);
+	ck_assert(has_null);
+	free(out);
+	rarena_free(a);
+}
+END_TEST
+
 Suite *
 exec_suite(void)
 {
@@ -328,6 +364,9 @@ exec_suite(void)
 	tcase_add_test(tc, test_empty_query);
 	tcase_add_test(tc, test_syntax_error);
 	tcase_add_test(tc, test_neki_settings);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("texts");
+	tcase_add_test(tc, test_inline_texts);
 	suite_add_tcase(s, tc);
 	return s;
 }
