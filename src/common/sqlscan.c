@@ -155,11 +155,11 @@ void
 sql_put_ident(FILE *f, const char *name)
 {
 	fputc('"', f);
-	for (; *name; name++) {
-		if (*name == '"')
-			fputc('"', f);
-		fputc(*name, f);
+	for (const char *q; (q = strchr(name, '"')) != NULL; name = q + 1) {
+		fwrite(name, 1, (size_t)(q + 1 - name), f);
+		fputc('"', f);		/* (doubled) */
 	}
+	fputs(name, f);
 	fputc('"', f);
 }
 

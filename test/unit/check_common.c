@@ -233,6 +233,28 @@ START_TEST(test_sql_put_literal)
 }
 END_TEST
 
+/* sql_put_ident(): a quoted identifier, each '"' doubled. */
+START_TEST(test_sql_put_ident)
+{
+	static const char *const cases[][2] = {
+		{ "", "\"\"" }, { "orders", "\"orders\"" }, { "a\"b", "\"a\"\"b\"" },
+		{ "\"", "\"\"\"\"" }, { "\"x\"\"", "\"\"\"x\"\"\"\"\"" },
+	};
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = nk_memstream(&buf, &len);
+
+		ck_assert_ptr_nonnull(f);
+		sql_put_ident(f, cases[i][0]);
+		ck_assert_int_eq(fclose(f), 0);
+		ck_assert_str_eq(buf, cases[i][1]);
+		free(buf);
+	}
+}
+END_TEST
+
 START_TEST(test_memstream)
 {
 	char *buf = NULL, big[5000];
@@ -280,6 +302,7 @@ common_suite(void)
 	tcase_add_loop_test(ti, test_sql_scan_item, 0, (int)NK_ARRAY_LEN(scan_cases));
 	tcase_add_test(ti, test_sql_skip_long_items);
 	tcase_add_test(ti, test_sql_put_literal);
+	tcase_add_test(ti, test_sql_put_ident);
 	tcase_add_test(ti, test_memstream);
 	suite_add_tcase(s, ti);
 	return s;
