@@ -9,6 +9,8 @@
 
 #include "neki/base.h"
 
+#include <stdatomic.h>
+
 /* The word kept for <key> (nonzero); 0 when none is. */
 uint64_t shm_gsi_cost_load(uint64_t key);
 
@@ -16,5 +18,8 @@ uint64_t shm_gsi_cost_load(uint64_t key);
  * false when another process changed it first. A new key takes a free slot, or the place
  * of another when none is free (an estimate is lost, not a key mixed up). */
 bool shm_gsi_cost_swap(uint64_t key, uint64_t old, uint64_t word);
+
+/* The table in the segment (shm.c, when it maps it; NULL: this process's again). */
+void shm_gsi_cost_attach(_Atomic uint64_t (*t)[2]);
 
 #endif /* NEKI_SHM_GSI_COST_H */

@@ -11,6 +11,7 @@
 
 #include "neki/clock.h"
 #include "neki/shm.h"
+#include "neki/shm_gsi_cost.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -184,6 +185,7 @@ shm_create(size_t size, unsigned n_procs, char *err_buf, size_t err_len)
 	h->topo_area = layout.topo_area;
 	for (unsigned i = 0; i < n_procs; i++)
 		shm_mbox_init(&shm_proc(i)->mbox);
+	shm_gsi_cost_attach(h->gsi_cost);
 	if (!create_slot_fds(err_buf, err_len)) {
 		shm_destroy();
 		return false;
@@ -206,6 +208,7 @@ shm_destroy(void)
 		if (p->link_tx != -1)
 			close(p->link_tx);
 	}
+	shm_gsi_cost_attach(NULL);
 	munmap(layout.base, layout.size);
 	memset(&layout, 0, sizeof(layout));
 	self_slot = -1;

@@ -2,7 +2,9 @@
  * shm_gsi_cost.c - the GSI cost words in the segment header (neki/shm_gsi_cost.h): slot i
  * is a pair (key, word), a key's home slot key % SHM_GSI_COSTS and the PROBE next ones
  * after it. A key is claimed by compare-and-swap from 0; a reader that meets a key being
- * replaced may read the other's word once, which only moves an estimate.
+ * replaced may read the other's word once, which only moves an estimate. shm.c attaches the
+ * segment's table when it maps it (the children inherit it); until then, a table of this
+ * process.
  */
 #include "neki/base.h"
 
@@ -14,10 +16,17 @@
 #define PROBE 4
 
 static _Atomic uint64_t local_costs[SHM_GSI_COSTS][2];	/* (no segment mapped) */
+static _Atomic uint64_t (*costs)[2] = local_costs;	/* the segment's, once mapped */
+
+void
+shm_gsi_cost_attach(_Atomic uint64_t (*t)[2])
+{
+	costs = t != NULL ? t : local_costs;
+}
 
 static _Atomic uint64_t (*table(void))[2]
 {
-	return shm_header() != NULL ? shm_header()->gsi_cost : local_costs;
+	return costs;
 }
 
 /* The slot of <key>, claiming one when <claim>; NULL when none. */

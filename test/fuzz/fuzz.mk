@@ -23,7 +23,7 @@ LIB_SRCS := $(addprefix src/common/,error.c log.c hash.c image_area.c memstream.
 	$(wildcard src/proto/*.c) \
 	$(addprefix src/config/,cfg.c ini.c sections.c settings.c shards.c shard_servers.c) \
 	$(wildcard src/topology/*.c src/router/*.c src/merge/*.c) \
-	src/exec/route_copy_row.c
+	src/exec/route_copy_row.c src/shm/shm_gsi_cost.c
 LIB_OBJS := $(patsubst %.c,$(B)/obj/%.o,$(LIB_SRCS))
 BINS := $(addprefix $(B)/fuzz_,$(TARGETS))
 
