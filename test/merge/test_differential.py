@@ -544,7 +544,9 @@ def test_merged_order_by_memory_is_bounded(diff):
     _, _, inst, db = diff
     pids = inst.children()
     sock = socket.create_connection(("127.0.0.1", inst.port))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    # (a small window, far below the result; not below loopback's 64 kB segments, where
+    # every window waits for a delayed ACK: 45 s to read what takes 0.2 s otherwise)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     sock.settimeout(60)
     try:
         body = b"user\0postgres\0database\0" + db.encode() + b"\0\0"
