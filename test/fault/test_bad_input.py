@@ -95,6 +95,7 @@ def bad_clients(port, db, rng):
     for _ in range(20):
         w = logged_in(port, db)
         w.raw(bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 64))))
+        w.sock.settimeout(0.5)  # (a message cut short waits for its rest, as in Postgres)
         w.read_all() if rng.random() < 0.5 else None
         w.close()
     # a malformed Bind (parameter count says more than there is)
