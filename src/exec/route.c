@@ -67,7 +67,7 @@ static struct plan_cache *route_cache;	/* the worker's plan cache */
 bool
 route_send(struct route *r, struct pktbuf *pb)
 {
-	if (r->bind_owed && !route_bind_complete(r)) {
+	if (r->x.bind_owed && !route_bind_complete(r)) {
 		pktbuf_cleanup(pb);
 		return false;
 	}
@@ -84,7 +84,7 @@ route_bind_complete(struct route *r)
 	struct pktbuf pb;
 	uint8_t mem[8];
 
-	r->bind_owed = false;
+	r->x.bind_owed = false;
 	pktbuf_init_fixed(&pb, mem, sizeof(mem));
 	pktbuf_write_bind_complete(&pb);
 	return route_send(r, &pb);
@@ -97,7 +97,7 @@ route_send_err(struct route *r, const struct nk_error *err)
 {
 	struct proto_err_field f;
 	char buf[24];
-	bool extra = route_err_field(r, err, !r->ext_exec, &f, buf, sizeof(buf));
+	bool extra = route_err_field(r, err, !r->x.ext_exec, &f, buf, sizeof(buf));
 	struct pktbuf pb;
 
 	pktbuf_init(&pb, 256);
@@ -247,15 +247,15 @@ route_keep_sql(struct route *r, const char *sql)
 {
 	size_t n = strlen(sql) + 1;
 
-	if (n > r->stmt_sql_cap) {
-		char *p = realloc(r->stmt_sql, n);
+	if (n > r->x.stmt_sql_cap) {
+		char *p = realloc(r->x.stmt_sql, n);
 
 		if (p == NULL)
 			return false;
-		r->stmt_sql = p;
-		r->stmt_sql_cap = n;
+		r->x.stmt_sql = p;
+		r->x.stmt_sql_cap = n;
 	}
-	memmove(r->stmt_sql, sql, n);	/* (<sql> may be r->stmt_sql itself) */
+	memmove(r->x.stmt_sql, sql, n);	/* (<sql> may be r->x.stmt_sql itself) */
 	return true;
 }
 
@@ -267,22 +267,22 @@ route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const cha
 	route_exec_reset(r);
 	if (!route_keep_sql(r, sql))
 		return nk_error_oom(err);
-	r->tg_mask = 0;
+	r->x.tg_mask = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		struct rshard *sh = route_shard(r, uids[i], err);
 
 		if (sh == NULL)
 			return false;
-		r->tg[r->ntg++] = (uint32_t)(sh - r->sh);
-		r->tg_mask |= 1u << (sh - r->sh);
+		r->x.tg[r->x.ntg++] = (uint32_t)(sh - r->sh);
+		r->x.tg_mask |= 1u << (sh - r->sh);
 	}
-	r->sequential = false;
-	r->ddl.all_shards = r->ddl.seq = r->settings_exec = r->exec_reads = false;
-	r->pull.final = false;
+	r->x.sequential = false;
+	r->x.ddl.all_shards = r->x.ddl.seq = r->settings_exec = r->exec_reads = false;
+	r->x.pull.final = false;
 	route_sets_exec_clear(r);
-	r->combine = n == 1 ? RX_PASS : RX_SUM;
-	r->after = RX_AFTER_STMT;
-	r->end_tag[0] = '\0';
+	r->x.combine = n == 1 ? RX_PASS : RX_SUM;
+	r->x.after = RX_AFTER_STMT;
+	r->x.end_tag[0] = '\0';
 	return true;
 }
 
@@ -352,7 +352,7 @@ route_set(struct route *r, const struct plan *p, const char *sql, const void *im
 		uids[n++] = p->nshards > 0 ? p->shards[0] : route_any_shard(r, img);
 	if (!route_exec_setup(r, uids, n, sql, &err))
 		return route_fail(r, &err);
-	r->combine = n == 1 ? RX_PASS : RX_FIRST;
+	r->x.combine = n == 1 ? RX_PASS : RX_FIRST;
 	r->settings_exec = true;	/* (not data: __neki.tx_mode single) */
 	if (p->action == PLAN_ACT_SET && !route_sets_stmt(r, p->stmt, sql)) {
 		nk_error_oom(&err);
@@ -432,7 +432,7 @@ route_session_stmt(struct route *r, const char *tag, const char *sql, const void
 	bool all;
 
 	nk_error_clear(&err);
-	if (r->ext_exec && route_streq(tag, "ExecuteStmt")) {
+	if (r->x.ext_exec && route_streq(tag, "ExecuteStmt")) {
 		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
 			     "SQL-level EXECUTE needs the simple query protocol on "
 			     "a sharded database");
@@ -524,7 +524,7 @@ route_write_implicit(struct route *r, const struct plan *p)
 	if (p->op == PLAN_OP_INSERT_SPLIT ? p->nparts < 2 :
 	    (p->kind != PLAN_SHARD_SET && p->kind != PLAN_SCATTER) || p->nshards < 2)
 		return true;
-	r->ext_implicit = r->ext_exec && insel;
+	r->ext_implicit = r->x.ext_exec && insel;
 	return route_implicit_begin(r);
 }
 
@@ -552,34 +552,34 @@ route_split(struct route *r, const struct plan *p, const char *sql)
 		uids[i] = p->parts[i].shard;
 	if (!route_exec_setup(r, uids, n, sql, &err))
 		return route_fail(r, &err);
-	free(r->split_shard);
-	free(r->split_pos);
-	r->split_shard = calloc(nrows, sizeof(uint32_t));
-	r->split_pos = calloc(nrows, sizeof(uint32_t));
-	if (r->split_shard == NULL || r->split_pos == NULL) {
+	free(r->x.split_shard);
+	free(r->x.split_pos);
+	r->x.split_shard = calloc(nrows, sizeof(uint32_t));
+	r->x.split_pos = calloc(nrows, sizeof(uint32_t));
+	if (r->x.split_shard == NULL || r->x.split_pos == NULL) {
 		nk_error_oom(&err);
 		return route_fail(r, &err);
 	}
-	r->split_n = nrows;
+	r->x.split_n = nrows;
 	if (p->nset_configs > 0 && !route_sets_calls(r, p)) {
 		nk_error_oom(&err);
 		return route_fail(r, &err);
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		struct rshard *sh = &r->sh[r->tg[i]];
+		struct rshard *sh = &r->sh[r->x.tg[i]];
 
 		sh->sql = route_insert_part(sql, starts, lens, nrows, p->parts[i].rows,
 					    p->parts[i].nrows);
-		if (sh->sql == NULL || (r->ext_exec && !route_ext_part(r, sh))) {
+		if (sh->sql == NULL || (r->x.ext_exec && !route_ext_part(r, sh))) {
 			nk_error_oom(&err);
 			return route_fail(r, &err);
 		}
 		for (uint32_t k = 0; k < p->parts[i].nrows; k++) {
-			r->split_shard[p->parts[i].rows[k]] = i;
-			r->split_pos[p->parts[i].rows[k]] = k;
+			r->x.split_shard[p->parts[i].rows[k]] = i;
+			r->x.split_pos[p->parts[i].rows[k]] = k;
 		}
 	}
-	r->combine = RX_SPLIT;
+	r->x.combine = RX_SPLIT;
 	return route_exec_run(r);
 }
 
@@ -590,7 +590,7 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	struct nk_error err;
 	bool merge;
 
-	if (r->ext_exec && r->ext_max_rows > 0) {
+	if (r->x.ext_exec && r->x.ext_max_rows > 0) {
 		/* a portal fetched in parts lives in a transaction on its shards: outside a
 		 * block, the batch's implicit one (committed at Sync, as Postgres) */
 		if (r->tx == 'I' && route_stmt_returns_rows(p->stmt) && !route_implicit_begin(r)) {
@@ -613,14 +613,14 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	    (merge && !route_merge_setup(r, sql, &err)))
 		return route_fail(r, &err);
 	r->exec_reads = route_2pc_reads(p->stmt);
-	r->ddl.all_shards = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
-	if (r->ddl.all_shards)
+	r->x.ddl.all_shards = p->kind == PLAN_ALL_SHARDS && p->stmt->kind == STMT_DDL;
+	if (r->x.ddl.all_shards)
 		route_ddl_target(r, p->stmt);
-	r->ddl.seq = r->ddl.all_shards && route_seq_ddl(p->stmt->tag);
+	r->x.ddl.seq = r->x.ddl.all_shards && route_seq_ddl(p->stmt->tag);
 	if (p->stmt->kind == STMT_COPY && p->nshards > 1)
 		route_copy_out_setup(r, p->stmt->copy);
-	if (p->pin != PLAN_PIN_NONE && r->ntg == 1)	/* session advisory locks */
-		route_pin_mark(&r->sh[r->tg[0]], p->pin);
+	if (p->pin != PLAN_PIN_NONE && r->x.ntg == 1)	/* session advisory locks */
+		route_pin_mark(&r->sh[r->x.tg[0]], p->pin);
 	r->seq.setvals = p->setvals;
 	r->seq.nsetvals = p->nsetvals;
 	if (p->nset_configs > 0 && !route_sets_calls(r, p)) {
@@ -630,9 +630,9 @@ route_shards(struct route *r, const struct plan *p, const char *sql)
 	if (p->queue_usage && !route_listen_usage_notice(r))
 		return RSTEP_STOP;
 	if (p->kind == PLAN_ALL_SHARDS || p->kind == PLAN_EVERY_COPY) {
-		r->sequential = true;
-		r->combine = p->nshards == 1 ? RX_PASS : RX_FIRST;
-		snprintf(r->end_tag, sizeof(r->end_tag), "%s",
+		r->x.sequential = true;
+		r->x.combine = p->nshards == 1 ? RX_PASS : RX_FIRST;
+		snprintf(r->x.end_tag, sizeof(r->x.end_tag), "%s",
 			 p->kind == PLAN_EVERY_COPY ? "Committed" : "Applied");
 	}
 	return route_exec_run(r);
@@ -744,13 +744,13 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 
 	if (cfailed)
 		return route_fail(r, &err);
-	if (composed == NULL && r->subq != NULL)	/* (a subquery, or its statement again) */
+	if (composed == NULL && r->x.subq != NULL)	/* (a subquery, or its statement again) */
 		composed = route_subq_take(r, &sub_simple);
-	if (composed == NULL && r->gsi != NULL)		/* (a step of a secondary index) */
+	if (composed == NULL && r->x.gsi != NULL)		/* (a step of a secondary index) */
 		composed = route_gsi_take(r, &sub_simple, &cover);
 	if (composed != NULL)
 		sql = composed;
-	if (composed != NULL && r->ext_exec && !route_ext_composed(r, composed)) {
+	if (composed != NULL && r->x.ext_exec && !route_ext_composed(r, composed)) {
 		free(composed);
 		return route_fail(r, (nk_error_oom(&err), &err));
 	}
@@ -761,23 +761,23 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 		return route_fail(r, &err);
 	}
 	cat_view_acquire(&cv, r->db);
-	r->collate = route_db_collation(&cv);
+	r->x.collate = route_db_collation(&cv);
 	pc = (struct plan_catalog){ &cv, cat_view_column_type, cat_view_column_name,
 				    cat_view_relkind, cv.version, cat_view_column,
 				    cat_view_seq_cache, cat_view_inh_children, cat_view_view_base,
 				    cat_view_table_at, cat_view_type_name, cat_view_is_aggregate,
 				    cat_view_pk_column, route_merges_type,
 				    cat_view_rewrites_insert };
-	if (!r->ext_exec && !sub_simple)
+	if (!r->x.ext_exec && !sub_simple)
 		rarena_reset(r->arena);	/* (extended: holds the bound values already) */
 	r->ps.in_transaction = r->tx != 'I' && !r->implicit;
 	r->ps.revision = ref.revision;
 	r->ps.gsi_step = route_gsi_capturing(r) || cover;
 	r->ps.tx_shard = route_tx_shard(r, true);
 	r->ps.lock_shard = route_pin_lock_shard(r);
-	if (r->ext_exec && r->ext_norm != NULL)
-		norm = *r->ext_norm;	/* a protocol statement: normalised at its Parse */
-	if (!(r->ext_exec && r->ext_norm != NULL) && !parse_normalize(r->arena, sql, &norm)) {
+	if (r->x.ext_exec && r->x.ext_norm != NULL)
+		norm = *r->x.ext_norm;	/* a protocol statement: normalised at its Parse */
+	if (!(r->x.ext_exec && r->x.ext_norm != NULL) && !parse_normalize(r->arena, sql, &norm)) {
 		nk_error_oom(&err);
 		rc = route_fail(r, &err);
 	} else if ((st = plan_cache_get(route_cache, &norm, ref.revision, cv.version)) == NULL &&
@@ -789,20 +789,20 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 	} else {
 		struct plan_unknown unknown = { NULL, NULL };
 		struct plan_input in = { ref.data, &pc, &r->ps, params, nparams, &norm,
-					 r->ext_exec, multi, sql, &unknown };
+					 r->x.ext_exec, multi, sql, &unknown };
 
 		enum route_seq_rc sq = ROUTE_SEQ_READY;
 		bool planned;
 
-		r->ms.stmt_norm = norm;
-		r->ms.stmt_sql = r->ext_exec ? NULL : sql;
-		if (r->ext_exec)
+		r->x.ms.stmt_norm = norm;
+		r->x.ms.stmt_sql = r->x.ext_exec ? NULL : sql;
+		if (r->x.ext_exec)
 			r->xrows = route_stmt_returns_rows(st);
 		planned = plan_build_memo(r->arena, st, &in, plan_cache_memo(route_cache), &p,
 					  &err);
 		if (unknown.table != NULL && route_hold_unknown(r, &unknown, planned ? NULL : &err))
 			rc = RSTEP_WAIT;	/* (nothing sent: planned again once loaded) */
-		else if (!planned && p.bad_param && r->bind_owed)
+		else if (!planned && p.bad_param && r->x.bind_owed)
 			rc = route_ext_bind_check(r, route_any_shard(r, ref.data), &err);
 		else if (!planned && (p.materialize > 0 || p.broadcast > 0) &&
 			 st->kind == STMT_EXPLAIN)
@@ -817,7 +817,7 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 			rc = RSTEP_ASYNC;
 		else if (p.gsi == NULL || st->kind == STMT_EXPLAIN ||
 			 !route_gsi_step(r, &p, &in, sql, &rc)) {
-			if (p.gsi == NULL && r->gsi != NULL && !route_gsi_capturing(r))
+			if (p.gsi == NULL && r->x.gsi != NULL && !route_gsi_capturing(r))
 				route_gsi_free(r);	/* (not the statement it was for) */
 			rc = route_dispatch(r, &p, sql, ref.data);
 		}
@@ -835,9 +835,9 @@ route_stmt(struct route *r, const char *sql, bool multi, const struct plan_param
 {
 	enum rstep rc = stmt_run(r, sql, multi, params, nparams);
 
-	if (r->subq != NULL)
+	if (r->x.subq != NULL)
 		route_subq_settle(r, rc);
-	if (r->gsi != NULL && rc != RSTEP_ASYNC && rc != RSTEP_WAIT)
+	if (r->x.gsi != NULL && rc != RSTEP_ASYNC && rc != RSTEP_WAIT)
 		route_gsi_free(r);	/* (a step refused, or a statement it was not for) */
 	return rc;
 }
@@ -879,20 +879,20 @@ route_cat_wait(struct route *r, enum route_resume resume)
 {
 	struct timeval tv = { 0, 10000 };
 
-	if (r->cat_wait == 0)
+	if (r->hold.cat_wait == 0)
 		return false;
-	if (shm_cat_served() >= r->cat_wait || nk_now_us() >= r->poll_deadline_us) {
-		if (shm_cat_served() < r->cat_wait)
+	if (shm_cat_served() >= r->hold.cat_wait || nk_now_us() >= r->hold.poll_deadline_us) {
+		if (shm_cat_served() < r->hold.cat_wait)
 			route_client_log(r, LOG_LVL_WARNING, "catalog refresh not served within %d s",
 				 ROUTE_CAT_WAIT_US / 1000000);
-		r->cat_wait = 0;
-		r->cat_done_us = nk_now_us();
-		if (r->ddl.notice)
+		r->hold.cat_wait = 0;
+		r->hold.cat_done_us = nk_now_us();
+		if (r->x.ddl.notice)
 			route_ddl_notice(r);
 		return false;
 	}
-	r->resume = resume;
-	evtimer_add(r->ev_poll, &tv);
+	r->hold.resume = resume;
+	evtimer_add(r->hold.ev_poll, &tv);
 	return true;
 }
 
@@ -900,9 +900,9 @@ static void
 route_poll_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct route *r = arg;
-	enum route_resume resume = r->resume;
+	enum route_resume resume = r->hold.resume;
 
-	r->resume = ROUTE_RESUME_NEXT;
+	r->hold.resume = ROUTE_RESUME_NEXT;
 	if (resume == ROUTE_RESUME_QUERY_END)
 		route_query_end(r);
 	else if (resume == ROUTE_RESUME_SYNC)
@@ -1009,13 +1009,13 @@ route_on_query(struct route *r, const struct sbuf_pkt *pkt)
 bool
 route_on_pkt(struct route *r, const struct sbuf_pkt *pkt)
 {
-	if (!r->ready && !route_hold_ready(r))
+	if (!r->hold.ready && !route_hold_ready(r))
 		return false;	/* offered again once topology and catalog are loaded */
 	/* What the router answers itself waits in the client's queue: it leaves with the
 	 * shards' forwarded answer while an exec runs (route_exec.c), or at ReadyForQuery,
 	 * Flush or CopyInResponse (or 8 kB at a time), as from Postgres's output buffer. */
 	sbuf_set_cork(r->c.sb, SBUF_CORK_ON);
-	if (r->copy != NULL)
+	if (r->x.copy != NULL)
 		return route_copy_on_client(r, pkt);
 	switch (pkt->type) {
 	case 'Q':
@@ -1051,9 +1051,9 @@ route_session_start(const struct exec_client *c)
 	r->arena = rarena_new();
 	r->query_arena = rarena_new();
 	r->ev = event_new(c->base, -1, 0, route_finish_cb, r);
-	r->ev_poll = evtimer_new(c->base, route_poll_cb, r);
+	r->hold.ev_poll = evtimer_new(c->base, route_poll_cb, r);
 	if (r->db == NULL || r->arena == NULL || r->query_arena == NULL || r->ev == NULL ||
-	    r->ev_poll == NULL) {
+	    r->hold.ev_poll == NULL) {
 		route_session_free(r);
 		return NULL;
 	}
@@ -1106,11 +1106,11 @@ route_session_free(struct route *r)
 	route_compose_free(r);
 	route_subq_free(r);
 	route_gsi_free(r);
-	free(r->ext_msg);
+	free(r->x.ext_msg);
 	if (r->ev != NULL)
 		event_free(r->ev);
-	if (r->ev_poll != NULL)
-		event_free(r->ev_poll);
+	if (r->hold.ev_poll != NULL)
+		event_free(r->hold.ev_poll);
 	rarena_free(r->arena);
 	rarena_free(r->query_arena);
 	free(r->db);
@@ -1118,8 +1118,8 @@ route_session_free(struct route *r)
 	free(r->begin_sql);
 	route_svp_end(r);
 	route_2pc_free(r);
-	free(r->stmt_sql);
-	free(r->split_shard);
-	free(r->split_pos);
+	free(r->x.stmt_sql);
+	free(r->x.split_shard);
+	free(r->x.split_pos);
 	free(r);
 }

@@ -297,16 +297,16 @@ tpc_exec(struct route *r, enum tpc_step step, uint32_t mask, const char *sql, ui
 	route_exec_reset(r);
 	if (!route_exec_setup(r, uids, n, sql, err))
 		return false;
-	for (uint32_t k = 0; k < r->ntg; k++) {
-		uint32_t i = r->tg[k];
+	for (uint32_t k = 0; k < r->x.ntg; k++) {
+		uint32_t i = r->x.tg[k];
 		const char *s = (mask2 & (1u << i)) ? sql2 : sql;
 
 		if ((r->sh[i].sql = strdup(s)) == NULL)
 			return nk_error_oom(err);
 	}
-	r->combine = RX_QUIET;
-	r->after = RX_AFTER_2PC;
-	r->sequential = false;
+	r->x.combine = RX_QUIET;
+	r->x.after = RX_AFTER_2PC;
+	r->x.sequential = false;
 	r->settings_exec = true;
 	r->tpc->step = step;
 	return true;
@@ -335,12 +335,12 @@ tpc_end(struct route *r, bool committed)
 	for (uint32_t i = 0; i < r->nsh; i++)
 		r->sh[i].in_tx = false;
 	t->step = TPC_NONE;
-	r->after = committed ? RX_AFTER_COMMIT : RX_AFTER_ROLLBACK;
-	r->has_err = t->failed;
+	r->x.after = committed ? RX_AFTER_COMMIT : RX_AFTER_ROLLBACK;
+	r->x.has_err = t->failed;
 	if (t->failed)
-		r->err = t->err;
-	route_strcpy(r->end_tag, sizeof(r->end_tag), committed ? t->tag : "ROLLBACK");
-	r->ntg = 0;
+		r->x.err = t->err;
+	route_strcpy(r->x.end_tag, sizeof(r->x.end_tag), committed ? t->tag : "ROLLBACK");
+	r->x.ntg = 0;
 	route_exec_finished(r);
 }
 
@@ -629,7 +629,7 @@ route_2pc_with_prepare(struct route *r, const struct rshard *sh, const char *sql
 	struct nk_error err;
 	char *prep, *out;
 
-	if (r->ps.tx_mode != PLAN_TX_ATOMIC || sh->in_tx || r->ntg > 2 || t == NULL ||
+	if (r->ps.tx_mode != PLAN_TX_ATOMIC || sh->in_tx || r->x.ntg > 2 || t == NULL ||
 	    t->unchecked || tpc_failpoint("prepare") == 0 || route_2pc_refused(r, &err))
 		return NULL;
 	for (uint32_t i = 0; i < r->nsh; i++) {
@@ -643,7 +643,7 @@ route_2pc_with_prepare(struct route *r, const struct rshard *sh, const char *sql
 	}
 	if (d == UINT32_MAX)
 		return NULL;		/* (one shard: a plain COMMIT) */
-	if (r->ntg == 2 && (r->tg_mask & (1u << d)) == 0)
+	if (r->x.ntg == 2 && (r->x.tg_mask & (1u << d)) == 0)
 		return NULL;		/* (the exec's other shard is not the one deciding) */
 	tpc_gid(t, r, r->sh[d].uid);
 	if ((prep = tpc_sql(t->gid, "PREPARE TRANSACTION ", "")) == NULL)
@@ -667,10 +667,10 @@ route_2pc_forget_early(struct route *r)
 
 	if (t == NULL)
 		return true;
-	for (uint32_t k = 0; k < r->ntg && t->early != 0; k++) {
-		struct rshard *sh = &r->sh[r->tg[k]];
+	for (uint32_t k = 0; k < r->x.ntg && t->early != 0; k++) {
+		struct rshard *sh = &r->sh[r->x.tg[k]];
 
-		if ((t->early & (1u << r->tg[k])) != 0 && sh->link != NULL &&
+		if ((t->early & (1u << r->x.tg[k])) != 0 && sh->link != NULL &&
 		    link_tx_status(sh->link) == 'I') {	/* (its PREPARE ran) */
 			free(sh->sql);
 			ok = (sh->sql = tpc_sql(t->gid, "ROLLBACK PREPARED ", "")) != NULL;
@@ -753,8 +753,8 @@ route_2pc_check(struct route *r, const void *img)
 		}
 	if (!route_exec_setup(r, uids, n, TPC_CHECK_SQL, &err))
 		return route_fail(r, &err);
-	r->combine = RX_QUIET;
-	r->after = RX_AFTER_2PC;
+	r->x.combine = RX_QUIET;
+	r->x.after = RX_AFTER_2PC;
 	r->settings_exec = true;
 	r->tpc->step = TPC_CHECK;
 	return route_exec_run(r);
@@ -776,9 +776,9 @@ tpc_rolled_back(struct nk_error *err)
 static void
 tpc_blame(struct route *r, struct nk_error *err)
 {
-	*err = r->err;
-	for (uint32_t k = 0; k < r->ntg; k++)
-		if (r->sh[r->tg[k]].failed) {
+	*err = r->x.err;
+	for (uint32_t k = 0; k < r->x.ntg; k++)
+		if (r->sh[r->x.tg[k]].failed) {
 			route_detail_shards(r, err, "Raised", k, k + 1);
 			return;
 		}
@@ -787,7 +787,7 @@ tpc_blame(struct route *r, struct nk_error *err)
 static void
 tpc_checked(struct route *r)
 {
-	if (r->has_err) {
+	if (r->x.has_err) {
 		struct nk_error e;
 
 		tpc_blame(r, &e);
@@ -834,15 +834,15 @@ tpc_probed(struct route *r)
 	struct route_2pc *t = r->tpc;
 	struct nk_error err;
 
-	for (uint32_t k = 0; k < r->ntg; k++) {
-		uint32_t i = r->tg[k];
+	for (uint32_t k = 0; k < r->x.ntg; k++) {
+		uint32_t i = r->x.tg[k];
 
 		if (r->sh[i].failed || r->sh[i].count != 1)
 			t->writes |= 1u << i;
 		else
 			t->plain |= 1u << i;
 	}
-	if (!r->has_err) {
+	if (!r->x.has_err) {
 		tpc_start(r, tpc_plan(r, &err), &err);
 		return;
 	}
@@ -858,7 +858,7 @@ tpc_verified(struct route *r)
 {
 	struct nk_error err;
 
-	if (r->has_err) {
+	if (r->x.has_err) {
 		tpc_rollback_all(r);
 		return;
 	}
@@ -871,16 +871,16 @@ tpc_prepared(struct route *r)
 {
 	struct route_2pc *t = r->tpc;
 
-	for (uint32_t k = 0; k < r->ntg; k++) {
-		struct rshard *sh = &r->sh[r->tg[k]];
+	for (uint32_t k = 0; k < r->x.ntg; k++) {
+		struct rshard *sh = &r->sh[r->x.tg[k]];
 
-		if ((t->part & (1u << r->tg[k])) && sh->link != NULL && !sh->failed)
-			t->prepared |= 1u << r->tg[k];
+		if ((t->part & (1u << r->x.tg[k])) && sh->link != NULL && !sh->failed)
+			t->prepared |= 1u << r->x.tg[k];
 		sh->in_tx = false;	/* prepared, committed or gone */
 	}
 	if (tpc_failpoint("prepare") >= 0)
 		tpc_crash(t, "prepare");
-	if (r->has_err) {
+	if (r->x.has_err) {
 		t->failed = true;
 		tpc_blame(r, &t->err);
 		tpc_rolled_back(&t->err);
@@ -896,9 +896,9 @@ tpc_decided(struct route *r)
 	struct route_2pc *t = r->tpc;
 	struct rshard *d = &r->sh[t->d];
 
-	if (tpc_failpoint("decision") >= 0 && !r->has_err)
+	if (tpc_failpoint("decision") >= 0 && !r->x.has_err)
 		tpc_crash(t, "decision");
-	if (!r->has_err) {
+	if (!r->x.has_err) {
 		t->ensured = true;
 		tpc_finish(r);
 		return;
@@ -941,13 +941,13 @@ tpc_finished(struct route *r)
 
 	if (tpc_failpoint("commit_prepared") >= 0)
 		tpc_crash(t, "commit_prepared");
-	for (uint32_t k = 0; k < r->ntg; k++)
-		if (r->sh[r->tg[k]].failed) {
-			failed |= 1u << r->tg[k];
+	for (uint32_t k = 0; k < r->x.ntg; k++)
+		if (r->sh[r->x.tg[k]].failed) {
+			failed |= 1u << r->x.tg[k];
 			nfailed++;
 		}
 	if (nfailed == 1 && t->attempts > 1 &&
-	    strcmp(r->err.sqlstate, ERRCODE_UNDEFINED_OBJECT) == 0)
+	    strcmp(r->x.err.sqlstate, ERRCODE_UNDEFINED_OBJECT) == 0)
 		failed = 0;	/* (the last round committed it, its answer was lost) */
 	if (failed != 0 && t->attempts < TPC_ATTEMPTS) {
 		tpc_finish_round(r, failed);
@@ -980,7 +980,7 @@ route_2pc_wait_send(struct route *r, struct rshard *sh)
 	double limit = r->c.cfg->query_wait_timeout;
 	char head[192], *sql;
 
-	if (t == NULL || t->nwaits == 0 || r->after != RX_AFTER_STMT)
+	if (t == NULL || t->nwaits == 0 || r->x.after != RX_AFTER_STMT)
 		return true;
 	snprintf(head, sizeof(head), "DO $neki$BEGIN FOR i IN 1..%ld LOOP EXIT WHEN NOT EXISTS "
 		 "(SELECT 1 FROM pg_catalog.pg_prepared_xacts WHERE gid = ",

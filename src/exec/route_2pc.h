@@ -46,7 +46,7 @@ enum rstep route_2pc_check(struct route *r, const void *img);
  * transactions enabled) runs on the participants of its first COMMIT that needs the
  * two-phase commit, before anything is prepared. False with <err> (no memory). */
 bool route_2pc_options(struct route *r, struct nk_error *err);
-/* An exec of the protocol (r->after RX_AFTER_2PC) ended: the next step. */
+/* An exec of the protocol (r->x.after RX_AFTER_2PC) ended: the next step. */
 void route_2pc_finished(struct route *r);
 /* Before a statement is sent to <sh>: where a COMMIT PREPARED of this session failed (its
  * client got a WARNING), a wait for the recovery to finish it goes first (polling

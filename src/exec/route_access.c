@@ -21,7 +21,7 @@ route_busy_revision(const struct route *r)
 bool
 route_in_ext_batch(const struct route *r)
 {
-	return r->ext_failed || r->ext_exec || r->sync_pending;
+	return r->ext_failed || r->x.ext_exec || r->x.sync_pending;
 }
 
 char

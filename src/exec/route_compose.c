@@ -111,8 +111,8 @@ compose_resume(struct route *r, enum route_resume how)
 {
 	struct timeval tv = { 0, 0 };
 
-	r->resume = how;
-	evtimer_add(r->ev_poll, &tv);
+	r->hold.resume = how;
+	evtimer_add(r->hold.ev_poll, &tv);
 }
 
 /* The call's rows (or its error) came back. */
@@ -120,7 +120,7 @@ static void
 compose_fetched(void *arg, const struct arelay_rows *rows, const struct nk_error *err)
 {
 	struct route *r = arg;
-	struct rcompose *c = r->compose;
+	struct rcompose *c = r->x.compose;
 	struct nk_error e;
 	char *mid = NULL;
 
@@ -137,7 +137,7 @@ compose_fetched(void *arg, const struct arelay_rows *rows, const struct nk_error
 		err = (nk_error_oom(&e), &e);
 	}
 	free(mid);
-	if (err != NULL && r->ext_exec) {	/* (the Execute fails when it runs again) */
+	if (err != NULL && r->x.ext_exec) {	/* (the Execute fails when it runs again) */
 		c->failed = true;
 		c->err = *err;
 		compose_resume(r, ROUTE_RESUME_EXEC);
@@ -150,7 +150,7 @@ compose_fetched(void *arg, const struct arelay_rows *rows, const struct nk_error
 		return;
 	}
 	/* the statement again, composed this time */
-	compose_resume(r, r->ext_exec ? ROUTE_RESUME_EXEC : ROUTE_RESUME_NEXT);
+	compose_resume(r, r->x.ext_exec ? ROUTE_RESUME_EXEC : ROUTE_RESUME_NEXT);
 }
 
 /* Is <p> (in <sql>) the start of `__neki . <fn> (`? Sets <*open> to its '('. */
@@ -250,28 +250,28 @@ route_compose_names_call(const char *sql)
 void
 route_compose_free(struct route *r)
 {
-	if (r->compose == NULL)
+	if (r->x.compose == NULL)
 		return;
-	free(r->compose->sql);
-	free(r->compose->composed);
-	free(r->compose);
-	r->compose = NULL;
+	free(r->x.compose->sql);
+	free(r->x.compose->composed);
+	free(r->x.compose);
+	r->x.compose = NULL;
 }
 
 /* route_compose_take: see route_compose.h. */
 char *
 route_compose_take(struct route *r, bool *failed, struct nk_error *err)
 {
-	char *sql = r->compose ? r->compose->composed : NULL;
+	char *sql = r->x.compose ? r->x.compose->composed : NULL;
 
-	*failed = r->compose != NULL && r->compose->failed;
+	*failed = r->x.compose != NULL && r->x.compose->failed;
 	if (*failed) {
-		*err = r->compose->err;
+		*err = r->x.compose->err;
 		route_compose_free(r);
 		return NULL;
 	}
 	if (sql != NULL) {
-		r->compose->composed = NULL;
+		r->x.compose->composed = NULL;
 		route_compose_free(r);
 	}
 	return sql;
@@ -297,7 +297,7 @@ route_compose_start(struct route *r, const struct stmt *st, const char *sql)
 		return route_fail(r, &err);
 	}
 	route_compose_free(r);
-	c = r->compose = calloc(1, sizeof(*c));
+	c = r->x.compose = calloc(1, sizeof(*c));
 	if (c == NULL || (c->sql = strdup(sql)) == NULL) {
 		route_compose_free(r);
 		return route_fail(r, (nk_error_oom(&err), &err));
@@ -313,7 +313,7 @@ route_compose_start(struct route *r, const struct stmt *st, const char *sql)
 		nk_error_hint(&err, "Write it as __neki.%s(...), unquoted.", st->neki_fn);
 		return route_fail(r, &err);
 	}
-	if (r->ext_exec && route_sql_has_param(sql, c->start, c->end)) {
+	if (r->x.ext_exec && route_sql_has_param(sql, c->start, c->end)) {
 		route_compose_free(r);
 		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
 			     "the arguments of __neki.%s() inside a larger "
@@ -332,7 +332,7 @@ route_compose_start(struct route *r, const struct stmt *st, const char *sql)
 						   "the admin process is not "
 						   "reachable"), &err));
 	}
-	if (r->ext_exec)
+	if (r->x.ext_exec)
 		r->busy = true;	/* the client waits with its Execute (route_ext_exec_resume) */
 	return RSTEP_ASYNC;
 }

@@ -42,10 +42,10 @@ static const uint8_t copy_signature[11] = "PGCOPY\n\377\r\n";
 static uint32_t
 copy_target_of(const struct route *r, const struct rshard *sh)
 {
-	for (uint32_t i = 0; i < r->ntg; i++)
-		if (&r->sh[r->tg[i]] == sh)
+	for (uint32_t i = 0; i < r->x.ntg; i++)
+		if (&r->sh[r->x.tg[i]] == sh)
 			return i;
-	return r->ntg;
+	return r->x.ntg;
 }
 
 static bool
@@ -69,7 +69,7 @@ copy_grow(uint8_t **buf, size_t *cap, size_t need)
 static bool
 copy_link_send(struct route *r, uint32_t t, const void *msg, size_t len)
 {
-	struct link *l = r->sh[r->tg[t]].link;
+	struct link *l = r->sh[r->x.tg[t]].link;
 
 	return l != NULL && link_send(l, msg, len);
 }
@@ -121,7 +121,7 @@ copy_abort(struct route *r, struct rcopy *c)
 	c->aborted = true;
 	pktbuf_init(&pb, 64);
 	pktbuf_write_copy_fail(&pb, "COPY aborted by the router: another shard failed");
-	for (uint32_t i = 0; i < r->ntg; i++) {
+	for (uint32_t i = 0; i < r->x.ntg; i++) {
 		struct rcopy_target *t = &c->t[i];
 
 		t->len = 0;
@@ -192,8 +192,8 @@ copy_target_of_shard(struct route *r, struct rcopy *c, const char *uid, uint32_t
 			*out = c->shard_tg[k];
 			return true;
 		}
-	for (uint32_t i = 0; i < r->ntg; i++) {
-		if (!route_streq(r->sh[r->tg[i]].uid, uid))
+	for (uint32_t i = 0; i < r->x.ntg; i++) {
+		if (!route_streq(r->sh[r->x.tg[i]].uid, uid))
 			continue;
 		if (c->nshard_ptr < 32) {
 			c->shard_ptr[c->nshard_ptr] = uid;
@@ -308,7 +308,7 @@ copy_gsi_fields(struct route *r, struct rcopy *c, const uint8_t *row, size_t len
 static bool
 copy_put_all(struct route *r, struct rcopy *c, const uint8_t *row, size_t len)
 {
-	for (uint32_t i = 0; i < r->ntg; i++)
+	for (uint32_t i = 0; i < r->x.ntg; i++)
 		if (!copy_put(r, c, i, row, len))
 			return false;
 	return true;
@@ -456,7 +456,7 @@ copy_on_error(struct route *r, struct rcopy *c, uint32_t i, const struct sbuf_pk
 	route_error_from_msg(pkt->data, pkt->len, &e);
 	if (c->routed)
 		copy_renumber(c, i, &e);
-	if (!c->has_err && r->ntg > 1)
+	if (!c->has_err && r->x.ntg > 1)
 		route_detail_shards(r, &e, "Raised", i, i + 1);
 	if (c->t[i].st != COPY_T_DONE)
 		c->t[i].st = COPY_T_ENDING;
@@ -505,15 +505,15 @@ copy_on_in_response(struct route *r, struct rcopy *c, uint32_t i, const struct s
 		route_client_fatal(r, "out of memory");
 		return false;
 	}
-	return c->ngot < r->ntg || copy_begin_input(r, c);
+	return c->ngot < r->x.ntg || copy_begin_input(r, c);
 }
 
 static bool
 copy_target_done(struct route *r, struct rcopy *c, uint32_t i)
 {
 	c->t[i].st = COPY_T_DONE;
-	r->sh[r->tg[i]].done = true;
-	for (uint32_t k = 0; k < r->ntg; k++)
+	r->sh[r->x.tg[i]].done = true;
+	for (uint32_t k = 0; k < r->x.ntg; k++)
 		if (c->t[k].st != COPY_T_DONE)
 			return true;
 	event_active(r->ev, EV_TIMEOUT, 0);
@@ -523,14 +523,14 @@ copy_target_done(struct route *r, struct rcopy *c, uint32_t i)
 bool
 route_copy_on_link(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
-	struct rcopy *c = r->copy;
+	struct rcopy *c = r->x.copy;
 	uint32_t i = copy_target_of(r, sh);
 	const char *tag;
 	struct nk_error e;
 	bool has_count;
 
-	if (i == r->ntg || pkt->type == 'N') {
-		if (i < r->ntg) {
+	if (i == r->x.ntg || pkt->type == 'N') {
+		if (i < r->x.ntg) {
 			sbuf_forward(link_sbuf(l), r->c.sb, pkt->len);
 			return true;
 		}
@@ -570,13 +570,13 @@ route_copy_on_link(struct route *r, struct rshard *sh, struct link *l, const str
 void
 route_copy_link_lost(struct route *r, struct rshard *sh)
 {
-	struct rcopy *c = r->copy;
+	struct rcopy *c = r->x.copy;
 	uint32_t i = copy_target_of(r, sh);
 
-	if (i == r->ntg)
+	if (i == r->x.ntg)
 		return;
 	c->t[i].st = COPY_T_ENDING;
-	copy_set_err(c, &r->err);
+	copy_set_err(c, &r->x.err);
 	copy_abort(r, c);
 	(void)copy_target_done(r, c, i);
 }
@@ -589,8 +589,8 @@ static void copy_wait_cb(evutil_socket_t fd, short what, void *arg);
 static bool
 copy_backlogged(struct route *r, struct rcopy *c, size_t limit)
 {
-	for (uint32_t i = 0; i < r->ntg; i++) {
-		struct link *l = r->sh[r->tg[i]].link;
+	for (uint32_t i = 0; i < r->x.ntg; i++) {
+		struct link *l = r->sh[r->x.tg[i]].link;
 
 		if (c->t[i].st == COPY_T_IN && l != NULL && sbuf_queued(link_sbuf(l)) > limit)
 			return true;
@@ -606,10 +606,10 @@ copy_wait_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (r->copy == NULL || route_client_closed(r))
+	if (r->x.copy == NULL || route_client_closed(r))
 		return;
-	if (copy_backlogged(r, r->copy, COPY_QUEUE_LOW))
-		evtimer_add(r->copy->ev_wait, &tv);
+	if (copy_backlogged(r, r->x.copy, COPY_QUEUE_LOW))
+		evtimer_add(r->x.copy->ev_wait, &tv);
 	else
 		sbuf_continue(r->c.sb);
 }
@@ -647,7 +647,7 @@ copy_input_done(struct route *r, struct rcopy *c)
 	if (c->bin_trailer)
 		pktbuf_write_copy_data(&pb, "\377\377", 2);
 	pktbuf_write_copy_done(&pb);
-	for (uint32_t i = 0; i < r->ntg && !pktbuf_failed(&pb); i++) {
+	for (uint32_t i = 0; i < r->x.ntg && !pktbuf_failed(&pb); i++) {
 		if (c->t[i].st != COPY_T_IN)
 			continue;
 		c->t[i].st = COPY_T_ENDING;
@@ -676,7 +676,7 @@ copy_client_fail(struct route *r, struct rcopy *c, const struct sbuf_pkt *pkt)
 	c->aborted = true;
 	pktbuf_init(&pb, 64);
 	pktbuf_write_copy_fail(&pb, msg);
-	for (uint32_t i = 0; i < r->ntg && !pktbuf_failed(&pb); i++) {
+	for (uint32_t i = 0; i < r->x.ntg && !pktbuf_failed(&pb); i++) {
 		if (c->t[i].st != COPY_T_IN)
 			continue;
 		c->t[i].st = COPY_T_ENDING;
@@ -693,7 +693,7 @@ copy_data(struct route *r, struct rcopy *c, const struct sbuf_pkt *pkt)
 		return true;
 	if (c->routed)
 		return copy_feed(r, c, pkt->data + 5, pkt->len - 5);
-	for (uint32_t i = 0; i < r->ntg; i++)
+	for (uint32_t i = 0; i < r->x.ntg; i++)
 		if (c->t[i].st == COPY_T_IN && !copy_link_send(r, i, pkt->data, pkt->len))
 			return false;
 	return true;
@@ -713,7 +713,7 @@ copy_bad_msg(struct route *r, struct rcopy *c, uint8_t type)
 bool
 route_copy_on_client(struct route *r, const struct sbuf_pkt *pkt)
 {
-	struct rcopy *c = r->copy;
+	struct rcopy *c = r->x.copy;
 	struct sbuf *sb = r->c.sb;
 	struct timeval tv = { 0, 1000 };
 
@@ -765,7 +765,7 @@ route_copy_on_client(struct route *r, const struct sbuf_pkt *pkt)
 void
 route_copy_free(struct route *r)
 {
-	struct rcopy *c = r->copy;
+	struct rcopy *c = r->x.copy;
 
 	if (c == NULL)
 		return;
@@ -782,7 +782,7 @@ route_copy_free(struct route *r)
 	free(c->val);
 	free(c->gsi_opts);
 	free(c);
-	r->copy = NULL;
+	r->x.copy = NULL;
 }
 
 /* Does the CSV column list <cols> (or *) name the key column? */
@@ -826,7 +826,7 @@ copy_options(struct rcopy *c, const struct stmt_copy *cp, struct nk_error *err)
 	return true;
 }
 
-/* The owner of an enabled GSI (plan.gsi, r->gsi kept by route_gsi_step()): how each of
+/* The owner of an enabled GSI (plan.gsi, r->x.gsi kept by route_gsi_step()): how each of
  * its fields is read from a row. */
 static bool
 copy_gsi_options(struct route *r, struct rcopy *c, const struct stmt_copy *cp,
@@ -834,7 +834,7 @@ copy_gsi_options(struct route *r, struct rcopy *c, const struct stmt_copy *cp,
 {
 	const struct plan_gsi *g = c->plan.gsi;
 
-	if (g == NULL || g->kind != PLAN_GSI_COPY || r->gsi == NULL)
+	if (g == NULL || g->kind != PLAN_GSI_COPY || r->x.gsi == NULL)
 		return true;
 	if ((c->gsi_opts = calloc(g->nfields, sizeof(*c->gsi_opts))) == NULL)
 		return nk_error_oom(err);
@@ -871,7 +871,7 @@ copy_routed_setup(struct route *r, struct rcopy *c, const struct plan *p, const 
 	snprintf(c->key_col, sizeof(c->key_col), "%s", p->key.column);
 	if (!copy_options(c, p->stmt->copy, err) || !copy_gsi_options(r, c, p->stmt->copy, err))
 		return false;
-	for (uint32_t i = 0; i < r->ntg; i++)
+	for (uint32_t i = 0; i < r->x.ntg; i++)
 		if ((c->t[i].ring = calloc(COPY_RING, sizeof(uint32_t))) == NULL)
 			return nk_error_oom(err);
 	return true;
@@ -890,7 +890,7 @@ route_copy_from(struct route *r, const struct plan *p, const char *sql, const vo
 		return false;
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return nk_error_oom(err);
-	r->copy = c;
+	r->x.copy = c;
 	snprintf(c->table, sizeof(c->table), "%s",
 		 p->stmt->nrels > 0 && p->stmt->rels[0].name != NULL ? p->stmt->rels[0].name : "");
 	c->ev_wait = evtimer_new(r->c.base, copy_wait_cb, r);
@@ -903,11 +903,11 @@ route_copy_from(struct route *r, const struct plan *p, const char *sql, const vo
 		return false;
 	}
 	/* all rows or none: the Query's implicit transaction on every shard */
-	if (r->tx == 'I' && r->ntg > 1 && !route_implicit_begin(r)) {
+	if (r->tx == 'I' && r->x.ntg > 1 && !route_implicit_begin(r)) {
 		route_copy_free(r);
 		return nk_error_oom(err);
 	}
-	r->combine = RX_SUM;
+	r->x.combine = RX_SUM;
 	r->busy = true;
 	if (route_exec_start(r, err))
 		return true;
@@ -919,30 +919,30 @@ route_copy_from(struct route *r, const struct plan *p, const char *sql, const vo
 void
 route_copy_finished(struct route *r)
 {
-	struct rcopy *c = r->copy;
+	struct rcopy *c = r->x.copy;
 	struct nk_error err;
-	bool failed = c->has_err || r->has_err;
+	bool failed = c->has_err || r->x.has_err;
 	uint64_t total = 0;
 	char tag[64];
 
 	if (c->has_err)
 		err = c->err;
-	else if (r->has_err)
-		err = r->err;
+	else if (r->x.has_err)
+		err = r->x.err;
 	else if (c->aborted)
 		nk_error_set(&err, ERRCODE_QUERY_CANCELED, "COPY was aborted");
 	failed = failed || c->aborted;
-	for (uint32_t i = 0; i < r->ntg; i++)
-		total += r->sh[r->tg[i]].count;
-	if (!c->routed && r->ntg > 0)
-		total = r->sh[r->tg[0]].count;
+	for (uint32_t i = 0; i < r->x.ntg; i++)
+		total += r->sh[r->x.tg[i]].count;
+	if (!c->routed && r->x.ntg > 0)
+		total = r->sh[r->x.tg[0]].count;
 	snprintf(tag, sizeof(tag), "COPY %llu", (unsigned long long)total);
 	route_copy_free(r);
-	if (!failed && r->gsi != NULL) {	/* the rows' lookup rows, then the answer */
+	if (!failed && r->x.gsi != NULL) {	/* the rows' lookup rows, then the answer */
 		if (route_gsi_copied(r))
 			return;
-		failed = r->has_err;
-		err = r->err;
+		failed = r->x.has_err;
+		err = r->x.err;
 	}
 	route_gsi_free(r);
 	route_copy_done(r, tag, failed ? &err : NULL);
@@ -953,13 +953,13 @@ route_copy_finished(struct route *r)
 void
 route_copy_out_setup(struct route *r, const struct stmt_copy *cp)
 {
-	r->cout.on = true;
-	r->cout.binary = route_streq(cp->format, "binary");
-	r->cout.header = cp->header && !r->cout.binary;
-	r->cout.pos = UINT32_MAX;
+	r->x.cout.on = true;
+	r->x.cout.binary = route_streq(cp->format, "binary");
+	r->x.cout.header = cp->header && !r->x.cout.binary;
+	r->x.cout.pos = UINT32_MAX;
 }
 
-/* A binary CopyData of target r->pos: its header part kept once, its trailer once. */
+/* A binary CopyData of target r->x.pos: its header part kept once, its trailer once. */
 static bool
 copy_out_binary(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
 {
@@ -967,13 +967,13 @@ copy_out_binary(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
 	size_t blen = pkt->len - 5, hdr = 0, keep_from = 0, keep_to = blen;
 	struct pktbuf pb;
 
-	if (r->cout.bytes < COPY_BIN_HEADER) {
-		hdr = COPY_BIN_HEADER - r->cout.bytes < blen ? COPY_BIN_HEADER - r->cout.bytes : blen;
-		if (r->pos > 0)
+	if (r->x.cout.bytes < COPY_BIN_HEADER) {
+		hdr = COPY_BIN_HEADER - r->x.cout.bytes < blen ? COPY_BIN_HEADER - r->x.cout.bytes : blen;
+		if (r->x.pos > 0)
 			keep_from = hdr;
 	}
-	r->cout.bytes += blen;
-	if (r->pos + 1 < r->ntg && blen - hdr == 2 && b[blen - 2] == 0xff && b[blen - 1] == 0xff)
+	r->x.cout.bytes += blen;
+	if (r->x.pos + 1 < r->x.ntg && blen - hdr == 2 && b[blen - 2] == 0xff && b[blen - 1] == 0xff)
 		keep_to = blen - 2;	/* the trailer: only the last shard's */
 	if (keep_from == 0 && keep_to == blen) {
 		r->c.stats->total_sent += pkt->len;
@@ -993,12 +993,12 @@ route_copy_out_pkt(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
 {
 	bool keep;
 
-	if (r->cout.pos != r->pos) {
-		r->cout.pos = r->pos;
-		r->cout.bytes = 0;
-		r->cout.ndata = 0;
+	if (r->x.cout.pos != r->x.pos) {
+		r->x.cout.pos = r->x.pos;
+		r->x.cout.bytes = 0;
+		r->x.cout.ndata = 0;
 	}
-	if (pkt->type == 'd' && r->cout.binary) {
+	if (pkt->type == 'd' && r->x.cout.binary) {
 		if (pkt->avail < pkt->len) {
 			if (sbuf_hold(link_sbuf(l), pkt->len))
 				return true;
@@ -1008,11 +1008,11 @@ route_copy_out_pkt(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
 		return copy_out_binary(r, l, pkt);
 	}
 	if (pkt->type == 'H')
-		keep = r->pos == 0;
+		keep = r->x.pos == 0;
 	else if (pkt->type == 'c')
-		keep = r->pos + 1 == r->ntg;
+		keep = r->x.pos + 1 == r->x.ntg;
 	else		/* 'd': a text or CSV header line comes from the first shard only */
-		keep = !(r->cout.header && r->pos > 0 && r->cout.ndata++ == 0);
+		keep = !(r->x.cout.header && r->x.pos > 0 && r->x.cout.ndata++ == 0);
 	if (!keep) {
 		sbuf_skip(link_sbuf(l), pkt->len);
 		return true;

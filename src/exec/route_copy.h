@@ -17,7 +17,7 @@ bool route_copy_on_link(struct route *r, struct rshard *sh, struct link *l,
 			const struct sbuf_pkt *pkt);
 /* The client's message during COPY FROM; false pauses the client. */
 bool route_copy_on_client(struct route *r, const struct sbuf_pkt *pkt);
-/* The link of target <sh> broke during COPY FROM (r->err says so): the others abort. */
+/* The link of target <sh> broke during COPY FROM (r->x.err says so): the others abort. */
 void route_copy_link_lost(struct route *r, struct rshard *sh);
 /* Every target of the COPY FROM answered: report and go on. */
 void route_copy_finished(struct route *r);

@@ -43,7 +43,7 @@ cursor_run(struct route *r, const char *tag)
 
 	if (tag != NULL) {
 		snprintf(r->reply_tag, sizeof(r->reply_tag), "%s", tag);
-		r->reply_nodata = r->ext_exec && r->ext_describe;
+		r->reply_nodata = r->x.ext_exec && r->x.ext_describe;
 	}
 	rc = route_exec_run(r);
 	if (rc != RSTEP_ASYNC)
@@ -74,9 +74,9 @@ declare_multi(struct route *r, struct rportal *cur, const struct plan *q,
 	struct nk_error err;
 
 	memset(&in, 0, sizeof(in));
-	if (r->ext_exec) {
-		in.params = r->ext_params;
-		in.nparams = r->ext_nparams;
+	if (r->x.ext_exec) {
+		in.params = r->x.ext_params;
+		in.nparams = r->x.ext_nparams;
 	}
 	nk_error_clear(&err);
 	cur->pull = route_pull_new(r, plan_cursor_query(st), &in, q->shards, q->nshards,
@@ -90,12 +90,12 @@ declare_multi(struct route *r, struct rportal *cur, const struct plan *q,
 	}
 	if (!route_exec_setup(r, q->shards, q->nshards, "", &err))
 		goto fail;
-	r->combine = RX_PULL;
-	r->merge_streams = true;
-	r->pull.portal = cur;
-	r->pull.op = RPULL_NONE;
-	for (uint32_t k = 0; k < r->ntg; k++) {
-		struct rshard *sh = &r->sh[r->tg[k]];
+	r->x.combine = RX_PULL;
+	r->x.merge_streams = true;
+	r->x.pull.portal = cur;
+	r->x.pull.op = RPULL_NONE;
+	for (uint32_t k = 0; k < r->x.ntg; k++) {
+		struct rshard *sh = &r->sh[r->x.tg[k]];
 		struct pktbuf pb;
 
 		pktbuf_init(&pb, 256);
@@ -106,11 +106,11 @@ declare_multi(struct route *r, struct rportal *cur, const struct plan *q,
 		sh->ext_msg = pb.buf;	/* taken over */
 		sh->ext_len = pb.len;
 	}
-	cur->mask = r->tg_mask;
+	cur->mask = r->x.tg_mask;
 	r->cur_new = cur;
 	return cursor_run(r, "DECLARE CURSOR");
 fail:
-	r->pull.portal = NULL;
+	r->x.pull.portal = NULL;
 	route_portal_free(cur);
 	return route_fail(r, &err);
 }
@@ -122,7 +122,7 @@ declare_keep_bind(struct route *r, struct rportal *cur)
 {
 	const struct rportal *x = r->xportal;
 
-	if (!r->ext_exec || x == NULL || x->bind == NULL)
+	if (!r->x.ext_exec || x == NULL || x->bind == NULL)
 		return true;
 	if ((cur->bind = malloc(x->bind_len)) == NULL ||
 	    (x->noids > 0 && (cur->oids = malloc((size_t)x->noids * 4)) == NULL))
@@ -180,7 +180,7 @@ cursor_declare(struct route *r, const struct plan *p, const char *sql)
 		route_portal_free(cur);
 		return route_fail(r, &err);
 	}
-	cur->mask = r->tg_mask;
+	cur->mask = r->x.tg_mask;
 	r->cur_new = cur;
 	return cursor_run(r, NULL);
 }
@@ -197,7 +197,7 @@ fetch_formats(struct route *r, struct rportal *cur, bool move, struct nk_error *
 
 	if (move)	/* (sends no rows: the formats there are, or the cursor's own) */
 		return route_pull_formats(cur->pull, binary, cur->binary ? 1 : 0, true, err);
-	if (!r->ext_exec)
+	if (!r->x.ext_exec)
 		return route_pull_formats(cur->pull, binary, cur->binary ? 1 : 0, false, err);
 	return route_portal_bind_msg(r->xportal, &m, err) &&
 	       route_pull_formats(cur->pull, m.result_formats, m.nresult_formats, false, err);
@@ -210,7 +210,7 @@ fetch_multi(struct route *r, struct rportal *cur, const struct stmt_cursor *c)
 	struct nk_error err;
 
 	nk_error_clear(&err);
-	if (r->ext_exec && r->ext_max_rows > 0) {
+	if (r->x.ext_exec && r->x.ext_max_rows > 0) {
 		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
 			     "a FETCH from cursor \"%s\" over several shards "
 			     "cannot be run with a row limit", cur->name);
@@ -222,13 +222,13 @@ fetch_multi(struct route *r, struct rportal *cur, const struct stmt_cursor *c)
 	nk_error_clear(&err);
 	plan_fetch_plan(route_pull_pos(cur->pull), c->dir, c->count, c->is_move, &f);
 	switch (route_pull_start(r, cur, c->is_move ? RPULL_MOVE : RPULL_FETCH, &f,
-				 !c->is_move && (!r->ext_exec || r->ext_describe))) {
+				 !c->is_move && (!r->x.ext_exec || r->x.ext_describe))) {
 	case RPULL_ASYNC:
 		return RSTEP_ASYNC;
 	case RPULL_DONE:
 		return RSTEP_DONE;
 	default:
-		return route_fail(r, &r->err);
+		return route_fail(r, &r->x.err);
 	}
 }
 
@@ -279,7 +279,7 @@ cursor_close_all(struct route *r, const char *sql)
 	}
 	if (!route_exec_setup(r, uids, n, sql, &err))	/* CLOSE ALL on each of them */
 		return route_fail(r, &err);
-	r->combine = RX_QUIET;
+	r->x.combine = RX_QUIET;
 	r->cur_close_all = true;
 	return cursor_run(r, "CLOSE CURSOR ALL");
 }
@@ -308,7 +308,7 @@ cursor_close(struct route *r, const struct stmt_cursor *c, const char *sql)
 	r->cur_close = cur;
 	if (cur->pull == NULL)
 		return cursor_run(r, NULL);	/* its shard answers */
-	r->combine = RX_QUIET;
+	r->x.combine = RX_QUIET;
 	return cursor_run(r, "CLOSE CURSOR");
 }
 

@@ -21,10 +21,10 @@
 void
 route_ddl_target(struct route *r, const struct stmt *st)
 {
-	r->ddl.target[0] = '\0';
+	r->x.ddl.target[0] = '\0';
 	for (uint32_t i = 0; i < st->nrels; i++)
 		if (st->rels[i].is_target && st->rels[i].name != NULL) {
-			snprintf(r->ddl.target, sizeof(r->ddl.target), "%s.%s",
+			snprintf(r->x.ddl.target, sizeof(r->x.ddl.target), "%s.%s",
 				 st->rels[i].schema ? st->rels[i].schema : "public",
 				 st->rels[i].name);
 			return;
@@ -36,7 +36,7 @@ static void
 route_ddl_advice(struct route *r, struct pktbuf *pb)
 {
 	static char text[SHM_ADVICE_MAX];
-	size_t tl = strlen(r->ddl.target);
+	size_t tl = strlen(r->x.ddl.target);
 	char *line, *save = NULL;
 
 	if (tl == 0 || !shm_advice_get(shm_schema_version(), text, sizeof(text)))
@@ -45,7 +45,7 @@ route_ddl_advice(struct route *r, struct pktbuf *pb)
 		char *rule = strchr(line, '\t'), *advice = rule ? strchr(rule + 1, '\t') : NULL;
 		struct nk_error e;
 
-		if (advice == NULL || strncmp(line, r->ddl.target, tl) != 0 ||
+		if (advice == NULL || strncmp(line, r->x.ddl.target, tl) != 0 ||
 		    (line[tl] != '\t' && line[tl] != '.'))
 			continue;
 		*rule++ = '\0';
@@ -66,7 +66,7 @@ route_ddl_notice(struct route *r)
 	struct nk_error e;
 	struct pktbuf pb;
 
-	r->ddl.notice = false;
+	r->x.ddl.notice = false;
 	if (r->tx != 'I')
 		return;		/* (in a transaction block: not committed yet) */
 	nk_error_set(&e, ERRCODE_SUCCESSFUL_COMPLETION,

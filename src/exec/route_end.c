@@ -42,13 +42,13 @@
 static void
 route_ext_done(struct route *r, bool ok)
 {
-	if (r->bind_owed && !route_bind_complete(r))	/* (an exec that sent nothing) */
+	if (r->x.bind_owed && !route_bind_complete(r))	/* (an exec that sent nothing) */
 		return;
 	route_portal_ran(r, ok);
-	r->ext_exec = false;
-	r->ext_pst = NULL;
-	r->ext_norm = NULL;
-	r->ext_portal_describe = false;
+	r->x.ext_exec = false;
+	r->x.ext_pst = NULL;
+	r->x.ext_norm = NULL;
+	r->x.ext_portal_describe = false;
 	r->busy = false;
 	r->cancel_pending = false;
 	r->query_start_us = 0;
@@ -58,7 +58,7 @@ route_ext_done(struct route *r, bool ok)
 		if (r->tx == 'T')
 			r->tx = 'E';
 	}
-	if (r->sync_pending && !route_ext_sync(r))
+	if (r->x.sync_pending && !route_ext_sync(r))
 		return;
 	if (!r->in_cb && !route_client_closed(r))
 		sbuf_continue(r->c.sb);
@@ -92,11 +92,11 @@ route_ext_implicit_end(struct route *r, bool ok)
 static void
 route_stmt_end(struct route *r, bool ok)
 {
-	r->an.on = false;
-	r->pull.portal = NULL;
-	r->pull.op = RPULL_NONE;
+	r->x.an.on = false;
+	r->x.pull.portal = NULL;
+	r->x.pull.op = RPULL_NONE;
 	route_cursor_settle(r, ok);
-	if (r->ext_exec) {
+	if (r->x.ext_exec) {
 		if (r->ext_implicit && route_ext_implicit_end(r, ok))
 			return;
 		route_ext_done(r, ok && !r->ext_implicit_failed);
@@ -115,45 +115,45 @@ route_stmt_end(struct route *r, bool ok)
 static uint32_t
 route_failed_at(const struct route *r)
 {
-	for (uint32_t i = 0; i < r->ntg; i++)
-		if (r->sh[r->tg[i]].failed)
+	for (uint32_t i = 0; i < r->x.ntg; i++)
+		if (r->sh[r->x.tg[i]].failed)
 			return i;
-	return r->ntg;
+	return r->x.ntg;
 }
 
 /* The combined CommandComplete (and RX_SPLIT's rows in input order). */
 static bool
 route_combine(struct route *r)
 {
-	struct rshard *first = &r->sh[r->tg[0]];
+	struct rshard *first = &r->sh[r->x.tg[0]];
 	uint64_t total = 0;
 	char tag[96];
 	struct pktbuf pb;
 
-	if (r->combine == RX_QUIET || r->combine == RX_PULL) {	/* the router's own tag */
+	if (r->x.combine == RX_QUIET || r->x.combine == RX_PULL) {	/* the router's own tag */
 		if (r->reply_tag[0] == '\0')	/* (DISCARD ALL's, if any) */
-			return r->end_tag[0] == '\0' || route_reply_tag(r, r->end_tag);
+			return r->x.end_tag[0] == '\0' || route_reply_tag(r, r->x.end_tag);
 		pktbuf_init(&pb, 64);
 		if (r->reply_nodata)
 			pktbuf_write_no_data(&pb);
 		pktbuf_write_command_complete(&pb, r->reply_tag);
 		return route_send(r, &pb);
 	}
-	if (r->combine == RX_PASS || r->combine == RX_MERGE)
+	if (r->x.combine == RX_PASS || r->x.combine == RX_MERGE)
 		return true;
 	pktbuf_init(&pb, 256);
-	if (r->combine == RX_SPLIT) {
-		for (uint32_t i = 0; i < r->split_n; i++) {
-			struct rshard *sh = &r->sh[r->tg[r->split_shard[i]]];
+	if (r->x.combine == RX_SPLIT) {
+		for (uint32_t i = 0; i < r->x.split_n; i++) {
+			struct rshard *sh = &r->sh[r->x.tg[r->x.split_shard[i]]];
 
-			if (r->split_pos[i] < sh->nrows)
-				pktbuf_put_bytes(&pb, sh->rows[r->split_pos[i]].msg,
-						       sh->rows[r->split_pos[i]].len);
+			if (r->x.split_pos[i] < sh->nrows)
+				pktbuf_put_bytes(&pb, sh->rows[r->x.split_pos[i]].msg,
+						       sh->rows[r->x.split_pos[i]].len);
 		}
 	}
-	for (uint32_t i = 0; i < r->ntg; i++)
-		total += r->sh[r->tg[i]].count;
-	if (r->combine == RX_FIRST)
+	for (uint32_t i = 0; i < r->x.ntg; i++)
+		total += r->sh[r->x.tg[i]].count;
+	if (r->x.combine == RX_FIRST)
 		total = first->count;
 	if (first->counted)
 		snprintf(tag, sizeof(tag), "%s %llu", first->tag, (unsigned long long)total);
@@ -167,10 +167,10 @@ static void
 route_after_error(struct route *r)
 {
 	route_sets_failed(r);
-	if (!r->err_forwarded) {
-		if (r->sequential && r->after == RX_AFTER_STMT && r->ntg > 1)
-			route_detail_shards(r, &r->err, r->end_tag, 0, route_failed_at(r));
-		route_send_err(r, &r->err);
+	if (!r->x.err_forwarded) {
+		if (r->x.sequential && r->x.after == RX_AFTER_STMT && r->x.ntg > 1)
+			route_detail_shards(r, &r->x.err, r->x.end_tag, 0, route_failed_at(r));
+		route_send_err(r, &r->x.err);
 	}
 	if (r->tx == 'T')
 		r->tx = 'E';
@@ -186,15 +186,15 @@ route_after_commit(struct route *r)
 	uint32_t n = 0;
 	struct nk_error e;
 
-	r->commit_err = r->err;
+	r->commit_err = r->x.err;
 	r->commit_failed = true;
 	route_detail_shards(r, &r->commit_err, "The transaction was committed", 0, k);
-	for (uint32_t i = k + 1; i < r->ntg; i++)
-		rest[n++] = r->sh[r->tg[i]].uid;
+	for (uint32_t i = k + 1; i < r->x.ntg; i++)
+		rest[n++] = r->sh[r->x.tg[i]].uid;
 	r->tx = 'I';
 	if (n > 0 && route_exec_setup(r, rest, n, "ROLLBACK", &e)) {
-		r->combine = RX_QUIET;
-		r->after = RX_AFTER_ROLLBACK;
+		r->x.combine = RX_QUIET;
+		r->x.after = RX_AFTER_ROLLBACK;
 		if (route_exec_start(r, &e))
 			return;
 	}
@@ -208,25 +208,25 @@ route_after_commit(struct route *r)
 static void
 route_after_tx(struct route *r)
 {
-	bool failed = r->after == RX_AFTER_COMMIT && r->has_err;
+	bool failed = r->x.after == RX_AFTER_COMMIT && r->x.has_err;
 	bool stop;
 
 	/* the transaction's settings: kept when every shard committed; a failed COMMIT (some
 	 * shards committed) and a ROLLBACK drop them */
-	route_sets_end(r, r->after == RX_AFTER_COMMIT && !r->has_err, !failed);
-	for (uint32_t i = 0; i < r->ntg; i++)
-		r->sh[r->tg[i]].in_tx = false;
+	route_sets_end(r, r->x.after == RX_AFTER_COMMIT && !r->x.has_err, !failed);
+	for (uint32_t i = 0; i < r->x.ntg; i++)
+		r->sh[r->x.tg[i]].in_tx = false;
 	if (failed) {
 		route_after_commit(r);
 		return;
 	}
 	r->tx = 'I';
-	stop = r->commit_failed || r->has_err;
+	stop = r->commit_failed || r->x.has_err;
 	if (r->commit_failed)
 		route_send_err(r, &r->commit_err);
-	else if (r->has_err)
-		route_send_err(r, &r->err);
-	else if (r->end_tag[0] != '\0' && !route_reply_tag(r, r->end_tag))
+	else if (r->x.has_err)
+		route_send_err(r, &r->x.err);
+	else if (r->x.end_tag[0] != '\0' && !route_reply_tag(r, r->x.end_tag))
 		return;
 	r->commit_failed = false;
 	route_exec_reset(r);
@@ -245,14 +245,14 @@ route_after_seq(struct route *r)
 		return;
 	}
 	route_exec_reset(r);
-	if (!r->ext_exec) {
+	if (!r->x.ext_exec) {
 		route_next(r);
 		return;
 	}
-	r->fetch_off = true;	/* (planned with the catalog of its first plan) */
+	r->hold.fetch_off = true;	/* (planned with the catalog of its first plan) */
 	rc = route_stmt(r, r->xportal != NULL ? r->xportal->query : "", false, r->seq.params,
 			r->seq.nparams);
-	r->fetch_off = false;
+	r->hold.fetch_off = false;
 	if (rc != RSTEP_ASYNC && !route_client_closed(r))
 		route_ext_done(r, rc == RSTEP_DONE);
 }
@@ -262,11 +262,11 @@ route_after_seq(struct route *r)
 static void
 route_after_bind_check(struct route *r)
 {
-	struct nk_error e = *r->bind_err;
+	struct nk_error e = *r->x.bind_err;
 
-	free(r->bind_err);
-	r->bind_err = NULL;
-	if (r->has_err)
+	free(r->x.bind_err);
+	r->x.bind_err = NULL;
+	if (r->x.has_err)
 		route_after_error(r);
 	else
 		route_stmt_finish(r, NULL, &e);
@@ -277,65 +277,65 @@ route_exec_finished(struct route *r)
 {
 	if (route_client_closed(r))
 		return;
-	if (r->after == RX_AFTER_2PC) {
+	if (r->x.after == RX_AFTER_2PC) {
 		route_2pc_finished(r);
 		return;
 	}
-	if (r->insel != NULL) {		/* a round of INSERT ... SELECT, or its reservation */
+	if (r->x.insel != NULL) {		/* a round of INSERT ... SELECT, or its reservation */
 		route_insel_next(r);
 		return;
 	}
-	if (r->copy != NULL) {
+	if (r->x.copy != NULL) {
 		route_copy_finished(r);
 		return;
 	}
 	if (r->seq.nsetvals > 0)
-		route_seq_setvals_done(r, !r->has_err);
-	if (r->ddl.seq) {	/* (also after a failure: some shards may have done it) */
-		r->ddl.seq = false;
+		route_seq_setvals_done(r, !r->x.has_err);
+	if (r->x.ddl.seq) {	/* (also after a failure: some shards may have done it) */
+		r->x.ddl.seq = false;
 		shm_seq_bump_all();
 	}
-	if (r->after == RX_AFTER_SEQ) {
+	if (r->x.after == RX_AFTER_SEQ) {
 		route_after_seq(r);
 		return;
 	}
-	if (r->after == RX_AFTER_COMMIT || r->after == RX_AFTER_ROLLBACK) {
+	if (r->x.after == RX_AFTER_COMMIT || r->x.after == RX_AFTER_ROLLBACK) {
 		route_after_tx(r);
 		return;
 	}
-	if (r->bind_err != NULL) {
+	if (r->x.bind_err != NULL) {
 		route_after_bind_check(r);
 		return;
 	}
-	if (r->subq_capture && r->has_err) {
+	if (r->x.subq_capture && r->x.has_err) {
 		(void)route_subq_finished(r);	/* (its error, or the refusal) */
 		route_after_error(r);
 		return;
 	}
-	if (r->has_err) {
+	if (r->x.has_err) {
 		route_after_error(r);
 		return;
 	}
-	if (r->pull.op != RPULL_NONE && route_pull_more(r) != RPULL_DONE) {
-		if (r->has_err && !route_client_closed(r))
+	if (r->x.pull.op != RPULL_NONE && route_pull_more(r) != RPULL_DONE) {
+		if (r->x.has_err && !route_client_closed(r))
 			route_after_error(r);	/* (otherwise a round runs, or the client waits) */
 		return;
 	}
-	if (r->combine == RX_MERGE && route_merge_final(r))
+	if (r->x.combine == RX_MERGE && route_merge_final(r))
 		return;
-	if (r->subq_capture) {		/* the subquery's rows: the statement again */
+	if (r->x.subq_capture) {		/* the subquery's rows: the statement again */
 		if (!route_subq_finished(r))
 			route_after_error(r);
 		return;
 	}
-	if (r->an.on ? !route_analyze_reply(r) : !route_combine(r))
+	if (r->x.an.on ? !route_analyze_reply(r) : !route_combine(r))
 		return;
 	if (!route_sets_done(r))	/* SET / RESET / set_config(): the model follows */
 		return;
-	if (r->ddl.all_shards) {
-		r->ddl.notice = true;
-		r->cat_wait = shm_cat_request_refresh();
-		r->poll_deadline_us = nk_now_us() + ROUTE_CAT_WAIT_US;
+	if (r->x.ddl.all_shards) {
+		r->x.ddl.notice = true;
+		r->hold.cat_wait = shm_cat_request_refresh();
+		r->hold.poll_deadline_us = nk_now_us() + ROUTE_CAT_WAIT_US;
 	}
 	route_exec_reset(r);
 	route_stmt_end(r, true);

@@ -181,7 +181,7 @@ route_attach(struct rshard *sh, struct link *l)
 static bool
 route_begins(const struct route *r, const struct rshard *sh)
 {
-	return r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->after == RX_AFTER_STMT;
+	return r->tx != 'I' && !sh->in_tx && r->begin_sql != NULL && r->x.after == RX_AFTER_STMT;
 }
 
 /* Inside a transaction: the lazy BEGIN, then the transaction's settings so far (so that its
@@ -200,7 +200,7 @@ route_send_tx(struct route *r, struct rshard *sh)
 		if (!route_svp_join(r, sh))	/* the savepoints it needs */
 			return false;
 	}
-	if (sh->in_tx && r->after == RX_AFTER_STMT && !r->settings_exec) {
+	if (sh->in_tx && r->x.after == RX_AFTER_STMT && !r->settings_exec) {
 		sh->tx_data = true;
 		sh->tx_write |= !r->exec_reads;
 	}
@@ -210,7 +210,7 @@ route_send_tx(struct route *r, struct rshard *sh)
 }
 
 /*
- * r->ext_msg binds a named statement the links keep (r->ext_pst): a link lacking it gets the
+ * r->x.ext_msg binds a named statement the links keep (r->x.ext_pst): a link lacking it gets the
  * Parse first (and the Closes of the least recently used beyond max_prepared_statements),
  * in the same send; its ParseComplete / CloseComplete are dropped (route_on_answer).
  */
@@ -221,7 +221,7 @@ route_send_named(struct route *r, struct rshard *sh)
 	bool parsed, ok;
 
 	pktbuf_init(&pb, 0);
-	if (!prep_link_prepare(sh->link, r->ext_pst,
+	if (!prep_link_prepare(sh->link, r->x.ext_pst,
 			       (size_t)r->c.cfg->max_prepared_statements, &pb, &parsed)) {
 		pktbuf_cleanup(&pb);
 		return false;
@@ -229,18 +229,18 @@ route_send_named(struct route *r, struct rshard *sh)
 	sh->prep_used = true;
 	r->c.stats->total_bind_count++;	/* (SHOW STATS, as pgbouncer counts them) */
 	if (!parsed)
-		return route_oids_send(r, sh, r->ext_msg, r->ext_len);
+		return route_oids_send(r, sh, r->x.ext_msg, r->x.ext_len);
 	r->c.stats->total_server_parse_count++;
-	pktbuf_put_bytes(&pb, r->ext_msg, r->ext_len);
+	pktbuf_put_bytes(&pb, r->x.ext_msg, r->x.ext_len);
 	ok = !pktbuf_failed(&pb) && route_oids_send(r, sh, pb.buf, pb.len);
 	pktbuf_cleanup(&pb);
 	if (!ok) {
-		prep_link_forget(sh->link, r->ext_pst);
+		prep_link_forget(sh->link, r->x.ext_pst);
 		return false;
 	}
 	if (sh->prep_wait != NULL)
 		prep_stmt_unref(sh->prep_wait);
-	sh->prep_wait = prep_stmt_addref(r->ext_pst);
+	sh->prep_wait = prep_stmt_addref(r->x.ext_pst);
 	return true;
 }
 
@@ -248,25 +248,25 @@ route_send_named(struct route *r, struct rshard *sh)
 static bool
 route_send_msgs(struct route *r, struct rshard *sh)
 {
-	const char *sql = sh->sql != NULL ? sh->sql : r->stmt_sql;
+	const char *sql = sh->sql != NULL ? sh->sql : r->x.stmt_sql;
 	char *with_prepare = NULL;	/* (decided before the BEGIN makes <sh> a participant) */
 	bool ok;
 
-	if (route_gsi_last_step(r) && !r->ext_exec && sh->ext_msg == NULL)
+	if (route_gsi_last_step(r) && !r->x.ext_exec && sh->ext_msg == NULL)
 		with_prepare = route_2pc_with_prepare(r, sh, sql);
 	if (!route_send_tx(r, sh)) {
 		free(with_prepare);
 		return false;
 	}
 	sh->sent = true;
-	if (r->an.on && !r->merge_final)
+	if (r->x.an.on && !r->x.merge_final)
 		sh->a_sent_us = nk_now_us();
-	if (sh->ext_msg != NULL && r->after == RX_AFTER_STMT)	/* its own messages */
+	if (sh->ext_msg != NULL && r->x.after == RX_AFTER_STMT)	/* its own messages */
 		return route_oids_send(r, sh, sh->ext_msg, sh->ext_len) &&
 		       route_pin_after_send(r, sh);
-	if (r->ext_exec && r->after == RX_AFTER_STMT)
-		return (r->ext_pst != NULL ? route_send_named(r, sh) :
-			route_oids_send(r, sh, r->ext_msg, r->ext_len)) &&
+	if (r->x.ext_exec && r->x.after == RX_AFTER_STMT)
+		return (r->x.ext_pst != NULL ? route_send_named(r, sh) :
+			route_oids_send(r, sh, r->x.ext_msg, r->x.ext_len)) &&
 		       route_pin_after_send(r, sh);
 	ok = route_link_query(sh->link, with_prepare != NULL ? with_prepare : sql) &&
 	     route_pin_after_send(r, sh);
@@ -308,12 +308,12 @@ route_fail_send(struct route *r, struct rshard *sh)
 static bool
 route_cancel_stops(struct route *r)
 {
-	if (!r->cancel_pending || r->after != RX_AFTER_STMT)
+	if (!r->cancel_pending || r->x.after != RX_AFTER_STMT)
 		return false;
-	if (!r->has_err) {
-		nk_error_set(&r->err, ERRCODE_QUERY_CANCELED,
+	if (!r->x.has_err) {
+		nk_error_set(&r->x.err, ERRCODE_QUERY_CANCELED,
 			     "canceling statement due to user request");
-		r->has_err = true;
+		r->x.has_err = true;
 	}
 	return true;
 }
@@ -322,22 +322,22 @@ route_cancel_stops(struct route *r)
 static void
 route_exec_go(struct route *r)
 {
-	if (r->has_err || route_cancel_stops(r)) {	/* nothing was sent */
+	if (r->x.has_err || route_cancel_stops(r)) {	/* nothing was sent */
 		event_active(r->ev, EV_TIMEOUT, 0);
 		return;
 	}
-	for (uint32_t i = 0; i < r->ntg; i++) {
-		struct rshard *sh = &r->sh[r->tg[i]];
+	for (uint32_t i = 0; i < r->x.ntg; i++) {
+		struct rshard *sh = &r->sh[r->x.tg[i]];
 
 		if (!route_send_one(r, sh)) {
 			route_fail_send(r, sh);
 			return;
 		}
-		if (r->sequential)
+		if (r->x.sequential)
 			break;
 	}
-	for (uint32_t i = 0; i < (r->copy != NULL || r->merge_streams ? r->ntg : 1); i++)
-		sbuf_continue(link_sbuf(r->sh[r->tg[i]].link));	/* COPY FROM, a merge: all */
+	for (uint32_t i = 0; i < (r->x.copy != NULL || r->x.merge_streams ? r->x.ntg : 1); i++)
+		sbuf_continue(link_sbuf(r->sh[r->x.tg[i]].link));	/* COPY FROM, a merge: all */
 	/* the shards' answers stream to the client as they come (with what the router queued
 	 * before them), up to the exec's end */
 	sbuf_set_cork(r->c.sb, SBUF_CORK_FWD);
@@ -357,15 +357,15 @@ route_unreachable(struct route *r, struct rshard *sh, const struct nk_error *err
 	/* (DEBUG: the pool logs the failure, once per server_login_retry) */
 	log_debug("S: shard %s: could not connect: %s", sh->uid, err->message);
 	sh->failed = sh->done = true;
-	if (r->has_err)
+	if (r->x.has_err)
 		return;
-	nk_error_set(&r->err, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+	nk_error_set(&r->x.err, ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
 		     "could not connect to shard \"%s\": %s", sh->uid,
 		     err->message);
-	r->has_err = true;
-	for (uint32_t i = 0; i < r->ntg; i++)
-		if (r->tg[i] == idx)
-			route_detail_shards(r, &r->err, "Raised", i, i + 1);
+	r->x.has_err = true;
+	for (uint32_t i = 0; i < r->x.ntg; i++)
+		if (r->x.tg[i] == idx)
+			route_detail_shards(r, &r->x.err, "Raised", i, i + 1);
 }
 
 /* Does the session hold shard links before this exec takes any (its transaction's, pins)? */
@@ -384,8 +384,8 @@ route_next_to_acquire(struct route *r)
 {
 	struct rshard *next = NULL;
 
-	for (uint32_t i = 0; i < r->ntg; i++) {
-		struct rshard *sh = &r->sh[r->tg[i]];
+	for (uint32_t i = 0; i < r->x.ntg; i++) {
+		struct rshard *sh = &r->sh[r->x.tg[i]];
 
 		if (sh->link == NULL && !sh->waiting && !sh->failed &&
 		    (next == NULL || strcmp(sh->uid, next->uid) < 0))
@@ -402,12 +402,12 @@ route_acquire_failed(struct route *r, struct rshard *sh, struct nk_error *err)
 		if (route_target_lost(r, sh))
 			return true;	/* a failover: held (route_target.c) */
 		route_unreachable(r, sh, err);
-		*err = r->err;
+		*err = r->x.err;
 	}
-	if (r->nwait > 0) {	/* the queued ones end the exec */
-		if (!r->has_err) {
-			r->err = *err;
-			r->has_err = true;
+	if (r->x.nwait > 0) {	/* the queued ones end the exec */
+		if (!r->x.has_err) {
+			r->x.err = *err;
+			r->x.has_err = true;
 		}
 		return true;
 	}
@@ -430,7 +430,7 @@ route_acquire_failed(struct route *r, struct rshard *sh, struct nk_error *err)
 static bool
 route_exec_acquire(struct route *r, struct nk_error *err)
 {
-	bool at_once = r->acq_urgent;
+	bool at_once = r->x.acq_urgent;
 	struct rshard *sh;
 	struct link *l;
 
@@ -440,7 +440,7 @@ route_exec_acquire(struct route *r, struct nk_error *err)
 			break;
 		case RTARGET_HOLD:	/* no primary now: held, as if queued */
 			sh->waiting = true;
-			r->nwait++;
+			r->x.nwait++;
 			if (!at_once)
 				return true;
 			continue;
@@ -448,7 +448,7 @@ route_exec_acquire(struct route *r, struct nk_error *err)
 			sh->waiter.connect_failed = false;
 			return route_acquire_failed(r, sh, err);
 		}
-		sh->waiter.urgent = r->acq_urgent;
+		sh->waiter.urgent = r->x.acq_urgent;
 		switch (pool_acquire(spool_pool(sh->sp), &sh->waiter, &l, err)) {
 		case POOL_GOT:
 			if (!route_attach(sh, l))
@@ -458,7 +458,7 @@ route_exec_acquire(struct route *r, struct nk_error *err)
 			break;
 		case POOL_QUEUED:
 			sh->waiting = true;
-			r->nwait++;
+			r->x.nwait++;
 			if (!at_once)
 				return true;	/* the next ones once this one came */
 			break;
@@ -466,7 +466,7 @@ route_exec_acquire(struct route *r, struct nk_error *err)
 			return route_acquire_failed(r, sh, err);
 		}
 	}
-	if (r->nwait == 0)
+	if (r->x.nwait == 0)
 		route_exec_go(r);
 	return true;
 }
@@ -479,7 +479,7 @@ route_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *e
 	struct nk_error e;
 
 	sh->waiting = false;
-	r->nwait--;
+	r->x.nwait--;
 	if (l == NULL && w->connect_failed) {
 		if (route_target_lost(r, sh))
 			return;		/* a failover: held (route_target.c) */
@@ -502,29 +502,29 @@ route_exec_continue(struct route *r)
 {
 	struct nk_error e;
 
-	if (!r->has_err && route_next_to_acquire(r) != NULL) {	/* the next target's turn */
+	if (!r->x.has_err && route_next_to_acquire(r) != NULL) {	/* the next target's turn */
 		if (!route_exec_acquire(r, &e)) {
-			r->err = e;
-			r->has_err = true;
+			r->x.err = e;
+			r->x.has_err = true;
 			route_exec_go(r);
 		}
 		return;
 	}
-	if (r->nwait == 0)
+	if (r->x.nwait == 0)
 		route_exec_go(r);
 }
 
 bool
 route_exec_start(struct route *r, struct nk_error *err)
 {
-	r->pos = r->reading = r->ndone = 0;
-	r->nwait = 0;
-	r->rowdesc_sent = r->has_err = r->err_forwarded = false;
+	r->x.pos = r->x.reading = r->x.ndone = 0;
+	r->x.nwait = 0;
+	r->x.rowdesc_sent = r->x.has_err = r->x.err_forwarded = false;
 	r->suspended = false;
 	r->last_tag[0] = '\0';
-	r->acq_urgent = route_holds_links(r);
-	for (uint32_t i = 0; i < r->ntg; i++) {
-		struct rshard *sh = &r->sh[r->tg[i]];
+	r->x.acq_urgent = route_holds_links(r);
+	for (uint32_t i = 0; i < r->x.ntg; i++) {
+		struct rshard *sh = &r->sh[r->x.tg[i]];
 
 		sh->target = true;
 		if (sh->link != NULL && !sh->in_tx && sh->sets_version != r->sets_version &&
@@ -602,7 +602,7 @@ route_on_complete(struct route *r, struct rshard *sh, struct link *l,
 		sh->counted = has_count;
 		route_strcpy(r->last_tag, sizeof(r->last_tag), sh->tag);	/* (a portal's) */
 	}
-	if (r->combine == RX_PASS)
+	if (r->x.combine == RX_PASS)
 		return route_fwd(r, l, pkt);
 	return route_skip(l, pkt);
 }
@@ -651,34 +651,34 @@ route_err_ends_backend(const struct sbuf_pkt *pkt)
 static bool
 route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
-	bool at_bind = r->bind_owed;
+	bool at_bind = r->x.bind_owed;
 
-	r->bind_owed = false;
+	r->x.bind_owed = false;
 	if (sh->prep_used)
 		route_prep_error(sh, l, pkt);
 	sh->failed = true;
-	if ((sh->deadlock != NULL || r->combine == RX_PASS) && !r->has_err &&
+	if ((sh->deadlock != NULL || r->x.combine == RX_PASS) && !r->x.has_err &&
 	    pkt->avail < pkt->len)
 		return route_need_whole(r, l, pkt);	/* its severity, its position may move */
-	if (sh->deadlock != NULL && !r->has_err) {
-		route_error_from_msg(pkt->data, pkt->len, &r->err);
-		if (route_deadlock_error(sh, &r->err)) {
-			r->has_err = true;
-			if (r->combine == RX_PASS && !r->subq_capture) {
-				r->err_forwarded = true;
-				route_send_err(r, &r->err);
+	if (sh->deadlock != NULL && !r->x.has_err) {
+		route_error_from_msg(pkt->data, pkt->len, &r->x.err);
+		if (route_deadlock_error(sh, &r->x.err)) {
+			r->x.has_err = true;
+			if (r->x.combine == RX_PASS && !r->x.subq_capture) {
+				r->x.err_forwarded = true;
+				route_send_err(r, &r->x.err);
 			}
 			return route_skip(l, pkt);
 		}
 	}
-	if (r->combine == RX_PASS && !r->has_err && !r->subq_capture &&
+	if (r->x.combine == RX_PASS && !r->x.has_err && !r->x.subq_capture &&
 	    !route_err_ends_backend(pkt)) {
 		struct pktbuf pb;
-		bool later_stmt = !r->ext_exec && r->spans != NULL && r->cur < r->nspans &&
+		bool later_stmt = !r->x.ext_exec && r->spans != NULL && r->cur < r->nspans &&
 				  r->spans[r->cur].start > 0;
 
-		r->has_err = r->err_forwarded = true;
-		route_error_from_msg(pkt->data, pkt->avail, &r->err);
+		r->x.has_err = r->x.err_forwarded = true;
+		route_error_from_msg(pkt->data, pkt->avail, &r->x.err);
 		if (later_stmt) {
 			pktbuf_init(&pb, pkt->len + 16);
 			if (route_shard_err_in_query(r, pkt->data, pkt->len, &pb))
@@ -689,17 +689,17 @@ route_on_error(struct route *r, struct rshard *sh, struct link *l, const struct 
 	}
 	if (pkt->avail < pkt->len)
 		return route_need_whole(r, l, pkt);
-	if (!r->has_err) {
-		route_error_from_msg(pkt->data, pkt->len, &r->err);
-		route_error_keep_position(r, pkt->data, pkt->len, &r->err);
-		r->has_err = true;
-		if (!at_bind && (r->combine == RX_MERGE || r->combine == RX_PULL ||
-				 r->combine == RX_INSEL))
-			route_detail_shards(r, &r->err, "Raised", r->reading, r->reading + 1);
-		else if (r->combine == RX_PASS)	/* (its backend's end) */
-			for (uint32_t i = 0; i < r->ntg; i++)
-				if (&r->sh[r->tg[i]] == sh)
-					route_detail_shards(r, &r->err, "Raised", i, i + 1);
+	if (!r->x.has_err) {
+		route_error_from_msg(pkt->data, pkt->len, &r->x.err);
+		route_error_keep_position(r, pkt->data, pkt->len, &r->x.err);
+		r->x.has_err = true;
+		if (!at_bind && (r->x.combine == RX_MERGE || r->x.combine == RX_PULL ||
+				 r->x.combine == RX_INSEL))
+			route_detail_shards(r, &r->x.err, "Raised", r->x.reading, r->x.reading + 1);
+		else if (r->x.combine == RX_PASS)	/* (its backend's end) */
+			for (uint32_t i = 0; i < r->x.ntg; i++)
+				if (&r->sh[r->x.tg[i]] == sh)
+					route_detail_shards(r, &r->x.err, "Raised", i, i + 1);
 	}
 	return route_skip(l, pkt);
 }
@@ -747,43 +747,43 @@ route_on_param(struct route *r, struct link *l, const struct sbuf_pkt *pkt, bool
 	    varcache_index(p.name) >= 0)
 		(void)varcache_set(r->c.vars, p.name, p.value);
 	/* (a ROLLBACK's own too: what it undid, as Postgres reports it) */
-	return first && (r->combine != RX_QUIET || r->after != RX_AFTER_STMT) ?
+	return first && (r->x.combine != RX_QUIET || r->x.after != RX_AFTER_STMT) ?
 	       route_fwd(r, l, pkt) : route_skip(l, pkt);
 }
 
-/* The target being read (r->tg[r->pos]) ended: read (or send to, when sequential) the next
+/* The target being read (r->x.tg[r->x.pos]) ended: read (or send to, when sequential) the next
  * one; targets whose link was lost are passed over; the exec ends after the last. */
 static bool
 route_target_next(struct route *r, struct rshard *sh)
 {
 	sh->done = true;
-	if (r->an.on && !r->merge_final)
+	if (r->x.an.on && !r->x.merge_final)
 		sh->a_done_us = nk_now_us();
-	if (r->merge_streams) {
-		if (++r->ndone < r->ntg)
+	if (r->x.merge_streams) {
+		if (++r->x.ndone < r->x.ntg)
 			return true;	/* the others are read as they come */
-		r->pos = r->ntg;
+		r->x.pos = r->x.ntg;
 	} else {
-		r->pos++;
+		r->x.pos++;
 	}
-	while (r->pos < r->ntg && !(r->sequential && sh->failed)) {
-		struct rshard *next = &r->sh[r->tg[r->pos]];
+	while (r->x.pos < r->x.ntg && !(r->x.sequential && sh->failed)) {
+		struct rshard *next = &r->sh[r->x.tg[r->x.pos]];
 
 		if (next->done) {	/* lost while waiting for its turn */
 			sh = next;
-			r->pos++;
+			r->x.pos++;
 			continue;
 		}
-		if (r->sequential && route_cancel_stops(r))
+		if (r->x.sequential && route_cancel_stops(r))
 			break;
-		if (r->sequential && !route_send_one(r, next)) {
+		if (r->x.sequential && !route_send_one(r, next)) {
 			route_fail_send(r, next);
 			return false;
 		}
 		sbuf_continue(link_sbuf(next->link));
 		return true;
 	}
-	r->pos = r->ntg;
+	r->x.pos = r->x.ntg;
 	/* the exec ends: the rest of its answer waits for what the router sends next (its
 	 * ReadyForQuery), to leave in one send */
 	sbuf_set_cork(r->c.sb, SBUF_CORK_ON);
@@ -798,13 +798,13 @@ route_analyze_answer(struct route *r, struct rshard *sh, struct link *l,
 {
 	if (pkt->type == 'D')
 		sh->a_rows++;
-	if (pkt->type == 'C' && r->combine != RX_MERGE) {
-		enum rx_combine c = r->combine;
+	if (pkt->type == 'C' && r->x.combine != RX_MERGE) {
+		enum rx_combine c = r->x.combine;
 		bool ok;
 
-		r->combine = RX_SUM;	/* (RX_PASS would forward the tag) */
+		r->x.combine = RX_SUM;	/* (RX_PASS would forward the tag) */
 		ok = route_on_complete(r, sh, l, pkt);
-		r->combine = c;
+		r->x.combine = c;
 		return ok;
 	}
 	return route_skip(l, pkt);
@@ -849,22 +849,22 @@ route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 	if (!sh->target || sh->done || route_client_closed(r))
 		return;
 	sh->failed = true;
-	if (!r->has_err) {
-		nk_error_set(&r->err, ERRCODE_CONNECTION_FAILURE,
+	if (!r->x.has_err) {
+		nk_error_set(&r->x.err, ERRCODE_CONNECTION_FAILURE,
 			     "the connection to shard \"%s\" was lost: %s",
 			     sh->uid, err != NULL ? err->message : "server conn crashed?");
-		r->has_err = true;
-		for (uint32_t i = 0; i < r->ntg; i++)
-			if (r->tg[i] == idx)
-				route_detail_shards(r, &r->err, "Raised", i, i + 1);
+		r->x.has_err = true;
+		for (uint32_t i = 0; i < r->x.ntg; i++)
+			if (r->x.tg[i] == idx)
+				route_detail_shards(r, &r->x.err, "Raised", i, i + 1);
 	}
-	if (r->copy != NULL) {
+	if (r->x.copy != NULL) {
 		route_copy_link_lost(r, sh);
 		return;
 	}
-	if (r->merge_streams && r->nwait == 0 && sh->sent)
+	if (r->x.merge_streams && r->x.nwait == 0 && sh->sent)
 		(void)route_target_next(r, sh);	/* every target is being read */
-	else if (r->nwait > 0 || !sh->sent || r->pos >= r->ntg || r->tg[r->pos] != idx)
+	else if (r->x.nwait > 0 || !sh->sent || r->x.pos >= r->x.ntg || r->x.tg[r->x.pos] != idx)
 		sh->done = true;	/* passed over when its turn comes */
 	else
 		(void)route_target_next(r, sh);
@@ -873,30 +873,30 @@ route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 static bool
 route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
-	bool first = r->tg[0] == (uint32_t)(sh - r->sh);
+	bool first = r->x.tg[0] == (uint32_t)(sh - r->sh);
 
-	if (pkt->type == '2' && r->bind_owed && !route_bind_complete(r))
+	if (pkt->type == '2' && r->x.bind_owed && !route_bind_complete(r))
 		return false;	/* (the client is gone) */
-	if (r->combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
+	if (r->x.combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
 		return route_seq_msg(r, l, pkt);
-	if (r->subq_capture && r->combine != RX_MERGE && r->combine != RX_INSEL &&
+	if (r->x.subq_capture && r->x.combine != RX_MERGE && r->x.combine != RX_INSEL &&
 	    strchr("TDC", pkt->type) != NULL)	/* (merge, INSERT ... SELECT: theirs kept) */
 		return route_subq_answer(r, l, pkt);
-	if (r->combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
+	if (r->x.combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
 		return route_pull_answer(r, sh, l, pkt);
-	if (r->combine == RX_INSEL && strchr("123tnTDCs", pkt->type) != NULL)
+	if (r->x.combine == RX_INSEL && strchr("123tnTDCs", pkt->type) != NULL)
 		return route_insel_msg(r, sh, l, pkt);
-	if (r->an.on && !r->merge_final && r->combine != RX_MERGE &&
+	if (r->x.an.on && !r->x.merge_final && r->x.combine != RX_MERGE &&
 	    strchr("TDCnt", pkt->type) != NULL)
 		return route_analyze_answer(r, sh, l, pkt);
-	if (r->combine == RX_MERGE && (pkt->type == 'T' || pkt->type == 'D' || pkt->type == 'C')) {
+	if (r->x.combine == RX_MERGE && (pkt->type == 'T' || pkt->type == 'D' || pkt->type == 'C')) {
 		if (pkt->avail < pkt->len)
 			return route_need_whole(r, l, pkt);
-		if (r->an.on && !r->merge_final && pkt->type == 'D')
+		if (r->x.an.on && !r->x.merge_final && pkt->type == 'D')
 			sh->a_rows++;
 		return route_merge_feed(r, pkt) && route_skip(l, pkt);
 	}
-	if (r->cout.on && (pkt->type == 'H' || pkt->type == 'd' || pkt->type == 'c'))
+	if (r->x.cout.on && (pkt->type == 'H' || pkt->type == 'd' || pkt->type == 'c'))
 		return route_copy_out_pkt(r, l, pkt);
 	switch (pkt->type) {
 	case 'Z':
@@ -918,56 +918,56 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 		return route_skip(l, pkt);
 	case 's':		/* PortalSuspended: the portal stays open on the shard */
 		r->suspended = true;
-		return r->combine == RX_PASS ? route_fwd(r, l, pkt) : route_skip(l, pkt);
+		return r->x.combine == RX_PASS ? route_fwd(r, l, pkt) : route_skip(l, pkt);
 	case 't':
-		if (r->combine == RX_QUIET || r->ext_portal_describe || !first)
+		if (r->x.combine == RX_QUIET || r->x.ext_portal_describe || !first)
 			return route_skip(l, pkt);
 		return route_fwd(r, l, pkt);
 	case 'T':
 	case 'n':
-		if (r->combine == RX_QUIET || r->rowdesc_sent ||
-		    (r->combine == RX_FIRST && !first))
+		if (r->x.combine == RX_QUIET || r->x.rowdesc_sent ||
+		    (r->x.combine == RX_FIRST && !first))
 			return route_skip(l, pkt);
-		r->rowdesc_sent = true;
+		r->x.rowdesc_sent = true;
 		return route_fwd(r, l, pkt);
 	case 'D':
-		if (r->combine == RX_SPLIT)
+		if (r->x.combine == RX_SPLIT)
 			return route_keep_row(r, sh, l, pkt);
-		if (r->combine == RX_QUIET || (r->combine == RX_FIRST && !first))
+		if (r->x.combine == RX_QUIET || (r->x.combine == RX_FIRST && !first))
 			return route_skip(l, pkt);
 		return route_fwd(r, l, pkt);
 	case 'I':
-		return r->combine == RX_PASS ? route_fwd(r, l, pkt) : route_skip(l, pkt);
+		return r->x.combine == RX_PASS ? route_fwd(r, l, pkt) : route_skip(l, pkt);
 	case 'N':	/* DDL, every copy: the first target's notices (each copy raises them) */
-		if (r->combine == RX_FIRST && !first)
+		if (r->x.combine == RX_FIRST && !first)
 			return route_skip(l, pkt);
-		return r->combine == RX_QUIET ? route_skip(l, pkt) : route_fwd(r, l, pkt);
+		return r->x.combine == RX_QUIET ? route_skip(l, pkt) : route_fwd(r, l, pkt);
 	default:	/* notifications, COPY out */
-		return r->combine == RX_QUIET ? route_skip(l, pkt) : route_fwd(r, l, pkt);
+		return r->x.combine == RX_QUIET ? route_skip(l, pkt) : route_fwd(r, l, pkt);
 	}
 }
 
-/* May <sh>'s answer be handled now? Sets r->reading to its target number. Targets are read
+/* May <sh>'s answer be handled now? Sets r->x.reading to its target number. Targets are read
  * in plan order, or all at once for a streaming merge (minus those it holds enough rows of). */
 static bool
 route_turn(struct route *r, struct rshard *sh)
 {
 	uint32_t i = (uint32_t)(sh - r->sh);
 
-	if (!sh->target || sh->done || r->pos >= r->ntg)
+	if (!sh->target || sh->done || r->x.pos >= r->x.ntg)
 		return false;
-	if (!r->merge_streams) {
-		r->reading = r->pos;
-		return r->tg[r->pos] == i;
+	if (!r->x.merge_streams) {
+		r->x.reading = r->x.pos;
+		return r->x.tg[r->x.pos] == i;
 	}
-	for (uint32_t k = 0; k < r->ntg; k++) {
-		if (r->tg[k] != i)
+	for (uint32_t k = 0; k < r->x.ntg; k++) {
+		if (r->x.tg[k] != i)
 			continue;
 		if (!route_merge_may_read(r, k)) {
 			sh->held = true;
 			return false;
 		}
-		r->reading = k;
+		r->x.reading = k;
 		return true;
 	}
 	return false;
@@ -1011,7 +1011,7 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 		return route_listen_notify(r, sh, l, pkt);
 	if (sh->swallow > 0)
 		return route_swallow(sh, l, pkt);
-	if (r->copy != NULL)
+	if (r->x.copy != NULL)
 		return route_copy_on_link(r, sh, l, pkt);
 	if ((!sh->target || sh->done) && pkt->type == 'E')
 		return route_async_error(r, sh, l, pkt);
@@ -1034,7 +1034,7 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	}
 	if (!route_on_answer(r, sh, l, pkt))
 		return false;
-	if (r->merge_streams)
+	if (r->x.merge_streams)
 		route_merge_resume(r);
 	return true;
 }
@@ -1101,12 +1101,12 @@ route_exec_reset(struct route *r)
 		sh->rows = NULL;
 		sh->nrows = sh->caprows = 0;
 	}
-	r->ntg = r->pos = 0;
-	r->cout.on = false;
+	r->x.ntg = r->x.pos = 0;
+	r->x.cout.on = false;
 	r->seq.setvals = NULL;
 	r->seq.nsetvals = 0;
-	free(r->bind_err);
-	r->bind_err = NULL;
+	free(r->x.bind_err);
+	r->x.bind_err = NULL;
 	route_merge_free(r);
 	route_copy_free(r);
 }

@@ -11,7 +11,7 @@
 
 /* The rshard of <uid> (added when new); NULL when too many or the shard is not declared. */
 struct rshard *route_shard(struct route *r, const char *uid, struct nk_error *err);
-/* Start the exec set up in r->tg/ntg/...: acquire links, send. False: nothing was sent. */
+/* Start the exec set up in r->x.tg/ntg/...: acquire links, send. False: nothing was sent. */
 NK_MUSTCHECK bool route_exec_start(struct route *r, struct nk_error *err);
 /* Give back every link (outside a transaction) / break them at session close. */
 void route_release_links(struct route *r);

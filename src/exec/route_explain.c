@@ -80,7 +80,7 @@ route_explain(struct route *r, const struct plan *p, const char *sql)
 
 	if (!p->stmt->explain->analyze)
 		return route_explain_reply(r, plan_explain(p->inner, json), json);
-	if (r->ext_exec) {
+	if (r->x.ext_exec) {
 		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
 			     "EXPLAIN (NEKI_PLAN, ANALYZE) is not supported with the "
 			     "extended query protocol yet");
@@ -103,17 +103,17 @@ route_explain(struct route *r, const struct plan *p, const char *sql)
 			      "ANALYZE.");
 		return route_fail(r, &err);
 	}
-	if ((r->an.plan = route_plan_copy(r, p->inner)) == NULL) {
+	if ((r->x.an.plan = route_plan_copy(r, p->inner)) == NULL) {
 		nk_error_oom(&err);
 		return route_fail(r, &err);
 	}
-	r->an.on = true;
-	r->an.json = json;
-	r->an.rows = 0;
-	r->an.start_us = nk_now_us();
+	r->x.an.on = true;
+	r->x.an.json = json;
+	r->x.an.rows = 0;
+	r->x.an.start_us = nk_now_us();
 	rc = route_shards(r, p->inner, plan_explained_text(sql));
 	if (rc != RSTEP_ASYNC)
-		r->an.on = false;
+		r->x.an.on = false;
 	return rc;
 }
 
@@ -122,11 +122,11 @@ bool
 route_analyze_reply(struct route *r)
 {
 	struct plan_actual_shard sa[ROUTE_SHARDS_MAX];
-	struct plan_actual act = { sa, r->ntg, 0, 0 };
-	bool merged = r->combine == RX_MERGE;
+	struct plan_actual act = { sa, r->x.ntg, 0, 0 };
+	bool merged = r->x.combine == RX_MERGE;
 
-	for (uint32_t i = 0; i < r->ntg; i++) {
-		const struct rshard *sh = &r->sh[r->tg[i]];
+	for (uint32_t i = 0; i < r->x.ntg; i++) {
+		const struct rshard *sh = &r->sh[r->x.tg[i]];
 
 		sa[i].shard = sh->uid;
 		sa[i].rows = sh->a_rows > 0 || !sh->counted ? sh->a_rows : sh->count;
@@ -134,10 +134,10 @@ route_analyze_reply(struct route *r)
 		act.rows += sa[i].rows;
 	}
 	if (merged)
-		act.rows = r->an.rows;
-	else if (r->combine == RX_FIRST && r->ntg > 0)
+		act.rows = r->x.an.rows;
+	else if (r->x.combine == RX_FIRST && r->x.ntg > 0)
 		act.rows = sa[0].rows;	/* every copy of a reference table */
-	act.total_ms = (double)(nk_now_us() - r->an.start_us) / 1000.0;
-	return route_explain_reply(r, plan_explain_analyze(r->an.plan, r->an.json, &act),
-				   r->an.json) == RSTEP_DONE;
+	act.total_ms = (double)(nk_now_us() - r->x.an.start_us) / 1000.0;
+	return route_explain_reply(r, plan_explain_analyze(r->x.an.plan, r->x.an.json, &act),
+				   r->x.an.json) == RSTEP_DONE;
 }

@@ -364,7 +364,7 @@ declared_types(const uint8_t *oids, uint16_t noids, uint32_t *o)
 static uint16_t
 unread_params_typed(const struct route *r, const char *query, uint32_t *o, uint16_t noids)
 {
-	uint32_t n = r->ext_nparams < 256 ? r->ext_nparams : 256;
+	uint32_t n = r->x.ext_nparams < 256 ? r->x.ext_nparams : 256;
 	bool used[256] = { false };
 
 	route_sql_params(query, used, n);
@@ -372,7 +372,7 @@ unread_params_typed(const struct route *r, const char *query, uint32_t *o, uint1
 		if (i >= noids)
 			o[i] = 0;
 		if (!used[i])
-			o[i] = r->ext_params[i].binary ? 17 : 25;	/* bytea, text */
+			o[i] = r->x.ext_params[i].binary ? 17 : 25;	/* bytea, text */
 	}
 	return (uint16_t)(n > noids ? n : noids);
 }
@@ -381,7 +381,7 @@ unread_params_typed(const struct route *r, const char *query, uint32_t *o, uint1
  * The messages every target gets: Parse of portal <x>'s statement (<x> NULL: of <st>), then
  * <what> (enum rext_what), then Sync. With a row limit the shard's portal is the portal's
  * mirror, which the shard keeps (inside the transaction) for the next Execute. With
- * r->ext_pst set (and a Bind) no Parse: the Bind names the statement the links keep
+ * r->x.ext_pst set (and a Bind) no Parse: the Bind names the statement the links keep
  * (route_send_named()).
  */
 static bool
@@ -393,11 +393,11 @@ route_ext_msgs_text(struct route *r, const struct rportal *x, const struct rstmt
 	const uint8_t *oids = x != NULL ? x->oids : st->oids;
 	uint16_t noids = x != NULL ? x->noids : st->noids;
 	const char *portal = bind && max_rows > 0 ? route_portal_mirror(x) : "";
-	const struct prep_stmt *named = bind ? r->ext_pst : NULL;
+	const struct prep_stmt *named = bind ? r->x.ext_pst : NULL;
 	uint32_t o[256];
 	struct pktbuf pb;
 
-	r->ext_pst = named != NULL ? r->ext_pst : NULL;
+	r->x.ext_pst = named != NULL ? r->x.ext_pst : NULL;
 	pktbuf_init(&pb, (named != NULL ? 0 : strlen(query)) + 64 + (bind ? x->bind_len : 0));
 	if (named == NULL) {
 		noids = declared_types(oids, noids, o);
@@ -425,9 +425,9 @@ route_ext_msgs_text(struct route *r, const struct rportal *x, const struct rstmt
 		pktbuf_cleanup(&pb);
 		return false;
 	}
-	free(r->ext_msg);
-	r->ext_msg = pb.buf;		/* taken over */
-	r->ext_len = pb.len;
+	free(r->x.ext_msg);
+	r->x.ext_msg = pb.buf;		/* taken over */
+	r->x.ext_len = pb.len;
 	return true;
 }
 
@@ -448,11 +448,11 @@ route_ext_bind_check(struct route *r, const char *uid, const struct nk_error *er
 	if (!route_exec_setup(r, &uid, 1, "", &e))
 		return route_fail(r, &e);
 	if (!route_ext_msgs(r, r->xportal, NULL, REXT_BIND, 0) ||
-	    (r->bind_err = malloc(sizeof(*r->bind_err))) == NULL) {
+	    (r->x.bind_err = malloc(sizeof(*r->x.bind_err))) == NULL) {
 		nk_error_oom(&e);
 		return route_fail(r, &e);
 	}
-	*r->bind_err = *err;
+	*r->x.bind_err = *err;
 	return route_exec_run(r);
 }
 
@@ -469,20 +469,20 @@ route_ext_unnamed(struct route *r)
 {
 	const struct rportal *x = r->xportal;
 
-	if (r->ext_pst == NULL)
+	if (r->x.ext_pst == NULL)
 		return true;
-	r->ext_pst = NULL;
-	return route_ext_msgs(r, x, NULL, route_ext_exec_what(r->ext_describe), r->ext_max_rows);
+	r->x.ext_pst = NULL;
+	return route_ext_msgs(r, x, NULL, route_ext_exec_what(r->x.ext_describe), r->x.ext_max_rows);
 }
 
 /* route_ext_composed: see route_compose.h. */
 bool
 route_ext_composed(struct route *r, const char *sql)
 {
-	r->ext_pst = NULL;	/* (the text is new each time: sent with its Parse) */
-	r->ext_norm = NULL;	/* (normalised again) */
-	return route_ext_msgs_text(r, r->xportal, NULL, sql, route_ext_exec_what(r->ext_describe),
-				   r->ext_max_rows);
+	r->x.ext_pst = NULL;	/* (the text is new each time: sent with its Parse) */
+	r->x.ext_norm = NULL;	/* (normalised again) */
+	return route_ext_msgs_text(r, r->xportal, NULL, sql, route_ext_exec_what(r->x.ext_describe),
+				   r->x.ext_max_rows);
 }
 
 /* route_ext_part: see route_int.h. */
@@ -494,15 +494,15 @@ route_ext_part(struct route *r, struct rshard *sh)
 	size_t first;
 	struct pktbuf pb;
 
-	if (!route_ext_unnamed(r) || r->ext_len < 5 || r->ext_msg[0] != 'P')
+	if (!route_ext_unnamed(r) || r->x.ext_len < 5 || r->x.ext_msg[0] != 'P')
 		return false;
-	first = 1 + ((size_t)r->ext_msg[1] << 24 | (size_t)r->ext_msg[2] << 16 |
-		     (size_t)r->ext_msg[3] << 8 | r->ext_msg[4]);
+	first = 1 + ((size_t)r->x.ext_msg[1] << 24 | (size_t)r->x.ext_msg[2] << 16 |
+		     (size_t)r->x.ext_msg[3] << 8 | r->x.ext_msg[4]);
 	n = declared_types(r->xportal->oids, r->xportal->noids, o);
 	n = unread_params_typed(r, sh->sql, o, n);
-	pktbuf_init(&pb, strlen(sh->sql) + 16 + 4 * (size_t)n + r->ext_len);
+	pktbuf_init(&pb, strlen(sh->sql) + 16 + 4 * (size_t)n + r->x.ext_len);
 	pktbuf_write_parse(&pb, "", sh->sql, o, n);
-	pktbuf_put_bytes(&pb, r->ext_msg + first, r->ext_len - first);
+	pktbuf_put_bytes(&pb, r->x.ext_msg + first, r->x.ext_len - first);
 	if (pktbuf_failed(&pb)) {
 		pktbuf_cleanup(&pb);
 		return false;
@@ -561,23 +561,23 @@ route_on_execute(struct route *r, const struct sbuf_pkt *pkt, const uint8_t *bod
 		nk_error_oom(&err);
 		return route_ext_fail(r, &err);
 	}
-	r->bind_owed = p->bind_owed;	/* the exec's first BindComplete answers its Bind */
+	r->x.bind_owed = p->bind_owed;	/* the exec's first BindComplete answers its Bind */
 	p->bind_owed = false;
 	if (p->is_cursor || p->state != RPORTAL_BOUND)	/* it goes on where it is */
 		return route_portal_execute(r, p, m.max_rows);
-	r->ext_exec = true;
+	r->x.ext_exec = true;
 	r->xportal = p;
 	r->last_tag[0] = '\0';
 	p->state = RPORTAL_DONE;	/* (route_portal_ran() says what it is once it ran) */
 	rarena_reset(r->arena);
 	nk_error_clear(&err);
-	r->ext_pst = p->pst;		/* named: the shard links keep it (route_send_named) */
-	r->ext_norm = p->norm != NULL ? &p->norm->norm : NULL;	/* normalised at Parse */
-	r->ext_max_rows = m.max_rows;
-	r->ext_describe = p->describe;
+	r->x.ext_pst = p->pst;		/* named: the shard links keep it (route_send_named) */
+	r->x.ext_norm = p->norm != NULL ? &p->norm->norm : NULL;	/* normalised at Parse */
+	r->x.ext_max_rows = m.max_rows;
+	r->x.ext_describe = p->describe;
 	if (!route_bind_params(r, &params, &nparams, &err) ||
 	    !route_ext_msgs(r, p, NULL, route_ext_exec_what(p->describe), m.max_rows)) {
-		r->ext_exec = false;
+		r->x.ext_exec = false;
 		r->xportal = NULL;
 		if (!nk_error_is_set(&err))
 			nk_error_oom(&err);
@@ -681,7 +681,7 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	if (m.nparams > 256)
 		return nk_error_set(err, ERRCODE_PROGRAM_LIMIT_EXCEEDED,
 				    "too many parameters in a merged SELECT");
-	route_merge_oids(&r->ms.spec, r->xportal, &m, sql, m.nparams, o);
+	route_merge_oids(&r->x.ms.spec, r->xportal, &m, sql, m.nparams, o);
 	pktbuf_init(&pb, strlen(sql) + 64 + (r->xportal != NULL ? r->xportal->bind_len : 0));
 	pktbuf_write_parse(&pb, "", sql, o, m.nparams);
 	pktbuf_begin(&pb, 'B');
@@ -691,9 +691,9 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 	pktbuf_put_bytes(&pb, m.formats, (size_t)m.nformats * 2);
 	pktbuf_put_int16(&pb, (int16_t)m.nparams);
 	pktbuf_put_bytes(&pb, m.params, m.params_len);
-	ok = final ? route_merge_final_formats(&pb, r->merge) ||
+	ok = final ? route_merge_final_formats(&pb, r->x.merge) ||
 		     nk_error_oom(err)
-		   : route_merge_formats(&pb, &m, &r->ms.spec, err);
+		   : route_merge_formats(&pb, &m, &r->x.ms.spec, err);
 	pktbuf_end(&pb);
 	if (!final)
 		pktbuf_write_describe(&pb, 'P', "");	/* the merge needs the columns */
@@ -703,10 +703,10 @@ route_ext_merge_msgs(struct route *r, const char *sql, bool final, struct nk_err
 		pktbuf_cleanup(&pb);
 		return ok ? nk_error_oom(err) : false;
 	}
-	free(r->ext_msg);
-	r->ext_msg = pb.buf;		/* taken over */
-	r->ext_len = pb.len;
-	r->ext_pst = NULL;
+	free(r->x.ext_msg);
+	r->x.ext_msg = pb.buf;		/* taken over */
+	r->x.ext_len = pb.len;
+	r->x.ext_pst = NULL;
 	return true;
 }
 
@@ -727,14 +727,14 @@ route_describe_waiting(struct route *r)
 static bool
 route_describe_refused(struct route *r, const struct nk_error *err)
 {
-	if (r->bind_owed && !route_bind_complete(r))
+	if (r->x.bind_owed && !route_bind_complete(r))
 		return false;
 	route_fail(r, err);
-	r->ext_exec = false;
-	r->ext_portal_describe = false;
+	r->x.ext_exec = false;
+	r->x.ext_portal_describe = false;
 	r->busy = false;
 	r->ext_failed = true;
-	if (r->sync_pending)
+	if (r->x.sync_pending)
 		return route_ext_sync(r);
 	return !route_client_closed(r);
 }
@@ -766,7 +766,7 @@ route_describe_stmt(struct route *r, const char *sql)
 	if (!ok || route_exec_run(r) == RSTEP_STOP) {
 		if (!ok)
 			route_fail(r, &err);
-		r->ext_exec = false;
+		r->x.ext_exec = false;
 		r->busy = false;
 		r->ext_failed = true;
 	}
@@ -786,14 +786,14 @@ route_describe_pending(struct route *r, struct rportal *p)
 	bool describe = p->describe || !p->bind_owed;	/* (or a portal that ran, described) */
 	unsigned what = REXT_BIND | (describe ? REXT_DESCRIBE_P : 0);
 
-	r->bind_owed = p->bind_owed;
+	r->x.bind_owed = p->bind_owed;
 	p->describe = p->bind_owed = false;
 	if (!route_ext_msgs(r, p, NULL, what, 0)) {
 		nk_error_oom(&err);
 		return route_ext_fail(r, &err);
 	}
-	r->ext_exec = true;
-	r->ext_portal_describe = true;
+	r->x.ext_exec = true;
+	r->x.ext_portal_describe = true;
 	return route_describe_stmt(r, p->query);
 }
 
@@ -834,7 +834,7 @@ route_on_describe(struct route *r, const uint8_t *body, size_t len)
 		nk_error_oom(&err);
 		return route_ext_fail(r, &err);
 	}
-	r->ext_exec = true;
+	r->x.ext_exec = true;
 	return route_describe_stmt(r, st->query);
 }
 
@@ -846,17 +846,17 @@ route_on_sync(struct route *r)
 	uint8_t mem[8];
 
 	if (!r->ext_failed && d != NULL) {
-		r->sync_pending = true;
+		r->x.sync_pending = true;
 		return route_describe_pending(r, d);
 	}
 	if (r->implicit && !r->implicit_end) {	/* the batch's implicit transaction ends */
-		r->sync_pending = true;
-		r->ext_exec = true;
+		r->x.sync_pending = true;
+		r->x.ext_exec = true;
 		if (route_implicit_end(r)) {
 			r->busy = true;
 			return true;
 		}
-		r->ext_exec = false;
+		r->x.ext_exec = false;
 	}
 	r->implicit = r->implicit_end = false;
 	if (route_cat_wait(r, ROUTE_RESUME_SYNC)) {
@@ -866,7 +866,7 @@ route_on_sync(struct route *r)
 	if (r->tx == 'I')	/* the batch's SETs: kept unless an error undid them (Postgres) */
 		route_sets_end(r, !r->ext_failed, false);
 	r->ext_failed = false;
-	r->sync_pending = false;
+	r->x.sync_pending = false;
 	if (r->tx == 'I') {
 		route_portals_tx_end(r, true);	/* outside a block: the portals end here */
 		route_release_links(r);
@@ -989,8 +989,8 @@ route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 	enum rstep rc;
 
 	child_switch_topology();
-	r->ext_params = params;
-	r->ext_nparams = nparams;
+	r->x.ext_params = params;
+	r->x.ext_nparams = nparams;
 	while ((rc = route_stmt(r, sql, false, params, nparams)) == RSTEP_WAIT) {
 		if (route_cat_wait(r, ROUTE_RESUME_EXEC)) {
 			r->busy = true;		/* the client waits with its Execute */
@@ -1004,10 +1004,10 @@ route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 			(void)route_ext_implicit_end(r, false);
 		r->ext_implicit_failed = false;
 		route_portal_ran(r, rc == RSTEP_DONE);
-		r->ext_exec = false;
+		r->x.ext_exec = false;
 		r->busy = false;	/* (an exec that could not start set it) */
-		r->ext_pst = NULL;
-		r->ext_norm = NULL;
+		r->x.ext_pst = NULL;
+		r->x.ext_norm = NULL;
 		if (rc == RSTEP_STOP)
 			r->ext_failed = true;
 	}
@@ -1018,7 +1018,7 @@ void
 route_ext_exec_resume(struct route *r)
 {
 	r->busy = false;
-	if (route_run_ext(r, r->xportal->query, r->ext_params, r->ext_nparams) && !r->busy &&
+	if (route_run_ext(r, r->xportal->query, r->x.ext_params, r->x.ext_nparams) && !r->busy &&
 	    !route_client_closed(r))
 		sbuf_continue(r->c.sb);
 }

@@ -43,23 +43,23 @@ void route_norm_unref(struct rnorm *n);
 /* Normalise and analyse <sql> (cached; route.c): syntax errors at Parse; <info> may be NULL. */
 NK_MUSTCHECK bool route_analyse(struct route *r, const char *sql,
 				struct route_stmt_info *info, struct nk_error *err);
-/* Plan <sql> with bound <params> and run it with r->ext_msg; false when the session closed. */
+/* Plan <sql> with bound <params> and run it with r->x.ext_msg; false when the session closed. */
 bool route_run_ext(struct route *r, const char *sql, const struct plan_param *params,
 		   uint32_t nparams);
-/* Send r->ext_msg (Parse + Describe S + Sync) to one shard holding the tables of <sql>. */
+/* Send r->x.ext_msg (Parse + Describe S + Sync) to one shard holding the tables of <sql>. */
 bool route_describe_stmt(struct route *r, const char *sql);
 
 /* Parse / Bind / Describe / Execute / Close / Sync / Flush of a routed session. */
 bool route_on_ext(struct route *r, const struct sbuf_pkt *pkt);
-/* <sh>'s own messages for its text sh->sql (an INSERT split's part): r->ext_msg with its
+/* <sh>'s own messages for its text sh->sql (an INSERT split's part): r->x.ext_msg with its
  * Parse replaced; the parameters the part does not reference get a type (text, bytea for a
  * binary value) so the shard accepts the whole Bind. False on no memory. */
 NK_MUSTCHECK bool route_ext_part(struct route *r, struct rshard *sh);
-/* Make r->ext_msg run <sql>, the shard query of r->mspec (hidden columns in text, Describe P
+/* Make r->x.ext_msg run <sql>, the shard query of r->mspec (hidden columns in text, Describe P
  * for the merge) or with <final> its final combine query (text), with the portal's values. */
 NK_MUSTCHECK bool route_ext_merge_msgs(struct route *r, const char *sql, bool final,
 				       struct nk_error *err);
-/* Make r->ext_msg start with the unnamed statement's Parse (when it binds a statement the
+/* Make r->x.ext_msg start with the unnamed statement's Parse (when it binds a statement the
  * links keep: a part of its own, a rewritten text); false on no memory. */
 NK_MUSTCHECK bool route_ext_unnamed(struct route *r);
 /* The Sync that waited for an exec. */

@@ -116,14 +116,14 @@ free_texts(struct rgsi *q)
 void
 route_gsi_free(struct route *r)
 {
-	struct rgsi *q = r->gsi;
+	struct rgsi *q = r->x.gsi;
 
 	if (q == NULL)
 		return;
 	if (q->capture) {
-		r->subq_capture = false;
+		r->x.subq_capture = false;
 		if (q->ext)
-			r->ext_exec = true;
+			r->x.ext_exec = true;
 	}
 	free_texts(q);
 	free(q->sql);
@@ -146,20 +146,20 @@ route_gsi_free(struct route *r)
 	}
 	free(q->lk);
 	free(q);
-	r->gsi = NULL;
+	r->x.gsi = NULL;
 }
 
 bool
 route_gsi_capturing(const struct route *r)
 {
-	return r->gsi != NULL && r->gsi->capture;
+	return r->x.gsi != NULL && r->x.gsi->capture;
 }
 
 /* route_gsi_last_step: see route_gsi.h. */
 bool
 route_gsi_last_step(const struct route *r)
 {
-	const struct rgsi *q = r->gsi;
+	const struct rgsi *q = r->x.gsi;
 
 	return q != NULL && q->capture && q->own_tx &&
 	       (q->beside || (q->phase == G_LOOKUPS && q->next == q->ntexts));
@@ -170,17 +170,17 @@ gsi_resume(struct route *r)
 {
 	struct timeval tv = { 0, 0 };
 
-	r->resume = r->gsi->ext ? ROUTE_RESUME_EXEC : ROUTE_RESUME_NEXT;
-	if (r->gsi->ext)
+	r->hold.resume = r->x.gsi->ext ? ROUTE_RESUME_EXEC : ROUTE_RESUME_NEXT;
+	if (r->x.gsi->ext)
 		r->busy = true;	/* the client waits with its Execute */
-	evtimer_add(r->ev_poll, &tv);
+	evtimer_add(r->hold.ev_poll, &tv);
 }
 
 /* route_gsi_take: see route_gsi.h. */
 char *
 route_gsi_take(struct route *r, bool *simple, bool *cover)
 {
-	struct rgsi *q = r->gsi;
+	struct rgsi *q = r->x.gsi;
 	char *text;
 
 	*simple = *cover = false;
@@ -193,10 +193,10 @@ route_gsi_take(struct route *r, bool *simple, bool *cover)
 		route_gsi_free(r);
 		return text;
 	}
-	q->capture = r->subq_capture = true;
+	q->capture = r->x.subq_capture = true;
 	if (q->ext) {
 		*simple = true;
-		r->ext_exec = false;	/* (until the step ends) */
+		r->x.ext_exec = false;	/* (until the step ends) */
 	}
 	return text;
 }
@@ -314,7 +314,7 @@ copy_start(struct route *r, struct rgsi *q, const struct plan_gsi *g)
 static bool
 narrow(struct route *r, struct plan *p, const void *img)
 {
-	struct rgsi *q = r->gsi;
+	struct rgsi *q = r->x.gsi;
 	const char **uids = rarena_alloc(r->arena, (p->nshards + 1) * sizeof(*uids));
 	uint32_t n;
 
@@ -372,7 +372,7 @@ beside_exec(struct route *r, struct rgsi *q, const char *owner, char *const *tex
 	ok = route_exec_setup(r, tg, ntg, own, err);
 	free(own);
 	for (uint32_t k = 1; ok && k < ntg; k++) {
-		struct rshard *sh = &r->sh[r->tg[k]];
+		struct rshard *sh = &r->sh[r->x.tg[k]];
 		char *text = NULL;
 		size_t tl = 0;
 
@@ -416,9 +416,9 @@ beside_start(struct route *r, struct rgsi *q, const struct plan *p, const struct
 	for (uint32_t i = 0; ok && i < n; i++)
 		ok = route_text_shard(r, in, texts[i], uids[i]);
 	if (ok) {
-		q->beside = q->capture = r->subq_capture = true;
+		q->beside = q->capture = r->x.subq_capture = true;
 		if (q->ext)
-			r->ext_exec = false;	/* (a simple Query, until the round ends) */
+			r->x.ext_exec = false;	/* (a simple Query, until the round ends) */
 		*rc = beside_exec(r, q, owner, texts, (const char (*)[PLAN_SHARD_MAX])uids, n,
 				  &err) ? route_exec_run(r) : route_fail(r, &err);
 	}
@@ -434,7 +434,7 @@ route_gsi_step(struct route *r, struct plan *p, const struct plan_input *in, con
 {
 	const char *planned = in->sql;
 	const void *img = in->topo;
-	struct rgsi *q = r->gsi;
+	struct rgsi *q = r->x.gsi;
 	struct nk_error err;
 
 	if (q != NULL && q->capture)
@@ -454,12 +454,12 @@ route_gsi_step(struct route *r, struct plan *p, const struct plan_input *in, con
 		*rc = route_fail(r, (nk_error_nk013(&err, 104), &err));
 		return true;
 	}
-	if ((q = r->gsi = calloc(1, sizeof(*q))) == NULL) {
+	if ((q = r->x.gsi = calloc(1, sizeof(*q))) == NULL) {
 		*rc = route_fail(r, (nk_error_oom(&err), &err));
 		return true;
 	}
 	q->kind = p->gsi->kind;
-	q->ext = r->ext_exec;
+	q->ext = r->x.ext_exec;
 	if ((q->sql = strdup(planned)) == NULL) {
 		route_gsi_free(r);
 		*rc = route_fail(r, (nk_error_oom(&err), &err));
@@ -567,7 +567,7 @@ keep_value(struct route *r, struct rgsi *q, const struct proto_value *v)
 bool
 route_gsi_copy_keep(struct route *r, char **vals, struct nk_error *err)
 {
-	struct rgsi *q = r->gsi;
+	struct rgsi *q = r->x.gsi;
 	uint16_t k = 0;
 
 	for (; k < q->ncols; k++)
@@ -589,7 +589,7 @@ keep_row(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 	struct proto_datarow_msg m;
 	struct nk_error e;
 
-	if (r->has_err || q->phase == G_LOOKUPS || q->phase == G_MAIN)
+	if (r->x.has_err || q->phase == G_LOOKUPS || q->phase == G_MAIN)
 		return true;
 	if (q->beside) {
 		q->nrows++;
@@ -603,7 +603,7 @@ keep_row(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 				   q->ncols), &e));
 	q->nrows++;
 	for (uint16_t k = 0; k < (q->phase == G_STEPS ? 1 : q->ncols); k++)
-		if (!keep_value(r, q, &vals[k]) || r->has_err)
+		if (!keep_value(r, q, &vals[k]) || r->x.has_err)
 			return true;
 	return true;
 }
@@ -612,7 +612,7 @@ keep_row(struct route *r, struct rgsi *q, const uint8_t *body, size_t len)
 bool
 route_gsi_keep(struct route *r, char type, const uint8_t *body, size_t len)
 {
-	return type == 'T' ? keep_desc(r, r->gsi, body, len) : keep_row(r, r->gsi, body, len);
+	return type == 'T' ? keep_desc(r, r->x.gsi, body, len) : keep_row(r, r->x.gsi, body, len);
 }
 
 /* ---- the next step ---- */
@@ -789,7 +789,7 @@ update_steps(struct route *r, struct rgsi *q)
 	}
 	free(olds);
 	free(news);
-	if (!ok && !r->has_err)
+	if (!ok && !r->x.has_err)
 		route_subq_refused(r, (nk_error_oom(&e), &e));
 	return ok;
 }
@@ -862,16 +862,16 @@ update_after_lock(struct route *r, struct rgsi *q)
 static void
 write_answer(struct route *r)
 {
-	const char *what = r->gsi->kind == PLAN_GSI_DELETE ? "DELETE" :
-			   r->gsi->kind == PLAN_GSI_UPDATE ? "UPDATE" :
-			   r->gsi->kind == PLAN_GSI_COPY ? "COPY" : "INSERT 0";
+	const char *what = r->x.gsi->kind == PLAN_GSI_DELETE ? "DELETE" :
+			   r->x.gsi->kind == PLAN_GSI_UPDATE ? "UPDATE" :
+			   r->x.gsi->kind == PLAN_GSI_COPY ? "COPY" : "INSERT 0";
 	char tag[64];
 	struct pktbuf pb;
 
-	snprintf(tag, sizeof(tag), "%s %" PRIu64, what, r->gsi->nrows);
+	snprintf(tag, sizeof(tag), "%s %" PRIu64, what, r->x.gsi->nrows);
 	route_gsi_free(r);
 	snprintf(r->last_tag, sizeof(r->last_tag), "%s", what);	/* (its portal's) */
-	if (r->ext_exec && r->ext_describe) {
+	if (r->x.ext_exec && r->x.ext_describe) {
 		pktbuf_init(&pb, 8);
 		pktbuf_write_no_data(&pb);
 		if (!route_send(r, &pb))
@@ -884,7 +884,7 @@ write_answer(struct route *r)
 bool
 route_gsi_copied(struct route *r)
 {
-	struct rgsi *q = r->gsi;
+	struct rgsi *q = r->x.gsi;
 
 	if (!lookup_steps(r, q) || q->ntexts == 0)
 		return false;
@@ -897,12 +897,12 @@ route_gsi_copied(struct route *r)
 bool
 route_gsi_finished(struct route *r)
 {
-	struct rgsi *q = r->gsi;
+	struct rgsi *q = r->x.gsi;
 
-	q->capture = r->subq_capture = false;
+	q->capture = r->x.subq_capture = false;
 	if (q->ext)
-		r->ext_exec = true;	/* (the Execute's again) */
-	if (r->has_err) {
+		r->x.ext_exec = true;	/* (the Execute's again) */
+	if (r->x.has_err) {
 		route_gsi_free(r);
 		return false;
 	}

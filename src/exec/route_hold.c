@@ -58,9 +58,9 @@ route_hold_loaded(const struct route *r, bool *topo)
 static void
 route_hold_ask(struct route *r, bool topo)
 {
-	if (!topo || r->hold_asked)
+	if (!topo || r->hold.hold_asked)
 		return;
-	r->hold_asked = true;
+	r->hold.hold_asked = true;
 	(void)shm_cat_request_refresh();
 }
 
@@ -69,8 +69,8 @@ route_hold_arm(struct route *r)
 {
 	struct timeval tv = { 0, ROUTE_HOLD_POLL_MS * 1000 };
 
-	r->resume = ROUTE_RESUME_HOLD;
-	evtimer_add(r->ev_poll, &tv);
+	r->hold.resume = ROUTE_RESUME_HOLD;
+	evtimer_add(r->hold.ev_poll, &tv);
 }
 
 /* Held for query_wait_timeout: the session ends (true), as pgbouncer ends a waiting client. */
@@ -80,7 +80,7 @@ route_hold_expired(struct route *r, bool topo)
 	double secs = pool_query_wait_timeout(spool_pool(r->c.sp));
 	struct nk_error err;
 
-	if (secs <= 0 || nk_now_us() - r->hold_since_us < (uint64_t)(secs * 1e6))
+	if (secs <= 0 || nk_now_us() - r->hold.hold_since_us < (uint64_t)(secs * 1e6))
 		return false;
 	nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION, "query_wait_timeout");
 	err.severity = NK_SEV_FATAL;
@@ -101,12 +101,12 @@ route_hold_ready(struct route *r)
 	bool topo;
 
 	if (route_hold_loaded(r, &topo)) {
-		r->ready = true;
+		r->hold.ready = true;
 		return true;
 	}
-	r->hold_since_us = nk_now_us();
+	r->hold.hold_since_us = nk_now_us();
 	r->busy = true;		/* a query waiting: query_timeout, no client_idle_timeout */
-	r->query_start_us = r->hold_since_us;
+	r->query_start_us = r->hold.hold_since_us;
 	route_client_log(r, LOG_LVL_DEBUG, "waiting for the %s of sharded database \"%s\"",
 		 topo ? "catalog" : "data topology", r->db);
 	route_hold_ask(r, topo);
@@ -121,11 +121,11 @@ route_hold_poll(struct route *r)
 	bool topo;
 
 	if (route_hold_loaded(r, &topo)) {
-		r->ready = true;
+		r->hold.ready = true;
 		r->busy = false;
 		r->query_start_us = 0;	/* (its query's own clock starts when it runs) */
 		route_client_log(r, LOG_LVL_DEBUG, "served after %llu ms of waiting",
-			 (unsigned long long)((nk_now_us() - r->hold_since_us) / 1000));
+			 (unsigned long long)((nk_now_us() - r->hold.hold_since_us) / 1000));
 		sbuf_continue(r->c.sb);	/* the held message is offered again */
 		return;
 	}
@@ -141,11 +141,11 @@ route_hold_unknown(struct route *r, const struct plan_unknown *u, struct nk_erro
 {
 	uint64_t now = nk_now_us();
 
-	if (!r->fetch_off && (r->cat_done_us == 0 || now - r->cat_done_us >= ROUTE_FETCH_GAP_US)) {
+	if (!r->hold.fetch_off && (r->hold.cat_done_us == 0 || now - r->hold.cat_done_us >= ROUTE_FETCH_GAP_US)) {
 		route_client_log(r, LOG_LVL_DEBUG, "table \"%s.%s\" is not in the catalog: loading it",
 			 u->schema, u->table);
-		r->cat_wait = shm_cat_request_refresh();
-		r->poll_deadline_us = now + ROUTE_CAT_WAIT_US;
+		r->hold.cat_wait = shm_cat_request_refresh();
+		r->hold.poll_deadline_us = now + ROUTE_CAT_WAIT_US;
 		return true;
 	}
 	if (err == NULL || err->detail[0] != '\0' || err->hint[0] != '\0')

@@ -16,8 +16,8 @@ bool route_hold_ready(struct route *r);
 /* The poll timer of a held session (ROUTE_RESUME_HOLD). */
 void route_hold_poll(struct route *r);
 /* The plan met <u>, a sharded table the catalog lacks: true when a catalog load was asked
- * for and the statement waits for it (r->cat_wait); false when it goes on as planned (a
- * wait ended less than a second ago, or r->fetch_off), and then the plan's refusal <err>
+ * for and the statement waits for it (r->hold.cat_wait); false when it goes on as planned (a
+ * wait ended less than a second ago, or r->hold.fetch_off), and then the plan's refusal <err>
  * (NULL: it was not refused) says in its DETAIL that the catalog lacks the table. */
 bool route_hold_unknown(struct route *r, const struct plan_unknown *u, struct nk_error *err);
 

@@ -135,7 +135,7 @@ insel_shard_free(struct insel_shard *e)
 void
 route_insel_free(struct route *r)
 {
-	struct rinsel *x = r->insel;
+	struct rinsel *x = r->x.insel;
 
 	if (x == NULL)
 		return;
@@ -152,7 +152,7 @@ route_insel_free(struct route *r)
 	free(x->cvals);
 	free(x->rfmt);
 	free(x);
-	r->insel = NULL;
+	r->x.insel = NULL;
 }
 
 /* ---- the source's columns ---- */
@@ -482,10 +482,10 @@ insel_on_desc(struct route *r, struct rinsel *x, struct insel_shard *e, enum ins
 		e->cur++;
 		/* FALLTHROUGH */
 	case INSEL_OP_INSERT:
-		if (x->rowdesc_sent || (r->ext_exec && !r->ext_describe))
+		if (x->rowdesc_sent || (r->x.ext_exec && !r->x.ext_describe))
 			return insel_skip(l, pkt);
 		x->rowdesc_sent = true;
-		if (r->subq_capture)	/* (a step of a GSI: its RETURNING kept) */
+		if (r->x.subq_capture)	/* (a step of a GSI: its RETURNING kept) */
 			return route_subq_keep(r, pkt->data, pkt->len) && insel_skip(l, pkt);
 		r->c.stats->total_sent += pkt->len;
 		sbuf_forward(link_sbuf(l), r->c.sb, pkt->len);
@@ -570,7 +570,7 @@ insel_on_complete(struct route *r, struct rinsel *x, struct insel_shard *e, enum
 bool
 route_insel_msg(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
-	struct rinsel *x = r->insel;
+	struct rinsel *x = r->x.insel;
 	struct insel_shard *e = x != NULL ? insel_entry(x, r, sh) : NULL;
 	enum insel_op op;
 
@@ -683,7 +683,7 @@ static bool
 insel_describe_owed(struct route *r, const struct rinsel *x)
 {
 	return x->is->returning && !x->rowdesc_sent && !x->describe_done && x->have_desc &&
-	       (!r->ext_exec || r->ext_describe) && insel_reading_done(x) && !insel_pending(x);
+	       (!r->x.ext_exec || r->x.ext_describe) && insel_reading_done(x) && !insel_pending(x);
 }
 
 /* The message of <e> in this round into <pb> (nothing when it has no statement). */
@@ -737,7 +737,7 @@ insel_round(struct route *r, struct rinsel *x, bool *started, struct nk_error *e
 			sh->ext_len = pb[i].len;
 			pktbuf_init(&pb[i], 0);
 		}
-		r->combine = RX_INSEL;
+		r->x.combine = RX_INSEL;
 		*started = true;
 	} else if (!ok) {
 		nk_error_oom(err);
@@ -758,7 +758,7 @@ insel_out(struct route *r, struct pktbuf *pb)
 {
 	bool ok;
 
-	if (!r->subq_capture) {
+	if (!r->x.subq_capture) {
 		r->c.stats->total_sent += pb->len;
 		return route_send(r, pb);
 	}
@@ -817,8 +817,8 @@ insel_send_returned(struct route *r, struct rinsel *x)
 static void
 insel_finish(struct route *r, const struct nk_error *err)
 {
-	struct rinsel *x = r->insel;
-	bool nodata = err == NULL && r->ext_exec && r->ext_describe && !x->is->returning;
+	struct rinsel *x = r->x.insel;
+	bool nodata = err == NULL && r->x.ext_exec && r->x.ext_describe && !x->is->returning;
 	struct nk_error e;
 	char tag[64];
 	struct pktbuf pb;
@@ -829,15 +829,15 @@ insel_finish(struct route *r, const struct nk_error *err)
 		e = *err;
 	route_insel_free(r);
 	route_exec_reset(r);
-	if (r->subq_capture) {	/* a GSI step (its RETURNING kept): the statement goes on */
-		if (err != NULL && !r->has_err) {
-			r->err = e;
-			r->has_err = true;
+	if (r->x.subq_capture) {	/* a GSI step (its RETURNING kept): the statement goes on */
+		if (err != NULL && !r->x.has_err) {
+			r->x.err = e;
+			r->x.has_err = true;
 		}
-		if (route_subq_finished(r) && !r->has_err)
+		if (route_subq_finished(r) && !r->x.has_err)
 			return;
-		e = r->err;
-		r->has_err = false;
+		e = r->x.err;
+		r->x.has_err = false;
 		route_stmt_finish(r, NULL, &e);
 		return;
 	}
@@ -911,20 +911,20 @@ insel_go_on(struct route *r, struct rinsel *x)
 void
 route_insel_next(struct route *r)
 {
-	struct rinsel *x = r->insel;
+	struct rinsel *x = r->x.insel;
 	struct nk_error err;
 
-	if (r->after == RX_AFTER_SEQ) {		/* a reservation for the fills ended */
+	if (r->x.after == RX_AFTER_SEQ) {		/* a reservation for the fills ended */
 		if (!route_seq_end(r)) {
-			err = r->err;
+			err = r->x.err;
 			insel_finish(r, &err);
 			return;
 		}
 		route_exec_reset(r);
-		r->after = RX_AFTER_STMT;
-	} else if (r->combine == RX_INSEL) {	/* a round ended */
-		if (r->has_err) {
-			err = r->err;
+		r->x.after = RX_AFTER_STMT;
+	} else if (r->x.combine == RX_INSEL) {	/* a round ended */
+		if (r->x.has_err) {
+			err = r->x.err;
 			insel_finish(r, &err);
 			return;
 		}
@@ -945,7 +945,7 @@ route_insel_next(struct route *r)
 bool
 route_insel_client_ready(struct route *r)
 {
-	struct rinsel *x = r->insel;
+	struct rinsel *x = r->x.insel;
 
 	if (x == NULL || !x->client_wait)
 		return false;
@@ -964,7 +964,7 @@ insel_client_values(struct route *r, struct rinsel *x, struct nk_error *err)
 	struct proto_bind_msg m;
 	bool ok;
 
-	if (!r->ext_exec || r->xportal == NULL)
+	if (!r->x.ext_exec || r->xportal == NULL)
 		return true;
 	ok = route_portal_bind_msg(r->xportal, &m, err);
 	if (ok && m.nparams > 256)
@@ -1037,8 +1037,8 @@ insel_setup(struct route *r, struct rinsel *x, struct nk_error *err)
 	x->src_sql = x->is->source_sql;
 	if (src->nshards < 2 || !(src->merge & INSEL_MERGE_FLAGS))
 		return true;
-	in.params = r->ext_exec ? r->ext_params : NULL;
-	in.nparams = r->ext_exec ? r->ext_nparams : 0;
+	in.params = r->x.ext_exec ? r->x.ext_params : NULL;
+	in.nparams = r->x.ext_exec ? r->x.ext_nparams : 0;
 	if (!plan_merge_cached(r->arena, x->is->source_sql, &x->spec, err) ||
 	    !plan_merge_bind(&x->spec, &in, &opt.limit, &opt.offset, err) ||
 	    (x->mg = merge_new(&x->spec, x->nsrc, &opt, err)) == NULL)
@@ -1056,14 +1056,14 @@ route_insel_start(struct route *r, const struct plan *p, const void *img, struct
 
 	if (x == NULL)
 		return nk_error_oom(err);
-	if (r->ext_exec && r->ext_max_rows > 0 && p->insel->returning) {
+	if (r->x.ext_exec && r->x.ext_max_rows > 0 && p->insel->returning) {
 		free(x);
 		return nk_error_set(err, ERRCODE_FEATURE_NOT_SUPPORTED,
 				    "the RETURNING rows of an INSERT ... SELECT run "
 				    "across shards cannot be fetched in parts (Execute with a row "
 				    "limit)");
 	}
-	r->insel = x;
+	r->x.insel = x;
 	x->plan = *p;
 	x->is = p->insel;
 	memset(x->by_sh, -1, sizeof(x->by_sh));
@@ -1076,7 +1076,7 @@ route_insel_start(struct route *r, const struct plan *p, const void *img, struct
 	else if (insel_client_values(r, x, err) && insel_setup(r, x, err) &&
 		 (!opened || route_implicit_begin(r))) {
 		/* all rows or none: one transaction over every shard, cursors included */
-		r->ext_implicit = opened && r->ext_exec;
+		r->ext_implicit = opened && r->x.ext_exec;
 		route_set_busy(r);
 		if (insel_round(r, x, &started, err) && started)
 			return true;

@@ -200,7 +200,7 @@ insel_put_insert(struct route *r, struct rinsel *x, struct insel_shard *e, struc
 		return false;
 	}
 	pktbuf_write_parse(pb, "", sql, oids, x->ncp + nrows * (x->ncols + x->nfills));
-	insel_put_bind(pb, x, true, vals, vlen, nrows * (x->ncols + x->nfills), r->ext_exec);
+	insel_put_bind(pb, x, true, vals, vlen, nrows * (x->ncols + x->nfills), r->x.ext_exec);
 	if (ret)
 		pktbuf_write_describe(pb, 'P', "");
 	pktbuf_write_execute(pb, "", 0);
@@ -256,7 +256,7 @@ insel_put_describe(struct route *r, struct rinsel *x, struct insel_shard *e, str
 		ok = insel_buf_put(&nulls, "\377\377\377\377", 4);
 	if (ok) {
 		pktbuf_write_parse(pb, "", sql, oids, x->ncp + width);
-		insel_put_bind(pb, x, true, nulls.p, nulls.len, width, r->ext_exec);
+		insel_put_bind(pb, x, true, nulls.p, nulls.len, width, r->x.ext_exec);
 		pktbuf_write_describe(pb, 'P', "");
 		e->ops[e->nops++] = INSEL_OP_DESCRIBE;
 	}

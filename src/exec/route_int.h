@@ -158,20 +158,10 @@ enum rstep {
 	RSTEP_STOP,		/* an error was sent; the rest of the Query is skipped */
 	RSTEP_REDO,		/* EXECUTE: plan r->redo_sql in its place */
 	RSTEP_WAIT,		/* a sharded table the catalog lacks: nothing was sent; plan
-				 * the statement again once r->cat_wait is served */
+				 * the statement again once r->hold.cat_wait is served */
 };
 
 #define ROUTE_CAT_WAIT_US 5000000	/* longest wait for a catalog refresh */
-
-/* What the catalog poll timer resumes once a refresh after DDL (or a catalog load asked for
- * a table it lacked) is served, or what the session waits for before it is served. */
-enum route_resume {
-	ROUTE_RESUME_NEXT = 0,	/* the next statement of the Query */
-	ROUTE_RESUME_QUERY_END,	/* the Query's ReadyForQuery */
-	ROUTE_RESUME_SYNC,	/* the extended protocol's Sync */
-	ROUTE_RESUME_EXEC,	/* the extended protocol's Execute, planned again */
-	ROUTE_RESUME_HOLD,	/* the first message, once topology and catalog are loaded */
-};
 
 /* The specification of an exec's merge (route_merge.c). */
 struct rmerge_spec {
@@ -185,61 +175,15 @@ struct rmerge_spec {
 	const char *stmt_sql;
 };
 
-struct route {
-	struct exec_client c;		/* the client (neki/exec.h) */
-	struct rarena *arena;		/* owned: per statement */
-	struct plan_session ps;		/* __neki.* settings */
-	char *db;			/* owned: database name in the topology */
-	struct rshard sh[ROUTE_SHARDS_MAX];
-	uint32_t nsh;
-	char tx;			/* 'I', 'T' or 'E' as the client sees it */
-	bool implicit;			/* tx 'T'/'E' is the Query's implicit transaction */
-	bool implicit_end;		/* ... being committed / rolled back at the Query's end */
-	bool ext_implicit;		/* the implicit transaction of one extended-protocol
-					 * statement (INSERT ... SELECT), ended with it */
-	bool ext_implicit_failed;	/* ... and that statement failed */
-	char ext_tag[64];		/* ... and its tag (last_tag) kept over the COMMIT */
-	char *begin_sql;		/* owned: BEGIN text sent lazily to each shard */
-	struct rgucs gucs;		/* the session's settings (route_sets.c) */
-	uint64_t sets_version;		/* bumped when r->sets change (never 0): a link behind
-					 * it is reset and replayed before its next use */
-	bool settings_exec;		/* the exec is a SET / RESET / SHOW (not data) */
-	bool exec_reads;		/* the exec is a plain SELECT (no INTO, no writing CTE) */
-	uint64_t cat_wait;		/* catalog refresh to wait for (0 none): after DDL, the
-					 * next statement and ReadyForQuery wait for it */
-	enum route_resume resume;	/* what the poll timer resumes */
-	uint64_t cat_done_us;		/* the last wait for r->cat_wait ended (route_hold.c) */
-	bool fetch_off;			/* a plan again after sequence values: no catalog wait */
-	bool ready;			/* topology and catalog of r->db were loaded: served */
-	bool hold_asked;		/* held: a catalog load was asked for (once) */
-	uint64_t hold_since_us;		/* the first message began to wait then */
-	struct event *ev;		/* owned: deferred end of an exec */
-	struct event *ev_poll;		/* owned: catalog refresh poll timer */
-	uint64_t poll_deadline_us;	/* give up waiting for the catalog then */
-	bool in_cb;			/* inside the client's packet callback */
-	bool busy;			/* a Query is being executed */
-	bool cancel_pending;		/* a cancel arrived: parts not sent yet are not sent */
-	uint64_t query_start_us;	/* the running Query / batch began (query_timeout) */
-	uint64_t stats_start_us;	/* the first work since the last ReadyForQuery began
-					 * (SHOW STATS: query count and time) */
-	uint64_t xact_start_us;		/* the client's transaction began: its first Query or
-					 * exec (transaction_timeout); 0 after ReadyForQuery 'I' */
-	bool ext_failed;		/* extended protocol: an error, skip up to Sync */
-	struct rstmt *stmts;		/* owned: extended-protocol statements */
-	struct rprep *preps;		/* owned: SQL-level PREPAREd statements */
-	char *redo_sql;			/* owned: EXECUTE's statement, planned next */
-	struct rportal *portals;	/* owned: the session's portals and cursors */
-	struct route_svp *svp;		/* owned: the transaction's savepoints (route_svp.c) */
-	struct route_2pc *tpc;		/* owned: atomic commit state (route_2pc.c) */
-	struct rportal *xportal;	/* weak: the portal the extended-protocol exec runs */
-	bool suspended;			/* the exec's shard sent PortalSuspended */
-	bool xrows;			/* the extended-protocol statement returns rows */
-	char last_tag[64];		/* the exec's last CommandComplete tag, without count */
-	struct rportal *cur_new;	/* owned: a DECLAREd cursor, added when its exec succeeds */
-	struct rportal *cur_close;	/* weak: dropped when its CLOSE's exec succeeds */
-	bool cur_close_all;		/* CLOSE ALL: every portal then */
-	char reply_tag[32];		/* the router's tag for an exec whose answers are dropped */
-	bool reply_nodata;		/* ... after NoData (a described portal) */
+/*
+ * The statement being executed (the current exec): its targets, how their answers are
+ * combined, and what it runs (merge, INSERT ... SELECT, COPY, a portal operation, EXPLAIN
+ * ANALYZE). Set as each statement is planned (route.c) and its exec starts
+ * (route_exec_start()), its owned parts freed when the exec ends; what outlives a statement
+ * (transaction, SETs, PREPAREs, portals, cursors, notifications) stays in struct route.
+ */
+struct rexec {
+	/* an extended-protocol batch (route_ext.c) */
 	bool ext_exec;			/* the current exec runs an extended-protocol batch */
 	bool ext_portal_describe;	/* ... that only describes a portal (no 't') */
 	bool sync_pending;		/* Sync waits for that describe */
@@ -260,12 +204,7 @@ struct route {
 	struct nk_error *bind_err;	/* owned: the exec is a shard's Bind of values the router
 					 * refused (route_ext_bind_check()): the router's error, sent
 					 * if the shard takes them; NULL otherwise */
-	/* the Query being executed */
-	char *query;			/* owned: its text */
-	struct parse_span *spans;	/* in query_arena */
-	uint32_t nspans, cur;
-	struct rarena *query_arena;	/* owned: spans of the current Query */
-	/* the current exec */
+	/* the targets and how their answers combine */
 	uint32_t tg[ROUTE_SHARDS_MAX];	/* shard numbers, in plan order */
 	uint32_t ntg, pos, nwait;
 	bool acq_urgent;		/* the session held links when the exec started: its
@@ -290,8 +229,6 @@ struct route {
 	struct rsubq *subq;		/* owned: what is read first (route_subq.c); NULL */
 	bool subq_capture;		/* ... it runs (or a route_gsi.c step): answer kept */
 	struct rgsi *gsi;		/* owned: the steps of a secondary index; NULL */
-	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
-	struct nk_error commit_err;	/* what the client is told then */
 	/* RX_MERGE (route_merge.c) */
 	const char *collate;		/* borrowed while planning: the database's LC_COLLATE */
 	struct rmerge_spec ms;		/* the merge's specification */
@@ -303,14 +240,69 @@ struct route {
 	uint32_t ndone;			/* merge_streams: targets that sent ReadyForQuery */
 	struct ranalyze an;		/* EXPLAIN (NEKI_PLAN, ANALYZE) of the exec */
 	struct rpull_cur pull;		/* the operation on a router-side portal (route_pull.c) */
+	/* INSERT ... SELECT the router runs (route_insel.c), COPY (route_copy.c) */
+	struct rinsel *insel;		/* owned: in progress; every exec end goes to it */
+	struct rcopy *copy;		/* owned: COPY FROM in progress; freed with the exec */
+	struct rcopy_out cout;		/* COPY TO over several shards */
+};
+
+struct route {
+	struct exec_client c;		/* the client (neki/exec.h) */
+	struct rarena *arena;		/* owned: per statement */
+	struct plan_session ps;		/* __neki.* settings */
+	char *db;			/* owned: database name in the topology */
+	struct rshard sh[ROUTE_SHARDS_MAX];
+	uint32_t nsh;
+	char tx;			/* 'I', 'T' or 'E' as the client sees it */
+	bool implicit;			/* tx 'T'/'E' is the Query's implicit transaction */
+	bool implicit_end;		/* ... being committed / rolled back at the Query's end */
+	bool ext_implicit;		/* the implicit transaction of one extended-protocol
+					 * statement (INSERT ... SELECT), ended with it */
+	bool ext_implicit_failed;	/* ... and that statement failed */
+	char ext_tag[64];		/* ... and its tag (last_tag) kept over the COMMIT */
+	char *begin_sql;		/* owned: BEGIN text sent lazily to each shard */
+	struct rgucs gucs;		/* the session's settings (route_sets.c) */
+	uint64_t sets_version;		/* bumped when r->sets change (never 0): a link behind
+					 * it is reset and replayed before its next use */
+	bool settings_exec;		/* the exec is a SET / RESET / SHOW (not data) */
+	bool exec_reads;		/* the exec is a plain SELECT (no INTO, no writing CTE) */
+	struct event *ev;		/* owned: deferred end of an exec */
+	struct rhold hold;		/* held for the catalog (route_hold.c) */
+	bool in_cb;			/* inside the client's packet callback */
+	bool busy;			/* a Query is being executed */
+	bool cancel_pending;		/* a cancel arrived: parts not sent yet are not sent */
+	uint64_t query_start_us;	/* the running Query / batch began (query_timeout) */
+	uint64_t stats_start_us;	/* the first work since the last ReadyForQuery began
+					 * (SHOW STATS: query count and time) */
+	uint64_t xact_start_us;		/* the client's transaction began: its first Query or
+					 * exec (transaction_timeout); 0 after ReadyForQuery 'I' */
+	bool ext_failed;		/* extended protocol: an error, skip up to Sync */
+	struct rstmt *stmts;		/* owned: extended-protocol statements */
+	struct rprep *preps;		/* owned: SQL-level PREPAREd statements */
+	char *redo_sql;			/* owned: EXECUTE's statement, planned next */
+	struct rportal *portals;	/* owned: the session's portals and cursors */
+	struct route_svp *svp;		/* owned: the transaction's savepoints (route_svp.c) */
+	struct route_2pc *tpc;		/* owned: atomic commit state (route_2pc.c) */
+	struct rportal *xportal;	/* weak: the portal the extended-protocol exec runs */
+	bool suspended;			/* the exec's shard sent PortalSuspended */
+	bool xrows;			/* the extended-protocol statement returns rows */
+	char last_tag[64];		/* the exec's last CommandComplete tag, without count */
+	struct rportal *cur_new;	/* owned: a DECLAREd cursor, added when its exec succeeds */
+	struct rportal *cur_close;	/* weak: dropped when its CLOSE's exec succeeds */
+	bool cur_close_all;		/* CLOSE ALL: every portal then */
+	char reply_tag[32];		/* the router's tag for an exec whose answers are dropped */
+	bool reply_nodata;		/* ... after NoData (a described portal) */
+	/* the Query being executed */
+	char *query;			/* owned: its text */
+	struct parse_span *spans;	/* in query_arena */
+	uint32_t nspans, cur;
+	struct rarena *query_arena;	/* owned: spans of the current Query */
+	bool commit_failed;		/* a COMMIT failed; the rest is being rolled back */
+	struct nk_error commit_err;	/* what the client is told then */
 	struct rseq seq;		/* sequence values (route_seq.c) */
 	struct rnotes notes;		/* notifications of the listening link (route_listen.c) */
 	bool ext_open;			/* extended-protocol messages since the last Sync */
-	/* INSERT ... SELECT the router runs (route_insel.c) */
-	struct rinsel *insel;		/* owned: in progress; every exec end goes to it */
-	/* COPY (route_copy.c) */
-	struct rcopy *copy;		/* owned: COPY FROM in progress; freed with the exec */
-	struct rcopy_out cout;		/* COPY TO over several shards */
+	struct rexec x;			/* the current exec (struct rexec) */
 };
 
 static inline bool
@@ -333,7 +325,7 @@ route_strcpy(char *dst, size_t cap, const char *src)
 
 /* The current exec ended (deferred from the last answer): combine and go on. */
 void route_exec_finished(struct route *r);
-/* r->stmt_sql becomes a copy of <sql>; false on no memory. */
+/* r->x.stmt_sql becomes a copy of <sql>; false on no memory. */
 NK_MUSTCHECK bool route_keep_sql(struct route *r, const char *sql);
 /* Set up an exec on <uids>[0..n) running <sql> (parallel; RX_PASS for one target). */
 NK_MUSTCHECK bool route_exec_setup(struct route *r, const char *const *uids, uint32_t n,
@@ -371,7 +363,7 @@ enum rstep route_exec_run(struct route *r);
 void route_set_busy(struct route *r);
 /* ReadyForQuery with r->tx into <pb>; outside a transaction its clock stops. */
 void route_ready_write(struct route *r, struct pktbuf *pb);
-/* Send the BindComplete the exec owes (r->bind_owed), once; false when the client is gone. */
+/* Send the BindComplete the exec owes (r->x.bind_owed), once; false when the client is gone. */
 NK_MUSTCHECK bool route_bind_complete(struct route *r);
 /* The router refused a bound value (plan.bad_param, <err>): shard <uid> binds the values, so
  * the client gets Postgres' own error at its Bind (or <err> if the shard takes them). */

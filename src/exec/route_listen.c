@@ -75,7 +75,7 @@ route_listen_stmt(struct route *r, const char *tag, const char *sql, const void 
 					    "transaction, but __neki.tx_mode is single", uid);
 	if (!route_exec_setup(r, &uid, 1, sql, err))
 		return false;
-	sh = &r->sh[r->tg[0]];
+	sh = &r->sh[r->x.tg[0]];
 	if (listen)
 		sh->pin |= RPIN_LISTEN;	/* held from now: the probe corrects it */
 	if (listen || unlisten)
@@ -87,7 +87,7 @@ route_listen_stmt(struct route *r, const char *tag, const char *sql, const void 
 static bool
 listen_idle(const struct route *r)
 {
-	return !r->busy && r->tx == 'I' && !r->ext_open && r->copy == NULL &&
+	return !r->busy && r->tx == 'I' && !r->ext_open && r->x.copy == NULL &&
 	       !route_client_relay_busy(r) && r->notes.head == NULL;
 }
 

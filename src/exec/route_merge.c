@@ -102,7 +102,7 @@ route_merges_type(void *arg, uint32_t oid)
 struct merge_options
 route_merge_options(struct route *r)
 {
-	return (struct merge_options){ .collation = r->collate, .limit = -1, .offset = 0,
+	return (struct merge_options){ .collation = r->x.collate, .limit = -1, .offset = 0,
 				       .mem_max = r->c.cfg->router_work_mem,
 				       .find_enum = find_enum, .find_arg = r->db };
 }
@@ -110,10 +110,10 @@ route_merge_options(struct route *r)
 void
 route_merge_free(struct route *r)
 {
-	merge_free(r->merge);
-	r->merge = NULL;
-	r->merge_final = false;
-	r->merge_streams = false;
+	merge_free(r->x.merge);
+	r->x.merge = NULL;
+	r->x.merge_final = false;
+	r->x.merge_streams = false;
 }
 
 /*
@@ -133,23 +133,23 @@ merge_by_key(struct route *r, const char *sql, struct plan_input *in, char **sha
 
 	if (strstr(sql, "--") != NULL || strstr(sql, "/*") != NULL)
 		return false;		/* (its comments go to the shards: a planner hint) */
-	if (n != NULL && sql == r->ms.stmt_sql)
-		*n = r->ms.stmt_norm;	/* (the statement's own: normalised once) */
+	if (n != NULL && sql == r->x.ms.stmt_sql)
+		*n = r->x.ms.stmt_norm;	/* (the statement's own: normalised once) */
 	else if (n != NULL && !parse_normalize(r->arena, sql, n))
 		return false;
 	if (n == NULL || n->nlits == 0 || n->nparams > 0 ||
 	    (params = rarena_alloc(r->arena, n->nlits * sizeof(*params))) == NULL ||
-	    !plan_merge_cached(r->arena, n->key, &r->ms.spec, &e))
+	    !plan_merge_cached(r->arena, n->key, &r->x.ms.spec, &e))
 		return false;
 	for (uint32_t k = 0; k < n->nlits; k++)
 		params[k] = (struct plan_param){ (const uint8_t *)n->lits[k].value,
 						 (int32_t)strlen(n->lits[k].value), false, 0 };
 	in->params = params;
 	in->nparams = n->nlits;
-	if ((r->ms.src = rarena_strdup(r->arena, sql)) == NULL ||
-	    (*shard_sql = route_sql_inline_literals(r->ms.spec.shard_sql, n, sql, &e)) == NULL)
+	if ((r->x.ms.src = rarena_strdup(r->arena, sql)) == NULL ||
+	    (*shard_sql = route_sql_inline_literals(r->x.ms.spec.shard_sql, n, sql, &e)) == NULL)
 		return false;
-	r->ms.norm = n;
+	r->x.ms.norm = n;
 	return true;
 }
 
@@ -162,47 +162,47 @@ route_merge_setup(struct route *r, const char *sql, struct nk_error *err)
 	bool ok;
 
 	memset(&in, 0, sizeof(in));	/* simple protocol: LIMIT/OFFSET are constants */
-	r->ms.norm = NULL;
-	if (r->ext_exec) {	/* (a row limit goes through route_pull.c) */
-		in.params = r->ext_params;
-		in.nparams = r->ext_nparams;
-		opt.omit_rowdesc = !r->ext_describe;
+	r->x.ms.norm = NULL;
+	if (r->x.ext_exec) {	/* (a row limit goes through route_pull.c) */
+		in.params = r->x.ext_params;
+		in.nparams = r->x.ext_nparams;
+		opt.omit_rowdesc = !r->x.ext_describe;
 	}
-	if (!r->ext_exec && merge_by_key(r, sql, &in, &keyed)) {
-		ok = plan_merge_bind(&r->ms.spec, &in, &opt.limit, &opt.offset, err) &&
+	if (!r->x.ext_exec && merge_by_key(r, sql, &in, &keyed)) {
+		ok = plan_merge_bind(&r->x.ms.spec, &in, &opt.limit, &opt.offset, err) &&
 		     (route_keep_sql(r, keyed) || nk_error_oom(err));
 		free(keyed);
 		if (!ok)
 			return false;
-	} else if (!plan_merge_cached(r->arena, sql, &r->ms.spec, err) ||
-		   !plan_merge_bind(&r->ms.spec, &in, &opt.limit, &opt.offset, err) ||
-		   (r->ext_exec && !route_ext_merge_msgs(r, r->ms.spec.shard_sql, false, err))) {
+	} else if (!plan_merge_cached(r->arena, sql, &r->x.ms.spec, err) ||
+		   !plan_merge_bind(&r->x.ms.spec, &in, &opt.limit, &opt.offset, err) ||
+		   (r->x.ext_exec && !route_ext_merge_msgs(r, r->x.ms.spec.shard_sql, false, err))) {
 		return false;
-	} else if (!route_keep_sql(r, r->ms.spec.shard_sql)) {
+	} else if (!route_keep_sql(r, r->x.ms.spec.shard_sql)) {
 		return nk_error_oom(err);
 	}
 	route_merge_free(r);
-	if ((r->merge = merge_new(&r->ms.spec, r->ntg, &opt, err)) == NULL)
+	if ((r->x.merge = merge_new(&r->x.ms.spec, r->x.ntg, &opt, err)) == NULL)
 		return false;
-	r->combine = RX_MERGE;
-	r->merge_streams = true;
-	r->ndone = 0;
+	r->x.combine = RX_MERGE;
+	r->x.merge_streams = true;
+	r->x.ndone = 0;
 	return true;
 }
 
 bool
 route_merge_may_read(struct route *r, uint32_t k)
 {
-	if (r->has_err || r->merge == NULL || merge_state(r->merge) != MERGE_NEED_ROWS)
+	if (r->x.has_err || r->x.merge == NULL || merge_state(r->x.merge) != MERGE_NEED_ROWS)
 		return true;	/* draining: nothing more is kept */
-	return !r->client_full && merge_queued(r->merge, k) < ROUTE_MERGE_QUEUE_MAX;
+	return !r->x.client_full && merge_queued(r->x.merge, k) < ROUTE_MERGE_QUEUE_MAX;
 }
 
 void
 route_merge_resume(struct route *r)
 {
-	for (uint32_t k = 0; k < r->ntg; k++) {
-		struct rshard *sh = &r->sh[r->tg[k]];
+	for (uint32_t k = 0; k < r->x.ntg; k++) {
+		struct rshard *sh = &r->sh[r->x.tg[k]];
 
 		if (sh->held && sh->link != NULL && route_merge_may_read(r, k)) {
 			sh->held = false;
@@ -216,15 +216,15 @@ route_on_send_done(struct route *r)
 {
 	if (route_insel_client_ready(r))
 		return;		/* an INSERT ... SELECT round waited for the client */
-	if (r->pull.wait) {	/* a router-side portal's next round */
+	if (r->x.pull.wait) {	/* a router-side portal's next round */
 		route_pull_resume(r);
 		return;
 	}
-	if (!r->client_full)
+	if (!r->x.client_full)
 		return;
-	r->client_full = false;
+	r->x.client_full = false;
 	sbuf_set_notify_send_done(r->c.sb, false);
-	if (r->merge_streams)
+	if (r->x.merge_streams)
 		route_merge_resume(r);
 }
 
@@ -232,9 +232,9 @@ route_on_send_done(struct route *r)
 static void
 route_merge_client_check(struct route *r)
 {
-	if (r->client_full || sbuf_queued(r->c.sb) < ROUTE_MERGE_CLIENT_MAX)
+	if (r->x.client_full || sbuf_queued(r->c.sb) < ROUTE_MERGE_CLIENT_MAX)
 		return;
-	r->client_full = true;
+	r->x.client_full = true;
 	sbuf_set_notify_send_done(r->c.sb, true);
 }
 
@@ -242,11 +242,11 @@ route_merge_client_check(struct route *r)
 static void
 route_merge_refused(struct route *r, const struct nk_error *err)
 {
-	if (r->has_err)
+	if (r->x.has_err)
 		return;
-	r->err = *err;
-	r->err.severity = NK_SEV_ERROR;
-	r->has_err = true;
+	r->x.err = *err;
+	r->x.err.severity = NK_SEV_ERROR;
+	r->x.has_err = true;
 }
 
 /* DataRows among the messages <buf>[0..len). */
@@ -267,26 +267,26 @@ route_count_rows(const uint8_t *buf, size_t len)
 bool
 route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
 {
-	uint32_t shard = r->merge_final ? MERGE_FINAL : r->reading;
+	uint32_t shard = r->x.merge_final ? MERGE_FINAL : r->x.reading;
 	struct nk_error err;
 	struct pktbuf pb;
 
-	if (r->has_err || r->merge == NULL)
+	if (r->x.has_err || r->x.merge == NULL)
 		return true;		/* the statement failed: the rest is dropped */
-	if (!merge_feed(r->merge, shard, pkt->type, pkt->data + 5, pkt->len - 5, &err)) {
+	if (!merge_feed(r->x.merge, shard, pkt->type, pkt->data + 5, pkt->len - 5, &err)) {
 		route_merge_refused(r, &err);
 		return true;
 	}
 	pktbuf_init(&pb, 256);
-	if (!merge_pull(r->merge, &pb, &err)) {
+	if (!merge_pull(r->x.merge, &pb, &err)) {
 		pktbuf_cleanup(&pb);
 		route_merge_refused(r, &err);
 		return true;
 	}
-	if (r->an.on)		/* EXPLAIN ANALYZE: the result is counted, not sent */
-		r->an.rows += route_count_rows(pb.buf, pb.len);
-	if (pb.len == 0 || r->an.on || r->subq_capture) {	/* (a subquery's: kept) */
-		bool ok = !r->subq_capture || route_subq_keep(r, pb.buf, pb.len);
+	if (r->x.an.on)		/* EXPLAIN ANALYZE: the result is counted, not sent */
+		r->x.an.rows += route_count_rows(pb.buf, pb.len);
+	if (pb.len == 0 || r->x.an.on || r->x.subq_capture) {	/* (a subquery's: kept) */
+		bool ok = !r->x.subq_capture || route_subq_keep(r, pb.buf, pb.len);
 
 		pktbuf_cleanup(&pb);
 		return ok;
@@ -301,32 +301,32 @@ route_merge_feed(struct route *r, const struct sbuf_pkt *pkt)
 bool
 route_merge_final(struct route *r)
 {
-	struct rshard *sh = &r->sh[r->tg[0]];
+	struct rshard *sh = &r->sh[r->x.tg[0]];
 	const char *sql;
 	struct nk_error err;
 
-	if (r->merge == NULL || merge_state(r->merge) != MERGE_NEED_FINAL || r->merge_final)
+	if (r->x.merge == NULL || merge_state(r->x.merge) != MERGE_NEED_FINAL || r->x.merge_final)
 		return false;
-	sql = merge_final_sql(r->merge);
+	sql = merge_final_sql(r->x.merge);
 	free(sh->sql);
 	sh->sql = NULL;
-	if (r->ext_exec) {	/* with the client's values: HAVING may use parameters */
+	if (r->x.ext_exec) {	/* with the client's values: HAVING may use parameters */
 		if (!route_ext_merge_msgs(r, sql, true, &err)) {
 			route_merge_refused(r, &err);
 			event_active(r->ev, EV_TIMEOUT, 0);
 			return true;
 		}
-	} else if ((sh->sql = r->ms.norm != NULL ?	/* (its $k: the statement's literals) */
-		    route_sql_inline_literals(sql, r->ms.norm, r->ms.src, &err) : strdup(sql)) == NULL) {
+	} else if ((sh->sql = r->x.ms.norm != NULL ?	/* (its $k: the statement's literals) */
+		    route_sql_inline_literals(sql, r->x.ms.norm, r->x.ms.src, &err) : strdup(sql)) == NULL) {
 		route_client_fatal(r, "out of memory");
 		return true;
 	}
-	for (uint32_t i = 1; i < r->ntg; i++)
-		r->sh[r->tg[i]].target = false;
+	for (uint32_t i = 1; i < r->x.ntg; i++)
+		r->sh[r->x.tg[i]].target = false;
 	sh->sent = sh->done = sh->failed = false;
-	r->ntg = 1;
-	r->merge_final = true;
-	r->merge_streams = false;
+	r->x.ntg = 1;
+	r->x.merge_final = true;
+	r->x.merge_streams = false;
 	if (!route_exec_start(r, &err)) {
 		route_merge_refused(r, &err);
 		event_active(r->ev, EV_TIMEOUT, 0);

@@ -76,8 +76,8 @@ route_pin_after_send(struct route *r, struct rshard *sh)
 
 	if (!sh->probe_due)
 		return true;
-	if (r->after != RX_AFTER_COMMIT && r->after != RX_AFTER_ROLLBACK &&
-	    !(r->after == RX_AFTER_STMT && r->tx == 'I'))
+	if (r->x.after != RX_AFTER_COMMIT && r->x.after != RX_AFTER_ROLLBACK &&
+	    !(r->x.after == RX_AFTER_STMT && r->tx == 'I'))
 		return true;	/* still inside its transaction: asked at its end */
 	pktbuf_init(&pb, 256);
 	pktbuf_write_query(&pb, ROUTE_PIN_PROBE_SQL);
@@ -164,9 +164,9 @@ route_pin_discard(struct route *r, struct nk_error *err)
 			uids[n++] = r->sh[i].uid;
 	if (n == 0 || !route_exec_setup(r, uids, n, ROUTE_PIN_RELEASE_SQL, err))
 		return false;
-	for (uint32_t i = 0; i < r->ntg; i++)
-		r->sh[r->tg[i]].probe_due = true;
-	r->combine = RX_QUIET;
-	strcpy(r->end_tag, "DISCARD ALL");
+	for (uint32_t i = 0; i < r->x.ntg; i++)
+		r->sh[r->x.tg[i]].probe_due = true;
+	r->x.combine = RX_QUIET;
+	strcpy(r->x.end_tag, "DISCARD ALL");
 	return true;
 }

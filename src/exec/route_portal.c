@@ -171,8 +171,8 @@ route_portal_drop(struct route *r, struct rportal *p, bool close)
 			break;
 		}
 	}
-	if (r->pull.portal == p)
-		r->pull.portal = NULL;
+	if (r->x.pull.portal == p)
+		r->x.pull.portal = NULL;
 	if (r->xportal == p)
 		r->xportal = NULL;
 	if (r->cur_close == p)
@@ -345,15 +345,15 @@ mirror_exec(struct route *r, struct rportal *p, struct pktbuf *msgs, bool descri
 		pktbuf_cleanup(msgs);
 		return portal_fail(r, &err);
 	}
-	free(r->ext_msg);
-	r->ext_msg = msgs->buf;		/* taken over */
-	r->ext_len = msgs->len;
-	r->ext_pst = NULL;		/* (its own messages) */
-	r->ext_exec = true;
-	r->ext_portal_describe = describe_only;
+	free(r->x.ext_msg);
+	r->x.ext_msg = msgs->buf;		/* taken over */
+	r->x.ext_len = msgs->len;
+	r->x.ext_pst = NULL;		/* (its own messages) */
+	r->x.ext_exec = true;
+	r->x.ext_portal_describe = describe_only;
 	r->xportal = describe_only ? NULL : p;
 	if (route_exec_run(r) != RSTEP_ASYNC) {
-		r->ext_exec = false;
+		r->x.ext_exec = false;
 		r->ext_failed = true;
 	}
 	return !route_client_closed(r);
@@ -425,16 +425,16 @@ route_portal_execute(struct route *r, struct rportal *p, int32_t max_rows)
 	nk_error_clear(&err);
 	if (!exec_formats(p, &err))
 		return portal_fail(r, &err);
-	r->ext_exec = true;
+	r->x.ext_exec = true;
 	switch (route_pull_start(r, p, RPULL_EXECUTE, &f, false)) {
 	case RPULL_ASYNC:
 		return !route_client_closed(r);
 	case RPULL_DONE:
-		r->ext_exec = false;
+		r->x.ext_exec = false;
 		return !route_client_closed(r);
 	default:
-		r->ext_exec = false;
-		return portal_fail(r, &r->err);
+		r->x.ext_exec = false;
+		return portal_fail(r, &r->x.err);
 	}
 }
 
@@ -489,14 +489,14 @@ route_portal_ran(struct route *r, bool ok)
 	}
 	if (r->suspended) {
 		p->state = RPORTAL_OPEN;
-		p->mask |= r->tg_mask;
+		p->mask |= r->x.tg_mask;
 		return;
 	}
 	p->state = RPORTAL_DONE;
 	p->rows = r->xrows;
 	route_strcpy(p->tag, sizeof(p->tag), r->last_tag[0] ? r->last_tag : "SELECT");
-	if (r->ext_max_rows > 0)	/* it was bound as its mirror: closed with it */
-		p->mask |= r->tg_mask;
+	if (r->x.ext_max_rows > 0)	/* it was bound as its mirror: closed with it */
+		p->mask |= r->x.tg_mask;
 }
 
 /* route_stmt_returns_rows: see route_int.h. */

@@ -314,7 +314,7 @@ static bool
 round_msgs(struct route *r, struct rpull *pl, uint32_t i, bool final, struct pktbuf *pb,
 	   struct nk_error *err)
 {
-	const struct rportal *p = r->pull.portal;
+	const struct rportal *p = r->x.pull.portal;
 	bool describe = !final && (pl->described & (1u << i)) == 0;
 
 	if (final) {
@@ -370,11 +370,11 @@ round_start(struct route *r, struct rpull *pl, bool final)
 			     "the merge of portal \"%s\" waits for no shard",
 			     pl->mirror);
 	else if (route_exec_setup(r, uids, n, "", &err)) {
-		r->combine = RX_PULL;
-		r->merge_streams = true;
-		r->pull.final = final;
+		r->x.combine = RX_PULL;
+		r->x.merge_streams = true;
+		r->x.pull.final = final;
 		for (uint32_t k = 0; k < n && !nk_error_is_set(&err); k++) {
-			struct rshard *sh = &r->sh[r->tg[k]];
+			struct rshard *sh = &r->sh[r->x.tg[k]];
 			struct pktbuf pb;
 
 			pktbuf_init(&pb, 256);
@@ -389,9 +389,9 @@ round_start(struct route *r, struct rpull *pl, bool final)
 		if (!nk_error_is_set(&err) && route_exec_start(r, &err))
 			return RPULL_ASYNC;
 	}
-	r->err = err;
-	r->err.severity = NK_SEV_ERROR;
-	r->has_err = true;
+	r->x.err = err;
+	r->x.err.severity = NK_SEV_ERROR;
+	r->x.has_err = true;
 	return RPULL_FAILED;
 }
 
@@ -424,10 +424,10 @@ route_pull_declare_msgs(struct rpull *pl, const struct rportal *p, bool hold, bo
 static bool
 pull_fail(struct route *r, const struct nk_error *err)
 {
-	if (!r->has_err) {
-		r->err = *err;
-		r->err.severity = NK_SEV_ERROR;
-		r->has_err = true;
+	if (!r->x.has_err) {
+		r->x.err = *err;
+		r->x.err.severity = NK_SEV_ERROR;
+		r->x.has_err = true;
 	}
 	return false;
 }
@@ -457,9 +457,9 @@ send_head(struct route *r, struct rpull *pl)
 	struct pktbuf pb;
 	struct nk_error e;
 
-	if (!r->pull.head)
+	if (!r->x.pull.head)
 		return true;
-	r->pull.head = false;
+	r->x.pull.head = false;
 	pktbuf_init(&pb, 256);
 	if (!route_pull_rowdesc(pl, pl->fmt, pl->nfmt, &pb)) {
 		pktbuf_cleanup(&pb);
@@ -476,10 +476,10 @@ send_head(struct route *r, struct rpull *pl)
 static bool
 step_rows(struct route *r, struct rpull *pl, struct pktbuf *pb, uint64_t n)
 {
-	const struct plan_fetch_step *st = &r->pull.plan.steps[r->pull.step];
+	const struct plan_fetch_step *st = &r->x.pull.plan.steps[r->x.pull.step];
 
-	r->pull.rows += n;
-	if (!st->to_client || r->pull.op == RPULL_MOVE || n == 0) {
+	r->x.pull.rows += n;
+	if (!st->to_client || r->x.pull.op == RPULL_MOVE || n == 0) {
 		pktbuf_cleanup(pb);
 		return true;
 	}
@@ -533,10 +533,10 @@ store_add(struct rpull *pl, const uint8_t *buf, size_t len, struct nk_error *err
 static int64_t
 step_budget(const struct route *r)
 {
-	if (r->pull.want == STMT_FETCH_ALL)
+	if (r->x.pull.want == STMT_FETCH_ALL)
 		return -1;
-	return r->pull.rows >= (uint64_t)r->pull.want ? 0 :
-	       r->pull.want - (int64_t)r->pull.rows;
+	return r->x.pull.rows >= (uint64_t)r->x.pull.want ? 0 :
+	       r->x.pull.want - (int64_t)r->x.pull.rows;
 }
 
 /* A forward step over rows a SCROLL cursor kept already. */
@@ -544,7 +544,7 @@ static bool
 take_stored(struct route *r, struct rpull *pl)
 {
 	int64_t budget = step_budget(r);
-	uint64_t at = r->pull.base + r->pull.rows, n = 0;
+	uint64_t at = r->x.pull.base + r->x.pull.rows, n = 0;
 	struct pktbuf pb;
 
 	if (!pl->scroll || at >= pl->nstore || budget == 0)
@@ -564,8 +564,8 @@ take_merged(struct route *r, struct rpull *pl)
 	struct pktbuf pb;
 	uint64_t n;
 
-	if (!r->pull.running || budget == 0 ||
-	    (pl->scroll && r->pull.base + r->pull.rows < pl->nstore))
+	if (!r->x.pull.running || budget == 0 ||
+	    (pl->scroll && r->x.pull.base + r->x.pull.rows < pl->nstore))
 		return true;
 	pktbuf_init(&pb, 256);
 	nk_error_clear(&err);
@@ -592,31 +592,31 @@ step_backward(struct route *r, struct rpull *pl, const struct plan_fetch_step *s
 	return step_rows(r, pl, &pb, n);
 }
 
-/* The step ended with r->pull.rows rows: move the cursor, go to the next one. */
+/* The step ended with r->x.pull.rows rows: move the cursor, go to the next one. */
 static bool
 step_finish(struct route *r, struct rpull *pl)
 {
-	const struct plan_fetch_step *st = &r->pull.plan.steps[r->pull.step];
+	const struct plan_fetch_step *st = &r->x.pull.plan.steps[r->x.pull.step];
 
-	if (st->to_client && r->pull.op != RPULL_MOVE && !send_head(r, pl))
+	if (st->to_client && r->x.pull.op != RPULL_MOVE && !send_head(r, pl))
 		return false;		/* (no rows: the description all the same) */
-	plan_cursor_moved(&pl->pos, st->op, st->count, r->pull.rows);
+	plan_cursor_moved(&pl->pos, st->op, st->count, r->x.pull.rows);
 	if (st->to_client)
-		r->pull.result = r->pull.rows;
-	r->pull.running = false;
-	r->pull.step++;
+		r->x.pull.result = r->x.pull.rows;
+	r->x.pull.running = false;
+	r->x.pull.step++;
 	return true;
 }
 
-/* Start step r->pull.step: a rewind or a backward step runs at once (from the kept rows),
- * a forward one reads the rows (r->pull.running) the loop of route_pull_more() takes. */
+/* Start step r->x.pull.step: a rewind or a backward step runs at once (from the kept rows),
+ * a forward one reads the rows (r->x.pull.running) the loop of route_pull_more() takes. */
 static bool
 step_begin(struct route *r, struct rpull *pl)
 {
-	const struct plan_fetch_step *st = &r->pull.plan.steps[r->pull.step];
+	const struct plan_fetch_step *st = &r->x.pull.plan.steps[r->x.pull.step];
 	const struct plan_cursor_pos *pos = &pl->pos;
 
-	r->pull.rows = 0;
+	r->x.pull.rows = 0;
 	switch (st->op) {
 	case PLAN_FETCH_REWIND:
 		if (!(pos->at_start && !pos->at_end) && !pl->scroll)
@@ -629,9 +629,9 @@ step_begin(struct route *r, struct rpull *pl)
 	default:
 		if (pos->at_end || st->count <= 0)
 			return step_finish(r, pl);	/* no movement */
-		r->pull.base = cur_row(pos);
-		r->pull.want = st->count;
-		r->pull.running = true;
+		r->x.pull.base = cur_row(pos);
+		r->x.pull.want = st->count;
+		r->x.pull.running = true;
 		return true;
 	}
 }
@@ -643,23 +643,23 @@ step_complete(const struct route *r, const struct rpull *pl)
 	if (step_budget(r) == 0)
 		return true;
 	return merge_state(pl->merge) == MERGE_DONE &&
-	       (!pl->scroll || r->pull.base + r->pull.rows >= pl->nstore);
+	       (!pl->scroll || r->x.pull.base + r->x.pull.rows >= pl->nstore);
 }
 
 /* The operation ran its steps: its command tag (or PortalSuspended). */
 static bool
 op_finish(struct route *r, struct rportal *p)
 {
-	const struct plan_fetch *f = &r->pull.plan;
-	uint64_t n = f->fixed >= 0 ? (uint64_t)f->fixed : r->pull.result;
-	enum rpull_op op = r->pull.op;
+	const struct plan_fetch *f = &r->x.pull.plan;
+	uint64_t n = f->fixed >= 0 ? (uint64_t)f->fixed : r->x.pull.result;
+	enum rpull_op op = r->x.pull.op;
 	char tag[48];
 	struct pktbuf pb;
 
-	r->pull.portal = NULL;
-	r->pull.op = RPULL_NONE;
+	r->x.pull.portal = NULL;
+	r->x.pull.op = RPULL_NONE;
 	pktbuf_init(&pb, 64);
-	if (op == RPULL_MOVE && r->ext_exec && r->ext_describe)
+	if (op == RPULL_MOVE && r->x.ext_exec && r->x.ext_describe)
 		pktbuf_write_no_data(&pb);	/* (a described MOVE returns no rows) */
 	if (op == RPULL_EXECUTE && f->steps[0].count != STMT_FETCH_ALL &&
 	    n == (uint64_t)f->steps[0].count) {
@@ -683,7 +683,7 @@ op_finish(struct route *r, struct rportal *p)
 enum rpull_rc
 route_pull_more(struct route *r)
 {
-	struct rportal *p = r->pull.portal;
+	struct rportal *p = r->x.pull.portal;
 	struct rpull *pl = p != NULL ? p->pull : NULL;
 	struct nk_error e;
 
@@ -694,9 +694,9 @@ route_pull_more(struct route *r)
 			nk_error_set(&e, ERRCODE_INVALID_CURSOR_NAME, "the portal read was closed");
 		(void)pull_fail(r, &e);
 	}
-	while (!route_client_closed(r) && !r->has_err) {
-		if (!r->pull.running) {
-			if (r->pull.step == r->pull.plan.nsteps)
+	while (!route_client_closed(r) && !r->x.has_err) {
+		if (!r->x.pull.running) {
+			if (r->x.pull.step == r->x.pull.plan.nsteps)
 				return op_finish(r, p) ? RPULL_DONE : RPULL_ASYNC;
 			if (!step_begin(r, pl))
 				break;
@@ -712,16 +712,16 @@ route_pull_more(struct route *r)
 		if (merge_state(pl->merge) == MERGE_NEED_FINAL)
 			return round_start(r, pl, true);
 		if (sbuf_queued(r->c.sb) >= ROUTE_PULL_CLIENT_MAX) {
-			r->pull.wait = true;	/* route_pull_resume() goes on */
+			r->x.pull.wait = true;	/* route_pull_resume() goes on */
 			sbuf_set_notify_send_done(r->c.sb, true);
 			return RPULL_ASYNC;
 		}
 		return round_start(r, pl, false);
 	}
-	if (route_client_closed(r) || !r->has_err)
+	if (route_client_closed(r) || !r->x.has_err)
 		return RPULL_ASYNC;
-	r->pull.portal = NULL;
-	r->pull.op = RPULL_NONE;
+	r->x.pull.portal = NULL;
+	r->x.pull.op = RPULL_NONE;
 	return RPULL_FAILED;
 }
 
@@ -730,16 +730,16 @@ enum rpull_rc
 route_pull_start(struct route *r, struct rportal *p, enum rpull_op op,
 		 const struct plan_fetch *plan, bool head)
 {
-	r->pull.portal = p;
-	r->pull.op = op;
-	r->pull.plan = *plan;
-	r->pull.step = 0;
-	r->pull.running = false;
-	r->pull.result = 0;
-	r->pull.head = head;
-	r->pull.wait = false;
-	r->pull.final = false;
-	r->has_err = false;
+	r->x.pull.portal = p;
+	r->x.pull.op = op;
+	r->x.pull.plan = *plan;
+	r->x.pull.step = 0;
+	r->x.pull.running = false;
+	r->x.pull.result = 0;
+	r->x.pull.head = head;
+	r->x.pull.wait = false;
+	r->x.pull.final = false;
+	r->x.has_err = false;
 	return route_pull_more(r);
 }
 
@@ -755,8 +755,8 @@ route_pull_portal(struct route *r, const struct plan *p, const char *sql)
 	bool ok;
 
 	memset(&in, 0, sizeof(in));
-	in.params = r->ext_params;
-	in.nparams = r->ext_nparams;
+	in.params = r->x.ext_params;
+	in.nparams = r->x.ext_nparams;
 	nk_error_clear(&err);
 	if (p->stmt->kind != STMT_SELECT || x == NULL) {
 		nk_error_set(&err, ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -781,14 +781,14 @@ route_pull_portal(struct route *r, const struct plan *p, const char *sql)
 	memset(&f, 0, sizeof(f));
 	f.fixed = -1;
 	f.nsteps = 1;
-	f.steps[0] = (struct plan_fetch_step){ PLAN_FETCH_FORWARD, r->ext_max_rows, true };
-	switch (route_pull_start(r, x, RPULL_EXECUTE, &f, r->ext_describe)) {
+	f.steps[0] = (struct plan_fetch_step){ PLAN_FETCH_FORWARD, r->x.ext_max_rows, true };
+	switch (route_pull_start(r, x, RPULL_EXECUTE, &f, r->x.ext_describe)) {
 	case RPULL_ASYNC:
 		return RSTEP_ASYNC;
 	case RPULL_DONE:
 		return RSTEP_DONE;
 	default:
-		return route_fail(r, &r->err);
+		return route_fail(r, &r->x.err);
 	}
 }
 
@@ -796,9 +796,9 @@ route_pull_portal(struct route *r, const struct plan *p, const char *sql)
 void
 route_pull_resume(struct route *r)
 {
-	if (!r->pull.wait)
+	if (!r->x.pull.wait)
 		return;
-	r->pull.wait = false;
+	r->x.pull.wait = false;
 	sbuf_set_notify_send_done(r->c.sb, false);
 	route_exec_finished(r);
 }
@@ -824,7 +824,7 @@ bool
 route_pull_answer(struct route *r, struct rshard *sh, struct link *l,
 		  const struct sbuf_pkt *pkt)
 {
-	struct rpull *pl = r->pull.portal != NULL ? r->pull.portal->pull : NULL;
+	struct rpull *pl = r->x.pull.portal != NULL ? r->x.pull.portal->pull : NULL;
 	const uint8_t *body = pkt->data + 5;
 	size_t len = pkt->len - 5;
 	struct nk_error err;
@@ -838,20 +838,20 @@ route_pull_answer(struct route *r, struct rshard *sh, struct link *l,
 		return false;
 	}
 	nk_error_clear(&err);
-	if (pl != NULL && !r->has_err && (pkt->type == 'T' || r->pull.op != RPULL_NONE)) {
-		uint32_t i = r->pull.final ? MERGE_FINAL : pl->round[r->reading];
+	if (pl != NULL && !r->x.has_err && (pkt->type == 'T' || r->x.pull.op != RPULL_NONE)) {
+		uint32_t i = r->x.pull.final ? MERGE_FINAL : pl->round[r->x.reading];
 
 		/* not fed: DECLARE's description, the end of a part of a shard that has more */
-		bool more = pkt->type == 's' || (pkt->type == 'C' && pl->cursor && !r->pull.final &&
+		bool more = pkt->type == 's' || (pkt->type == 'C' && pl->cursor && !r->x.pull.final &&
 						 !fetch_ended(pl, body, len));
 
-		if (pkt->type == 'T' && !r->pull.final)
+		if (pkt->type == 'T' && !r->x.pull.final)
 			ok = route_pull_set_cols(pl, body, len, &err);
-		if (ok && r->pull.op != RPULL_NONE && !more)
+		if (ok && r->x.pull.op != RPULL_NONE && !more)
 			ok = merge_feed(pl->merge, i, (char)pkt->type, body, len, &err);
 		if (!ok)
 			(void)pull_fail(r, &err);
-		else if (r->pull.op != RPULL_NONE)
+		else if (r->x.pull.op != RPULL_NONE)
 			(void)take_merged(r, pl);
 	}
 	sbuf_skip(link_sbuf(l), pkt->len);

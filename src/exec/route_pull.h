@@ -12,7 +12,7 @@
 enum rpull_rc {
 	RPULL_ASYNC = 0,	/* a round of shard pulls runs (or the client's queue is long) */
 	RPULL_DONE,		/* the operation's answer is sent */
-	RPULL_FAILED,		/* r->err says why (nothing of it was sent) */
+	RPULL_FAILED,		/* r->x.err says why (nothing of it was sent) */
 };
 
 /*

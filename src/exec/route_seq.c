@@ -220,7 +220,7 @@ route_seq_setvals_done(struct route *r, bool ok)
 	};
 
 	for (uint32_t i = 0; i < NK_ARRAY_LEN(unset) && !ok; i++)
-		if (route_streq(r->err.sqlstate, unset[i]))
+		if (route_streq(r->x.err.sqlstate, unset[i]))
 			r->seq.nsetvals = 0;
 	for (uint32_t i = 0; i < r->seq.nsetvals; i++) {
 		const struct plan_setval *sv = &r->seq.setvals[i];
@@ -281,9 +281,9 @@ seq_reserve(struct route *r, const struct seq_need *nd, struct nk_error *err)
 
 	if (n == 0) {
 		route_exec_reset(r);
-		r->after = RX_AFTER_SEQ;
-		r->combine = RX_SEQ;
-		r->has_err = false;
+		r->x.after = RX_AFTER_SEQ;
+		r->x.combine = RX_SEQ;
+		r->x.has_err = false;
 		r->busy = true;
 		r->seq.wait = nd->e;
 		r->seq.next = seq_waiters;
@@ -302,8 +302,8 @@ seq_reserve(struct route *r, const struct seq_need *nd, struct nk_error *err)
 		seq_fill_over(r);
 		return ROUTE_SEQ_FAILED;
 	}
-	r->combine = RX_SEQ;
-	r->after = RX_AFTER_SEQ;
+	r->x.combine = RX_SEQ;
+	r->x.after = RX_AFTER_SEQ;
 	r->busy = true;
 	if (!route_exec_start(r, err)) {
 		seq_fill_over(r);
@@ -333,34 +333,34 @@ seq_take_all(const struct plan *p, struct seq_need *nd, uint32_t nn, int64_t *va
 static bool
 seq_ext_query(struct route *r, const char *sql)
 {
-	const uint8_t *m = r->ext_msg;
+	const uint8_t *m = r->x.ext_msg;
 	size_t plen, qoff, qend, slen = strlen(sql), nlen;
 	uint8_t *out;
 
 	if (!route_ext_unnamed(r))	/* (a text of its own: Parse it unnamed) */
 		return false;
-	m = r->ext_msg;
-	if (r->ext_len < 5 || m[0] != 'P')
+	m = r->x.ext_msg;
+	if (r->x.ext_len < 5 || m[0] != 'P')
 		return false;
 	plen = 1 + ((size_t)m[1] << 24 | (size_t)m[2] << 16 | (size_t)m[3] << 8 | m[4]);
 	qoff = 5 + strnlen((const char *)m + 5, plen - 5) + 1;	/* after the name */
 	if (qoff >= plen)
 		return false;
 	qend = qoff + strnlen((const char *)m + qoff, plen - qoff) + 1;
-	nlen = r->ext_len - (qend - qoff) + slen + 1;
+	nlen = r->x.ext_len - (qend - qoff) + slen + 1;
 	if (qend > plen || (out = malloc(nlen)) == NULL)
 		return false;
 	memcpy(out, m, qoff);
 	memcpy(out + qoff, sql, slen + 1);
-	memcpy(out + qoff + slen + 1, m + qend, r->ext_len - qend);
+	memcpy(out + qoff + slen + 1, m + qend, r->x.ext_len - qend);
 	plen = plen - (qend - qoff) + slen + 1 - 1;
 	out[1] = (uint8_t)(plen >> 24);
 	out[2] = (uint8_t)(plen >> 16);
 	out[3] = (uint8_t)(plen >> 8);
 	out[4] = (uint8_t)plen;
-	free(r->ext_msg);
-	r->ext_msg = out;
-	r->ext_len = nlen;
+	free(r->x.ext_msg);
+	r->x.ext_msg = out;
+	r->x.ext_len = nlen;
 	return true;
 }
 
@@ -403,7 +403,7 @@ route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p, con
 		return ROUTE_SEQ_FAILED;
 	if ((text = plan_rewrite(r->arena, *sql, p, NULL, values, nextvals, err)) == NULL)
 		return ROUTE_SEQ_FAILED;
-	if (r->ext_exec && !seq_ext_query(r, text)) {
+	if (r->x.ext_exec && !seq_ext_query(r, text)) {
 		nk_error_oom(err);
 		return ROUTE_SEQ_FAILED;
 	}
@@ -473,9 +473,9 @@ seq_row(struct route *r, const struct sbuf_pkt *pkt)
 		    seq_refill_add_run(r->seq.fill, text[0], text[1], text[2], &err))
 			return true;
 	}
-	if (!r->has_err) {
-		r->err = err;
-		r->has_err = true;
+	if (!r->x.has_err) {
+		r->x.err = err;
+		r->x.has_err = true;
 	}
 	return true;
 }
@@ -501,5 +501,5 @@ route_seq_end(struct route *r)
 {
 	seq_unwait(r);
 	seq_fill_over(r);
-	return !r->has_err;
+	return !r->x.has_err;
 }

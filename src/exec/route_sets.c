@@ -392,8 +392,8 @@ route_sets_reset_fix(struct route *r, const struct rguc *g, char **sql)
 	if (!route_sets_defaults(r, g->kind == RGUC_RESET ? g->name : NULL, &fix))
 		return false;
 	ok = !fix.failed;
-	for (uint32_t i = 0; i < r->ntg && ok && fix.len > 0; i++) {
-		struct rshard *sh = &r->sh[r->tg[i]];
+	for (uint32_t i = 0; i < r->x.ntg && ok && fix.len > 0; i++) {
+		struct rshard *sh = &r->sh[r->x.tg[i]];
 
 		if (sh->link != NULL && sh->in_tx && route_link_query(sh->link, fix.p))
 			sh->swallow++;
@@ -413,7 +413,7 @@ route_sets_reset_fix(struct route *r, const struct rguc *g, char **sql)
 static bool
 route_sets_scoped(const struct route *r)
 {
-	return r->tx != 'I' || r->ext_exec;
+	return r->tx != 'I' || r->x.ext_exec;
 }
 
 /* route_sets_done: see route_int.h. */
@@ -441,8 +441,8 @@ route_sets_done(struct route *r)
 			route_sets_merge(r, g);
 			r->sets_version++;
 		}
-		for (uint32_t i = 0; i < r->ntg; i++) {
-			struct rshard *sh = &r->sh[r->tg[i]];
+		for (uint32_t i = 0; i < r->x.ntg; i++) {
+			struct rshard *sh = &r->sh[r->x.tg[i]];
 
 			if (sh->link == NULL)
 				continue;
@@ -466,8 +466,8 @@ route_sets_done(struct route *r)
 void
 route_sets_failed(struct route *r)
 {
-	for (uint32_t i = 0; i < r->ntg && r->gucs.nxsets > 0; i++) {
-		struct rshard *sh = &r->sh[r->tg[i]];
+	for (uint32_t i = 0; i < r->x.ntg && r->gucs.nxsets > 0; i++) {
+		struct rshard *sh = &r->sh[r->x.tg[i]];
 
 		if (sh->link != NULL && sh->sent && !sh->failed && !sh->in_tx) {
 			sh->sets_version = 0;	/* it did what the model does not have */

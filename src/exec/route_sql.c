@@ -222,7 +222,7 @@ route_detail_shards(struct route *r, struct nk_error *err, const char *what, uin
 	for (uint32_t i = from; i < upto && w > 0 && (size_t)w < sizeof(err->detail) - off; i++) {
 		off += (size_t)w;
 		w = snprintf(err->detail + off, sizeof(err->detail) - off, "%s%s%s",
-			     i > from ? ", " : "", r->sh[r->tg[i]].uid, i + 1 == upto ? "." : "");
+			     i > from ? ", " : "", r->sh[r->x.tg[i]].uid, i + 1 == upto ? "." : "");
 	}
 }
 
@@ -480,11 +480,11 @@ route_stmt_as_written(const struct route *r)
 {
 	const struct parse_span *sp;
 
-	if (r->ext_exec || r->spans == NULL || r->cur >= r->nspans || r->stmt_sql == NULL)
+	if (r->x.ext_exec || r->spans == NULL || r->cur >= r->nspans || r->x.stmt_sql == NULL)
 		return false;
 	sp = &r->spans[r->cur];
-	return strlen(r->stmt_sql) == sp->len &&
-	       memcmp(r->stmt_sql, r->query + sp->start, sp->len) == 0;
+	return strlen(r->x.stmt_sql) == sp->len &&
+	       memcmp(r->x.stmt_sql, r->query + sp->start, sp->len) == 0;
 }
 
 /* route_error_keep_position: see route_int.h. */

@@ -1,6 +1,6 @@
 /*
- * route_state.h - per-statement state of a route kept in structs of its own (the first step
- * of splitting struct route, route_int.h, into the session's state and the statement's).
+ * route_state.h - groups of a route's state kept in structs of their own (struct route,
+ * route_int.h, holds the session's state; struct rexec there the statement's).
  */
 #ifndef NEKI_EXEC_ROUTE_STATE_H
 #define NEKI_EXEC_ROUTE_STATE_H
@@ -13,6 +13,7 @@
 
 struct plan_param;
 struct plan_setval;
+struct event;
 struct rguc;
 struct rnote;
 struct route;
@@ -114,6 +115,33 @@ struct rddl {
 					 * every worker drops its reserved values after it */
 	bool notice;			/* ... send wait_for_ddl's NOTICE once it is loaded */
 	char target[160];		/* ... "schema.table" it creates or alters; "" none */
+};
+
+/* What the catalog poll timer resumes once a refresh after DDL (or a catalog load asked for
+ * a table it lacked) is served, or what the session waits for before it is served. */
+enum route_resume {
+	ROUTE_RESUME_NEXT = 0,	/* the next statement of the Query */
+	ROUTE_RESUME_QUERY_END,	/* the Query's ReadyForQuery */
+	ROUTE_RESUME_SYNC,	/* the extended protocol's Sync */
+	ROUTE_RESUME_EXEC,	/* the extended protocol's Execute, planned again */
+	ROUTE_RESUME_HOLD,	/* the first message, once topology and catalog are loaded */
+};
+
+/*
+ * A session held until the catalog of its database is loaded or refreshed
+ * (route_hold.c).
+ */
+struct rhold {
+	uint64_t cat_wait;		/* catalog refresh to wait for (0 none): after DDL, the
+					 * next statement and ReadyForQuery wait for it */
+	enum route_resume resume;	/* what the poll timer resumes */
+	uint64_t cat_done_us;		/* the last wait for r->hold.cat_wait ended (route_hold.c) */
+	bool fetch_off;			/* a plan again after sequence values: no catalog wait */
+	bool ready;			/* topology and catalog of r->db were loaded: served */
+	bool hold_asked;		/* held: a catalog load was asked for (once) */
+	uint64_t hold_since_us;		/* the first message began to wait then */
+	struct event *ev_poll;		/* owned: catalog refresh poll timer */
+	uint64_t poll_deadline_us;	/* give up waiting for the catalog then */
 };
 
 #endif /* NEKI_EXEC_ROUTE_STATE_H */

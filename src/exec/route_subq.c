@@ -85,8 +85,8 @@ static void
 capture_end(struct route *r, struct rsubq *q)
 {
 	if (q->capture && q->ext)
-		r->ext_exec = true;	/* (the Execute's again) */
-	q->capture = r->subq_capture = false;
+		r->x.ext_exec = true;	/* (the Execute's again) */
+	q->capture = r->x.subq_capture = false;
 	rows_close(q);
 }
 
@@ -94,14 +94,14 @@ capture_end(struct route *r, struct rsubq *q)
 void
 route_subq_settle(struct route *r, enum rstep rc)
 {
-	if (r->subq != NULL && r->subq->capture && rc != RSTEP_ASYNC)
-		capture_end(r, r->subq);	/* (refused before anything was sent) */
+	if (r->x.subq != NULL && r->x.subq->capture && rc != RSTEP_ASYNC)
+		capture_end(r, r->x.subq);	/* (refused before anything was sent) */
 }
 
 void
 route_subq_free(struct route *r)
 {
-	struct rsubq *q = r->subq;
+	struct rsubq *q = r->x.subq;
 
 	if (q == NULL)
 		return;
@@ -111,7 +111,7 @@ route_subq_free(struct route *r)
 	free(q->types);
 	free(q->names);
 	free(q);
-	r->subq = NULL;
+	r->x.subq = NULL;
 }
 
 /* route_subq_take: see route_subq.h. */
@@ -121,17 +121,17 @@ route_subq_take(struct route *r, bool *simple)
 	char *next;
 
 	*simple = false;
-	if (r->subq == NULL)
+	if (r->x.subq == NULL)
 		return NULL;
-	if (r->subq->next == NULL) {	/* a later statement: the last one's state goes */
+	if (r->x.subq->next == NULL) {	/* a later statement: the last one's state goes */
 		route_subq_free(r);
 		return NULL;
 	}
-	next = r->subq->next;
-	r->subq->next = NULL;
-	if (r->subq->capture && r->subq->ext) {
+	next = r->x.subq->next;
+	r->x.subq->next = NULL;
+	if (r->x.subq->capture && r->x.subq->ext) {
 		*simple = true;
-		r->ext_exec = false;	/* (until route_subq_finished()) */
+		r->x.ext_exec = false;	/* (until route_subq_finished()) */
 	}
 	return next;
 }
@@ -384,10 +384,10 @@ subq_resume(struct route *r)
 {
 	struct timeval tv = { 0, 0 };
 
-	r->resume = r->subq->ext ? ROUTE_RESUME_EXEC : ROUTE_RESUME_NEXT;
-	if (r->subq->ext)
+	r->hold.resume = r->x.subq->ext ? ROUTE_RESUME_EXEC : ROUTE_RESUME_NEXT;
+	if (r->x.subq->ext)
 		r->busy = true;	/* the client waits with its Execute (route_ext_exec_resume) */
-	evtimer_add(r->ev_poll, &tv);
+	evtimer_add(r->hold.ev_poll, &tv);
 }
 
 /* The end of table <rel>'s `[schema .] name` at its offset in <sql>, or NULL. */
@@ -546,8 +546,8 @@ wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint
 {
 	const char *rest, *p = sql + own->rels[ri].loc;
 	char *alias, *first = table_select(sql, own, ri, &rest, &alias,
-					   r->ext_exec ? r->ext_params : NULL,
-					   r->ext_exec ? r->ext_nparams : 0), *out;
+					   r->x.ext_exec ? r->x.ext_params : NULL,
+					   r->x.ext_exec ? r->x.ext_nparams : 0), *out;
 	int n;
 
 	if (first == NULL)
@@ -579,9 +579,9 @@ subq_text(struct route *r, const char *sql, size_t start, size_t end, bool bare,
 
 	if (text == NULL)
 		return nk_error_oom(err), NULL;
-	if (!r->ext_exec || !route_sql_has_param(text, 0, strlen(text)))
+	if (!r->x.ext_exec || !route_sql_has_param(text, 0, strlen(text)))
 		return text;
-	inlined = route_sql_inline_params(text, r->ext_params, r->ext_nparams, err);
+	inlined = route_sql_inline_params(text, r->x.ext_params, r->x.ext_nparams, err);
 	free(text);
 	return inlined;
 }
@@ -590,9 +590,9 @@ subq_text(struct route *r, const char *sql, size_t start, size_t end, bool bare,
 static struct rsubq *
 subq_next(struct route *r, const char *sql, char *next, struct nk_error *err)
 {
-	struct rsubq *q = r->subq;
+	struct rsubq *q = r->x.subq;
 
-	if (next == NULL || (q == NULL && (q = r->subq = calloc(1, sizeof(*q))) == NULL)) {
+	if (next == NULL || (q == NULL && (q = r->x.subq = calloc(1, sizeof(*q))) == NULL)) {
 		free(next);
 		return nk_error_oom(err), NULL;
 	}
@@ -604,7 +604,7 @@ subq_next(struct route *r, const char *sql, char *next, struct nk_error *err)
 		return nk_error_oom(err), NULL;
 	}
 	q->rounds++;
-	q->ext = r->ext_exec;
+	q->ext = r->x.ext_exec;
 	return q;
 }
 
@@ -710,7 +710,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 		 const struct parse_norm *norm, const struct plan *p,
 		 const struct nk_error *refusal)
 {
-	struct rsubq *q = r->subq;
+	struct rsubq *q = r->x.subq;
 	const struct stmt *own = st;
 	struct nk_error err;
 	size_t start, end;
@@ -742,7 +742,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	q->start = start;
 	q->end = end;
 	q->refusal = *refusal;
-	q->capture = r->subq_capture = true;
+	q->capture = r->x.subq_capture = true;
 	q->ncols = 0;
 	q->nrows = 0;
 	rows_close(q);
@@ -756,9 +756,9 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 bool
 route_subq_refused(struct route *r, const struct nk_error *err)
 {
-	if (!r->has_err) {
-		r->err = *err;
-		r->has_err = true;
+	if (!r->x.has_err) {
+		r->x.err = *err;
+		r->x.has_err = true;
 	}
 	return true;
 }
@@ -814,7 +814,7 @@ keep_desc(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 	FILE *f;
 	size_t n, names_len = 0;
 
-	if (q->ncols > 0 || r->has_err)
+	if (q->ncols > 0 || r->x.has_err)
 		return true;		/* (every shard's: the first one's) */
 	if (!proto_parse_row_description(body, len, &m, &e))
 		return route_subq_refused(r, &e);
@@ -856,7 +856,7 @@ keep_row(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 	struct proto_datarow_msg m;
 	struct nk_error e;
 
-	if (r->has_err || q->rows == NULL)
+	if (r->x.has_err || q->rows == NULL)
 		return true;
 	if (!proto_parse_data_row(body, len, &m, &e))
 		return route_subq_refused(r, &e);
@@ -898,9 +898,9 @@ route_subq_keep(struct route *r, const uint8_t *buf, size_t len)
 		if (gsi && (m[0] == 'T' || m[0] == 'D'))
 			ok = route_gsi_keep(r, m[0], m + 5, n - 4);
 		else if (m[0] == 'T')
-			ok = keep_desc(r, r->subq, m + 5, n - 4);
+			ok = keep_desc(r, r->x.subq, m + 5, n - 4);
 		else if (m[0] == 'D')
-			ok = keep_row(r, r->subq, m + 5, n - 4);
+			ok = keep_row(r, r->x.subq, m + 5, n - 4);
 		if (!ok)
 			return false;
 		o += 1 + n;
@@ -970,7 +970,7 @@ is_correlated(const struct nk_error *err)
 bool
 route_subq_finished(struct route *r)
 {
-	struct rsubq *q = r->subq;
+	struct rsubq *q = r->x.subq;
 	char *mid;
 	struct nk_error e;
 
@@ -978,9 +978,9 @@ route_subq_finished(struct route *r)
 		return route_gsi_finished(r);
 	if (q == NULL || !q->capture)
 		return false;
-	if (r->has_err) {	/* the statement fails (route_after_error() follows) */
-		if (is_correlated(&r->err))
-			r->err = q->refusal;
+	if (r->x.has_err) {	/* the statement fails (route_after_error() follows) */
+		if (is_correlated(&r->x.err))
+			r->x.err = q->refusal;
 		capture_end(r, q);
 		return false;
 	}

@@ -40,10 +40,10 @@ char *route_subq_explain(struct route *r, const struct stmt *st, const char *sql
 			 const struct plan *p);
 /* The text to route in place of the statement (the subquery, then the statement with its
  * rows), owned by the caller; NULL when none (the state of an earlier statement is freed).
- * <*simple>: the subquery of an Execute, run as a simple Query (r->ext_exec is false until
+ * <*simple>: the subquery of an Execute, run as a simple Query (r->x.ext_exec is false until
  * route_subq_finished()). */
 char *route_subq_take(struct route *r, bool *simple);
-/* A 'T', 'D' or 'C' of a shard while r->subq_capture (the subquery's answer is kept, nothing
+/* A 'T', 'D' or 'C' of a shard while r->x.subq_capture (the subquery's answer is kept, nothing
  * of it reaches the client); false when the session closed. */
 bool route_subq_answer(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
 /* The merge step's output messages <buf>[0..len) while capturing. */
@@ -51,7 +51,7 @@ bool route_subq_keep(struct route *r, const uint8_t *buf, size_t len);
 /*
  * The subquery's exec ended: true when the statement runs again with its rows (nothing more
  * to do); false otherwise, its error (the planner's refusal when the subquery reads its
- * outer query's columns) in r->err for route_after_error().
+ * outer query's columns) in r->x.err for route_after_error().
  */
 bool route_subq_finished(struct route *r);
 /* The end of route_stmt() with <rc>: a subquery refused (or answered) before anything was

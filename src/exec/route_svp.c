@@ -195,8 +195,8 @@ svp_run(struct route *r, const char *verb, const char *name, const char *tag)
 		return route_reply_tag(r, tag) ? RSTEP_DONE : RSTEP_STOP;
 	if (!route_exec_setup(r, uids, n, verb, &err))
 		return route_fail(r, &err);
-	for (uint32_t k = 0; k < r->ntg; k++) {
-		struct rshard *sh = &r->sh[r->tg[k]];
+	for (uint32_t k = 0; k < r->x.ntg; k++) {
+		struct rshard *sh = &r->sh[r->x.tg[k]];
 		struct pktbuf pb;
 
 		pktbuf_init(&pb, 64);
@@ -208,9 +208,9 @@ svp_run(struct route *r, const char *verb, const char *name, const char *tag)
 		sh->ext_msg = pb.buf;	/* taken over */
 		sh->ext_len = pb.len;
 	}
-	r->combine = RX_QUIET;
+	r->x.combine = RX_QUIET;
 	r->settings_exec = true;	/* (not data: __neki.tx_mode single) */
-	route_strcpy(r->end_tag, sizeof(r->end_tag), tag);
+	route_strcpy(r->x.end_tag, sizeof(r->x.end_tag), tag);
 	return route_exec_run(r);
 }
 

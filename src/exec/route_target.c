@@ -191,13 +191,13 @@ static void
 rtarget_fail(struct route *r, struct rshard *sh, const struct nk_error *err)
 {
 	sh->failed = sh->done = true;
-	if (!r->has_err) {
-		r->err = *err;
-		r->has_err = true;
+	if (!r->x.has_err) {
+		r->x.err = *err;
+		r->x.has_err = true;
 	}
 	sh->tgt->holding = false;
 	sh->waiting = false;
-	r->nwait--;
+	r->x.nwait--;
 	route_exec_continue(r);
 }
 
@@ -216,7 +216,7 @@ rtarget_poll(evutil_socket_t fd, short what, void *arg)
 		t->holding = false;
 		return;
 	}
-	if (r->cancel_pending && r->after == RX_AFTER_STMT) {	/* a cancel ends the wait */
+	if (r->cancel_pending && r->x.after == RX_AFTER_STMT) {	/* a cancel ends the wait */
 		nk_error_set(&err, ERRCODE_QUERY_CANCELED,
 			     "canceling statement due to user request");
 		rtarget_fail(r, sh, &err);
@@ -235,7 +235,7 @@ rtarget_poll(evutil_socket_t fd, short what, void *arg)
 	}
 	t->holding = false;
 	sh->waiting = false;
-	r->nwait--;
+	r->x.nwait--;
 	route_exec_continue(r);
 }
 
@@ -262,7 +262,7 @@ route_target_lost(struct route *r, struct rshard *sh)
 	if (rtarget_hold(r, sh, &err) != RTARGET_HOLD)
 		return false;
 	sh->waiting = true;
-	r->nwait++;
+	r->x.nwait++;
 	return true;
 }
 

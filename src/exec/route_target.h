@@ -22,7 +22,7 @@ enum rtarget_bind route_target_bind(struct route *r, struct rshard *sh, struct n
 /*
  * <sh> could not connect to its shard's primary: with standbys and target primary, the
  * server is taken as lost until the admin's next rounds say otherwise, and <sh> is held
- * as when the shard has no primary (true: waiting, r->nwait counted); false: fail as usual.
+ * as when the shard has no primary (true: waiting, r->x.nwait counted); false: fail as usual.
  */
 bool route_target_lost(struct route *r, struct rshard *sh);
 /* Before sh->sp is unreferenced at the session's end: back to the primary's pool, the

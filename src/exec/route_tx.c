@@ -64,10 +64,10 @@ route_tx_end_setup(struct route *r, const char *const *uids, uint32_t n, bool co
 {
 	if (!route_exec_setup(r, uids, n, commit ? "COMMIT" : "ROLLBACK", err))
 		return false;
-	r->sequential = commit;
-	r->combine = RX_QUIET;
-	r->after = commit ? RX_AFTER_COMMIT : RX_AFTER_ROLLBACK;
-	route_strcpy(r->end_tag, sizeof(r->end_tag), tag);
+	r->x.sequential = commit;
+	r->x.combine = RX_QUIET;
+	r->x.after = commit ? RX_AFTER_COMMIT : RX_AFTER_ROLLBACK;
+	route_strcpy(r->x.end_tag, sizeof(r->x.end_tag), tag);
 	return true;
 }
 
@@ -101,7 +101,7 @@ route_implicit_end(struct route *r)
 bool
 route_in_block(const struct route *r)
 {
-	return r->tx != 'I' && !(r->implicit && r->ext_exec);
+	return r->tx != 'I' && !(r->implicit && r->x.ext_exec);
 }
 
 /* BEGIN in the Query's implicit transaction makes it a transaction block (as Postgres:

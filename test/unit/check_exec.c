@@ -189,7 +189,7 @@ setup(void)
 	c.base = base;
 	fk.r = route_session_start(&c);
 	ck_assert_ptr_nonnull(fk.r);
-	fk.r->ready = true;	/* (the catalog wait of route_hold.c is not what is tested) */
+	fk.r->hold.ready = true;	/* (the catalog wait of route_hold.c is not what is tested) */
 }
 
 static void
