@@ -17,5 +17,5 @@ noinst_HEADERS += include/neki/takeover.h
 libneki_a_SOURCES += src/worker/relay.c src/worker/relay_fmt.c
 noinst_HEADERS += src/worker/relay_fmt.h
 noinst_HEADERS += include/neki/admin_relay.h
-noinst_HEADERS += include/neki/session.h src/worker/session_int.h src/worker/session_prep.h \
+noinst_HEADERS += include/neki/session.h src/worker/session_int.h src/worker/session_state.h src/worker/session_prep.h \
 	src/worker/session_sp.h src/worker/session_cancel.h src/worker/sctl.h

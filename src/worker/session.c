@@ -154,14 +154,14 @@ sess_vlog(const struct session *s, int lvl, const char *fmt, va_list ap)
 	if (!log_enabled((enum log_level)lvl))
 		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (s->is_unix)
+	if (s->from.is_unix)
 		log_msg((enum log_level)lvl, "C-%p: %s/%s@unix(%d):%d %s", (const void *)s,
 			s->dbname ? s->dbname : "(nodb)", s->user ? s->user : "(nouser)",
-			s->peer_pid, s->port, msg);
+			s->from.peer_pid, s->from.port, msg);
 	else
 		log_msg((enum log_level)lvl, "C-%p: %s/%s@%s:%d %s", (const void *)s,
 			s->dbname ? s->dbname : "(nodb)", s->user ? s->user : "(nouser)",
-			s->addr, s->port, msg);
+			s->from.addr, s->from.port, msg);
 }
 
 /* A pool's line about the client waiting in it, with the client's prefix. */
@@ -266,7 +266,7 @@ sess_close(struct session *s, const char *reason, const struct nk_error *err)
 
 	if (s->state == SESS_ST_CLOSED)
 		return;
-	age = (sess_now_us() - s->connect_us) / 1000000u;
+	age = (sess_now_us() - s->tm.connect_us) / 1000000u;
 	if (s->cfg->log_disconnections && reason != NULL)
 		sess_log(s, LOG_LVL_INFO, "closing because: %s (age=%llus)", reason,
 			 (unsigned long long)age);
@@ -316,7 +316,7 @@ sess_expired(uint64_t since, double secs, uint64_t now)
 static void
 sess_check_login(struct session *s, uint64_t now)
 {
-	if (!sess_expired(s->connect_us, s->cfg->client_login_timeout, now))
+	if (!sess_expired(s->tm.connect_us, s->cfg->client_login_timeout, now))
 		return;
 	if (s->auth_step == SESS_AUTH_STARTUP && s->state == SESS_ST_LOGIN)
 		sess_close(s, "client_login_timeout", NULL);
@@ -350,8 +350,8 @@ sess_wait_notify(struct session *s, uint64_t now)
 	struct nk_error notice;
 	struct pktbuf pb;
 
-	if (s->wait_notified || s->wait_start_us == 0 ||
-	    !sess_expired(s->wait_start_us, s->cfg->query_wait_notify, now))
+	if (s->wait_notified || s->tm.wait_start_us == 0 ||
+	    !sess_expired(s->tm.wait_start_us, s->cfg->query_wait_notify, now))
 		return;
 	s->wait_notified = true;
 	nk_error_set(&notice, ERRCODE_SUCCESSFUL_COMPLETION,
@@ -371,7 +371,7 @@ sess_wait_notify(struct session *s, uint64_t now)
 static void
 sess_check_wait(struct session *s, uint64_t now)
 {
-	uint64_t since = s->wait_start_us != 0 ? s->wait_start_us : s->connect_us;
+	uint64_t since = s->tm.wait_start_us != 0 ? s->tm.wait_start_us : s->tm.connect_us;
 
 	if (sess_expired(since, sess_query_timeout(s), now))
 		sess_fatal(s, "query_timeout");
@@ -404,7 +404,7 @@ struct sess_times {
 
 /*
  * Which timeout ends <s> at <now>, given its query and transaction <t>: while a query runs,
- * query_timeout then transaction_timeout; idle in a transaction (since s->activity_us, the
+ * query_timeout then transaction_timeout; idle in a transaction (since s->tm.activity_us, the
  * end of the last query: pgbouncer #125), idle_transaction_timeout then transaction_timeout.
  */
 static enum sess_timeout
@@ -412,7 +412,7 @@ sess_timeout_due(const struct session *s, const struct sess_times *t, uint64_t n
 {
 	if (t->running && sess_expired(t->query_start, sess_query_timeout(s), now))
 		return SESS_TO_QUERY;
-	if (!t->running && t->in_tx && sess_expired(s->activity_us, sess_idle_tx_timeout(s), now))
+	if (!t->running && t->in_tx && sess_expired(s->tm.activity_us, sess_idle_tx_timeout(s), now))
 		return SESS_TO_IDLE_XACT;
 	if ((t->running || t->in_tx) && sess_expired(t->xact_start, sess_tx_timeout(s), now))
 		return SESS_TO_XACT;
@@ -465,7 +465,7 @@ sess_check_idle(struct session *s, uint64_t now)
 
 	if (s->route != NULL && sess_check_routed(s, now))
 		return;
-	if (sess_expired(s->activity_us, t, now))
+	if (sess_expired(s->tm.activity_us, t, now))
 		sess_fatal(s, "client_idle_timeout");
 }
 
@@ -476,12 +476,12 @@ sess_check_idle(struct session *s, uint64_t now)
 static void
 sess_check_active(struct session *s, uint64_t now)
 {
-	struct sess_times t = { s->query_start_us != 0, s->tx_status != 'I', s->query_start_us,
-				s->xact_start_us };
+	struct sess_times t = { s->tm.query_start_us != 0, s->sync.tx_status != 'I', s->tm.query_start_us,
+				s->tm.xact_start_us };
 	enum sess_timeout to;
 
-	if (s->link != NULL && !t.running && s->syncs_sent == s->z_recv &&
-	    !s->unsynced && link_fast_close_due(s->link)) {
+	if (s->link != NULL && !t.running && s->sync.syncs_sent == s->sync.z_recv &&
+	    !s->sync.unsynced && link_fast_close_due(s->link)) {
 		/* server_fast_close: the link goes between transactions, and the client with it */
 		sess_fatal(s, "database configuration changed");
 		return;
@@ -507,7 +507,7 @@ sess_check_list(enum sess_state st, sess_check_fn fn, uint64_t now)
 		struct session *s = container_of(n, struct session, node);
 
 		n = list_next(&sess_lists[st], n);
-		if (!s->suspended)	/* SUSPEND: nothing touches its socket until RESUME */
+		if (!s->adm.suspended)	/* SUSPEND: nothing touches its socket until RESUME */
 			fn(s, now);	/* may move s to CLOSED: the next node was taken first */
 	}
 }
@@ -563,7 +563,7 @@ sess_sbuf_cb(struct sbuf *sb, enum sbuf_event ev, const struct sbuf_pkt *pkt, in
 	case SBUF_EV_CONNECT_FAILED:
 		return false;
 	}
-	s->activity_us = sess_now_us();
+	s->tm.activity_us = sess_now_us();
 	switch (s->state) {
 	case SESS_ST_LOGIN:
 		return sess_on_login_pkt(s, pkt);
@@ -608,29 +608,29 @@ sess_module_init(struct event_base *base)
 static void
 sess_peer_init(struct session *s, int fd)
 {
-	socklen_t sl = sizeof(s->peer);
+	socklen_t sl = sizeof(s->from.peer);
 
-	snprintf(s->addr, sizeof(s->addr), "unix");
-	if (getpeername(fd, (struct sockaddr *)&s->peer, &sl) == -1)
+	snprintf(s->from.addr, sizeof(s->from.addr), "unix");
+	if (getpeername(fd, (struct sockaddr *)&s->from.peer, &sl) == -1)
 		return;
-	if (s->peer.ss_family == AF_UNIX) {
+	if (s->from.peer.ss_family == AF_UNIX) {
 		struct ucred cred;
 		socklen_t cl = sizeof(cred);
 
-		s->is_unix = true;
-		s->port = s->cfg->listen_port;
+		s->from.is_unix = true;
+		s->from.port = s->cfg->listen_port;
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
-			s->peer_pid = (int)cred.pid;
-	} else if (s->peer.ss_family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)&s->peer;
+			s->from.peer_pid = (int)cred.pid;
+	} else if (s->from.peer.ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&s->from.peer;
 
-		inet_ntop(AF_INET, &in->sin_addr, s->addr, sizeof(s->addr));
-		s->port = ntohs(in->sin_port);
-	} else if (s->peer.ss_family == AF_INET6) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&s->peer;
+		inet_ntop(AF_INET, &in->sin_addr, s->from.addr, sizeof(s->from.addr));
+		s->from.port = ntohs(in->sin_port);
+	} else if (s->from.peer.ss_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&s->from.peer;
 
-		inet_ntop(AF_INET6, &in6->sin6_addr, s->addr, sizeof(s->addr));
-		s->port = ntohs(in6->sin6_port);
+		inet_ntop(AF_INET6, &in6->sin6_addr, s->from.addr, sizeof(s->from.addr));
+		s->from.port = ntohs(in6->sin6_port);
 	}
 }
 
@@ -645,8 +645,8 @@ sess_new(struct event_base *base, const struct cfg *c, int fd)
 	list_node_init(&s->node);
 	s->cfg = c;
 	cfg_ref((struct cfg *)c);
-	s->connect_us = s->activity_us = sess_now_us();
-	s->tx_status = 'I';
+	s->tm.connect_us = s->tm.activity_us = sess_now_us();
+	s->sync.tx_status = 'I';
 	s->id = shm_socket_id_next();
 	s->stats = shm_dbstats_get("");	/* the unlisted bucket until login picks the database */
 	sess_peer_init(s, fd);
@@ -679,7 +679,7 @@ session_accept(int fd, const struct listener *l)
 	sess_cancel_key_init(s);
 	child_client_opened();
 	sess_set_state(s, SESS_ST_LOGIN);
-	if (!sbuf_accept(&s->sb, fd, s->is_unix)) {
+	if (!sbuf_accept(&s->sb, fd, s->from.is_unix)) {
 		if (sbuf_fd(&s->sb) != fd)
 			close(fd);
 		sess_close(s, "could not watch the client socket", NULL);
@@ -699,7 +699,7 @@ sess_adopt_new(int fd)
 	child_client_opened();
 	sess_set_state(s, SESS_ST_LOGIN);
 	sbuf_set_startup(&s->sb, false);
-	if (!sbuf_accept(&s->sb, fd, s->is_unix)) {
+	if (!sbuf_accept(&s->sb, fd, s->from.is_unix)) {
 		if (sbuf_fd(&s->sb) != fd)
 			close(fd);
 		sess_close(s, "could not watch the client socket", NULL);
@@ -800,14 +800,14 @@ sess_at_rest(const struct session *s)
 	if (s->state != SESS_ST_IDLE && s->state != SESS_ST_ACTIVE)
 		return false;	/* logging in or waiting for a link: not at rest yet */
 	if (!sbuf_is_empty(&s->sb) || sbuf_queued(&s->sb) > 0 || s->release_pending ||
-	    s->cancel_inflight)
+	    s->tm.cancel_inflight)
 		return false;
 	if (s->route != NULL)
 		return !route_is_busy(s->route);
 	if (lsb == NULL)
 		return true;
-	return sbuf_is_empty(lsb) && sbuf_queued(lsb) == 0 && !s->unsynced && !s->in_copy_in &&
-	       s->z_recv >= s->swallow_until && s->reqs.n == 0 && !link_cancel_pending(s->link);
+	return sbuf_is_empty(lsb) && sbuf_queued(lsb) == 0 && !s->sync.unsynced && !s->sync.in_copy_in &&
+	       s->sync.z_recv >= s->sync.swallow_until && s->sync.reqs.n == 0 && !link_cancel_pending(s->link);
 }
 
 /* Stop reading <s> (and its link) once it is at rest; true when done. */
@@ -819,7 +819,7 @@ sess_try_suspend(struct session *s)
 	sbuf_pause(&s->sb);
 	if (s->link != NULL)
 		sbuf_pause(link_sbuf(s->link));
-	s->suspended = true;
+	s->adm.suspended = true;
 	return true;
 }
 
@@ -837,7 +837,7 @@ sess_suspend_sessions(bool force)
 
 			nd = list_next(&sess_lists[st], nd);
 			/* the console is never suspended: its RESUME must get through */
-			if (s->suspended || s->console || s->relay != NULL || sess_try_suspend(s))
+			if (s->adm.suspended || s->adm.console || s->relay != NULL || sess_try_suspend(s))
 				continue;
 			if (!force) {
 				left++;
@@ -877,10 +877,10 @@ sess_resume_all(void)
 		     nd = list_next(&sess_lists[st], nd)) {
 			struct session *s = container_of(nd, struct session, node);
 
-			if (!s->suspended)
+			if (!s->adm.suspended)
 				continue;
-			s->suspended = false;
-			s->handed = false;	/* an online restart gave up: the socket is ours */
+			s->adm.suspended = false;
+			s->adm.handed = false;	/* an online restart gave up: the socket is ours */
 			sbuf_continue(&s->sb);
 			if (s->link != NULL)
 				sbuf_continue(link_sbuf(s->link));

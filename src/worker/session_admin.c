@@ -40,7 +40,7 @@ sess_console_check(struct session *s)
 {
 	if (!arelay_is_console_db(s->dbname))
 		return false;
-	s->console = true;
+	s->adm.console = true;
 	s->db = NULL;
 	s->db_missing = true;	/* no pool, no auth_query: the admin database has none */
 	return true;
@@ -52,7 +52,7 @@ sess_console_local_admin(const struct session *s)
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
-	if (!s->console || !s->is_unix || strcmp(s->user, "pgbouncer") != 0)
+	if (!s->adm.console || !s->from.is_unix || strcmp(s->user, "pgbouncer") != 0)
 		return false;
 	if (getsockopt(sbuf_fd(&s->sb), SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1)
 		return false;
@@ -132,7 +132,7 @@ sess_console_start(struct session *s)
 bool
 sess_admin_pkt(struct session *s, const struct sbuf_pkt *pkt)
 {
-	if (!s->console)
+	if (!s->adm.console)
 		return false;	/* a __neki call is running: wait for its end */
 	if (pkt->type == 'X') {	/* Terminate: the admin side ends with the relay */
 		sess_close(s, "client close request", NULL);
@@ -147,7 +147,7 @@ sess_tx_now(const struct session *s)
 {
 	if (s->route != NULL)
 		return route_tx_status(s->route);
-	return s->link != NULL ? s->tx_status : 'I';
+	return s->link != NULL ? s->sync.tx_status : 'I';
 }
 
 /* The call's reply went to the client (or the admin connection broke midway). */
@@ -197,7 +197,7 @@ sess_admin_try_call(struct session *s, const struct sbuf_pkt *pkt)
 	    !s->sharded ||
 	    pkt->len > SESS_CALL_SCAN_MAX)
 		return -1;
-	if (s->link != NULL && (s->syncs_sent != s->z_recv || s->unsynced))
+	if (s->link != NULL && (s->sync.syncs_sent != s->sync.z_recv || s->sync.unsynced))
 		return -1;	/* the server is still answering: keep the order, let it fail there */
 	if (s->route != NULL && (route_is_busy(s->route) || route_in_ext_batch(s->route)))
 		return -1;

@@ -147,9 +147,9 @@ adopt_login(struct session *s, const struct fdrow *r, struct nk_error *err)
 				    sess_pool_password(c, s->db, s->secret), err);
 	if (s->sp == NULL)
 		return false;
-	adopt_scram(NULL, r, &s->scram_keys);
-	if (s->scram_keys.valid)
-		pool_set_scram_keys(spool_pool(s->sp), &s->scram_keys);
+	adopt_scram(NULL, r, &s->auth.scram_keys);
+	if (s->auth.scram_keys.valid)
+		pool_set_scram_keys(spool_pool(s->sp), &s->auth.scram_keys);
 	s->stats = shm_dbstats_get(s->dbname);
 	spool_client_adopt(s, &s->counted_global, &s->counted_db, &s->counted_user);
 	return true;
@@ -174,7 +174,7 @@ adopt_session_state(struct session *s, const struct fdrow *r)
 	pool_waiter_init(&s->waiter, sess_pool_ready, sess_link_cb, s);
 	s->waiter.log = sess_waiter_log;
 	s->auth_step = SESS_AUTH_DONE;
-	s->tx_status = 'I';
+	s->sync.tx_status = 'I';
 }
 
 /* Give <s> its link back and send the fence (see the file comment). */
@@ -185,10 +185,10 @@ adopt_attach(struct session *s, struct link *l)
 	bool ok;
 
 	s->link = l;
-	s->tx_status = 'T';	/* unknown until the fence's ReadyForQuery: not releasable */
-	s->syncs_sent = 1;	/* the fence */
-	s->z_recv = 0;
-	s->fence = true;
+	s->sync.tx_status = 'T';	/* unknown until the fence's ReadyForQuery: not releasable */
+	s->sync.syncs_sent = 1;	/* the fence */
+	s->sync.z_recv = 0;
+	s->adm.fence = true;
 	sess_set_state(s, SESS_ST_ACTIVE);
 	pktbuf_init(&pb, 16);
 	pktbuf_write_query(&pb, "");
@@ -277,22 +277,22 @@ sess_fence_pkt(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 		sess_fatal(s, "server sent too big packet");
 		return false;
 	}
-	status = pkt->type == 'Z' && pkt->len >= 6 ? (char)pkt->data[5] : s->tx_status;
-	if (pkt->type == 'I' && !s->fence_empty) {
-		s->fence_empty = true;		/* the fence's EmptyQueryResponse */
+	status = pkt->type == 'Z' && pkt->len >= 6 ? (char)pkt->data[5] : s->sync.tx_status;
+	if (pkt->type == 'I' && !s->adm.fence_empty) {
+		s->adm.fence_empty = true;		/* the fence's EmptyQueryResponse */
 		sbuf_skip(lsb, pkt->len);
 		return true;
 	}
-	if (pkt->type == 'Z' && s->fence_empty) {
+	if (pkt->type == 'Z' && s->adm.fence_empty) {
 		sbuf_skip(lsb, pkt->len);	/* the fence's ReadyForQuery */
-		s->fence = s->fence_empty = false;
-		s->z_recv++;
-		s->tx_status = status;
+		s->adm.fence = s->adm.fence_empty = false;
+		s->sync.z_recv++;
+		s->sync.tx_status = status;
 		sess_release_soon(s);
 		return true;
 	}
 	if (pkt->type == 'Z')
-		s->tx_status = status;		/* what the client had sent ends: not counted */
+		s->sync.tx_status = status;		/* what the client had sent ends: not counted */
 	sess_stats(s)->total_sent += pkt->len;
 	sbuf_forward(lsb, &s->sb, pkt->len);
 	return true;

@@ -101,9 +101,9 @@ sess_auth_file_secret(const struct cfg *c, const char *user)
 void
 sess_auth_cleanup(struct session *s)
 {
-	if (s->scram_active)
-		scram_server_cleanup(&s->scram);
-	s->scram_active = false;
+	if (s->auth.scram_active)
+		scram_server_cleanup(&s->auth.scram);
+	s->auth.scram_active = false;
 }
 
 /* ---- failures ---- */
@@ -161,28 +161,28 @@ sess_hba_to_auth(enum hba_method m)
 static bool
 sess_hba_method(struct session *s, enum cfg_auth_type *out)
 {
-	struct hba_conn hc = { .db = s->dbname, .user = s->user, .is_unix = s->is_unix,
+	struct hba_conn hc = { .db = s->dbname, .user = s->user, .is_unix = s->from.is_unix,
 			       .is_tls = tls_sbuf_is_tls(&s->sb) };
 	enum hba_method m = HBA_NO_MATCH;
 	const char *map = NULL;
 	struct nk_error err;
 
 	sess_auth_caches_load(s->cfg);
-	if (s->peer.ss_family == AF_INET) {
+	if (s->from.peer.ss_family == AF_INET) {
 		hc.family = AF_INET;
-		memcpy(hc.addr, &((struct sockaddr_in *)&s->peer)->sin_addr, 4);
-	} else if (s->peer.ss_family == AF_INET6) {
+		memcpy(hc.addr, &((struct sockaddr_in *)&s->from.peer)->sin_addr, 4);
+	} else if (s->from.peer.ss_family == AF_INET6) {
 		hc.family = AF_INET6;
-		memcpy(hc.addr, &((struct sockaddr_in6 *)&s->peer)->sin6_addr, 16);
+		memcpy(hc.addr, &((struct sockaddr_in6 *)&s->from.peer)->sin6_addr, 16);
 	}
 	if (hba_cache != NULL)
 		m = hba_match(hba_cache, &hc, &map);
-	snprintf(s->hba_map, sizeof(s->hba_map), "%s", map != NULL ? map : "");
+	snprintf(s->auth.hba_map, sizeof(s->auth.hba_map), "%s", map != NULL ? map : "");
 	*out = sess_hba_to_auth(m);
 	if (*out != CFG_AUTH_REJECT)
 		return true;
 	/* the reason in Postgres' words in the log; the client gets pgbouncer's */
-	auth_error_hba_reject(&err, s->is_unix ? "[local]" : s->addr, s->user, s->dbname,
+	auth_error_hba_reject(&err, s->from.is_unix ? "[local]" : s->from.addr, s->user, s->dbname,
 			      hc.is_tls, m == HBA_REJECT);
 	sess_log(s, LOG_LVL_INFO, "%s", err.message);
 	sess_fatal(s, m == HBA_REJECT ? "login rejected" : "no authentication method is found");
@@ -205,12 +205,12 @@ sess_request_password(struct session *s)
 
 	pktbuf_init(&pb, 32);
 	if (s->auth_method == CFG_AUTH_MD5) {
-		if (!scram_random_bytes(s->md5_salt, sizeof(s->md5_salt))) {
+		if (!scram_random_bytes(s->auth.md5_salt, sizeof(s->auth.md5_salt))) {
 			sess_fatal(s, "could not generate random salt");
 			pktbuf_cleanup(&pb);
 			return;
 		}
-		pktbuf_write_auth_md5(&pb, s->md5_salt);
+		pktbuf_write_auth_md5(&pb, s->auth.md5_salt);
 	} else {
 		pktbuf_write_auth_cleartext(&pb);
 	}
@@ -262,8 +262,8 @@ sess_auth_cert(struct session *s)
 		why = "TLS client certificate required";
 	else if (s->user_unknown)
 		why = "TLS certificate name mismatch";
-	else if (s->hba_map[0] != '\0')	/* map=: the auth_ident_file decides */
-		mapped = ident_map_allows(idm_cache, s->hba_map, cn, s->user);
+	else if (s->auth.hba_map[0] != '\0')	/* map=: the auth_ident_file decides */
+		mapped = ident_map_allows(idm_cache, s->auth.hba_map, cn, s->user);
 	else if (strcmp(cn, s->user) != 0)
 		why = "TLS certificate name mismatch";
 	if (why == NULL && mapped) {
@@ -271,7 +271,7 @@ sess_auth_cert(struct session *s)
 		return;
 	}
 	if (!mapped)
-		sess_log(s, LOG_LVL_ERROR, "ident map: %s does not have a match", s->hba_map);
+		sess_log(s, LOG_LVL_ERROR, "ident map: %s does not have a match", s->auth.hba_map);
 	else
 		sess_log(s, LOG_LVL_ERROR, "%s", why);
 	nk_error_set(&err, ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION,
@@ -293,13 +293,13 @@ sess_auth_peer(struct session *s)
 	char buf[1024];
 	bool ok = false;
 
-	if (s->is_unix && !s->user_unknown &&
+	if (s->from.is_unix && !s->user_unknown &&
 	    getsockopt(sbuf_fd(&s->sb), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
 	    getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &res) == 0 && res != NULL) {
-		if (s->hba_map[0] == '\0')
+		if (s->auth.hba_map[0] == '\0')
 			ok = strcmp(pw.pw_name, s->user) == 0;
-		else if (!(ok = ident_map_allows(idm_cache, s->hba_map, pw.pw_name, s->user)))
-			sess_log(s, LOG_LVL_ERROR, "ident map %s cannot be matched", s->hba_map);
+		else if (!(ok = ident_map_allows(idm_cache, s->auth.hba_map, pw.pw_name, s->user)))
+			sess_log(s, LOG_LVL_ERROR, "ident map %s cannot be matched", s->auth.hba_map);
 	}
 	if (ok)
 		sess_login_done(s);
@@ -382,7 +382,7 @@ sess_auth_start(struct session *s)
 		}
 	} else {
 		auth_user = sess_auth_user_name(s);
-		if (auth_user != NULL && (!s->db_missing || s->console)) {
+		if (auth_user != NULL && (!s->db_missing || s->adm.console)) {
 			sess_authq_start(s, auth_user);
 			return;
 		}
@@ -413,7 +413,7 @@ sess_on_password(struct session *s, const uint8_t *body, size_t len)
 	if (s->user_unknown || s->secret == NULL || s->secret[0] == '\0')
 		ok = false;
 	else if (s->auth_method == CFG_AUTH_MD5)
-		ok = auth_md5_verify(s->secret, s->user, s->md5_salt, pw);
+		ok = auth_md5_verify(s->secret, s->user, s->auth.md5_salt, pw);
 	else
 		ok = auth_plain_verify(s->secret, s->user, pw);
 	if (ok)
@@ -446,10 +446,10 @@ sess_on_sasl_initial(struct session *s, const uint8_t *body, size_t len)
 		sess_scram_fail(s);
 		return;
 	}
-	scram_server_init(&s->scram, s->user, s->user_unknown ? NULL : s->secret,
+	scram_server_init(&s->auth.scram, s->user, s->user_unknown ? NULL : s->secret,
 			  s->cfg->scram_iterations);
-	s->scram_active = true;
-	if (m.data == NULL || !scram_server_client_first(&s->scram, m.data, m.len, &err)) {
+	s->auth.scram_active = true;
+	if (m.data == NULL || !scram_server_client_first(&s->auth.scram, m.data, m.len, &err)) {
 		if (m.data == NULL)
 			nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION,
 				     "malformed SCRAM message (empty message)");
@@ -457,7 +457,7 @@ sess_on_sasl_initial(struct session *s, const uint8_t *body, size_t len)
 		sess_close(s, "SASL authentication failed", &err);
 		return;
 	}
-	first = scram_server_first_msg(&s->scram);
+	first = scram_server_first_msg(&s->auth.scram);
 	pktbuf_init(&pb, 128);
 	pktbuf_write_auth_sasl_continue(&pb, first, strlen(first));
 	s->auth_step = SESS_AUTH_SASL_CONT;
@@ -472,7 +472,7 @@ sess_on_sasl_response(struct session *s, const uint8_t *body, size_t len)
 	struct pktbuf pb;
 	const char *final;
 
-	if (!scram_server_client_final(&s->scram, body, len, &err)) {
+	if (!scram_server_client_final(&s->auth.scram, body, len, &err)) {
 		/* not a wrong password: a malformed message */
 		if (strcmp(err.sqlstate, ERRCODE_INVALID_PASSWORD) != 0) {
 			err.severity = NK_SEV_FATAL;
@@ -483,14 +483,14 @@ sess_on_sasl_response(struct session *s, const uint8_t *body, size_t len)
 		sess_scram_fail(s);
 		return;
 	}
-	final = scram_server_final_msg(&s->scram);
+	final = scram_server_final_msg(&s->auth.scram);
 	pktbuf_init(&pb, 128);
 	pktbuf_write_auth_sasl_final(&pb, final, strlen(final));
 	if (!sess_send_pb(s, &pb)) {
 		sess_close(s, "failed to send auth req", NULL);
 		return;
 	}
-	s->scram_keys = s->scram.keys;
+	s->auth.scram_keys = s->auth.scram.keys;
 	sess_auth_cleanup(s);
 	sess_login_done(s);
 }

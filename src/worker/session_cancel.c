@@ -315,7 +315,7 @@ cancel_local(uint32_t pid, uint32_t key)
 		return;
 	}
 	/* (adopted by an online restart, before its fence: what the client sent may run) */
-	if (s->link == NULL || (s->query_start_us == 0 && !s->fence))
+	if (s->link == NULL || (s->tm.query_start_us == 0 && !s->adm.fence))
 		return;	/* nothing running: nothing to cancel */
 	sess_cancel_backend(s);
 }

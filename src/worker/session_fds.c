@@ -180,8 +180,8 @@ fds_client_row(struct fds_out *o, struct session *s)
 
 	fds_copy(r->user, sizeof(r->user), s->user);
 	fds_copy(r->db, sizeof(r->db), s->dbname);
-	fds_copy(r->addr, sizeof(r->addr), s->is_unix ? "unix" : s->addr);
-	r->port = s->port;
+	fds_copy(r->addr, sizeof(r->addr), s->from.is_unix ? "unix" : s->from.addr);
+	r->port = s->from.port;
 	r->cancel = (uint64_t)s->key_pid << 32 | s->key_secret;
 	r->link = s->link != NULL ? sbuf_fd(link_sbuf(s->link)) : 0;
 	fds_var(s, "client_encoding", r->client_encoding, sizeof(r->client_encoding));
@@ -192,14 +192,14 @@ fds_client_row(struct fds_out *o, struct session *s)
 	fds_scram(r, spool_pool(s->sp));
 	if (s->link != NULL)
 		fds_link_row(o, s->sp, s->link, fd);
-	s->handed = true;
+	s->adm.handed = true;
 }
 
 /* Why <s> cannot move to another process; NULL when it can. */
 static const char *
 fds_stays_because(const struct session *s)
 {
-	if (s->console || s->relay != NULL)
+	if (s->adm.console || s->relay != NULL)
 		return "console sessions are not handed over";
 	if ((s->state != SESS_ST_IDLE && s->state != SESS_ST_ACTIVE) || s->sp == NULL)
 		return "the client was not logged in";
@@ -215,7 +215,7 @@ fds_stays_because(const struct session *s)
 static void
 fds_session_cb(struct session *s, void *arg)
 {
-	s->handed = false;	/* (a SHOW FDS before this one may have listed it) */
+	s->adm.handed = false;	/* (a SHOW FDS before this one may have listed it) */
 	if (fds_stays_because(s) == NULL)
 		fds_client_row(arg, s);
 }
@@ -274,7 +274,7 @@ fds_close_left(struct session *s, void *arg)
 	struct nk_error err;
 	size_t *n = arg;
 
-	if (s->handed)
+	if (s->adm.handed)
 		return false;
 	if (why == NULL)
 		why = "the client was not at rest when its sockets were listed";

@@ -39,7 +39,7 @@
 static bool
 sess_req_push(struct session *s, enum req_kind kind, bool swallow, struct prep_stmt *st)
 {
-	struct req_queue *q = &s->reqs;
+	struct req_queue *q = &s->sync.reqs;
 
 	if (q->n == q->cap) {
 		size_t ncap = q->cap ? q->cap * 2 : 16;
@@ -54,7 +54,7 @@ sess_req_push(struct session *s, enum req_kind kind, bool swallow, struct prep_s
 		q->cap = ncap;
 		q->head = 0;
 	}
-	q->q[(q->head + q->n) % q->cap] = (struct req){ (uint8_t)kind, swallow, s->syncs_sent, st };
+	q->q[(q->head + q->n) % q->cap] = (struct req){ (uint8_t)kind, swallow, s->sync.syncs_sent, st };
 	q->n++;
 	if (st != NULL)
 		st->refs++;
@@ -70,7 +70,7 @@ sess_track_request(struct session *s, enum req_kind kind, bool swallow, struct p
 static void
 sess_req_pop_head(struct session *s, struct req *out)
 {
-	struct req_queue *q = &s->reqs;
+	struct req_queue *q = &s->sync.reqs;
 
 	*out = q->q[q->head];
 	q->head = (q->head + 1) % q->cap;
@@ -86,7 +86,7 @@ sess_reqs_gc(struct session *s)
 {
 	struct req r;
 
-	while (s->reqs.n > 0 && s->reqs.q[s->reqs.head].gen < s->z_recv) {
+	while (s->sync.reqs.n > 0 && s->sync.reqs.q[s->sync.reqs.head].gen < s->sync.z_recv) {
 		sess_req_pop_head(s, &r);
 		if (r.st != NULL) {
 			if (r.kind == REQ_PARSE && s->link != NULL)
@@ -100,7 +100,7 @@ sess_reqs_gc(struct session *s)
 static bool
 sess_req_take(struct session *s, enum req_kind kind, struct req *out)
 {
-	struct req_queue *q = &s->reqs;
+	struct req_queue *q = &s->sync.reqs;
 
 	for (size_t i = 0; i < q->n; i++) {
 		size_t at = (q->head + i) % q->cap;
@@ -123,14 +123,14 @@ sess_reqs_cleanup(struct session *s)
 {
 	struct req r;
 
-	while (s->reqs.n > 0) {
+	while (s->sync.reqs.n > 0) {
 		sess_req_pop_head(s, &r);
 		if (r.st != NULL)
 			prep_stmt_unref(r.st);
 	}
-	free(s->reqs.q);
-	s->reqs.q = NULL;
-	s->reqs.cap = s->reqs.head = 0;
+	free(s->sync.reqs.q);
+	s->sync.reqs.q = NULL;
+	s->sync.reqs.cap = s->sync.reqs.head = 0;
 }
 
 /* ---- stats ---- */
@@ -140,12 +140,12 @@ sess_stats_query_start(struct session *s)
 {
 	uint64_t now;
 
-	if (s->query_start_us != 0)
+	if (s->tm.query_start_us != 0)
 		return;
 	now = sess_now_us();
-	s->query_start_us = now;
-	if (s->xact_start_us == 0)
-		s->xact_start_us = now;
+	s->tm.query_start_us = now;
+	if (s->tm.xact_start_us == 0)
+		s->tm.xact_start_us = now;
 }
 
 /* A ReadyForQuery ends a query (and, at 'I', a transaction). */
@@ -155,18 +155,18 @@ sess_stats_query_end(struct session *s, char status)
 	struct shm_stats *st = sess_stats(s);
 	uint64_t now;
 
-	if (s->query_start_us == 0)
+	if (s->tm.query_start_us == 0)
 		return;
 	now = sess_now_us();
 	st->total_query_count++;
-	st->total_query_time += now - s->query_start_us;
-	s->query_start_us = 0;
-	s->activity_us = now;	/* idle (in transaction) from the end of the query (pgbouncer #125) */
-	s->query_timed_out = false;
-	if (status == 'I' && s->xact_start_us != 0) {
+	st->total_query_time += now - s->tm.query_start_us;
+	s->tm.query_start_us = 0;
+	s->tm.activity_us = now;	/* idle (in transaction) from the end of the query (pgbouncer #125) */
+	s->tm.query_timed_out = false;
+	if (status == 'I' && s->tm.xact_start_us != 0) {
 		st->total_xact_count++;
-		st->total_xact_time += now - s->xact_start_us;
-		s->xact_start_us = 0;
+		st->total_xact_time += now - s->tm.xact_start_us;
+		s->tm.xact_start_us = 0;
 	}
 }
 
@@ -198,8 +198,8 @@ sess_apply_vars(struct session *s, struct link *l)
 	ok = !pktbuf_failed(&pb) && link_send(l, pb.buf, pb.len);
 	pktbuf_cleanup(&pb);
 	if (ok) {
-		s->syncs_sent++;
-		s->swallow_until = s->syncs_sent;
+		s->sync.syncs_sent++;
+		s->sync.swallow_until = s->sync.syncs_sent;
 	}
 	return ok;
 }
@@ -209,15 +209,15 @@ static bool
 sess_attach(struct session *s, struct link *l)
 {
 	s->link = l;
-	s->syncs_sent = s->z_recv = s->swallow_until = 0;
-	s->unsynced = false;
-	s->in_copy_in = false;
+	s->sync.syncs_sent = s->sync.z_recv = s->sync.swallow_until = 0;
+	s->sync.unsynced = false;
+	s->sync.in_copy_in = false;
 	sp_reset(s);
 	sess_set_state(s, SESS_ST_ACTIVE);
 	sess_stats(s)->total_server_assignment_count++;
-	if (s->wait_start_us != 0) {
-		sess_stats(s)->total_wait_time += sess_now_us() - s->wait_start_us;
-		s->wait_start_us = 0;
+	if (s->tm.wait_start_us != 0) {
+		sess_stats(s)->total_wait_time += sess_now_us() - s->tm.wait_start_us;
+		s->tm.wait_start_us = 0;
 	}
 	if (!sess_apply_vars(s, l)) {
 		sess_fatal(s, "could not send SET to the server");
@@ -270,13 +270,13 @@ sess_can_release(const struct session *s)
 {
 	if (s->link == NULL || s->mode == CFG_POOL_SESSION)
 		return false;
-	if (s->syncs_sent != s->z_recv || s->unsynced || s->in_copy_in)
+	if (s->sync.syncs_sent != s->sync.z_recv || s->sync.unsynced || s->sync.in_copy_in)
 		return false;
 	if (!sbuf_is_empty(&s->sb))
 		return false;	/* the client is sending more: keep the link */
 	if (link_close_needed(s->link))
 		return true;
-	return s->tx_status == 'I';
+	return s->sync.tx_status == 'I';
 }
 
 void
@@ -301,7 +301,7 @@ sess_drop_link(struct session *s, const char *reason)
 
 	if (l == NULL)
 		return;
-	clean = s->syncs_sent == s->z_recv && !s->unsynced && !s->in_copy_in &&
+	clean = s->sync.syncs_sent == s->sync.z_recv && !s->sync.unsynced && !s->sync.in_copy_in &&
 		link_tx_status(l) == 'I';
 	s->link = NULL;
 	if (!clean) {
@@ -322,7 +322,7 @@ sess_drop_link(struct session *s, const char *reason)
 static void
 sess_on_link_broken(struct session *s, const struct nk_error *err)
 {
-	bool busy = s->syncs_sent != s->z_recv || s->unsynced || s->tx_status != 'I';
+	bool busy = s->sync.syncs_sent != s->sync.z_recv || s->sync.unsynced || s->sync.tx_status != 'I';
 
 	s->link = NULL;
 	if (busy || s->mode == CFG_POOL_SESSION) {
@@ -378,9 +378,9 @@ sess_swallow(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 	if (pkt->type == 'E')
 		sess_log(s, LOG_LVL_WARNING, "varcache_apply failed on the server");
 	if (pkt->type == 'Z') {
-		s->z_recv++;
+		s->sync.z_recv++;
 		sess_reqs_gc(s);
-		if (s->z_recv == s->swallow_until)	/* the SET batch is done */
+		if (s->sync.z_recv == s->sync.swallow_until)	/* the SET batch is done */
 			varcache_set_canonical(s, l);
 	}
 	return true;
@@ -415,14 +415,14 @@ sess_on_ready(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 {
 	char status = pkt->len >= 6 && pkt->avail >= 6 ? (char)pkt->data[5] : 'I';
 
-	s->z_recv++;
-	if (s->z_recv > s->syncs_sent)	/* (an online restart's fence mistaken: see */
-		s->syncs_sent = s->z_recv;	/* session_adopt.c) */
-	s->tx_status = status;
-	s->in_copy_in = false;
+	s->sync.z_recv++;
+	if (s->sync.z_recv > s->sync.syncs_sent)	/* (an online restart's fence mistaken: see */
+		s->sync.syncs_sent = s->sync.z_recv;	/* session_adopt.c) */
+	s->sync.tx_status = status;
+	s->sync.in_copy_in = false;
 	sess_reqs_gc(s);
 	sp_on_ready(s, l, status);
-	if (s->z_recv == s->syncs_sent)
+	if (s->sync.z_recv == s->sync.syncs_sent)
 		sess_stats_query_end(s, status);
 	if (s->mode == CFG_POOL_STATEMENT && status != 'I') {
 		sbuf_skip(link_sbuf(l), pkt->len);
@@ -484,12 +484,12 @@ static bool
 sess_on_server_pkt(struct session *s, struct link *l, const struct sbuf_pkt *pkt)
 {
 	log_noise("C-%p: server '%c' len %u (z %llu/%llu, swallow < %llu, reqs %zu)", (void *)s,
-		  pkt->type, pkt->len, (unsigned long long)s->z_recv,
-		  (unsigned long long)s->syncs_sent, (unsigned long long)s->swallow_until,
-		  s->reqs.n);
-	if (s->z_recv < s->swallow_until)
+		  pkt->type, pkt->len, (unsigned long long)s->sync.z_recv,
+		  (unsigned long long)s->sync.syncs_sent, (unsigned long long)s->sync.swallow_until,
+		  s->sync.reqs.n);
+	if (s->sync.z_recv < s->sync.swallow_until)
 		return sess_swallow(s, l, pkt);
-	if (s->fence && (pkt->type == 'Z' || pkt->type == 'I'))
+	if (s->adm.fence && (pkt->type == 'Z' || pkt->type == 'I'))
 		return sess_fence_pkt(s, l, pkt);	/* session_adopt.c */
 	switch (pkt->type) {
 	case 'Z':
@@ -509,7 +509,7 @@ sess_on_server_pkt(struct session *s, struct link *l, const struct sbuf_pkt *pkt
 		sp_on_server(s, pkt);
 		break;
 	case 'G':
-		s->in_copy_in = true;
+		s->sync.in_copy_in = true;
 		break;
 	case 'c':
 	case 'f':
@@ -548,8 +548,8 @@ sess_pool_ready(struct pool_waiter *w, struct link *l, const struct nk_error *er
 
 	if (l == NULL && w->gave_up && s->state == SESS_ST_WAIT) {
 		s->prep_batch = SESS_PREP_BATCH_HERE;	/* a Parse batch: neki answers it */
-		sess_stats(s)->total_wait_time += sess_now_us() - s->wait_start_us;
-		s->wait_start_us = 0;
+		sess_stats(s)->total_wait_time += sess_now_us() - s->tm.wait_start_us;
+		s->tm.wait_start_us = 0;
 		sess_set_state(s, SESS_ST_IDLE);
 		sbuf_continue(&s->sb);
 		return;
@@ -582,9 +582,9 @@ sess_need_link(struct session *s)
 
 	if (s->link != NULL)
 		return true;
-	s->wait_start_us = sess_now_us();
+	s->tm.wait_start_us = sess_now_us();
 	s->waiter.give_up_us = s->prep_batch == SESS_PREP_BATCH_WAITS ?
-			       s->wait_start_us + SESS_PARSE_WAIT_US : 0;
+			       s->tm.wait_start_us + SESS_PARSE_WAIT_US : 0;
 	s->prep_batch = SESS_PREP_BATCH_NONE;
 	switch (pool_acquire(spool_pool(s->sp), &s->waiter, &l, &err)) {
 	case POOL_GOT:
@@ -634,7 +634,7 @@ sess_on_query(struct session *s, const struct sbuf_pkt *pkt)
 	if (pkt->avail < pkt->len && pkt->len <= SESS_QUERY_SCAN_MAX)
 		return sess_hold(s, pkt);
 	varcache_scan_query((const char *)pkt->data + 5, pkt->avail - 5, &fx);
-	s->syncs_sent++;
+	s->sync.syncs_sent++;
 	sp_on_query(s, &fx);	/* search_path changes take effect at their commit */
 	return sess_fwd_to_link(s, pkt);
 }
@@ -647,7 +647,7 @@ sess_on_query(struct session *s, const struct sbuf_pkt *pkt)
 static void
 sess_prep_refresh(struct session *s)
 {
-	if (s->reqs.n == 0)
+	if (s->sync.reqs.n == 0)
 		s->prep_on = s->mode != CFG_POOL_SESSION &&
 			     cfg_current()->max_prepared_statements > 0;
 }
@@ -691,7 +691,7 @@ sess_on_named(struct session *s, const struct sbuf_pkt *pkt)
 	bool fatal = false;
 	int unnamed = sess_names_unnamed(pkt);
 
-	s->unsynced = true;
+	s->sync.unsynced = true;
 	if (unnamed == 1) {	/* not rewritten, not counted (as pgbouncer) */
 		if (pkt->type == 'P' || pkt->type == 'C') {
 			if (!sess_req_push(s, pkt->type == 'P' ? REQ_PARSE : REQ_CLOSE, false, NULL)) {
@@ -726,7 +726,7 @@ sess_on_function_call(struct session *s, const struct sbuf_pkt *pkt)
 	struct pktbuf pb;
 
 	proto_function_call_refuse(&err);
-	if (s->link != NULL && (s->syncs_sent != s->z_recv || s->unsynced)) {
+	if (s->link != NULL && (s->sync.syncs_sent != s->sync.z_recv || s->sync.unsynced)) {
 		err.severity = NK_SEV_FATAL;
 		sess_close(s, err.message, &err);
 		return false;
@@ -735,7 +735,7 @@ sess_on_function_call(struct session *s, const struct sbuf_pkt *pkt)
 	sess_pooler_error(s, &err);
 	pktbuf_init(&pb, 128);
 	pktbuf_write_error(&pb, &err);
-	pktbuf_write_ready_for_query(&pb, s->link != NULL ? s->tx_status : 'I');
+	pktbuf_write_ready_for_query(&pb, s->link != NULL ? s->sync.tx_status : 'I');
 	if (!sess_send_pb(s, &pb)) {
 		sess_close(s, "client connection failed", NULL);
 		return false;
@@ -778,15 +778,15 @@ sess_dispatch(struct session *s, const struct sbuf_pkt *pkt)
 		sess_prep_refresh(s);
 		if (s->prep_on)
 			return sess_on_named(s, pkt);
-		s->unsynced = true;
+		s->sync.unsynced = true;
 		return sess_fwd_to_link(s, pkt);
 	case 'S':
-		s->syncs_sent++;
-		s->unsynced = false;
+		s->sync.syncs_sent++;
+		s->sync.unsynced = false;
 		return sess_fwd_to_link(s, pkt);
 	case 'E':
 	case 'H':
-		s->unsynced = true;
+		s->sync.unsynced = true;
 		return sess_fwd_to_link(s, pkt);
 	default:	/* CopyData, CopyDone, CopyFail */
 		return sess_fwd_to_link(s, pkt);

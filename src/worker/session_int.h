@@ -34,6 +34,7 @@
 #include "sctl.h"
 #include "session_cancel.h"
 #include "session_sp.h"
+#include "session_state.h"
 
 struct event;
 struct pktbuf;
@@ -49,25 +50,6 @@ enum sess_prep_batch {
 	SESS_PREP_BATCH_NONE = 0,
 	SESS_PREP_BATCH_WAITS = 1,	/* its next wait for a link is bounded */
 	SESS_PREP_BATCH_HERE = 2,	/* that wait gave up: answer the batch here */
-};
-
-/* ---- server requests whose responses are tracked (session_fwd.c) ---- */
-
-enum req_kind {
-	REQ_PARSE = 0,		/* answered by ParseComplete '1' */
-	REQ_CLOSE = 1,		/* answered by CloseComplete '3' */
-};
-
-struct req {
-	uint8_t kind;			/* enum req_kind */
-	bool swallow;			/* injected by neki: the client never sees the answer */
-	uint64_t gen;			/* sync batch it belongs to */
-	struct prep_stmt *st;		/* REQ_PARSE injected: counted reference, NULL otherwise */
-};
-
-struct req_queue {
-	struct req *q;			/* owned ring */
-	size_t head, n, cap;
 };
 
 /* ---- the session ---- */
@@ -124,11 +106,7 @@ struct session {
 	uint32_t key_secret;
 
 	/* identity */
-	char addr[64];			/* peer address text, "unix" for Unix sockets */
-	int port;			/* peer port (Unix: the listen port, as pgbouncer shows) */
-	int peer_pid;			/* Unix: the peer's pid (SO_PEERCRED), 0 when unknown */
-	bool is_unix;
-	struct sockaddr_storage peer;	/* for hba */
+	struct sess_peer from;		/* address, port, peer pid (session_state.h) */
 	char *user;			/* owned: login user name */
 	char *dbname;			/* owned: client-side database name */
 	char *app_name;			/* owned: startup application_name (or NULL) */
@@ -156,12 +134,7 @@ struct session {
 	bool attached;			/* pool_client_attach() done */
 	bool wait_notified;		/* query_wait_notify's NOTICE sent for this wait */
 
-	/* authentication */
-	uint8_t md5_salt[4];
-	struct scram_server scram;	/* SCRAM exchange state */
-	struct scram_keys scram_keys;	/* recovered from a successful SCRAM login */
-	bool scram_active;
-	char hba_map[64];		/* map= of the hba rule that matched ("" = none) */
+	struct sess_auth auth;		/* the authentication exchange (session_state.h) */
 
 	/* the link */
 	struct link *link;		/* weak: held link (cleared on release / break) */
@@ -171,15 +144,7 @@ struct session {
 	bool release_pending;		/* ev_release armed */
 	struct event *ev_release;	/* owned: deferred release after ReadyForQuery */
 
-	/* protocol bookkeeping while a link is held */
-	uint64_t syncs_sent;		/* sync points (Sync, Query, FunctionCall) sent */
-	uint64_t z_recv;		/* ReadyForQuery received */
-	uint64_t swallow_until;		/* swallow server messages while z_recv < this */
-	bool unsynced;			/* extended messages sent since the last Sync */
-	bool in_copy_in;		/* server sent CopyInResponse, client streams data */
-	char tx_status;			/* last ReadyForQuery status seen by the client */
-	struct req_queue reqs;		/* tracked Parse/Close responses */
-	struct sess_sp sp_state;	/* search_path changes in flight (session_sp.c) */
+	struct sess_sync sync;		/* protocol bookkeeping while a link is held */
 
 	/* session state */
 	struct varcache vars;		/* what the client wants */
@@ -187,24 +152,10 @@ struct session {
 	bool prep_on;			/* rewriting active (not session mode, max > 0) */
 	uint8_t prep_batch;		/* enum sess_prep_batch: a link-less Parse batch's wait */
 
-	/* timing (monotonic microseconds) */
-	uint64_t connect_us;
-	uint64_t activity_us;		/* last client packet */
-	uint64_t query_start_us;	/* first packet of the current query, 0 = none */
-	uint64_t xact_start_us;		/* first query of the current transaction, 0 = none */
-	uint64_t wait_start_us;		/* started waiting for a link */
-	bool query_timed_out;		/* cancel sent for query_timeout */
-	bool cancel_inflight;
+	struct sess_clock tm;		/* connect, activity, query, transaction, wait times */
 
+	struct sess_admin_state adm;	/* SUSPEND, SHOW FDS, the online restart's fence */
 	/* the admin process answers (session_admin.c) */
-	bool console;			/* a client of the console databases pgbouncer / neki */
-	bool suspended;			/* SUSPEND stopped reading it (and its link) */
-	bool handed;			/* SHOW FDS sent its socket (and its link's) to the admin:
-					 * the online restart takes it; cleared by RESUME */
-	/* the online restart, in the new process (session_adopt.c) */
-	bool fence;			/* adopted with its link: the empty query sent after what
-					 * the old process had in flight has not been answered */
-	bool fence_empty;		/* ... its EmptyQueryResponse came, its ReadyForQuery next */
 	struct arelay *relay;		/* owned: console relay, or the __neki call running */
 	struct sess_nx *nx;		/* owned: an extended-protocol __neki call up to its Sync
 					 * (session_nekiext.c); NULL none */
@@ -339,7 +290,7 @@ NK_MUSTCHECK bool sess_route_start(struct session *s);
  */
 struct session *sess_adopt_new(int fd);
 /*
- * A ReadyForQuery or EmptyQueryResponse from the link of a session adopted with it (s->fence):
+ * A ReadyForQuery or EmptyQueryResponse from the link of a session adopted with it (s->adm.fence):
  * forwarded while it belongs to what the old process had in flight, swallowed when it
  * answers the fence. Returns what the link callback returns.
  */

@@ -53,7 +53,7 @@ sink_idle(void *ctx)
 {
 	struct session *s = ctx;
 
-	s->activity_us = sess_now_us();
+	s->tm.activity_us = sess_now_us();
 }
 
 static bool

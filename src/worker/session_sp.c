@@ -102,7 +102,7 @@ sp_put(struct sp_entry *tab, const char *name, const struct sp_effect *eff)
 static void
 sp_stage(struct session *s, const struct sp_effect *eff, uint64_t gen)
 {
-	struct sess_sp *sp = &s->sp_state;
+	struct sess_sp *sp = &s->sync.sp_state;
 	struct sp_staged *st, *last = sp->n > 0 ? &sp->staged[sp->n - 1] : NULL;
 
 	if ((eff->kind == SP_OP_RELEASE || eff->kind == SP_OP_ROLLBACK_TO) && last != NULL &&
@@ -141,10 +141,10 @@ sp_on_query(struct session *s, const struct query_effects *fx)
 	struct sp_effect eff;
 
 	if (fx->discard_all || fx->deallocate_all)
-		sp_clear(s->sp_state.stmts);
+		sp_clear(s->sync.sp_state.stmts);
 	for (size_t i = 0; i < fx->n_ops; i++) {
 		sp_effect_of(&fx->ops[i], &eff);
-		sp_stage(s, &eff, s->syncs_sent);	/* the Query's own sync point */
+		sp_stage(s, &eff, s->sync.syncs_sent);	/* the Query's own sync point */
 	}
 }
 
@@ -162,9 +162,9 @@ sp_on_parse(struct session *s, const uint8_t *body, size_t len)
 	varcache_scan_query(m.query, strlen(m.query), &fx);
 	if (fx.n_ops > 0) {	/* one statement per Parse */
 		sp_effect_of(&fx.ops[0], &eff);
-		sp_put(s->sp_state.stmts, m.name, &eff);
+		sp_put(s->sync.sp_state.stmts, m.name, &eff);
 	} else {
-		sp_del(s->sp_state.stmts, m.name);
+		sp_del(s->sync.sp_state.stmts, m.name);
 	}
 }
 
@@ -177,10 +177,10 @@ sp_on_bind(struct session *s, const uint8_t *body, size_t len)
 
 	if (!proto_parse_bind(body, len, &m, &err))
 		return;
-	if ((e = sp_find(s->sp_state.stmts, m.stmt)) != NULL)
-		sp_put(s->sp_state.portals, m.portal, &e->eff);
+	if ((e = sp_find(s->sync.sp_state.stmts, m.stmt)) != NULL)
+		sp_put(s->sync.sp_state.portals, m.portal, &e->eff);
 	else
-		sp_del(s->sp_state.portals, m.portal);
+		sp_del(s->sync.sp_state.portals, m.portal);
 }
 
 static void
@@ -191,8 +191,8 @@ sp_on_execute(struct session *s, const uint8_t *body, size_t len)
 	struct sp_entry *e;
 
 	if (proto_parse_execute(body, len, &m, &err) &&
-	    (e = sp_find(s->sp_state.portals, m.portal)) != NULL)
-		sp_stage(s, &e->eff, s->syncs_sent + 1);	/* the next Sync ends its batch */
+	    (e = sp_find(s->sync.sp_state.portals, m.portal)) != NULL)
+		sp_stage(s, &e->eff, s->sync.syncs_sent + 1);	/* the next Sync ends its batch */
 }
 
 static void
@@ -202,14 +202,14 @@ sp_on_close(struct session *s, const uint8_t *body, size_t len)
 	struct nk_error err;
 
 	if (proto_parse_close(body, len, &m, &err))
-		sp_del(m.kind == 'S' ? s->sp_state.stmts : s->sp_state.portals, m.name);
+		sp_del(m.kind == 'S' ? s->sync.sp_state.stmts : s->sync.sp_state.portals, m.name);
 }
 
 static bool
 sp_tracking(const struct session *s)
 {
 	for (size_t i = 0; i < SP_NAMES_MAX; i++)
-		if (s->sp_state.stmts[i].used)
+		if (s->sync.sp_state.stmts[i].used)
 			return true;
 	return false;
 }
@@ -251,7 +251,7 @@ sp_on_client_ext(struct session *s, const uint8_t *pkt, uint32_t len)
 void
 sp_on_server(struct session *s, const struct sbuf_pkt *pkt)
 {
-	struct sess_sp *sp = &s->sp_state;
+	struct sess_sp *sp = &s->sync.sp_state;
 
 	if (sp->n == 0)
 		return;
@@ -290,7 +290,7 @@ sp_commit(struct session *s, struct link *l, const char *value)
 static bool
 sp_replay(const struct session *s, size_t done, const char **out)
 {
-	const struct sess_sp *sp = &s->sp_state;
+	const struct sess_sp *sp = &s->sync.sp_state;
 	const char *cur = s->vars.search_path, *saved[SP_STAGED_MAX], *names[SP_STAGED_MAX];
 	size_t depth = 0;
 	bool changed = false;
@@ -328,7 +328,7 @@ sp_replay(const struct session *s, size_t done, const char **out)
 void
 sp_on_ready(struct session *s, struct link *l, char status)
 {
-	struct sess_sp *sp = &s->sp_state;
+	struct sess_sp *sp = &s->sync.sp_state;
 	const char *value;
 	bool keep;
 	size_t done = 0, j = 0;
@@ -336,7 +336,7 @@ sp_on_ready(struct session *s, struct link *l, char status)
 	if (sp->n == 0 || status != 'I')
 		return;
 	keep = sp->saw_commit || (!sp->saw_error && !sp->saw_rollback);
-	while (done < sp->n && sp->staged[done].gen <= s->z_recv)
+	while (done < sp->n && sp->staged[done].gen <= s->sync.z_recv)
 		done++;
 	if (keep && sp_replay(s, done, &value))
 		sp_commit(s, l, value);
@@ -353,7 +353,7 @@ sp_on_ready(struct session *s, struct link *l, char status)
 void
 sp_reset(struct session *s)
 {
-	struct sess_sp *sp = &s->sp_state;
+	struct sess_sp *sp = &s->sync.sp_state;
 
 	for (size_t i = 0; i < sp->n; i++)
 		free(sp->staged[i].eff.arg);
@@ -365,6 +365,6 @@ void
 sp_cleanup(struct session *s)
 {
 	sp_reset(s);
-	sp_clear(s->sp_state.stmts);
-	sp_clear(s->sp_state.portals);
+	sp_clear(s->sync.sp_state.stmts);
+	sp_clear(s->sync.sp_state.portals);
 }

@@ -107,8 +107,8 @@ sess_set_appname(struct session *s, const char *app)
 	char buf[512];
 
 	if (s->cfg->application_name_add_host) {
-		snprintf(buf, sizeof(buf), "%s - %s:%d", app != NULL ? app : "app", s->addr,
-			 s->port);
+		snprintf(buf, sizeof(buf), "%s - %s:%d", app != NULL ? app : "app", s->from.addr,
+			 s->from.port);
 		app = buf;
 	}
 	if (app == NULL)
@@ -235,7 +235,7 @@ sess_on_ssl_request(struct session *s)
 	struct nk_error err;
 
 	s->ssl_asked = true;
-	if (!tls_client_offer(s->is_unix)) {
+	if (!tls_client_offer(s->from.is_unix)) {
 		if (!sbuf_send(&s->sb, "N", 1))
 			sess_close(s, "failed to nak SSL", NULL);
 		return;
@@ -254,7 +254,7 @@ sess_on_client_hello(struct session *s, const struct sbuf_pkt *pkt)
 {
 	struct nk_error err;
 
-	if (!tls_client_offer(s->is_unix) || tls_sbuf_is_tls(&s->sb)) {
+	if (!tls_client_offer(s->from.is_unix) || tls_sbuf_is_tls(&s->sb)) {
 		sess_close(s, "direct TLS connection refused: client TLS is off", NULL);
 		return false;
 	}
@@ -271,7 +271,7 @@ sess_tls_missing(struct session *s)
 {
 	struct nk_error err;
 
-	if (!tls_client_required(s->is_unix) || tls_sbuf_is_tls(&s->sb))
+	if (!tls_client_required(s->from.is_unix) || tls_sbuf_is_tls(&s->sb))
 		return false;
 	nk_error_set(&err, ERRCODE_PROTOCOL_VIOLATION, "SSL required");
 	sess_refuse(s, &err);
@@ -494,7 +494,7 @@ sess_send_welcome(struct session *s)
 		return;
 	}
 	s->auth_step = SESS_AUTH_DONE;
-	s->activity_us = sess_now_us();
+	s->tm.activity_us = sess_now_us();
 	sess_set_state(s, SESS_ST_IDLE);
 	sbuf_continue(&s->sb);
 }
@@ -628,7 +628,7 @@ sess_login_done(struct session *s)
 	char msg[256];
 	const char *pool_user;
 
-	if (s->console) {
+	if (s->adm.console) {
 		sess_console_start(s);
 		return;
 	}
@@ -667,8 +667,8 @@ sess_login_done(struct session *s)
 	s->stats = shm_dbstats_get(s->dbname);
 	if (!sess_check_client_limits(s))
 		return;
-	if (s->scram_keys.valid && sess_server_password(s) == s->secret)
-		pool_set_scram_keys(spool_pool(s->sp), &s->scram_keys);
+	if (s->auth.scram_keys.valid && sess_server_password(s) == s->secret)
+		pool_set_scram_keys(spool_pool(s->sp), &s->auth.scram_keys);
 	/* replication connections are always session-pooled (pgbouncer 1.23) */
 	s->mode = s->replication != PROTO_REPL_NONE ? CFG_POOL_SESSION : sess_pool_mode(s);
 	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->max_prepared_statements > 0;

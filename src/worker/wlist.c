@@ -145,7 +145,7 @@ wl_client_use(const struct wl *w, const struct session *s, const struct spool *s
 	if (s->route == NULL) {
 		bool waiting = s->state == SESS_ST_WAIT;
 
-		*wait = waiting && s->wait_start_us ? w->now_us - s->wait_start_us : 0;
+		*wait = waiting && s->tm.wait_start_us ? w->now_us - s->tm.wait_start_us : 0;
 		*link = s->link;
 		return waiting;
 	}
@@ -171,14 +171,14 @@ wl_client(struct session *s, void *arg)
 	wl_set(&r, 2, "%s", s->dbname ? s->dbname : "");
 	wl_set(&r, 3, "%s", s->replication == PROTO_REPL_LOGICAL ? "logical" :
 	       s->replication == PROTO_REPL_PHYSICAL ? "physical" : "none");
-	wl_set(&r, 4, "%s", waiting ? "waiting" : link != NULL || s->console ? "active" : "idle");
-	wl_set(&r, 5, "%s", s->addr);
-	wl_set(&r, 6, "%d", s->port);
-	wl_local_addr(&r, sbuf_fd(&s->sb), s->is_unix);
-	if (s->is_unix)
-		wl_set(&r, 8, "%d", s->port);	/* pgbouncer: the listen port on both ends */
-	wl_set(&r, 9, "%lld", wl_epoch(w, s->connect_us));
-	wl_set(&r, 10, "%lld", wl_epoch(w, s->activity_us));
+	wl_set(&r, 4, "%s", waiting ? "waiting" : link != NULL || s->adm.console ? "active" : "idle");
+	wl_set(&r, 5, "%s", s->from.addr);
+	wl_set(&r, 6, "%d", s->from.port);
+	wl_local_addr(&r, sbuf_fd(&s->sb), s->from.is_unix);
+	if (s->from.is_unix)
+		wl_set(&r, 8, "%d", s->from.port);	/* pgbouncer: the listen port on both ends */
+	wl_set(&r, 9, "%lld", wl_epoch(w, s->tm.connect_us));
+	wl_set(&r, 10, "%lld", wl_epoch(w, s->tm.activity_us));
 	wl_set(&r, 11, "%" PRIu64, wait / 1000000u);
 	wl_set(&r, 12, "%" PRIu64, wait % 1000000u);
 	wl_set(&r, 13, "0");
@@ -187,7 +187,7 @@ wl_client(struct session *s, void *arg)
 		wl_set(&r, 15, "0x%" PRIx64, link_id(link));
 	else
 		wl_set(&r, 15, "%s", "");
-	wl_set(&r, 16, "%d", s->peer_pid);	/* remote_pid: Unix peers only */
+	wl_set(&r, 16, "%d", s->from.peer_pid);	/* remote_pid: Unix peers only */
 	tls_sbuf_info(&s->sb, r.tls, sizeof(r.tls));
 	r.vals[17] = r.tls;
 	wl_set(&r, 18, "%s", wl_app_name(s));
