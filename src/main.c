@@ -172,7 +172,7 @@ load_config(void)
 	cfg_set_current(c);
 	cfg_unref(c);
 	if (!reload_configure_log(cfg_current(), opts.quiet, opts.verbose))
-		fatal("could not open logfile \"%s\"", cfg_current()->logfile);
+		fatal("could not open logfile \"%s\"", cfg_current()->proc.logfile);
 	return cfg_current();
 }
 
@@ -214,17 +214,17 @@ check_startup(const struct cfg *c, struct run_user *ru)
 	struct nk_error err;
 
 	check_reboot(c);
-	ru->name = opts.user ? opts.user : (c->user && c->user[0] ? c->user : NULL);
+	ru->name = opts.user ? opts.user : (c->proc.user && c->proc.user[0] ? c->proc.user : NULL);
 	if (geteuid() == 0 && ru->name == NULL)
 		fatal("neki should not run as root: use -u USER (or the user setting) to switch "
 		      "to an unprivileged user");
 	if (ru->name != NULL && !daemon_user_ids(ru->name, &ru->uid, &ru->gid, &err))
 		fatal("%s", err.message);
-	if (opts.daemon && (c->pidfile == NULL || c->pidfile[0] == '\0'))
+	if (opts.daemon && (c->proc.pidfile == NULL || c->proc.pidfile[0] == '\0'))
 		fatal("in daemon mode (-d) the pidfile setting is required");
-	if (opts.daemon && (c->logfile == NULL || c->logfile[0] == '\0') && !c->syslog)
+	if (opts.daemon && (c->proc.logfile == NULL || c->proc.logfile[0] == '\0') && !c->log.syslog)
 		fatal("in daemon mode (-d) a logfile or syslog is required");
-	if (!opts.reboot && !daemon_pidfile_check(c->pidfile, &err))
+	if (!opts.reboot && !daemon_pidfile_check(c->proc.pidfile, &err))
 		fatal("%s", err.message);
 	if (!tls_check(c, &err))
 		fatal("TLS setup failed: %s", err.message);
@@ -689,16 +689,16 @@ setup_resources(const struct cfg *c)
 	struct nk_error err;
 	char msg[256];
 
-	n_children = (unsigned)(c->workers > 0 ? c->workers : (ncpu > 0 ? ncpu : 1)) + 1;
+	n_children = (unsigned)(c->neki.workers > 0 ? c->neki.workers : (ncpu > 0 ? ncpu : 1)) + 1;
 	if (n_children > SHM_MAX_PROCS)
 		fatal("workers = %u is too many (at most %d)", n_children - 1, SHM_MAX_PROCS - 1);
-	if (!shm_create((size_t)c->shm_size, n_children, msg, sizeof(msg)))
+	if (!shm_create((size_t)c->neki.shm_size, n_children, msg, sizeof(msg)))
 		fatal("%s", msg);
 	if (!nk_hash_secret_init())	/* (the children inherit it: one secret per neki) */
 		log_warn("no random bytes for the hash secret: %s", strerror(errno));
 	if (!opts.reboot && !listen_open_all(c, &err))
 		fatal("%s", err.message);
-	if (!admin_forward_open(c->listen_port, &err) || !fdchan_open(&err))
+	if (!admin_forward_open(c->proc.listen_port, &err) || !fdchan_open(&err))
 		fatal("%s", err.message);
 	for (unsigned i = 0; i < n_children; i++)
 		children[i].kind = slot_kind(i);
@@ -716,7 +716,7 @@ take_over(const struct cfg *c, const struct run_user *ru, const sigset_t *sigs)
 	if (!opts.reboot)
 		return;
 	if (ru->name != NULL) {
-		daemon_give_file(c->logfile, ru->uid, ru->gid);
+		daemon_give_file(c->proc.logfile, ru->uid, ru->gid);
 		if (!daemon_switch_user(ru->name, &err))
 			fatal("%s", err.message);
 	}
@@ -737,12 +737,12 @@ become_master(const struct cfg *c, const struct run_user *ru, const sigset_t *si
 	master_pid = getpid();
 	if (opts.reboot)
 		takeover_finish(c, sigs);
-	if (!daemon_pidfile_write(c->pidfile, &err))
+	if (!daemon_pidfile_write(c->proc.pidfile, &err))
 		startup_fail(err.message);
 	if (ru->name == NULL || opts.reboot)
 		return;
 	listen_chown_unix(ru->uid);
-	daemon_give_file(c->logfile, ru->uid, ru->gid);
+	daemon_give_file(c->proc.logfile, ru->uid, ru->gid);
 	if (!daemon_switch_user(ru->name, &err))
 		startup_fail(err.message);
 }

@@ -12,40 +12,13 @@
 #define NEKI_CONFIG_H
 
 #include "neki/base.h"
+#include "neki/config_groups.h"
 #include "neki/config_shard.h"
 #include "neki/error.h"
 
 #include <stdio.h>
 
 struct cfg_setting;		/* a row of the settings table: neki/config_settings.h */
-
-enum cfg_pool_mode {
-	CFG_POOL_SESSION = 0,
-	CFG_POOL_TRANSACTION = 1,
-	CFG_POOL_STATEMENT = 2,
-	CFG_POOL_UNSET = 3,	/* per-db / per-user override absent */
-};
-
-enum cfg_auth_type {
-	CFG_AUTH_ANY = 0,
-	CFG_AUTH_TRUST = 1,
-	CFG_AUTH_PLAIN = 2,
-	CFG_AUTH_MD5 = 3,
-	CFG_AUTH_SCRAM = 4,	/* "scram-sha-256" */
-	CFG_AUTH_CERT = 5,
-	CFG_AUTH_HBA = 6,
-	CFG_AUTH_PEER = 7,	/* hba only */
-	CFG_AUTH_REJECT = 8,	/* hba only */
-};
-
-enum cfg_sslmode {
-	CFG_SSL_DISABLE = 0,
-	CFG_SSL_ALLOW = 1,
-	CFG_SSL_PREFER = 2,
-	CFG_SSL_REQUIRE = 3,
-	CFG_SSL_VERIFY_CA = 4,
-	CFG_SSL_VERIFY_FULL = 5,
-};
 
 /* target_session_attrs of a [databases] entry: which server of its host list is acceptable. */
 enum cfg_target_attrs {
@@ -117,14 +90,6 @@ struct cfg_peer {
 	int pool_size;		/* -1 = unset (default_pool_size) */
 };
 
-/* The settings of shards with standbys (seconds each). */
-struct cfg_replica_settings {
-	double failover_hold_timeout;	/* 0 = no hold */
-	double replica_lag_tolerable_min;
-	double replica_lag_tolerable_max;
-	double replica_poll_interval;
-};
-
 /*
  * Every [pgbouncer]/[neki] setting. Times are seconds (double), as pgbouncer reads
  * them; sizes are bytes; booleans are 0/1 in the ini. Setting strings are owned and
@@ -135,136 +100,17 @@ struct cfg {
 	int refcount;		/* cfg_ref / cfg_unref */
 	char *path;		/* the file given on the command line (conffile) */
 
-	/* process, listening, files */
-	char *logfile;
-	char *pidfile;
-	char *listen_addr;
-	int listen_port;
-	char *unix_socket_dir;
-	int unix_socket_mode;
-	char *unix_socket_group;
-	char *user;
-	char *conffile;
-	char *service_name;
-	char *job_name;
-	bool so_reuseport;
-	int peer_id;
-	int listen_backlog;
-	char *resolv_conf;
-	bool disable_pqexec;
-
-	/* pooling and limits */
-	enum cfg_pool_mode pool_mode;
-	int max_client_conn;
-	int default_pool_size;
-	int min_pool_size;
-	int reserve_pool_size;
-	double reserve_pool_timeout;
-	int max_db_connections;
-	int max_db_client_connections;
-	int max_user_connections;
-	int max_user_client_connections;
-	bool server_round_robin;
-	char *track_extra_parameters;
-	char *ignore_startup_parameters;
-	int max_prepared_statements;
-	double autodb_idle_timeout;
-	double pool_idle_timeout;
-	bool application_name_add_host;
-	double stats_period;
-	int scram_iterations;
-
-	/* authentication and console access */
-	enum cfg_auth_type auth_type;
-	char *auth_file;
-	char *auth_hba_file;
-	char *auth_ident_file;
-	char *auth_user;
-	char *auth_query;
-	char *auth_dbname;
-	char *auth_ldap_options;
-	char *admin_users;
-	char *stats_users;
-	char *login_notify_message;
-
-	/* server connection lifecycle */
-	char *server_reset_query;
-	bool server_reset_query_always;
-	double server_check_delay;
-	char *server_check_query;
-	bool server_fast_close;
-	double server_lifetime;
-	double server_idle_timeout;
-	double server_connect_timeout;
-	double server_login_retry;
-
-	/* client-side timeouts */
-	double client_login_timeout;
-	double client_idle_timeout;
-	double query_timeout;
-	double query_wait_timeout;
-	double query_wait_notify;
-	double cancel_wait_timeout;
-	double idle_transaction_timeout;
-	double transaction_timeout;
-	double suspend_timeout;
-
-	/* logging */
-	bool syslog;
-	char *syslog_ident;
-	char *syslog_facility;
-	bool log_connections;
-	bool log_disconnections;
-	bool log_pooler_errors;
-	bool log_stats;
-	int verbose;
-
-	/* DNS */
-	double dns_max_ttl;
-	double dns_nxdomain_ttl;
-	double dns_zone_check_period;
-
-	/* low-level network */
-	int pkt_buf;
-	int max_packet_size;
-	int sbuf_loopcnt;
-	bool tcp_defer_accept;
-	int tcp_socket_buffer;
-	bool tcp_keepalive;
-	int tcp_keepcnt;
-	int tcp_keepidle;
-	int tcp_keepintvl;
-	int tcp_user_timeout;
-
-	/* TLS */
-	enum cfg_sslmode client_tls_sslmode;
-	char *client_tls_key_file;
-	char *client_tls_cert_file;
-	char *client_tls_ca_file;
-	char *client_tls_protocols;
-	char *client_tls_ciphers;
-	char *client_tls13_ciphers;
-	char *client_tls_ecdhcurve;
-	char *client_tls_dheparams;
-	enum cfg_sslmode server_tls_sslmode;
-	char *server_tls_ca_file;
-	char *server_tls_key_file;
-	char *server_tls_cert_file;
-	char *server_tls_protocols;
-	char *server_tls_ciphers;
-	char *server_tls13_ciphers;
-
-	/* neki's own */
-	int workers;		/* default: number of online cores */
-	char *admin_listen_addr; /* default 127.0.0.1 */
-	int admin_listen_port;	/* default 6433; 0 = no admin port */
-	bool admin_listen_given; /* admin_listen_addr or _port is in the file (not a default) */
-	char *metrics_listen_addr;
-	int metrics_listen_port; /* 0 = off */
-	char *topology_file;
-	int64_t shm_size, router_work_mem;	/* bytes */
-	int sequence_batch;
-	double atomic_recovery_grace, distributed_deadlock_timeout;	/* seconds (src/admin/) */
+	/* the [pgbouncer] / [neki] settings, by group (neki/config_groups.h) */
+	struct cfg_process_settings proc;
+	struct cfg_pool_settings pool;
+	struct cfg_auth_settings auth;
+	struct cfg_server_settings srv;
+	struct cfg_client_settings cli;
+	struct cfg_log_settings log;
+	struct cfg_dns_settings dns;
+	struct cfg_net_settings net;
+	struct cfg_tls_settings tls;
+	struct cfg_neki_settings neki;
 	struct cfg_replica_settings replicas;	/* shards with standbys */
 
 	/* the other sections, in file order */
@@ -334,7 +180,7 @@ const struct cfg_peer *cfg_peer_find(const struct cfg *c, int peer_id);
  */
 
 /*
- * The whole reload: load <old>->conffile into a new config, then keep <old>'s value
+ * The whole reload: load <old>->proc.conffile into a new config, then keep <old>'s value
  * of every non-reloadable setting that changed (logged, see below). Returns the new
  * config (refcount 1; the caller makes it current), or NULL with <err> set: the
  * caller keeps <old> and logs the error ("config file loading failed").

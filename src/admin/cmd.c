@@ -238,12 +238,12 @@ static void
 database_row(struct adm_result *r, const struct cfg *c, const struct cfg_database *d)
 {
 	char b[9][24];
-	int pool = d->pool_size >= 0 ? d->pool_size : c->default_pool_size;
-	int min = d->min_pool_size >= 0 ? d->min_pool_size : c->min_pool_size;
-	int res = d->reserve_pool_size >= 0 ? d->reserve_pool_size : c->reserve_pool_size;
-	int maxc = eff_limit(d->max_db_connections, c->max_db_connections);
-	int maxcl = eff_limit(d->max_db_client_connections, c->max_db_client_connections);
-	double life = d->server_lifetime >= 0 ? d->server_lifetime : c->server_lifetime;
+	int pool = d->pool_size >= 0 ? d->pool_size : c->pool.default_pool_size;
+	int min = d->min_pool_size >= 0 ? d->min_pool_size : c->pool.min_pool_size;
+	int res = d->reserve_pool_size >= 0 ? d->reserve_pool_size : c->pool.reserve_pool_size;
+	int maxc = eff_limit(d->max_db_connections, c->pool.max_db_connections);
+	int maxcl = eff_limit(d->max_db_client_connections, c->pool.max_db_client_connections);
+	double life = d->server_lifetime >= 0 ? d->server_lifetime : c->srv.server_lifetime;
 	bool lb_list = d->host != NULL && strchr(d->host, ',') != NULL;
 	const char *vals[17] = {
 		d->name, d->host, fmt_int(b[0], d->port), d->dbname ? d->dbname : d->name, d->user,
@@ -267,10 +267,10 @@ admin_database_row(struct adm_result *r, const struct cfg *c)
 {
 	char b[5][24];
 	const char *vals[17] = {
-		"pgbouncer", NULL, fmt_int(b[0], c->listen_port), "pgbouncer", "pgbouncer",
-		"2", "0", "0", fmt_int(b[1], (int64_t)c->server_lifetime), "statement", NULL,
-		fmt_int(b[2], c->max_db_connections), "0",
-		fmt_int(b[3], c->max_db_client_connections),
+		"pgbouncer", NULL, fmt_int(b[0], c->proc.listen_port), "pgbouncer", "pgbouncer",
+		"2", "0", "0", fmt_int(b[1], (int64_t)c->srv.server_lifetime), "statement", NULL,
+		fmt_int(b[2], c->pool.max_db_connections), "0",
+		fmt_int(b[3], c->pool.max_db_client_connections),
 		fmt_int(b[4], lists_count(LISTS_DB_CLIENTS, "pgbouncer")), "0", "0",
 	};
 
@@ -338,9 +338,9 @@ users_row(struct adm_result *r, const struct cfg *c, const char *name, const str
 {
 	char b[6][24];
 	int max_conn = eff_limit(u != NULL ? u->max_user_connections : -1,
-				 c->max_user_connections);
+				 c->pool.max_user_connections);
 	int max_cl = eff_limit(u != NULL ? u->max_user_client_connections : -1,
-			       c->max_user_client_connections);
+			       c->pool.max_user_client_connections);
 	const char *vals[8] = {
 		name, fmt_pad(b[0], u != NULL ? u->pool_size : -1),
 		fmt_pad(b[1], u != NULL ? u->reserve_pool_size : -1),
@@ -371,8 +371,8 @@ known_users(const struct cfg *c, struct auth_file **af, size_t *n_out)
 	size_t n = 0, m = 0;
 
 	*af = NULL;
-	if (c->auth_file != NULL && c->auth_file[0] != '\0' &&
-	    (*af = auth_file_load(c->auth_file, &err)) == NULL)
+	if (c->auth.auth_file != NULL && c->auth.auth_file[0] != '\0' &&
+	    (*af = auth_file_load(c->auth.auth_file, &err)) == NULL)
 		log_warn("could not load auth_file: %s", err.message);
 	names = calloc(c->n_users + (*af != NULL ? (*af)->n : 0) + 1, sizeof(*names));
 	if (names == NULL)
@@ -441,7 +441,7 @@ show_peers(struct adm_result *r)
 		char b[3][24];
 		const char *vals[4] = {
 			fmt_int(b[0], p->peer_id), p->host, fmt_int(b[1], p->port),
-			fmt_int(b[2], p->pool_size >= 0 ? p->pool_size : c->default_pool_size),
+			fmt_int(b[2], p->pool_size >= 0 ? p->pool_size : c->pool.default_pool_size),
 		};
 
 		adm_result_row(r, vals);

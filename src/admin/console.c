@@ -163,9 +163,9 @@ con_close(struct adm_conn *c, const char *reason)
 {
 	if (c->state == CON_ST_CLOSED)
 		return;
-	if (c->adopted && cfg_current()->log_disconnections)
+	if (c->adopted && cfg_current()->log.log_disconnections)
 		log_info("C-%p: %s/%s@unix(%d):%d closing because: %s (age=%llds)", (void *)c,
-			 c->db, c->user, c->peer_pid, cfg_current()->listen_port, reason,
+			 c->db, c->user, c->peer_pid, cfg_current()->proc.listen_port, reason,
 			 (long long)(time(NULL) - c->connect_time));
 	con_set_state(c, CON_ST_CLOSED);
 }
@@ -292,9 +292,9 @@ con_login_ok(struct adm_conn *c)
 	struct pktbuf pb;
 
 	if (c->access != ADM_ACCESS_ADMIN) {
-		if (cfg_list_has(cfg->admin_users, c->user))
+		if (cfg_list_has(cfg->auth.admin_users, c->user))
 			c->access = ADM_ACCESS_ADMIN;
-		else if (cfg_list_has(cfg->stats_users, c->user) || cfg->auth_type == CFG_AUTH_ANY)
+		else if (cfg_list_has(cfg->auth.stats_users, c->user) || cfg->auth.auth_type == CFG_AUTH_ANY)
 			c->access = ADM_ACCESS_STATS;
 	}
 	if (!c->forwarded && !con_take_limits(c))
@@ -359,7 +359,7 @@ con_authenticate(struct adm_conn *c)
 		con_login_ok(c);
 		return;
 	}
-	if (cfg->auth_type == CFG_AUTH_ANY) {
+	if (cfg->auth.auth_type == CFG_AUTH_ANY) {
 		con_login_ok(c);
 		return;
 	}
@@ -800,7 +800,7 @@ console_row(void *buf, size_t cap, size_t *len, const struct adm_conn *c)
 	sock_addr(sbuf_fd(&c->sb), true, c->is_unix, addr, sizeof(addr), &p);
 	sock_addr(sbuf_fd(&c->sb), false, c->is_unix, laddr, sizeof(laddr), &lp);
 	if (c->adopted)		/* the main port's Unix socket: its port, as pgbouncer shows */
-		p = lp = cfg_current()->listen_port;
+		p = lp = cfg_current()->proc.listen_port;
 	snprintf(port, sizeof(port), "%d", p);
 	snprintf(lport, sizeof(lport), "%d", lp);
 	snprintf(rpid, sizeof(rpid), "%d", c->peer_pid);

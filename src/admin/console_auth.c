@@ -41,9 +41,9 @@ file_secret(const char *user)
 	const char *s;
 	char *out = NULL;
 
-	if (c->auth_file == NULL || c->auth_file[0] == '\0')
+	if (c->auth.auth_file == NULL || c->auth.auth_file[0] == '\0')
 		return NULL;
-	af = auth_file_load(c->auth_file, &err);
+	af = auth_file_load(c->auth.auth_file, &err);
 	if (af == NULL) {
 		log_warn("could not load auth_file: %s", err.message);
 		return NULL;
@@ -69,7 +69,7 @@ hba_method(const char *user, const char *db, int fd, bool is_unix)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct nk_error err;
-	struct hba *h = hba_load(c->auth_hba_file, hba_warn, NULL, &err);
+	struct hba *h = hba_load(c->auth.auth_hba_file, hba_warn, NULL, &err);
 	enum hba_method m;
 
 	if (h == NULL) {
@@ -113,8 +113,8 @@ con_auth_start(struct con_auth *a, const char *user, const char *db, int fd, boo
 	       struct pktbuf *out, struct nk_error *err)
 {
 	const struct cfg *c = cfg_current();
-	enum hba_method m = c->auth_type == CFG_AUTH_HBA ? hba_method(user, db, fd, is_unix) :
-			    type_method(c->auth_type);
+	enum hba_method m = c->auth.auth_type == CFG_AUTH_HBA ? hba_method(user, db, fd, is_unix) :
+			    type_method(c->auth.auth_type);
 	static const char *const mechs[] = { SCRAM_MECHANISM };
 
 	memset(a, 0, sizeof(*a));
@@ -189,7 +189,7 @@ on_sasl_initial(struct con_auth *a, const uint8_t *body, size_t len, struct pktb
 			     "client selected an invalid SASL authentication mechanism");
 		return CON_AUTH_FAIL;
 	}
-	scram_server_init(&a->scram, a->user, a->secret, cfg_current()->scram_iterations);
+	scram_server_init(&a->scram, a->user, a->secret, cfg_current()->pool.scram_iterations);
 	a->scram_active = true;
 	if (m.data == NULL) {
 		nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,

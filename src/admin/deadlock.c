@@ -368,7 +368,7 @@ dl_pass(void)
 	const char *params[1] = { timeout };
 
 	snprintf(timeout, sizeof(timeout), "%.0f milliseconds",
-		 cfg_current()->distributed_deadlock_timeout * 1000);
+		 cfg_current()->neki.distributed_deadlock_timeout * 1000);
 	dl_collect(rev_get()->model);
 	dl_nwaits = dl_pending = 0;
 	for (size_t i = 0; i < dl_nservers; i++)
@@ -391,7 +391,7 @@ dl_tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	if (!dl_busy && cfg_current()->distributed_deadlock_timeout > 0)
+	if (!dl_busy && cfg_current()->neki.distributed_deadlock_timeout > 0)
 		dl_pass();
 	dl_schedule(DL_TICK_MS);
 }

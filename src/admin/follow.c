@@ -835,7 +835,7 @@ follow_init(struct event_base *base)
 	if (gethostname(host, sizeof(host)) == -1)
 		snprintf(host, sizeof(host), "localhost");
 	host[sizeof(host) - 1] = '\0';
-	snprintf(host_id, sizeof(host_id), "%s:%d", host, cfg_current()->listen_port);
+	snprintf(host_id, sizeof(host_id), "%s:%d", host, cfg_current()->proc.listen_port);
 	watcher = pgc_new(base, "watcher");
 	tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, NULL);
 	if (watcher == NULL || tick_ev == NULL || event_add(tick_ev, &tv) == -1)

@@ -385,10 +385,10 @@ metrics_init(struct event_base *base)
 	int fd;
 
 	mbase = base;
-	if (c->metrics_listen_port == 0 || listen_ev != NULL)
+	if (c->neki.metrics_listen_port == 0 || listen_ev != NULL)
 		return;
-	fd = metrics_bind(c->metrics_listen_addr ? c->metrics_listen_addr : "127.0.0.1",
-			  c->metrics_listen_port);
+	fd = metrics_bind(c->neki.metrics_listen_addr ? c->neki.metrics_listen_addr : "127.0.0.1",
+			  c->neki.metrics_listen_port);
 	if (fd == -1)
 		return;
 	listen_ev = event_new(base, fd, EV_READ | EV_PERSIST, accept_cb, NULL);
@@ -397,6 +397,6 @@ metrics_init(struct event_base *base)
 		close(fd);
 		return;
 	}
-	log_info("metrics: serving OpenMetrics on %s:%d", c->metrics_listen_addr,
-		 c->metrics_listen_port);
+	log_info("metrics: serving OpenMetrics on %s:%d", c->neki.metrics_listen_addr,
+		 c->neki.metrics_listen_port);
 }

@@ -79,7 +79,7 @@ static void rc_next(void);
 static long
 rc_grace_ms(void)
 {
-	return (long)(cfg_current()->atomic_recovery_grace * 1000);
+	return (long)(cfg_current()->neki.atomic_recovery_grace * 1000);
 }
 
 /* The server-side name of topology database <db> on shard <s>. */

@@ -125,7 +125,7 @@ adm_result_complete(struct adm_result *r, const char *tag, bool with_count)
 void
 adm_pooler_error(const struct nk_error *err)
 {
-	if (cfg_current()->log_pooler_errors)
+	if (cfg_current()->log.log_pooler_errors)
 		log_warn("pooler error: %s", err->message);
 }
 

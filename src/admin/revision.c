@@ -213,7 +213,7 @@ write_atomic(const char *path, const char *data, size_t len)
 static void
 cache_write(uint64_t revision, const char *json)
 {
-	const char *path = cfg_current()->topology_file;
+	const char *path = cfg_current()->neki.topology_file;
 	char head[128];
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
@@ -337,7 +337,7 @@ adopt_published(void)
 static void
 load_topology_file(void)
 {
-	const char *path = cfg_current()->topology_file;
+	const char *path = cfg_current()->neki.topology_file;
 	struct adm_json_obj obj;
 	const struct adm_json_member *rev, *doc;
 	struct nk_error err;

@@ -279,14 +279,14 @@ refresh(void)
 	total_older = total_newer;
 	total_newer = total;
 	stats_average(&total_newer, &total_older, &avg);
-	if (cfg_current()->log_stats)
+	if (cfg_current()->log.log_stats)
 		log_stats_line(&avg);
 }
 
 void
 adm_stats_tick(void)
 {
-	double period = cfg_current()->stats_period;
+	double period = cfg_current()->pool.stats_period;
 	uint64_t now = nk_now_us();
 
 	if (period <= 0)

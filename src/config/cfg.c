@@ -186,7 +186,7 @@ cfg_loader_setting(struct cfg_loader *ld, const char *key, const char *value,
 		return false;
 	}
 	if (strcmp(s->name, "admin_listen_port") == 0 || strcmp(s->name, "admin_listen_addr") == 0)
-		ld->c->admin_listen_given = true;
+		ld->c->neki.admin_listen_given = true;
 	return cfg_setting_apply(ld->c, s, value, err);
 }
 
@@ -224,13 +224,13 @@ cfg_loader_item(void *arg, const struct ini_item *it, struct nk_error *err)
 static bool
 cfg_validate(const struct cfg *c, struct nk_error *err)
 {
-	if (c->admin_listen_port != 0 && c->admin_listen_port == c->listen_port)
+	if (c->neki.admin_listen_port != 0 && c->neki.admin_listen_port == c->proc.listen_port)
 		return nk_error_set(err, CFG_SQLSTATE, "admin_listen_port (%d) must differ from "
-				    "listen_port", c->admin_listen_port);
-	if (c->metrics_listen_port != 0 && (c->metrics_listen_port == c->listen_port ||
-					    c->metrics_listen_port == c->admin_listen_port))
+				    "listen_port", c->neki.admin_listen_port);
+	if (c->neki.metrics_listen_port != 0 && (c->neki.metrics_listen_port == c->proc.listen_port ||
+					    c->neki.metrics_listen_port == c->neki.admin_listen_port))
 		return nk_error_set(err, CFG_SQLSTATE, "metrics_listen_port (%d) must differ from "
-				    "listen_port and admin_listen_port", c->metrics_listen_port);
+				    "listen_port and admin_listen_port", c->neki.metrics_listen_port);
 	return true;
 }
 
@@ -247,7 +247,7 @@ cfg_finish(struct cfg_loader *ld, const char *path, bool parsed, struct nk_error
 	if (!c->path)
 		goto oom;
 	/* conffile unset or empty: the next RELOAD reads the file loaded now */
-	if (c->conffile[0] == '\0' && !cfg_setting_apply(c, conffile, path, err))
+	if (c->proc.conffile[0] == '\0' && !cfg_setting_apply(c, conffile, path, err))
 		goto fail;
 	return c;
 oom:
@@ -327,11 +327,11 @@ cfg_keep_not_reloadable(struct cfg *next, const struct cfg *old,
 	return true;
 }
 
-/* Load <old>->conffile and keep <old>'s non-reloadable values. See config.h. */
+/* Load <old>->proc.conffile and keep <old>'s non-reloadable values. See config.h. */
 struct cfg *
 cfg_reload(const struct cfg *old, struct nk_error *err)
 {
-	struct cfg *next = cfg_load(old->conffile, err);
+	struct cfg *next = cfg_load(old->proc.conffile, err);
 	size_t n;
 
 	if (!next)

@@ -257,7 +257,7 @@ tpc_gid(struct route_2pc *t, const struct route *r, const char *duid)
 			host[i] = '-';
 	host[i] = '\0';
 	snprintf(t->gid, sizeof(t->gid), NK_2PC_PREFIX "%s-%d:%llu.%ld:%llu:%s", host,
-		 r->c.cfg->listen_port, (unsigned long long)shm_tx_epoch(), (long)getpid(),
+		 r->c.cfg->proc.listen_port, (unsigned long long)shm_tx_epoch(), (long)getpid(),
 		 (unsigned long long)++tpc_seq, duid);
 }
 
@@ -977,7 +977,7 @@ bool
 route_2pc_wait_send(struct route *r, struct rshard *sh)
 {
 	struct route_2pc *t = r->tpc;
-	double limit = r->c.cfg->query_wait_timeout;
+	double limit = r->c.cfg->cli.query_wait_timeout;
 	char head[192], *sql;
 
 	if (t == NULL || t->nwaits == 0 || r->x.after != RX_AFTER_STMT)

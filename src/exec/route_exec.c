@@ -222,7 +222,7 @@ route_send_named(struct route *r, struct rshard *sh)
 
 	pktbuf_init(&pb, 0);
 	if (!prep_link_prepare(sh->link, r->x.ext_pst,
-			       (size_t)r->c.cfg->max_prepared_statements, &pb, &parsed)) {
+			       (size_t)r->c.cfg->pool.max_prepared_statements, &pb, &parsed)) {
 		pktbuf_cleanup(&pb);
 		return false;
 	}

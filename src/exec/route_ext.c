@@ -222,7 +222,7 @@ route_on_parse(struct route *r, const uint8_t *body, size_t len)
 		return route_ext_fail(r, &err);
 	}
 	/* a named statement is kept prepared on the shard links (Parse once per link) */
-	if (m.name[0] != '\0' && r->c.cfg->max_prepared_statements > 0 &&
+	if (m.name[0] != '\0' && r->c.cfg->pool.max_prepared_statements > 0 &&
 	    (st->pst = prep_stmt_ref(m.query, m.oids, m.nparams)) == NULL) {
 		route_stmt_free(st);
 		nk_error_oom(&err);

@@ -537,12 +537,12 @@ push_value(const struct route *r, struct rgsi *q, char *s, size_t len, struct nk
 	}
 	q->vals[q->nvals++] = s;
 	q->bytes += len + sizeof(char *);
-	if (r->c.cfg->router_work_mem > 0 && (int64_t)q->bytes > r->c.cfg->router_work_mem) {
+	if (r->c.cfg->neki.router_work_mem > 0 && (int64_t)q->bytes > r->c.cfg->neki.router_work_mem) {
 		nk_error_set(e, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
 			     "the lookup rows of a global secondary index the router keeps for "
 			     "this statement are larger than router_work_mem allows");
 		nk_error_detail(e, "They passed %zu bytes; router_work_mem is %lld bytes.",
-				q->bytes, (long long)r->c.cfg->router_work_mem);
+				q->bytes, (long long)r->c.cfg->neki.router_work_mem);
 		nk_error_hint(e, "Raise router_work_mem, or write the rows in smaller "
 			      "batches.");
 		return false;

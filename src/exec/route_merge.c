@@ -103,7 +103,7 @@ struct merge_options
 route_merge_options(struct route *r)
 {
 	return (struct merge_options){ .collation = r->x.collate, .limit = -1, .offset = 0,
-				       .mem_max = r->c.cfg->router_work_mem,
+				       .mem_max = r->c.cfg->neki.router_work_mem,
 				       .find_enum = find_enum, .find_arg = r->db };
 }
 

@@ -375,7 +375,7 @@ route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p, con
 	const char *text;
 
 	if (seq_values == NULL)
-		seq_values = seq_alloc_new(r->c.cfg->sequence_batch);
+		seq_values = seq_alloc_new(r->c.cfg->neki.sequence_batch);
 	if (nd == NULL || values == NULL || nextvals == NULL || seq_values == NULL) {
 		nk_error_oom(err);
 		return ROUTE_SEQ_FAILED;
@@ -420,7 +420,7 @@ route_seq_fill_values(struct route *r, const struct plan_fill *const *fills, uin
 	uint32_t nn = 0;
 
 	if (seq_values == NULL)
-		seq_values = seq_alloc_new(r->c.cfg->sequence_batch);
+		seq_values = seq_alloc_new(r->c.cfg->neki.sequence_batch);
 	if (seq_values == NULL || nfills > ROUTE_SEQ_FILLS_MAX) {
 		nk_error_oom(err);
 		return ROUTE_SEQ_FAILED;

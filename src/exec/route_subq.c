@@ -772,7 +772,7 @@ too_big(struct route *r, size_t bytes)
 		     "the result of a subquery the router evaluates is larger "
 		     "than router_work_mem allows");
 	nk_error_detail(&e, "Its rows passed %zu bytes; router_work_mem is %lld bytes.", bytes,
-			(long long)r->c.cfg->router_work_mem);
+			(long long)r->c.cfg->neki.router_work_mem);
 	nk_error_hint(&e, "Raise router_work_mem, narrow the subquery, or correlate it on the "
 		      "shard key so that each shard evaluates it.");
 	return route_subq_refused(r, &e);
@@ -877,7 +877,7 @@ keep_row(struct route *r, struct rsubq *q, const uint8_t *body, size_t len)
 	q->nrows++;
 	if (fflush(q->rows) != 0)
 		return route_subq_refused(r, (nk_error_oom(&e), &e));
-	if (r->c.cfg->router_work_mem > 0 && (int64_t)q->rows_len > r->c.cfg->router_work_mem)
+	if (r->c.cfg->neki.router_work_mem > 0 && (int64_t)q->rows_len > r->c.cfg->neki.router_work_mem)
 		return too_big(r, q->rows_len);
 	return true;
 }

@@ -755,10 +755,10 @@ dns_opts_from_cfg(struct dns_opts *o, struct dns_opts_ext *x, const struct cfg *
 {
 	memset(o, 0, sizeof(*o));
 	memset(x, 0, sizeof(*x));
-	o->max_ttl = c->dns_max_ttl;
-	o->nxdomain_ttl = c->dns_nxdomain_ttl;
-	o->resolv_conf = c->resolv_conf;
-	x->zone_check_period = c->dns_zone_check_period;
+	o->max_ttl = c->dns.dns_max_ttl;
+	o->nxdomain_ttl = c->dns.dns_nxdomain_ttl;
+	o->resolv_conf = c->proc.resolv_conf;
+	x->zone_check_period = c->dns.dns_zone_check_period;
 }
 
 /* The c-ares channel for <o> and <x>. */

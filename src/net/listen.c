@@ -89,7 +89,7 @@ format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
 static int
 set_defer_accept(int fd, const struct cfg *c)
 {
-	int secs = c->tcp_defer_accept ? DEFER_ACCEPT_SECS : 0;
+	int secs = c->net.tcp_defer_accept ? DEFER_ACCEPT_SECS : 0;
 
 	return setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs));
 }
@@ -105,7 +105,7 @@ bind_tcp(const struct addrinfo *ai, const struct cfg *c)
 		return -1;
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1)
 		goto fail;
-	if (c->so_reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1)
+	if (c->proc.so_reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1)
 		goto fail;
 	if (ai->ai_family == AF_INET6 &&
 	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) == -1)
@@ -114,7 +114,7 @@ bind_tcp(const struct addrinfo *ai, const struct cfg *c)
 		goto fail;
 	if (bind(fd, ai->ai_addr, ai->ai_addrlen) == -1)
 		goto fail;
-	if (listen(fd, c->listen_backlog > 0 ? c->listen_backlog : 128) == -1)
+	if (listen(fd, c->proc.listen_backlog > 0 ? c->proc.listen_backlog : 128) == -1)
 		goto fail;
 	return fd;
 fail:
@@ -225,17 +225,17 @@ unix_address(const char *dir, int port, struct sockaddr_un *sa, char *path, size
 static bool
 unix_set_perms(const char *path, const struct cfg *c, struct nk_error *err)
 {
-	if (chmod(path, (mode_t)c->unix_socket_mode) == -1)
+	if (chmod(path, (mode_t)c->proc.unix_socket_mode) == -1)
 		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
 				    "could not set mode of \"%s\": %s", path,
 				    strerror(errno));
-	if (c->unix_socket_group && c->unix_socket_group[0]) {
-		struct group *g = getgrnam(c->unix_socket_group);
+	if (c->proc.unix_socket_group && c->proc.unix_socket_group[0]) {
+		struct group *g = getgrnam(c->proc.unix_socket_group);
 
 		if (g == NULL)
 			return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
 					    "unix_socket_group \"%s\" does not exist",
-					    c->unix_socket_group);
+					    c->proc.unix_socket_group);
 		if (chown(path, (uid_t)-1, g->gr_gid) == -1)
 			return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
 					    "could not set group of \"%s\": %s",
@@ -273,13 +273,13 @@ open_unix(const struct cfg *c, struct nk_error *err)
 {
 	struct sockaddr_un sa;
 	char path[LISTEN_NAME_MAX], name[LISTEN_NAME_MAX + 8];
-	socklen_t len = unix_address(c->unix_socket_dir, c->listen_port, &sa, path, sizeof(path));
+	socklen_t len = unix_address(c->proc.unix_socket_dir, c->proc.listen_port, &sa, path, sizeof(path));
 	int fd;
 
 	if (len == 0)
 		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
 				    "unix socket path in \"%s\" is too long",
-				    c->unix_socket_dir);
+				    c->proc.unix_socket_dir);
 	if (!unix_check_stale(path, &sa, len, err))
 		return false;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -299,7 +299,7 @@ open_unix(const struct cfg *c, struct nk_error *err)
 	}
 	snprintf(name, sizeof(name), "unix:%s", path);
 	if ((path[0] != '@' && !unix_set_perms(path, c, err)) ||
-	    listen(fd, c->listen_backlog > 0 ? c->listen_backlog : 128) == -1 ||
+	    listen(fd, c->proc.listen_backlog > 0 ? c->proc.listen_backlog : 128) == -1 ||
 	    !add_listener(fd, LISTEN_MAIN, AF_UNIX, name, err)) {
 		if (!nk_error_is_set(err))
 			nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
@@ -392,7 +392,7 @@ take_activated(int n, const struct cfg *c, bool *admin_taken, struct nk_error *e
 		if (port > 0 && set_defer_accept(fd, c) == -1)
 			log_warn("could not set TCP_DEFER_ACCEPT on the socket from systemd: %s",
 				 strerror(errno));
-		if (port > 0 && port == c->admin_listen_port) {
+		if (port > 0 && port == c->neki.admin_listen_port) {
 			kind = LISTEN_ADMIN;
 			*admin_taken = true;
 		}
@@ -401,9 +401,9 @@ take_activated(int n, const struct cfg *c, bool *admin_taken, struct nk_error *e
 			return false;
 		listeners[n_listeners - 1].activated = true;
 	}
-	if (c->listen_addr && c->listen_addr[0])
+	if (c->proc.listen_addr && c->proc.listen_addr[0])
 		log_warn("listen_addr is ignored: sockets were passed by systemd");
-	if (c->unix_socket_dir && strcmp(c->unix_socket_dir, "/tmp") != 0)
+	if (c->proc.unix_socket_dir && strcmp(c->proc.unix_socket_dir, "/tmp") != 0)
 		log_warn("unix_socket_dir is ignored: sockets were passed by systemd");
 	return true;
 }
@@ -416,10 +416,10 @@ open_main(const struct cfg *c, bool *admin_taken, struct nk_error *err)
 
 	if (n > 0)
 		return take_activated(n, c, admin_taken, err);
-	if (c->listen_addr && c->listen_addr[0] &&
-	    !open_tcp_list(c->listen_addr, c->listen_port, LISTEN_MAIN, c, err))
+	if (c->proc.listen_addr && c->proc.listen_addr[0] &&
+	    !open_tcp_list(c->proc.listen_addr, c->proc.listen_port, LISTEN_MAIN, c, err))
 		return false;
-	if (c->unix_socket_dir && c->unix_socket_dir[0] && !open_unix(c, err))
+	if (c->proc.unix_socket_dir && c->proc.unix_socket_dir[0] && !open_unix(c, err))
 		return false;
 	return true;
 }
@@ -433,13 +433,13 @@ open_main(const struct cfg *c, bool *admin_taken, struct nk_error *err)
 static bool
 open_admin(const struct cfg *c, struct nk_error *err)
 {
-	const char *addr = c->admin_listen_addr && c->admin_listen_addr[0] ? c->admin_listen_addr
+	const char *addr = c->neki.admin_listen_addr && c->neki.admin_listen_addr[0] ? c->neki.admin_listen_addr
 									    : "127.0.0.1";
 
 	listen_errno = 0;
-	if (open_tcp_list(addr, c->admin_listen_port, LISTEN_ADMIN, c, err))
+	if (open_tcp_list(addr, c->neki.admin_listen_port, LISTEN_ADMIN, c, err))
 		return true;
-	if (c->admin_listen_given || listen_errno != EADDRINUSE)
+	if (c->neki.admin_listen_given || listen_errno != EADDRINUSE)
 		return false;
 	log_warn("%s (the default admin_listen_port); the admin console is served on the main "
 		 "port only", err->message);
@@ -454,7 +454,7 @@ listen_open_all(const struct cfg *c, struct nk_error *err)
 	NK_ASSERT(n_listeners == 0);
 	if (!open_main(c, &admin_taken, err))
 		goto fail;
-	if (!admin_taken && c->admin_listen_port > 0 && !open_admin(c, err))
+	if (!admin_taken && c->neki.admin_listen_port > 0 && !open_admin(c, err))
 		goto fail;
 	return true;
 fail:

@@ -108,17 +108,17 @@ void
 sbuf_opts_from_cfg(struct sbuf_opts *o, const struct cfg *c)
 {
 	sbuf_opts_default(o);
-	if (c->pkt_buf > 0)
-		o->pkt_buf = (uint32_t)c->pkt_buf;
-	if (c->max_packet_size > 0)
-		o->max_pkt = (uint32_t)c->max_packet_size;
-	o->loopcnt = c->sbuf_loopcnt > 0 ? (unsigned)c->sbuf_loopcnt : 0;
-	o->tcp_keepalive = c->tcp_keepalive;
-	o->tcp_keepcnt = c->tcp_keepcnt;
-	o->tcp_keepidle = c->tcp_keepidle;
-	o->tcp_keepintvl = c->tcp_keepintvl;
-	o->tcp_user_timeout = c->tcp_user_timeout;
-	o->tcp_socket_buffer = c->tcp_socket_buffer;
+	if (c->net.pkt_buf > 0)
+		o->pkt_buf = (uint32_t)c->net.pkt_buf;
+	if (c->net.max_packet_size > 0)
+		o->max_pkt = (uint32_t)c->net.max_packet_size;
+	o->loopcnt = c->net.sbuf_loopcnt > 0 ? (unsigned)c->net.sbuf_loopcnt : 0;
+	o->tcp_keepalive = c->net.tcp_keepalive;
+	o->tcp_keepcnt = c->net.tcp_keepcnt;
+	o->tcp_keepidle = c->net.tcp_keepidle;
+	o->tcp_keepintvl = c->net.tcp_keepintvl;
+	o->tcp_user_timeout = c->net.tcp_user_timeout;
+	o->tcp_socket_buffer = c->net.tcp_socket_buffer;
 }
 
 static void

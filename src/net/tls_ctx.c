@@ -69,15 +69,15 @@ void
 tls_settings_client(struct tls_settings *s, const struct cfg *c)
 {
 	memset(s, 0, sizeof(*s));
-	s->sslmode = c->client_tls_sslmode;
-	s->key_file = c->client_tls_key_file;
-	s->cert_file = c->client_tls_cert_file;
-	s->ca_file = c->client_tls_ca_file;
-	s->protocols = c->client_tls_protocols;
-	s->ciphers = c->client_tls_ciphers;
-	s->tls13_ciphers = c->client_tls13_ciphers;
-	s->ecdhcurve = c->client_tls_ecdhcurve;
-	s->dheparams = c->client_tls_dheparams;
+	s->sslmode = c->tls.client_tls_sslmode;
+	s->key_file = c->tls.client_tls_key_file;
+	s->cert_file = c->tls.client_tls_cert_file;
+	s->ca_file = c->tls.client_tls_ca_file;
+	s->protocols = c->tls.client_tls_protocols;
+	s->ciphers = c->tls.client_tls_ciphers;
+	s->tls13_ciphers = c->tls.client_tls13_ciphers;
+	s->ecdhcurve = c->tls.client_tls_ecdhcurve;
+	s->dheparams = c->tls.client_tls_dheparams;
 }
 
 /* The server_tls_* settings of <c> (pgbouncer has no server-side ecdhcurve / dheparams). */
@@ -85,13 +85,13 @@ void
 tls_settings_server(struct tls_settings *s, const struct cfg *c)
 {
 	memset(s, 0, sizeof(*s));
-	s->sslmode = c->server_tls_sslmode;
-	s->key_file = c->server_tls_key_file;
-	s->cert_file = c->server_tls_cert_file;
-	s->ca_file = c->server_tls_ca_file;
-	s->protocols = c->server_tls_protocols;
-	s->ciphers = c->server_tls_ciphers;
-	s->tls13_ciphers = c->server_tls13_ciphers;
+	s->sslmode = c->tls.server_tls_sslmode;
+	s->key_file = c->tls.server_tls_key_file;
+	s->cert_file = c->tls.server_tls_cert_file;
+	s->ca_file = c->tls.server_tls_ca_file;
+	s->protocols = c->tls.server_tls_protocols;
+	s->ciphers = c->tls.server_tls_ciphers;
+	s->tls13_ciphers = c->tls.server_tls13_ciphers;
 }
 
 static const char *
@@ -478,13 +478,13 @@ tls_build_pair(const struct cfg *c, struct tls_ctx **cl, struct tls_ctx **sv,
 
 	*cl = NULL;
 	*sv = NULL;
-	if (c->client_tls_sslmode != CFG_SSL_DISABLE) {
+	if (c->tls.client_tls_sslmode != CFG_SSL_DISABLE) {
 		tls_settings_client(&s, c);
 		*cl = tls_ctx_new(TLS_ROLE_ACCEPT, &s, err);
 		if (*cl == NULL)
 			return false;
 	}
-	if (c->server_tls_sslmode != CFG_SSL_DISABLE) {
+	if (c->tls.server_tls_sslmode != CFG_SSL_DISABLE) {
 		tls_settings_server(&s, c);
 		*sv = tls_ctx_new(TLS_ROLE_CONNECT, &s, err);
 		if (*sv == NULL) {

@@ -224,7 +224,7 @@ link_close_needed(const struct link *l)
 bool
 link_fast_close_due(const struct link *l)
 {
-	return l->close_needed && l->pool->cfg->server_fast_close &&
+	return l->close_needed && l->pool->cfg->srv.server_fast_close &&
 	       pool_mode(l->pool) == CFG_POOL_SESSION && l->ready && l->tx_status == 'I';
 }
 
@@ -422,7 +422,7 @@ link_on_connected(struct link *l)
 	struct tls_ctx *ctx = tls_server_ctx();
 	char local[128];
 
-	if (p->cfg->log_connections) {
+	if (p->cfg->log.log_connections) {
 		link_local_addr(l, local, sizeof(local));
 		link_log(l, LOG_LVL_INFO, "new connection to server (from %s)", local);
 	}
@@ -816,7 +816,7 @@ link_dns_cb(void *arg, const struct sockaddr *sa, socklen_t salen, const char *e
 static void
 link_arm_login_timer(struct link *l)
 {
-	double tmo = l->pool->cfg->server_connect_timeout;
+	double tmo = l->pool->cfg->srv.server_connect_timeout;
 	struct timeval tv;
 
 	if (tmo <= 0)
@@ -1030,7 +1030,7 @@ link_close_err(struct link *l, bool send_term, const char *reason, const struct 
 
 	if (l->state == LINK_ST_CLOSING)
 		return;
-	if (reason != NULL && l->pool->cfg->log_disconnections)
+	if (reason != NULL && l->pool->cfg->log.log_disconnections)
 		link_log(l, LOG_LVL_INFO, "closing because: %s (age=%llus)", reason,
 			 (unsigned long long)((nk_now_us() - l->connect_us) / 1000000));
 	if (l->state == LINK_ST_LOGIN)

@@ -44,7 +44,7 @@ pool_size_limit(const struct pool *p)
 		return p->user->pool_size;
 	if (p->db->pool_size >= 0)
 		return p->db->pool_size;
-	return p->cfg->default_pool_size;
+	return p->cfg->pool.default_pool_size;
 }
 
 int
@@ -54,7 +54,7 @@ pool_reserve_size(const struct pool *p)
 		return p->user->reserve_pool_size;
 	if (p->db->reserve_pool_size >= 0)
 		return p->db->reserve_pool_size;
-	return p->cfg->reserve_pool_size;
+	return p->cfg->pool.reserve_pool_size;
 }
 
 int
@@ -62,14 +62,14 @@ pool_min_size(const struct pool *p)
 {
 	if (p->replication != NULL)
 		return 0;	/* walsenders are opened for a client, never kept in advance */
-	return p->db->min_pool_size >= 0 ? p->db->min_pool_size : p->cfg->min_pool_size;
+	return p->db->min_pool_size >= 0 ? p->db->min_pool_size : p->cfg->pool.min_pool_size;
 }
 
 int
 pool_db_max(const struct pool *p)
 {
 	return p->db->max_db_connections > 0 ? p->db->max_db_connections :
-	       p->cfg->max_db_connections;
+	       p->cfg->pool.max_db_connections;
 }
 
 int
@@ -77,7 +77,7 @@ pool_user_max(const struct pool *p)
 {
 	if (p->user != NULL && p->user->max_user_connections > 0)
 		return p->user->max_user_connections;
-	return p->cfg->max_user_connections;
+	return p->cfg->pool.max_user_connections;
 }
 
 int
@@ -90,7 +90,7 @@ pool_scope_max(const struct pool *p, enum pool_scope scope)
 static uint64_t
 pool_lifetime_us(const struct pool *p)
 {
-	double s = p->db->server_lifetime >= 0 ? p->db->server_lifetime : p->cfg->server_lifetime;
+	double s = p->db->server_lifetime >= 0 ? p->db->server_lifetime : p->cfg->srv.server_lifetime;
 
 	return pool_secs_to_us(s);
 }
@@ -102,7 +102,7 @@ pool_query_wait_timeout(const struct pool *p)
 		return p->user->query_wait_timeout;
 	if (p->db->query_wait_timeout >= 0)
 		return p->db->query_wait_timeout;
-	return p->cfg->query_wait_timeout;
+	return p->cfg->cli.query_wait_timeout;
 }
 
 /* pool_mode for this pool. */
@@ -113,7 +113,7 @@ pool_mode(const struct pool *p)
 		return p->user->pool_mode;
 	if (p->db->pool_mode != CFG_POOL_UNSET)
 		return p->db->pool_mode;
-	return p->cfg->pool_mode;
+	return p->cfg->pool.pool_mode;
 }
 
 /* ---- small accessors ---- */
@@ -342,7 +342,7 @@ pool_set_fail_fast(struct pool *p, bool on)
 bool
 pool_has_check_query(const struct pool *p)
 {
-	const char *q = p->cfg->server_check_query;
+	const char *q = p->cfg->srv.server_check_query;
 
 	return q != NULL && q[0] != '\0';
 }
@@ -355,7 +355,7 @@ pool_has_check_query(const struct pool *p)
 static bool
 pool_needs_check(const struct pool *p, const struct link *l, uint64_t now)
 {
-	uint64_t delay = pool_secs_to_us(p->cfg->server_check_delay);
+	uint64_t delay = pool_secs_to_us(p->cfg->srv.server_check_delay);
 
 	if (!pool_has_check_query(p))
 		return false;
@@ -375,7 +375,7 @@ pool_take_idle(struct pool *p)
 	struct list_node *n;
 	struct link *l;
 
-	while ((n = p->cfg->server_round_robin ? list_last(idle) : list_first(idle)) != NULL) {
+	while ((n = p->cfg->pool.server_round_robin ? list_last(idle) : list_first(idle)) != NULL) {
 		l = container_of(n, struct link, node);
 		if (l->taken_over && !pool_welcome_ready(p))
 			return NULL;	/* pool_takeover.c: its own login brings the welcome */
@@ -384,7 +384,7 @@ pool_take_idle(struct pool *p)
 		else if (!l->ready || !sbuf_is_empty(&l->sb))
 			link_close(l, true, "idle server got dirty");
 		else if (pool_needs_check(p, l, now))
-			link_start_test(l, LINK_TEST_CHECK, p->cfg->server_check_query);
+			link_start_test(l, LINK_TEST_CHECK, p->cfg->srv.server_check_query);
 		else
 			return l;
 	}
@@ -413,7 +413,7 @@ pool_launch_for_waiters(struct pool *p)
 
 	while (coming < want && (n = list_first(&p->lists[LINK_ST_USED])) != NULL) {
 		link_start_test(container_of(n, struct link, node), LINK_TEST_CHECK,
-				p->cfg->server_check_query);
+				p->cfg->srv.server_check_query);
 		coming++;
 	}
 	p->slot_blocked = false;
@@ -497,7 +497,7 @@ pool_check_fast_fail(struct pool *p, struct nk_error *err)
 static bool
 pool_check_connect_failed(struct pool *p, struct pool_waiter *w, struct nk_error *err)
 {
-	uint64_t retry = pool_secs_to_us(p->cfg->server_login_retry);
+	uint64_t retry = pool_secs_to_us(p->cfg->srv.server_login_retry);
 
 	if (!p->last_connect_failed || pool_usable_links(p) > 0 ||
 	    nk_now_us() - p->last_connect_us >= retry)
@@ -595,11 +595,11 @@ pool_over_size(const struct pool *p)
 static bool
 pool_wants_reset(const struct pool *p)
 {
-	const char *q = p->cfg->server_reset_query;
+	const char *q = p->cfg->srv.server_reset_query;
 
 	if (q == NULL || q[0] == '\0')
 		return false;
-	return p->cfg->server_reset_query_always || pool_mode(p) == CFG_POOL_SESSION;
+	return p->cfg->srv.server_reset_query_always || pool_mode(p) == CFG_POOL_SESSION;
 }
 
 /* Give <l> back; see neki/pool.h. */
@@ -641,7 +641,7 @@ pool_release(struct link *l, const char *dirty_reason)
 		l->reset_then_pool = pool_wants_reset(p);
 		link_start_test(l, LINK_TEST_RESET, sql);
 	} else if (pool_wants_reset(p)) {
-		link_start_test(l, LINK_TEST_RESET, p->cfg->server_reset_query);
+		link_start_test(l, LINK_TEST_RESET, p->cfg->srv.server_reset_query);
 	} else {
 		l->check_after_use = true;
 		link_set_state(l, LINK_ST_IDLE);
@@ -716,7 +716,7 @@ pool_fail_fast_failed(struct pool *p, const struct nk_error *err)
 
 	p->probe = err == NULL || strcmp(err->sqlstate, ERRCODE_CANNOT_CONNECT_NOW) == 0;
 	if (p->fail_logged_us != 0 &&
-	    now - p->fail_logged_us < pool_secs_to_us(p->cfg->server_login_retry))
+	    now - p->fail_logged_us < pool_secs_to_us(p->cfg->srv.server_login_retry))
 		return;
 	p->fail_logged_us = now;
 	log_warn("%s/%s: could not connect to %s: %s", p->db_name, p->user_name, p->addr_str,
@@ -787,7 +787,7 @@ pool_on_test_done(struct link *l)
 {
 	if (l->reset_then_pool) {	/* pool_release_reset(): the pool's own reset next */
 		l->reset_then_pool = false;
-		link_start_test(l, LINK_TEST_RESET, l->pool->cfg->server_reset_query);
+		link_start_test(l, LINK_TEST_RESET, l->pool->cfg->srv.server_reset_query);
 		return;
 	}
 	l->check_after_use = false;
@@ -901,8 +901,8 @@ pool_reconfigure(struct pool *p, const struct cfg *cfg, const struct cfg_databas
 		 const struct cfg_user *user)
 {
 	bool stale = cfg_database_needs_reconnect(p->db, db) ||
-		     strcmp(p->cfg->unix_socket_dir ? p->cfg->unix_socket_dir : "",
-			    cfg->unix_socket_dir ? cfg->unix_socket_dir : "") != 0;
+		     strcmp(p->cfg->proc.unix_socket_dir ? p->cfg->proc.unix_socket_dir : "",
+			    cfg->proc.unix_socket_dir ? cfg->proc.unix_socket_dir : "") != 0;
 
 	p->cfg = cfg;
 	p->db = db;

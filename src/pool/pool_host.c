@@ -76,7 +76,7 @@ pool_resolve(struct pool *p, struct nk_error *err)
 
 	p->port = p->db->port > 0 ? p->db->port : 5432;
 	if (list == NULL || list[0] == '\0')
-		list = p->cfg->unix_socket_dir;
+		list = p->cfg->proc.unix_socket_dir;
 	if (list == NULL || list[0] == '\0')
 		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
 				    "database \"%s\" has no host and "

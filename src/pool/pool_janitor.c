@@ -15,7 +15,7 @@
 static void
 pool_check_unused(struct pool *p, struct link *l, uint64_t now)
 {
-	uint64_t idle_tmo = pool_secs_to_us(p->cfg->server_idle_timeout);
+	uint64_t idle_tmo = pool_secs_to_us(p->cfg->srv.server_idle_timeout);
 	int min = pool_min_size(p);
 
 	if (l->close_needed) {
@@ -29,7 +29,7 @@ pool_check_unused(struct pool *p, struct link *l, uint64_t now)
 		   (min == 0 || (int)pool_usable_links(p) > min)) {
 		link_close(l, true, "server idle timeout");
 	} else if (l->state == LINK_ST_IDLE && pool_has_check_query(p) &&
-		   now - l->idle_since_us > pool_secs_to_us(p->cfg->server_check_delay)) {
+		   now - l->idle_since_us > pool_secs_to_us(p->cfg->srv.server_check_delay)) {
 		link_set_state(l, LINK_ST_USED);	/* checked at its next use (pgbouncer) */
 	}
 }

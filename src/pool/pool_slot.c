@@ -22,7 +22,7 @@ static bool
 pool_reserve_allowed(const struct pool *p)
 {
 	struct pool_waiter *w = pool_first_waiter(p);
-	uint64_t tmo = pool_secs_to_us(p->cfg->reserve_pool_timeout);
+	uint64_t tmo = pool_secs_to_us(p->cfg->pool.reserve_pool_timeout);
 
 	if (w == NULL || tmo == 0 || pool_reserve_size(p) <= 0)
 		return false;
@@ -205,7 +205,7 @@ bool
 pool_launch(struct pool *p, const struct pool_waiter *for_w)
 {
 	uint64_t now = nk_now_us();
-	uint64_t retry = pool_secs_to_us(p->cfg->server_login_retry);
+	uint64_t retry = pool_secs_to_us(p->cfg->srv.server_login_retry);
 	struct link *l;
 
 	if (!pool_connect_begin(p)) {

@@ -390,14 +390,14 @@ static int
 spool_db_client_max(const struct session *s)
 {
 	return spool_limit(s->db != NULL ? s->db->max_db_client_connections : -1,
-			   s->cfg->max_db_client_connections);
+			   s->cfg->pool.max_db_client_connections);
 }
 
 static int
 spool_user_client_max(const struct session *s)
 {
 	return spool_limit(s->ucfg != NULL ? s->ucfg->max_user_client_connections : -1,
-			   s->cfg->max_user_client_connections);
+			   s->cfg->pool.max_user_client_connections);
 }
 
 /* Take one unit of counter <id> under <max> (0 = unlimited) into *<flag>. */
@@ -442,7 +442,7 @@ bool
 spool_client_try(const struct session *s, bool *g, bool *d, bool *u, struct nk_error *err)
 {
 	/* the console counts in max_client_conn but is never refused by it (pgbouncer) */
-	if (!spool_take(CNT_CLIENTS, arelay_is_console_db(s->dbname) ? 0 : s->cfg->max_client_conn,
+	if (!spool_take(CNT_CLIENTS, arelay_is_console_db(s->dbname) ? 0 : s->cfg->pool.max_client_conn,
 			g))
 		return nk_error_set(err, ERRCODE_PROTOCOL_VIOLATION,
 				    "no more connections allowed (max_client_conn)");
@@ -478,17 +478,17 @@ bool
 session_console_take(const struct cfg *c, const char *db, const char *user, bool local_admin,
 		     struct session_console_units *held, struct nk_error *err)
 {
-	bool any = c->auth_type == CFG_AUTH_ANY;
+	bool any = c->auth.auth_type == CFG_AUTH_ANY;
 	const char *login = local_admin || any ? "pgbouncer" : user;
-	bool exempt = cfg_list_has(c->admin_users, login);	/* unlimited, still counted */
+	bool exempt = cfg_list_has(c->auth.admin_users, login);	/* unlimited, still counted */
 	const struct cfg_user *u = cfg_user_find(c, login);
 	int user_max = spool_limit(u != NULL ? u->max_user_client_connections : -1,
-				   c->max_user_client_connections);
+				   c->pool.max_user_client_connections);
 
 	held->db_cnt = spool_db_clients_cnt(db);
-	if (!spool_take(held->db_cnt, exempt ? 0 : c->max_db_client_connections, &held->db))
+	if (!spool_take(held->db_cnt, exempt ? 0 : c->pool.max_db_client_connections, &held->db))
 		return spool_db_clients_exceeded(err);
-	if (local_admin || (any && cfg_list_has(c->admin_users, user)))
+	if (local_admin || (any && cfg_list_has(c->auth.admin_users, user)))
 		return true;
 	held->user_cnt = spool_user_clients_cnt(login);
 	if (!spool_take(held->user_cnt, exempt ? 0 : user_max, &held->user))
@@ -723,7 +723,7 @@ spool_repl(const struct spool *sp)
 static bool
 spool_keeps_min(const struct cfg *c, const struct cfg_database *d)
 {
-	int min = d->min_pool_size >= 0 ? d->min_pool_size : c->min_pool_size;
+	int min = d->min_pool_size >= 0 ? d->min_pool_size : c->pool.min_pool_size;
 
 	return min > 0 && d->user != NULL && d->user[0] != '\0';
 }
@@ -863,10 +863,10 @@ spool_reap_idle(const struct cfg *c, uint64_t now)
 {
 	for (struct spool *sp = spools; sp != NULL; sp = sp->next)
 		spool_stamp_idle(sp, now);
-	if (c->autodb_idle_timeout > 0)
-		spool_reap_autodbs(c->autodb_idle_timeout, now);
-	if (c->pool_idle_timeout > 0)
-		spool_reap_pools(c->pool_idle_timeout, now);
+	if (c->pool.autodb_idle_timeout > 0)
+		spool_reap_autodbs(c->pool.autodb_idle_timeout, now);
+	if (c->pool.pool_idle_timeout > 0)
+		spool_reap_pools(c->pool.pool_idle_timeout, now);
 }
 
 /* ---- per-link data ---- */

@@ -55,7 +55,7 @@ var_find(const char *name, size_t n)
 void
 varcache_configure(const struct cfg *c)
 {
-	const char *p = c != NULL ? c->track_extra_parameters : "IntervalStyle";
+	const char *p = c != NULL ? c->pool.track_extra_parameters : "IntervalStyle";
 
 	var_count = 0;
 	for (size_t i = 0; i < NK_ARRAY_LEN(var_fixed); i++)

@@ -37,12 +37,12 @@ bool
 reload_configure_log(const struct cfg *c, bool quiet, int verbose)
 {
 	struct log_settings s = {
-		.logfile = c->logfile,
-		.use_syslog = c->syslog,
-		.syslog_ident = c->syslog_ident,
-		.syslog_facility = c->syslog_facility,
+		.logfile = c->proc.logfile,
+		.use_syslog = c->log.syslog,
+		.syslog_ident = c->log.syslog_ident,
+		.syslog_facility = c->log.syslog_facility,
 		.quiet = quiet,
-		.verbose = c->verbose > verbose ? c->verbose : verbose,
+		.verbose = c->log.verbose > verbose ? c->log.verbose : verbose,
 	};
 
 	cli_quiet = quiet;

@@ -425,7 +425,7 @@ relay_new(struct sbuf *client, const struct arelay_login *login, arelay_done_fn 
 	struct proto_param params[4];
 	struct sbuf_opts opts;
 	struct sockaddr_un sa;
-	socklen_t len = admin_forward_address(cfg_current()->listen_port, &sa);
+	socklen_t len = admin_forward_address(cfg_current()->proc.listen_port, &sa);
 	size_t n = 0;
 
 	if (r == NULL)

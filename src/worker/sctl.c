@@ -255,7 +255,7 @@ sctl_suspend(void)
 static size_t
 sctl_suspend_left(void)
 {
-	double tmo = cfg_current()->suspend_timeout;
+	double tmo = cfg_current()->cli.suspend_timeout;
 	bool force = tmo > 0 && nk_now_ms() - suspend_start_ms >= (uint64_t)(tmo * 1000);
 
 	return suspended ? sess_suspend_step(force) : 0;

@@ -183,7 +183,7 @@ sess_send_pb(struct session *s, struct pktbuf *pb)
 void
 sess_pooler_error(const struct session *s, const struct nk_error *err)
 {
-	if (s->cfg->log_pooler_errors)
+	if (s->cfg->log.log_pooler_errors)
 		sess_log(s, LOG_LVL_WARNING, "pooler error: %s", err->message);
 }
 
@@ -267,7 +267,7 @@ sess_close(struct session *s, const char *reason, const struct nk_error *err)
 	if (s->state == SESS_ST_CLOSED)
 		return;
 	age = (sess_now_us() - s->tm.connect_us) / 1000000u;
-	if (s->cfg->log_disconnections && reason != NULL)
+	if (s->cfg->log.log_disconnections && reason != NULL)
 		sess_log(s, LOG_LVL_INFO, "closing because: %s (age=%llus)", reason,
 			 (unsigned long long)age);
 	sess_release_all(s, reason);
@@ -303,7 +303,7 @@ sess_user_time(const struct session *s, double user_val, double global_val)
 double
 sess_query_timeout(const struct session *s)
 {
-	return sess_user_time(s, s->ucfg ? s->ucfg->query_timeout : -1, s->cfg->query_timeout);
+	return sess_user_time(s, s->ucfg ? s->ucfg->query_timeout : -1, s->cfg->cli.query_timeout);
 }
 
 static bool
@@ -316,7 +316,7 @@ sess_expired(uint64_t since, double secs, uint64_t now)
 static void
 sess_check_login(struct session *s, uint64_t now)
 {
-	if (!sess_expired(s->tm.connect_us, s->cfg->client_login_timeout, now))
+	if (!sess_expired(s->tm.connect_us, s->cfg->cli.client_login_timeout, now))
 		return;
 	if (s->auth_step == SESS_AUTH_STARTUP && s->state == SESS_ST_LOGIN)
 		sess_close(s, "client_login_timeout", NULL);
@@ -330,14 +330,14 @@ static double
 sess_idle_tx_timeout(const struct session *s)
 {
 	return sess_user_time(s, s->ucfg ? s->ucfg->idle_transaction_timeout : -1,
-			      s->cfg->idle_transaction_timeout);
+			      s->cfg->cli.idle_transaction_timeout);
 }
 
 static double
 sess_tx_timeout(const struct session *s)
 {
 	return sess_user_time(s, s->ucfg ? s->ucfg->transaction_timeout : -1,
-			      s->cfg->transaction_timeout);
+			      s->cfg->cli.transaction_timeout);
 }
 
 /*
@@ -351,7 +351,7 @@ sess_wait_notify(struct session *s, uint64_t now)
 	struct pktbuf pb;
 
 	if (s->wait_notified || s->tm.wait_start_us == 0 ||
-	    !sess_expired(s->tm.wait_start_us, s->cfg->query_wait_notify, now))
+	    !sess_expired(s->tm.wait_start_us, s->cfg->cli.query_wait_notify, now))
 		return;
 	s->wait_notified = true;
 	nk_error_set(&notice, ERRCODE_SUCCESSFUL_COMPLETION,
@@ -461,7 +461,7 @@ static void
 sess_check_idle(struct session *s, uint64_t now)
 {
 	double t = sess_user_time(s, s->ucfg ? s->ucfg->client_idle_timeout : -1,
-				  s->cfg->client_idle_timeout);
+				  s->cfg->cli.client_idle_timeout);
 
 	if (s->route != NULL && sess_check_routed(s, now))
 		return;
@@ -618,7 +618,7 @@ sess_peer_init(struct session *s, int fd)
 		socklen_t cl = sizeof(cred);
 
 		s->from.is_unix = true;
-		s->from.port = s->cfg->listen_port;
+		s->from.port = s->cfg->proc.listen_port;
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
 			s->from.peer_pid = (int)cred.pid;
 	} else if (s->from.peer.ss_family == AF_INET) {

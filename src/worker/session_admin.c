@@ -115,7 +115,7 @@ sess_console_start(struct session *s)
 		sess_close(s, err.message, &err);
 		return;
 	}
-	if (login.local_admin && s->cfg->log_connections)
+	if (login.local_admin && s->cfg->log.log_connections)
 		sess_log(s, LOG_LVL_INFO, "pgbouncer access from unix socket");
 	s->auth_step = SESS_AUTH_DONE;
 	if (sess_console_hand_over(s, &login))

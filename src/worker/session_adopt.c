@@ -167,7 +167,7 @@ adopt_session_state(struct session *s, const struct fdrow *r)
 			(void)varcache_set(&s->vars, adopt_params[i], vals[i]);
 	}
 	s->mode = sess_pool_mode(s);
-	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->max_prepared_statements > 0;
+	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->pool.max_prepared_statements > 0;
 	pool_client_attach(spool_pool(s->sp));
 	spool_ref(s->sp);
 	s->attached = true;

@@ -70,20 +70,20 @@ sess_auth_caches_load(const struct cfg *c)
 	sess_auth_caches_free();
 	auth_cache_cfg = (struct cfg *)c;
 	cfg_ref(auth_cache_cfg);
-	if (c->auth_file[0] != '\0') {
-		af_cache = auth_file_load(c->auth_file, &err);
+	if (c->auth.auth_file[0] != '\0') {
+		af_cache = auth_file_load(c->auth.auth_file, &err);
 		if (af_cache == NULL)
 			log_warn("could not load auth_file: %s", err.message);
 		else if (af_cache->broken_line > 0)
-			log_warn("broken auth file: %s line %d", c->auth_file, af_cache->broken_line);
+			log_warn("broken auth file: %s line %d", c->auth.auth_file, af_cache->broken_line);
 	}
-	if (c->auth_hba_file[0] != '\0') {
-		hba_cache = hba_load(c->auth_hba_file, sess_hba_warn, c->auth_hba_file, &err);
+	if (c->auth.auth_hba_file[0] != '\0') {
+		hba_cache = hba_load(c->auth.auth_hba_file, sess_hba_warn, c->auth.auth_hba_file, &err);
 		if (hba_cache == NULL)
 			log_warn("could not load auth_hba_file: %s", err.message);
 	}
-	if (c->auth_ident_file[0] != '\0') {
-		idm_cache = ident_map_load(c->auth_ident_file, sess_hba_warn, c->auth_ident_file,
+	if (c->auth.auth_ident_file[0] != '\0') {
+		idm_cache = ident_map_load(c->auth.auth_ident_file, sess_hba_warn, c->auth.auth_ident_file,
 					   &err);
 		if (idm_cache == NULL)
 			log_warn("could not load auth_ident_file: %s", err.message);
@@ -351,7 +351,7 @@ sess_auth_user_name(const struct session *s)
 {
 	if (s->db != NULL && s->db->auth_user != NULL && s->db->auth_user[0] != '\0')
 		return s->db->auth_user;
-	return s->cfg->auth_user[0] != '\0' ? s->cfg->auth_user : NULL;
+	return s->cfg->auth.auth_user[0] != '\0' ? s->cfg->auth.auth_user : NULL;
 }
 
 static void sess_authq_start(struct session *s, const char *auth_user);
@@ -366,7 +366,7 @@ sess_auth_start(struct session *s)
 		sess_login_done(s);
 		return;
 	}
-	s->auth_method = s->cfg->auth_type;
+	s->auth_method = s->cfg->auth.auth_type;
 	if (s->auth_method == CFG_AUTH_HBA && !sess_hba_method(s, &s->auth_method))
 		return;
 	if (s->auth_method == CFG_AUTH_ANY) {
@@ -447,7 +447,7 @@ sess_on_sasl_initial(struct session *s, const uint8_t *body, size_t len)
 		return;
 	}
 	scram_server_init(&s->auth.scram, s->user, s->user_unknown ? NULL : s->secret,
-			  s->cfg->scram_iterations);
+			  s->cfg->pool.scram_iterations);
 	s->auth.scram_active = true;
 	if (m.data == NULL || !scram_server_client_first(&s->auth.scram, m.data, m.len, &err)) {
 		if (m.data == NULL)
@@ -522,7 +522,7 @@ static bool
 sess_authq_send(struct session *s, struct link *l)
 {
 	const char *q = s->db != NULL && s->db->auth_query != NULL && s->db->auth_query[0] != '\0'
-			? s->db->auth_query : s->cfg->auth_query;
+			? s->db->auth_query : s->cfg->auth.auth_query;
 	struct proto_value v = { (const uint8_t *)s->user, (uint32_t)strlen(s->user) };
 	struct proto_bind_spec b = { .portal = "", .stmt = "", .params = &v, .nparams = 1 };
 	struct pktbuf pb;
@@ -578,7 +578,7 @@ sess_authq_finish(struct session *s)
 	if (l != NULL)
 		pool_release(l, NULL);
 	if (!s->authq_found) {
-		if (s->cfg->log_connections)
+		if (s->cfg->log.log_connections)
 			sess_log(s, LOG_LVL_INFO, "login failed: db=%s", s->dbname);
 		sess_fatal(s, "no such user");
 		return;
@@ -669,7 +669,7 @@ static const struct cfg_database *
 sess_authq_db(struct session *s, const char **name)
 {
 	const char *n = s->db != NULL && s->db->auth_dbname != NULL && s->db->auth_dbname[0] ?
-			s->db->auth_dbname : s->cfg->auth_dbname;
+			s->db->auth_dbname : s->cfg->auth.auth_dbname;
 	const struct cfg_database *d;
 
 	if (n == NULL || n[0] == '\0') {

@@ -92,7 +92,7 @@ sess_cancel_key_init(struct session *s)
 {
 	int self = shm_self();
 	uint32_t slot1 = (self >= 0 ? (uint32_t)self : 0) + 1;	/* < 2^11 (SHM_MAX_PROCS) */
-	uint32_t peer = (uint32_t)s->cfg->peer_id;
+	uint32_t peer = (uint32_t)s->cfg->proc.peer_id;
 	uint8_t rnd[4];
 
 	cancel_seq = (cancel_seq + 1) & CANCEL_SEQ_MASK;
@@ -101,7 +101,7 @@ sess_cancel_key_init(struct session *s)
 	if (!scram_random_bytes(rnd, sizeof(rnd)))
 		memset(rnd, 0x5a, sizeof(rnd));	/* cancel keys are not a secret worth dying for */
 	memcpy(&s->key_secret, rnd, sizeof(rnd));
-	if (s->cfg->peer_id <= 0) {
+	if (s->cfg->proc.peer_id <= 0) {
 		s->key_pid = slot1 << CANCEL_SLOT_SHIFT | cancel_seq;
 		return;
 	}
@@ -194,7 +194,7 @@ cancel_conn_done_cb(evutil_socket_t fd, short what, void *arg)
 static const struct timeval *
 cancel_wait_tv(struct timeval *tv)
 {
-	double secs = cfg_current()->cancel_wait_timeout;
+	double secs = cfg_current()->cli.cancel_wait_timeout;
 
 	if (secs <= 0)
 		return NULL;
@@ -391,7 +391,7 @@ cancel_peer_start(const struct cfg_peer *p, uint32_t pid, uint32_t key)
 static bool
 cancel_peer_has_room(const struct cfg *c, const struct cfg_peer *p, const struct cancel_peer *cp)
 {
-	int pool_size = p->pool_size >= 0 ? p->pool_size : c->default_pool_size;
+	int pool_size = p->pool_size >= 0 ? p->pool_size : c->pool.default_pool_size;
 
 	return cp == NULL || pool_size <= 0 || cp->connecting + cp->sent < pool_size;
 }
@@ -413,7 +413,7 @@ cancel_peer_pop(struct cancel_peer *cp)
 static void
 cancel_peer_expire(struct cancel_peer *cp, uint64_t now)
 {
-	double secs = cfg_current()->cancel_wait_timeout;
+	double secs = cfg_current()->cli.cancel_wait_timeout;
 
 	while (secs > 0 && cp->head != NULL && now - cp->head->since_us >= (uint64_t)(secs * 1e6)) {
 		log_info("cancel request to peer %d dropped: cancel_wait_timeout", cp->peer);
@@ -508,13 +508,13 @@ void
 sess_cancel_request(uint32_t pid, uint32_t key)
 {
 	const struct cfg *c = cfg_current();
-	bool peering = c->peer_id > 0;
+	bool peering = c->proc.peer_id > 0;
 	uint32_t slot;
 	int n;
 	struct shm_msg m;
 	int self = shm_self();
 
-	if (peering && cancel_key_peer(pid) != c->peer_id) {
+	if (peering && cancel_key_peer(pid) != c->proc.peer_id) {
 		cancel_to_peer(c, cancel_key_peer(pid), pid, key);
 		return;
 	}

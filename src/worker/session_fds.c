@@ -111,7 +111,7 @@ fds_listeners(struct fds_out *o)
 
 		if (l->fd != -1 && l->kind == LISTEN_MAIN)
 			fds_addr(fds_row(o, l->fd, FDROW_POOLER), l->fd, false,
-				 cfg_current()->listen_port);
+				 cfg_current()->proc.listen_port);
 	}
 }
 

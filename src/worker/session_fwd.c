@@ -235,8 +235,8 @@ sess_forget_link_state(struct session *s, struct link *l)
 {
 	struct link_ext *ext;
 
-	if (s->cfg->server_reset_query[0] == '\0' ||
-	    (s->mode != CFG_POOL_SESSION && !s->cfg->server_reset_query_always))
+	if (s->cfg->srv.server_reset_query[0] == '\0' ||
+	    (s->mode != CFG_POOL_SESSION && !s->cfg->srv.server_reset_query_always))
 		return;
 	ext = link_user_data(l);
 	if (ext == NULL)
@@ -649,7 +649,7 @@ sess_prep_refresh(struct session *s)
 {
 	if (s->sync.reqs.n == 0)
 		s->prep_on = s->mode != CFG_POOL_SESSION &&
-			     cfg_current()->max_prepared_statements > 0;
+			     cfg_current()->pool.max_prepared_statements > 0;
 }
 
 /* Is the statement named by this Parse/Bind/Describe/Close the unnamed one? -1: not known yet. */
@@ -847,11 +847,11 @@ sess_on_work_pkt(struct session *s, const struct sbuf_pkt *pkt)
 		return sess_on_function_call(s, pkt);
 	if (!sess_is_client_msg(pkt->type))
 		return sess_on_bad_type(s, pkt);
-	if (pkt->len > (uint32_t)s->cfg->max_packet_size && s->cfg->max_packet_size > 0) {
+	if (pkt->len > (uint32_t)s->cfg->net.max_packet_size && s->cfg->net.max_packet_size > 0) {
 		sess_fatal(s, "client sent too big packet");
 		return false;
 	}
-	if (pkt->type == 'Q' && s->cfg->disable_pqexec) {	/* pgbouncer's words */
+	if (pkt->type == 'Q' && s->cfg->proc.disable_pqexec) {	/* pgbouncer's words */
 		sess_log(s, LOG_LVL_ERROR, "client used \"Query\" packet type");
 		sess_fatal(s, "PQexec disallowed");
 		return false;

@@ -42,7 +42,7 @@ prep_write_parse(struct session *s, struct pktbuf *pb, struct prep_stmt *st, boo
 static bool
 prep_make_room(struct session *s, struct prep_link *pl, struct pktbuf *pb)
 {
-	int setting = cfg_current()->max_prepared_statements;
+	int setting = cfg_current()->pool.max_prepared_statements;
 	size_t max = setting > 0 ? (size_t)setting : 1;	/* 0 = off, from the next batch on */
 
 	while (pl->n > 0 && pl->n >= max) {

@@ -59,7 +59,7 @@ sess_list_has(const char *list, const char *name)
 static bool
 sess_is_ignored(const struct session *s, const char *name)
 {
-	return sess_list_has(s->cfg->ignore_startup_parameters, name);
+	return sess_list_has(s->cfg->pool.ignore_startup_parameters, name);
 }
 
 /* Append <name>\0<value>\0 to the owned buffer *<buf> of *<len> bytes; false on no memory. */
@@ -106,7 +106,7 @@ sess_set_appname(struct session *s, const char *app)
 {
 	char buf[512];
 
-	if (s->cfg->application_name_add_host) {
+	if (s->cfg->pool.application_name_add_host) {
 		snprintf(buf, sizeof(buf), "%s - %s:%d", app != NULL ? app : "app", s->from.addr,
 			 s->from.port);
 		app = buf;
@@ -326,7 +326,7 @@ sess_on_startup_msg(struct session *s, const struct proto_startup *st)
 		return;
 	}
 	tls_sbuf_info(&s->sb, tls, sizeof(tls));
-	if (s->cfg->log_connections)
+	if (s->cfg->log.log_connections)
 		sess_log(s, LOG_LVL_INFO, "login attempt: db=%s user=%s tls=%s", s->dbname,
 			 s->user, tls[0] != '\0' ? tls : "no");
 	sess_auth_start(s);
@@ -411,7 +411,7 @@ sess_pool_mode(const struct session *s)
 		return s->ucfg->pool_mode;
 	if (s->db->pool_mode != CFG_POOL_UNSET)
 		return s->db->pool_mode;
-	return s->cfg->pool_mode;
+	return s->cfg->pool.pool_mode;
 }
 
 const char *
@@ -454,7 +454,7 @@ sess_fill_vars(struct session *s, const struct pool *p)
 static void
 sess_write_login_notice(const struct session *s, struct pktbuf *pb)
 {
-	const char *msg = s->cfg->login_notify_message;
+	const char *msg = s->cfg->auth.login_notify_message;
 	struct nk_error notice;
 
 	if (msg == NULL || msg[0] == '\0')
@@ -671,7 +671,7 @@ sess_login_done(struct session *s)
 		pool_set_scram_keys(spool_pool(s->sp), &s->auth.scram_keys);
 	/* replication connections are always session-pooled (pgbouncer 1.23) */
 	s->mode = s->replication != PROTO_REPL_NONE ? CFG_POOL_SESSION : sess_pool_mode(s);
-	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->max_prepared_statements > 0;
+	s->prep_on = s->mode != CFG_POOL_SESSION && s->cfg->pool.max_prepared_statements > 0;
 	pool_client_attach(spool_pool(s->sp));
 	spool_ref(s->sp);
 	s->attached = true;

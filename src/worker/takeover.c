@@ -66,8 +66,8 @@ to_address(const struct cfg *c, struct sockaddr_un *sa)
 
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/.s.PGSQL.%d", c->unix_socket_dir,
-		     c->listen_port);
+	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/.s.PGSQL.%d", c->proc.unix_socket_dir,
+		     c->proc.listen_port);
 	return n > 0 && (size_t)n < sizeof(sa->sun_path) ? (socklen_t)sizeof(*sa) : 0;
 }
 
@@ -76,11 +76,11 @@ takeover_possible(const struct cfg *c, struct nk_error *err)
 {
 	struct sockaddr_un sa;
 
-	if (c->unix_socket_dir == NULL || c->unix_socket_dir[0] == '\0')
+	if (c->proc.unix_socket_dir == NULL || c->proc.unix_socket_dir[0] == '\0')
 		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
 				    "cannot reboot if unix dir not configured");
 	/* the new process could not put its own socket in place of an abstract one */
-	if (c->unix_socket_dir[0] == '@')
+	if (c->proc.unix_socket_dir[0] == '@')
 		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
 				    "cannot reboot with abstract Unix socket");
 	if (getenv("LISTEN_FDS") != NULL && getenv("LISTEN_PID") != NULL &&
@@ -90,7 +90,7 @@ takeover_possible(const struct cfg *c, struct nk_error *err)
 	if (to_address(c, &sa) == 0)
 		return nk_error_set(err, ERRCODE_CONFIG_FILE_ERROR,
 				    "unix socket path in \"%s\" is too long",
-				    c->unix_socket_dir);
+				    c->proc.unix_socket_dir);
 	return true;
 }
 
@@ -297,7 +297,7 @@ to_login(const struct cfg *c)
 			break;
 	}
 	log_info("S-%p: pgbouncer/pgbouncer@unix:%d login OK, sending SUSPEND", (void *)&conn,
-		 c->listen_port);
+		 c->proc.listen_port);
 }
 
 /* The RowDescription of SHOW FDS must be pgbouncer's 15 columns. */
@@ -354,7 +354,7 @@ to_take_row(const struct cfg *c, const struct to_msg *m)
 		to_keep(&r, fd);
 		return;
 	}
-	if (!listen_adopt(fd, c->admin_listen_port, &err))
+	if (!listen_adopt(fd, c->neki.admin_listen_port, &err))
 		fatal("takeover: %s", err.message);
 }
 
@@ -408,7 +408,7 @@ to_suspend_and_list(const struct cfg *c)
 void
 takeover_begin(const struct cfg *c, const sigset_t *sigs)
 {
-	double wait = c->suspend_timeout > 0 ? c->suspend_timeout * 1000.0 + TO_COMMAND_MS
+	double wait = c->cli.suspend_timeout > 0 ? c->cli.suspend_timeout * 1000.0 + TO_COMMAND_MS
 					     : TO_COMMAND_MS;
 
 	log_warn("Online restart is deprecated, use so_reuseport instead");
@@ -461,8 +461,8 @@ takeover_finish(const struct cfg *c, const sigset_t *sigs)
 	free(conn.fds);
 	conn.buf = NULL;
 	conn.fds = NULL;
-	if (c->pidfile != NULL && c->pidfile[0] != '\0')
-		to_wait_pidfile(c->pidfile);
+	if (c->proc.pidfile != NULL && c->proc.pidfile[0] != '\0')
+		to_wait_pidfile(c->proc.pidfile);
 	log_info("old process killed, resuming work");
 }
 
@@ -504,7 +504,7 @@ takeover_assign(const struct cfg *c, unsigned n_workers)
 
 		if (t->row.task == FDROW_CLIENT && (t->row.link == 0 || t->pair >= 0)) {
 			t->worker = session_cancel_key_worker(t->row.cancel, n_workers,
-							      c->peer_id > 0);
+							      c->proc.peer_id > 0);
 			if (t->worker < 0)
 				t->worker = 0;
 			if (t->pair >= 0)

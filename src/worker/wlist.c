@@ -438,7 +438,7 @@ wl_mem(struct wl *w)
 	struct wl_mem m = { 0 };
 	size_t pools = 0, psize = pool_object_size() + spool_object_size();
 	size_t lsize = pool_link_object_size(), stmts = prep_stmt_count();
-	size_t bsize = (size_t)cfg_current()->pkt_buf;
+	size_t bsize = (size_t)cfg_current()->net.pkt_buf;
 
 	sess_foreach(wl_mem_session, &m);
 	for (struct spool *sp = spool_first(); sp != NULL; sp = spool_next(sp)) {

@@ -67,11 +67,11 @@ START_TEST(test_basic_file)
 		"admin_users = alice, bob ; not a comment\n"
 		"server_reset_query = DISCARD ALL # also not a comment\n");
 
-	ck_assert_int_eq(c->listen_port, 7432);
-	ck_assert_int_eq(c->pool_mode, CFG_POOL_TRANSACTION);
-	ck_assert_int_eq(c->max_client_conn, 500);
-	ck_assert_str_eq(c->admin_users, "alice, bob ; not a comment");
-	ck_assert_str_eq(c->server_reset_query, "DISCARD ALL # also not a comment");
+	ck_assert_int_eq(c->proc.listen_port, 7432);
+	ck_assert_int_eq(c->pool.pool_mode, CFG_POOL_TRANSACTION);
+	ck_assert_int_eq(c->pool.max_client_conn, 500);
+	ck_assert_str_eq(c->auth.admin_users, "alice, bob ; not a comment");
+	ck_assert_str_eq(c->srv.server_reset_query, "DISCARD ALL # also not a comment");
 	ck_assert_uint_eq(c->n_databases, 1);
 	ck_assert_str_eq(c->databases[0].name, "app");
 	ck_assert_str_eq(c->databases[0].host, "127.0.0.1");
@@ -79,7 +79,7 @@ START_TEST(test_basic_file)
 	ck_assert_str_eq(c->databases[0].dbname, "appdb");
 	ck_assert_str_eq(c->databases[0].source, "t.ini:4");
 	ck_assert_str_eq(c->path, "t.ini");
-	ck_assert_str_eq(c->conffile, "t.ini");
+	ck_assert_str_eq(c->proc.conffile, "t.ini");
 	ck_assert_int_eq(c->refcount, 1);
 	cfg_unref(c);
 }
@@ -98,9 +98,9 @@ START_TEST(test_comments)
 		"logfile = /var/log/neki#1.log\n"
 		"stats_users = a;b\n");
 
-	ck_assert_int_eq(c->listen_port, 6432);
-	ck_assert_str_eq(c->logfile, "/var/log/neki#1.log");
-	ck_assert_str_eq(c->stats_users, "a;b");
+	ck_assert_int_eq(c->proc.listen_port, 6432);
+	ck_assert_str_eq(c->proc.logfile, "/var/log/neki#1.log");
+	ck_assert_str_eq(c->auth.stats_users, "a;b");
 	cfg_unref(c);
 }
 END_TEST
@@ -140,9 +140,9 @@ START_TEST(test_neki_section_alias)
 	struct cfg *c = load_ok("[neki]\nworkers = 3\nshm_size = 128MB\n"
 				"[pgbouncer]\nlisten_port = 7000\n");
 
-	ck_assert_int_eq(c->workers, 3);
-	ck_assert_int_eq(c->shm_size, 128LL << 20);
-	ck_assert_int_eq(c->listen_port, 7000);
+	ck_assert_int_eq(c->neki.workers, 3);
+	ck_assert_int_eq(c->neki.shm_size, 128LL << 20);
+	ck_assert_int_eq(c->proc.listen_port, 7000);
 	cfg_unref(c);
 }
 END_TEST
@@ -159,7 +159,7 @@ START_TEST(test_empty_file_is_defaults)
 			continue;
 		ck_assert_msg(!cfg_setting_changed(c, d, &tab[i]), "%s differs", tab[i].name);
 	}
-	ck_assert_int_ge(c->workers, 1);
+	ck_assert_int_ge(c->neki.workers, 1);
 	cfg_unref(c);
 	cfg_unref(d);
 }
@@ -509,8 +509,8 @@ START_TEST(test_quoted_keys_and_values)
 		"\"we\"\"ird\" = host=h2 application_name='a b c'\n"
 		"my-db.x = host=h3\n");
 
-	ck_assert_int_eq(c->listen_port, 7001);
-	ck_assert_int_eq(c->max_client_conn, 42);
+	ck_assert_int_eq(c->proc.listen_port, 7001);
+	ck_assert_int_eq(c->pool.max_client_conn, 42);
 	ck_assert_ptr_nonnull(cfg_database_find(c, "my db"));
 	ck_assert_str_eq(cfg_database_find(c, "my db")->dbname, "with ' quote");
 	ck_assert_ptr_nonnull(cfg_database_find(c, "we\"ird"));
@@ -525,7 +525,7 @@ START_TEST(test_later_value_wins)
 	struct cfg *c = load_ok("[pgbouncer]\nlisten_port = 1000\nlisten_port = 2000\n"
 				"[databases]\na = host=x\na = host=y\n");
 
-	ck_assert_int_eq(c->listen_port, 2000);
+	ck_assert_int_eq(c->proc.listen_port, 2000);
 	ck_assert_uint_eq(c->n_databases, 1);
 	ck_assert_str_eq(cfg_database_find(c, "a")->host, "y");
 	cfg_unref(c);
@@ -550,7 +550,7 @@ START_TEST(test_dup)
 	for (size_t i = 0; i < n; i++)
 		ck_assert_msg(!cfg_setting_changed(c, d, &tab[i]), "%s differs", tab[i].name);
 	ck_assert_str_eq(d->path, c->path);
-	ck_assert_ptr_ne(d->admin_users, c->admin_users);
+	ck_assert_ptr_ne(d->auth.admin_users, c->auth.admin_users);
 	ck_assert_str_eq(cfg_database_find(d, "a")->password, "p");
 	ck_assert_ptr_ne(cfg_database_find(d, "a")->host, cfg_database_find(c, "a")->host);
 	ck_assert_str_eq(cfg_database_auto(d)->host, "auto");
@@ -562,8 +562,8 @@ START_TEST(test_dup)
 
 	/* a SET on the copy leaves the original alone */
 	ck_assert(cfg_setting_apply(d, cfg_setting_find("admin_users"), "alice", &err));
-	ck_assert_str_eq(c->admin_users, "root");
-	ck_assert_str_eq(d->admin_users, "alice");
+	ck_assert_str_eq(c->auth.admin_users, "root");
+	ck_assert_str_eq(d->auth.admin_users, "alice");
 	cfg_unref(c);
 	ck_assert_str_eq(cfg_database_find(d, "a")->dbname, "d");
 	cfg_unref(d);
@@ -578,10 +578,10 @@ START_TEST(test_refcount_and_current)
 	ck_assert_ptr_null(cfg_current());
 	cfg_set_current(a);
 	ck_assert_int_eq(a->refcount, 2);
-	ck_assert_int_eq(cfg_current()->listen_port, 1111);
+	ck_assert_int_eq(cfg_current()->proc.listen_port, 1111);
 	cfg_set_current(b);
 	ck_assert_int_eq(a->refcount, 1);
-	ck_assert_int_eq(cfg_current()->listen_port, 2222);
+	ck_assert_int_eq(cfg_current()->proc.listen_port, 2222);
 	cfg_ref(b);
 	ck_assert_int_eq(b->refcount, 3);
 	cfg_unref(b);
@@ -1009,11 +1009,11 @@ START_TEST(test_include)
 	top = write_tmp("top.ini", text);
 	c = cfg_load(top, &err);
 	ck_assert_msg(c != NULL, "%s", err.message);
-	ck_assert_int_eq(c->listen_port, 7100);
-	ck_assert_int_eq(c->max_client_conn, 88);
+	ck_assert_int_eq(c->proc.listen_port, 7100);
+	ck_assert_int_eq(c->pool.max_client_conn, 88);
 	ck_assert_ptr_nonnull(cfg_database_find(c, "from_inner"));
 	ck_assert_str_eq(c->path, top);
-	ck_assert_str_eq(c->conffile, top);
+	ck_assert_str_eq(c->proc.conffile, top);
 	cfg_unref(c);
 }
 END_TEST
@@ -1028,7 +1028,7 @@ START_TEST(test_include_relative_to_cwd)
 	ck_assert_int_eq(chdir(tmpdir), 0);
 	c = load_ok("%include rel.ini\n");
 	ck_assert_int_eq(chdir(old), 0);
-	ck_assert_int_eq(c->listen_port, 7200);
+	ck_assert_int_eq(c->proc.listen_port, 7200);
 	cfg_unref(c);
 }
 END_TEST
@@ -1087,14 +1087,14 @@ START_TEST(test_reload_from_conffile)
 	path = write_tmp("first.ini", text);
 	old = cfg_load(path, &err);
 	ck_assert_msg(old != NULL, "%s", err.message);
-	ck_assert_str_eq(old->conffile, other);
+	ck_assert_str_eq(old->proc.conffile, other);
 
 	/* the reload reads conffile, keeps listen_port (not reloadable) */
 	next = cfg_reload(old, &err);
 	ck_assert_msg(next != NULL, "%s", err.message);
-	ck_assert_int_eq(next->listen_port, 8000);
-	ck_assert_int_eq(next->max_client_conn, 3);
-	ck_assert_str_eq(next->conffile, other);
+	ck_assert_int_eq(next->proc.listen_port, 8000);
+	ck_assert_int_eq(next->pool.max_client_conn, 3);
+	ck_assert_str_eq(next->proc.conffile, other);
 
 	/* a broken file: NULL, the error names the line, the old config is untouched */
 	write_tmp("other.ini", "[pgbouncer]\nmax_client_conn = 4\nbogus = 1\n");
@@ -1104,7 +1104,7 @@ START_TEST(test_reload_from_conffile)
 	ck_assert_ptr_null(next);
 	snprintf(text, sizeof(text), "%s:3", other);
 	ck_assert_str_eq(err.where, text);
-	ck_assert_int_eq(old->max_client_conn, 3);
+	ck_assert_int_eq(old->pool.max_client_conn, 3);
 	cfg_unref(old);
 }
 END_TEST
@@ -1127,7 +1127,7 @@ START_TEST(test_include_depth)
 	snprintf(text, sizeof(text), "%s/d1.ini", tmpdir);
 	c = cfg_load(text, &err);
 	ck_assert_msg(c != NULL, "%s", err.message);
-	ck_assert_int_eq(c->listen_port, 7400);
+	ck_assert_int_eq(c->proc.listen_port, 7400);
 	cfg_unref(c);
 	snprintf(text, sizeof(text), "%s/d0.ini", tmpdir);
 	ck_assert_ptr_null(cfg_load(text, &err));
@@ -1152,9 +1152,9 @@ START_TEST(test_reload_helpers)
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(changed[0]->name, "listen_port");
 	ck_assert_str_eq(changed[1]->name, "unix_socket_dir");
-	ck_assert_int_eq(next->listen_port, 7000);
-	ck_assert_str_eq(next->unix_socket_dir, "/a");
-	ck_assert_int_eq(next->max_client_conn, 20);
+	ck_assert_int_eq(next->proc.listen_port, 7000);
+	ck_assert_str_eq(next->proc.unix_socket_dir, "/a");
+	ck_assert_int_eq(next->pool.max_client_conn, 20);
 	ck_assert(cfg_keep_not_reloadable(next, old, NULL, 0, &n));
 	ck_assert_uint_eq(n, 0);
 	cfg_unref(old);
@@ -1198,12 +1198,12 @@ START_TEST(test_job_name_alias)
 {
 	struct cfg *c = load_ok("[pgbouncer]\nservice_name = one\n");
 
-	ck_assert_str_eq(c->job_name, "one");
-	ck_assert_str_eq(c->service_name, "one");
+	ck_assert_str_eq(c->proc.job_name, "one");
+	ck_assert_str_eq(c->proc.service_name, "one");
 	cfg_unref(c);
 	c = load_ok("[pgbouncer]\nservice_name = one\njob_name = two\n");
-	ck_assert_str_eq(c->job_name, "two");
-	ck_assert_str_eq(c->service_name, "two");
+	ck_assert_str_eq(c->proc.job_name, "two");
+	ck_assert_str_eq(c->proc.service_name, "two");
 	cfg_unref(c);
 }
 END_TEST
@@ -1213,7 +1213,7 @@ START_TEST(test_workers_auto_and_enums)
 	struct cfg *c = load_ok("[neki]\nworkers = 0\n");
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
-	ck_assert_int_eq(c->workers, ncpu < 1 ? 1 : (ncpu > 1024 ? 1024 : ncpu));
+	ck_assert_int_eq(c->neki.workers, ncpu < 1 ? 1 : (ncpu > 1024 ? 1024 : ncpu));
 	cfg_unref(c);
 	ck_assert_str_eq(cfg_pool_mode_str(CFG_POOL_TRANSACTION), "transaction");
 	ck_assert_str_eq(cfg_pool_mode_str(CFG_POOL_UNSET), "unset");
@@ -1359,7 +1359,7 @@ START_TEST(test_sample_loads)
 			ck_assert_msg(!cfg_setting_changed(c, d, &tab[i]),
 				      "uncommented %s is not its default", tab[i].name);
 	}
-	ck_assert_str_eq(c->conffile, "t.ini");
+	ck_assert_str_eq(c->proc.conffile, "t.ini");
 	ck_assert_uint_ge(c->n_databases, 4);
 	ck_assert_ptr_nonnull(cfg_database_auto(c));
 	ck_assert_uint_ge(c->n_users, 1);

@@ -580,16 +580,16 @@ START_TEST(test_process_resolver)
 	struct ans a;
 
 	memset(&c, 0, sizeof(c));
-	c.dns_max_ttl = 15;
-	c.dns_nxdomain_ttl = 15;
-	c.resolv_conf = resolv;
+	c.dns.dns_max_ttl = 15;
+	c.dns.dns_nxdomain_ttl = 15;
+	c.proc.resolv_conf = resolv;
 	ck_assert_ptr_null(dns_process());
 	dns_process_reload(&c);		/* no resolver yet: nothing happens */
 	ck_assert(dns_process_init(base, &c, &err));
 	ck_assert_ptr_nonnull(dns_process());
 	a = resolve(dns_process(), "127.0.0.1", 5);
 	ck_assert(a.ok);
-	c.dns_zone_check_period = 1;
+	c.dns.dns_zone_check_period = 1;
 	dns_process_reload(&c);
 	dns_process_free();
 	ck_assert_ptr_null(dns_process());

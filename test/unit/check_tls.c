@@ -767,17 +767,17 @@ cfg_fill(void)
 	snprintf(key, sizeof(key), "%s", path("live.key"));
 	snprintf(cert, sizeof(cert), "%s", path("live.crt"));
 	snprintf(ca, sizeof(ca), "%s", path("ca.crt"));
-	tcfg.client_tls_sslmode = CFG_SSL_REQUIRE;
-	tcfg.client_tls_key_file = key;
-	tcfg.client_tls_cert_file = cert;
-	tcfg.client_tls_protocols = "secure";
-	tcfg.client_tls_ciphers = "default";
-	tcfg.client_tls_ecdhcurve = "auto";
-	tcfg.client_tls_dheparams = "auto";
-	tcfg.server_tls_sslmode = CFG_SSL_VERIFY_FULL;
-	tcfg.server_tls_ca_file = ca;
-	tcfg.server_tls_protocols = "secure";
-	tcfg.server_tls_ciphers = "default";
+	tcfg.tls.client_tls_sslmode = CFG_SSL_REQUIRE;
+	tcfg.tls.client_tls_key_file = key;
+	tcfg.tls.client_tls_cert_file = cert;
+	tcfg.tls.client_tls_protocols = "secure";
+	tcfg.tls.client_tls_ciphers = "default";
+	tcfg.tls.client_tls_ecdhcurve = "auto";
+	tcfg.tls.client_tls_dheparams = "auto";
+	tcfg.tls.server_tls_sslmode = CFG_SSL_VERIFY_FULL;
+	tcfg.tls.server_tls_ca_file = ca;
+	tcfg.tls.server_tls_protocols = "secure";
+	tcfg.tls.server_tls_ciphers = "default";
 }
 
 /* A fresh acc/con pair using the current contexts; returns the server certificate's CN. */
@@ -823,7 +823,7 @@ START_TEST(test_reload)
 	ck_assert(!changed);
 	ck_assert_ptr_null(tls_client_ctx());
 	ck_assert(tls_check(&tcfg, &err));
-	tcfg.client_tls_key_file = tcfg.server_tls_ca_file;	/* a certificate, not a key */
+	tcfg.tls.client_tls_key_file = tcfg.tls.server_tls_ca_file;	/* a certificate, not a key */
 	ck_assert(!tls_check(&tcfg, &err));
 	ck_assert_msg(strncmp(err.message, "failed to load private key file \"", 33) == 0, "%s",
 		      err.message);
@@ -858,7 +858,7 @@ START_TEST(test_reload)
 	ck_assert_str_eq(cn, "localhost2");
 
 	/* server-side settings changed: reported for a RECONNECT */
-	tcfg.server_tls_sslmode = CFG_SSL_REQUIRE;
+	tcfg.tls.server_tls_sslmode = CFG_SSL_REQUIRE;
 	sh("cp %s %s", path("server2.key"), path("live.key"));
 	ck_assert(tls_reload(&tcfg, &changed, &err));
 	ck_assert(changed);
