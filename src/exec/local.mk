@@ -7,7 +7,7 @@ libneki_a_SOURCES += src/exec/route.c src/exec/route_exec.c src/exec/route_sql.c
 	src/exec/route_pull.c src/exec/route_insel.c src/exec/route_insel_sql.c \
 	src/exec/route_sets.c src/exec/route_hold.c src/exec/route_end.c src/exec/route_tx.c \
 	src/exec/route_client.c src/exec/route_target.c src/exec/route_ddl.c src/exec/route_explain.c \
-	src/exec/route_access.c src/exec/route_compose.c src/exec/route_subq.c \
+	src/exec/route_access.c src/exec/route_compose.c src/exec/route_subq.c src/exec/route_pushdown.c \
 	src/exec/route_svp.c src/exec/route_2pc.c src/exec/route_gsi.c \
 	src/exec/route_deadlock.c
 # links a session holds across transactions (LISTEN, advisory locks) and notifications
@@ -21,4 +21,5 @@ noinst_HEADERS += include/neki/exec.h src/exec/route_int.h src/exec/route_oids.h
 	src/exec/route_hold.h src/exec/route_ext.h src/exec/route_sets.h src/exec/route_prep.h \
 	src/exec/route_merge.h src/exec/route_portal.h src/exec/route_cursor.h \
 	src/exec/route_pull.h src/exec/route_seq.h src/exec/route_pin.h src/exec/route_listen.h \
-	src/exec/route_insel.h src/exec/route_copy.h src/exec/route_ddl.h src/exec/route_exec.h
+	src/exec/route_insel.h src/exec/route_copy.h src/exec/route_ddl.h src/exec/route_exec.h \
+	src/exec/route_pushdown.h

@@ -808,7 +808,7 @@ stmt_run(struct route *r, const char *sql, bool multi, const struct plan_param *
 			 st->kind == STMT_EXPLAIN)
 			rc = route_subq_explained(r, st, sql, &norm, &in, &p, &err);
 		else if (!planned && (p.materialize > 0 || p.broadcast > 0))
-			rc = route_subq_start(r, st, sql, &norm, &p, &err);
+			rc = route_subq_start(r, st, sql, &norm, &p, &in, &err);
 		else if (!planned || ((p.nfills > 0 || p.nnextvals > 0) &&
 				      (sq = route_seq_plan(r, &in, &p, &sql, &err)) ==
 				      ROUTE_SEQ_FAILED))

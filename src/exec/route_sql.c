@@ -54,6 +54,47 @@ rsql_word_at(const char *sql, const char *p, const char *word)
 	       (p == sql || (!isalnum((unsigned char)p[-1]) && p[-1] != '_'));
 }
 
+/* The keywords that end a WHERE condition at its level. */
+static const char *const rsql_where_ends[] = {
+	"group", "having", "window", "order", "limit", "offset", "fetch", "for", "union",
+	"intersect", "except", "returning",
+};
+
+/* route_sql_clause_at: see route_sqltext.h. */
+bool
+route_sql_clause_at(const char *sql, const char *p)
+{
+	if (p > sql && sql_ident_char(p[-1]))
+		return false;
+	for (size_t i = 0; i < NK_ARRAY_LEN(rsql_where_ends); i++) {
+		size_t n = strlen(rsql_where_ends[i]);
+
+		if (strncasecmp(p, rsql_where_ends[i], n) == 0 && !sql_ident_char(p[n]))
+			return true;
+	}
+	return false;
+}
+
+/* route_sql_where_end: see route_sqltext.h. */
+const char *
+route_sql_where_end(const char *sql, const char *p)
+{
+	int depth = 0;
+
+	for (; *p != '\0' && *p != ';' && !(*p == ')' && depth == 0); p++) {
+		const char *q = sql_skip_item(sql, p);
+
+		if (q != p) {
+			p = q - 1;
+			continue;
+		}
+		depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+		if (depth == 0 && route_sql_clause_at(sql, p))
+			return p;
+	}
+	return p;
+}
+
 /* The first top-level VALUES keyword of <sql>, or NULL. */
 static const char *
 rsql_find_values(const char *sql)

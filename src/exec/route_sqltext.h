@@ -41,6 +41,11 @@ char *route_sql_inline_literals(const char *text, const struct parse_norm *norm,
 char *route_sql_inline_slots(const char *text, const struct parse_norm *norm, const char *src,
 			     const struct plan_param *params, uint32_t nparams, bool *has_null,
 			     struct nk_error *err);
+/* Does a clause keyword that ends a WHERE condition (GROUP, ORDER, LIMIT, UNION, ...)
+ * start at <p> of <sql>? The end of a WHERE condition starting at <p>: the first such
+ * keyword, ';' or closing parenthesis of its level. */
+bool route_sql_clause_at(const char *sql, const char *p);
+const char *route_sql_where_end(const char *sql, const char *p);
 /* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
 void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
 

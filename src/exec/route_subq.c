@@ -41,6 +41,7 @@
 #include "route_exec.h"
 #include "route_gsi.h"
 #include "route_pull.h"
+#include "route_pushdown.h"
 #include "route_sqltext.h"
 #include "route_subq.h"
 
@@ -412,31 +413,6 @@ rel_name_end(const char *sql, const struct stmt_rel *rel)
 	return e == p ? NULL : e;
 }
 
-/* The end of a WHERE condition starting at <p>: the first clause keyword, ';' or closing
- * parenthesis of its level. */
-static const char *
-where_end(const char *sql, const char *p)
-{
-	static const char *const next[] = { "group", "having", "window", "order", "limit",
-					     "offset", "fetch", "for", "union", "intersect",
-					     "except", "returning" };
-	int depth = 0;
-
-	for (; *p != '\0' && *p != ';' && !(*p == ')' && depth == 0); p++) {
-		const char *q = sql_skip_item(sql, p);
-
-		if (q != p) {
-			p = q - 1;
-			continue;
-		}
-		depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
-		if (depth == 0 && (p == sql || !sql_ident_char(p[-1])) &&
-		    word_at(p, next, NK_ARRAY_LEN(next)))
-			return p;
-	}
-	return p;
-}
-
 /* Does [p, e) hold word <w>? */
 static bool
 holds_word(const char *sql, const char *p, const char *e, const char *w)
@@ -484,7 +460,7 @@ top_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e, c
 	if (!word_at(p, where, 1))
 		return false;
 	*ws = past_blanks(sql, p + 5);
-	*we = where_end(sql, *ws);
+	*we = route_sql_where_end(sql, *ws);
 	while (*we > *ws && ((*we)[-1] == ' ' || (*we)[-1] == '\t' || (*we)[-1] == '\n'))
 		(*we)--;
 	return !holds_word(sql, *ws, *we, "select");
@@ -498,7 +474,8 @@ top_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e, c
  * text after *<rest> has it). */
 static char *
 table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **rest,
-	     char **alias, const struct plan_param *params, uint32_t nparams)
+	     char **alias, const struct plan_param *params, uint32_t nparams,
+	     const struct plan_input *in)
 {
 	const struct stmt_rel *rel = &own->rels[ri];
 	const char *p = sql + rel->loc, *e = rel_name_end(sql, rel), *ws = NULL, *we = NULL;
@@ -518,6 +495,8 @@ table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **
 		cond = inlined;
 		ws = we = NULL;	/* (the statement keeps its WHERE) */
 	}
+	if (cond == NULL && ws == NULL)	/* (a join: the conjuncts of this table only) */
+		cond = route_pushdown_where(sql, own, ri, e, in, params, nparams);
 	if (cond != NULL) {
 		n = asprintf(&out, "SELECT * FROM %.*s%s%s WHERE %s%s", (int)(e - p), p,
 			     rel->alias ? " AS " : "", rel->alias ? *alias : "", cond,
@@ -542,12 +521,13 @@ table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **
 /* The statement's text with table stmt.rels[<ri>] read as the derived table `(SELECT * FROM
  * name ...) AS alias` (table_select(); malloc'd), or NULL. */
 static char *
-wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint32_t ri)
+wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint32_t ri,
+	    const struct plan_input *in)
 {
 	const char *rest, *p = sql + own->rels[ri].loc;
 	char *alias, *first = table_select(sql, own, ri, &rest, &alias,
 					   r->x.ext_exec ? r->x.ext_params : NULL,
-					   r->x.ext_exec ? r->x.ext_nparams : 0), *out;
+					   r->x.ext_exec ? r->x.ext_nparams : 0, in), *out;
 	int n;
 
 	if (first == NULL)
@@ -670,7 +650,7 @@ route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
 		const char *rest;
 		char *alias;
 
-		first = table_select(sql, inner, p->broadcast - 1, &rest, &alias, NULL, 0);
+		first = table_select(sql, inner, p->broadcast - 1, &rest, &alias, NULL, 0, in);
 		free(alias);
 	}
 	if (first == NULL || (f = nk_memstream(&out, &len)) == NULL) {
@@ -708,7 +688,7 @@ route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
 enum rstep
 route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 		 const struct parse_norm *norm, const struct plan *p,
-		 const struct nk_error *refusal)
+		 const struct plan_input *in, const struct nk_error *refusal)
 {
 	struct rsubq *q = r->x.subq;
 	const struct stmt *own = st;
@@ -727,7 +707,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 		own = own->cursor->query;	/* DECLARE: its query's (offsets in <sql>) */
 	if (own != NULL && p->materialize == 0 && p->broadcast > 0 &&
 	    p->broadcast <= own->nrels) {	/* the table as a derived table, planned again */
-		if ((q = subq_next(r, sql, wrapped_sql(r, sql, own, p->broadcast - 1),
+		if ((q = subq_next(r, sql, wrapped_sql(r, sql, own, p->broadcast - 1, in),
 				   &err)) == NULL)
 			return route_fail(r, refusal);
 		subq_resume(r);

@@ -22,13 +22,14 @@ struct stmt;
  * subquery of scope plan.materialize (run it on its own, its answer kept, then the
  * statement again with its rows in its place), or for the rows of table plan.broadcast
  * (the statement again with that table read as a derived table, which the next round
- * evaluates). RSTEP_ASYNC, or RSTEP_STOP after route_fail() with <refusal> (a subquery
+ * evaluates; with the conjuncts of its WHERE that <in>'s catalog shows read only that
+ * table: route_pushdown_where()). RSTEP_ASYNC, or RSTEP_STOP after route_fail() with <refusal> (a subquery
  * with a bound parameter or inside the one evaluated, too many rounds, a text the subquery
  * cannot be found in).
  */
 enum rstep route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 			    const struct parse_norm *norm, const struct plan *p,
-			    const struct nk_error *refusal);
+			    const struct plan_input *in, const struct nk_error *refusal);
 /*
  * EXPLAIN (NEKI_PLAN) <st> (text <sql>) whose explained statement was refused as <p> names:
  * the part the router would evaluate first, with its own plan (planned with <in>'s image,

@@ -27,6 +27,7 @@
 #include "neki/normalize.h"
 #include "neki/rarena.h"
 #include "../../src/exec/route_int.h"
+#include "../../src/exec/route_pushdown.h"
 #include "../../src/exec/route_sqltext.h"
 #include "evloop.h"
 #include "suites.h"
@@ -352,6 +353,107 @@ START_TEST(test_inline_texts)
 }
 END_TEST
 
+/* The fake catalog of the pushdown test: orders (id, status, total), customers (id, name). */
+static uint32_t
+fake_column_type(void *arg, const char *schema, const char *table, const char *column)
+{
+	static const char *const orders[] = { "id", "status", "total", "customer_id" };
+	static const char *const customers[] = { "id", "name", "country" };
+	bool o = strcmp(table, "orders") == 0;
+	const char *const *cols = o ? orders : customers;
+	size_t n = o ? NK_ARRAY_LEN(orders) : NK_ARRAY_LEN(customers);
+
+	(void)arg;
+	(void)schema;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(cols[i], column) == 0)
+			return 23;
+	return 0;
+}
+
+/* What route_pushdown_where() takes of <sql>'s WHERE for its table named <table>. */
+static char *
+pushed(const char *sql, const char *table)
+{
+	struct plan_catalog cat = { .column_type = fake_column_type };
+	struct plan_session sess = { .schema = "public" };
+	struct plan_input in = { .cat = &cat, .sess = &sess };
+	struct rarena *a = rarena_new();
+	struct parse_norm norm;
+	struct nk_error err;
+	const struct stmt *st;
+	char *out = NULL;
+
+	ck_assert(parse_normalize(a, sql, &norm));
+	ck_assert_ptr_nonnull(st = parse_statement(a, sql, &norm, &err));
+	for (uint32_t i = 0; i < st->nrels; i++) {
+		const struct stmt_rel *rel = &st->rels[i];
+		const char *e = sql + rel->loc + strlen(rel->name);
+
+		if (strcmp(rel->name, table) == 0 && rel->loc >= 0)
+			out = route_pushdown_where(sql, st, i, e, &in, NULL, 0);
+	}
+	rarena_free(a);
+	return out;
+}
+
+static void
+expect_pushed(const char *where, const char *want)
+{
+	char sql[512];
+	char *got;
+
+	snprintf(sql, sizeof(sql), "SELECT * FROM customers c JOIN orders o ON o.id = c.id * 10 "
+		 "%s", where);
+	got = pushed(sql, "orders");
+	if (want == NULL)
+		ck_assert_msg(got == NULL, "%s: took %s", where, got);
+	else
+		ck_assert_msg(got != NULL && strcmp(got, want) == 0, "%s: took %s, not %s", where,
+			      got ? got : "nothing", want);
+	free(got);
+}
+
+/* Of a join's WHERE, the conjuncts that read only the table read first go into its read;
+ * another table's column, a volatile call, an OR at the top, the nullable side: nothing. */
+START_TEST(test_pushdown_conjuncts)
+{
+	char *got;
+
+	expect_pushed("WHERE o.total > 20 AND c.name <> 'x'", "(o.total > 20)");
+	expect_pushed("WHERE total > 20 AND status = 'paid' ORDER BY 1",
+		      "(total > 20) AND (status = 'paid')");
+	expect_pushed("WHERE o.total BETWEEN 10 AND 50 AND c.id > 1", "(o.total BETWEEN 10 AND 50)");
+	expect_pushed("WHERE lower(o.status) IN ('a', 'b') AND o.total::int >= 5",
+		      "(lower(o.status) IN ('a', 'b')) AND (o.total::int >= 5)");
+	expect_pushed("WHERE CAST(o.total AS numeric(10, 2)) > 20",
+		      "(CAST(o.total AS numeric(10, 2)) > 20)");
+	expect_pushed("WHERE CASE WHEN o.total > 1 AND o.id < 5 THEN true END",
+		      "(CASE WHEN o.total > 1 AND o.id < 5 THEN true END)");
+	expect_pushed("WHERE o.status = 'a AND b' /* AND c.id = 1 */ AND o.total IS NULL",
+		      "(o.status = 'a AND b' /* AND c.id = 1 */) AND (o.total IS NULL)");
+	expect_pushed("WHERE o.status = 'x' -- AND c.id\n AND o.id > date '2024-01-01' - 5",
+		      "(o.status = 'x' -- AND c.id\n) AND (o.id > date '2024-01-01' - 5)");
+	expect_pushed("WHERE o.total > c.id", NULL);
+	expect_pushed("WHERE name <> 'x' AND o.status = 'new'", "(o.status = 'new')");
+	expect_pushed("WHERE random() < 2 AND o.status = 'paid'", "(o.status = 'paid')");
+	expect_pushed("WHERE o.total > 20 OR c.id = 1", NULL);
+	expect_pushed("WHERE o.id IN (SELECT 1) AND o.x = 1 AND public.o.id = 1", NULL);
+	expect_pushed("GROUP BY 1", NULL);
+	expect_pushed("WHERE \"end\" > 1 AND \"lower\"(o.status) = 'x' AND \"total\" > 2",
+		      "(\"total\" > 2)");
+	got = pushed("SELECT * FROM customers c LEFT JOIN orders o ON o.id = c.id WHERE "
+		     "o.status = 'x'", "orders");
+	ck_assert_ptr_null(got);
+	got = pushed("SELECT * FROM (SELECT * FROM orders) s, customers c WHERE s.id = 1 AND "
+		     "c.id = 2", "orders");
+	ck_assert_ptr_null(got);	/* (its level, the derived table, has no WHERE) */
+	got = pushed("SELECT 1 FROM customers c, orders WHERE orders.total > 1", "orders");
+	ck_assert_str_eq(got, "(orders.total > 1)");
+	free(got);
+}
+END_TEST
+
 Suite *
 exec_suite(void)
 {
@@ -367,6 +469,7 @@ exec_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("texts");
 	tcase_add_test(tc, test_inline_texts);
+	tcase_add_test(tc, test_pushdown_conjuncts);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,375 @@
+/*
+ * route_pushdown.c - the filters that go with a table the router reads first. A table that
+ * the shards cannot join (a join off the shard key) is read through the router as `(SELECT
+ * * FROM name AS alias WHERE ...)` (route_subq.c): the conjuncts of its query level's WHERE
+ * that read only that table's columns go into that read, so only the rows the statement can
+ * keep come through the router, as Postgres applies a restriction at the table's scan.
+ *
+ * A conjunct is taken only when it is known to mean the same inside the read as in the
+ * statement: every word of it is an SQL keyword, an immutable function, a type name after
+ * `::` / AS, or a column the catalog finds in the table (unqualified: in the statement it
+ * resolves to that table's column, or the statement is ambiguous and fails either way;
+ * qualified: by the table's alias, or its name when it has none). Anything else (a
+ * subquery, another table's or the outer query's column, a volatile or unknown call, a word
+ * this reader does not know) leaves the conjunct in the statement only. The statement keeps
+ * its whole WHERE, so a conjunct copied into the read is applied twice to the same values.
+ */
+#include "neki/base.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "neki/memstream.h"
+#include "neki/sqlscan.h"
+#include "route_pushdown.h"
+#include "route_sqltext.h"
+
+#define PD_WORD_MAX 64
+
+/* The words that may stand in a conjunct: SQL's keywords of expressions. */
+static const char *const pd_keywords[] = {
+	"and", "or", "not", "is", "null", "true", "false", "unknown", "like", "ilike",
+	"similar", "to", "escape", "between", "symmetric", "asymmetric", "in", "case", "when",
+	"then", "else", "end", "distinct", "from", "isnull", "notnull", "any", "all", "some",
+	"array", "collate", "at", "for", "leading", "trailing", "both", "cast", "as",
+};
+
+/* Words that are keywords next to a constant or another of them (`date '2024-01-01'`,
+ * `interval '3' month`, `extract(year from d)`, `at time zone`), else maybe columns. */
+static const char *const pd_context_words[] = {
+	"date", "time", "timestamp", "interval", "year", "month", "day", "hour", "minute",
+	"second", "zone",
+};
+
+/* Calls that give the same result for the same arguments (and the expression forms written
+ * as calls), so evaluating them in the read and again in the statement changes nothing. */
+static const char *const pd_calls[] = {
+	"in", "any", "all", "some", "and", "or", "not", "cast", "coalesce", "nullif",
+	"greatest", "least", "extract", "date_part", "position", "substring", "substr", "trim",
+	"btrim", "ltrim", "rtrim", "overlay", "lower", "upper", "length", "char_length",
+	"character_length", "octet_length", "abs", "round", "trunc", "floor", "ceil", "ceiling",
+	"mod", "left", "right", "lpad", "rpad", "replace", "strpos", "sqrt", "power", "sign",
+	"md5",
+};
+
+/* The words a type name may go on with (`double precision`, `timestamp with time zone`). */
+static const char *const pd_type_words[] = {
+	"precision", "varying", "with", "without", "time", "zone",
+};
+
+static bool
+in_list(const char *w, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(w, list[i]) == 0)
+			return true;
+	return false;
+}
+
+/* A word of SQL (or a "quoted" name) at <p> of <sql>, <e> the end of the span read:
+ * folded to lower case unless quoted, into <w>. The end of it, or NULL when none is there
+ * (or it is longer than a name). */
+static const char *
+read_word(const char *sql, const char *p, const char *e, char *w)
+{
+	const char *q = sql_skip_item(sql, p);
+	size_t n = 0;
+
+	if (*p == '"' && q != p) {
+		for (const char *c = p + 1; c < q - 1 && n + 1 < PD_WORD_MAX; c++) {
+			w[n++] = *c;
+			c += c[0] == '"';	/* ("" is a quote) */
+		}
+		w[n] = '\0';
+		return q <= e ? q : NULL;
+	}
+	if (!sql_ident_char(*p) || isdigit((unsigned char)*p) || *p == '$')
+		return NULL;
+	for (q = p; q < e && sql_ident_char(*q); q++) {
+		if (n + 1 >= PD_WORD_MAX)
+			return NULL;
+		w[n++] = (char)tolower((unsigned char)*q);
+	}
+	w[n] = '\0';
+	return q;
+}
+
+static const char *
+blanks(const char *sql, const char *p, const char *e)
+{
+	while (p < e) {
+		const char *q = sql_skip_item(sql, p);
+
+		if (q != p && (p[0] == '-' || p[0] == '/'))	/* a comment */
+			p = q;
+		else if (isspace((unsigned char)*p))
+			p++;
+		else
+			break;
+	}
+	return p;
+}
+
+/* A type name at <p> (after `::` or AS): the end of it, or NULL when there is none. */
+static const char *
+past_type(const char *sql, const char *p, const char *e)
+{
+	char w[PD_WORD_MAX];
+	const char *q;
+
+	if ((q = read_word(sql, blanks(sql, p, e), e, w)) == NULL)
+		return NULL;
+	while (*(p = blanks(sql, q, e)) == '.' && (q = read_word(sql, blanks(sql, p + 1, e), e,
+								  w)) != NULL)
+		;
+	if (*p == '(') {		/* numeric(10, 2) */
+		while (p < e && *p != ')')
+			p++;
+		p = p < e ? p + 1 : p;
+	}
+	for (;;) {
+		p = blanks(sql, p, e);
+		if (p + 1 < e && p[0] == '[' && p[1] == ']')
+			p += 2;
+		else if ((q = read_word(sql, p, e, w)) != NULL &&
+			 in_list(w, pd_type_words, NK_ARRAY_LEN(pd_type_words)))
+			p = q;
+		else
+			return p;
+	}
+}
+
+/* What a conjunct is read against: the table and the name that qualifies its columns. */
+struct pd_table {
+	const struct stmt_rel *rel;
+	const char *schema;		/* its schema, or the session's first */
+	const struct plan_catalog *cat;
+};
+
+static bool
+is_column(const struct pd_table *t, const char *name)
+{
+	return t->cat->column_type != NULL &&
+	       t->cat->column_type(t->cat->arg, t->schema, t->rel->name, name) != 0;
+}
+
+/* Word <w> ending at <q> of a conjunct ending at <e> ("quoted" when <quoted>: a name, never
+ * a keyword): may it stand there? *<next> is where reading goes on. <prev_const>: the item
+ * before was a constant; <prev>: the word before. */
+static bool
+word_ok(const struct pd_table *t, const char *sql, const char *w, bool quoted, const char *q,
+	const char *e, bool prev_const, const char *prev, const char **next)
+{
+	const char *n = blanks(sql, q, e);
+	char w2[PD_WORD_MAX];
+
+	*next = q;
+	if (*n == '.') {		/* qualifier.column */
+		const char *own = t->rel->alias ? t->rel->alias : t->rel->name;
+		const char *c = read_word(sql, blanks(sql, n + 1, e), e, w2);
+
+		if (c == NULL || strcmp(w, own) != 0 || *blanks(sql, c, e) == '.' ||
+		    !is_column(t, w2))
+			return false;
+		*next = c;
+		return true;
+	}
+	if (quoted)
+		return *n != '(' && is_column(t, w);
+	if (*n == '(')
+		return in_list(w, pd_calls, NK_ARRAY_LEN(pd_calls));
+	if (strcmp(w, "as") == 0)
+		return (*next = past_type(sql, q, e)) != NULL;
+	if (in_list(w, pd_keywords, NK_ARRAY_LEN(pd_keywords)))
+		return true;
+	if (in_list(w, pd_context_words, NK_ARRAY_LEN(pd_context_words))) {
+		const char *c = read_word(sql, n, e, w2);
+		static const char *const before[] = { "to", "time", "at" };
+		static const char *const after[] = { "from", "zone", "to", "with", "without" };
+
+		if (*n == '\'' || prev_const || in_list(prev, before, NK_ARRAY_LEN(before)) ||
+		    (c != NULL && in_list(w2, after, NK_ARRAY_LEN(after))))
+			return true;
+	}
+	return is_column(t, w);
+}
+
+/* May conjunct [p, e) of <sql> filter table <t>'s rows on their own? */
+static bool
+conjunct_ok(const struct pd_table *t, const char *sql, const char *p, const char *e)
+{
+	char w[PD_WORD_MAX], prev[PD_WORD_MAX] = "";
+	bool prev_const = false;
+
+	while ((p = blanks(sql, p, e)) < e) {
+		const char *q = sql_skip_item(sql, p);
+
+		if (q != p && *p != '"') {		/* a string constant */
+			p = q;
+			prev_const = true;
+			continue;
+		}
+		if (p[0] == ':' && p + 1 < e && p[1] == ':') {
+			if ((p = past_type(sql, p + 2, e)) == NULL)
+				return false;
+			prev_const = false;
+			continue;
+		}
+		if (*p == ';')
+			return false;
+		if ((q = read_word(sql, p, e, w)) == NULL) {	/* an operator, a number, $n */
+			p++;
+			while (p < e && isdigit((unsigned char)p[-1]) && sql_ident_char(*p))
+				p++;	/* (1e5, $12: not a word) */
+			prev_const = false;
+			continue;
+		}
+		if (!word_ok(t, sql, w, *p == '"', q, e, prev_const, prev, &p))
+			return false;
+		memcpy(prev, w, sizeof(prev));
+		prev_const = false;
+	}
+	return true;
+}
+
+/* The WHERE condition of the query level whose FROM list goes on after <e>: its span
+ * [*ws, *we), or false when that level has none (a clause keyword, its closing
+ * parenthesis or the end comes first). */
+static bool
+level_where(const char *sql, const char *e, const char **ws, const char **we)
+{
+	int depth = 0;
+
+	for (const char *p = e; *p != '\0' && *p != ';'; p++) {
+		const char *q = sql_skip_item(sql, p);
+		char w[PD_WORD_MAX];
+
+		if (q != p) {
+			p = q - 1;
+			continue;
+		}
+		if (*p == '(' || *p == ')') {
+			if ((depth += *p == '(' ? 1 : -1) < 0)
+				return false;
+			continue;
+		}
+		if (depth != 0 || (p > sql && sql_ident_char(p[-1])) ||
+		    (q = read_word(sql, p, p + PD_WORD_MAX, w)) == NULL)
+			continue;
+		if (strcmp(w, "where") == 0) {
+			*ws = q;
+			*we = route_sql_where_end(sql, q);
+			return true;
+		}
+		if (route_sql_clause_at(sql, p))
+			return false;
+		p = q - 1;
+	}
+	return false;
+}
+
+/* Append conjunct [p, e) as `(c)` to <f> (its bound values written in): false when it
+ * cannot be (a value the router cannot read) or on no memory. */
+static bool
+put_conjunct(FILE *f, bool first, const char *p, const char *e,
+	     const struct plan_param *params, uint32_t nparams)
+{
+	struct nk_error err;
+	char *c, *inl;
+
+	while (p < e && isspace((unsigned char)*p))
+		p++;
+	while (e > p && isspace((unsigned char)e[-1]))
+		e--;
+	c = strndup(p, (size_t)(e - p));
+
+	if (c == NULL)
+		return false;
+	if (route_sql_has_param(c, 0, strlen(c))) {
+		inl = params != NULL ? route_sql_inline_params(c, params, nparams, &err) : NULL;
+		free(c);
+		if ((c = inl) == NULL)
+			return false;
+	}
+	fprintf(f, "%s(%s%s)", first ? "" : " AND ", c, strstr(c, "--") ? "\n" : "");
+	free(c);
+	return true;
+}
+
+/* The conjuncts of WHERE span [p, we) that table <t> may take, written to <f>; their count,
+ * or -1 when the WHERE is an OR at its top (it has no conjuncts of its own). */
+static int
+put_conjuncts(FILE *f, const struct pd_table *t, const char *sql, const char *p,
+	      const char *we, const struct plan_param *params, uint32_t nparams)
+{
+	const char *start = p;
+	int depth = 0, cases = 0, n = 0;
+	bool between = false;
+
+	for (;; p++) {
+		const char *q = p < we ? sql_skip_item(sql, p) : p;
+		char w[PD_WORD_MAX];
+		bool split = p >= we;
+
+		if (q != p) {
+			p = q - 1;
+			continue;
+		}
+		if (!split && (*p == '(' || *p == ')')) {
+			depth += *p == '(' ? 1 : -1;
+			continue;
+		}
+		if (!split && (depth != 0 || (p > sql && sql_ident_char(p[-1])) ||
+			       (q = read_word(sql, p, we, w)) == NULL))
+			continue;
+		if (!split) {
+			cases += strcmp(w, "case") == 0 ? 1 : strcmp(w, "end") == 0 ? -1 : 0;
+			if (cases == 0 && strcmp(w, "or") == 0)
+				return -1;
+			if (cases == 0 && strcmp(w, "between") == 0)
+				between = true;
+			else if (cases == 0 && strcmp(w, "and") == 0 && between)
+				between = false;	/* (BETWEEN a AND b: one conjunct) */
+			else if (cases == 0 && strcmp(w, "and") == 0)
+				split = true;
+		}
+		if (split && conjunct_ok(t, sql, start, p) &&
+		    put_conjunct(f, n == 0, start, p, params, nparams))
+			n++;
+		if (p >= we)
+			return n;
+		if (split)
+			start = q;
+		p = q - 1;
+	}
+}
+
+/* route_pushdown_where: see route_pushdown.h. */
+char *
+route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e,
+		     const struct plan_input *in, const struct plan_param *params,
+		     uint32_t nparams)
+{
+	const struct stmt_rel *rel = &own->rels[ri];
+	struct pd_table t = { rel, rel->schema, in != NULL ? in->cat : NULL };
+	const char *ws, *we;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+	int n;
+
+	if (t.schema == NULL && in != NULL && in->sess != NULL)
+		t.schema = in->sess->schema;
+	if (own->kind != STMT_SELECT || t.cat == NULL || t.schema == NULL || rel->outer_join ||
+	    !level_where(sql, e, &ws, &we) || (f = nk_memstream(&out, &len)) == NULL)
+		return NULL;
+	n = put_conjuncts(f, &t, sql, ws, we, params, nparams);
+	if (fclose(f) != 0 || n <= 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}

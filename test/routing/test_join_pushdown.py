@@ -1,0 +1,112 @@
+"""
+A table the shards cannot join (a join off the shard key) is read through the router first
+(route_subq.c, doc/router.md "Tables read through the router first"); the conjuncts of its
+query level's WHERE that read only that table go into that read (route_pushdown.c), so only
+the rows the statement can keep come through the router. Each statement equals the
+reference server holding every row, and EXPLAIN (NEKI_PLAN) shows what the read took: a
+conjunct that reads another table, an outer query, a volatile call, or a WHERE that is an
+OR, stays in the statement only; nothing goes into the nullable side of an outer join.
+"""
+import pytest
+
+try:
+    import psycopg
+except ImportError:
+    psycopg = None
+
+from test_routing import loaded, store  # noqa: F401 (module fixtures)
+from test_subquery_eval import same
+
+@pytest.fixture(scope="module")
+def st(loaded):  # noqa: F811
+    return loaded
+
+
+JOIN = "SELECT c.name, o.id, o.total FROM customers c JOIN orders o ON o.id = c.id * 10 "
+
+
+def read_first(st, sql):
+    """The text the router reads first for <sql> (EXPLAIN (NEKI_PLAN), nothing run)."""
+    with st.connect() as conn:
+        doc = psycopg.ClientCursor(conn).execute("EXPLAIN (NEKI_PLAN) " + sql).fetchone()[0]
+    return doc[0]["Router Evaluation"]["Evaluated First"]
+
+
+@pytest.mark.parametrize("where, taken", [
+    # conjuncts of the read table only: qualified, unqualified, typed, called, BETWEEN, CASE
+    ("WHERE o.total > 20 AND c.name <> 'x'", "(o.total > 20)"),
+    ("WHERE total > 20 AND status = 'paid'", "(total > 20) AND (status = 'paid')"),
+    ("WHERE o.total BETWEEN 10 AND 50 AND c.id > 1", "(o.total BETWEEN 10 AND 50)"),
+    ("WHERE lower(o.status) IN ('paid', 'new') AND o.total::int >= 5",
+     "(lower(o.status) IN ('paid', 'new')) AND (o.total::int >= 5)"),
+    ("WHERE CAST(o.total AS numeric(10, 2)) > 20", "(CAST(o.total AS numeric(10, 2)) > 20)"),
+    ("WHERE CASE WHEN o.total > 10 AND o.total < 50 THEN true ELSE false END",
+     "(CASE WHEN o.total > 10 AND o.total < 50 THEN true ELSE false END)"),
+    ("WHERE o.status = 'a AND b' /* AND c.id = 1 */ AND o.total IS NOT NULL",
+     "(o.status = 'a AND b' /* AND c.id = 1 */) AND (o.total IS NOT NULL)"),
+    ("WHERE (o.total > 20 OR o.status = 'new') AND c.id < 9",
+     "((o.total > 20 OR o.status = 'new'))"),
+    # what stays in the statement only
+    ("WHERE o.total > c.id", None),
+    ("WHERE name <> 'x' AND o.status = 'new'", "(o.status = 'new')"),
+    ("WHERE random() < 2 AND o.status = 'paid'", "(o.status = 'paid')"),
+    ("WHERE o.total > 20 OR c.id = 1", None),
+    ("WHERE o.total < extract(epoch from now())", None),
+])
+def test_join_conjuncts_go_with_the_table_read_first(st, where, taken):
+    sql = JOIN + where
+    same(st, sql)
+    first = read_first(st, sql)
+    assert first == ("SELECT * FROM orders" if taken is None else
+                     "SELECT * FROM orders AS \"o\" WHERE " + taken), first
+
+
+def test_quoted_alias_and_no_alias(st):
+    sql = ('SELECT c.name, "O".id FROM customers c JOIN orders "O" ON "O".id = c.id * 10 '
+           'WHERE "O".total > 20')
+    same(st, sql)
+    assert read_first(st, sql) == 'SELECT * FROM orders AS "O" WHERE ("O".total > 20)'
+    sql = ("SELECT customers.name, orders.id FROM customers JOIN orders "
+           "ON orders.id = customers.id * 10 WHERE orders.total > 20")
+    same(st, sql)
+    assert read_first(st, sql) == "SELECT * FROM orders WHERE (orders.total > 20)"
+
+
+@pytest.mark.parametrize("where", [
+    "WHERE o.status = 'paid'", "WHERE o.total IS NULL", "WHERE o.id IS NULL AND c.id > 2",
+])
+def test_nothing_goes_into_the_nullable_side(st, where):
+    """A WHERE over the nullable side also drops the NULL-extended rows: it stays."""
+    sql = ("SELECT c.id, o.id FROM customers c LEFT JOIN orders o ON o.id = c.id * 10 " +
+           where)
+    same(st, sql)
+    assert read_first(st, sql) == "SELECT * FROM orders"
+
+
+@pytest.mark.parametrize("sql", [
+    # in a derived table's level and in a WITH query
+    "SELECT count(*) FROM (SELECT c.id FROM customers c JOIN orders o "
+    "ON o.id = c.id * 10 WHERE o.status = 'paid' AND o.total > 5) s",
+    "WITH j AS (SELECT o.id FROM customers c JOIN orders o ON o.id = c.id * 10 "
+    "WHERE o.total > 5) SELECT count(*) FROM j",
+    # with GROUP BY / ORDER BY / LIMIT after the WHERE
+    JOIN + "WHERE o.total > 5 ORDER BY 2 LIMIT 3",
+    "SELECT c.country, count(*) FROM customers c JOIN orders o ON o.id = c.id * 10 "
+    "WHERE o.status <> 'lost' GROUP BY 1 ORDER BY 1",
+    # an ambiguous column: the same error as the reference
+    JOIN + "WHERE id > 5",
+])
+def test_other_levels_equal_the_reference(st, sql):
+    same(st, sql)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_bound_values_go_in_as_constants(st, binary):
+    """At an Execute the conjunct's bound values are written into the read."""
+    sql = JOIN + "WHERE o.total > %s AND o.status = %s ORDER BY 2"
+    got = []
+    for connect in (st.connect, st.ref):
+        with connect() as conn:
+            cur = conn.cursor(binary=binary)
+            got.append(cur.execute(sql, (20, "paid"), prepare=True).fetchall())
+    assert got[0] == got[1]
