@@ -7,9 +7,10 @@
  *
  * A conjunct is taken only when it is known to mean the same inside the read as in the
  * statement: every word of it is an SQL keyword, an immutable function, a type name after
- * `::` / AS, or a column the catalog finds in the table (unqualified: in the statement it
- * resolves to that table's column, or the statement is ambiguous and fails either way;
- * qualified: by the table's alias, or its name when it has none). Anything else (a
+ * `::` / AS, a collation after COLLATE, or a column the catalog finds in the table
+ * (unqualified: in the statement it resolves to that table's column, or the statement is
+ * ambiguous and fails either way; qualified: by the table's alias, or its name when it has
+ * none); a "quoted" name is always a column. Anything else (a
  * subquery, another table's or the outer query's column, a volatile or unknown call, a word
  * this reader does not know) leaves the conjunct in the statement only. The statement keeps
  * its whole WHERE, so a conjunct copied into the read is applied twice to the same values.
@@ -181,7 +182,7 @@ word_ok(const struct pd_table *t, const char *sql, const char *w, bool quoted, c
 		return *n != '(' && is_column(t, w);
 	if (*n == '(')
 		return in_list(w, pd_calls, NK_ARRAY_LEN(pd_calls));
-	if (strcmp(w, "as") == 0)
+	if (strcmp(w, "as") == 0 || strcmp(w, "collate") == 0)	/* (a type, a collation) */
 		return (*next = past_type(sql, q, e)) != NULL;
 	if (in_list(w, pd_keywords, NK_ARRAY_LEN(pd_keywords)))
 		return true;

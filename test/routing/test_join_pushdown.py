@@ -46,6 +46,8 @@ def read_first(st, sql):
      "(o.status = 'a AND b' /* AND c.id = 1 */) AND (o.total IS NOT NULL)"),
     ("WHERE (o.total > 20 OR o.status = 'new') AND c.id < 9",
      "((o.total > 20 OR o.status = 'new'))"),
+    ("WHERE o.status COLLATE \"C\" > 'n' AND c.name COLLATE \"C\" > 'c'",
+     "(o.status COLLATE \"C\" > 'n')"),
     # what stays in the statement only
     ("WHERE o.total > c.id", None),
     ("WHERE name <> 'x' AND o.status = 'new'", "(o.status = 'new')"),

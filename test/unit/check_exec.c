@@ -442,6 +442,10 @@ START_TEST(test_pushdown_conjuncts)
 	expect_pushed("GROUP BY 1", NULL);
 	expect_pushed("WHERE \"end\" > 1 AND \"lower\"(o.status) = 'x' AND \"total\" > 2",
 		      "(\"total\" > 2)");
+	expect_pushed("WHERE o.status COLLATE \"C\" < 'b' AND "
+		      "o.status COLLATE pg_catalog.\"default\" > 'a'",
+		      "(o.status COLLATE \"C\" < 'b') AND "
+		      "(o.status COLLATE pg_catalog.\"default\" > 'a')");
 	got = pushed("SELECT * FROM customers c LEFT JOIN orders o ON o.id = c.id WHERE "
 		     "o.status = 'x'", "orders");
 	ck_assert_ptr_null(got);
