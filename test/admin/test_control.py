@@ -41,7 +41,8 @@ def backends(pg, db):
     <db> is left out: its backend may still be listed for a moment after it disconnected.
     """
     return {r[0] for r in pg.sql("shard-a", "select pid from pg_stat_activity where datname = %s"
-                                 " and application_name <> %s", (db, PROBE))}
+                                 " and application_name <> %s"
+                                 " and backend_type = 'client backend'", (db, PROBE))}
 
 
 def history(pg, db):

@@ -162,7 +162,7 @@ def test_limits_hold_when_a_worker_dies_after_moves(pg_cluster, cluster_db, neki
     n = start(neki, pg_cluster, cluster_db, default_pool_size=2, verbose=1)
     by = sessions_by_worker(n, cluster_db, [2, 2])
     links = ("select count(*) from pg_stat_activity where datname = current_database() "
-             "and pid <> pg_backend_pid()")
+             "and pid <> pg_backend_pid() and backend_type = 'client backend'")
     try:
         for _ in range(3):
             for w in (0, 1):

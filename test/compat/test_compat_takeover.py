@@ -157,9 +157,17 @@ def test_cancel_reaches_the_query_after_restart(neki, pgb_pg):
     still stops its query (the server's own key travelled in the SHOW FDS row)."""
     b = start(neki, pgb_pg, 2)
     conns = []
-    wait_until(lambda: conns.append(b.conn()) or any(key_slot(c) == 2 for c in conns), 10,
-               what="a client of worker 1")
-    victim = next(c for c in conns if key_slot(c) == 2)
+
+    def client_of_worker_1():	# (the others closed: max_client_conn is 10, and a worker
+        c = b.conn()		# still starting under load takes no client for a while)
+        if key_slot(c) == 2:
+            conns.append(c)
+            return True
+        c.close()
+        return False
+
+    wait_until(client_of_worker_1, 10, what="a client of worker 1")
+    victim = conns[0]
     busy = threading.Thread(target=lambda: setattr(busy, "error", run_sleep(victim)))
     busy.start()
     wait_running(b, 1)
