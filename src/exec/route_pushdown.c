@@ -2,8 +2,10 @@
  * route_pushdown.c - the filters that go with a table the router reads first. A table that
  * the shards cannot join (a join off the shard key) is read through the router as `(SELECT
  * * FROM name AS alias WHERE ...)` (route_subq.c): the conjuncts of its query level's WHERE
- * that read only that table's columns go into that read, so only the rows the statement can
- * keep come through the router, as Postgres applies a restriction at the table's scan.
+ * (not for the nullable side of an outer join) and of the ON of the inner or LEFT join whose
+ * right operand it is that read only that table's columns go into that read, so only the
+ * rows the statement can keep come through the router, as Postgres applies a restriction at
+ * the table's scan.
  *
  * A conjunct is taken only when it is known to mean the same inside the read as in the
  * statement: every word of it is an SQL keyword, an immutable function, a type name after
@@ -348,6 +350,95 @@ put_conjuncts(FILE *f, const struct pd_table *t, const char *sql, const char *p,
 	}
 }
 
+/* The end of a join's ON condition starting at <p>: the next join of its level (JOIN,
+ * INNER, LEFT, RIGHT, FULL, CROSS, NATURAL), its WHERE or another clause, a ',' or the ')'
+ * closing its level, or the end of the statement. */
+static const char *
+on_end(const char *sql, const char *p)
+{
+	static const char *const next[] = { "join", "inner", "left", "right", "full", "cross",
+					    "natural", "where", "on", "using" };
+	int depth = 0;
+
+	for (; *p != '\0' && *p != ';' && !((*p == ')' || *p == ',') && depth == 0); p++) {
+		const char *q = sql_skip_item(sql, p);
+		char w[PD_WORD_MAX];
+
+		if (q != p) {
+			p = q - 1;
+			continue;
+		}
+		depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
+		if (depth != 0 || (p > sql && sql_ident_char(p[-1])) ||
+		    (q = read_word(sql, p, p + PD_WORD_MAX, w)) == NULL)
+			continue;
+		if (route_sql_clause_at(sql, p) || (in_list(w, next, NK_ARRAY_LEN(next)) &&
+						    *blanks(sql, q, q + 64) != '('))
+			return p;	/* (left(s, 1) is a call) */
+		p = q - 1;
+	}
+	return p;
+}
+
+/*
+ * The ON condition of the join whose right operand is table <own>->rels[<ri>] (its name
+ * ending at <e>), when that join is inner or LEFT: its ON only decides which of the
+ * table's rows pair with the other side's, so its conjuncts over the table alone may drop
+ * the table's other rows first (the nullable side's too). Its span [*os, *oe), or false:
+ * another kind of join, USING / NATURAL, an alias with a column list, ON not right after.
+ */
+static bool
+join_on(const char *sql, const struct stmt *own, uint32_t ri, const char *e, const char **os,
+	const char **oe)
+{
+	const struct stmt_node *j = NULL;
+	const char *p = blanks(sql, e, e + strlen(e)), *q;
+	char w[PD_WORD_MAX];
+
+	for (uint32_t i = 0; i < own->nnodes; i++) {
+		const struct stmt_node *n = &own->nodes[i];
+
+		if (n->kind == STMT_N_JOIN && n->right >= 0 && (uint32_t)n->right < own->nnodes &&
+		    own->nodes[n->right].kind == STMT_N_REL && own->nodes[n->right].ref == ri)
+			j = n;
+	}
+	if (j == NULL || j->on == NULL || (j->join != STMT_J_INNER && j->join != STMT_J_LEFT))
+		return false;
+	if (own->rels[ri].alias != NULL) {	/* [AS] alias */
+		if ((q = read_word(sql, p, p + PD_WORD_MAX, w)) != NULL && strcmp(w, "as") == 0)
+			p = blanks(sql, q, q + strlen(q));
+		if ((q = read_word(sql, p, p + PD_WORD_MAX, w)) == NULL)
+			return false;
+		p = blanks(sql, q, q + strlen(q));
+	}
+	if ((q = read_word(sql, p, p + PD_WORD_MAX, w)) == NULL || strcmp(w, "on") != 0)
+		return false;
+	*os = q;
+	*oe = on_end(sql, q);
+	return true;
+}
+
+/* The conjuncts of condition [p, e) that table <t> may take, as `(c1) AND (c2)` (malloc'd),
+ * or NULL: none, an OR at its top, no memory. */
+static char *
+span_conjuncts(const struct pd_table *t, const char *sql, const char *p, const char *e,
+	       const struct plan_param *params, uint32_t nparams)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = nk_memstream(&out, &len);
+	int n;
+
+	if (f == NULL)
+		return NULL;
+	n = put_conjuncts(f, t, sql, p, e, params, nparams);
+	if (fclose(f) != 0 || n <= 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
 /* route_pushdown_where: see route_pushdown.h. */
 char *
 route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e,
@@ -357,20 +448,21 @@ route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const
 	const struct stmt_rel *rel = &own->rels[ri];
 	struct pd_table t = { rel, rel->schema, in != NULL ? in->cat : NULL };
 	const char *ws, *we;
-	char *out = NULL;
-	size_t len = 0;
-	FILE *f;
-	int n;
+	char *where = NULL, *on = NULL, *out;
 
 	if (t.schema == NULL && in != NULL && in->sess != NULL)
 		t.schema = in->sess->schema;
-	if (own->kind != STMT_SELECT || t.cat == NULL || t.schema == NULL || rel->outer_join ||
-	    !level_where(sql, e, &ws, &we) || (f = nk_memstream(&out, &len)) == NULL)
+	if (own->kind != STMT_SELECT || t.cat == NULL || t.schema == NULL)
 		return NULL;
-	n = put_conjuncts(f, &t, sql, ws, we, params, nparams);
-	if (fclose(f) != 0 || n <= 0) {
-		free(out);
-		return NULL;
-	}
+	if (!rel->outer_join && level_where(sql, e, &ws, &we))
+		where = span_conjuncts(&t, sql, ws, we, params, nparams);
+	if (join_on(sql, own, ri, e, &ws, &we))
+		on = span_conjuncts(&t, sql, ws, we, params, nparams);
+	if (where == NULL || on == NULL)
+		return where != NULL ? where : on;
+	if (asprintf(&out, "%s AND %s", where, on) < 0)
+		out = NULL;
+	free(where);
+	free(on);
 	return out;
 }

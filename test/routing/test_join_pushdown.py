@@ -1,11 +1,13 @@
 """
 A table the shards cannot join (a join off the shard key) is read through the router first
 (route_subq.c, doc/router.md "Tables read through the router first"); the conjuncts of its
-query level's WHERE that read only that table go into that read (route_pushdown.c), so only
-the rows the statement can keep come through the router. Each statement equals the
-reference server holding every row, and EXPLAIN (NEKI_PLAN) shows what the read took: a
-conjunct that reads another table, an outer query, a volatile call, or a WHERE that is an
-OR, stays in the statement only; nothing goes into the nullable side of an outer join.
+query level's WHERE and of its join's ON that read only that table go into that read
+(route_pushdown.c), so only the rows the statement can keep come through the router. Each
+statement equals the reference server holding every row, and EXPLAIN (NEKI_PLAN) shows what
+the read took: a conjunct that reads another table, an outer query, a volatile call, or a
+WHERE that is an OR, stays in the statement only; of the WHERE nothing goes into the
+nullable side of an outer join, which takes the conjuncts of its own ON instead (as an
+inner join's side does); the preserved side of a RIGHT JOIN takes nothing of its ON.
 """
 import pytest
 
@@ -83,6 +85,24 @@ def test_nothing_goes_into_the_nullable_side(st, where):
            where)
     same(st, sql)
     assert read_first(st, sql) == "SELECT * FROM orders"
+
+
+@pytest.mark.parametrize("sql, taken", [
+    # the nullable side takes its ON's own conjuncts (they only decide which rows pair)
+    ("SELECT c.id, o.id FROM customers c LEFT JOIN orders o ON o.id = c.id * 10 "
+     "AND o.status = 'paid'", "orders AS \"o\" WHERE (o.status = 'paid')"),
+    ("SELECT c.id FROM customers c LEFT JOIN orders o ON o.id = c.id * 10 AND o.total > 20 "
+     "WHERE o.id IS NULL", "orders AS \"o\" WHERE (o.total > 20)"),
+    # an inner join's ON and WHERE both
+    (JOIN + "AND o.total > 20 WHERE o.status <> 'x'",
+     "orders AS \"o\" WHERE (o.status <> 'x') AND (o.total > 20)"),
+    # the preserved side of a RIGHT JOIN takes nothing of its ON (its rows all stay)
+    ("SELECT c.id, o.id FROM customers c RIGHT JOIN orders o ON o.id = c.id * 10 "
+     "AND o.total > 20", "orders"),
+])
+def test_join_on_conjuncts(st, sql, taken):
+    same(st, sql)
+    assert read_first(st, sql) == "SELECT * FROM " + taken
 
 
 @pytest.mark.parametrize("sql", [

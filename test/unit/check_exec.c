@@ -452,6 +452,21 @@ START_TEST(test_pushdown_conjuncts)
 	got = pushed("SELECT * FROM (SELECT * FROM orders) s, customers c WHERE s.id = 1 AND "
 		     "c.id = 2", "orders");
 	ck_assert_ptr_null(got);	/* (its level, the derived table, has no WHERE) */
+	got = pushed("SELECT * FROM customers c LEFT JOIN orders o ON o.id = c.id AND "
+		     "left(o.status, 1) = 'p' AND o.total > 1 JOIN countries k ON k.code = "
+		     "c.country WHERE o.total > 5 AND c.id > 1", "orders");
+	ck_assert_str_eq(got, "(left(o.status, 1) = 'p') AND (o.total > 1)");	/* (ON only) */
+	free(got);
+	got = pushed("SELECT * FROM customers c JOIN orders AS o ON o.status = 'p' AND "
+		     "o.id = c.id WHERE o.total > 5", "orders");
+	ck_assert_str_eq(got, "(o.total > 5) AND (o.status = 'p')");
+	free(got);
+	got = pushed("SELECT * FROM customers c RIGHT JOIN orders o ON o.id = c.id AND "
+		     "o.status = 'p'", "orders");
+	ck_assert_ptr_null(got);	/* (the preserved side of its join) */
+	got = pushed("SELECT * FROM customers c JOIN orders o USING (id) WHERE c.id > 1",
+		     "orders");
+	ck_assert_ptr_null(got);
 	got = pushed("SELECT 1 FROM customers c, orders WHERE orders.total > 1", "orders");
 	ck_assert_str_eq(got, "(orders.total > 1)");
 	free(got);
