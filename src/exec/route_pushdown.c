@@ -73,8 +73,8 @@ in_list(const char *w, const char *const *list, size_t n)
 }
 
 /* A word of SQL (or a "quoted" name) at <p> of <sql>, <e> the end of the span read:
- * folded to lower case unless quoted, into <w>. The end of it, or NULL when none is there
- * (or it is longer than a name). */
+ * folded to lower case unless quoted, into <w>, its first PD_WORD_MAX - 1 bytes (as
+ * Postgres truncates a name to 63). The end of it, or NULL when none is there. */
 static const char *
 read_word(const char *sql, const char *p, const char *e, char *w)
 {
@@ -91,11 +91,9 @@ read_word(const char *sql, const char *p, const char *e, char *w)
 	}
 	if (!sql_ident_char(*p) || isdigit((unsigned char)*p) || *p == '$')
 		return NULL;
-	for (q = p; q < e && sql_ident_char(*q); q++) {
-		if (n + 1 >= PD_WORD_MAX)
-			return NULL;
-		w[n++] = (char)tolower((unsigned char)*q);
-	}
+	for (q = p; q < e && sql_ident_char(*q); q++)
+		if (n + 1 < PD_WORD_MAX)
+			w[n++] = (char)tolower((unsigned char)*q);
 	w[n] = '\0';
 	return q;
 }
@@ -242,7 +240,7 @@ conjunct_ok(const struct pd_table *t, const char *sql, const char *p, const char
  * [*ws, *we), or false when that level has none (a clause keyword, its closing
  * parenthesis or the end comes first). */
 static bool
-level_where(const char *sql, const char *e, const char **ws, const char **we)
+level_where(const char *sql, const char *e, const char *end, const char **ws, const char **we)
 {
 	int depth = 0;
 
@@ -260,7 +258,7 @@ level_where(const char *sql, const char *e, const char **ws, const char **we)
 			continue;
 		}
 		if (depth != 0 || (p > sql && sql_ident_char(p[-1])) ||
-		    (q = read_word(sql, p, p + PD_WORD_MAX, w)) == NULL)
+		    (q = read_word(sql, p, end, w)) == NULL)
 			continue;
 		if (strcmp(w, "where") == 0) {
 			*ws = q;
@@ -354,7 +352,7 @@ put_conjuncts(FILE *f, const struct pd_table *t, const char *sql, const char *p,
  * INNER, LEFT, RIGHT, FULL, CROSS, NATURAL), its WHERE or another clause, a ',' or the ')'
  * closing its level, or the end of the statement. */
 static const char *
-on_end(const char *sql, const char *p)
+on_end(const char *sql, const char *p, const char *end)
 {
 	static const char *const next[] = { "join", "inner", "left", "right", "full", "cross",
 					    "natural", "where", "on", "using" };
@@ -370,10 +368,10 @@ on_end(const char *sql, const char *p)
 		}
 		depth += *p == '(' ? 1 : *p == ')' ? -1 : 0;
 		if (depth != 0 || (p > sql && sql_ident_char(p[-1])) ||
-		    (q = read_word(sql, p, p + PD_WORD_MAX, w)) == NULL)
+		    (q = read_word(sql, p, end, w)) == NULL)
 			continue;
 		if (route_sql_clause_at(sql, p) || (in_list(w, next, NK_ARRAY_LEN(next)) &&
-						    *blanks(sql, q, q + 64) != '('))
+						    *blanks(sql, q, end) != '('))
 			return p;	/* (left(s, 1) is a call) */
 		p = q - 1;
 	}
@@ -388,11 +386,11 @@ on_end(const char *sql, const char *p)
  * another kind of join, USING / NATURAL, an alias with a column list, ON not right after.
  */
 static bool
-join_on(const char *sql, const struct stmt *own, uint32_t ri, const char *e, const char **os,
-	const char **oe)
+join_on(const char *sql, const struct stmt *own, uint32_t ri, const char *e, const char *end,
+	const char **os, const char **oe)
 {
 	const struct stmt_node *j = NULL;
-	const char *p = blanks(sql, e, e + strlen(e)), *q;
+	const char *p = blanks(sql, e, end), *q;
 	char w[PD_WORD_MAX];
 
 	for (uint32_t i = 0; i < own->nnodes; i++) {
@@ -405,16 +403,16 @@ join_on(const char *sql, const struct stmt *own, uint32_t ri, const char *e, con
 	if (j == NULL || j->on == NULL || (j->join != STMT_J_INNER && j->join != STMT_J_LEFT))
 		return false;
 	if (own->rels[ri].alias != NULL) {	/* [AS] alias */
-		if ((q = read_word(sql, p, p + PD_WORD_MAX, w)) != NULL && strcmp(w, "as") == 0)
-			p = blanks(sql, q, q + strlen(q));
-		if ((q = read_word(sql, p, p + PD_WORD_MAX, w)) == NULL)
+		if ((q = read_word(sql, p, end, w)) != NULL && strcmp(w, "as") == 0)
+			p = blanks(sql, q, end);
+		if ((q = read_word(sql, p, end, w)) == NULL)
 			return false;
-		p = blanks(sql, q, q + strlen(q));
+		p = blanks(sql, q, end);
 	}
-	if ((q = read_word(sql, p, p + PD_WORD_MAX, w)) == NULL || strcmp(w, "on") != 0)
+	if ((q = read_word(sql, p, end, w)) == NULL || strcmp(w, "on") != 0)
 		return false;
 	*os = q;
-	*oe = on_end(sql, q);
+	*oe = on_end(sql, q, end);
 	return true;
 }
 
@@ -447,16 +445,16 @@ route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const
 {
 	const struct stmt_rel *rel = &own->rels[ri];
 	struct pd_table t = { rel, rel->schema, in != NULL ? in->cat : NULL };
-	const char *ws, *we;
+	const char *ws, *we, *end = e + strlen(e);
 	char *where = NULL, *on = NULL, *out;
 
 	if (t.schema == NULL && in != NULL && in->sess != NULL)
 		t.schema = in->sess->schema;
 	if (own->kind != STMT_SELECT || t.cat == NULL || t.schema == NULL)
 		return NULL;
-	if (!rel->outer_join && level_where(sql, e, &ws, &we))
+	if (!rel->outer_join && level_where(sql, e, end, &ws, &we))
 		where = span_conjuncts(&t, sql, ws, we, params, nparams);
-	if (join_on(sql, own, ri, e, &ws, &we))
+	if (join_on(sql, own, ri, e, end, &ws, &we))
 		on = span_conjuncts(&t, sql, ws, we, params, nparams);
 	if (where == NULL || on == NULL)
 		return where != NULL ? where : on;

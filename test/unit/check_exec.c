@@ -440,6 +440,8 @@ START_TEST(test_pushdown_conjuncts)
 	expect_pushed("WHERE o.total > 20 OR c.id = 1", NULL);
 	expect_pushed("WHERE o.id IN (SELECT 1) AND o.x = 1 AND public.o.id = 1", NULL);
 	expect_pushed("GROUP BY 1", NULL);
+	expect_pushed("WHERE o.total > 1 AND a_name_of_more_than_sixty_three_bytes_that_ends_"
+		      "like_a_column_status = 'x'", "(o.total > 1)");
 	expect_pushed("WHERE \"end\" > 1 AND \"lower\"(o.status) = 'x' AND \"total\" > 2",
 		      "(\"total\" > 2)");
 	expect_pushed("WHERE o.status COLLATE \"C\" < 'b' AND "
