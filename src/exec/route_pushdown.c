@@ -450,8 +450,9 @@ route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const
 
 	if (t.schema == NULL && in != NULL && in->sess != NULL)
 		t.schema = in->sess->schema;
-	if (own->kind != STMT_SELECT || t.cat == NULL || t.schema == NULL)
-		return NULL;
+	if ((own->kind != STMT_SELECT && own->kind != STMT_UPDATE && own->kind != STMT_DELETE) ||
+	    t.cat == NULL || t.schema == NULL)
+		return NULL;	/* (UPDATE ... FROM, DELETE ... USING: their WHERE joins too) */
 	if (!rel->outer_join && level_where(sql, e, end, &ws, &we))
 		where = span_conjuncts(&t, sql, ws, we, params, nparams);
 	if (join_on(sql, own, ri, e, end, &ws, &we))

@@ -22,7 +22,7 @@
  * outer query's column, no volatile call. <cat> is <in>'s catalog, an unqualified table's
  * schema its session's (search_path). Written `(c1) AND (c2)` with bound values <params>
  * written in as typed constants (malloc'd), or NULL when there is none (a condition that is
- * an OR at its top has none; not a SELECT; no memory). The statement keeps its whole WHERE
+ * an OR at its top has none; not a SELECT, UPDATE or DELETE; no memory). The statement keeps its whole WHERE
  * and ON: the conjuncts it copies hold for every row it keeps.
  */
 char *route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e,

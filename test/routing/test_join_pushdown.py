@@ -132,3 +132,29 @@ def test_bound_values_go_in_as_constants(st, binary):
             cur = conn.cursor(binary=binary)
             got.append(cur.execute(sql, (20, "paid"), prepare=True).fetchall())
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("write, taken", [
+    ("UPDATE orders o SET status = 'joined' FROM customers c "
+     "WHERE c.id = o.id / 10 AND c.country = 'FR' RETURNING o.id",
+     "customers AS \"c\" WHERE (c.country = 'FR')"),
+    ("DELETE FROM order_items i USING orders o WHERE o.id = i.qty * 10 AND o.total > 2",
+     "orders AS \"o\" WHERE (o.total > 2)"),
+])
+def test_writes_joined_off_the_key(st, write, taken):
+    """UPDATE ... FROM and DELETE ... USING: their WHERE joins too; in a transaction rolled
+    back on both servers, the write's answer and the rows after it equal the reference."""
+    assert read_first(st, write) == "SELECT * FROM " + taken
+    got = []
+    for connect in (st.connect, st.ref):
+        with connect() as conn:
+            cur = psycopg.ClientCursor(conn)
+            cur.execute("BEGIN")
+            cur.execute(write)
+            out = [cur.statusmessage, sorted(cur.fetchall()) if cur.description else None]
+            for table in ("orders", "order_items"):
+                out.append(sorted(cur.execute(f"SELECT * FROM {table}").fetchall()))
+            cur.execute("ROLLBACK")
+            got.append(out)
+    assert got[0] == got[1]
+    assert got[0][0] != "UPDATE 0" and got[0][0] != "DELETE 0", got[0][0]

@@ -469,6 +469,13 @@ START_TEST(test_pushdown_conjuncts)
 	got = pushed("SELECT * FROM customers c JOIN orders o USING (id) WHERE c.id > 1",
 		     "orders");
 	ck_assert_ptr_null(got);
+	got = pushed("UPDATE customers c SET name = 'x' FROM orders o WHERE o.id = c.id AND "
+		     "o.total > 1 RETURNING c.id", "orders");
+	ck_assert_str_eq(got, "(o.total > 1)");
+	free(got);
+	got = pushed("INSERT INTO customers SELECT c.* FROM customers c JOIN orders o ON "
+		     "o.id = c.id WHERE o.total > 1", "orders");
+	ck_assert_ptr_null(got);	/* (an INSERT ... SELECT is planned apart) */
 	got = pushed("SELECT 1 FROM customers c, orders WHERE orders.total > 1", "orders");
 	ck_assert_str_eq(got, "(orders.total > 1)");
 	free(got);
