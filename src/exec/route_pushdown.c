@@ -285,9 +285,7 @@ put_conjunct(FILE *f, bool first, const char *p, const char *e,
 		p++;
 	while (e > p && isspace((unsigned char)e[-1]))
 		e--;
-	c = strndup(p, (size_t)(e - p));
-
-	if (c == NULL)
+	if ((c = strndup(p, (size_t)(e - p))) == NULL)
 		return false;
 	if (route_sql_has_param(c, 0, strlen(c))) {
 		inl = params != NULL ? route_sql_inline_params(c, params, nparams, &err) : NULL;
