@@ -397,29 +397,35 @@ pushed(const char *sql, const char *table)
 	return out;
 }
 
+/* What orders' read takes of statement <sql> is <want> (NULL: nothing). */
+static void
+expect_taken(const char *sql, const char *want)
+{
+	char *got = pushed(sql, "orders");
+
+	if (want == NULL)
+		ck_assert_msg(got == NULL, "%s: took %s", sql, got);
+	else
+		ck_assert_msg(got != NULL && strcmp(got, want) == 0, "%s: took %s, not %s", sql,
+			      got ? got : "nothing", want);
+	free(got);
+}
+
+/* The same for a join of customers and orders off the key with <where> after it. */
 static void
 expect_pushed(const char *where, const char *want)
 {
 	char sql[512];
-	char *got;
 
 	snprintf(sql, sizeof(sql), "SELECT * FROM customers c JOIN orders o ON o.id = c.id * 10 "
 		 "%s", where);
-	got = pushed(sql, "orders");
-	if (want == NULL)
-		ck_assert_msg(got == NULL, "%s: took %s", where, got);
-	else
-		ck_assert_msg(got != NULL && strcmp(got, want) == 0, "%s: took %s, not %s", where,
-			      got ? got : "nothing", want);
-	free(got);
+	expect_taken(sql, want);
 }
 
 /* Of a join's WHERE, the conjuncts that read only the table read first go into its read;
  * another table's column, a volatile call, an OR at the top, the nullable side: nothing. */
 START_TEST(test_pushdown_conjuncts)
 {
-	char *got;
-
 	expect_pushed("WHERE o.total > 20 AND c.name <> 'x'", "(o.total > 20)");
 	expect_pushed("WHERE total > 20 AND status = 'paid' ORDER BY 1",
 		      "(total > 20) AND (status = 'paid')");
@@ -448,37 +454,25 @@ START_TEST(test_pushdown_conjuncts)
 		      "o.status COLLATE pg_catalog.\"default\" > 'a'",
 		      "(o.status COLLATE \"C\" < 'b') AND "
 		      "(o.status COLLATE pg_catalog.\"default\" > 'a')");
-	got = pushed("SELECT * FROM customers c LEFT JOIN orders o ON o.id = c.id WHERE "
-		     "o.status = 'x'", "orders");
-	ck_assert_ptr_null(got);
-	got = pushed("SELECT * FROM (SELECT * FROM orders) s, customers c WHERE s.id = 1 AND "
-		     "c.id = 2", "orders");
-	ck_assert_ptr_null(got);	/* (its level, the derived table, has no WHERE) */
-	got = pushed("SELECT * FROM customers c LEFT JOIN orders o ON o.id = c.id AND "
+	expect_taken("SELECT * FROM customers c LEFT JOIN orders o ON o.id = c.id WHERE "
+		     "o.status = 'x'", NULL);
+	expect_taken("SELECT * FROM (SELECT * FROM orders) s, customers c WHERE s.id = 1 AND "
+		     "c.id = 2", NULL);	/* (its level, the derived table, has no WHERE) */
+	expect_taken("SELECT * FROM customers c LEFT JOIN orders o ON o.id = c.id AND "
 		     "left(o.status, 1) = 'p' AND o.total > 1 JOIN countries k ON k.code = "
-		     "c.country WHERE o.total > 5 AND c.id > 1", "orders");
-	ck_assert_str_eq(got, "(left(o.status, 1) = 'p') AND (o.total > 1)");	/* (ON only) */
-	free(got);
-	got = pushed("SELECT * FROM customers c JOIN orders AS o ON o.status = 'p' AND "
-		     "o.id = c.id WHERE o.total > 5", "orders");
-	ck_assert_str_eq(got, "(o.total > 5) AND (o.status = 'p')");
-	free(got);
-	got = pushed("SELECT * FROM customers c RIGHT JOIN orders o ON o.id = c.id AND "
-		     "o.status = 'p'", "orders");
-	ck_assert_ptr_null(got);	/* (the preserved side of its join) */
-	got = pushed("SELECT * FROM customers c JOIN orders o USING (id) WHERE c.id > 1",
-		     "orders");
-	ck_assert_ptr_null(got);
-	got = pushed("UPDATE customers c SET name = 'x' FROM orders o WHERE o.id = c.id AND "
-		     "o.total > 1 RETURNING c.id", "orders");
-	ck_assert_str_eq(got, "(o.total > 1)");
-	free(got);
-	got = pushed("INSERT INTO customers SELECT c.* FROM customers c JOIN orders o ON "
-		     "o.id = c.id WHERE o.total > 1", "orders");
-	ck_assert_ptr_null(got);	/* (an INSERT ... SELECT is planned apart) */
-	got = pushed("SELECT 1 FROM customers c, orders WHERE orders.total > 1", "orders");
-	ck_assert_str_eq(got, "(orders.total > 1)");
-	free(got);
+		     "c.country WHERE o.total > 5 AND c.id > 1",
+		     "(left(o.status, 1) = 'p') AND (o.total > 1)");	/* (ON only) */
+	expect_taken("SELECT * FROM customers c JOIN orders AS o ON o.status = 'p' AND "
+		     "o.id = c.id WHERE o.total > 5", "(o.total > 5) AND (o.status = 'p')");
+	expect_taken("SELECT * FROM customers c RIGHT JOIN orders o ON o.id = c.id AND "
+		     "o.status = 'p'", NULL);	/* (the preserved side of its join) */
+	expect_taken("SELECT * FROM customers c JOIN orders o USING (id) WHERE c.id > 1", NULL);
+	expect_taken("UPDATE customers c SET name = 'x' FROM orders o WHERE o.id = c.id AND "
+		     "o.total > 1 RETURNING c.id", "(o.total > 1)");
+	expect_taken("INSERT INTO customers SELECT c.* FROM customers c JOIN orders o ON "
+		     "o.id = c.id WHERE o.total > 1", NULL);	/* (planned apart) */
+	expect_taken("SELECT 1 FROM customers c, orders WHERE orders.total > 1",
+		     "(orders.total > 1)");
 }
 END_TEST
 
