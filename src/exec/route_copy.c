@@ -989,7 +989,7 @@ copy_out_binary(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
 }
 
 bool
-route_copy_out_pkt(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+route_copy_out_pkt(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
 	bool keep;
 

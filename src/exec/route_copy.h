@@ -24,6 +24,7 @@ void route_copy_finished(struct route *r);
 void route_copy_free(struct route *r);
 /* COPY TO over several shards: one CopyOutResponse, header, trailer and CopyDone. */
 void route_copy_out_setup(struct route *r, const struct stmt_copy *cp);
-bool route_copy_out_pkt(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
+bool route_copy_out_pkt(struct route *r, struct rshard *sh, struct link *l,
+			const struct sbuf_pkt *pkt);
 
 #endif /* NEKI_EXEC_ROUTE_COPY_H */

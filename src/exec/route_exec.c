@@ -322,6 +322,7 @@ route_cancel_stops(struct route *r)
 static void
 route_exec_go(struct route *r)
 {
+	route_exec_handlers(r);
 	if (r->x.has_err || route_cancel_stops(r)) {	/* nothing was sent */
 		event_active(r->ev, EV_TIMEOUT, 0);
 		return;
@@ -870,34 +871,95 @@ route_link_lost(struct route *r, struct rshard *sh, const struct nk_error *err)
 		(void)route_target_next(r, sh);
 }
 
+/* RX_MERGE: descriptions, rows and tags go to the merge step whole. */
 static bool
-route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+route_merge_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (pkt->avail < pkt->len)
+		return route_need_whole(r, l, pkt);
+	if (r->x.an.on && !r->x.merge_final && pkt->type == 'D')
+		sh->a_rows++;
+	return route_merge_feed(r, pkt) && route_skip(l, pkt);
+}
+
+static bool
+rxh_seq_on(const struct route *r)
+{
+	return r->x.combine == RX_SEQ;
+}
+
+static bool
+rxh_capture_on(const struct route *r)
+{
+	return r->x.subq_capture && r->x.combine != RX_MERGE && r->x.combine != RX_INSEL;
+}	/* (a merge, INSERT ... SELECT: their own handlers keep what they read) */
+
+static bool
+rxh_pull_on(const struct route *r)
+{
+	return r->x.combine == RX_PULL;
+}
+
+static bool
+rxh_insel_on(const struct route *r)
+{
+	return r->x.combine == RX_INSEL;
+}
+
+static bool
+rxh_analyze_on(const struct route *r)
+{
+	return r->x.an.on && !r->x.merge_final && r->x.combine != RX_MERGE;
+}
+
+static bool
+rxh_merge_on(const struct route *r)
+{
+	return r->x.combine == RX_MERGE;
+}
+
+static bool
+rxh_copy_out_on(const struct route *r)
+{
+	return r->x.cout.on;
+}
+
+/* One way of handling answers (enum rx_handler): when an exec uses it, and what it claims. */
+struct rx_handler_ops {
+	bool (*on)(const struct route *r);
+	const char *types;	/* the packet types it claims ... */
+	bool all_but;		/* ... or every type but those */
+	bool (*answer)(struct route *r, struct rshard *sh, struct link *l,
+		       const struct sbuf_pkt *pkt);
+};
+
+static const struct rx_handler_ops rx_handlers[RXH_COUNT] = {
+	[RXH_SEQ] = { rxh_seq_on, "ZE", true, route_seq_msg },
+	[RXH_CAPTURE] = { rxh_capture_on, "TDC", false, route_subq_answer },
+	[RXH_PULL] = { rxh_pull_on, "TDCs", false, route_pull_answer },
+	[RXH_INSEL] = { rxh_insel_on, "123tnTDCs", false, route_insel_msg },
+	[RXH_ANALYZE] = { rxh_analyze_on, "TDCnt", false, route_analyze_answer },
+	[RXH_MERGE] = { rxh_merge_on, "TDC", false, route_merge_answer },
+	[RXH_COPY_OUT] = { rxh_copy_out_on, "Hdc", false, route_copy_out_pkt },
+};
+
+/* route_exec_handlers: see route_exec.h. */
+void
+route_exec_handlers(struct route *r)
+{
+	r->x.nhandlers = 0;
+	for (uint8_t h = 0; h < RXH_COUNT; h++)
+		if (rx_handlers[h].on(r))
+			r->x.handler[r->x.nhandlers++] = h;
+}
+
+/* A packet of the target being read that no handler claimed: forwarded or dropped as the
+ * combine says, its tag counted, its error kept. */
+static bool
+route_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
 	bool first = r->x.tg[0] == (uint32_t)(sh - r->sh);
 
-	if (pkt->type == '2' && r->x.bind_owed && !route_bind_complete(r))
-		return false;	/* (the client is gone) */
-	if (r->x.combine == RX_SEQ && pkt->type != 'Z' && pkt->type != 'E')
-		return route_seq_msg(r, l, pkt);
-	if (r->x.subq_capture && r->x.combine != RX_MERGE && r->x.combine != RX_INSEL &&
-	    strchr("TDC", pkt->type) != NULL)	/* (merge, INSERT ... SELECT: theirs kept) */
-		return route_subq_answer(r, l, pkt);
-	if (r->x.combine == RX_PULL && strchr("TDCs", pkt->type) != NULL)
-		return route_pull_answer(r, sh, l, pkt);
-	if (r->x.combine == RX_INSEL && strchr("123tnTDCs", pkt->type) != NULL)
-		return route_insel_msg(r, sh, l, pkt);
-	if (r->x.an.on && !r->x.merge_final && r->x.combine != RX_MERGE &&
-	    strchr("TDCnt", pkt->type) != NULL)
-		return route_analyze_answer(r, sh, l, pkt);
-	if (r->x.combine == RX_MERGE && (pkt->type == 'T' || pkt->type == 'D' || pkt->type == 'C')) {
-		if (pkt->avail < pkt->len)
-			return route_need_whole(r, l, pkt);
-		if (r->x.an.on && !r->x.merge_final && pkt->type == 'D')
-			sh->a_rows++;
-		return route_merge_feed(r, pkt) && route_skip(l, pkt);
-	}
-	if (r->x.cout.on && (pkt->type == 'H' || pkt->type == 'd' || pkt->type == 'c'))
-		return route_copy_out_pkt(r, l, pkt);
 	switch (pkt->type) {
 	case 'Z':
 		return route_target_done(r, sh, l, pkt);
@@ -945,6 +1007,22 @@ route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct
 	default:	/* notifications, COPY out */
 		return r->x.combine == RX_QUIET ? route_skip(l, pkt) : route_fwd(r, l, pkt);
 	}
+}
+
+/* A packet of the target being read: to the first of the exec's handlers that claims its
+ * type, else route_answer(). */
+static bool
+route_on_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
+{
+	if (pkt->type == '2' && r->x.bind_owed && !route_bind_complete(r))
+		return false;	/* (the client is gone) */
+	for (uint8_t k = 0; k < r->x.nhandlers; k++) {
+		const struct rx_handler_ops *h = &rx_handlers[r->x.handler[k]];
+
+		if ((strchr(h->types, pkt->type) != NULL) != h->all_but)
+			return h->answer(r, sh, l, pkt);
+	}
+	return route_answer(r, sh, l, pkt);
 }
 
 /* May <sh>'s answer be handled now? Sets r->x.reading to its target number. Targets are read

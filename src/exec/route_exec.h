@@ -16,6 +16,9 @@ NK_MUSTCHECK bool route_exec_start(struct route *r, struct nk_error *err);
 /* Give back every link (outside a transaction) / break them at session close. */
 void route_release_links(struct route *r);
 void route_drop_links(struct route *r);
+/* Choose the exec's answer handlers (r->x.handler, enum rx_handler) from its combine and
+ * flags; an exec does it as it sends (every flag they read is set by then). */
+void route_exec_handlers(struct route *r);
 /* Clear the per-exec state of every shard. */
 void route_exec_reset(struct route *r);
 

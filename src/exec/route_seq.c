@@ -481,7 +481,7 @@ seq_row(struct route *r, const struct sbuf_pkt *pkt)
 }
 
 bool
-route_seq_msg(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+route_seq_msg(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
 	if (pkt->type == 'D') {
 		if (pkt->avail < pkt->len) {

@@ -24,7 +24,7 @@ enum route_seq_rc {
 enum route_seq_rc route_seq_plan(struct route *r, const struct plan_input *in, struct plan *p,
 				 const char **sql, struct nk_error *err);
 /* A message of the reservation's answer other than ReadyForQuery / ErrorResponse. */
-bool route_seq_msg(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
+bool route_seq_msg(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt);
 /* The reservation (or the wait) ended: false when it failed (r->x.err). */
 bool route_seq_end(struct route *r);
 /* Session close: leave the waiters' list, end a reservation in flight. */

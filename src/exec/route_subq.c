@@ -890,7 +890,7 @@ route_subq_keep(struct route *r, const uint8_t *buf, size_t len)
 
 /* route_subq_answer: see route_subq.h. */
 bool
-route_subq_answer(struct route *r, struct link *l, const struct sbuf_pkt *pkt)
+route_subq_answer(struct route *r, struct rshard *sh, struct link *l, const struct sbuf_pkt *pkt)
 {
 	if (pkt->avail < pkt->len) {
 		if (sbuf_hold(link_sbuf(l), pkt->len))

@@ -46,7 +46,8 @@ char *route_subq_explain(struct route *r, const struct stmt *st, const char *sql
 char *route_subq_take(struct route *r, bool *simple);
 /* A 'T', 'D' or 'C' of a shard while r->x.subq_capture (the subquery's answer is kept, nothing
  * of it reaches the client); false when the session closed. */
-bool route_subq_answer(struct route *r, struct link *l, const struct sbuf_pkt *pkt);
+bool route_subq_answer(struct route *r, struct rshard *sh, struct link *l,
+		       const struct sbuf_pkt *pkt);
 /* The merge step's output messages <buf>[0..len) while capturing. */
 bool route_subq_keep(struct route *r, const uint8_t *buf, size_t len);
 /*

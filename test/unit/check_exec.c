@@ -27,6 +27,7 @@
 #include "neki/normalize.h"
 #include "neki/rarena.h"
 #include "../../src/exec/route_int.h"
+#include "../../src/exec/route_exec.h"
 #include "../../src/exec/route_pushdown.h"
 #include "../../src/exec/route_sqltext.h"
 #include "evloop.h"
@@ -476,6 +477,57 @@ START_TEST(test_pushdown_conjuncts)
 }
 END_TEST
 
+/* The handlers route_exec_handlers() gives an exec of <combine> with <flags> ("capture",
+ * "analyze", "final", "cout" joined by spaces), as one letter each in table order. */
+static void
+expect_handlers(enum rx_combine combine, const char *flags, const char *want)
+{
+	static const char letter[RXH_COUNT] = {
+		[RXH_SEQ] = 'S', [RXH_CAPTURE] = 'K', [RXH_PULL] = 'P', [RXH_INSEL] = 'I',
+		[RXH_ANALYZE] = 'A', [RXH_MERGE] = 'M', [RXH_COPY_OUT] = 'O',
+	};
+	struct route *r = calloc(1, sizeof(*r));
+	char got[RXH_COUNT + 1] = "";
+
+	ck_assert_ptr_nonnull(r);
+	r->x.combine = combine;
+	r->x.subq_capture = strstr(flags, "capture") != NULL;
+	r->x.an.on = strstr(flags, "analyze") != NULL;
+	r->x.merge_final = strstr(flags, "final") != NULL;
+	r->x.cout.on = strstr(flags, "cout") != NULL;
+	route_exec_handlers(r);
+	for (uint8_t k = 0; k < r->x.nhandlers; k++)
+		got[k] = letter[r->x.handler[k]];
+	ck_assert_msg(strcmp(got, want) == 0, "combine %d, %s: got \"%s\", want \"%s\"",
+		      (int)combine, flags, got, want);
+	free(r);
+}
+
+/* Which handlers claim an exec's packets before forwarding: one per way of combining, in
+ * the table's order; a subquery's capture gives way to a merge and INSERT ... SELECT, which
+ * keep what they read, and EXPLAIN ANALYZE's counting to the merge and its final query. */
+START_TEST(test_answer_handlers)
+{
+	expect_handlers(RX_PASS, "", "");
+	expect_handlers(RX_SUM, "", "");
+	expect_handlers(RX_QUIET, "", "");
+	expect_handlers(RX_SEQ, "", "S");
+	expect_handlers(RX_PULL, "", "P");
+	expect_handlers(RX_INSEL, "", "I");
+	expect_handlers(RX_MERGE, "", "M");
+	expect_handlers(RX_PASS, "capture", "K");
+	expect_handlers(RX_MERGE, "capture", "M");
+	expect_handlers(RX_INSEL, "capture", "I");
+	expect_handlers(RX_SUM, "analyze", "A");
+	expect_handlers(RX_SUM, "analyze final", "");
+	expect_handlers(RX_MERGE, "analyze", "M");
+	expect_handlers(RX_SUM, "cout", "O");
+	expect_handlers(RX_MERGE, "cout", "MO");
+	expect_handlers(RX_PULL, "analyze cout", "PAO");
+	expect_handlers(RX_SEQ, "capture analyze cout", "SKAO");
+}
+END_TEST
+
 Suite *
 exec_suite(void)
 {
@@ -492,6 +544,7 @@ exec_suite(void)
 	tc = tcase_create("texts");
 	tcase_add_test(tc, test_inline_texts);
 	tcase_add_test(tc, test_pushdown_conjuncts);
+	tcase_add_test(tc, test_answer_handlers);
 	suite_add_tcase(s, tc);
 	return s;
 }
