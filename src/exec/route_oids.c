@@ -52,6 +52,32 @@ map_at(const struct cat_view *cv, const char *shard, uint8_t *p, bool to_auth)
 		put32(p, cat_view_type_oid(cv, shard, oid, to_auth));
 }
 
+/*
+ * Does the whole RowDescription (<rowdesc>) or ParameterDescription <m> (<len> bytes, type
+ * byte included) name a user-defined type? A built-in type's OID is the same on every shard:
+ * nothing to map, no catalog to read. A malformed one does (it is left to the mapping).
+ */
+static bool
+names_user_type(const uint8_t *m, uint32_t len, bool rowdesc)
+{
+	uint32_t pos = 7, n = len >= 7 ? get16(m + 5) : 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *nul = rowdesc && pos < len ? memchr(m + pos, '\0', len - pos) : NULL;
+
+		if (rowdesc && (nul == NULL || (uint32_t)(nul - m) + 1 + 18 > len))
+			return true;
+		if (rowdesc)
+			pos = (uint32_t)(nul - m) + 1 + 6;	/* (after table oid, attnum) */
+		else if (pos + 4 > len)
+			return true;
+		if (get32(m + pos) >= ROIDS_FIRST_USER)
+			return true;
+		pos += rowdesc ? 12 : 4;
+	}
+	return false;
+}
+
 /* The OIDs of RowDescription <m> (<len> bytes, type byte included). */
 static void
 map_rowdesc(const struct cat_view *cv, const char *shard, uint8_t *m, uint32_t len)
@@ -89,6 +115,8 @@ route_oids_answer(struct route *r, struct rshard *sh, struct link *l,
 	uint8_t *m;
 
 	if (pkt->type != 'T' && pkt->type != 't')
+		return ROIDS_GO;
+	if (pkt->avail == pkt->len && !names_user_type(pkt->data, pkt->len, pkt->type == 'T'))
 		return ROIDS_GO;
 	cat_view_acquire(&cv, r->db);
 	if (!cat_view_shard_has_oids(&cv, sh->uid)) {
