@@ -161,9 +161,10 @@ route_target_bind(struct route *r, struct rshard *sh, struct nk_error *err)
 	struct target_policy p;
 	uint32_t k = 0;
 
-	rtarget_policy(r, &p);
-	if (shd == NULL || (shd->n_servers <= 1 && p.kind == TARGET_PRIMARY))
+	if (shd == NULL || (shd->n_servers <= 1 &&
+			    (r->settings_exec || target_kind_from(r->ps.target) == TARGET_PRIMARY)))
 		return RTARGET_OK;	/* one server: the pool route_shard() made */
+	rtarget_policy(r, &p);
 	switch (rtarget_pick(shd, &p, sh->tgt != NULL ? sh->tgt->sticky : -1, &k)) {
 	case TARGET_OK:
 		if (p.kind == TARGET_PRIMARY && sh->tgt != NULL && sh->tgt->lost == (int)k &&
