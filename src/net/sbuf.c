@@ -349,7 +349,8 @@ sbuf_unlink_dst(struct sbuf *sb)
 /*
  * Restart reading on <sb> from the loop (never inside the current call chain). The handler
  * runs with EV_TIMEOUT, not EV_READ: it processes what is buffered, and reads only when the
- * socket is reported readable (or the I/O layer may hold bytes).
+ * socket is reported readable (or the I/O layer may hold bytes). With nothing buffered, no
+ * packet half acted on and a plain socket, it is not run: the socket's readiness runs it.
  */
 static void
 sbuf_kick(struct sbuf *sb)
@@ -357,6 +358,9 @@ sbuf_kick(struct sbuf *sb)
 	if (sb->closed || sb->paused || sb->waiting || sb->eof || sb->fd == -1)
 		return;
 	sbuf_read_on(sb);
+	if (sb->rpos == sb->rend && sb->act_remain == 0 && sb->fwd_len == 0 &&
+	    sb->io == &sbuf_plain_table && sb->read_on)
+		return;
 	event_active(sb->ev_read, EV_TIMEOUT, 0);
 }
 
