@@ -265,6 +265,7 @@ route_exec_setup(struct route *r, const char *const *uids, uint32_t n, const cha
 		 struct nk_error *err)
 {
 	route_exec_reset(r);
+	r->x.shards_used = true;
 	if (!route_keep_sql(r, sql))
 		return nk_error_oom(err);
 	r->x.tg_mask = 0;

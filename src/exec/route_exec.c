@@ -157,10 +157,15 @@ route_shard(struct route *r, const char *uid, struct nk_error *err)
 bool
 route_link_query(struct link *l, const char *sql)
 {
+	uint8_t mem[512];		/* (most statements: no allocation) */
+	size_t n = strlen(sql);
 	struct pktbuf pb;
 	bool ok;
 
-	pktbuf_init(&pb, strlen(sql) + 8);
+	if (n + 6 <= sizeof(mem))
+		pktbuf_init_fixed(&pb, mem, sizeof(mem));
+	else
+		pktbuf_init(&pb, n + 8);
 	pktbuf_write_query(&pb, sql);
 	ok = !pktbuf_failed(&pb) && link_send(l, pb.buf, pb.len);
 	pktbuf_cleanup(&pb);
@@ -524,6 +529,7 @@ route_exec_start(struct route *r, struct nk_error *err)
 	r->suspended = false;
 	r->last_tag[0] = '\0';
 	r->x.acq_urgent = route_holds_links(r);
+	r->x.shards_used = true;
 	for (uint32_t i = 0; i < r->x.ntg; i++) {
 		struct rshard *sh = &r->sh[r->x.tg[i]];
 
@@ -1157,7 +1163,7 @@ route_cancel(struct route *r)
 void
 route_exec_reset(struct route *r)
 {
-	for (uint32_t i = 0; i < r->nsh; i++) {
+	for (uint32_t i = 0; i < r->nsh && r->x.shards_used; i++) {
 		struct rshard *sh = &r->sh[i];
 
 		sh->target = sh->sent = sh->done = sh->failed = sh->held = false;
@@ -1179,6 +1185,7 @@ route_exec_reset(struct route *r)
 		sh->rows = NULL;
 		sh->nrows = sh->caprows = 0;
 	}
+	r->x.shards_used = false;
 	r->x.ntg = r->x.pos = 0;
 	r->x.cout.on = false;
 	r->seq.setvals = NULL;

@@ -226,6 +226,8 @@ struct rexec {
 	bool acq_urgent;		/* the session held links when the exec started: its
 					 * targets' links are asked for urgently, all at once */
 	uint32_t tg_mask;		/* bit i: r->sh[i] is a target (kept after the exec) */
+	bool shards_used;		/* the shards' per-exec state may be set: an exec was
+					 * set up or started since route_exec_reset() */
 	bool sequential;
 	enum rx_combine combine;
 	uint8_t handler[RXH_COUNT];	/* enum rx_handler: those claiming packets, in order */

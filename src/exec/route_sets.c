@@ -54,8 +54,8 @@ struct rtext {
 static void
 rtext_add(struct rtext *t, const char *s, size_t n)
 {
-	if (t->failed)
-		return;
+	if (t->failed || n == 0)
+		return;		/* (nothing to add: nothing allocated) */
 	if (t->len + n + 1 > t->cap) {
 		size_t cap = t->cap ? t->cap : 256;
 		char *p;
