@@ -41,8 +41,18 @@ NK_MUSTCHECK bool log_configure(const struct log_settings *s);
 /* Close the logfile and syslog (at exit). */
 void log_close(void);
 
-/* True when a message of <lvl> would be written (check before costly formatting). */
-bool log_enabled(enum log_level lvl);
+/* The configured verbosity (log_configure() sets it; read it through log_enabled()). */
+extern int log_verbose;
+
+/* True when a message of <lvl> would be written (check before costly formatting; inline:
+ * the debug messages of the data path ask on every packet). */
+static inline bool
+log_enabled(enum log_level lvl)
+{
+	if (lvl <= LOG_LVL_INFO)
+		return true;
+	return log_verbose >= (lvl == LOG_LVL_DEBUG ? 1 : 2);
+}
 
 /* Write one line at <lvl>. */
 void log_msg(enum log_level lvl, const char *fmt, ...) NK_PRINTF(2, 3);

@@ -23,7 +23,7 @@
 
 static int log_fd = -1;			/* the logfile, -1 when none */
 static bool log_quiet;
-static int log_verbose;
+int log_verbose;			/* neki/log.h */
 static bool log_syslog;
 static char log_ident[64] = "neki";	/* openlog keeps the pointer: static storage */
 
@@ -110,16 +110,6 @@ log_close(void)
 	if (log_syslog)
 		closelog();
 	log_syslog = false;
-}
-
-bool
-log_enabled(enum log_level lvl)
-{
-	if (lvl <= LOG_LVL_INFO)
-		return true;
-	if (lvl == LOG_LVL_DEBUG)
-		return log_verbose >= 1;
-	return log_verbose >= 2;
 }
 
 /* Format the "YYYY-MM-DD HH:MM:SS.mmm TZ [pid] LEVEL " prefix into <buf>. */

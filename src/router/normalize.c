@@ -133,24 +133,25 @@ static bool
 skip_space(struct norm_lex *l)
 {
 	const char *s = l->s;
-	size_t start = l->pos;
+	size_t start = l->pos, pos = start;
 
 	for (;;) {
 		enum sql_item it;
 		size_t e;
 
-		if (is_space(s[l->pos])) {
-			l->pos++;
+		if (is_space(s[pos])) {
+			pos++;
 			continue;
 		}
-		if (s[l->pos] != '-' && s[l->pos] != '/')
+		if (s[pos] != '-' && s[pos] != '/')
 			break;
-		e = sql_scan_item(s, l->pos, l->len, &it);
+		e = sql_scan_item(s, pos, l->len, &it);
 		if (it != SQL_ITEM_COMMENT)
 			break;
-		l->pos = e;
+		pos = e;
 	}
-	return l->pos > start;
+	l->pos = pos;
+	return pos > start;
 }
 
 /*
@@ -456,6 +457,7 @@ lex_word(struct norm_lex *l)
 {
 	const char *s = l->s;
 	size_t start = l->pos;
+	const char *e = s + start;
 
 	if (plain_escape_string(l)) {
 		lex_string(l, 1);
@@ -464,8 +466,9 @@ lex_word(struct norm_lex *l)
 		return;
 	}
 	tok_begin(l);
-	while (is_ident_char(s[l->pos]))
-		l->pos++;
+	while (is_ident_char(*e))	/* (a local pointer: the loop stays in registers) */
+		e++;
+	l->pos = (size_t)(e - s);
 	if (l->pos - start == 1 && (s[l->pos] == '\'' || s[l->pos] == '&')) {
 		l->pos = start;
 		if (copy_item(l)) {	/* E'', B'', X'', N'', U&'', U&"" */
