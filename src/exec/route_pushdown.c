@@ -16,6 +16,10 @@
  * subquery, another table's or the outer query's column, a volatile or unknown call, a word
  * this reader does not know) leaves the conjunct in the statement only. The statement keeps
  * its whole WHERE, so a conjunct copied into the read is applied twice to the same values.
+ *
+ * The read selects the columns whose names occur as words of the statement (a superset of
+ * those it reads), or `*` when a star, a whole-row value, NATURAL or a column list could
+ * read the others (route_pushdown_columns()).
  */
 #include "neki/base.h"
 
@@ -27,6 +31,7 @@
 
 #include "neki/memstream.h"
 #include "neki/sqlscan.h"
+#include "route_pull.h"
 #include "route_pushdown.h"
 #include "route_sqltext.h"
 
@@ -462,4 +467,215 @@ route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const
 	free(where);
 	free(on);
 	return out;
+}
+
+/* ---- the columns a read needs ---- */
+
+#define PD_COLS_MAX 1600	/* Postgres' MaxHeapAttributeNumber */
+
+/* What a column scan of the statement has seen: the last two items before the current. */
+enum pd_item {
+	PD_NONE = 0,
+	PD_WORD,		/* a name or keyword (w holds it) */
+	PD_VALUE,		/* a constant, a "quoted" name */
+	PD_OPEN,		/* ( */
+	PD_CLOSE,		/* ) or ] */
+	PD_DOT,
+	PD_COMMA,
+	PD_OTHER,		/* an operator, ; */
+};
+
+struct pd_cols {
+	const struct stmt *own;
+	const char *ref;		/* the name that qualifies the table's columns */
+	const char **name;		/* the table's columns, in order */
+	bool *used;
+	uint32_t n;
+	enum pd_item prev[3];		/* [0] the item before, [1] the one before it, ... */
+	char pw[3][PD_WORD_MAX];	/* ... their words */
+	bool distinct_on;		/* DISTINCT ON seen: `) *` may be a select list */
+};
+
+/* Where table <rel>'s alias stands in <sql> (after its name and an optional AS), or NULL
+ * when it has none. */
+static const char *
+alias_at(const char *sql, const struct stmt_rel *rel)
+{
+	const char *e = rel->alias != NULL ? route_sql_rel_name_end(sql, rel) : NULL, *end, *q;
+	char w[PD_WORD_MAX];
+
+	if (e == NULL)
+		return NULL;
+	end = e + strlen(e);
+	e = blanks(sql, e, end);
+	if (*e != '"' && (q = read_word(sql, e, end, w)) != NULL && strcmp(w, "as") == 0)
+		e = blanks(sql, q, end);
+	return e;
+}
+
+/* Is the word at <p> a FROM item's name (a table's, at its offset) or a table's alias
+ * declaration? */
+static bool
+declares(const struct stmt *own, const char *sql, const char *p)
+{
+	for (uint32_t i = 0; i < own->nrels; i++)
+		if (p == sql + own->rels[i].loc || p == alias_at(sql, &own->rels[i]))
+			return true;
+	return false;
+}
+
+/* A `*` at <p>: may the table's columns be left out of what it expands to? A multiplication,
+ * count(*), another table's `x.*` and EXISTS (SELECT * ...) read none of them. */
+static bool
+star_ok(const struct pd_cols *c, const char *sql, const char *p, const char *end)
+{
+	const char *n = blanks(sql, p + 1, end);
+
+	switch (c->prev[0]) {
+	case PD_DOT:
+		return c->prev[1] == PD_WORD && strcmp(c->pw[1], c->ref) != 0;
+	case PD_OPEN:
+		return *n == ')';	/* count(*) */
+	case PD_VALUE:
+		return true;
+	case PD_CLOSE:
+		return !c->distinct_on;	/* (DISTINCT ON (x) * is a select list) */
+	case PD_WORD:
+		if (strcmp(c->pw[0], "select") == 0)
+			return c->prev[1] == PD_OPEN && c->prev[2] == PD_WORD &&
+			       strcmp(c->pw[2], "exists") == 0;
+		return strcmp(c->pw[0], "distinct") != 0 && strcmp(c->pw[0], "all") != 0 &&
+		       strcmp(c->pw[0], "returning") != 0;
+	default:
+		return false;
+	}
+}
+
+static void
+pd_push(struct pd_cols *c, enum pd_item it, const char *w)
+{
+	for (int k = 2; k > 0; k--) {
+		c->prev[k] = c->prev[k - 1];
+		memcpy(c->pw[k], c->pw[k - 1], PD_WORD_MAX);
+	}
+	c->prev[0] = it;
+	snprintf(c->pw[0], PD_WORD_MAX, "%s", w != NULL ? w : "");
+}
+
+/* A word <w> of the statement at <p>, ending at <q> (<end>: the text's end): mark the
+ * columns it may name; false when the table may be read as a whole row, by NATURAL or
+ * TABLE. */
+static bool
+pd_word(struct pd_cols *c, const char *sql, const char *p, const char *q, const char *end,
+	const char *w, bool quoted)
+{
+	const char *n = blanks(sql, q, end);
+
+	for (uint32_t i = 0; i < c->n; i++)
+		if (!c->used[i] && strcasecmp(w, c->name[i]) == 0)
+			c->used[i] = true;
+	if (!quoted && (strcmp(w, "natural") == 0 || strcmp(w, "table") == 0))
+		return false;
+	if (!quoted && strcmp(w, "on") == 0 && c->prev[0] == PD_WORD &&
+	    strcmp(c->pw[0], "distinct") == 0)
+		c->distinct_on = true;
+	return strcmp(w, c->ref) != 0 || *n == '.' || c->prev[0] == PD_DOT ||
+	       declares(c->own, sql, p);
+}
+
+/* Scan <sql>: false when every column must be read. */
+static bool
+pd_scan(struct pd_cols *c, const char *sql)
+{
+	const char *end = sql + strlen(sql);
+
+	for (const char *p = blanks(sql, sql, end); p < end; p = blanks(sql, p, end)) {
+		char w[PD_WORD_MAX];
+		const char *q = read_word(sql, p, end, w);
+
+		if (q != NULL) {
+			if (!pd_word(c, sql, p, q, end, w, *p == '"'))
+				return false;
+			pd_push(c, *p == '"' ? PD_VALUE : PD_WORD, w);
+			p = q;
+			continue;
+		}
+		if (*p == '*' && !star_ok(c, sql, p, end))
+			return false;
+		q = sql_skip_item(sql, p);
+		if (q != p) {			/* a string or dollar quote */
+			pd_push(c, PD_VALUE, NULL);
+			p = q;
+			continue;
+		}
+		if (isdigit((unsigned char)*p) || *p == '$') {
+			while (p < end && (sql_ident_char(*p) || *p == '.'))
+				p++;
+			pd_push(c, PD_VALUE, NULL);
+			continue;
+		}
+		pd_push(c, *p == '(' ? PD_OPEN : *p == ')' || *p == ']' ? PD_CLOSE :
+			   *p == '.' ? PD_DOT : *p == ',' ? PD_COMMA : PD_OTHER, NULL);
+		p++;
+	}
+	return true;
+}
+
+/* The select list of the used columns, quoted ("a", "b"); the first column when none is
+ * (malloc'd; NULL on no memory). */
+static char *
+pd_list(const struct pd_cols *c)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = nk_memstream(&out, &len);
+	bool any = false, ok = f != NULL;
+
+	for (uint32_t i = 0; i < c->n && ok; i++) {
+		char *q;
+
+		if (!c->used[i] && (any || i + 1 < c->n))
+			continue;
+		q = route_quote_ident(c->name[c->used[i] ? i : 0]);
+		ok = q != NULL && fprintf(f, "%s%s", any ? ", " : "", q) >= 0;
+		free(q);
+		any = true;
+	}
+	if (f == NULL || fclose(f) != 0 || !ok) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/* route_pushdown_columns: see route_pushdown.h. */
+char *
+route_pushdown_columns(const char *sql, const struct stmt *own, uint32_t ri,
+		       const struct plan_input *in)
+{
+	const struct stmt_rel *rel = &own->rels[ri];
+	const struct plan_catalog *cat = in != NULL ? in->cat : NULL;
+	const char *schema = rel->schema, *names[PD_COLS_MAX];
+	bool used[PD_COLS_MAX] = { false };
+	struct pd_cols c = { own, rel->alias != NULL ? rel->alias : rel->name, names, used, 0,
+			     { PD_NONE }, { "" }, false };
+	const char *a = alias_at(sql, rel), *q;
+	char w[PD_WORD_MAX];
+
+	if (schema == NULL && in != NULL && in->sess != NULL)
+		schema = in->sess->schema;
+	if (cat == NULL || cat->column_name == NULL || schema == NULL)
+		return NULL;
+	if (a != NULL && (q = read_word(sql, a, a + strlen(a), w)) != NULL &&
+	    *blanks(sql, q, q + strlen(q)) == '(')
+		return NULL;	/* (AS x (a, b): its columns renamed) */
+	while (c.n < PD_COLS_MAX &&
+	       (names[c.n] = cat->column_name(cat->arg, schema, rel->name, c.n + 1)) != NULL)
+		c.n++;
+	if (c.n == 0 || c.n == PD_COLS_MAX || !pd_scan(&c, sql))
+		return NULL;
+	for (uint32_t i = 0; i < c.n; i++)
+		if (!used[i])
+			return pd_list(&c);
+	return NULL;	/* (every column: `*`) */
 }

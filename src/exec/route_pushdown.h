@@ -1,7 +1,8 @@
 /*
- * route_pushdown.h - the filters that go with a table the router reads first
+ * route_pushdown.h - what goes with a table the router reads first
  * (src/exec/route_pushdown.c): of the WHERE of the query level that reads it and of the ON
- * of its join, the AND-conjuncts that read nothing but that table's own columns.
+ * of its join, the AND-conjuncts that read nothing but that table's own columns; and the
+ * columns the statement may read of it.
  */
 #ifndef NEKI_EXEC_ROUTE_PUSHDOWN_H
 #define NEKI_EXEC_ROUTE_PUSHDOWN_H
@@ -28,5 +29,18 @@
 char *route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e,
 			   const struct plan_input *in, const struct plan_param *params,
 			   uint32_t nparams);
+
+/*
+ * The select list a read of table <own>->rels[<ri>] needs: the columns whose name occurs as
+ * a word of <sql> (unqualified or qualified by anything: a superset of those the statement
+ * reads), in the table's order, each quoted (malloc'd). NULL when every column is to be
+ * read (`*`): all of them are named; a `*` may expand the table (a select list's, the
+ * table's `alias.*`; not count(*), a multiplication, another table's `x.*`, EXISTS (SELECT
+ * * ...)); the table's name or alias stands alone (a whole-row value, `row_to_json(o)`);
+ * NATURAL or TABLE is written; the alias renames its columns; the catalog lacks the table;
+ * no memory.
+ */
+char *route_pushdown_columns(const char *sql, const struct stmt *own, uint32_t ri,
+			     const struct plan_input *in);
 
 #endif /* NEKI_EXEC_ROUTE_PUSHDOWN_H */

@@ -595,3 +595,25 @@ route_err_field(const struct route *r, const struct nk_error *err, bool in_query
 	*f = (struct proto_err_field){ 'P', buf };
 	return true;
 }
+
+/* route_sql_rel_name_end: see route_sqltext.h. */
+const char *
+route_sql_rel_name_end(const char *sql, const struct stmt_rel *rel)
+{
+	const char *p, *e;
+
+	if (rel->loc < 0 || (size_t)rel->loc >= strlen(sql))
+		return NULL;
+	for (p = e = sql + rel->loc;; e++) {
+		const char *q = sql_skip_item(sql, e);
+
+		if (q != e && *e == '"')
+			e = q;
+		else
+			while (sql_ident_char(*e))
+				e++;
+		if (*e != '.')
+			break;
+	}
+	return e == p ? NULL : e;
+}

@@ -46,6 +46,8 @@ char *route_sql_inline_slots(const char *text, const struct parse_norm *norm, co
  * keyword, ';' or closing parenthesis of its level. */
 bool route_sql_clause_at(const char *sql, const char *p);
 const char *route_sql_where_end(const char *sql, const char *p);
+/* The end of table <rel>'s `[schema .] name` at its offset in <sql>, or NULL. */
+const char *route_sql_rel_name_end(const char *sql, const struct stmt_rel *rel);
 /* Split a CommandComplete tag "INSERT 0 5" into its words before the count and the count. */
 void route_tag_split(const char *tag, char *head, size_t cap, uint64_t *count, bool *has_count);
 

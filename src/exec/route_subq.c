@@ -391,28 +391,6 @@ subq_resume(struct route *r)
 	evtimer_add(r->hold.ev_poll, &tv);
 }
 
-/* The end of table <rel>'s `[schema .] name` at its offset in <sql>, or NULL. */
-static const char *
-rel_name_end(const char *sql, const struct stmt_rel *rel)
-{
-	const char *p, *e;
-
-	if (rel->loc < 0 || (size_t)rel->loc >= strlen(sql))
-		return NULL;
-	for (p = e = sql + rel->loc;; e++) {
-		const char *q = sql_skip_item(sql, e);
-
-		if (q != e && *e == '"')
-			e = q;
-		else
-			while (sql_ident_char(*e))
-				e++;
-		if (*e != '.')
-			break;
-	}
-	return e == p ? NULL : e;
-}
-
 /* Does [p, e) hold word <w>? */
 static bool
 holds_word(const char *sql, const char *p, const char *e, const char *w)
@@ -467,7 +445,8 @@ top_where(const char *sql, const struct stmt *own, uint32_t ri, const char *e, c
 }
 
 /* What the router reads of table stmt.rels[<ri>] (a plain FROM item at its offset): `SELECT
- * * FROM name [AS alias WHERE ...]` (malloc'd; NULL on no memory), the top level's WHERE
+ * <columns> FROM name [AS alias WHERE ...]` (malloc'd; NULL on no memory), the columns those
+ * the statement may read (route_pushdown_columns(); `*` for all), the top level's WHERE
  * moved in when the table is its only FROM item (copied, its bound values <params> written
  * in, when it reads some: the statement keeps it then); *<rest>: where the statement goes
  * on after what the derived table replaces, *<alias>: the name to give it there (NULL: the
@@ -478,8 +457,9 @@ table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **
 	     const struct plan_input *in)
 {
 	const struct stmt_rel *rel = &own->rels[ri];
-	const char *p = sql + rel->loc, *e = rel_name_end(sql, rel), *ws = NULL, *we = NULL;
-	char *out, *cond = NULL;
+	const char *p = sql + rel->loc, *e = route_sql_rel_name_end(sql, rel);
+	const char *ws = NULL, *we = NULL;
+	char *out, *cond = NULL, *cols;
 	int n;
 
 	*alias = NULL;
@@ -497,13 +477,14 @@ table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **
 	}
 	if (cond == NULL && ws == NULL)	/* (a join: the conjuncts of this table only) */
 		cond = route_pushdown_where(sql, own, ri, e, in, params, nparams);
+	cols = route_pushdown_columns(sql, own, ri, in);	/* (NULL: every column) */
 	if (cond != NULL) {
-		n = asprintf(&out, "SELECT * FROM %.*s%s%s WHERE %s%s", (int)(e - p), p,
-			     rel->alias ? " AS " : "", rel->alias ? *alias : "", cond,
-			     strstr(cond, "--") ? "\n" : "");	/* (ends it) */
+		n = asprintf(&out, "SELECT %s FROM %.*s%s%s WHERE %s%s", cols ? cols : "*",
+			     (int)(e - p), p, rel->alias ? " AS " : "", rel->alias ? *alias : "",
+			     cond, strstr(cond, "--") ? "\n" : "");	/* (ends it) */
 		*rest = we != NULL ? we : e;
 	} else {
-		n = asprintf(&out, "SELECT * FROM %.*s", (int)(e - p), p);
+		n = asprintf(&out, "SELECT %s FROM %.*s", cols ? cols : "*", (int)(e - p), p);
 		*rest = e;
 	}
 	if (*rest == e && rel->alias != NULL) {
@@ -511,6 +492,7 @@ table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **
 		*alias = NULL;
 	}
 	free(cond);
+	free(cols);
 	if (n < 0) {
 		free(*alias);
 		return *alias = NULL, NULL;

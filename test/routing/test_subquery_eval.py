@@ -239,7 +239,7 @@ def test_explain_shows_what_is_evaluated_first(st):
         doc = cur.execute("EXPLAIN (NEKI_PLAN) SELECT c.name FROM customers c "
                           "JOIN orders o ON o.id = c.id * 10").fetchone()[0]
         ev = doc[0]["Router Evaluation"]
-        assert ev["Evaluated First"] == "SELECT * FROM orders", doc
+        assert ev["Evaluated First"] == 'SELECT "id" FROM orders', doc
         assert ev["Plan"][0]["Plan"]["Node Type"] == "Collapse", doc
 
 

@@ -354,29 +354,47 @@ START_TEST(test_inline_texts)
 }
 END_TEST
 
-/* The fake catalog of the pushdown test: orders (id, status, total), customers (id, name). */
-static uint32_t
-fake_column_type(void *arg, const char *schema, const char *table, const char *column)
+/* The fake catalog of the pushdown test: orders (id, status, total, customer_id), customers
+ * (id, name, country). */
+static const char *const *
+fake_columns(const char *table, size_t *n)
 {
 	static const char *const orders[] = { "id", "status", "total", "customer_id" };
 	static const char *const customers[] = { "id", "name", "country" };
 	bool o = strcmp(table, "orders") == 0;
-	const char *const *cols = o ? orders : customers;
-	size_t n = o ? NK_ARRAY_LEN(orders) : NK_ARRAY_LEN(customers);
 
-	(void)arg;
-	(void)schema;
+	*n = o ? NK_ARRAY_LEN(orders) : NK_ARRAY_LEN(customers);
+	return o ? orders : customers;
+}
+
+static uint32_t
+fake_column_type(void *arg, const char *schema, const char *table, const char *column)
+{
+	size_t n;
+	const char *const *cols = fake_columns(table, &n);
+
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(cols[i], column) == 0)
 			return 23;
 	return 0;
 }
 
-/* What route_pushdown_where() takes of <sql>'s WHERE for its table named <table>. */
-static char *
-pushed(const char *sql, const char *table)
+static const char *
+fake_column_name(void *arg, const char *schema, const char *table, uint32_t attnum)
 {
-	struct plan_catalog cat = { .column_type = fake_column_type };
+	size_t n;
+	const char *const *cols = fake_columns(table, &n);
+
+	return attnum >= 1 && attnum <= n ? cols[attnum - 1] : NULL;
+}
+
+/* What route_pushdown_where() (or, <columns>, route_pushdown_columns()) gives of <sql> for
+ * its table named <table>. */
+static char *
+pushed(const char *sql, const char *table, bool columns)
+{
+	struct plan_catalog cat = { .column_type = fake_column_type,
+				    .column_name = fake_column_name };
 	struct plan_session sess = { .schema = "public" };
 	struct plan_input in = { .cat = &cat, .sess = &sess };
 	struct rarena *a = rarena_new();
@@ -391,25 +409,37 @@ pushed(const char *sql, const char *table)
 		const struct stmt_rel *rel = &st->rels[i];
 		const char *e = sql + rel->loc + strlen(rel->name);
 
-		if (strcmp(rel->name, table) == 0 && rel->loc >= 0)
-			out = route_pushdown_where(sql, st, i, e, &in, NULL, 0);
+		if (strcmp(rel->name, table) != 0 || rel->loc < 0 || out != NULL)
+			continue;
+		out = columns ? route_pushdown_columns(sql, st, i, &in) :
+			route_pushdown_where(sql, st, i, e, &in, NULL, 0);
 	}
 	rarena_free(a);
 	return out;
 }
 
-/* What orders' read takes of statement <sql> is <want> (NULL: nothing). */
+/* What orders' read takes of statement <sql> (its conjuncts; <columns>: its select list) is
+ * <want> (NULL: nothing; every column). */
+static void
+expect_read(const char *sql, bool columns, const char *want)
+{
+	char *got = pushed(sql, "orders", columns);
+
+	ck_assert_msg(want == NULL ? got == NULL : got != NULL && strcmp(got, want) == 0,
+		      "%s: got %s, not %s", sql, got ? got : "NULL", want ? want : "NULL");
+	free(got);
+}
+
 static void
 expect_taken(const char *sql, const char *want)
 {
-	char *got = pushed(sql, "orders");
+	expect_read(sql, false, want);
+}
 
-	if (want == NULL)
-		ck_assert_msg(got == NULL, "%s: took %s", sql, got);
-	else
-		ck_assert_msg(got != NULL && strcmp(got, want) == 0, "%s: took %s, not %s", sql,
-			      got ? got : "nothing", want);
-	free(got);
+static void
+expect_columns(const char *sql, const char *want)
+{
+	expect_read(sql, true, want);
 }
 
 /* The same for a join of customers and orders off the key with <where> after it. */
@@ -474,6 +504,45 @@ START_TEST(test_pushdown_conjuncts)
 		     "o.id = c.id WHERE o.total > 1", NULL);	/* (planned apart) */
 	expect_taken("SELECT 1 FROM customers c, orders WHERE orders.total > 1",
 		     "(orders.total > 1)");
+}
+END_TEST
+
+/* The columns of orders a read through the router selects: those the statement names
+ * anywhere (a superset), unless a star, a whole-row value, NATURAL or a column list could
+ * read the rest. */
+START_TEST(test_pushdown_columns)
+{
+	const char *j = "FROM customers c JOIN orders o ON o.id = c.id * 10";
+	char sql[512];
+	static const struct {
+		const char *list, *rest, *want;
+	} cases[] = {
+		{ "SELECT count(*)", "", "\"id\"" },
+		{ "SELECT c.*, o.total * 2", "", "\"id\", \"total\"" },
+		{ "SELECT o.\"status\", (o.total) * 2", "", "\"id\", \"status\", \"total\"" },
+		{ "SELECT 1", " WHERE EXISTS (SELECT * FROM customers x WHERE x.id = o.id)",
+		  "\"id\"" },
+		{ "SELECT c.name", " WHERE 'customer_id' <> '' -- total", "\"id\"" },
+		{ "SELECT o.id, o.status, o.total, o.customer_id", "", NULL },
+		{ "SELECT *", "", NULL },
+		{ "SELECT c.name, o.*", "", NULL },
+		{ "SELECT DISTINCT *", "", NULL },
+		{ "SELECT DISTINCT ON (c.id) *", "", NULL },
+		{ "SELECT c.id, *", "", NULL },
+		{ "SELECT row_to_json(o)", "", NULL },
+		{ "SELECT o IS NULL", "", NULL },
+		{ "SELECT 1", " WHERE c.id IN (SELECT * FROM customers)", NULL },
+		{ "SELECT 1", " NATURAL JOIN customers k", NULL },
+	};
+
+	for (size_t i = 0; i < NK_ARRAY_LEN(cases); i++) {
+		snprintf(sql, sizeof(sql), "%s %s%s", cases[i].list, j, cases[i].rest);
+		expect_columns(sql, cases[i].want);
+	}
+	expect_columns("SELECT o.a FROM customers c JOIN orders AS o (a, b) ON o.a = c.id", NULL);
+	expect_columns("SELECT x.name FROM customers x, orders WHERE orders.id = x.id * 10",
+		       "\"id\"");
+	expect_columns("SELECT x.name FROM customers x, orders WHERE x.name = 'a'", "\"id\"");
 }
 END_TEST
 
@@ -544,6 +613,7 @@ exec_suite(void)
 	tc = tcase_create("texts");
 	tcase_add_test(tc, test_inline_texts);
 	tcase_add_test(tc, test_pushdown_conjuncts);
+	tcase_add_test(tc, test_pushdown_columns);
 	tcase_add_test(tc, test_answer_handlers);
 	suite_add_tcase(s, tc);
 	return s;
