@@ -1,6 +1,7 @@
 # exec module files: the executor of sharded databases (topology=yes): statement loop,
 # shard links, texts
-libneki_a_SOURCES += src/exec/route.c src/exec/route_exec.c src/exec/route_sql.c \
+libneki_a_SOURCES += src/exec/route.c src/exec/route_exec.c src/exec/route_release.c \
+	src/exec/route_sql.c \
 	src/exec/route_ext.c src/exec/route_merge.c src/exec/route_seq.c \
 	src/exec/route_copy.c src/exec/route_copy_row.c \
 	src/exec/route_prep.c src/exec/route_oids.c src/exec/route_portal.c src/exec/route_cursor.c \

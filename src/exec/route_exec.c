@@ -3,7 +3,7 @@
  * per shard built from its [shards] connection string), acquiring links for an exec,
  * replaying the session's SETs and the lazy BEGIN on them, sending the statement, and
  * reading the answers in plan order (see route_int.h). Entry points: route_shard(),
- * route_exec_start(), route_release_links(), route_drop_links().
+ * route_exec_start(); giving the links back is route_release.c's.
  */
 #include "neki/base.h"
 
@@ -543,8 +543,8 @@ route_exec_start(struct route *r, struct nk_error *err)
 	return route_exec_acquire(r, err);
 }
 
-/* Forget the Parse whose answer was awaited (the exec or the link ended without it). */
-static void
+/* route_prep_wait_clear: see route_exec.h. */
+void
 route_prep_wait_clear(struct rshard *sh)
 {
 	if (sh->prep_wait != NULL) {
@@ -1121,118 +1121,4 @@ route_link_cb(struct link *l, enum link_event ev, const struct sbuf_pkt *pkt,
 	if (r->x.merge_streams)
 		route_merge_resume(r);
 	return true;
-}
-
-/* route_pool_use: see route_int.h. */
-void
-route_pool_use(const struct route *r, const struct spool *sp, struct route_use *u)
-{
-	memset(u, 0, sizeof(*u));
-	for (uint32_t i = 0; i < r->nsh; i++) {
-		const struct rshard *sh = &r->sh[i];
-
-		if (sp != NULL && sh->sp != sp)
-			continue;
-		if (sh->waiting && (!u->waiting || sh->waiter.since_us < u->wait_since_us)) {
-			u->waiting = true;
-			u->wait_since_us = sh->waiter.since_us;
-		}
-		if (sh->link != NULL && u->link == NULL)
-			u->link = sh->link;
-	}
-}
-
-/* ---- cancel ---- */
-
-void
-route_cancel(struct route *r)
-{
-	if (!r->busy)
-		return;		/* nothing running: nothing to cancel, as Postgres */
-	r->cancel_pending = true;
-	for (uint32_t i = 0; i < r->nsh; i++) {
-		struct rshard *sh = &r->sh[i];
-
-		if (sh->link != NULL && sh->target && sh->sent && !sh->done)
-			route_client_cancel_link(r, sh->link);
-	}
-}
-
-/* ---- release ---- */
-
-void
-route_exec_reset(struct route *r)
-{
-	for (uint32_t i = 0; i < r->nsh && r->x.shards_used; i++) {
-		struct rshard *sh = &r->sh[i];
-
-		sh->target = sh->sent = sh->done = sh->failed = sh->held = false;
-		sh->prep_used = false;
-		route_prep_wait_clear(sh);
-		free(sh->sql);
-		sh->sql = NULL;
-		free(sh->deadlock);
-		sh->deadlock = NULL;
-		free(sh->ext_msg);
-		sh->ext_msg = NULL;
-		sh->ext_len = 0;
-		sh->count = sh->a_rows = sh->a_sent_us = sh->a_done_us = 0;
-		sh->counted = false;
-		sh->tag[0] = '\0';
-		for (uint32_t k = 0; k < sh->nrows; k++)
-			free(sh->rows[k].msg);
-		free(sh->rows);
-		sh->rows = NULL;
-		sh->nrows = sh->caprows = 0;
-	}
-	r->x.shards_used = false;
-	r->x.ntg = r->x.pos = 0;
-	r->x.cout.on = false;
-	r->seq.setvals = NULL;
-	r->seq.nsetvals = 0;
-	free(r->x.bind_err);
-	r->x.bind_err = NULL;
-	route_merge_free(r);
-	route_copy_free(r);
-}
-
-void
-route_release_links(struct route *r)
-{
-	for (uint32_t i = 0; i < r->nsh; i++) {
-		struct rshard *sh = &r->sh[i];
-		struct link *l = sh->link;
-
-		if (l == NULL || sh->swallow > 0 || route_pin_held(sh) || sh->holds > 0)
-			continue;	/* (held: LISTEN or advisory locks, route_pin.c; a WITH
-					 * HOLD cursor, route_portal.c) */
-		sh->link = NULL;
-		sh->in_tx = false;
-		route_give_back(sh, l);	/* (reset when the session's SETs are on it) */
-	}
-}
-
-void
-route_drop_links(struct route *r)
-{
-	for (uint32_t i = 0; i < r->nsh; i++) {
-		struct rshard *sh = &r->sh[i];
-		struct link *l = sh->link;
-
-		if (sh->waiting)
-			pool_cancel_wait(&sh->waiter);
-		sh->waiting = false;
-		sh->link = NULL;
-		if (l == NULL)
-			continue;
-		if (r->busy && sh->target && sh->sent && !sh->done)
-			route_client_cancel_link(r, l);	/* stop the shard's part too */
-		if (route_pin_held(sh))		/* its LISTEN and locks end with the session */
-			link_close(l, true, "client disconnect while the server held its LISTEN "
-				   "or advisory locks");
-		else if (r->busy || sh->swallow > 0 || sh->holds > 0 || link_tx_status(l) != 'I')
-			link_close(l, true, "client disconnect while server was not ready");
-		else
-			route_give_back(sh, l);
-	}
 }

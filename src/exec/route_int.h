@@ -142,22 +142,6 @@ struct rshard {
 					 * its cancel breaks (route_deadlock.c); NULL */
 };
 
-/*
- * The ways an exec's answers are handled besides forwarding and counting them (the combines
- * RX_PASS .. RX_QUIET): each claims some packet types of its targets' answers (route_exec.c's
- * table, in this order); the exec's handlers are chosen once, when it sends.
- */
-enum rx_handler {
-	RXH_SEQ = 0,	/* a sequence reservation's rows (route_seq.c) */
-	RXH_CAPTURE,	/* a subquery's or a GSI step's rows, kept (route_subq.c) */
-	RXH_PULL,	/* a round of a router-side portal (route_pull.c) */
-	RXH_INSEL,	/* a round of INSERT ... SELECT (route_insel.c) */
-	RXH_ANALYZE,	/* EXPLAIN ANALYZE: rows counted, not forwarded (route_explain.c) */
-	RXH_MERGE,	/* rows through the merge step (route_merge.c) */
-	RXH_COPY_OUT,	/* COPY TO over several shards (route_copy.c) */
-	RXH_COUNT,
-};
-
 /* What the current exec does once every target answered. */
 enum rx_after {
 	RX_AFTER_STMT = 0,	/* a statement: combine, next statement */

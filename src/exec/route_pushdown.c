@@ -473,10 +473,10 @@ route_pushdown_where(const char *sql, const struct stmt *own, uint32_t ri, const
 
 #define PD_COLS_MAX 1600	/* Postgres' MaxHeapAttributeNumber */
 
-/* What a column scan of the statement has seen: the last two items before the current. */
+/* What a column scan of the statement has seen: the last three items before the current. */
 enum pd_item {
 	PD_NONE = 0,
-	PD_WORD,		/* a name or keyword (w holds it) */
+	PD_WORD,		/* a name or keyword (pw holds it) */
 	PD_VALUE,		/* a constant, a "quoted" name */
 	PD_OPEN,		/* ( */
 	PD_CLOSE,		/* ) or ] */
@@ -519,7 +519,8 @@ static bool
 declares(const struct stmt *own, const char *sql, const char *p)
 {
 	for (uint32_t i = 0; i < own->nrels; i++)
-		if (p == sql + own->rels[i].loc || p == alias_at(sql, &own->rels[i]))
+		if ((own->rels[i].loc >= 0 && p == sql + own->rels[i].loc) ||
+		    p == alias_at(sql, &own->rels[i]))
 			return true;
 	return false;
 }

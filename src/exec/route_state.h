@@ -21,6 +21,22 @@ struct rportal;
 struct rseq_last;
 struct seq_entry;
 
+/*
+ * The ways an exec's answers are handled besides forwarding and counting them (the combines
+ * RX_PASS .. RX_QUIET): each claims some packet types of its targets' answers (route_exec.c's
+ * table, in this order); the exec's handlers are chosen once, when it sends.
+ */
+enum rx_handler {
+	RXH_SEQ = 0,	/* a sequence reservation's rows (route_seq.c) */
+	RXH_CAPTURE,	/* a subquery's or a GSI step's rows, kept (route_subq.c) */
+	RXH_PULL,	/* a round of a router-side portal (route_pull.c) */
+	RXH_INSEL,	/* a round of INSERT ... SELECT (route_insel.c) */
+	RXH_ANALYZE,	/* EXPLAIN ANALYZE: rows counted, not forwarded (route_explain.c) */
+	RXH_MERGE,	/* rows through the merge step (route_merge.c) */
+	RXH_COPY_OUT,	/* COPY TO over several shards (route_copy.c) */
+	RXH_COUNT,
+};
+
 #define ROUTE_VARS_MAX 16	/* tracked (reported) parameters: the varcache's VAR_MAX */
 
 /* What an operation on a router-side portal does (route_pull.c). */
