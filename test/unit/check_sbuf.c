@@ -648,6 +648,37 @@ START_TEST(test_pause_lazy_event)
 }
 END_TEST
 
+/*
+ * sbuf_continue() with nothing buffered (the last packet consumed, then paused by its
+ * owner) does not run the handler from the loop: the socket's readiness does, so the next
+ * packet still arrives, and one buffered during the pause is offered at once.
+ */
+START_TEST(test_continue_nothing_buffered)
+{
+	struct tcase_state t;
+	uint8_t buf[32];
+	int sv[2];
+	struct count_goal g = { &t, 1 };
+
+	tc_setup(&t, 4096);
+	make_pair(sv);
+	ck_assert(sbuf_accept(&t.sb, sv[0], true));
+	put_pkt(buf, 'P', 1);
+	ck_assert_int_eq(write(sv[1], buf, 6), 6);
+	ck_assert(run_until(got_pkts, &g, 5));
+	sbuf_pause(&t.sb);		/* as the route does while an exec runs */
+	sbuf_continue(&t.sb);		/* nothing buffered: only the read event stays added */
+	ck_assert(t.sb.read_on && t.sb.rpos == t.sb.rend);
+	put_pkt(buf, 'Q', 1);
+	ck_assert_int_eq(write(sv[1], buf, 6), 6);
+	g.n_pkt = 2;
+	ck_assert(run_until(got_pkts, &g, 5));
+	ck_assert_int_eq(t.types[1], 'Q');
+	close(sv[1]);
+	sbuf_cleanup(&t.sb);
+}
+END_TEST
+
 static int recv_calls;
 
 static ssize_t
@@ -831,6 +862,7 @@ sbuf_suite(void)
 	tcase_add_test(tc, test_corked_output);
 	tcase_add_test(tc, test_pause_continue);
 	tcase_add_test(tc, test_pause_lazy_event);
+	tcase_add_test(tc, test_continue_nothing_buffered);
 	tcase_add_test(tc, test_loopcnt_and_io_ops);
 	tcase_add_test(tc, test_close_inside_callback);
 	tcase_add_test(tc, test_connect_tcp_and_refused);
