@@ -10,8 +10,9 @@
  * planner names the subquery (plan.materialize: the innermost one holding the refused
  * part); nothing reaches the client from its run. Tables that cannot meet on one shard
  * (a join off the shard key) are read the same way: the planner names one of them
- * (plan.broadcast), which the statement reads again as `(SELECT * FROM name) name`, a
- * derived table the next round evaluates. A subquery that
+ * (plan.broadcast), which the statement reads again as `(SELECT <columns> FROM name) name`,
+ * a derived table the next round evaluates; a later round that would read the same text
+ * again takes the rows of the first (struct rsubq_read). A subquery that
  * reads a column of its outer query cannot run on its own (42P01 / 42703 there): the
  * statement keeps the planner's refusal. Several such subqueries are evaluated one after the
  * other (ROUTE_SUBQ_ROUNDS at most). At an Execute (extended protocol) the subquery runs as
@@ -49,6 +50,15 @@
 #define ROUTE_SUBQ_COLS 64		/* columns of one subquery's result */
 #define ROUTE_SUBQ_TYPE_MAX 160		/* a type's SQL name */
 #define ROUTE_SUBQ_DEPTH 64		/* parentheses followed to find a derived table */
+#define ROUTE_SUBQ_READS 8		/* table reads of one statement remembered */
+
+/* A table the statement reads first (table_select()'s text) and, once read, its rows as the
+ * text that takes its place: a second read of the same text in a later round (the same table,
+ * columns and conditions, as in TPC-H Q11, Q17) takes them instead of reading again. */
+struct rsubq_read {
+	char *text;			/* owned */
+	char *values;			/* owned: NULL until read */
+};
 
 struct rsubq {
 	char *sql;			/* owned: the statement's text */
@@ -68,6 +78,10 @@ struct rsubq {
 	char *rows_buf;
 	size_t rows_len;
 	uint64_t nrows;
+	struct rsubq_read reads[ROUTE_SUBQ_READS];	/* the statement's table reads */
+	uint32_t nreads;
+	size_t reads_bytes;		/* of their values: at most router_work_mem */
+	struct rsubq_read *reading;	/* the one the capture evaluates; NULL */
 };
 
 static void
@@ -88,6 +102,7 @@ capture_end(struct route *r, struct rsubq *q)
 	if (q->capture && q->ext)
 		r->x.ext_exec = true;	/* (the Execute's again) */
 	q->capture = r->x.subq_capture = false;
+	q->reading = NULL;
 	rows_close(q);
 }
 
@@ -107,6 +122,10 @@ route_subq_free(struct route *r)
 	if (q == NULL)
 		return;
 	capture_end(r, q);
+	for (uint32_t i = 0; i < q->nreads; i++) {
+		free(q->reads[i].text);
+		free(q->reads[i].values);
+	}
 	free(q->sql);
 	free(q->next);
 	free(q->types);
@@ -501,10 +520,11 @@ table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **
 }
 
 /* The statement's text with table stmt.rels[<ri>] read as the derived table `(SELECT * FROM
- * name ...) AS alias` (table_select(); malloc'd), or NULL. */
+ * name ...) AS alias` (table_select(); malloc'd), or NULL; *<read>: the read's text (malloc'd;
+ * NULL). */
 static char *
 wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint32_t ri,
-	    const struct plan_input *in)
+	    const struct plan_input *in, char **read)
 {
 	const char *rest, *p = sql + own->rels[ri].loc;
 	char *alias, *first = table_select(sql, own, ri, &rest, &alias,
@@ -512,13 +532,39 @@ wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint
 					   r->x.ext_exec ? r->x.ext_nparams : 0, in), *out;
 	int n;
 
+	*read = first;
 	if (first == NULL)
 		return NULL;
 	n = asprintf(&out, "%.*s(%s)%s%s %s", (int)(p - sql), sql, first, alias ? " AS " : "",
 		     alias ? alias : "", rest);
-	free(first);
 	free(alias);
 	return n < 0 ? NULL : out;
+}
+
+/* The statement's read of <text> (taken over) is remembered, once. */
+static void
+read_note(struct rsubq *q, char *text)
+{
+	for (uint32_t i = 0; i < q->nreads; i++)
+		if (strcmp(q->reads[i].text, text) == 0) {
+			free(text);
+			return;
+		}
+	if (q->nreads == ROUTE_SUBQ_READS) {
+		free(text);
+		return;
+	}
+	q->reads[q->nreads++] = (struct rsubq_read){ text, NULL };
+}
+
+/* The statement's read of <text>, or NULL when it has none. */
+static struct rsubq_read *
+read_find(struct rsubq *q, const char *text)
+{
+	for (uint32_t i = 0; q != NULL && i < q->nreads; i++)
+		if (strcmp(q->reads[i].text, text) == 0)
+			return &q->reads[i];
+	return NULL;
 }
 
 /* The query of span [start, end) of <sql>: inside its parentheses, or all of it when <bare>
@@ -666,6 +712,24 @@ route_subq_explain(struct route *r, const struct stmt *st, const char *sql,
 	return out;
 }
 
+/* Span [start, end) of <sql> is a table read the statement made already (<rd>): its rows go
+ * in its place without reading again (<text> freed). */
+static enum rstep
+read_again(struct route *r, const char *sql, size_t start, size_t end,
+	   const struct rsubq_read *rd, char *text)
+{
+	struct nk_error err;
+	char *next;
+
+	free(text);
+	if (asprintf(&next, "%.*s%s%s", (int)start, sql, rd->values, sql + end) < 0)
+		next = NULL;
+	if (subq_next(r, sql, next, &err) == NULL)
+		return route_fail(r, &err);
+	subq_resume(r);
+	return RSTEP_ASYNC;
+}
+
 /* route_subq_start: see route_subq.h. */
 enum rstep
 route_subq_start(struct route *r, const struct stmt *st, const char *sql,
@@ -674,6 +738,7 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 {
 	struct rsubq *q = r->x.subq;
 	const struct stmt *own = st;
+	struct rsubq_read *rd;
 	struct nk_error err;
 	size_t start, end;
 	bool bare;
@@ -689,9 +754,13 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 		own = own->cursor->query;	/* DECLARE: its query's (offsets in <sql>) */
 	if (own != NULL && p->materialize == 0 && p->broadcast > 0 &&
 	    p->broadcast <= own->nrels) {	/* the table as a derived table, planned again */
-		if ((q = subq_next(r, sql, wrapped_sql(r, sql, own, p->broadcast - 1, in),
-				   &err)) == NULL)
+		char *read, *next = wrapped_sql(r, sql, own, p->broadcast - 1, in, &read);
+
+		if ((q = subq_next(r, sql, next, &err)) == NULL) {
+			free(read);
 			return route_fail(r, refusal);
+		}
+		read_note(q, read);
 		subq_resume(r);
 		return RSTEP_ASYNC;
 	}
@@ -699,8 +768,11 @@ route_subq_start(struct route *r, const struct stmt *st, const char *sql,
 	    !subq_span(sql, &own->scopes[p->materialize], &start, &end, &bare) ||
 	    (text = subq_text(r, sql, start, end, bare, &err)) == NULL)
 		return route_fail(r, nk_error_is_set(&err) ? &err : refusal);
+	if ((rd = read_find(q, text)) != NULL && rd->values != NULL)
+		return read_again(r, sql, start, end, rd, text);
 	if ((q = subq_next(r, sql, text, &err)) == NULL)
 		return route_fail(r, &err);
+	q->reading = rd;
 	q->start = start;
 	q->end = end;
 	q->refusal = *refusal;
@@ -952,6 +1024,10 @@ route_subq_finished(struct route *r)
 		return route_subq_refused(r, &e), false;
 	}
 	mid = values_sql(q);
+	if (mid != NULL && q->reading != NULL && q->reading->values == NULL &&
+	    q->reads_bytes + strlen(mid) <= (size_t)r->c.cfg->neki.router_work_mem &&
+	    (q->reading->values = strdup(mid)) != NULL)	/* (for a read of it again) */
+		q->reads_bytes += strlen(mid);
 	capture_end(r, q);
 	if (mid == NULL ||
 	    asprintf(&q->next, "%.*s%s%s", (int)q->start, q->sql, mid, q->sql + q->end) == -1) {

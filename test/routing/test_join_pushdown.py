@@ -193,3 +193,24 @@ def test_writes_joined_off_the_key(st, write, taken):
             got.append(out)
     assert got[0] == got[1]
     assert got[0][0] != "UPDATE 0" and got[0][0] != "DELETE 0", got[0][0]
+
+
+def test_a_table_read_twice_the_same_way_is_read_once(st):
+    """A statement that reads the same table with the same columns and conditions in two
+    places (TPC-H Q17's lineitem) reads it from the shards once: in a transaction (no
+    statistics flush inside one), each shard's count of scans of orders grows by the
+    statement's one read and the second count's own scan; the rows equal the reference."""
+    sql = ("SELECT c.name, o.total FROM customers c JOIN orders o ON o.id = c.id * 10 "
+           "WHERE o.total >= (SELECT avg(o2.total) FROM orders o2 WHERE o2.id <= c.id * 10)")
+    same(st, sql)
+    count = ("SELECT DISTINCT inet_server_port(), pg_stat_get_xact_numscans('orders'::regclass) "
+             "FROM orders")
+    with st.connect() as conn:
+        conn.execute("BEGIN")
+        before = dict(conn.execute(count).fetchall())
+        conn.execute(sql).fetchall()
+        after = dict(conn.execute(count).fetchall())
+        conn.execute("ROLLBACK")
+    assert len(after) > 1 and after.keys() == before.keys(), (before, after)
+    assert {port: after[port] - before[port] for port in after} == \
+        {port: 2 for port in after}, (before, after)
