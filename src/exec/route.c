@@ -175,6 +175,7 @@ route_query_end(struct route *r)
 	struct pktbuf pb;
 	uint8_t mem[8];
 
+	route_subq_reads_free(r);	/* (a statement that failed in a round ends here) */
 	if (r->implicit && !r->implicit_end) {
 		r->implicit_end = true;
 		if (route_tx_end(r, r->tx == 'T', "") == RSTEP_ASYNC)

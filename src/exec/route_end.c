@@ -92,6 +92,7 @@ route_ext_implicit_end(struct route *r, bool ok)
 static void
 route_stmt_end(struct route *r, bool ok)
 {
+	route_subq_reads_free(r);
 	r->x.an.on = false;
 	r->x.pull.portal = NULL;
 	r->x.pull.op = RPULL_NONE;

@@ -114,6 +114,23 @@ route_subq_settle(struct route *r, enum rstep rc)
 		capture_end(r, r->x.subq);	/* (refused before anything was sent) */
 }
 
+/* route_subq_reads_free: see route_subq.h. */
+void
+route_subq_reads_free(struct route *r)
+{
+	struct rsubq *q = r->x.subq;
+
+	for (uint32_t i = 0; q != NULL && i < q->nreads; i++) {
+		free(q->reads[i].text);
+		free(q->reads[i].values);
+	}
+	if (q != NULL) {
+		q->nreads = 0;
+		q->reads_bytes = 0;
+		q->reading = NULL;
+	}
+}
+
 void
 route_subq_free(struct route *r)
 {
@@ -122,10 +139,7 @@ route_subq_free(struct route *r)
 	if (q == NULL)
 		return;
 	capture_end(r, q);
-	for (uint32_t i = 0; i < q->nreads; i++) {
-		free(q->reads[i].text);
-		free(q->reads[i].values);
-	}
+	route_subq_reads_free(r);
 	free(q->sql);
 	free(q->next);
 	free(q->types);

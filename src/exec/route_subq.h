@@ -67,4 +67,8 @@ bool route_subq_refused(struct route *r, const struct nk_error *err);
  * catalog knows (quoted, schema-qualified); false when neither. */
 bool route_subq_type_sql(struct route *r, uint32_t oid, char *out, size_t len);
 
+/* The statement ended: the rows of its table reads are forgotten (a later statement, which
+ * may see other rows, reads again). */
+void route_subq_reads_free(struct route *r);
+
 #endif /* NEKI_EXEC_ROUTE_SUBQ_H */

@@ -214,3 +214,23 @@ def test_a_table_read_twice_the_same_way_is_read_once(st):
     assert len(after) > 1 and after.keys() == before.keys(), (before, after)
     assert {port: after[port] - before[port] for port in after} == \
         {port: 2 for port in after}, (before, after)
+
+
+def test_a_later_statement_reads_again(st):
+    """The rows of a table read are the statement's own: a later statement of the same
+    transaction (after an UPDATE of that table, and one composed over a __neki call's rows)
+    reads the table again and sees the new values."""
+    read = ("SELECT c.id, o.total FROM customers c JOIN orders o ON o.id = c.id * 10 "
+            "ORDER BY 1, 2")
+    with st.connect() as conn:
+        conn.execute("BEGIN")
+        first = conn.execute(read).fetchall()
+        conn.execute("UPDATE orders SET total = total + 1")
+        again = conn.execute(read).fetchall()
+        composed = conn.execute(
+            "SELECT c.id, o.total, r IS NOT NULL FROM customers c JOIN orders o "
+            "ON o.id = c.id * 10, __neki.get_data_topology_revision() r ORDER BY 1, 2").fetchall()
+        conn.execute("ROLLBACK")
+    assert first and len(first) == len(again)
+    assert [(i, t + 1) for i, t in first] == again
+    assert [(i, t, True) for i, t in again] == composed
