@@ -54,7 +54,7 @@
 
 /* A table the statement reads first (table_select()'s text) and, once read, its rows as the
  * text that takes its place: a second read of the same text in a later round (the same table,
- * columns and conditions, as in TPC-H Q11, Q17) takes them instead of reading again. */
+ * columns and conditions, as TPC-H Q17's lineitem) takes them instead of reading again. */
 struct rsubq_read {
 	char *text;			/* owned */
 	char *values;			/* owned: NULL until read */
@@ -533,9 +533,9 @@ table_select(const char *sql, const struct stmt *own, uint32_t ri, const char **
 	return out;
 }
 
-/* The statement's text with table stmt.rels[<ri>] read as the derived table `(SELECT * FROM
- * name ...) AS alias` (table_select(); malloc'd), or NULL; *<read>: the read's text (malloc'd;
- * NULL). */
+/* The statement's text with table stmt.rels[<ri>] read as the derived table `(SELECT
+ * <columns> FROM name ...) AS alias` (table_select(); malloc'd), or NULL; *<read>: the read's
+ * text (malloc'd; NULL). */
 static char *
 wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint32_t ri,
 	    const struct plan_input *in, char **read)
