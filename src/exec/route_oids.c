@@ -52,6 +52,20 @@ map_at(const struct cat_view *cv, const char *shard, uint8_t *p, bool to_auth)
 		put32(p, cat_view_type_oid(cv, shard, oid, to_auth));
 }
 
+/* The offset of the type OID of the field at <pos> of RowDescription <m> (<len> bytes, type
+ * byte included), *<next> the next field's; 0 when malformed. */
+static uint32_t
+rowdesc_type_at(const uint8_t *m, uint32_t len, uint32_t pos, uint32_t *next)
+{
+	const uint8_t *nul = pos < len ? memchr(m + pos, '\0', len - pos) : NULL;
+	uint32_t at = nul != NULL ? (uint32_t)(nul - m) + 1 : 0;
+
+	if (nul == NULL || at + 18 > len)
+		return 0;
+	*next = at + 18;
+	return at + 6;		/* (after table oid, attnum) */
+}
+
 /*
  * Does the whole RowDescription (<rowdesc>) or ParameterDescription <m> (<len> bytes, type
  * byte included) name a user-defined type? A built-in type's OID is the same on every shard:
@@ -60,20 +74,15 @@ map_at(const struct cat_view *cv, const char *shard, uint8_t *p, bool to_auth)
 static bool
 names_user_type(const uint8_t *m, uint32_t len, bool rowdesc)
 {
-	uint32_t pos = 7, n = len >= 7 ? get16(m + 5) : 0;
+	uint32_t pos = 7, at, n = len >= 7 ? get16(m + 5) : 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t *nul = rowdesc && pos < len ? memchr(m + pos, '\0', len - pos) : NULL;
-
-		if (rowdesc && (nul == NULL || (uint32_t)(nul - m) + 1 + 18 > len))
-			return true;
 		if (rowdesc)
-			pos = (uint32_t)(nul - m) + 1 + 6;	/* (after table oid, attnum) */
-		else if (pos + 4 > len)
+			at = rowdesc_type_at(m, len, pos, &pos);
+		else
+			at = 7 + 4 * (i + 1) <= len ? 7 + 4 * i : 0;
+		if (at == 0 || get32(m + at) >= ROIDS_FIRST_USER)
 			return true;
-		if (get32(m + pos) >= ROIDS_FIRST_USER)
-			return true;
-		pos += rowdesc ? 12 : 4;
 	}
 	return false;
 }
@@ -82,16 +91,12 @@ names_user_type(const uint8_t *m, uint32_t len, bool rowdesc)
 static void
 map_rowdesc(const struct cat_view *cv, const char *shard, uint8_t *m, uint32_t len)
 {
-	uint32_t pos = 7, n = len >= 7 ? get16(m + 5) : 0;
+	uint32_t pos = 7, at, n = len >= 7 ? get16(m + 5) : 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		uint8_t *nul = pos < len ? memchr(m + pos, '\0', len - pos) : NULL;
-
-		if (nul == NULL || (uint32_t)(nul - m) + 1 + 18 > len)
+		if ((at = rowdesc_type_at(m, len, pos, &pos)) == 0)
 			return;		/* (malformed: left as it is) */
-		pos = (uint32_t)(nul - m) + 1;
-		map_at(cv, shard, m + pos + 6, true);	/* (after table oid, attnum) */
-		pos += 18;
+		map_at(cv, shard, m + at, true);
 	}
 }
 

@@ -381,6 +381,37 @@ on_end(const char *sql, const char *p, const char *end)
 	return p;
 }
 
+/* Where table <rel>'s alias stands in <sql> (after its name and an optional AS), or NULL
+ * when it has none. */
+static const char *
+alias_at(const char *sql, const struct stmt_rel *rel)
+{
+	const char *e = rel->alias != NULL ? route_sql_rel_name_end(sql, rel) : NULL, *end, *q;
+	char w[PD_WORD_MAX];
+
+	if (e == NULL)
+		return NULL;
+	end = e + strlen(e);
+	e = blanks(sql, e, end);
+	if (*e != '"' && (q = read_word(sql, e, end, w)) != NULL && strcmp(w, "as") == 0)
+		e = blanks(sql, q, end);
+	return e;
+}
+
+/* Where <sql> goes on after table <rel>'s alias and the blanks after it, or NULL when it has
+ * none. */
+static const char *
+after_alias(const char *sql, const struct stmt_rel *rel)
+{
+	const char *a = alias_at(sql, rel), *end, *q;
+	char w[PD_WORD_MAX];
+
+	if (a == NULL)
+		return NULL;
+	end = a + strlen(a);
+	return (q = read_word(sql, a, end, w)) != NULL ? blanks(sql, q, end) : NULL;
+}
+
 /*
  * The ON condition of the join whose right operand is table <own>->rels[<ri>] (its name
  * ending at <e>), when that join is inner or LEFT: its ON only decides which of the
@@ -405,13 +436,8 @@ join_on(const char *sql, const struct stmt *own, uint32_t ri, const char *e, con
 	}
 	if (j == NULL || j->on == NULL || (j->join != STMT_J_INNER && j->join != STMT_J_LEFT))
 		return false;
-	if (own->rels[ri].alias != NULL) {	/* [AS] alias */
-		if ((q = read_word(sql, p, end, w)) != NULL && strcmp(w, "as") == 0)
-			p = blanks(sql, q, end);
-		if ((q = read_word(sql, p, end, w)) == NULL)
-			return false;
-		p = blanks(sql, q, end);
-	}
+	if (own->rels[ri].alias != NULL && (p = after_alias(sql, &own->rels[ri])) == NULL)
+		return false;	/* ([AS] alias) */
 	if ((q = read_word(sql, p, end, w)) == NULL || strcmp(w, "on") != 0)
 		return false;
 	*os = q;
@@ -495,23 +521,6 @@ struct pd_cols {
 	char pw[3][PD_WORD_MAX];	/* ... their words */
 	bool distinct_on;		/* DISTINCT ON seen: `) *` may be a select list */
 };
-
-/* Where table <rel>'s alias stands in <sql> (after its name and an optional AS), or NULL
- * when it has none. */
-static const char *
-alias_at(const char *sql, const struct stmt_rel *rel)
-{
-	const char *e = rel->alias != NULL ? route_sql_rel_name_end(sql, rel) : NULL, *end, *q;
-	char w[PD_WORD_MAX];
-
-	if (e == NULL)
-		return NULL;
-	end = e + strlen(e);
-	e = blanks(sql, e, end);
-	if (*e != '"' && (q = read_word(sql, e, end, w)) != NULL && strcmp(w, "as") == 0)
-		e = blanks(sql, q, end);
-	return e;
-}
 
 /* Is the word at <p> a FROM item's name (a table's, at its offset) or a table's alias
  * declaration? */
@@ -660,15 +669,13 @@ route_pushdown_columns(const char *sql, const struct stmt *own, uint32_t ri,
 	bool used[PD_COLS_MAX] = { false };
 	struct pd_cols c = { own, rel->alias != NULL ? rel->alias : rel->name, names, used, 0,
 			     { PD_NONE }, { "" }, false };
-	const char *a = alias_at(sql, rel), *q;
-	char w[PD_WORD_MAX];
+	const char *a = after_alias(sql, rel);
 
 	if (schema == NULL && in != NULL && in->sess != NULL)
 		schema = in->sess->schema;
 	if (cat == NULL || cat->column_name == NULL || schema == NULL)
 		return NULL;
-	if (a != NULL && (q = read_word(sql, a, a + strlen(a), w)) != NULL &&
-	    *blanks(sql, q, q + strlen(q)) == '(')
+	if (a != NULL && *a == '(')
 		return NULL;	/* (AS x (a, b): its columns renamed) */
 	while (c.n < PD_COLS_MAX &&
 	       (names[c.n] = cat->column_name(cat->arg, schema, rel->name, c.n + 1)) != NULL)

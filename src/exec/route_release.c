@@ -61,7 +61,7 @@ route_cancel(struct route *r)
 void
 route_exec_reset(struct route *r)
 {
-	for (uint32_t i = 0; i < r->nsh && r->x.shards_used; i++) {
+	for (uint32_t i = 0; r->x.shards_used && i < r->nsh; i++) {	/* (none used: all clear) */
 		struct rshard *sh = &r->sh[i];
 
 		sh->target = sh->sent = sh->done = sh->failed = sh->held = false;

@@ -120,15 +120,15 @@ route_subq_reads_free(struct route *r)
 {
 	struct rsubq *q = r->x.subq;
 
-	for (uint32_t i = 0; q != NULL && i < q->nreads; i++) {
+	if (q == NULL)
+		return;
+	for (uint32_t i = 0; i < q->nreads; i++) {
 		free(q->reads[i].text);
 		free(q->reads[i].values);
 	}
-	if (q != NULL) {
-		q->nreads = 0;
-		q->reads_bytes = 0;
-		q->reading = NULL;
-	}
+	q->nreads = 0;
+	q->reads_bytes = 0;
+	q->reading = NULL;
 }
 
 void
@@ -555,22 +555,6 @@ wrapped_sql(const struct route *r, const char *sql, const struct stmt *own, uint
 	return n < 0 ? NULL : out;
 }
 
-/* The statement's read of <text> (taken over) is remembered, once. */
-static void
-read_note(struct rsubq *q, char *text)
-{
-	for (uint32_t i = 0; i < q->nreads; i++)
-		if (strcmp(q->reads[i].text, text) == 0) {
-			free(text);
-			return;
-		}
-	if (q->nreads == ROUTE_SUBQ_READS) {
-		free(text);
-		return;
-	}
-	q->reads[q->nreads++] = (struct rsubq_read){ text, NULL };
-}
-
 /* The statement's read of <text>, or NULL when it has none. */
 static struct rsubq_read *
 read_find(struct rsubq *q, const char *text)
@@ -579,6 +563,16 @@ read_find(struct rsubq *q, const char *text)
 		if (strcmp(q->reads[i].text, text) == 0)
 			return &q->reads[i];
 	return NULL;
+}
+
+/* The statement's read of <text> (taken over) is remembered, once. */
+static void
+read_note(struct rsubq *q, char *text)
+{
+	if (text == NULL || read_find(q, text) != NULL || q->nreads == ROUTE_SUBQ_READS)
+		free(text);
+	else
+		q->reads[q->nreads++] = (struct rsubq_read){ text, NULL };
 }
 
 /* The query of span [start, end) of <sql>: inside its parentheses, or all of it when <bare>

@@ -71,13 +71,20 @@ rtarget_get(struct rshard *sh)
 	return t;
 }
 
+/* The __neki.target of <r>'s exec (a SET's exec always reads the primary). */
+static const char *
+rtarget_name(const struct route *r)
+{
+	return r->settings_exec ? "primary" : r->ps.target;
+}
+
 /* The policy of <r>'s session for this exec. */
 static void
 rtarget_policy(const struct route *r, struct target_policy *p)
 {
 	const struct cfg *c = r->c.cfg;
 
-	target_policy_from(p, r->settings_exec ? "primary" : r->ps.target,
+	target_policy_from(p, rtarget_name(r),
 			   r->ps.replica_recency, r->ps.replica_locality, r->ps.replica_affinity,
 			   c->replicas.replica_lag_tolerable_min, c->replicas.replica_lag_tolerable_max);
 }
@@ -162,7 +169,7 @@ route_target_bind(struct route *r, struct rshard *sh, struct nk_error *err)
 	uint32_t k = 0;
 
 	if (shd == NULL || (shd->n_servers <= 1 &&
-			    (r->settings_exec || target_kind_from(r->ps.target) == TARGET_PRIMARY)))
+			    target_kind_from(rtarget_name(r)) == TARGET_PRIMARY))
 		return RTARGET_OK;	/* one server: the pool route_shard() made */
 	rtarget_policy(r, &p);
 	switch (rtarget_pick(shd, &p, sh->tgt != NULL ? sh->tgt->sticky : -1, &k)) {
